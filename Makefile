@@ -1,0 +1,53 @@
+# tilemark — `make help` lists the targets.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
+.DEFAULT_GOAL := help
+
+.PHONY: help build run test test-rust test-python lint fmt bench clean system-deps
+
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.deps: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "maturin>=1.7,<2" "typer>=0.12" "rich>=13" "duckdb>=1.0" "pyarrow>=15" "pytest>=8" "ruff>=0.6"
+	touch $@
+
+$(VENV)/.engine: $(ENGINE_SRC) $(VENV)/.deps
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin develop --release -q
+	touch $@
+
+build: $(VENV)/.engine ## virtualenv in .venv, release build of the engine, `tilemark` on .venv/bin
+
+system-deps: ## install Debian packages the rigs use (fio, nbdkit, nbdfuse) when missing and root
+	@bash scripts/system-deps.sh
+
+run: build ## default benchmark on a scratch file under ./tilemark-data, results in ./tilemark-results
+	$(BIN)/tilemark run --default --target tilemark-data/scratch.dat --results tilemark-results
+
+test: build system-deps ## every test: Rust unit tests, then Python unit and end-to-end tests
+	cargo test --workspace --exclude tilemark-py -q
+	$(BIN)/python -m pytest -q tests
+
+lint: build ## cargo fmt --check, clippy -D warnings, ruff check and format --check
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -q -- -D warnings
+	$(BIN)/ruff check python tests bench
+	$(BIN)/ruff format --check python tests bench
+
+fmt: ## format Rust and Python
+	cargo fmt --all
+	$(BIN)/ruff format python tests bench
+
+bench: build system-deps ## tilemark vs fio side by side; results under bench/results/
+	$(BIN)/python bench/vs_fio.py
+
+clean: ## remove build products (keeps results)
+	cargo clean
+	rm -rf $(VENV) python/tilemark/_engine*.so

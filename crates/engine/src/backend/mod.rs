@@ -1,0 +1,68 @@
+//! IO backends behind one small interface, in fio's queue/commit/reap shape.
+//!
+//! A backend takes requests (`queue`), hands them to the kernel (`submit_and_reap`, which also
+//! collects completions so the common case is one system call per loop turn), and reports
+//! completions by `user_data`. Each backend is one file and owns its own options.
+
+pub mod null;
+pub mod psync;
+pub mod uring;
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use crate::plan::BackendKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+    Fsync,
+}
+
+/// One IO request. `buf` must stay valid until the request's completion is reaped.
+#[derive(Clone, Copy, Debug)]
+pub struct IoReq {
+    pub user_data: u64,
+    /// Index into the file table given to `open_backend`.
+    pub file: u32,
+    pub op: Op,
+    pub buf: *mut u8,
+    pub len: u32,
+    pub offset: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    pub user_data: u64,
+    /// Bytes transferred, or a negative errno.
+    pub result: i32,
+}
+
+pub trait Backend: Send {
+    /// Accept a request. It reaches the device at the next `submit_and_reap` at the latest.
+    fn queue(&mut self, req: IoReq) -> io::Result<()>;
+
+    /// Submit queued requests, then collect completions into `out`, waiting up to `timeout` for
+    /// at least `min_complete` of them (0 = do not wait).
+    fn submit_and_reap(
+        &mut self,
+        out: &mut Vec<Completion>,
+        min_complete: usize,
+        timeout: Duration,
+    ) -> io::Result<()>;
+}
+
+/// Open a backend serving the given files, sized for `max_inflight` concurrent requests.
+pub fn open_backend(
+    kind: BackendKind,
+    files: &[RawFd],
+    max_inflight: usize,
+) -> io::Result<Box<dyn Backend>> {
+    Ok(match kind {
+        BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight)?),
+        BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)),
+        BackendKind::Null => Box::new(null::NullBackend::default()),
+    })
+}

@@ -1,0 +1,374 @@
+//! Running a plan: open targets, spread streams over threads, collect interval snapshots and
+//! the final result.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::backend::open_backend;
+use crate::error::{EngineError, Result};
+use crate::plan::{Plan, SyncMode};
+use crate::stats::{IndexedStats, StreamStats};
+use crate::stream::StreamState;
+use crate::worker::{IntervalMsg, Phase, RunClock, ThreadResult, Worker};
+
+/// A started run.
+pub struct Engine {
+    plan: Plan,
+    clock: RunClock,
+    started_at_ns: u64,
+    rx: Receiver<IntervalMsg>,
+    threads: Vec<JoinHandle<Result<ThreadResult>>>,
+    control: Control,
+    aggregator: Aggregator,
+    /// Kept open until every thread has been joined: the threads use their raw fds.
+    _files: Vec<File>,
+    result: Option<Result<String>>,
+}
+
+/// Stop and wait for a run from any thread.
+#[derive(Clone)]
+pub struct Control {
+    stop: Arc<AtomicBool>,
+    finished: Arc<(Mutex<usize>, Condvar)>,
+    nthreads: usize,
+}
+
+impl Control {
+    /// Ask every thread to stop; in-flight IOs are reaped and the partial interval reported.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_done(&self) -> bool {
+        *self.finished.0.lock().unwrap() >= self.nthreads
+    }
+
+    /// Wait up to `timeout` for the run to end; true if it has.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        let (count, cv) = &*self.finished;
+        let guard = count.lock().unwrap();
+        let (guard, _) = cv
+            .wait_timeout_while(guard, timeout, |n| *n < self.nthreads)
+            .unwrap();
+        *guard >= self.nthreads
+    }
+}
+
+/// Signals completion of a thread even if it panics.
+struct FinishGuard(Arc<(Mutex<usize>, Condvar)>);
+
+impl Drop for FinishGuard {
+    fn drop(&mut self) {
+        let (count, cv) = &*self.0;
+        *count.lock().unwrap() += 1;
+        cv.notify_all();
+    }
+}
+
+impl Engine {
+    /// Validate, open targets, set up a backend per thread, and start.
+    pub fn start(plan: Plan) -> Result<Engine> {
+        plan.validate()?;
+        // File table: per target a plain fd, plus an O_DSYNC fd if any stream asks for it.
+        let mut files = Vec::new();
+        let mut plain_idx = Vec::new();
+        let mut dsync_idx = Vec::new();
+        for (ti, t) in plan.targets.iter().enumerate() {
+            let on_target = || plan.streams.iter().filter(move |s| s.target == ti);
+            let writes = on_target().any(|s| s.writes());
+            let wants_dsync = on_target().any(|s| s.sync == SyncMode::Dsync);
+            let open = |dsync: bool| -> Result<File> {
+                let mut flags = 0;
+                if t.direct {
+                    flags |= libc::O_DIRECT;
+                }
+                if dsync {
+                    flags |= libc::O_DSYNC;
+                }
+                OpenOptions::new()
+                    .read(true)
+                    .write(writes)
+                    .custom_flags(flags)
+                    .open(&t.path)
+                    .map_err(|e| EngineError::io(format!("cannot open target {}", t.path), e))
+            };
+            plain_idx.push(files.len() as u32);
+            files.push(open(false)?);
+            if wants_dsync {
+                dsync_idx.push(files.len() as u32);
+                files.push(open(true)?);
+            } else {
+                dsync_idx.push(*plain_idx.last().unwrap());
+            }
+        }
+        let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+
+        let nthreads = plan.threads.min(plan.streams.len()).max(1);
+        let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
+        for (i, spec) in plan.streams.iter().enumerate() {
+            let t = &plan.targets[spec.target];
+            per_thread[i % nthreads].push(StreamState::new(
+                i,
+                spec,
+                t.offset,
+                plain_idx[spec.target],
+                dsync_idx[spec.target],
+            ));
+        }
+        let mut workers = Vec::with_capacity(nthreads);
+        for (id, streams) in per_thread.into_iter().enumerate() {
+            // In-flight bound: every stream's cap plus one fsync each.
+            let max_inflight: usize = streams.iter().map(|s| s.qd as usize + 1).sum();
+            let backend = open_backend(plan.backend, &raw, max_inflight)
+                .map_err(|e| EngineError::io(format!("{:?} backend", plan.backend), e))?;
+            workers.push(Worker::new(id, streams, backend));
+        }
+
+        // Start time: absolute (for multi-host runs) or now.
+        let now_real = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64;
+        let delay = plan.start_at_ns.map_or(0, |t| t.saturating_sub(now_real));
+        let t0 = Instant::now() + Duration::from_nanos(delay);
+        let started_at_ns = now_real + delay;
+        let warmup_ns = plan.warmup_ms * 1_000_000;
+        let clock = RunClock {
+            t0,
+            warmup_ns,
+            end_ns: plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
+            interval_ns: plan.interval_ms * 1_000_000,
+            stop: Arc::new(AtomicBool::new(false)),
+        };
+        let (tx, rx) = channel();
+        let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let threads = workers
+            .into_iter()
+            .map(|w| {
+                let clock = clock.clone();
+                let tx = tx.clone();
+                let guard = FinishGuard(finished.clone());
+                std::thread::Builder::new()
+                    .name("tilemark-engine".into())
+                    .spawn(move || {
+                        let _guard = guard;
+                        w.run(clock, tx)
+                    })
+                    .map_err(|e| EngineError::io("spawning engine thread", e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Engine {
+            aggregator: Aggregator::new(nthreads, plan.streams.len()),
+            plan,
+            clock: clock.clone(),
+            started_at_ns,
+            rx,
+            threads,
+            control: Control {
+                stop: clock.stop.clone(),
+                finished,
+                nthreads,
+            },
+            _files: files,
+            result: None,
+        })
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// A handle to stop or wait for the run without borrowing the engine.
+    pub fn control(&self) -> Control {
+        self.control.clone()
+    }
+
+    pub fn stop(&self) {
+        self.control.stop();
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.control.is_done()
+    }
+
+    pub fn wait(&self, timeout: Duration) -> bool {
+        self.control.wait(timeout)
+    }
+
+    /// Interval snapshots completed since the last call, as a JSON array.
+    pub fn poll_json(&mut self) -> String {
+        while let Ok(msg) = self.rx.try_recv() {
+            self.aggregator.add(msg);
+        }
+        self.aggregator.take_ready_json()
+    }
+
+    /// Block until the run ends; the result as JSON (measurement-phase totals per stream).
+    pub fn result_json(&mut self) -> Result<String> {
+        if let Some(r) = &self.result {
+            return clone_result(r);
+        }
+        let mut totals: Vec<Option<StreamStats>> = vec![None; self.plan.streams.len()];
+        let mut end_ns = 0;
+        let mut stopped = false;
+        let mut errors = Vec::new();
+        for h in self.threads.drain(..) {
+            match h.join() {
+                Ok(Ok(r)) => {
+                    end_ns = end_ns.max(r.end_ns);
+                    stopped |= r.stopped;
+                    for (i, s) in r.totals {
+                        totals[i] = Some(s);
+                    }
+                }
+                Ok(Err(e)) => errors.push(e.to_string()),
+                Err(_) => errors.push("an engine thread panicked".into()),
+            }
+        }
+        let result = if errors.is_empty() {
+            let streams: Vec<IndexedStats> = totals
+                .iter()
+                .enumerate()
+                .map(|(i, s)| IndexedStats {
+                    stream: i,
+                    stats: s.as_ref().expect("every stream belongs to a thread"),
+                    totals: true,
+                })
+                .collect();
+            let measure_start = self.clock.warmup_ns.min(end_ns);
+            serde_json::to_string(&ResultJson {
+                complete: !stopped,
+                started_at_ns: self.started_at_ns,
+                measure_start_ns: measure_start,
+                measure_end_ns: end_ns,
+                streams,
+            })
+            .map_err(|e| EngineError::Thread(format!("serializing result: {e}")))
+        } else {
+            Err(EngineError::Thread(errors.join("; ")))
+        };
+        let out = clone_result(&result);
+        self.result = Some(result);
+        out
+    }
+}
+
+fn clone_result(r: &Result<String>) -> Result<String> {
+    match r {
+        Ok(s) => Ok(s.clone()),
+        Err(e) => Err(EngineError::Thread(e.to_string())),
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ResultJson<'a> {
+    complete: bool,
+    started_at_ns: u64,
+    measure_start_ns: u64,
+    measure_end_ns: u64,
+    streams: Vec<IndexedStats<'a>>,
+}
+
+/// Merges per-thread interval messages into one snapshot per interval. Interval k is ready
+/// once every thread has sent k or has ended before k.
+struct Aggregator {
+    nstreams: usize,
+    pending: BTreeMap<u64, Partial>,
+    last_sent: Vec<Option<u64>>,
+    ended_at: Vec<Option<u64>>,
+}
+
+struct Partial {
+    phase: Phase,
+    start_ns: u64,
+    end_ns: u64,
+    streams: Vec<(usize, StreamStats)>,
+}
+
+#[derive(Serialize)]
+struct SnapshotJson<'a> {
+    interval: u64,
+    phase: &'static str,
+    start_ns: u64,
+    end_ns: u64,
+    streams: Vec<IndexedStats<'a>>,
+}
+
+impl Aggregator {
+    fn new(nthreads: usize, nstreams: usize) -> Self {
+        Aggregator {
+            nstreams,
+            pending: BTreeMap::new(),
+            last_sent: vec![None; nthreads],
+            ended_at: vec![None; nthreads],
+        }
+    }
+
+    fn add(&mut self, msg: IntervalMsg) {
+        self.last_sent[msg.thread] = Some(msg.interval);
+        if msg.last {
+            self.ended_at[msg.thread] = Some(msg.interval);
+        }
+        let p = self.pending.entry(msg.interval).or_insert_with(|| Partial {
+            phase: msg.phase,
+            start_ns: msg.start_ns,
+            end_ns: msg.end_ns,
+            streams: Vec::with_capacity(self.nstreams),
+        });
+        p.start_ns = p.start_ns.min(msg.start_ns);
+        p.end_ns = p.end_ns.max(msg.end_ns);
+        p.streams.extend(msg.streams);
+    }
+
+    fn ready(&self, k: u64) -> bool {
+        (0..self.last_sent.len()).all(|t| {
+            self.last_sent[t].is_some_and(|l| l >= k) || self.ended_at[t].is_some_and(|e| e < k)
+        })
+    }
+
+    fn take_ready_json(&mut self) -> String {
+        let mut out = Vec::new();
+        while let Some((&k, _)) = self.pending.first_key_value() {
+            if !self.ready(k) {
+                break;
+            }
+            let mut p = self.pending.remove(&k).expect("present");
+            p.streams.sort_unstable_by_key(|(i, _)| *i);
+            let snap = SnapshotJson {
+                interval: k,
+                phase: p.phase.name(),
+                start_ns: p.start_ns,
+                end_ns: p.end_ns,
+                streams: p
+                    .streams
+                    .iter()
+                    .map(|(i, s)| IndexedStats {
+                        stream: *i,
+                        stats: s,
+                        totals: false,
+                    })
+                    .collect(),
+            };
+            out.push(serde_json::to_string(&snap).expect("snapshot serializes"));
+        }
+        format!("[{}]", out.join(","))
+    }
+}

@@ -1,0 +1,21 @@
+//! tilemark's IO engine: many streams per thread over io_uring / psync / null backends, with
+//! open- and closed-loop arrival, exact per-stream accounting and mergeable latency histograms.
+//!
+//! Pure Rust; Python reaches it through the `tilemark-py` bindings crate. The plan and every
+//! output are documented in `docs/engine-boundary.md`.
+
+pub mod backend;
+pub mod buf;
+pub mod engine;
+pub mod error;
+pub mod plan;
+pub mod prepare;
+pub mod rng;
+pub mod stats;
+pub mod stream;
+pub mod worker;
+
+pub use engine::Engine;
+pub use error::{EngineError, Result};
+pub use plan::Plan;
+pub use prepare::{dio_alignment, fill};

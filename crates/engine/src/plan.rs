@@ -1,0 +1,293 @@
+//! The plan: what to run, as plain data (JSON from Python). See docs/engine-boundary.md.
+
+use serde::Deserialize;
+
+use crate::error::{EngineError, Result};
+
+pub const PLAN_VERSION: u32 = 1;
+/// Upper bound on a stream's queue depth / open-loop in-flight cap.
+pub const MAX_QD: u32 = 4096;
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Uring,
+    Psync,
+    Null,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub plan_version: u32,
+    pub backend: BackendKind,
+    pub threads: usize,
+    pub interval_ms: u64,
+    #[serde(default)]
+    pub start_at_ns: Option<u64>,
+    #[serde(default)]
+    pub warmup_ms: u64,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    pub targets: Vec<Target>,
+    pub streams: Vec<StreamSpec>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub path: String,
+    #[serde(default)]
+    pub offset: u64,
+    pub length: u64,
+    #[serde(default = "yes")]
+    pub direct: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Pattern {
+    Sequential,
+    Random,
+    Zipf { theta: f64 },
+    Hotspot { io_pct: f64, region_pct: f64 },
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Dist {
+    Constant,
+    Poisson,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Arrival {
+    Closed,
+    Open {
+        #[serde(default)]
+        rate_iops: Option<f64>,
+        #[serde(default)]
+        rate_bps: Option<f64>,
+        dist: Dist,
+    },
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    pub ios: u32,
+    pub delay_ms: f64,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum SyncMode {
+    None,
+    Dsync,
+    Fsync { every: u32 },
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    pub name: String,
+    pub target: usize,
+    #[serde(default)]
+    pub offset: u64,
+    pub length: u64,
+    pub read_pct: f64,
+    pub sizes: Vec<(u64, f64)>,
+    pub pattern: Pattern,
+    #[serde(default = "hundred")]
+    pub random_pct: f64,
+    pub align: u64,
+    pub qd: u32,
+    pub arrival: Arrival,
+    #[serde(default)]
+    pub burst: Option<Burst>,
+    #[serde(default = "no_sync")]
+    pub sync: SyncMode,
+    #[serde(default)]
+    pub compress_pct: f64,
+    /// Stop issuing after this many bytes (reads + writes); None = no limit.
+    #[serde(default)]
+    pub io_limit: Option<u64>,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+fn hundred() -> f64 {
+    100.0
+}
+
+fn no_sync() -> SyncMode {
+    SyncMode::None
+}
+
+impl StreamSpec {
+    pub fn writes(&self) -> bool {
+        self.read_pct < 100.0
+    }
+
+    pub fn max_size(&self) -> u64 {
+        self.sizes.iter().map(|s| s.0).max().unwrap_or(0)
+    }
+
+    /// Mean IO size of the weighted size mix.
+    pub fn mean_size(&self) -> f64 {
+        let total: f64 = self.sizes.iter().map(|s| s.1).sum();
+        self.sizes.iter().map(|s| s.0 as f64 * s.1).sum::<f64>() / total
+    }
+
+    /// Intended IO rate for open-loop streams.
+    pub fn rate_iops(&self) -> Option<f64> {
+        match &self.arrival {
+            Arrival::Closed => None,
+            Arrival::Open {
+                rate_iops: Some(r), ..
+            } => Some(*r),
+            Arrival::Open {
+                rate_bps: Some(b), ..
+            } => Some(b / self.mean_size()),
+            Arrival::Open { .. } => None,
+        }
+    }
+}
+
+impl Plan {
+    pub fn from_json(s: &str) -> Result<Plan> {
+        let plan: Plan =
+            serde_json::from_str(s).map_err(|e| EngineError::Plan(format!("invalid plan: {e}")))?;
+        plan.validate()?;
+        Ok(plan)
+    }
+
+    /// Checks the engine relies on. The Python front end validates user input with friendlier
+    /// messages first; these guard the boundary itself.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(EngineError::Plan(m));
+        if self.plan_version != PLAN_VERSION {
+            return bad(format!(
+                "plan_version {} is not supported (this engine reads {PLAN_VERSION})",
+                self.plan_version
+            ));
+        }
+        if self.threads == 0 || self.threads > 1024 {
+            return bad(format!("threads must be 1..1024, got {}", self.threads));
+        }
+        if self.interval_ms == 0 {
+            return bad("interval_ms must be > 0".into());
+        }
+        if self.duration_ms == Some(0) {
+            return bad("duration_ms must be > 0 (or null to run until stopped)".into());
+        }
+        if self.streams.is_empty() {
+            return bad("plan has no streams".into());
+        }
+        for (i, t) in self.targets.iter().enumerate() {
+            if t.length == 0 {
+                return bad(format!("target {i} ({}) has length 0", t.path));
+            }
+        }
+        for s in &self.streams {
+            let name = &s.name;
+            let Some(t) = self.targets.get(s.target) else {
+                return bad(format!(
+                    "stream '{name}': target {} does not exist",
+                    s.target
+                ));
+            };
+            if s.length == 0 || s.offset.checked_add(s.length).is_none_or(|e| e > t.length) {
+                return bad(format!(
+                    "stream '{name}': region offset {} length {} is outside target length {}",
+                    s.offset, s.length, t.length
+                ));
+            }
+            if !(0.0..=100.0).contains(&s.read_pct) {
+                return bad(format!("stream '{name}': read_pct must be 0..100"));
+            }
+            if !(0.0..=100.0).contains(&s.random_pct) {
+                return bad(format!("stream '{name}': random_pct must be 0..100"));
+            }
+            if !(0.0..100.0).contains(&s.compress_pct) {
+                return bad(format!("stream '{name}': compress_pct must be 0..<100"));
+            }
+            if s.qd == 0 || s.qd > MAX_QD {
+                return bad(format!(
+                    "stream '{name}': qd must be 1..{MAX_QD}, got {}",
+                    s.qd
+                ));
+            }
+            if s.align == 0 {
+                return bad(format!("stream '{name}': align must be > 0"));
+            }
+            if s.sizes.is_empty()
+                || s.sizes
+                    .iter()
+                    .any(|&(sz, w)| sz == 0 || w.is_nan() || w < 0.0)
+            {
+                return bad(format!(
+                    "stream '{name}': sizes must be non-empty [bytes>0, weight>=0]"
+                ));
+            }
+            if s.sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
+                return bad(format!("stream '{name}': size weights sum to 0"));
+            }
+            if s.max_size() > s.length {
+                return bad(format!(
+                    "stream '{name}': an IO size is larger than the region"
+                ));
+            }
+            if s.max_size() > u32::MAX as u64 / 2 {
+                return bad(format!("stream '{name}': IO sizes must be under 2 GiB"));
+            }
+            match &s.pattern {
+                Pattern::Zipf { theta } if !(*theta > 0.0 && theta.is_finite()) => {
+                    return bad(format!("stream '{name}': zipf theta must be > 0"));
+                }
+                Pattern::Hotspot { io_pct, region_pct }
+                    if !((0.0..=100.0).contains(io_pct)
+                        && *region_pct > 0.0
+                        && *region_pct < 100.0) =>
+                {
+                    return bad(format!(
+                        "stream '{name}': hotspot needs io_pct 0..100 and region_pct in (0, 100)"
+                    ));
+                }
+                _ => {}
+            }
+            if let Arrival::Open {
+                rate_iops,
+                rate_bps,
+                ..
+            } = &s.arrival
+            {
+                if rate_iops.is_some() == rate_bps.is_some() {
+                    return bad(format!(
+                        "stream '{name}': open arrival needs exactly one of rate_iops or rate_bps"
+                    ));
+                }
+                let r = s.rate_iops().unwrap_or(0.0);
+                if !(r > 0.0 && r.is_finite()) {
+                    return bad(format!("stream '{name}': rate must be > 0"));
+                }
+            }
+            if let Some(b) = &s.burst {
+                if b.ios == 0 || b.delay_ms.is_nan() || b.delay_ms < 0.0 {
+                    return bad(format!(
+                        "stream '{name}': burst needs ios > 0 and delay_ms >= 0"
+                    ));
+                }
+            }
+            if let SyncMode::Fsync { every: 0 } = s.sync {
+                return bad(format!("stream '{name}': fsync every must be > 0"));
+            }
+        }
+        Ok(())
+    }
+}

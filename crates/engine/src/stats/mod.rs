@@ -1,0 +1,175 @@
+//! Measurement: histograms, per-stream per-op counters, interval snapshots.
+
+pub mod histogram;
+
+pub use histogram::Histogram;
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+/// Kinds of operation a stream issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OpKind {
+    Read = 0,
+    Write = 1,
+    Sync = 2,
+}
+
+impl OpKind {
+    pub const ALL: [OpKind; 3] = [OpKind::Read, OpKind::Write, OpKind::Sync];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+            OpKind::Sync => "sync",
+        }
+    }
+}
+
+/// Counters for one op kind of one stream over one interval (or a whole run).
+#[derive(Clone, Debug, Default)]
+pub struct OpStats {
+    pub ops: u64,
+    pub bytes: u64,
+    /// (errno, count), few distinct values in practice.
+    pub errors: Vec<(i32, u64)>,
+    /// submit -> complete
+    pub service: Histogram,
+    /// intended issue time -> complete; only kept for open-loop streams.
+    pub response: Option<Histogram>,
+}
+
+impl OpStats {
+    fn new(open_loop: bool) -> Self {
+        OpStats {
+            response: open_loop.then(Histogram::new),
+            ..Default::default()
+        }
+    }
+
+    pub fn add_error(&mut self, errno: i32) {
+        match self.errors.iter_mut().find(|e| e.0 == errno) {
+            Some(e) => e.1 += 1,
+            None => self.errors.push((errno, 1)),
+        }
+    }
+
+    pub fn error_count(&self) -> u64 {
+        self.errors.iter().map(|e| e.1).sum()
+    }
+
+    pub fn merge(&mut self, other: &OpStats) {
+        self.ops += other.ops;
+        self.bytes += other.bytes;
+        for &(errno, n) in &other.errors {
+            match self.errors.iter_mut().find(|e| e.0 == errno) {
+                Some(e) => e.1 += n,
+                None => self.errors.push((errno, n)),
+            }
+        }
+        self.service.merge(&other.service);
+        if let (Some(mine), Some(theirs)) = (&mut self.response, &other.response) {
+            mine.merge(theirs);
+        }
+    }
+}
+
+impl Serialize for OpStats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("ops", &self.ops)?;
+        m.serialize_entry("bytes", &self.bytes)?;
+        let errors: std::collections::BTreeMap<String, u64> = self
+            .errors
+            .iter()
+            .map(|(e, n)| (e.to_string(), *n))
+            .collect();
+        m.serialize_entry("errors", &errors)?;
+        m.serialize_entry("service", &self.service)?;
+        m.serialize_entry("response", &self.response)?;
+        m.end()
+    }
+}
+
+/// Everything measured for one stream over one interval (or a whole phase).
+#[derive(Clone, Debug, Default)]
+pub struct StreamStats {
+    pub ops: [OpStats; 3],
+    /// Open loop: largest (submit - intended) seen.
+    pub lag_max_ns: u64,
+    /// Open loop: IOs due but not yet submitted when the interval ended.
+    pub behind_ios: u64,
+    /// Open loop: IOs submitted more than `LATE_NS` after their intended time.
+    pub ios_issued_late: u64,
+}
+
+/// An open-loop IO submitted later than this after its intended time counts as late.
+pub const LATE_NS: u64 = 1_000_000;
+
+impl StreamStats {
+    pub fn new(open_loop: bool) -> Self {
+        StreamStats {
+            ops: [
+                OpStats::new(open_loop),
+                OpStats::new(open_loop),
+                OpStats::new(open_loop),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[inline]
+    pub fn op(&mut self, kind: OpKind) -> &mut OpStats {
+        &mut self.ops[kind as usize]
+    }
+
+    /// Fold an interval into running totals.
+    pub fn merge(&mut self, other: &StreamStats) {
+        for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
+            mine.merge(theirs);
+        }
+        self.lag_max_ns = self.lag_max_ns.max(other.lag_max_ns);
+        self.behind_ios = other.behind_ios; // a level, not a sum: the latest one stands
+        self.ios_issued_late += other.ios_issued_late;
+    }
+
+    pub fn total_ops(&self) -> u64 {
+        self.ops.iter().map(|o| o.ops).sum()
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.ops.iter().map(|o| o.bytes).sum()
+    }
+
+    pub fn total_errors(&self) -> u64 {
+        self.ops.iter().map(|o| o.error_count()).sum()
+    }
+}
+
+/// A stream's stats tagged with its index in the plan, serialized for Python.
+pub struct IndexedStats<'a> {
+    pub stream: usize,
+    pub stats: &'a StreamStats,
+    /// Totals report `ios_issued_late`; intervals report `behind_ios`.
+    pub totals: bool,
+}
+
+impl Serialize for IndexedStats<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("stream", &self.stream)?;
+        for k in OpKind::ALL {
+            m.serialize_entry(k.name(), &self.stats.ops[k as usize])?;
+        }
+        m.serialize_entry("lag_max_ns", &self.stats.lag_max_ns)?;
+        if self.totals {
+            m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
+        } else {
+            m.serialize_entry("behind_ios", &self.stats.behind_ios)?;
+            m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
+        }
+        m.end()
+    }
+}

@@ -1,0 +1,597 @@
+//! A stream's state: what its next IO is (op kind, size, offset), when it is due (arrival
+//! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
+
+use crate::buf::AlignedBuf;
+use crate::plan::{Arrival, Dist, Pattern, StreamSpec, SyncMode};
+use crate::rng::{Rng, Zipf};
+use crate::stats::{OpKind, StreamStats};
+
+/// Where random offsets land.
+#[derive(Clone, Debug)]
+enum Placement {
+    Sequential,
+    Uniform,
+    /// Zipf over blocks, ranks scattered over the region by a bijective multiply-mod so the hot
+    /// blocks are not all adjacent.
+    Zipf {
+        zipf: Zipf,
+        scramble: u64,
+    },
+    Hotspot {
+        hot_blocks: u64,
+        hot_frac: f64,
+    },
+}
+
+/// Open-loop schedule: intended issue times, kept in f64 ns so a constant rate never drifts.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    pub mean_gap_ns: f64,
+    pub poisson: bool,
+    pub next_intended_ns: f64,
+}
+
+impl Schedule {
+    /// Intended time of the next IO, then advance the schedule.
+    pub fn take(&mut self, rng: &mut Rng) -> u64 {
+        let t = self.next_intended_ns;
+        let gap = if self.poisson {
+            self.mean_gap_ns * rng.exp1()
+        } else {
+            self.mean_gap_ns
+        };
+        self.next_intended_ns += gap;
+        t as u64
+    }
+
+    pub fn next_due(&self) -> u64 {
+        self.next_intended_ns as u64
+    }
+
+    /// IOs whose intended time is at or before `now` and that are not yet issued.
+    pub fn behind(&self, now: u64) -> u64 {
+        if self.next_intended_ns > now as f64 {
+            0
+        } else {
+            ((now as f64 - self.next_intended_ns) / self.mean_gap_ns) as u64 + 1
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BurstState {
+    Active,
+    /// Burst length reached; waiting for its IOs to complete.
+    Draining,
+    /// Transfer delay running.
+    Sleeping,
+}
+
+/// One IO decided by the generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextIo {
+    pub kind: OpKind,
+    pub len: u32,
+    /// Offset relative to the stream's region.
+    pub offset: u64,
+}
+
+pub struct StreamState {
+    /// Index in the plan.
+    pub index: usize,
+    pub base_offset: u64,
+    pub length: u64,
+    align: u64,
+    /// Candidate block count for random placement (based on the largest size, so every IO fits).
+    blocks: u64,
+    read_frac: f64,
+    random_frac: f64,
+    size_cdf: Vec<(f64, u32)>,
+    placement: Placement,
+    seq_next: u64,
+    pub qd: u32,
+    pub inflight: u32,
+    pub schedule: Option<Schedule>,
+    burst: Option<(u32, u64)>,
+    burst_issued: u32,
+    pub burst_state: BurstState,
+    fsync_every: u32,
+    writes_since_fsync: u32,
+    pub pending_fsyncs: u32,
+    pub dsync: bool,
+    zero_per_4k: usize,
+    io_limit: Option<u64>,
+    bytes_issued: u64,
+    buf_size: usize,
+    read_bufs: Vec<AlignedBuf>,
+    write_bufs: Vec<AlignedBuf>,
+    pub rng: Rng,
+    /// File-table indices for plain and O_DSYNC access.
+    pub file: u32,
+    pub file_dsync: u32,
+    pub interval: StreamStats,
+    pub totals: StreamStats,
+    /// Open loop: an IO is due but the in-flight cap is reached.
+    pub blocked: bool,
+    pub queued_ready: bool,
+}
+
+impl StreamState {
+    pub fn new(
+        index: usize,
+        spec: &StreamSpec,
+        target_offset: u64,
+        file: u32,
+        file_dsync: u32,
+    ) -> Self {
+        let max_size = spec.max_size();
+        let blocks = (spec.length - max_size) / spec.align + 1;
+        let total_w: f64 = spec.sizes.iter().map(|s| s.1).sum();
+        let mut acc = 0.0;
+        let size_cdf = spec
+            .sizes
+            .iter()
+            .filter(|s| s.1 > 0.0)
+            .map(|&(size, w)| {
+                acc += w / total_w;
+                (acc, size as u32)
+            })
+            .collect();
+        let placement = match &spec.pattern {
+            Pattern::Sequential => Placement::Sequential,
+            Pattern::Random => Placement::Uniform,
+            Pattern::Zipf { theta } => Placement::Zipf {
+                zipf: Zipf::new(blocks, *theta),
+                scramble: coprime_multiplier(blocks),
+            },
+            Pattern::Hotspot { io_pct, region_pct } => Placement::Hotspot {
+                hot_blocks: ((blocks as f64 * region_pct / 100.0) as u64).clamp(1, blocks),
+                hot_frac: io_pct / 100.0,
+            },
+        };
+        let open = !matches!(spec.arrival, Arrival::Closed);
+        let schedule = match &spec.arrival {
+            Arrival::Closed => None,
+            Arrival::Open { dist, .. } => Some(Schedule {
+                mean_gap_ns: 1e9 / spec.rate_iops().expect("validated open rate"),
+                poisson: *dist == Dist::Poisson,
+                next_intended_ns: 0.0,
+            }),
+        };
+        let fsync_every = match spec.sync {
+            SyncMode::Fsync { every } => every,
+            _ => 0,
+        };
+        StreamState {
+            index,
+            base_offset: target_offset + spec.offset,
+            length: spec.length,
+            align: spec.align,
+            blocks,
+            read_frac: spec.read_pct / 100.0,
+            random_frac: spec.random_pct / 100.0,
+            size_cdf,
+            placement,
+            seq_next: 0,
+            qd: spec.qd,
+            inflight: 0,
+            schedule,
+            burst: spec
+                .burst
+                .as_ref()
+                .map(|b| (b.ios, (b.delay_ms * 1e6) as u64)),
+            burst_issued: 0,
+            burst_state: BurstState::Active,
+            fsync_every,
+            writes_since_fsync: 0,
+            pending_fsyncs: 0,
+            dsync: spec.sync == SyncMode::Dsync,
+            zero_per_4k: (4096.0 * spec.compress_pct / 100.0) as usize,
+            io_limit: spec.io_limit,
+            bytes_issued: 0,
+            buf_size: max_size as usize,
+            read_bufs: Vec::new(),
+            write_bufs: Vec::new(),
+            rng: Rng::new(spec.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index as u64),
+            file,
+            file_dsync,
+            interval: StreamStats::new(open),
+            totals: StreamStats::new(open),
+            blocked: false,
+            queued_ready: false,
+        }
+    }
+
+    pub fn is_open_loop(&self) -> bool {
+        self.schedule.is_some()
+    }
+
+    /// True once the stream's IO limit is used up.
+    pub fn exhausted(&self) -> bool {
+        self.io_limit.is_some_and(|l| self.bytes_issued >= l)
+    }
+
+    /// May the stream issue a data IO now (ignoring its schedule)?
+    pub fn can_issue(&self) -> bool {
+        self.inflight < self.qd && self.burst_state == BurstState::Active && !self.exhausted()
+    }
+
+    /// Decide the next data IO and account for it (burst, limit, sequential position).
+    pub fn next_io(&mut self) -> NextIo {
+        let len = self.pick_size();
+        let kind = if self.read_frac >= 1.0 || self.rng.next_f64() < self.read_frac {
+            OpKind::Read
+        } else {
+            OpKind::Write
+        };
+        let sequential = matches!(self.placement, Placement::Sequential)
+            || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac);
+        let offset = if sequential {
+            if self.seq_next + len as u64 > self.length {
+                self.seq_next = 0;
+            }
+            self.seq_next
+        } else {
+            self.random_block() * self.align
+        };
+        self.seq_next = (offset + len as u64).next_multiple_of(self.align);
+        self.bytes_issued += len as u64;
+        if let Some((ios, _)) = self.burst {
+            self.burst_issued += 1;
+            if self.burst_issued >= ios {
+                self.burst_state = BurstState::Draining;
+            }
+        }
+        NextIo { kind, len, offset }
+    }
+
+    fn pick_size(&mut self) -> u32 {
+        if self.size_cdf.len() == 1 {
+            return self.size_cdf[0].1;
+        }
+        let u = self.rng.next_f64();
+        self.size_cdf
+            .iter()
+            .find(|(c, _)| u < *c)
+            .unwrap_or(self.size_cdf.last().expect("non-empty size mix"))
+            .1
+    }
+
+    fn random_block(&mut self) -> u64 {
+        match &self.placement {
+            Placement::Sequential | Placement::Uniform => self.rng.below(self.blocks),
+            Placement::Zipf { zipf, scramble } => {
+                let rank = zipf.sample(&mut self.rng) - 1;
+                ((rank as u128 * *scramble as u128) % self.blocks as u128) as u64
+            }
+            Placement::Hotspot {
+                hot_blocks,
+                hot_frac,
+            } => {
+                let (hot, frac) = (*hot_blocks, *hot_frac);
+                if hot >= self.blocks || self.rng.next_f64() < frac {
+                    self.rng.below(hot)
+                } else {
+                    hot + self.rng.below(self.blocks - hot)
+                }
+            }
+        }
+    }
+
+    /// A write completed: count it toward the fsync cadence.
+    pub fn on_write_done(&mut self) {
+        if self.fsync_every > 0 {
+            self.writes_since_fsync += 1;
+            if self.writes_since_fsync >= self.fsync_every {
+                self.writes_since_fsync = 0;
+                self.pending_fsyncs += 1;
+            }
+        }
+    }
+
+    /// After a completion: if a burst has fully drained, the transfer delay starts.
+    /// Returns the delay in ns when the stream should now sleep.
+    pub fn burst_drained(&mut self) -> Option<u64> {
+        match self.burst {
+            Some((_, delay)) if self.burst_state == BurstState::Draining && self.inflight == 0 => {
+                self.burst_state = BurstState::Sleeping;
+                Some(delay)
+            }
+            _ => None,
+        }
+    }
+
+    pub fn wake_from_burst(&mut self) {
+        self.burst_state = BurstState::Active;
+        self.burst_issued = 0;
+    }
+
+    /// A buffer for an IO of this stream: reused if one is free, else allocated.
+    /// Write buffers hold random data with `compress_pct` zeros per 4 KiB; each write re-stamps
+    /// the first 8 bytes of every 4 KiB so no two blocks ever repeat (defeats dedupe).
+    pub fn take_buf(&mut self, kind: OpKind) -> AlignedBuf {
+        match kind {
+            OpKind::Write => {
+                let mut buf = self.write_bufs.pop().unwrap_or_else(|| {
+                    let mut b = AlignedBuf::new(self.buf_size);
+                    self.rng.fill_bytes(b.as_mut_slice());
+                    if self.zero_per_4k > 0 {
+                        for block in b.as_mut_slice().chunks_mut(4096) {
+                            let len = block.len();
+                            let keep = len.saturating_sub(self.zero_per_4k).max(8).min(len);
+                            block[keep..].fill(0);
+                        }
+                    }
+                    b
+                });
+                for block in buf.as_mut_slice().chunks_mut(4096) {
+                    if block.len() >= 8 {
+                        block[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
+                    }
+                }
+                buf
+            }
+            _ => self
+                .read_bufs
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::new(self.buf_size.max(4096))),
+        }
+    }
+
+    pub fn return_buf(&mut self, kind: OpKind, buf: AlignedBuf) {
+        match kind {
+            OpKind::Write => self.write_bufs.push(buf),
+            _ => self.read_bufs.push(buf),
+        }
+    }
+
+    /// Bytes held in this stream's idle buffers.
+    pub fn buffer_bytes(&self) -> usize {
+        (self.read_bufs.len() + self.write_bufs.len()) * self.buf_size
+    }
+}
+
+/// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
+fn coprime_multiplier(n: u64) -> u64 {
+    if n <= 2 {
+        return 1;
+    }
+    let mut m = (0x9E37_79B9_7F4A_7C15u64 % n).max(2);
+    while gcd(m, n) != 1 {
+        m += 1;
+        if m >= n {
+            m = 2;
+        }
+    }
+    m
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Burst, Plan};
+
+    /// A stream spec: a small random-read stream with `extra` fields overriding the defaults.
+    fn spec(extra: &str) -> StreamSpec {
+        let mut stream: serde_json::Value = serde_json::from_str(
+            r#"{"name":"s","target":0,"length":1048576,"read_pct":100,"sizes":[[4096,1]],
+                "pattern":{"kind":"random"},"align":4096,"qd":1,"arrival":{"kind":"closed"},
+                "seed":9}"#,
+        )
+        .unwrap();
+        let extra: serde_json::Value =
+            serde_json::from_str(&format!("{{{}}}", extra.trim_start_matches(','))).unwrap();
+        for (k, v) in extra.as_object().unwrap() {
+            stream[k] = v.clone();
+        }
+        let plan = serde_json::json!({"plan_version":1,"backend":"null","threads":1,"interval_ms":1000,
+            "targets":[{"path":"/x","length":1048576}],"streams":[stream]});
+        Plan::from_json(&plan.to_string())
+            .unwrap()
+            .streams
+            .remove(0)
+    }
+
+    fn base(extra: &str) -> String {
+        extra.to_string()
+    }
+
+    #[test]
+    fn random_offsets_are_aligned_and_inside_region() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(r#","sizes":[[4096,1],[65536,1]]"#)),
+            4096,
+            0,
+            0,
+        );
+        for _ in 0..10_000 {
+            let io = s.next_io();
+            assert_eq!(io.offset % 4096, 0);
+            assert!(io.offset + io.len as u64 <= 1048576);
+        }
+    }
+
+    #[test]
+    fn sequential_wraps_at_region_end() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(
+                r#","pattern":{"kind":"sequential"},"sizes":[[262144,1]]"#,
+            )),
+            0,
+            0,
+            0,
+        );
+        let offs: Vec<u64> = (0..6).map(|_| s.next_io().offset).collect();
+        assert_eq!(offs, vec![0, 262144, 524288, 786432, 0, 262144]);
+    }
+
+    #[test]
+    fn size_mix_and_read_share_follow_weights() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(
+                r#","read_pct":70,"sizes":[[512,22],[4096,23],[65536,55]]"#,
+            )),
+            0,
+            0,
+            0,
+        );
+        let n = 100_000;
+        let (mut reads, mut small, mut mid) = (0, 0, 0);
+        for _ in 0..n {
+            let io = s.next_io();
+            reads += (io.kind == OpKind::Read) as u32;
+            small += (io.len == 512) as u32;
+            mid += (io.len == 4096) as u32;
+        }
+        let f = |x: u32| x as f64 / n as f64;
+        assert!((f(reads) - 0.70).abs() < 0.01, "reads {}", f(reads));
+        assert!((f(small) - 0.22).abs() < 0.01, "512 {}", f(small));
+        assert!((f(mid) - 0.23).abs() < 0.01, "4k {}", f(mid));
+    }
+
+    #[test]
+    fn hotspot_sends_the_share_to_the_hot_region() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(
+                r#","pattern":{"kind":"hotspot","io_pct":90,"region_pct":10}"#,
+            )),
+            0,
+            0,
+            0,
+        );
+        let hot_end = 1048576 / 10;
+        let n = 50_000;
+        let hot = (0..n).filter(|_| s.next_io().offset < hot_end).count();
+        assert!(
+            (hot as f64 / n as f64 - 0.9).abs() < 0.01,
+            "hot share {hot}"
+        );
+    }
+
+    #[test]
+    fn zipf_concentrates_on_few_blocks() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(r#","pattern":{"kind":"zipf","theta":1.2}"#)),
+            0,
+            0,
+            0,
+        );
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..50_000 {
+            *counts.entry(s.next_io().offset).or_insert(0u32) += 1;
+        }
+        let mut v: Vec<u32> = counts.values().copied().collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        let top10: u32 = v.iter().take(10).sum();
+        // With theta 1.2 over 256 blocks the 10 hottest take well over half of all IOs.
+        assert!(
+            top10 as f64 / 50_000.0 > 0.5,
+            "top10 share {}",
+            top10 as f64 / 50_000.0
+        );
+    }
+
+    #[test]
+    fn partly_random_stream_continues_sequentially() {
+        let mut s = StreamState::new(0, &spec(&base(r#","random_pct":0"#)), 0, 0, 0);
+        let offs: Vec<u64> = (0..4).map(|_| s.next_io().offset).collect();
+        assert_eq!(offs, vec![0, 4096, 8192, 12288]);
+    }
+
+    #[test]
+    fn constant_schedule_has_exact_gaps() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(
+                r#","arrival":{"kind":"open","rate_iops":4000,"dist":"constant"}"#,
+            )),
+            0,
+            0,
+            0,
+        );
+        let mut rng = Rng::new(1);
+        let sched = s.schedule.as_mut().unwrap();
+        let times: Vec<u64> = (0..5).map(|_| sched.take(&mut rng)).collect();
+        assert_eq!(times, vec![0, 250_000, 500_000, 750_000, 1_000_000]);
+        // Next due at 1.25 ms: nothing behind before it, one more every 250 us after.
+        assert_eq!(sched.behind(1_000_000), 0);
+        assert_eq!(sched.behind(1_250_000), 1);
+        assert_eq!(sched.behind(1_749_999), 2);
+        assert_eq!(sched.behind(1_750_000), 3);
+    }
+
+    #[test]
+    fn rate_in_bytes_uses_mean_size() {
+        let s = spec(&base(
+            r#","sizes":[[4096,1],[12288,1]],"arrival":{"kind":"open","rate_bps":8192000,"dist":"poisson"}"#,
+        ));
+        assert_eq!(s.rate_iops(), Some(1000.0));
+    }
+
+    #[test]
+    fn burst_drains_then_sleeps() {
+        let mut sp = spec(&base(""));
+        sp.burst = Some(Burst {
+            ios: 2,
+            delay_ms: 5.0,
+        });
+        sp.qd = 4;
+        let mut s = StreamState::new(0, &sp, 0, 0, 0);
+        s.next_io();
+        s.inflight += 1;
+        assert!(s.can_issue());
+        s.next_io();
+        s.inflight += 1;
+        assert!(!s.can_issue(), "burst length reached");
+        s.inflight = 1;
+        assert_eq!(s.burst_drained(), None);
+        s.inflight = 0;
+        assert_eq!(s.burst_drained(), Some(5_000_000));
+        s.wake_from_burst();
+        assert!(s.can_issue());
+    }
+
+    #[test]
+    fn write_buffers_never_repeat_a_block_and_honour_compressibility() {
+        let mut s = StreamState::new(
+            0,
+            &spec(&base(
+                r#","read_pct":0,"sizes":[[16384,1]],"compress_pct":50"#,
+            )),
+            0,
+            0,
+            0,
+        );
+        let a = s.take_buf(OpKind::Write);
+        let first: Vec<u8> = a.as_slice().to_vec();
+        s.return_buf(OpKind::Write, a);
+        let b = s.take_buf(OpKind::Write);
+        assert_ne!(&first[..8], &b.as_slice()[..8], "re-stamped");
+        let blocks: std::collections::HashSet<&[u8]> = b.as_slice().chunks(4096).collect();
+        assert_eq!(blocks.len(), 4);
+        let zeros = b.as_slice().iter().filter(|&&x| x == 0).count();
+        assert!((zeros as f64 / 16384.0 - 0.5).abs() < 0.01, "zeros {zeros}");
+    }
+
+    #[test]
+    fn coprime_multiplier_permutes() {
+        for n in [3u64, 10, 256, 1000, 4097] {
+            let m = coprime_multiplier(n);
+            let mut seen: Vec<u64> = (0..n).map(|r| (r * m) % n).collect();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>());
+        }
+    }
+}

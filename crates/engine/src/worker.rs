@@ -1,0 +1,483 @@
+//! One engine thread: an event loop serving many streams over one backend.
+//!
+//! Closed-loop streams refill their queue as completions arrive; open-loop streams and burst
+//! delays wake from a timer heap. IOs are attributed to the interval in which they complete.
+//! Clock reads are batched: one per submission pass and one per completion batch, since every
+//! IO in a batch shares the system call that submitted or reaped it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, Completion, IoReq, Op};
+use crate::buf::AlignedBuf;
+use crate::error::{EngineError, Result};
+use crate::stats::{OpKind, StreamStats, LATE_NS};
+use crate::stream::{BurstState, StreamState};
+
+/// Longest single wait, so a stop request is noticed promptly.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+/// A device that does not complete in-flight IOs within this long after the end is reported.
+const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Warmup,
+    Measure,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Warmup => "warmup",
+            Phase::Measure => "measure",
+        }
+    }
+}
+
+/// What a thread reports at every interval boundary.
+pub struct IntervalMsg {
+    pub thread: usize,
+    pub interval: u64,
+    pub phase: Phase,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub streams: Vec<(usize, StreamStats)>,
+    /// The thread's last interval.
+    pub last: bool,
+}
+
+/// Shared timing of a run.
+#[derive(Clone)]
+pub struct RunClock {
+    pub t0: Instant,
+    pub warmup_ns: u64,
+    pub end_ns: Option<u64>,
+    pub interval_ns: u64,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl RunClock {
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.t0.elapsed().as_nanos() as u64
+    }
+
+    /// End of the interval that starts at `start`.
+    fn boundary_after(&self, start: u64) -> u64 {
+        if start < self.warmup_ns {
+            (start + self.interval_ns).min(self.warmup_ns)
+        } else {
+            start + self.interval_ns
+        }
+    }
+
+    fn phase_of(&self, start: u64) -> Phase {
+        if start < self.warmup_ns {
+            Phase::Warmup
+        } else {
+            Phase::Measure
+        }
+    }
+}
+
+struct Slot {
+    stream: u32,
+    kind: OpKind,
+    buf: Option<AlignedBuf>,
+    intended: u64,
+    submitted: u64,
+}
+
+pub struct ThreadResult {
+    pub totals: Vec<(usize, StreamStats)>,
+    pub end_ns: u64,
+    pub stopped: bool,
+}
+
+pub struct Worker {
+    id: usize,
+    streams: Vec<StreamState>,
+    backend: Box<dyn Backend>,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    timers: BinaryHeap<Reverse<(u64, u32)>>,
+    ready: Vec<u32>,
+    completions: Vec<Completion>,
+    inflight: usize,
+    interval: u64,
+    interval_start: u64,
+    boundary: u64,
+}
+
+impl Worker {
+    pub fn new(id: usize, streams: Vec<StreamState>, backend: Box<dyn Backend>) -> Self {
+        Worker {
+            id,
+            streams,
+            backend,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            timers: BinaryHeap::new(),
+            ready: Vec::new(),
+            completions: Vec::with_capacity(256),
+            inflight: 0,
+            interval: 0,
+            interval_start: 0,
+            boundary: 0,
+        }
+    }
+
+    pub fn run(mut self, clock: RunClock, tx: Sender<IntervalMsg>) -> Result<ThreadResult> {
+        // Open-loop schedules need timers that fire when asked, not up to 50 us late (the
+        // default timer slack), or every intended issue time turns into queueing delay.
+        // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        // Sleep until the common start time, in short steps so stop() still works.
+        while Instant::now() < clock.t0 {
+            if clock.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep((clock.t0 - Instant::now()).min(MAX_WAIT));
+        }
+        self.boundary = clock.boundary_after(0);
+        for i in 0..self.streams.len() {
+            if self.streams[i].is_open_loop() {
+                self.timers.push(Reverse((0, i as u32)));
+            } else {
+                self.mark_ready(i);
+            }
+        }
+        let outcome = self.event_loop(&clock, &tx);
+        // Whatever happened, reap what is in flight before buffers can be freed.
+        let drained = self.drain(&clock, &tx);
+        let end_ns = clock.now().max(self.interval_start);
+        self.emit(&clock, &tx, end_ns, true);
+        outcome?;
+        drained?;
+        let stopped = clock.stop.load(Ordering::Relaxed);
+        let totals = self
+            .streams
+            .iter_mut()
+            .map(|s| (s.index, std::mem::take(&mut s.totals)))
+            .collect();
+        Ok(ThreadResult {
+            totals,
+            end_ns,
+            stopped,
+        })
+    }
+
+    fn finished(&self, clock: &RunClock, now: u64) -> bool {
+        clock.stop.load(Ordering::Relaxed)
+            || clock.end_ns.is_some_and(|e| now >= e)
+            || (self.inflight == 0
+                && self
+                    .streams
+                    .iter()
+                    .all(|s| s.exhausted() && s.pending_fsyncs == 0))
+    }
+
+    fn event_loop(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
+        loop {
+            let now = clock.now();
+            if self.finished(clock, now) {
+                return Ok(());
+            }
+            self.emit_due(clock, tx, now);
+            while let Some(&Reverse((due, s))) = self.timers.peek() {
+                if due > now {
+                    break;
+                }
+                self.timers.pop();
+                self.on_timer(s as usize, now)?;
+            }
+            while let Some(s) = self.ready.pop() {
+                self.streams[s as usize].queued_ready = false;
+                self.fill_closed(s as usize, now)?;
+            }
+            let mut deadline = self.boundary;
+            if let Some(e) = clock.end_ns {
+                deadline = deadline.min(e);
+            }
+            if let Some(&Reverse((due, _))) = self.timers.peek() {
+                deadline = deadline.min(due);
+            }
+            let now = clock.now();
+            let wait = Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_WAIT);
+            if self.inflight == 0 {
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                continue;
+            }
+            self.backend
+                .submit_and_reap(&mut self.completions, 1, wait)
+                .map_err(|e| EngineError::io("submitting IO", e))?;
+            self.record_completions(clock, tx);
+        }
+    }
+
+    fn drain(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
+        let started = Instant::now();
+        while self.inflight > 0 {
+            if started.elapsed() > DRAIN_LIMIT {
+                // Buffers of IOs the kernel still owns must never be freed: leak them.
+                for slot in &mut self.slots {
+                    if let Some(buf) = slot.buf.take() {
+                        std::mem::forget(buf);
+                    }
+                }
+                return Err(EngineError::Thread(format!(
+                    "{} IOs did not complete within {}s after the run ended",
+                    self.inflight,
+                    DRAIN_LIMIT.as_secs()
+                )));
+            }
+            self.backend
+                .submit_and_reap(&mut self.completions, 1, MAX_WAIT)
+                .map_err(|e| EngineError::io("reaping IO", e))?;
+            // While draining, no new data IOs are issued (pending fsyncs are dropped too).
+            for s in &mut self.streams {
+                s.pending_fsyncs = 0;
+            }
+            self.record_completions(clock, tx);
+        }
+        Ok(())
+    }
+
+    fn mark_ready(&mut self, s: usize) {
+        let st = &mut self.streams[s];
+        if !st.queued_ready {
+            st.queued_ready = true;
+            self.ready.push(s as u32);
+        }
+    }
+
+    /// Closed loop: keep the queue full.
+    fn fill_closed(&mut self, s: usize, now: u64) -> Result<()> {
+        self.issue_fsyncs(s, now)?;
+        while self.streams[s].can_issue() {
+            self.issue_data(s, now, now)?;
+        }
+        Ok(())
+    }
+
+    fn on_timer(&mut self, s: usize, now: u64) -> Result<()> {
+        let st = &mut self.streams[s];
+        if st.burst_state == BurstState::Sleeping {
+            st.wake_from_burst();
+        }
+        if !st.is_open_loop() {
+            self.mark_ready(s);
+            return Ok(());
+        }
+        self.issue_fsyncs(s, now)?;
+        loop {
+            let st = &mut self.streams[s];
+            let sched = st.schedule.as_ref().expect("open loop");
+            if sched.next_due() > now || st.exhausted() || st.burst_state != BurstState::Active {
+                break;
+            }
+            if st.inflight >= st.qd {
+                // Due but at the in-flight cap: the IO waits (its response time keeps growing)
+                // and is issued when a slot frees. Never dropped.
+                st.blocked = true;
+                return Ok(());
+            }
+            let intended = {
+                let st = &mut self.streams[s];
+                let StreamState { schedule, rng, .. } = st;
+                schedule.as_mut().expect("open loop").take(rng)
+            };
+            self.issue_data(s, now, intended)?;
+        }
+        let st = &self.streams[s];
+        if !st.exhausted() && st.burst_state == BurstState::Active {
+            let due = st.schedule.as_ref().expect("open loop").next_due();
+            self.timers.push(Reverse((due, s as u32)));
+        }
+        Ok(())
+    }
+
+    fn take_slot(&mut self) -> u32 {
+        self.free_slots.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                stream: 0,
+                kind: OpKind::Read,
+                buf: None,
+                intended: 0,
+                submitted: 0,
+            });
+            (self.slots.len() - 1) as u32
+        })
+    }
+
+    fn issue_data(&mut self, s: usize, now: u64, intended: u64) -> Result<()> {
+        let st = &mut self.streams[s];
+        let io = st.next_io();
+        let mut buf = st.take_buf(io.kind);
+        let file = if io.kind == OpKind::Write && st.dsync {
+            st.file_dsync
+        } else {
+            st.file
+        };
+        let req = IoReq {
+            user_data: 0,
+            file,
+            op: if io.kind == OpKind::Read {
+                Op::Read
+            } else {
+                Op::Write
+            },
+            buf: buf.as_mut_ptr(),
+            len: io.len,
+            offset: st.base_offset + io.offset,
+        };
+        if st.is_open_loop() {
+            let lag = now.saturating_sub(intended);
+            st.interval.lag_max_ns = st.interval.lag_max_ns.max(lag);
+            if lag > LATE_NS {
+                st.interval.ios_issued_late += 1;
+            }
+        }
+        self.submit(s, io.kind, Some(buf), req, now, intended)
+    }
+
+    fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
+        while self.streams[s].pending_fsyncs > 0 {
+            self.streams[s].pending_fsyncs -= 1;
+            let req = IoReq {
+                user_data: 0,
+                file: self.streams[s].file,
+                op: Op::Fsync,
+                buf: std::ptr::null_mut(),
+                len: 0,
+                offset: 0,
+            };
+            self.submit(s, OpKind::Sync, None, req, now, now)?;
+        }
+        Ok(())
+    }
+
+    fn submit(
+        &mut self,
+        s: usize,
+        kind: OpKind,
+        buf: Option<AlignedBuf>,
+        mut req: IoReq,
+        now: u64,
+        intended: u64,
+    ) -> Result<()> {
+        let slot_id = self.take_slot();
+        req.user_data = slot_id as u64;
+        let slot = &mut self.slots[slot_id as usize];
+        slot.stream = s as u32;
+        slot.kind = kind;
+        slot.buf = buf;
+        slot.intended = intended;
+        slot.submitted = now;
+        self.backend
+            .queue(req)
+            .map_err(|e| EngineError::io("queueing IO", e))?;
+        self.streams[s].inflight += 1;
+        self.inflight += 1;
+        Ok(())
+    }
+
+    /// Close every interval that ended before `now`. The interval that reaches the planned end
+    /// stays open, so IOs drained after the end land in it rather than in a sliver of their own.
+    fn emit_due(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, now: u64) {
+        while now >= self.boundary && clock.end_ns.is_none_or(|e| self.boundary < e) {
+            let b = self.boundary;
+            self.emit(clock, tx, b, false);
+        }
+    }
+
+    /// Record every reaped completion. Streams that got room back issue in the next loop turn
+    /// (closed loop via `ready`, a blocked open-loop stream via an immediate timer).
+    fn record_completions(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) {
+        if self.completions.is_empty() {
+            return;
+        }
+        let now = clock.now();
+        self.emit_due(clock, tx, now);
+        let mut completions = std::mem::take(&mut self.completions);
+        for c in completions.drain(..) {
+            let slot = &mut self.slots[c.user_data as usize];
+            let s = slot.stream as usize;
+            let kind = slot.kind;
+            let (intended, submitted) = (slot.intended, slot.submitted);
+            let buf = slot.buf.take();
+            self.free_slots.push(c.user_data as u32);
+            self.inflight -= 1;
+            let st = &mut self.streams[s];
+            st.inflight -= 1;
+            if let Some(b) = buf {
+                st.return_buf(kind, b);
+            }
+            let op = st.interval.op(kind);
+            if c.result < 0 {
+                op.add_error(-c.result);
+            } else {
+                op.ops += 1;
+                op.bytes += if kind == OpKind::Sync {
+                    0
+                } else {
+                    c.result as u64
+                };
+                op.service.record(now.saturating_sub(submitted));
+                if let Some(r) = op.response.as_mut() {
+                    r.record(now.saturating_sub(intended));
+                }
+                if kind == OpKind::Write {
+                    st.on_write_done();
+                }
+            }
+            if let Some(delay) = st.burst_drained() {
+                self.timers.push(Reverse((now + delay, s as u32)));
+            } else if st.is_open_loop() {
+                if st.blocked || st.pending_fsyncs > 0 {
+                    st.blocked = false;
+                    self.timers.push(Reverse((now, s as u32)));
+                }
+            } else {
+                self.mark_ready(s);
+            }
+        }
+        self.completions = completions;
+    }
+
+    /// Close the current interval at `end` and send it.
+    fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
+        let phase = clock.phase_of(self.interval_start);
+        let mut streams = Vec::with_capacity(self.streams.len());
+        for st in &mut self.streams {
+            let open = st.is_open_loop();
+            let mut stats = std::mem::replace(&mut st.interval, StreamStats::new(open));
+            if let Some(sched) = &st.schedule {
+                stats.behind_ios = if st.exhausted() { 0 } else { sched.behind(end) };
+            }
+            if phase == Phase::Measure {
+                st.totals.merge(&stats);
+            }
+            streams.push((st.index, stats));
+        }
+        // The receiver only goes away when the engine is dropped; nothing to report then.
+        let _ = tx.send(IntervalMsg {
+            thread: self.id,
+            interval: self.interval,
+            phase,
+            start_ns: self.interval_start,
+            end_ns: end,
+            streams,
+            last,
+        });
+        self.interval += 1;
+        self.interval_start = end;
+        self.boundary = clock.boundary_after(end);
+    }
+}

@@ -1,0 +1,108 @@
+//! `tilemark._engine`: thin PyO3 bindings over `tilemark-engine`. Plans go in and snapshots come
+//! out as JSON text (docs/engine-boundary.md); the GIL is released whenever the call may block.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use tilemark_engine::engine::Control;
+use tilemark_engine::{Engine, Plan};
+
+create_exception!(
+    _engine,
+    EngineError,
+    PyException,
+    "An engine failure, with the reason."
+);
+
+fn to_py(e: tilemark_engine::EngineError) -> PyErr {
+    EngineError::new_err(e.to_string())
+}
+
+/// A running plan.
+#[pyclass(module = "tilemark._engine")]
+struct Run {
+    engine: Mutex<Engine>,
+    control: Control,
+}
+
+#[pymethods]
+impl Run {
+    /// JSON list of interval snapshots completed since the last poll.
+    fn poll(&self) -> String {
+        self.engine.lock().unwrap().poll_json()
+    }
+
+    /// Ask the engine to stop early.
+    fn stop(&self) {
+        self.control.stop();
+    }
+
+    /// Wait up to `timeout_s` (GIL released) for the run to end; True if it has.
+    fn wait(&self, py: Python<'_>, timeout_s: f64) -> bool {
+        let control = self.control.clone();
+        let timeout = Duration::from_secs_f64(timeout_s.max(0.0));
+        py.allow_threads(move || control.wait(timeout))
+    }
+
+    fn done(&self) -> bool {
+        self.control.is_done()
+    }
+
+    /// Block (GIL released) until the run ends; the result as JSON.
+    fn result(&self, py: Python<'_>) -> PyResult<String> {
+        py.allow_threads(|| self.engine.lock().unwrap().result_json())
+            .map_err(to_py)
+    }
+}
+
+/// Validate a plan (JSON), open its targets and start the engine threads.
+#[pyfunction]
+fn start(py: Python<'_>, plan_json: &str) -> PyResult<Run> {
+    let plan = Plan::from_json(plan_json).map_err(to_py)?;
+    let engine = py.allow_threads(|| Engine::start(plan)).map_err(to_py)?;
+    let control = engine.control();
+    Ok(Run {
+        engine: Mutex::new(engine),
+        control,
+    })
+}
+
+/// Write incompressible data over [offset, offset+length); returns bytes written.
+#[pyfunction]
+fn fill(
+    py: Python<'_>,
+    path: &str,
+    offset: u64,
+    length: u64,
+    direct: bool,
+    seed: u64,
+) -> PyResult<u64> {
+    py.allow_threads(|| tilemark_engine::fill(path, offset, length, direct, seed))
+        .map_err(to_py)
+}
+
+/// O_DIRECT alignment for `path` in bytes; 0 if unsupported.
+#[pyfunction]
+fn dio_alignment(path: &str) -> PyResult<u64> {
+    tilemark_engine::dio_alignment(path).map_err(to_py)
+}
+
+/// The engine crate's version.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("EngineError", m.py().get_type::<EngineError>())?;
+    m.add_class::<Run>()?;
+    m.add_function(wrap_pyfunction!(start, m)?)?;
+    m.add_function(wrap_pyfunction!(fill, m)?)?;
+    m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    Ok(())
+}

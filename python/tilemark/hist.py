@@ -1,0 +1,119 @@
+"""Latency histograms, the Python mirror of the engine's (docs/engine-boundary.md, Histograms).
+
+Values are nanoseconds. Buckets are log-linear (64 per power of two above 128 ns), so every
+reported value is within 1/128 of the true one. Histograms merge exactly by adding counts;
+percentiles of an aggregate are always computed from the merged histogram, never averaged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+SUB_BUCKET_BITS = 6
+SUB_BUCKETS = 1 << SUB_BUCKET_BITS  # 64 buckets per power of two
+MAX_VALUE_NS = 1 << 42
+
+
+def bucket_index(value_ns: int) -> int:
+    """Bucket index of a value (same formula as the engine)."""
+    v = min(max(int(value_ns), 0), MAX_VALUE_NS)
+    if v < 2 * SUB_BUCKETS:
+        return v
+    shift = v.bit_length() - 1 - SUB_BUCKET_BITS
+    return SUB_BUCKETS * shift + (v >> shift)
+
+
+def bucket_bounds(idx: int) -> tuple[int, int]:
+    """[lower, upper) value range of bucket `idx`."""
+    if idx < 2 * SUB_BUCKETS:
+        return idx, idx + 1
+    shift = idx // SUB_BUCKETS - 1
+    lower = (idx - SUB_BUCKETS * shift) << shift
+    return lower, lower + (1 << shift)
+
+
+def bucket_value(idx: int) -> float:
+    """The value a bucket reports: its midpoint (exact below 128 ns)."""
+    lo, hi = bucket_bounds(idx)
+    return float(lo) if hi - lo == 1 else (lo + hi) / 2.0
+
+
+@dataclass
+class Histogram:
+    """A mergeable latency histogram (ns)."""
+
+    counts: dict[int, int] = field(default_factory=dict)
+    n: int = 0
+    sum: int = 0
+    min: int | None = None
+    max: int | None = None
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> Histogram:
+        h = cls()
+        if not d:
+            return h
+        h.counts = {int(i): int(c) for i, c in d.get("b", [])}
+        h.n = int(d.get("n", 0))
+        h.sum = int(d.get("sum", 0))
+        h.min = d.get("min") if h.n else None
+        h.max = d.get("max") if h.n else None
+        return h
+
+    @classmethod
+    def merged(cls, hists: Iterable[Histogram | dict | None]) -> Histogram:
+        out = cls()
+        for h in hists:
+            out.merge(h if isinstance(h, Histogram) else cls.from_json(h))
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "n": self.n,
+            "sum": self.sum,
+            "min": self.min if self.min is not None else 0,
+            "max": self.max if self.max is not None else 0,
+            "b": [[i, self.counts[i]] for i in sorted(self.counts)],
+        }
+
+    def record(self, value_ns: int, count: int = 1) -> None:
+        idx = bucket_index(value_ns)
+        self.counts[idx] = self.counts.get(idx, 0) + count
+        self.n += count
+        self.sum += int(value_ns) * count
+        self.min = value_ns if self.min is None else min(self.min, value_ns)
+        self.max = value_ns if self.max is None else max(self.max, value_ns)
+
+    def merge(self, other: Histogram) -> Histogram:
+        if other.n == 0:
+            return self
+        for i, c in other.counts.items():
+            self.counts[i] = self.counts.get(i, 0) + c
+        self.n += other.n
+        self.sum += other.sum
+        self.min = other.min if self.min is None else min(self.min, other.min)
+        self.max = other.max if self.max is None else max(self.max, other.max)
+        return self
+
+    def mean(self) -> float | None:
+        """Exact mean in ns (the engine sums exact values)."""
+        return self.sum / self.n if self.n else None
+
+    def percentile(self, p: float) -> float | None:
+        """Value (ns) at percentile p in [0, 100]: the bucket holding the ceil(p% * n)-th value."""
+        if self.n == 0:
+            return None
+        if p >= 100.0:
+            return float(self.max)
+        rank = max(1, -(-self.n * p // 100))  # ceil without float drift for common p
+        seen = 0
+        for idx in sorted(self.counts):
+            seen += self.counts[idx]
+            if seen >= rank:
+                v = bucket_value(idx)
+                return float(min(max(v, self.min), self.max))
+        return float(self.max)
+
+    def percentiles(self, ps: Iterable[float]) -> dict[float, float | None]:
+        return {p: self.percentile(p) for p in ps}
