@@ -1,0 +1,73 @@
+"""Test rigs: loop devices, blkio-throttled cgroups, nbdkit-backed failing storage.
+
+Each rig probes for what it needs and skips with the reason when the machine lacks it (these
+rigs need root, cgroup v1 blkio, losetup, nbdkit/nbdfuse). `make test` installs the Debian
+packages via scripts/system-deps.sh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (loop devices, cgroups)")
+
+
+@contextlib.contextmanager
+def loop_device(image: Path, size: int) -> Iterator[str]:
+    """A loop device over a fresh image file of `size` bytes (direct IO to the image)."""
+    need_root()
+    if not shutil.which("losetup"):
+        pytest.skip("losetup not installed")
+    with open(image, "wb") as f:
+        f.truncate(size)
+    out = subprocess.run(
+        ["losetup", "--find", "--show", "--direct-io=on", str(image)],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        pytest.skip(f"cannot set up a loop device: {out.stderr.strip()}")
+    dev = out.stdout.strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=False)
+
+
+def dev_numbers(dev: str) -> str:
+    """'major:minor' of a block device."""
+    st = os.stat(dev)
+    return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
+
+
+@contextlib.contextmanager
+def throttled_cgroup(dev: str, *, read_iops: int) -> Iterator[Path]:
+    """A cgroup v1 blkio group limiting reads from `dev` to `read_iops`."""
+    need_root()
+    if not (BLKIO / "blkio.throttle.read_iops_device").exists():
+        pytest.skip("cgroup v1 blkio throttling is not available")
+    cg = BLKIO / f"tilemark-test-{os.getpid()}-{time.monotonic_ns()}"
+    cg.mkdir()
+    try:
+        (cg / "blkio.throttle.read_iops_device").write_text(f"{dev_numbers(dev)} {read_iops}\n")
+        yield cg
+    finally:
+        for _ in range(50):
+            try:
+                cg.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
