@@ -71,3 +71,47 @@ def throttled_cgroup(dev: str, *, read_iops: int) -> Iterator[Path]:
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def failing_storage(mountpoint: Path, size: str, *filter_args: str) -> Iterator[Path]:
+    """A file backed by nbdkit's memory plugin behind its error filter, exposed via nbdfuse.
+
+    `filter_args` are error-filter settings, e.g. "error-pread-rate=10%", "error-pread=EIO".
+    """
+    for tool in ("nbdkit", "nbdfuse", "fusermount3"):
+        if not shutil.which(tool):
+            pytest.skip(f"{tool} not installed (Debian nbdkit, libnbd-bin, fuse3)")
+    if not Path("/dev/fuse").exists():
+        pytest.skip("/dev/fuse is not available")
+    mountpoint.mkdir()
+    cmd = ["nbdfuse", str(mountpoint), "--command", "nbdkit", "-s", "--filter=error"]
+    proc = subprocess.Popen(
+        [*cmd, "memory", size, *filter_args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    disk = mountpoint / "nbd"
+    try:
+        for _ in range(100):
+            if disk.exists():
+                break
+            if proc.poll() is not None:
+                pytest.skip("nbdfuse exited before the disk appeared")
+            time.sleep(0.05)
+        else:
+            pytest.skip("nbdfuse did not expose its disk within 5 s")
+        yield disk
+    finally:
+        # io_uring releases its file references asynchronously after the ring closes, so
+        # the mount can be busy for a moment after the run.
+        for _ in range(100):
+            umount = ["fusermount3", "-u", str(mountpoint)]
+            if subprocess.run(umount, check=False, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.05)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
+            proc.kill()
