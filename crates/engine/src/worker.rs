@@ -458,6 +458,7 @@ impl Worker {
         for st in &mut self.streams {
             let open = st.is_open_loop();
             let mut stats = std::mem::replace(&mut st.interval, StreamStats::new(open));
+            stats.inflight = st.inflight as u64;
             if let Some(sched) = &st.schedule {
                 stats.behind_ios = if st.exhausted() { 0 } else { sched.behind(end) };
             }

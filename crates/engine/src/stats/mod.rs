@@ -103,6 +103,8 @@ pub struct StreamStats {
     pub behind_ios: u64,
     /// Open loop: IOs submitted more than `LATE_NS` after their intended time.
     pub ios_issued_late: u64,
+    /// IOs in flight when the interval ended (a level, like `behind_ios`).
+    pub inflight: u64,
 }
 
 /// An open-loop IO submitted later than this after its intended time counts as late.
@@ -131,7 +133,9 @@ impl StreamStats {
             mine.merge(theirs);
         }
         self.lag_max_ns = self.lag_max_ns.max(other.lag_max_ns);
-        self.behind_ios = other.behind_ios; // a level, not a sum: the latest one stands
+        // Levels, not sums: the latest one stands.
+        self.behind_ios = other.behind_ios;
+        self.inflight = other.inflight;
         self.ios_issued_late += other.ios_issued_late;
     }
 
@@ -168,6 +172,7 @@ impl Serialize for IndexedStats<'_> {
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
         } else {
             m.serialize_entry("behind_ios", &self.stats.behind_ios)?;
+            m.serialize_entry("inflight", &self.stats.inflight)?;
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
         }
         m.end()
