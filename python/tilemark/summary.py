@@ -1,0 +1,205 @@
+"""Per-stream and run-wide summaries of engine results and interval snapshots.
+
+Input formats are docs/engine-boundary.md. Rates use the window the data covers (the
+measurement phase for a result, the interval's own length for a snapshot); MB/s is 10^6
+bytes per second. Percentiles always come from merged histograms (tilemark.hist), never from
+averaging percentiles. Stream and run totals count data IOs (reads and writes); fsyncs are
+reported under "sync" and are not counted as IOPS or MB/s.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any
+
+from tilemark.hist import Histogram
+
+OP_KINDS = ("read", "write", "sync")
+DATA_OPS = ("read", "write")
+NS_PER_MS = 1e6
+NS_PER_S = 1e9
+BYTES_PER_MB = 1e6
+
+
+def errno_name(n: int | str) -> str:
+    """Symbolic name of an errno ("EIO" for 5), or "errno N" when the number is unknown."""
+    try:
+        code = int(n)
+    except (TypeError, ValueError):
+        return str(n)
+    return errno.errorcode.get(code, f"errno {code}")
+
+
+def _rate(amount: float, seconds: float) -> float:
+    # A zero-length window (a run stopped during warm-up) has nothing measured: report 0.
+    return amount / seconds if seconds > 0 else 0.0
+
+
+def _ms(value_ns: float | None) -> float | None:
+    return None if value_ns is None else value_ns / NS_PER_MS
+
+
+def latency(hist: Histogram) -> dict[str, float | None]:
+    """Mean, p50, p99, p99.9 and max of a histogram in milliseconds (None when empty)."""
+    return {
+        "mean_ms": _ms(hist.mean()),
+        "p50_ms": _ms(hist.percentile(50.0)),
+        "p99_ms": _ms(hist.percentile(99.0)),
+        "p999_ms": _ms(hist.percentile(99.9)),
+        "max_ms": _ms(float(hist.max)) if hist.n else None,
+    }
+
+
+def _error_count(op: dict | None) -> int:
+    return sum(int(c) for c in (op or {}).get("errors", {}).values())
+
+
+def _has_activity(op: dict | None) -> bool:
+    return bool(op) and (int(op.get("ops", 0)) > 0 or _error_count(op) > 0)
+
+
+def _service(op: dict) -> Histogram:
+    return Histogram.from_json(op.get("service"))
+
+
+def _response(op: dict) -> Histogram:
+    # Closed loop sends no response histogram: there response time is service time.
+    resp = op.get("response")
+    return Histogram.from_json(resp if resp is not None else op.get("service"))
+
+
+def op_summary(op: dict | None, seconds: float) -> dict[str, Any] | None:
+    """OPSUM of one op kind over a window of `seconds`; None if it had no ops and no errors."""
+    if not _has_activity(op):
+        return None
+    ops = int(op.get("ops", 0))
+    nbytes = int(op.get("bytes", 0))
+    return {
+        "ops": ops,
+        "bytes": nbytes,
+        "iops": _rate(ops, seconds),
+        "mbps": _rate(nbytes, seconds) / BYTES_PER_MB,
+        "errors": {str(k): int(v) for k, v in op.get("errors", {}).items()},
+        "service": latency(_service(op)),
+        "response": latency(_response(op)),
+    }
+
+
+def mean_io_size(sizes: list[list[float]]) -> float | None:
+    """Weighted mean IO size in bytes of a plan's size mix [[bytes, weight], ...]."""
+    total_weight = sum(float(w) for _, w in sizes)
+    if total_weight <= 0:
+        return None
+    return sum(float(s) * float(w) for s, w in sizes) / total_weight
+
+
+def target_iops(plan_stream: dict) -> float | None:
+    """Requested IO rate of an open-loop stream (rate_bps is converted with the mean size)."""
+    arrival = plan_stream.get("arrival") or {}
+    if arrival.get("kind") != "open":
+        return None
+    if arrival.get("rate_iops") is not None:
+        return float(arrival["rate_iops"])
+    if arrival.get("rate_bps") is not None:
+        size = mean_io_size(plan_stream.get("sizes") or [])
+        return float(arrival["rate_bps"]) / size if size else None
+    return None
+
+
+def _plan_stream(plan: dict, index: int) -> dict:
+    streams = plan.get("streams") or []
+    return streams[index] if 0 <= index < len(streams) else {}
+
+
+def _arrival_kind(plan_stream: dict) -> str:
+    return "open" if (plan_stream.get("arrival") or {}).get("kind") == "open" else "closed"
+
+
+def summarize(plan: dict, result: dict) -> dict[str, Any]:
+    """Per-stream and run-wide totals, rates and latencies of an engine result."""
+    duration_s = (int(result["measure_end_ns"]) - int(result["measure_start_ns"])) / NS_PER_S
+    streams = []
+    totals = {"read_ops": 0, "write_ops": 0, "read_bytes": 0, "write_bytes": 0, "errors": 0}
+    for s in result.get("streams", []):
+        index = int(s["stream"])
+        plan_stream = _plan_stream(plan, index)
+        arrival = _arrival_kind(plan_stream)
+        ops_by_kind = {kind: op_summary(s.get(kind), duration_s) for kind in OP_KINDS}
+        data_ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in DATA_OPS)
+        data_bytes = sum(int((s.get(k) or {}).get("bytes", 0)) for k in DATA_OPS)
+        for kind in DATA_OPS:
+            totals[f"{kind}_ops"] += int((s.get(kind) or {}).get("ops", 0))
+            totals[f"{kind}_bytes"] += int((s.get(kind) or {}).get("bytes", 0))
+        totals["errors"] += sum(_error_count(s.get(kind)) for kind in OP_KINDS)
+        streams.append(
+            {
+                "name": plan_stream.get("name", f"stream{index}"),
+                "stream": index,
+                "arrival": arrival,
+                "target_iops": target_iops(plan_stream),
+                **ops_by_kind,
+                "total": {
+                    "iops": _rate(data_ops, duration_s),
+                    "mbps": _rate(data_bytes, duration_s) / BYTES_PER_MB,
+                },
+                "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if arrival == "open" else None,
+                "ios_issued_late": int(s.get("ios_issued_late", 0)),
+            }
+        )
+    read_iops = _rate(totals["read_ops"], duration_s)
+    write_iops = _rate(totals["write_ops"], duration_s)
+    read_mbps = _rate(totals["read_bytes"], duration_s) / BYTES_PER_MB
+    write_mbps = _rate(totals["write_bytes"], duration_s) / BYTES_PER_MB
+    return {
+        "streams": streams,
+        "total": {
+            "iops": read_iops + write_iops,
+            "mbps": read_mbps + write_mbps,
+            "read_iops": read_iops,
+            "write_iops": write_iops,
+            "read_mbps": read_mbps,
+            "write_mbps": write_mbps,
+            "errors": totals["errors"],
+        },
+        "duration_s": duration_s,
+    }
+
+
+def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
+    """One row per stream of an interval snapshot: rates, p50/p99, lag and errors."""
+    start_ns = int(snapshot["start_ns"])
+    end_ns = int(snapshot["end_ns"])
+    seconds = (end_ns - start_ns) / NS_PER_S
+    rows = []
+    for s in snapshot.get("streams", []):
+        index = int(s["stream"])
+        plan_stream = _plan_stream(plan, index)
+        data = [s.get(k) for k in DATA_OPS if s.get(k)]
+        read_ops = int((s.get("read") or {}).get("ops", 0))
+        write_ops = int((s.get("write") or {}).get("ops", 0))
+        data_bytes = sum(int(op.get("bytes", 0)) for op in data)
+        # Open loop reports response time (what the application waited), closed loop service.
+        response = Histogram.merged(_response(op) for op in data)
+        service = Histogram.merged(_service(op) for op in data)
+        open_loop = _arrival_kind(plan_stream) == "open"
+        rows.append(
+            {
+                "interval": int(snapshot["interval"]),
+                "phase": snapshot.get("phase"),
+                "start_s": start_ns / NS_PER_S,
+                "end_s": end_ns / NS_PER_S,
+                "stream": index,
+                "name": plan_stream.get("name", f"stream{index}"),
+                "iops": _rate(read_ops + write_ops, seconds),
+                "mbps": _rate(data_bytes, seconds) / BYTES_PER_MB,
+                "read_iops": _rate(read_ops, seconds),
+                "write_iops": _rate(write_ops, seconds),
+                "p50_ms": _ms(response.percentile(50.0)),
+                "p99_ms": _ms(response.percentile(99.0)),
+                "service_p99_ms": _ms(service.percentile(99.0)),
+                "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if open_loop else None,
+                "behind_ios": int(s.get("behind_ios", 0)),
+                "errors": sum(_error_count(s.get(kind)) for kind in OP_KINDS),
+            }
+        )
+    return rows

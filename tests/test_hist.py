@@ -1,0 +1,81 @@
+"""tilemark.hist mirrors the engine's histogram: buckets, error bound, merging, percentiles."""
+
+import random
+
+from tilemark.hist import (
+    MAX_VALUE_NS,
+    Histogram,
+    bucket_bounds,
+    bucket_index,
+    bucket_value,
+)
+
+
+def test_bucket_bounds_round_trip_and_buckets_are_contiguous():
+    last = bucket_index(MAX_VALUE_NS)
+    previous_upper = 0
+    for idx in range(last + 1):
+        lower, upper = bucket_bounds(idx)
+        assert lower == previous_upper, f"gap or overlap before bucket {idx}"
+        assert upper > lower
+        assert bucket_index(lower) == idx
+        assert bucket_index(upper - 1) == idx
+        previous_upper = upper
+
+
+def test_bucket_index_is_monotonic():
+    rng = random.Random(1)
+    values = sorted(rng.randrange(0, MAX_VALUE_NS) for _ in range(20_000))
+    indexes = [bucket_index(v) for v in values]
+    assert indexes == sorted(indexes)
+
+
+def test_values_below_128_ns_are_exact():
+    for v in range(128):
+        assert bucket_value(bucket_index(v)) == v
+
+
+def test_relative_error_of_reported_value_is_at_most_1_in_128():
+    rng = random.Random(2)
+    lo, hi = 1_000, 60_000_000_000  # 1 us .. 60 s
+    worst = 0.0
+    for _ in range(50_000):
+        v = int(lo * (hi / lo) ** rng.random())
+        worst = max(worst, abs(bucket_value(bucket_index(v)) - v) / v)
+    assert worst <= 1 / 128
+
+
+def test_merge_equals_recording_everything_into_one():
+    rng = random.Random(3)
+    parts = [[rng.randrange(1, 10**9) for _ in range(rng.randrange(0, 500))] for _ in range(6)]
+    one = Histogram()
+    for values in parts:
+        for v in values:
+            one.record(v)
+    merged = Histogram()
+    for values in parts:
+        h = Histogram()
+        for v in values:
+            h.record(v)
+        merged.merge(Histogram.from_json(h.to_json()))
+    assert merged.to_json() == one.to_json()
+    assert (
+        Histogram.merged([Histogram.from_json(one.to_json()), None, {}]).to_json() == one.to_json()
+    )
+
+
+def test_percentiles_of_known_data_within_1_percent():
+    h = Histogram()
+    for us in range(1, 100_001):  # 1 us .. 100 ms, one value each
+        h.record(us * 1_000)
+    for p, exact_us in [(50, 50_000), (90, 90_000), (99, 99_000), (99.9, 99_900)]:
+        got_us = h.percentile(p) / 1_000
+        assert abs(got_us - exact_us) / exact_us <= 0.01, (p, got_us)
+    assert h.percentile(100) == 100_000_000
+    assert h.mean() == sum(us * 1_000 for us in range(1, 100_001)) / 100_000
+
+
+def test_empty_histogram_reports_none():
+    h = Histogram.from_json(None)
+    assert h.percentile(99) is None
+    assert h.mean() is None

@@ -1,0 +1,307 @@
+"""Run directories, intervals.parquet and the catalog (docs/results-schema.md)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine_data import plan, result_for, simple_snapshots
+from tilemark.hist import Histogram
+from tilemark.store import (
+    CatalogError,
+    RunFormatError,
+    RunNotFoundError,
+    RunWriter,
+    catalog,
+    list_runs,
+    load_run,
+    read_intervals,
+    rebuild,
+    rundir,
+)
+from tilemark.summary import summarize
+
+PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
+TESTS_DIR = Path(__file__).resolve().parent
+
+# The column list as docs/results-schema.md states it, written out independently of the code.
+DOCUMENTED_COLUMNS = [
+    "run_id", "interval", "phase", "start_ns", "end_ns", "stream", "stream_name", "op",
+    "ops", "bytes", "errors", "errors_json",
+    "service_mean_us", "service_p50_us", "service_p99_us", "service_p999_us", "service_max_us",
+    "response_mean_us", "response_p50_us", "response_p99_us", "response_p999_us",
+    "response_max_us", "lag_max_ns", "behind_ios", "service_hist", "response_hist",
+]  # fmt: skip
+
+
+def new_writer(root: Path) -> RunWriter:
+    p = plan()
+    return RunWriter(
+        root,
+        plan=p,
+        workload={"name": "oltp+log", "streams": 2},
+        targets=[{"path": str(root.parent / "tm.dat"), "size": 1 << 30}],
+        argv=["tilemark", "run", "--target", "tm.dat"],
+    )
+
+
+def finished_run(root: Path, snapshots: int = 3) -> RunWriter:
+    w = new_writer(root)
+    snaps = simple_snapshots(snapshots)
+    w.add_snapshots(snaps)
+    res = result_for(
+        [{"stream": 0, **{k: snaps[0]["streams"][0][k] for k in ("read", "write")}}],
+        seconds=2.0,
+    )
+    w.finish(res, summary=summarize(w.plan, res), complete=True)
+    return w
+
+
+def test_writer_leaves_running_run_json_at_start(tmp_path):
+    root = tmp_path / "results"  # does not exist yet
+    w = new_writer(root)
+    assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", w.run_id)
+    assert w.path == root / w.run_id
+    doc = json.loads((w.path / "run.json").read_text())
+    assert doc["schema_version"] == 1
+    assert doc["status"] == "running" and doc["complete"] is False
+    assert doc["run_id"] == w.run_id
+    assert doc["argv"][:2] == ["tilemark", "run"]
+    assert datetime.fromisoformat(doc["started_at"]).tzinfo is not None
+    assert doc["environment"]["targets"][0]["path"] == str(tmp_path / "tm.dat")
+    assert doc["environment"]["hostname"]
+    assert doc["files"] == {"intervals": "intervals.parquet"}
+
+
+def test_intervals_parquet_has_documented_columns_rows_and_row_groups(tmp_path):
+    w = new_writer(tmp_path / "results")
+    snaps = simple_snapshots(25)
+    w.add_snapshots(snaps[:12])
+    w.add_snapshots(snaps[12:])
+    w.finish(None, summary=None, complete=False)
+
+    pf = pq.ParquetFile(w.path / "intervals.parquet")
+    assert pf.schema_arrow.names == DOCUMENTED_COLUMNS
+    assert pf.metadata.num_rows == 25 * 3  # stream 0 read+write, stream 1 read
+    assert pf.metadata.num_row_groups == 3  # 10 + 10 + 5 intervals
+    assert not (w.path / "intervals.parts").exists()
+
+    table = pf.read().to_pylist()
+    row = next(r for r in table if r["interval"] == 4 and r["stream"] == 1)
+    read1 = snaps[4]["streams"][1]["read"]
+    assert row["op"] == "read" and row["stream_name"] == "log.0"
+    assert row["ops"] == read1["ops"] and row["bytes"] == read1["bytes"]
+    assert row["start_ns"] == 4_000_000_000 and row["end_ns"] == 5_000_000_000
+    assert row["lag_max_ns"] == 4000
+    resp = Histogram.from_json(read1["response"])
+    assert row["response_p99_us"] == pytest.approx(resp.percentile(99) / 1e3)
+    assert json.loads(row["response_hist"]) == read1["response"]
+    closed = next(r for r in table if r["stream"] == 0 and r["op"] == "write")
+    assert closed["response_p99_us"] is None and closed["response_hist"] is None
+    assert closed["service_p99_us"] > 0
+
+
+def test_error_only_and_idle_streams_get_rows(tmp_path):
+    w = new_writer(tmp_path / "results")
+    snap = {
+        "interval": 0,
+        "phase": "warmup",
+        "start_ns": 0,
+        "end_ns": 1_000_000_000,
+        "streams": [
+            {
+                "stream": 0,
+                "read": {"ops": 0, "bytes": 0, "errors": {"5": 2}, "service": None,
+                         "response": None},
+                "write": {"ops": 0, "bytes": 0, "errors": {}, "service": None, "response": None},
+                "lag_max_ns": 0,
+                "behind_ios": 0,
+            },
+            {"stream": 1, "lag_max_ns": 9_000_000, "behind_ios": 40},
+        ],
+    }  # fmt: skip
+    w.add_snapshots([snap])
+    w.finish(None, summary=None, complete=False)
+    rows = read_intervals(w.path).to_pylist()
+    assert [(r["stream"], r["op"]) for r in rows] == [(0, "read"), (1, None)]
+    assert rows[0]["errors"] == 2 and json.loads(rows[0]["errors_json"]) == {"5": 2}
+    assert rows[0]["service_p99_us"] is None
+    assert rows[1]["behind_ios"] == 40 and rows[1]["lag_max_ns"] == 9_000_000
+
+
+def test_finish_registers_the_run_in_the_catalog(tmp_path):
+    root = tmp_path / "results"
+    w = finished_run(root)
+    doc = load_run(w.run_id, root)
+    assert doc["status"] == "complete" and doc["complete"] is True
+    assert doc["ended_at"] is not None
+    assert doc["summary"]["duration_s"] == 2.0
+    (row,) = list_runs(root)
+    assert row["run_id"] == w.run_id
+    assert row["status"] == "complete" and row["complete"] is True
+    assert row["backend"] == "psync" and row["streams"] == 2 and row["kind"] == "run"
+    assert row["workload_name"] == "oltp+log"
+    assert row["total_iops"] == doc["summary"]["total"]["iops"]
+    assert row["duration_s"] == 2.0 and row["errors"] == 0
+    assert row["path"] == str(w.path.resolve())
+    assert (root / "catalog.duckdb").is_file()
+
+
+def test_failed_and_incomplete_status(tmp_path):
+    root = tmp_path / "results"
+    failed = new_writer(root)
+    failed.finish(None, summary=None, complete=False, error="engine: /x: EIO")
+    assert load_run(failed.path)["status"] == "failed"
+    assert load_run(failed.path)["error"] == "engine: /x: EIO"
+    stopped = new_writer(root)
+    stopped.finish(None, summary=None, complete=False)
+    assert load_run(stopped.path)["status"] == "incomplete"
+
+
+def test_list_runs_is_newest_first_and_rebuilds_a_deleted_or_corrupt_catalog(tmp_path):
+    root = tmp_path / "results"
+    ids = []
+    for _ in range(3):
+        ids.append(finished_run(root, snapshots=1).run_id)
+        time.sleep(0.01)  # started_at has millisecond resolution
+    newest_first = list(reversed(ids))
+    assert [r["run_id"] for r in list_runs(root)] == newest_first
+
+    (root / "catalog.duckdb").unlink()
+    assert [r["run_id"] for r in list_runs(root)] == newest_first
+
+    (root / "catalog.duckdb").write_bytes(b"not a database" * 100)
+    assert [r["run_id"] for r in list_runs(root)] == newest_first
+    assert rebuild(root) == 3
+
+
+def test_catalog_follows_run_directories(tmp_path):
+    root = tmp_path / "results"
+    kept = finished_run(root, snapshots=1)
+    removed = finished_run(root, snapshots=1)
+    crashed = new_writer(root)  # never finished: registered on the next listing
+    import shutil
+
+    shutil.rmtree(removed.path)
+    rows = {r["run_id"]: r for r in list_runs(root)}
+    assert set(rows) == {kept.run_id, crashed.run_id}
+    assert rows[crashed.run_id]["status"] == "running"
+    assert rows[crashed.run_id]["total_iops"] is None
+
+
+def test_killed_writer_keeps_run_json_and_flushed_row_groups(tmp_path):
+    root = tmp_path / "results"
+    script = f"""
+import os, signal, sys
+sys.path[:0] = [{str(PYTHON_DIR)!r}, {str(TESTS_DIR)!r}]
+from engine_data import plan, simple_snapshots
+from tilemark.store import RunWriter
+w = RunWriter({str(root)!r}, plan=plan(), workload={{}}, targets=[], argv=["x"])
+w.add_snapshots(simple_snapshots(25))
+print(w.run_id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr
+    run_id = proc.stdout.strip()
+    doc = load_run(run_id, root)
+    assert doc["status"] == "running" and doc["summary"] is None
+    assert not (root / run_id / "intervals.parquet").exists()
+    table = read_intervals(root / run_id)
+    assert table.num_rows == 20 * 3  # two flushes of 10 intervals; the last 5 were in memory
+    assert sorted(set(table.column("interval").to_pylist())) == list(range(20))
+
+
+def test_load_run_by_id_prefix_and_directory(tmp_path):
+    root = tmp_path / "results"
+    w = finished_run(root, snapshots=1)
+    assert load_run(w.path)["run_id"] == w.run_id
+    assert load_run(str(w.path / "run.json"))["run_id"] == w.run_id
+    assert load_run(w.run_id, root)["run_id"] == w.run_id
+    assert load_run(w.run_id[:-2], root)["run_id"] == w.run_id
+    with pytest.raises(RunNotFoundError, match="no run"):
+        load_run("19990101-000000-0000", root)
+
+
+def _set_schema_version(run_dir: Path, version) -> None:
+    path = run_dir / "run.json"
+    doc = json.loads(path.read_text())
+    doc["schema_version"] = version
+    path.write_text(json.dumps(doc))
+
+
+def test_newer_schema_version_is_refused_clearly(tmp_path):
+    root = tmp_path / "results"
+    w = finished_run(root, snapshots=1)
+    _set_schema_version(w.path, 99)
+    with pytest.raises(RunFormatError, match=r"schema_version 99, newer .* upgrade tilemark"):
+        load_run(w.run_id, root)
+    # the catalog does not list what it cannot read
+    assert list_runs(root) == []
+
+
+def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    w = finished_run(root, snapshots=1)
+
+    def v1_to_v2(doc):
+        return {**doc, "migrated_from_v1": True}
+
+    monkeypatch.setattr(rundir, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(rundir.MIGRATIONS, 1, v1_to_v2)
+    doc = load_run(w.path)
+    assert doc["schema_version"] == 2 and doc["migrated_from_v1"] is True
+
+    _set_schema_version(w.path, 0)  # no migration registered from 0
+    with pytest.raises(RunFormatError, match="cannot migrate"):
+        load_run(w.path)
+    _set_schema_version(w.path, None)
+    with pytest.raises(RunFormatError, match="not a tilemark run"):
+        load_run(w.path)
+
+
+def test_locked_catalog_is_a_clear_error_and_the_run_is_kept(tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    finished_run(root, snapshots=1)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+            "print('ready', flush=True); time.sleep(60)",
+            str(root / "catalog.duckdb"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        monkeypatch.setattr(catalog, "LOCK_WAIT_S", 0.3)
+        with pytest.raises(CatalogError, match=f"in use by another .*{holder.pid}"):
+            list_runs(root)
+        late = finished_run(root, snapshots=1)
+        assert late.catalog_error and "in use" in late.catalog_error
+        assert load_run(late.path)["status"] == "complete"
+    finally:
+        holder.kill()
+        holder.wait()
+    assert late.run_id in {r["run_id"] for r in list_runs(root)}
+
+
+def test_missing_results_dir_lists_nothing_and_creates_nothing(tmp_path):
+    assert list_runs(tmp_path / "nowhere") == []
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_finish_twice_is_refused(tmp_path):
+    w = finished_run(tmp_path / "results", snapshots=1)
+    with pytest.raises(rundir.StoreError, match="already finished"):
+        w.finish(None, summary=None, complete=True)
+    assert os.path.isfile(w.path / "run.json")
