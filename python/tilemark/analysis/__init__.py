@@ -1,0 +1,1 @@
+"""Analysis of measured runs: QoS verdicts, application metrics, scoring."""

@@ -1,0 +1,212 @@
+"""QoS verdicts for one application instance, from engine snapshots and result.
+
+A criterion bounds a latency statistic (mean or a percentile, in ms) or requires a share of
+the scheduled throughput. Latency uses response time for open-loop streams (free of
+coordinated omission) and service time for closed-loop ones. Every criterion is checked over
+the whole measurement window; `per_interval` ones also in each QoS interval (default 60 s,
+methodology 11.2), built by merging the engine's 1-s snapshots - histograms are merged, never
+percentiles averaged.
+
+Throughput is judged against the *realized* schedule: IOs completed versus IOs that came due
+(completed + failed + growth of the backlog that is behind schedule or in flight). So a Poisson
+stream that happened to draw fewer arrivals is not failed for it, and a device that falls behind
+is. A shortfall of up to max(1 IO, 0.5%) is measurement tolerance (an IO in flight at a window
+edge is not a failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tilemark.hist import Histogram
+
+LATENCY_STATS = {"mean", "p50", "p90", "p95", "p99", "p999", "max"}
+STATS = LATENCY_STATS | {"throughput"}
+OPS = ("read", "write", "sync")
+TOLERANCE_FRACTION = 0.005
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One QoS rule of an application profile."""
+
+    id: str
+    streams: tuple[str, ...]
+    stat: str
+    op: str | None = None  # None: reads and writes together
+    max_ms: float | None = None
+    min_fraction: float | None = None
+    per_interval: bool = False
+
+    def describe(self) -> str:
+        who = "+".join(self.streams)
+        if self.stat == "throughput":
+            return f"{who} achieved >= {self.min_fraction:.0%} of target"
+        what = f"{who} {self.op or 'IO'} {self.stat}"
+        return f"{what} <= {self.max_ms:g} ms"
+
+
+@dataclass
+class Verdict:
+    """Outcome of one criterion in one scope (the window, or one QoS interval)."""
+
+    criterion: str
+    description: str
+    scope: str
+    passed: bool
+    value: float | None
+    limit: float
+    unit: str
+    start_s: float | None = None
+    end_s: float | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Window:
+    """Counters of a set of streams over a span of time."""
+
+    start_s: float
+    end_s: float
+    ops: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    latency: dict[str, Histogram] = field(default_factory=dict)
+    backlog_start: int = 0
+    backlog_end: int = 0
+
+    def completed(self, op: str | None) -> int:
+        return sum(self.ops.get(o, 0) for o in _ops(op))
+
+    def hist(self, op: str | None) -> Histogram:
+        return Histogram.merged(self.latency.get(o) for o in _ops(op))
+
+
+def _ops(op: str | None) -> tuple[str, ...]:
+    return ("read", "write") if op is None else (op,)
+
+
+def _latency_hist(opdata: dict) -> Histogram:
+    return Histogram.from_json(opdata.get("response") or opdata.get("service"))
+
+
+def _backlog(stream_snap: dict) -> int:
+    return int(stream_snap.get("behind_ios", 0)) + int(stream_snap.get("inflight", 0))
+
+
+def windows_from_snapshots(
+    snapshots: Sequence[dict], indices: Sequence[int], qos_interval_s: float
+) -> list[Window]:
+    """Group measurement-phase snapshots into QoS intervals for the given plan streams.
+
+    The last window is kept only if it spans at least half a QoS interval.
+    """
+    idx = set(indices)
+    backlog = 0
+    windows: list[Window] = []
+    current: Window | None = None
+    for snap in snapshots:
+        rows = [s for s in snap["streams"] if s["stream"] in idx]
+        level = sum(_backlog(s) for s in rows)
+        if snap["phase"] != "measure":
+            backlog = level
+            continue
+        start, end = snap["start_ns"] / 1e9, snap["end_ns"] / 1e9
+        if current is None:
+            current = Window(start_s=start, end_s=end, backlog_start=backlog)
+        current.end_s = end
+        for s in rows:
+            for op in OPS:
+                d = s[op]
+                current.ops[op] = current.ops.get(op, 0) + d["ops"]
+                current.errors += sum(d["errors"].values())
+                current.latency.setdefault(op, Histogram()).merge(_latency_hist(d))
+        current.backlog_end = level
+        if current.end_s - current.start_s >= qos_interval_s - 1e-6:
+            windows.append(current)
+            backlog, current = level, None
+    if current is not None and current.end_s - current.start_s >= qos_interval_s / 2:
+        windows.append(current)
+    return windows
+
+
+def window_from_result(result: dict, snapshots: Sequence[dict], indices: Sequence[int]) -> Window:
+    """The whole measurement window for the given plan streams, from the engine result."""
+    idx = set(indices)
+    w = Window(start_s=result["measure_start_ns"] / 1e9, end_s=result["measure_end_ns"] / 1e9)
+    for s in result["streams"]:
+        if s["stream"] not in idx:
+            continue
+        for op in OPS:
+            d = s[op]
+            w.ops[op] = w.ops.get(op, 0) + d["ops"]
+            w.errors += sum(d["errors"].values())
+            w.latency.setdefault(op, Histogram()).merge(_latency_hist(d))
+    warm = [x for x in snapshots if x["phase"] == "warmup"]
+    if warm:
+        w.backlog_start = sum(_backlog(s) for s in warm[-1]["streams"] if s["stream"] in idx)
+    if snapshots:
+        w.backlog_end = sum(_backlog(s) for s in snapshots[-1]["streams"] if s["stream"] in idx)
+    return w
+
+
+def latency_value_ms(h: Histogram, stat: str) -> float | None:
+    """A latency statistic of a merged histogram, in ms."""
+    if h.n == 0:
+        return None
+    if stat == "mean":
+        v = h.mean()
+    elif stat == "max":
+        v = float(h.max)
+    else:
+        v = h.percentile(float(stat[1:].replace("999", "99.9")))
+    return None if v is None else v / 1e6
+
+
+def throughput_fraction(w: Window) -> tuple[float, int, int]:
+    """(completed / came due, completed, came due) for read+write+sync IOs of a window."""
+    completed = sum(w.ops.values())
+    due = completed + w.errors + max(0, w.backlog_end - w.backlog_start)
+    return (completed / due if due else 1.0), completed, due
+
+
+def check(c: Criterion, w: Window, scope: str) -> Verdict:
+    """Evaluate one criterion over one window."""
+    base = dict(
+        criterion=c.id, description=c.describe(), scope=scope, start_s=w.start_s, end_s=w.end_s
+    )
+    if c.stat == "throughput":
+        frac, completed, due = throughput_fraction(w)
+        need = c.min_fraction or 0.0
+        shortfall = need * due - completed
+        ok = shortfall <= max(1.0, TOLERANCE_FRACTION * due)
+        return Verdict(**base, passed=ok, value=frac, limit=need, unit="fraction")
+    value = latency_value_ms(w.hist(c.op), c.stat)
+    # No IOs completed at all cannot meet a latency bound.
+    ok = value is not None and value <= (c.max_ms or 0.0)
+    return Verdict(**base, passed=ok, value=value, limit=float(c.max_ms or 0.0), unit="ms")
+
+
+def evaluate(
+    criteria: Iterable[Criterion],
+    stream_index: dict[str, int],
+    snapshots: Sequence[dict],
+    result: dict,
+    qos_interval_s: float = 60.0,
+) -> list[Verdict]:
+    """Every verdict for one application instance; `stream_index` maps its stream names to
+    plan indices."""
+    verdicts: list[Verdict] = []
+    for c in criteria:
+        indices = [stream_index[name] for name in c.streams]
+        verdicts.append(check(c, window_from_result(result, snapshots, indices), "window"))
+        if c.per_interval:
+            for k, w in enumerate(windows_from_snapshots(snapshots, indices, qos_interval_s)):
+                verdicts.append(check(c, w, f"interval {k + 1}"))
+    return verdicts
+
+
+def failures(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    return [v for v in verdicts if not v.passed]

@@ -1,0 +1,150 @@
+"""QoS logic on synthetic engine output: pass, fail on latency, on throughput, in one interval."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_data import hist_json
+from tilemark.analysis import expr
+from tilemark.analysis.qos import Criterion, evaluate, failures
+
+MS = 1_000_000
+
+
+def opdata(n: int, latency_ms: float, *, errors: dict | None = None) -> dict:
+    lat = [int(latency_ms * MS)] * n
+    return {
+        "ops": n,
+        "bytes": n * 8192,
+        "errors": errors or {},
+        "service": hist_json(lat),
+        "response": hist_json(lat),
+    }
+
+
+def empty() -> dict:
+    return {"ops": 0, "bytes": 0, "errors": {}, "service": hist_json([]), "response": hist_json([])}
+
+
+def snap(k: int, reads: int, latency_ms: float, *, behind: int = 0, phase: str = "measure") -> dict:
+    return {
+        "interval": k,
+        "phase": phase,
+        "start_ns": k * 1_000_000_000,
+        "end_ns": (k + 1) * 1_000_000_000,
+        "streams": [
+            {
+                "stream": 0,
+                "read": opdata(reads, latency_ms),
+                "write": empty(),
+                "sync": empty(),
+                "lag_max_ns": 0,
+                "behind_ios": behind,
+                "inflight": 0,
+            }
+        ],
+    }
+
+
+def result_from(snaps: list[dict]) -> dict:
+    measured = [s for s in snaps if s["phase"] == "measure"]
+    from tilemark.hist import Histogram
+
+    ops = sum(s["streams"][0]["read"]["ops"] for s in measured)
+    h = Histogram.merged(s["streams"][0]["read"]["response"] for s in measured).to_json()
+    read = {"ops": ops, "bytes": ops * 8192, "errors": {}, "service": h, "response": h}
+    return {
+        "complete": True,
+        "started_at_ns": 0,
+        "measure_start_ns": measured[0]["start_ns"],
+        "measure_end_ns": measured[-1]["end_ns"],
+        "streams": [
+            {
+                "stream": 0,
+                "read": read,
+                "write": empty(),
+                "sync": empty(),
+                "lag_max_ns": 0,
+                "ios_issued_late": 0,
+            }
+        ],
+    }
+
+
+AVG = Criterion("read_avg", ("db",), "mean", op="read", max_ms=20)
+P99 = Criterion("read_p99", ("db",), "p99", op="read", max_ms=50)
+TPUT = Criterion("iops", ("db",), "throughput", min_fraction=0.95, per_interval=True)
+
+
+def run_qos(snaps: list[dict], qos_interval_s: float = 2.0):
+    return evaluate([AVG, P99, TPUT], {"db": 0}, snaps, result_from(snaps), qos_interval_s)
+
+
+def test_everything_within_limits_passes():
+    snaps = [snap(0, 100, 5, phase="warmup")] + [snap(k, 100, 5) for k in range(1, 7)]
+    verdicts = run_qos(snaps)
+    assert failures(verdicts) == []
+    assert [v.scope for v in verdicts if v.criterion == "iops"] == [
+        "window",
+        "interval 1",
+        "interval 2",
+        "interval 3",
+    ]
+
+
+def test_latency_over_the_limit_fails_naming_the_criterion():
+    snaps = [snap(k, 100, 5 if k != 3 else 200) for k in range(6)]
+    failed = failures(run_qos(snaps))
+    # The mean over the window is (5*5 + 200)/6 = 37.5 ms > 20 ms; p99 lands in the 200 ms ops.
+    assert {v.criterion for v in failed} == {"read_avg", "read_p99"}
+    avg = next(v for v in failed if v.criterion == "read_avg")
+    assert avg.value == pytest.approx(37.5, rel=0.01) and avg.limit == 20 and avg.scope == "window"
+
+
+def test_falling_behind_schedule_fails_throughput():
+    # The backlog grows by 30 IOs every second while 100 complete: 100/130 of what came due.
+    snaps = [snap(k, 100, 5, behind=30 * (k + 1)) for k in range(6)]
+    failed = failures(run_qos(snaps))
+    assert {v.criterion for v in failed} == {"iops"}
+    window = next(v for v in failed if v.scope == "window")
+    assert window.value == pytest.approx(600 / (600 + 180), rel=1e-6)
+
+
+def test_one_bad_interval_fails_only_that_interval():
+    behind = [0, 0, 0, 60, 60, 60]  # interval 2 (seconds 2-4) falls 60 IOs behind, then holds
+    snaps = [snap(k, 100, 5, behind=b) for k, b in enumerate(behind)]
+    verdicts = run_qos(snaps)
+    failed = failures(verdicts)
+    # Over the whole window 600 of 660 came due (91% < 95%), and interval 2 alone is at 77%;
+    # intervals 1 and 3 kept up.
+    assert [v.scope for v in failed] == ["window", "interval 2"], [(v.scope, v.value) for v in failed]
+    assert failed[1].value == pytest.approx(200 / 260)
+
+
+def test_poisson_shortfall_within_tolerance_passes():
+    # One IO in flight at the end of a 1,000-IO window is not a failure of a 100% criterion.
+    c = Criterion("all", ("db",), "throughput", min_fraction=1.0)
+    snaps = [snap(0, 500, 1), snap(1, 500, 1, behind=1)]
+    assert failures(evaluate([c], {"db": 0}, snaps, result_from(snaps))) == []
+
+
+def test_no_completed_io_fails_a_latency_bound():
+    snaps = [snap(0, 0, 1), snap(1, 0, 1)]
+    assert {v.criterion for v in failures(run_qos(snaps))} >= {"read_avg"}
+
+
+def test_expressions_are_arithmetic_only():
+    assert expr.evaluate(
+        "mailboxes * iops_per_mailbox / 10", {"mailboxes": 1000, "iops_per_mailbox": 0.12}
+    ) == pytest.approx(12)
+    assert expr.evaluate("2 * MiB", {}) == 2 * 1024 * 1024
+    assert expr.evaluate("floor(iops('db') / 0.12)", {}, {"iops": lambda s: 121.0}) == 1008
+    assert expr.names_in("mailboxes * iops_per_mailbox") == {"mailboxes", "iops_per_mailbox"}
+    for bad, msg in [
+        ("__import__('os')", "unknown function"),
+        ("x.y", "not allowed"),
+        ("mailbox * 2", "unknown name 'mailbox'"),
+        ("1 +", "cannot parse"),
+    ]:
+        with pytest.raises(expr.ExprError, match=msg):
+            expr.evaluate(bad, {"mailboxes": 1})
