@@ -117,7 +117,9 @@ def test_one_bad_interval_fails_only_that_interval():
     failed = failures(verdicts)
     # Over the whole window 600 of 660 came due (91% < 95%), and interval 2 alone is at 77%;
     # intervals 1 and 3 kept up.
-    assert [v.scope for v in failed] == ["window", "interval 2"], [(v.scope, v.value) for v in failed]
+    assert [v.scope for v in failed] == ["window", "interval 2"], [
+        (v.scope, v.value) for v in failed
+    ]
     assert failed[1].value == pytest.approx(200 / 260)
 
 

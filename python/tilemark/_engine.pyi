@@ -27,7 +27,7 @@ def fill(path: str, offset: int, length: int, direct: bool, seed: int) -> int:
     """Write incompressible data over [offset, offset+length); returns bytes written."""
 
 def dio_alignment(path: str) -> int:
-    """O_DIRECT offset/size alignment for `path` (STATX_DIOALIGN or logical block size); 0 if none."""
+    """O_DIRECT alignment for `path` (STATX_DIOALIGN or logical block size); 0 if none."""
 
 def version() -> str:
     """The engine crate's version."""

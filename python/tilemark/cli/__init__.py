@@ -1,0 +1,72 @@
+"""The `tilemark` command line: one module per subcommand, errors as one sentence."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from typer import _click as click  # typer vendors click; parse errors are its exceptions
+
+from tilemark.cli.run import run
+from tilemark.cli.runs import runs
+from tilemark.engine import EngineError
+from tilemark.errors import RunError, UsageError
+from tilemark.store import StoreError
+
+USAGE_EXIT = 2
+FAILURE_EXIT = 1
+
+app = typer.Typer(
+    name="tilemark",
+    help="Mixed-workload storage benchmark: how much real application load does it carry?",
+    # Plain errors and help: users paste them into tickets and scripts parse them.
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    no_args_is_help=True,
+)
+app.command("run", no_args_is_help=True)(run)
+app.command("runs")(runs)
+
+
+def _error(message: str) -> None:
+    message = message.strip()
+    if message and message[-1] not in ".!?":
+        message += "."
+    print(f"tilemark: error: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the CLI and return the exit status (2 bad input, 1 failure)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(app)
+    try:
+        status = command.main(
+            args=args,
+            prog_name="tilemark",
+            standalone_mode=False,
+            obj={"argv": ["tilemark", *args]},
+        )
+    except click.exceptions.NoArgsIsHelpError as e:
+        print(e.format_message(), file=sys.stderr)
+        return USAGE_EXIT
+    except click.exceptions.ClickException as e:
+        hint = ""
+        ctx = getattr(e, "ctx", None)
+        if isinstance(e, click.exceptions.UsageError) and ctx is not None:
+            hint = f" (see {ctx.command_path} --help)"
+        _error(e.format_message().rstrip(".") + hint)
+        return e.exit_code
+    except typer.Abort:
+        _error("aborted")
+        return FAILURE_EXIT
+    except UsageError as e:
+        _error(str(e))
+        return USAGE_EXIT
+    except (EngineError, RunError, StoreError) as e:
+        _error(str(e))
+        return FAILURE_EXIT
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    return status if isinstance(status, int) else 0

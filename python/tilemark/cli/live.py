@@ -1,0 +1,219 @@
+"""Live per-interval display of a running plan, and the final results table.
+
+On a terminal the live view is a rich table redrawn each interval; otherwise (a pipe, a log
+file, CI) it is one plain line per interval, so logs stay readable. Latency shown is response
+time for open-loop streams (what the application waited, from the intended issue time) and
+service time for closed-loop streams, where the two are equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from tilemark.summary import interval_rows
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds with about three significant digits; '-' when there is no value."""
+    if value is None:
+        return "-"
+    if value < 10:
+        return f"{value:.2f}"
+    if value < 100:
+        return f"{value:.1f}"
+    return f"{value:,.0f}"
+
+
+def fmt_rate(value: float | None, digits: int = 0) -> str:
+    """A rate with thousands separators; '-' when there is no value."""
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def describe_arrival(plan_stream: dict[str, Any]) -> str:
+    """'closed qd8' or 'open 2,000/s poisson' for a plan stream."""
+    arrival = plan_stream.get("arrival") or {}
+    if arrival.get("kind") != "open":
+        return f"closed qd{plan_stream.get('qd')}"
+    if arrival.get("rate_iops") is not None:
+        rate = f"{arrival['rate_iops']:,.0f}/s"
+    else:
+        rate = f"{arrival.get('rate_bps', 0) / 1e6:,.1f} MB/s"
+    return f"open {rate} {arrival.get('dist', '')}".rstrip()
+
+
+def plain_line(rows: list[dict[str, Any]]) -> str:
+    """One log line for an interval's rows."""
+    if not rows:
+        return ""
+    first = rows[0]
+    total_iops = sum(row["iops"] for row in rows)
+    total_mbps = sum(row["mbps"] for row in rows)
+    end_s = first["end_s"]
+    # Whole seconds for full intervals; the shorter last interval shows its tenth.
+    elapsed = f"{end_s:4.0f}" if abs(end_s - round(end_s)) < 0.05 else f"{end_s:6.1f}"
+    parts = [f"[{elapsed}s {first['phase']}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
+    for row in rows:
+        part = (
+            f"{row['name']} {row['iops']:,.0f} IOPS p50 {fmt_ms(row['p50_ms'])}ms "
+            f"p99 {fmt_ms(row['p99_ms'])}ms"
+        )
+        if row["lag_max_ms"] is not None:
+            part += f" lag {fmt_ms(row['lag_max_ms'])}ms"
+        if row["errors"]:
+            part += f" errors {row['errors']}"
+        parts.append(part)
+    return " | ".join(parts)
+
+
+class LiveDisplay:
+    """Shows interval snapshots as they arrive: a live table on a TTY, plain lines otherwise."""
+
+    def __init__(self, plan: dict[str, Any], console: Console, *, tty: bool):
+        self.plan = plan
+        self.console = console
+        self.tty = tty
+        self.total_s = (plan.get("warmup_ms", 0) + (plan.get("duration_ms") or 0)) / 1000
+        self._live: Live | None = None
+        self._rows: list[dict[str, Any]] = []
+
+    def __enter__(self) -> LiveDisplay:
+        if self.tty:
+            self._live = Live(
+                self._table(), console=self.console, auto_refresh=False, transient=False
+            )
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+            self._live = None
+
+    def update(self, snapshots: list[dict[str, Any]]) -> None:
+        """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
+        for snapshot in snapshots:
+            self._rows = interval_rows(self.plan, snapshot)
+            if self._live is None:
+                # Written directly: a log line must not be wrapped at the console width.
+                self.console.file.write(plain_line(self._rows) + "\n")
+                self.console.file.flush()
+        if self._live is not None and snapshots:
+            self._live.update(self._table(), refresh=True)
+
+    def note(self, message: str) -> None:
+        """Print a message above the live view (or as its own line)."""
+        if self._live is None:
+            self.console.file.write(message + "\n")
+            self.console.file.flush()
+        else:
+            self.console.print(message, markup=False, highlight=False)
+
+    def _table(self) -> Table:
+        if self._rows:
+            first = self._rows[0]
+            title = (
+                f"interval {first['interval']} · {first['phase']} · "
+                f"{first['end_s']:.0f}s of {self.total_s:.0f}s"
+            )
+        else:
+            title = "starting…"
+        table = Table(title=title, title_justify="left", expand=False)
+        table.add_column("stream", no_wrap=True)
+        table.add_column("arrival", no_wrap=True)
+        table.add_column("IOPS", justify="right")
+        table.add_column("MB/s", justify="right")
+        table.add_column("p50 ms", justify="right")
+        table.add_column("p99 ms", justify="right")
+        table.add_column("lag ms", justify="right")
+        table.add_column("behind", justify="right")
+        table.add_column("errors", justify="right")
+        streams = self.plan.get("streams", [])
+        for row in self._rows:
+            plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
+            table.add_row(
+                escape(row["name"]),
+                describe_arrival(plan_stream),
+                fmt_rate(row["iops"]),
+                fmt_rate(row["mbps"], 1),
+                fmt_ms(row["p50_ms"]),
+                fmt_ms(row["p99_ms"]),
+                fmt_ms(row["lag_max_ms"]),
+                str(row["behind_ios"]) if row["lag_max_ms"] is not None else "-",
+                Text(str(row["errors"]), style="red") if row["errors"] else "0",
+            )
+        if len(self._rows) > 1:
+            table.add_section()
+            table.add_row(
+                "total",
+                "",
+                fmt_rate(sum(row["iops"] for row in self._rows)),
+                fmt_rate(sum(row["mbps"] for row in self._rows), 1),
+                "",
+                "",
+                "",
+                "",
+                str(sum(row["errors"] for row in self._rows)),
+                style="bold",
+            )
+        return table
+
+
+def _latencies(op: dict[str, Any] | None) -> str:
+    if not op or not op.get("ops"):
+        return "-"
+    response = op["response"]
+    return "/".join(fmt_ms(response[key]) for key in ("p50_ms", "p99_ms", "p999_ms"))
+
+
+def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> Table:
+    """The final per-stream table of a run's summary (latency in ms: response time)."""
+    table = Table(title=title, title_justify="left", caption_justify="left")
+    table.caption = (
+        "latency in ms, p50/p99/p99.9: response time (from the intended issue time) for open "
+        "loop, service time for closed loop; MB/s = 10^6 bytes/s"
+    )
+    table.add_column("stream", no_wrap=True)
+    table.add_column("arrival", no_wrap=True)
+    table.add_column("IOPS", justify="right", no_wrap=True)
+    table.add_column("MB/s", justify="right", no_wrap=True)
+    table.add_column("read ms", justify="right", no_wrap=True)
+    table.add_column("write ms", justify="right", no_wrap=True)
+    table.add_column("max lag", justify="right", no_wrap=True)
+    table.add_column("errors", justify="right", no_wrap=True)
+    streams = plan.get("streams", [])
+    for row in summary["streams"]:
+        plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
+        errors = sum(
+            sum((row.get(kind) or {}).get("errors", {}).values())
+            for kind in ("read", "write", "sync")
+        )
+        table.add_row(
+            escape(row["name"]),
+            describe_arrival(plan_stream),
+            fmt_rate(row["total"]["iops"]),
+            fmt_rate(row["total"]["mbps"], 1),
+            _latencies(row.get("read")),
+            _latencies(row.get("write")),
+            fmt_ms(row.get("lag_max_ms")),
+            Text(str(errors), style="red") if errors else "0",
+        )
+    total = summary["total"]
+    table.add_section()
+    table.add_row(
+        "total",
+        f"{summary['duration_s']:.1f}s measured",
+        fmt_rate(total["iops"]),
+        fmt_rate(total["mbps"], 1),
+        "",
+        "",
+        "",
+        Text(str(total["errors"]), style="red") if total["errors"] else "0",
+        style="bold",
+    )
+    return table

@@ -1,0 +1,747 @@
+"""Workload specs (TOML file or fio-like flags) -> validated Workload -> engine plan.
+
+A workload is a list of streams plus run-wide settings. Parsing (`parse_workload`) checks
+everything that needs no knowledge of the target; `compile_plan` then checks what depends on
+the inspected target (O_DIRECT alignment, region bounds) and emits the plan documented in
+docs/engine-boundary.md. Both raise UsageError before any IO happens.
+
+TOML layout:
+
+    name = "mail"                # optional workload name
+    target = "/data/tm.dat"      # run-wide keys: see RUN_KEYS
+    size = "10g"
+    duration = "5m"
+    [defaults]                   # optional: stream keys applied to every stream
+    qd = 8
+    [[stream]]                   # one table per stream: see STREAM_KEYS
+    name = "db"
+    rw = "randrw"
+    read = 60
+    bs = "32k"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tilemark.errors import UsageError
+from tilemark.units import (
+    GIB,
+    MIB,
+    format_size,
+    parse_byte_rate,
+    parse_duration,
+    parse_iops,
+    parse_percent,
+    parse_size,
+    parse_size_mix,
+)
+
+if TYPE_CHECKING:
+    from tilemark.targets import TargetInfo
+
+PLAN_VERSION = 1
+MAX_QD = 4096
+MAX_THREADS = 1024
+MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
+DEFAULT_ALIGN = 4096
+DEFAULT_DURATION_S = 60.0
+DEFAULT_INTERVAL_S = 1.0
+DEFAULT_SEED = 1  # fixed like fio's randrepeat: the same workload replays the same offsets
+DEFAULT_OPEN_LOOP_QD = 64  # an open-loop stream should rarely be capped by its own queue
+
+# rw -> (read % or None for a mix, random by default)
+RW_MODES: dict[str, tuple[float | None, bool]] = {
+    "read": (100.0, False),
+    "write": (0.0, False),
+    "randread": (100.0, True),
+    "randwrite": (0.0, True),
+    "rw": (None, False),
+    "readwrite": (None, False),
+    "randrw": (None, True),
+}
+ARRIVALS = ("closed", "constant", "poisson")
+BACKENDS = ("uring", "psync", "null")
+
+STREAM_KEYS = (
+    "name",
+    "rw",
+    "read",
+    "bs",
+    "pattern",
+    "random",
+    "qd",
+    "rate",
+    "rate_bytes",
+    "arrival",
+    "burst",
+    "sync",
+    "offset",
+    "length",
+    "align",
+    "compress",
+    "seed",
+)
+RUN_KEYS = (
+    "name",
+    "target",
+    "size",
+    "duration",
+    "warmup",
+    "interval",
+    "backend",
+    "threads",
+    "direct",
+    "seed",
+)
+TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream")
+_NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+
+
+@dataclass
+class StreamSpec:
+    """One validated stream, in user terms (bytes, percentages, IOPS)."""
+
+    name: str
+    rw: str
+    read_pct: float
+    sizes: list[tuple[int, float]]
+    pattern: str  # "uniform" | "sequential" | "zipf:THETA" | "hotspot:IO/REGION"
+    random_pct: float
+    qd: int
+    arrival: str  # "closed" | "constant" | "poisson"
+    rate_iops: float | None = None
+    rate_bytes: float | None = None
+    burst: tuple[int, float] | None = None  # (ios, delay_ms)
+    sync: str = "none"  # "none" | "dsync" | "fsync:N"
+    offset: int = 0
+    length: int | None = None  # None: to the end of the target's data area
+    align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
+    compress_pct: float = 0.0
+    seed: int | None = None  # None: derived from the run seed
+    # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
+    flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
+
+    def writes(self) -> bool:
+        """True if this stream issues any writes."""
+        return self.read_pct < 100.0
+
+    def label(self, key: str) -> str:
+        """How to name a field of this stream in a message."""
+        if key in self.flag_keys:
+            return "--" + key.replace("_", "-")
+        return f"stream '{self.name}': {key}"
+
+    def key(self, key: str) -> str:
+        """A field as the user would spell it: --rate-bytes on the command line, else rate_bytes."""
+        return "--" + key.replace("_", "-") if self.flag_keys else key
+
+
+@dataclass
+class Workload:
+    """A validated workload: run-wide settings and its streams."""
+
+    name: str
+    source: str  # "flags", "default" or the TOML file path
+    target: str
+    size: int | None
+    duration_s: float
+    warmup_s: float
+    interval_s: float
+    backend: str
+    threads: int | None
+    direct: bool
+    seed: int
+    streams: list[StreamSpec]
+
+    def writes(self) -> bool:
+        """True if any stream writes (the target's safety rules depend on it)."""
+        return any(stream.writes() for stream in self.streams)
+
+    def to_json(self) -> dict[str, Any]:
+        """The user-facing spec as plain JSON-able data (recorded with the run)."""
+        spec = asdict(self)
+        for stream in spec["streams"]:
+            stream.pop("flag_keys")
+            stream["sizes"] = [[size, weight] for size, weight in stream["sizes"]]
+            if stream["burst"] is not None:
+                ios, delay_ms = stream["burst"]
+                stream["burst"] = {"ios": ios, "delay_ms": delay_ms}
+        return spec
+
+
+def _shown(value: object) -> str:
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _parse_int(value: object, label: str, low: int, high: int) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        number = int(value)
+    if number is None or not (low <= number <= high):
+        shown = number if number is not None else _shown(value)
+        raise UsageError(f"{label} must be an integer from {low} to {high}, got {shown}.")
+    return number
+
+
+def _parse_choice(value: object, label: str, choices: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in choices:
+        raise UsageError(f"{label} must be one of {', '.join(choices)}, got {_shown(value)}.")
+    return text
+
+
+def _parse_bool(value: object, label: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise UsageError(f"{label} must be true or false, got {_shown(value)}.")
+
+
+def _parse_pattern(value: object, label: str) -> str:
+    allowed = (
+        "uniform, sequential, zipf:THETA (e.g. zipf:1.2) or hotspot:IO/REGION (e.g. hotspot:90/10)"
+    )
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("uniform", "random"):
+        return "uniform"
+    if text == "sequential":
+        return text
+    if match := re.fullmatch(r"zipf:(\d+(?:\.\d*)?|\.\d+)", text):
+        if float(match.group(1)) <= 0:
+            raise UsageError(f"{label} zipf theta must be above 0, got {_shown(value)}.")
+        return f"zipf:{float(match.group(1)):g}"
+    if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
+        io_pct, region_pct = float(match.group(1)), float(match.group(2))
+        if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
+            raise UsageError(
+                f"{label} hotspot:IO/REGION needs IO from 0 to 100 and REGION above 0 and "
+                f"below 100 (percent), got {_shown(value)}."
+            )
+        return f"hotspot:{io_pct:g}/{region_pct:g}"
+    raise UsageError(f"{label} must be {allowed}, got {_shown(value)}.")
+
+
+def _parse_sync(value: object, label: str) -> str:
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("none", "dsync"):
+        return text
+    if text == "fsync":
+        return "fsync:1"
+    if match := re.fullmatch(r"fsync:(\d+)", text):
+        every = int(match.group(1))
+        if every >= 1:
+            return f"fsync:{every}"
+    raise UsageError(
+        f"{label} must be none, dsync, fsync or fsync:N (an fsync after every N writes, "
+        f"N at least 1), got {_shown(value)}."
+    )
+
+
+def _parse_burst(value: object, label: str) -> tuple[int, float]:
+    text = value.strip() if isinstance(value, str) else ""
+    ios_text, sep, delay_text = text.partition("/")
+    if sep and re.fullmatch(r"\d+", ios_text.strip()) and int(ios_text) >= 1:
+        delay_text = delay_text.strip()
+        # A bare delay is milliseconds, as in Iometer's "transfer delay".
+        if re.fullmatch(r"[\d.]+", delay_text):
+            delay_text += "ms"
+        try:
+            return int(ios_text), parse_duration(delay_text, label) * 1000.0
+        except UsageError:
+            pass  # reported below with the burst syntax
+    raise UsageError(
+        f"{label} must be IOS/DELAY such as 10/5ms (10 IOs, then wait for them and 5 ms), "
+        f"got {_shown(value)}."
+    )
+
+
+def _parse_seed(value: object, label: str) -> int:
+    return _parse_int(value, label, 0, (1 << 63) - 1)
+
+
+def _check_keys(table: object, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where} must be a table of keys, got {_shown(table)}.")
+    for key in table:
+        if key not in allowed:
+            raise UsageError(
+                f"{where}: unknown key '{key}'; allowed keys are {', '.join(allowed)}."
+            )
+    return table
+
+
+def _default_base(table: dict[str, Any]) -> str:
+    rw = table.get("rw")
+    if isinstance(rw, str) and rw.strip().lower() in RW_MODES:
+        return rw.strip().lower()
+    if rw is None:
+        return "randrw" if "read" in table else "randread"
+    return "stream"  # an invalid rw is reported by _parse_stream
+
+
+def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> list[str]:
+    """Stream names: the given ones, else the rw mode (plus the index when it repeats)."""
+    given: list[str | None] = []
+    for index, table in enumerate(tables):
+        name = table.get("name")
+        if name is not None and not (isinstance(name, str) and _NAME_RE.fullmatch(name)):
+            label = "--name" if "name" in flag_keys else f"stream {index + 1}: name"
+            raise UsageError(
+                f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {_shown(name)}."
+            )
+        if name is not None and name in given:
+            raise UsageError(f"stream names must be unique; '{name}' is used twice.")
+        given.append(name)
+    unnamed_bases = [_default_base(t) for t, name in zip(tables, given, strict=True) if not name]
+    names = []
+    for index, (table, name) in enumerate(zip(tables, given, strict=True)):
+        if name is None:
+            base = _default_base(table)
+            clash = unnamed_bases.count(base) > 1 or base in given
+            name = f"{base}.{index}" if clash else base
+        names.append(name)
+    return names
+
+
+def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -> StreamSpec:
+    stream = StreamSpec(
+        name=name,
+        rw="randread",
+        read_pct=100.0,
+        sizes=[(4096, 1.0)],
+        pattern="uniform",
+        random_pct=100.0,
+        qd=1,
+        arrival="closed",
+        flag_keys=flag_keys,
+    )
+    label = stream.label
+
+    if "rw" in table:
+        stream.rw = _parse_choice(table["rw"], label("rw"), tuple(RW_MODES))
+    elif "read" in table:
+        stream.rw = "randrw"
+    fixed_read, random_by_default = RW_MODES[stream.rw]
+    if "read" in table:
+        read_pct = parse_percent(table["read"], label("read"))
+        if fixed_read is not None and read_pct != fixed_read:
+            raise UsageError(
+                f"{label('read')} is {read_pct:g} but rw {stream.rw} means {fixed_read:g}% reads; "
+                f"use {stream.key('rw')} rw, readwrite or randrw for a mix."
+            )
+        stream.read_pct = read_pct
+    else:
+        stream.read_pct = fixed_read if fixed_read is not None else 50.0
+
+    if "bs" in table:
+        stream.sizes = parse_size_mix(table["bs"], label("bs"))
+        for size, _ in stream.sizes:
+            if size == 0 or size > MAX_IO_SIZE:
+                raise UsageError(
+                    f"{label('bs')} sizes must be from 1 byte to 2 GiB, got {_shown(table['bs'])}."
+                )
+
+    stream.random_pct = 100.0 if random_by_default else 0.0
+    if "random" in table:
+        stream.random_pct = parse_percent(table["random"], label("random"))
+    if "pattern" in table:
+        stream.pattern = _parse_pattern(table["pattern"], label("pattern"))
+        if stream.pattern == "sequential":
+            if random_by_default or stream.random_pct > 0:
+                raise UsageError(
+                    f"{label('pattern')} sequential conflicts with rw {stream.rw} and random "
+                    f"{stream.random_pct:g}%; use rw read, write or rw for sequential IO."
+                )
+        elif stream.random_pct == 0:
+            raise UsageError(
+                f"{label('pattern')} {stream.pattern} places random IOs, but rw {stream.rw} with "
+                f"random {stream.random_pct:g}% has none; use a rand* rw or set random above 0."
+            )
+
+    rate_given = "rate" in table or "rate_bytes" in table
+    if "rate" in table and "rate_bytes" in table:
+        raise UsageError(
+            f"{label('rate')} and {stream.key('rate_bytes')} cannot both be set; give one rate."
+        )
+    if "rate" in table:
+        stream.rate_iops = parse_iops(table["rate"], label("rate"))
+    if "rate_bytes" in table:
+        stream.rate_bytes = parse_byte_rate(table["rate_bytes"], label("rate_bytes"))
+    if "arrival" in table:
+        stream.arrival = _parse_choice(table["arrival"], label("arrival"), ARRIVALS)
+        if stream.arrival == "closed" and rate_given:
+            raise UsageError(
+                f"{label('arrival')} closed keeps the queue full and ignores a rate; "
+                f"use constant or poisson with a rate, or drop the rate."
+            )
+        if stream.arrival != "closed" and not rate_given:
+            raise UsageError(
+                f"{label('arrival')} {stream.arrival} is an open loop and needs "
+                f"{stream.key('rate')} (IOPS) or {stream.key('rate_bytes')}."
+            )
+    elif rate_given:
+        stream.arrival = "constant"
+
+    open_loop = stream.arrival != "closed"
+    stream.qd = DEFAULT_OPEN_LOOP_QD if open_loop else 1
+    if "qd" in table:
+        stream.qd = _parse_int(table["qd"], label("qd"), 1, MAX_QD)
+    if "burst" in table:
+        stream.burst = _parse_burst(table["burst"], label("burst"))
+    if "sync" in table:
+        stream.sync = _parse_sync(table["sync"], label("sync"))
+    if "offset" in table:
+        stream.offset = parse_size(table["offset"], label("offset"))
+    if "length" in table:
+        stream.length = parse_size(table["length"], label("length"))
+        if stream.length == 0:
+            raise UsageError(f"{label('length')} must be above 0, got {_shown(table['length'])}.")
+    if "align" in table:
+        stream.align = parse_size(table["align"], label("align"))
+        if stream.align == 0:
+            raise UsageError(f"{label('align')} must be above 0, got {_shown(table['align'])}.")
+    if "compress" in table:
+        stream.compress_pct = parse_percent(table["compress"], label("compress"))
+        if stream.compress_pct > 99:
+            raise UsageError(
+                f"{label('compress')} must be a percentage from 0 to 99, "
+                f"got {_shown(table['compress'])}."
+            )
+    if "seed" in table:
+        stream.seed = _parse_seed(table["seed"], label("seed"))
+    return stream
+
+
+def parse_workload(
+    doc: dict[str, Any],
+    *,
+    source: str,
+    flag_keys: frozenset[str] = frozenset(),
+) -> Workload:
+    """Validate a workload document (TOML layout) into a Workload; raises UsageError.
+
+    `flag_keys` lists keys that came from CLI flags (run-wide and stream keys alike), so their
+    messages name the flag.
+    """
+
+    def run_label(key: str) -> str:
+        return "--" + key if key in flag_keys else key
+
+    _check_keys(doc, TOP_LEVEL_KEYS, "workload" if source == "flags" else source)
+    defaults = _check_keys(doc.get("defaults", {}), STREAM_KEYS, "[defaults]")
+    if "name" in defaults:
+        raise UsageError("[defaults]: name is per stream; set it in each [[stream]] table.")
+    tables = doc.get("stream")
+    if not isinstance(tables, list) or not tables:
+        raise UsageError(
+            f'{source} has no streams; add at least one [[stream]] table (e.g. rw = "randread").'
+        )
+    for index, table in enumerate(tables):
+        named = isinstance(table, dict) and isinstance(table.get("name"), str)
+        _check_keys(
+            table, STREAM_KEYS, f"stream '{table['name']}'" if named else f"stream {index + 1}"
+        )
+
+    target = doc.get("target")
+    if target is None:
+        raise UsageError(
+            "target is required: pass --target PATH (a file, created if missing, or a block "
+            "device) or set target in the workload file."
+        )
+    if not isinstance(target, str) or not target.strip():
+        raise UsageError(f"{run_label('target')} must be a path, got {_shown(target)}.")
+
+    size = None
+    if "size" in doc:
+        size = parse_size(doc["size"], run_label("size"))
+        if size == 0:
+            raise UsageError(f"{run_label('size')} must be above 0, got {_shown(doc['size'])}.")
+
+    duration_s = DEFAULT_DURATION_S
+    if "duration" in doc:
+        duration_s = parse_duration(doc["duration"], run_label("duration"))
+        if duration_s <= 0 or round(duration_s * 1000) < 1:
+            raise UsageError(
+                f"{run_label('duration')} must be above 0 (at least 1 ms), "
+                f"got {_shown(doc['duration'])}."
+            )
+    warmup_s = parse_duration(doc["warmup"], run_label("warmup")) if "warmup" in doc else 0.0
+    interval_s = DEFAULT_INTERVAL_S
+    if "interval" in doc:
+        interval_s = parse_duration(doc["interval"], run_label("interval"))
+        if round(interval_s * 1000) < 1:
+            raise UsageError(
+                f"{run_label('interval')} must be at least 1ms, got {_shown(doc['interval'])}."
+            )
+    backend = "uring"
+    if "backend" in doc:
+        backend = _parse_choice(doc["backend"], run_label("backend"), BACKENDS)
+    threads = None
+    if "threads" in doc:
+        threads = _parse_int(doc["threads"], run_label("threads"), 1, MAX_THREADS)
+    direct = _parse_bool(doc["direct"], run_label("direct")) if "direct" in doc else True
+    seed = _parse_seed(doc["seed"], run_label("seed")) if "seed" in doc else DEFAULT_SEED
+    name = doc.get("name", Path(source).stem if source not in ("flags", "default") else source)
+    if not (isinstance(name, str) and _NAME_RE.fullmatch(name)):
+        raise UsageError(
+            f"name must be 1 to 64 letters, digits or _.:+- characters, got {_shown(name)}."
+        )
+
+    merged = [{**defaults, **table} for table in tables]
+    names = _stream_names(merged, flag_keys)
+    streams = [
+        _parse_stream(table, stream_name, flag_keys & set(table))
+        for table, stream_name in zip(merged, names, strict=True)
+    ]
+    return Workload(
+        name=name,
+        source=source,
+        target=target,
+        size=size,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        interval_s=interval_s,
+        backend=backend,
+        threads=threads,
+        direct=direct,
+        seed=seed,
+        streams=streams,
+    )
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a workload TOML file; a missing or malformed file is a UsageError."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"workload file {path} does not exist.") from None
+    except IsADirectoryError:
+        raise UsageError(f"workload file {path} is a directory; name a .toml file.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"workload file {path} is not valid TOML: {e}.") from None
+    except OSError as e:
+        raise UsageError(f"workload file {path} cannot be read: {e.strerror}.") from None
+
+
+def stream_seed(run_seed: int, index: int) -> int:
+    """A stream's seed derived from the run seed, stable across runs and Python versions."""
+    digest = hashlib.blake2b(f"tilemark:{run_seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1  # 63 bits: safe as a JSON integer everywhere
+
+
+def default_align(dio_alignment: int) -> int:
+    """Offset granularity when a stream sets none: the O_DIRECT alignment, at least 4 KiB.
+
+    4 KiB keeps IOs from straddling pages and 4 KiB physical sectors even where the device
+    accepts 512-byte O_DIRECT (fio aligns to the block size for the same reason).
+    """
+    return max(dio_alignment, DEFAULT_ALIGN)
+
+
+def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
+    if stream.random_pct == 0:
+        return {"kind": "sequential"}
+    kind, _, arg = stream.pattern.partition(":")
+    if kind == "zipf":
+        return {"kind": "zipf", "theta": float(arg)}
+    if kind == "hotspot":
+        io_pct, region_pct = arg.split("/")
+        return {"kind": "hotspot", "io_pct": float(io_pct), "region_pct": float(region_pct)}
+    return {"kind": "random"}
+
+
+def _sync_plan(sync: str) -> dict[str, Any]:
+    if sync.startswith("fsync:"):
+        return {"kind": "fsync", "every": int(sync.split(":")[1])}
+    return {"kind": sync}
+
+
+def _arrival_plan(stream: StreamSpec) -> dict[str, Any]:
+    if stream.arrival == "closed":
+        return {"kind": "closed"}
+    arrival: dict[str, Any] = {"kind": "open", "dist": stream.arrival}
+    if stream.rate_iops is not None:
+        arrival["rate_iops"] = stream.rate_iops
+    else:
+        arrival["rate_bps"] = stream.rate_bytes
+    return arrival
+
+
+def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align: int) -> None:
+    """Region and alignment checks that need the inspected target."""
+    label = stream.label
+    data_length = target.data_length
+    if stream.offset >= data_length:
+        raise UsageError(
+            f"{label('offset')} {format_size(stream.offset)} is outside the target's data area "
+            f"of {format_size(data_length)} ({target.path})."
+        )
+    length = stream.length if stream.length is not None else data_length - stream.offset
+    if stream.offset + length > data_length:
+        raise UsageError(
+            f"{label('length')}: region offset {format_size(stream.offset)} + length "
+            f"{format_size(length)} ends past the target's data area of "
+            f"{format_size(data_length)} ({target.path}); shrink it or raise --size."
+        )
+    largest = max(size for size, _ in stream.sizes)
+    if largest > length:
+        raise UsageError(
+            f"{label('bs')} {format_size(largest)} is larger than the stream's region of "
+            f"{format_size(length)}."
+        )
+    if direct_align:
+        for size, _ in stream.sizes:
+            if size % direct_align:
+                raise UsageError(
+                    f"{label('bs')} {size} bytes is not a multiple of {direct_align}, the O_DIRECT "
+                    f"alignment of {target.path}; use a multiple of it or --buffered."
+                )
+        if stream.align is not None and stream.align % direct_align:
+            raise UsageError(
+                f"{label('align')} {stream.align} is not a multiple of {direct_align}, the "
+                f"O_DIRECT alignment of {target.path}; use a multiple of it or --buffered."
+            )
+        if stream.offset % direct_align:
+            raise UsageError(
+                f"{label('offset')} {stream.offset} is not a multiple of {direct_align}, the "
+                f"O_DIRECT alignment of {target.path}; use a multiple of it or --buffered."
+            )
+
+
+def compile_plan(workload: Workload, target: TargetInfo) -> dict[str, Any]:
+    """The engine plan (docs/engine-boundary.md) for a workload on an inspected target."""
+    direct_align = target.dio_alignment if workload.direct else 0
+    if workload.direct and target.dio_alignment == 0:
+        raise UsageError(
+            f"target {target.path} does not support O_DIRECT (tmpfs and some network "
+            f"filesystems do not); run with --buffered or set direct = false."
+        )
+    if direct_align and target.data_offset % direct_align:
+        raise UsageError(
+            f"target {target.path} needs O_DIRECT alignment {direct_align}, which its data "
+            f"offset {target.data_offset} does not meet; run with --buffered."
+        )
+    threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
+    streams = []
+    for index, stream in enumerate(workload.streams):
+        _check_stream_on_target(stream, target, direct_align)
+        length = stream.length if stream.length is not None else target.data_length - stream.offset
+        burst = None
+        if stream.burst is not None:
+            burst = {"ios": stream.burst[0], "delay_ms": stream.burst[1]}
+        streams.append(
+            {
+                "name": stream.name,
+                "target": 0,
+                "offset": stream.offset,
+                "length": length,
+                "read_pct": stream.read_pct,
+                "sizes": [[size, weight] for size, weight in stream.sizes],
+                "pattern": _pattern_plan(stream),
+                "random_pct": stream.random_pct,
+                "align": stream.align or default_align(target.dio_alignment),
+                "qd": stream.qd,
+                "arrival": _arrival_plan(stream),
+                "burst": burst,
+                "sync": _sync_plan(stream.sync),
+                "compress_pct": stream.compress_pct,
+                "seed": stream.seed
+                if stream.seed is not None
+                else stream_seed(workload.seed, index),
+            }
+        )
+    return {
+        "plan_version": PLAN_VERSION,
+        "backend": workload.backend,
+        "threads": threads,
+        "interval_ms": round(workload.interval_s * 1000),
+        "start_at_ns": None,
+        "warmup_ms": round(workload.warmup_s * 1000),
+        "duration_ms": round(workload.duration_s * 1000),
+        "targets": [{**target.plan_target(), "direct": workload.direct}],
+        "streams": streams,
+    }
+
+
+def default_workload_doc(target: str, size: int) -> dict[str, Any]:
+    """The built-in `--default` workload: five applications sharing one file, 30 s + 5 s warm-up.
+
+    Each application gets its own region, like separate files on one volume:
+    OLTP 8 KiB 70/30 random (40%), log 64 KiB sequential O_DSYNC writes (10%), DSS 128 KiB
+    sequential reads (30%), a 4 KiB random-read lookup service at 2000 IOPS Poisson and a web
+    server's size mix (20%, shared).
+    """
+    unit = MIB  # region boundaries on 1 MiB so every O_DIRECT alignment is met
+
+    def part(fraction: float) -> int:
+        return max(unit, int(size * fraction) // unit * unit)
+
+    oltp_len, log_len, dss_len = part(0.40), part(0.10), part(0.30)
+    shared_offset = oltp_len + log_len + dss_len
+    shared_len = size // unit * unit - shared_offset
+    return {
+        "name": "default",
+        "target": target,
+        "size": size,
+        "duration": "30s",
+        "warmup": "5s",
+        "stream": [
+            {
+                "name": "oltp",
+                "rw": "randrw",
+                "read": 70,
+                "bs": "8k",
+                "qd": 8,
+                "offset": 0,
+                "length": oltp_len,
+            },
+            {
+                "name": "log",
+                "rw": "write",
+                "bs": "64k",
+                "qd": 1,
+                "rate": 100,
+                "arrival": "constant",
+                "sync": "dsync",
+                "offset": oltp_len,
+                "length": log_len,
+            },
+            {
+                "name": "dss",
+                "rw": "read",
+                "bs": "128k",
+                "qd": 4,
+                "offset": oltp_len + log_len,
+                "length": dss_len,
+            },
+            {
+                "name": "lookup",
+                "rw": "randread",
+                "bs": "4k",
+                "rate": 2000,
+                "arrival": "poisson",
+                "qd": 32,
+                "offset": shared_offset,
+                "length": shared_len,
+            },
+            {
+                # Iometer's web-server mix with its sub-4 KiB sizes folded into 4 KiB, so it
+                # runs under O_DIRECT on 4 KiB-sector devices too.
+                "name": "web",
+                "rw": "randread",
+                "bs": "4k:68,8k:15,16k:2,32k:6,64k:7,128k:1,512k:1",
+                "qd": 2,
+                "offset": shared_offset,
+                "length": shared_len,
+            },
+        ],
+    }

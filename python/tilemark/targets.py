@@ -1,0 +1,672 @@
+"""Target safety and preparation (design.md, Safety).
+
+- A file tilemark creates starts with a 4096-byte marker header (`TILEMARK-TARGET\\n` and a JSON
+  object, zero padded); its data area follows at offset 4096 and is filled before it is used,
+  so reads never hit holes. Only files carrying the marker are ever written.
+- A file without the marker may be read, never written.
+- A block device is written only when named again in `--destroy-data`, and not when it is in
+  use (mounted, active swap, held by another device) or carries a partition table or a
+  filesystem signature, unless `--force`.
+
+`inspect_target` decides everything without writing; `prepare_target` then creates, grows and
+fills files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilemark.errors import RunError, UsageError
+from tilemark.plan import default_align
+from tilemark.units import GIB, MIB, format_size
+
+MARKER = b"TILEMARK-TARGET\n"
+HEADER_SIZE = 4096
+HEADER_VERSION = 1
+FILL_CHUNK = 256 * MIB  # small enough to report progress and honour Ctrl-C between chunks
+DEFAULT_DATA_DIR = "tilemark-data"
+DEFAULT_SIZE_CAP = 2 * GIB
+DEFAULT_SIZE_MIN = 64 * MIB
+DEFAULT_FREE_SHARE = 0.10
+_SIGNATURE_READ = 68 * 1024  # covers every magic checked below (btrfs sits at 64 KiB + 64)
+
+# (offset, bytes, what it means) for signatures checked without blkid.
+MAGICS: list[tuple[int, bytes, str]] = [
+    (510, b"\x55\xaa", "an MBR/DOS partition table or boot sector (0x55AA at byte 510)"),
+    (512, b"EFI PART", "a GPT partition table ('EFI PART' at byte 512)"),
+    (1080, b"\x53\xef", "an ext2/3/4 filesystem (magic 0xEF53 at byte 1080)"),
+    (0, b"XFSB", "an XFS filesystem ('XFSB' at byte 0)"),
+    (65600, b"_BHRfS_M", "a btrfs filesystem ('_BHRfS_M' at byte 65600)"),
+    (4086, b"SWAPSPACE2", "a swap area ('SWAPSPACE2' at byte 4086)"),
+    (4086, b"SWAP-SPACE", "a swap area ('SWAP-SPACE' at byte 4086)"),
+    (0, b"LABELONE", "an LVM physical volume ('LABELONE' at byte 0)"),
+    (512, b"LABELONE", "an LVM physical volume ('LABELONE' at byte 512)"),
+    (0, b"LUKS\xba\xbe", "a LUKS encrypted volume ('LUKS' magic at byte 0)"),
+]
+
+
+@dataclass
+class TargetInfo:
+    """An inspected target: where the run's data area is and what preparing it involves."""
+
+    path: str  # absolute
+    kind: str  # "file" | "block"
+    data_offset: int
+    data_length: int  # bytes of the data area this run uses
+    direct: bool
+    dio_alignment: int  # 0: O_DIRECT unsupported
+    exists: bool
+    tilemark: bool = False  # a file carrying tilemark's marker (or about to)
+    file_data_length: int = 0  # the file's data area once prepared (>= data_length)
+    filled_length: int = 0  # bytes at the start of the data area already filled
+    make_dir: bool = False  # the default data directory has to be created first
+    created: bool = False  # set by prepare_target when it created the file
+
+    def plan_target(self) -> dict[str, Any]:
+        """The target entry of the engine plan."""
+        return {
+            "path": self.path,
+            "offset": self.data_offset,
+            "length": self.data_length,
+            "direct": self.direct,
+        }
+
+    def record(self) -> dict[str, Any]:
+        """What the run's record keeps about this target."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "created": self.created,
+            "data_offset": self.data_offset,
+            "data_length": self.data_length,
+            "direct": self.direct,
+            "dio_alignment": self.dio_alignment,
+        }
+
+
+def probe_dio_alignment(path: str) -> int:
+    """O_DIRECT alignment of a file, device or directory (0 if unsupported), from the engine."""
+    # Imported on use: the safety checks need no compiled engine.
+    from tilemark import engine
+
+    return engine.dio_alignment(path)
+
+
+def fill_region(path: str, offset: int, length: int, *, direct: bool, seed: int) -> int:
+    """Write incompressible data over [offset, offset+length) with the engine."""
+    from tilemark import engine
+
+    return engine.fill(path, offset, length, direct=direct, seed=seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# Marker header
+
+
+def encode_header(header: dict[str, Any]) -> bytes:
+    """The 4096-byte marker header for a header dict."""
+    body = MARKER + json.dumps(header, sort_keys=True).encode()
+    if len(body) > HEADER_SIZE:
+        raise ValueError("tilemark header does not fit in 4096 bytes")
+    return body.ljust(HEADER_SIZE, b"\0")
+
+
+def read_header(path: str) -> dict[str, Any] | None:
+    """The marker header of a file, or None if the file does not start with the marker."""
+    with open(path, "rb") as f:
+        raw = f.read(HEADER_SIZE)
+    if not raw.startswith(MARKER):
+        return None
+    try:
+        header = json.loads(raw[len(MARKER) :].split(b"\0", 1)[0])
+        for key in ("version", "data_offset", "data_length", "filled_length"):
+            if not isinstance(header[key], int):
+                raise ValueError(key)
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"target {path} carries tilemark's marker but its header is damaged; remove the "
+            f"file and run again to recreate it."
+        ) from None
+    if header["version"] != HEADER_VERSION or header["data_offset"] != HEADER_SIZE:
+        raise UsageError(
+            f"target {path} was made by a different tilemark version (header version "
+            f"{header['version']}); remove the file and run again to recreate it."
+        )
+    return header
+
+
+def _write_header(fd: int, header: dict[str, Any]) -> None:
+    os.pwrite(fd, encode_header(header), 0)
+    os.fsync(fd)
+
+
+def _fill_seed(created_at: str, offset: int) -> int:
+    # Distinct per chunk so deduplicating storage cannot collapse the fill data.
+    digest = hashlib.blake2b(f"fill:{created_at}:{offset}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Free space, directories
+
+
+def _existing_ancestor(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_bytes(directory: Path) -> int:
+    """Bytes an unprivileged writer may still allocate on the filesystem holding `directory`."""
+    st = os.statvfs(_existing_ancestor(directory))
+    return st.f_bavail * st.f_frsize
+
+
+def _is_default_data_dir(directory: Path) -> bool:
+    return directory == Path.cwd() / DEFAULT_DATA_DIR
+
+
+def _check_free_space(directory: Path, needed: int, path: str) -> None:
+    available = free_bytes(directory)
+    if needed > available:
+        raise UsageError(
+            f"not enough free space for target {path}: it needs {format_size(needed)} more, "
+            f"{format_size(available)} is free on {_existing_ancestor(directory)}; lower --size "
+            f"or free some space."
+        )
+
+
+def default_size(path: str) -> int:
+    """Size for `--default`: min(2 GiB, 10% of free space), or an existing target's size."""
+    target = Path(os.path.abspath(os.path.expanduser(path)))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UsageError(f"target {target} cannot be examined: {e.strerror}.") from None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        return min(DEFAULT_SIZE_CAP, _block_size(str(target)))
+    existing = 0
+    if st is not None and stat.S_ISREG(st.st_mode):
+        header = read_header(str(target))
+        if header is None:
+            return min(DEFAULT_SIZE_CAP, st.st_size)
+        existing = header["data_length"]
+    share = int(free_bytes(target.parent) * DEFAULT_FREE_SHARE)
+    size = min(DEFAULT_SIZE_CAP, max(existing, share)) // MIB * MIB
+    if size < DEFAULT_SIZE_MIN:
+        raise UsageError(
+            f"not enough free space for the default workload: 10% of the free space near "
+            f"{target} is {format_size(share)}, under the {format_size(DEFAULT_SIZE_MIN)} it "
+            f"needs; free some space or pass --size."
+        )
+    return size
+
+
+# ---------------------------------------------------------------------------------------------
+# Block devices
+
+
+def _block_size(path: str) -> int:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+
+
+def _sysfs_dir(rdev: int) -> Path | None:
+    path = Path(f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}")
+    return path.resolve() if path.exists() else None
+
+
+def _read_dev_number(sysfs_dir: Path) -> int | None:
+    try:
+        major, minor = (sysfs_dir / "dev").read_text().strip().split(":")
+        return os.makedev(int(major), int(minor))
+    except (OSError, ValueError):
+        return None
+
+
+def related_devices(rdev: int) -> dict[str, int]:
+    """The device, its partitions and (recursively) their holders: kernel name -> dev number."""
+    found: dict[str, int] = {}
+    root = _sysfs_dir(rdev)
+    if root is None:
+        return found
+    pending = [root]
+    while pending:
+        directory = pending.pop()
+        if directory.name in found:
+            continue
+        number = _read_dev_number(directory)
+        if number is None:
+            continue
+        found[directory.name] = number
+        # Partitions are subdirectories carrying a "partition" file.
+        for child in directory.iterdir():
+            if (child / "partition").is_file():
+                pending.append(child.resolve())
+        holders = directory / "holders"
+        if holders.is_dir():
+            pending.extend((holders / name).resolve() for name in os.listdir(holders))
+    return found
+
+
+def _unescape_mountinfo(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1 : i + 4].isdigit() and i + 4 <= len(field):
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def in_use_reasons(rdev: int, mountinfo: str | None = None, swaps: str | None = None) -> list[str]:
+    """Why a block device is in use: mounts, active swap and holders of it or its partitions."""
+    devices = related_devices(rdev)
+    numbers = {number: name for name, number in devices.items()}
+    numbers.setdefault(rdev, f"{os.major(rdev)}:{os.minor(rdev)}")
+    dev_paths = {os.path.realpath(f"/dev/{name}"): name for name in devices}
+    reasons: list[str] = []
+
+    if mountinfo is None:
+        mountinfo = Path("/proc/self/mountinfo").read_text()
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 10 or "-" not in fields:
+            continue
+        major, _, minor = fields[2].partition(":")
+        mount_point = _unescape_mountinfo(fields[4])
+        source = _unescape_mountinfo(fields[fields.index("-") + 2])
+        name = numbers.get(os.makedev(int(major), int(minor)))
+        if name is None and source.startswith("/dev/"):
+            # btrfs and some others show an anonymous dev number; the source names the device.
+            name = dev_paths.get(os.path.realpath(source))
+        if name is not None:
+            reasons.append(f"/dev/{name} is mounted on {mount_point}")
+
+    if swaps is None:
+        try:
+            swaps = Path("/proc/swaps").read_text()
+        except OSError:
+            swaps = ""
+    for line in swaps.splitlines()[1:]:
+        fields = line.split()
+        if fields and (name := dev_paths.get(os.path.realpath(fields[0]))) is not None:
+            reasons.append(f"/dev/{name} is active swap")
+
+    for name in devices:
+        holders_dir = Path(f"/sys/class/block/{name}/holders")
+        if holders_dir.is_dir():
+            for holder in sorted(os.listdir(holders_dir)):
+                reasons.append(f"/dev/{name} is held by {holder} (device-mapper, md or LVM)")
+    return reasons
+
+
+def _blkid_signatures(path: str) -> list[str]:
+    blkid = shutil.which("blkid")
+    if blkid is None:
+        return []
+    try:
+        done = subprocess.run(
+            [blkid, "-p", "-o", "export", path],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    found = []
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key == "TYPE" and value:
+            found.append(f"a filesystem or volume signature ({value}, found by blkid)")
+        elif key == "PTTYPE" and value:
+            found.append(f"a partition table ({value}, found by blkid)")
+    return found
+
+
+def magic_signatures(head: bytes) -> list[str]:
+    """Partition table and filesystem signatures found in the first bytes of a device."""
+    return [
+        meaning for offset, magic, meaning in MAGICS if head[offset : offset + len(magic)] == magic
+    ]
+
+
+def device_signatures(path: str) -> list[str]:
+    """Signatures on a block device, from blkid (when installed) and tilemark's own check."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        head = os.pread(fd, _SIGNATURE_READ, 0)
+    finally:
+        os.close(fd)
+    found = _blkid_signatures(path)
+    for meaning in magic_signatures(head):
+        if meaning not in found:
+            found.append(meaning)
+    return found
+
+
+def _check_block_writable(
+    path: str, st: os.stat_result, destroy_data: str | None, force: bool
+) -> None:
+    if destroy_data is None:
+        raise UsageError(
+            f"refusing to write block device {path}: that destroys its data; if you mean it, "
+            f"name the device again with --destroy-data {path}."
+        )
+    try:
+        named = os.stat(destroy_data)
+    except OSError:
+        named = None
+    if named is None or not stat.S_ISBLK(named.st_mode) or named.st_rdev != st.st_rdev:
+        raise UsageError(
+            f"--destroy-data {destroy_data} does not name the target device {path}; "
+            f"pass --destroy-data {path}."
+        )
+    if force:
+        return
+    in_use = in_use_reasons(st.st_rdev)
+    if in_use:
+        raise UsageError(
+            f"refusing to write block device {path}: it is in use ({'; '.join(in_use)}); "
+            f"stop using it first, or add --force to write it anyway."
+        )
+    signatures = device_signatures(path)
+    if signatures:
+        raise UsageError(
+            f"refusing to write block device {path}: it carries {'; '.join(signatures)}; "
+            f"wipe it (wipefs -a {path}) or add --force to destroy it."
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Inspection
+
+
+def inspect_target(
+    path: str,
+    *,
+    size: int | None,
+    writes: bool,
+    direct: bool,
+    destroy_data: str | None = None,
+    force: bool = False,
+) -> TargetInfo:
+    """Check a target against the safety rules and work out its data area; never writes."""
+    target = Path(os.path.abspath(os.path.expanduser(path)))
+    shown = str(target)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise UsageError(f"target {shown} cannot be examined: {e.strerror}.") from None
+
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(
+            f"target {shown} is a directory; name a file in it instead, "
+            f"e.g. --target {target / 'tilemark.dat'}."
+        )
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        return _inspect_block(shown, st, size, writes, direct, destroy_data, force)
+    if destroy_data is not None:
+        raise UsageError(
+            f"--destroy-data applies to block devices only; target {shown} is not one."
+        )
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UsageError(
+            f"target {shown} is not a regular file or a block device; name a file path."
+        )
+    if st is None:
+        return _inspect_new_file(target, size, direct)
+    return _inspect_existing_file(target, st, size, writes, direct)
+
+
+def _unit(dio_alignment: int) -> int:
+    return default_align(dio_alignment)
+
+
+def _inspect_new_file(target: Path, size: int | None, direct: bool) -> TargetInfo:
+    shown = str(target)
+    directory = target.parent
+    make_dir = False
+    if not directory.is_dir():
+        if directory.exists():
+            raise UsageError(f"target {shown}: {directory} is not a directory.")
+        if not _is_default_data_dir(directory):
+            raise UsageError(
+                f"target {shown} is in a directory that does not exist ({directory}); "
+                f"create it first or name a file in an existing directory."
+            )
+        make_dir = True
+    if size is None:
+        raise UsageError(
+            f"--size is required to create target {shown} (e.g. --size 1g), or set size in the "
+            f"workload file."
+        )
+    alignment = probe_dio_alignment(str(_existing_ancestor(directory)))
+    data_length = size // _unit(alignment) * _unit(alignment)
+    if data_length == 0:
+        raise UsageError(
+            f"size must be at least {format_size(_unit(alignment))} for target {shown}, "
+            f"got {size} bytes."
+        )
+    _check_free_space(directory, HEADER_SIZE + data_length, shown)
+    return TargetInfo(
+        path=shown,
+        kind="file",
+        data_offset=HEADER_SIZE,
+        data_length=data_length,
+        direct=direct,
+        dio_alignment=alignment,
+        exists=False,
+        tilemark=True,
+        file_data_length=data_length,
+        filled_length=0,
+        make_dir=make_dir,
+    )
+
+
+def _inspect_existing_file(
+    target: Path, st: os.stat_result, size: int | None, writes: bool, direct: bool
+) -> TargetInfo:
+    shown = str(target)
+    try:
+        header = read_header(shown)
+    except PermissionError:
+        raise UsageError(f"target {shown} cannot be read: permission denied.") from None
+    alignment = probe_dio_alignment(shown)
+    if header is None:
+        if writes:
+            raise UsageError(
+                f"refusing to write {shown}: it exists and was not created by tilemark; "
+                f"name a new file or remove it."
+            )
+        if st.st_size == 0:
+            raise UsageError(f"target {shown} is empty; a read-only workload needs data to read.")
+        if size is not None and size > st.st_size:
+            raise UsageError(
+                f"size {format_size(size)} is larger than {shown} ({format_size(st.st_size)}); "
+                f"tilemark never grows a file it did not create."
+            )
+        return TargetInfo(
+            path=shown,
+            kind="file",
+            data_offset=0,
+            data_length=size if size is not None else st.st_size,
+            direct=direct,
+            dio_alignment=alignment,
+            exists=True,
+            tilemark=False,
+        )
+
+    current = header["data_length"]
+    # A file cut short after it was filled must not claim data it no longer has.
+    present = max(0, st.st_size - HEADER_SIZE)
+    filled = min(header["filled_length"], current, present)
+    data_length = current
+    if size is not None:
+        data_length = size // _unit(alignment) * _unit(alignment)
+        if data_length == 0:
+            raise UsageError(
+                f"size must be at least {format_size(_unit(alignment))} for target {shown}, "
+                f"got {size} bytes."
+            )
+    file_data_length = max(current, data_length)
+    if file_data_length > current:
+        _check_free_space(target.parent, file_data_length - current, shown)
+    return TargetInfo(
+        path=shown,
+        kind="file",
+        data_offset=HEADER_SIZE,
+        data_length=data_length,
+        direct=direct,
+        dio_alignment=alignment,
+        exists=True,
+        tilemark=True,
+        file_data_length=file_data_length,
+        filled_length=filled,
+    )
+
+
+def _inspect_block(
+    shown: str,
+    st: os.stat_result,
+    size: int | None,
+    writes: bool,
+    direct: bool,
+    destroy_data: str | None,
+    force: bool,
+) -> TargetInfo:
+    try:
+        device_size = _block_size(shown)
+    except OSError as e:
+        raise UsageError(f"block device {shown} cannot be opened: {e.strerror}.") from None
+    if device_size == 0:
+        raise UsageError(f"block device {shown} has size 0 (an unattached loop device?).")
+    if size is not None and size > device_size:
+        raise UsageError(
+            f"size {format_size(size)} is larger than block device {shown} "
+            f"({format_size(device_size)})."
+        )
+    if writes:
+        _check_block_writable(shown, st, destroy_data, force)
+    return TargetInfo(
+        path=shown,
+        kind="block",
+        data_offset=0,
+        data_length=size if size is not None else device_size,
+        direct=direct,
+        dio_alignment=probe_dio_alignment(shown),
+        exists=True,
+        tilemark=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Preparation
+
+
+Progress = Callable[[str, int, int], None]  # (path, bytes filled so far, bytes to fill)
+
+
+def _allocate(fd: int, offset: int, length: int, path: str) -> None:
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EINVAL):  # no fallocate here; the fill allocates
+            os.ftruncate(fd, max(os.fstat(fd).st_size, offset + length))
+        else:
+            raise RunError(
+                f"cannot allocate {format_size(length)} for target {path}: {e.strerror}."
+            ) from None
+
+
+def prepare_target(info: TargetInfo, *, progress: Progress | None = None) -> None:
+    """Create, grow and fill a tilemark file target as inspected; block devices and foreign
+    files are left untouched."""
+    if info.kind != "file" or not info.tilemark:
+        return
+    path = info.path
+    try:
+        if info.make_dir:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        if not info.exists:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            header = {
+                "version": HEADER_VERSION,
+                "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "data_offset": HEADER_SIZE,
+                "data_length": info.file_data_length,
+                "filled_length": 0,
+            }
+            try:
+                _write_header(fd, header)
+                _allocate(fd, 0, HEADER_SIZE + info.file_data_length, path)
+            except BaseException:
+                # Leave nothing behind: a half-made file would later read as a foreign one.
+                os.close(fd)
+                os.unlink(path)
+                raise
+            info.created = True
+        else:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+            header = read_header(path)
+            if header is None:
+                raise RunError(f"target {path} lost its tilemark marker while being prepared.")
+            header["filled_length"] = info.filled_length
+            if info.file_data_length > header["data_length"]:
+                old_end = HEADER_SIZE + header["data_length"]
+                _allocate(fd, old_end, info.file_data_length - header["data_length"], path)
+                header["data_length"] = info.file_data_length
+                _write_header(fd, header)
+        try:
+            _fill(fd, info, header, progress)
+        finally:
+            os.close(fd)
+    except PermissionError as e:
+        raise RunError(f"cannot write target {path}: {e.strerror}.") from None
+    except OSError as e:
+        raise RunError(f"preparing target {path} failed: {e.strerror or e}.") from None
+
+
+def _fill(fd: int, info: TargetInfo, header: dict[str, Any], progress: Progress | None) -> None:
+    total = info.file_data_length
+    filled = info.filled_length
+    if filled >= total:
+        return
+    # Fill around the page cache when the filesystem allows it, so the first reads of the run
+    # are not served from memory.
+    direct = info.dio_alignment > 0
+    to_fill = total - filled
+    while filled < total:
+        length = min(FILL_CHUNK, total - filled)
+        offset = HEADER_SIZE + filled
+        fill_region(
+            info.path, offset, length, direct=direct, seed=_fill_seed(header["created_at"], offset)
+        )
+        filled += length
+        header["filled_length"] = filled
+        _write_header(fd, header)
+        info.filled_length = filled
+        if progress is not None:
+            progress(info.path, to_fill - (total - filled), to_fill)

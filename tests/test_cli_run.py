@@ -1,0 +1,311 @@
+"""`tilemark run` end to end: exit statuses, one-line errors, JSON output, signals, storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import textwrap
+
+import pytest
+
+pytest.importorskip("tilemark._engine", reason="the engine is not built (make build)")
+
+from engine_data import op  # noqa: E402
+from tilemark import engine  # noqa: E402
+from tilemark.cli import main  # noqa: E402
+
+MIB = 1 << 20
+
+
+class FakeHandle:
+    """Stands in for engine.Handle: one snapshot per wait(), stop() ends the run early."""
+
+    def __init__(self, plan, *, intervals=3, on_wait=None, fail=None):
+        self.plan = plan
+        self.intervals = intervals
+        self.on_wait = on_wait
+        self.fail = fail
+        self.sent = 0
+        self.waits = 0
+        self.stopped = False
+        self.pending = []
+
+    def _counters(self, index, ios):
+        return {
+            "stream": index,
+            "read": op([200_000] * ios, 4096),
+            "write": op([], 4096),
+            "sync": op([], 0),
+            "lag_max_ns": 0,
+            "behind_ios": 0,
+        }
+
+    def wait(self, timeout_s):
+        self.waits += 1
+        if self.on_wait is not None:
+            self.on_wait(self.waits)
+        if not self.done():
+            start = self.sent * 1_000_000_000
+            streams = [self._counters(i, 100) for i in range(len(self.plan["streams"]))]
+            self.pending.append(
+                {
+                    "interval": self.sent,
+                    "phase": "measure",
+                    "start_ns": start,
+                    "end_ns": start + 1_000_000_000,
+                    "streams": streams,
+                }
+            )
+            self.sent += 1
+        return self.done()
+
+    def done(self):
+        return self.stopped or self.sent >= self.intervals
+
+    def poll(self):
+        out, self.pending = self.pending, []
+        return out
+
+    def stop(self):
+        self.stopped = True
+
+    def result(self):
+        if self.fail:
+            raise engine.EngineError(self.fail)
+        return {
+            "complete": not self.stopped,
+            "started_at_ns": 1_790_000_000_000_000_000,
+            "measure_start_ns": 0,
+            "measure_end_ns": self.sent * 1_000_000_000,
+            "streams": [
+                {**self._counters(i, 100 * self.sent), "ios_issued_late": 0}
+                for i in range(len(self.plan["streams"]))
+            ],
+        }
+
+
+@pytest.fixture
+def fake_engine(monkeypatch):
+    """Replace engine.start; the test sets handle options through the returned dict."""
+    options: dict = {}
+    started: list[FakeHandle] = []
+
+    def start(plan):
+        handle = FakeHandle(plan, **options)
+        started.append(handle)
+        return handle
+
+    monkeypatch.setattr(engine, "start", start)
+    return options, started
+
+
+def run_cli(capsys, *args):
+    status = main(["run", *args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_line_error(err: str, starts: str) -> None:
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("tilemark: error: " + starts), lines[0]
+
+
+def test_bad_input_is_one_sentence_and_exit_2_before_any_io(tmp_path, capsys):
+    results = tmp_path / "results"
+    target = tmp_path / "t.dat"
+    cases = [
+        (["--frob", "1"], "No such option: --frob"),
+        (["--target", str(target), "--size", "8m", "--qd", "0"], "--qd must be an integer from 1"),
+        (["--target", str(target), "--size", "8q"], "--size must be a size"),
+        (["--target", str(target)], "--size is required to create target"),
+        (["--target", str(tmp_path / "no" / "t.dat"), "--size", "8m"], "target "),
+        (["--target", str(tmp_path), "--size", "8m"], f"target {tmp_path} is a directory"),
+        (["--target", str(target), "--size", "8m", "--bs", "1000"], "--bs 1000 bytes"),
+        (["--default", "--qd", "4"], "--qd sets a single stream"),
+        (["--target", str(target), "--force"], "--force only applies"),
+        ([str(tmp_path / "missing.toml")], "workload file"),
+    ]
+    for args, starts in cases:
+        status, out, err = run_cli(capsys, *args, "--results", str(results))
+        assert status == 2, (args, err)
+        assert out == ""
+        assert_one_line_error(err, starts)
+    assert not target.exists() and not results.exists()
+
+
+def test_unknown_toml_key_names_key_and_allowed_keys(tmp_path, capsys):
+    workload = tmp_path / "w.toml"
+    workload.write_text('target = "x.dat"\n[[stream]]\nname = "db"\niodepth = 8\n')
+    status, _, err = run_cli(capsys, str(workload))
+    assert status == 2
+    assert_one_line_error(err, "stream 'db': unknown key 'iodepth'; allowed keys are name, rw")
+
+
+def test_foreign_file_is_refused_for_writes_and_left_alone(tmp_path, capsys):
+    precious = tmp_path / "precious.db"
+    precious.write_bytes(b"customer data" * 1000)
+    status, _, err = run_cli(capsys, "--target", str(precious), "--rw", "randwrite")
+    assert status == 2
+    assert_one_line_error(err, f"refusing to write {precious}: it exists and was not created")
+    assert precious.read_bytes() == b"customer data" * 1000
+
+
+def test_run_stores_results_and_prints_only_json_on_stdout(tmp_path, capsys, fake_engine):
+    options, started = fake_engine
+    options["intervals"] = 3
+    results = tmp_path / "results"
+    status, out, err = run_cli(
+        capsys,
+        "--target",
+        str(tmp_path / "t.dat"),
+        "--size",
+        "4m",
+        "--qd",
+        "8",
+        "--duration",
+        "3",
+        "--json",
+        "--results",
+        str(results),
+    )
+    assert status == 0, err
+    doc = json.loads(out)
+    assert set(doc) == {"run_id", "run_dir", "complete", "summary"}
+    assert doc["complete"] is True
+    assert doc["summary"]["streams"][0]["name"] == "randread"
+    assert doc["summary"]["total"]["iops"] == pytest.approx(100.0)
+    plan = started[0].plan
+    assert plan["targets"] == [
+        {"path": str(tmp_path / "t.dat"), "offset": 4096, "length": 4 * MIB, "direct": True}
+    ]
+    assert plan["streams"][0]["qd"] == 8
+    run = json.loads((results / doc["run_id"] / "run.json").read_text())
+    assert run["status"] == "complete" and run["plan"] == plan
+    assert run["targets"][0]["created"] is True
+    assert run["workload"]["streams"][0]["qd"] == 8
+    assert (results / doc["run_id"] / "intervals.parquet").is_file()
+    # Human output went to stderr: one plain line per interval, then the table.
+    assert "[   1s measure] total 100 IOPS 0.4 MB/s | randread 100 IOPS p50 0.20ms" in err
+    assert "run " in err and "(complete)" in err
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_the_run_keeps_results_marked_incomplete(
+    tmp_path, capsys, fake_engine, signum, status
+):
+    options, started = fake_engine
+    options["intervals"] = 100
+
+    def interrupt(waits):
+        if waits in (3, 4):  # a second signal must not lose anything either
+            os.kill(os.getpid(), signum)
+
+    options["on_wait"] = interrupt
+    previous = signal.getsignal(signum)
+    results = tmp_path / "results"
+    got, out, err = run_cli(
+        capsys,
+        "--target",
+        str(tmp_path / "t.dat"),
+        "--size",
+        "1m",
+        "--json",
+        "--results",
+        str(results),
+    )
+    assert got == status
+    assert started[0].stopped and started[0].sent < 100
+    doc = json.loads(out)
+    assert doc["complete"] is False
+    run = json.loads((results / doc["run_id"] / "run.json").read_text())
+    assert run["status"] == "incomplete" and run["complete"] is False
+    assert run["summary"]["streams"][0]["read"]["ops"] == 100 * started[0].sent
+    assert "interrupted: results kept, marked incomplete" in err
+    assert signal.getsignal(signum) is previous  # handlers restored
+
+
+def test_engine_failure_is_one_line_exit_1_and_recorded(tmp_path, capsys, fake_engine):
+    options, _ = fake_engine
+    options["fail"] = "engine thread 0 failed: io_uring_enter: Bad address"
+    results = tmp_path / "results"
+    status, out, err = run_cli(
+        capsys, "--target", str(tmp_path / "t.dat"), "--size", "1m", "--results", str(results)
+    )
+    assert status == 1
+    assert "tilemark: error: engine thread 0 failed" in err and "Traceback" not in err
+    (run_json,) = results.glob("*/run.json")
+    run = json.loads(run_json.read_text())
+    assert run["status"] == "failed" and "Bad address" in run["error"]
+
+
+def test_stream_flags_override_a_single_stream_file_only(tmp_path, capsys, fake_engine):
+    _, started = fake_engine
+    one = tmp_path / "one.toml"
+    one.write_text(
+        textwrap.dedent(
+            f"""
+            target = "{tmp_path / "t.dat"}"
+            size = "1m"
+            duration = 5
+            [[stream]]
+            name = "db"
+            qd = 2
+            """
+        )
+    )
+    status, _, err = run_cli(
+        capsys, str(one), "--qd", "6", "--duration", "2", "--results", str(tmp_path / "r")
+    )
+    assert status == 0, err
+    assert started[0].plan["streams"][0]["qd"] == 6
+    assert started[0].plan["duration_ms"] == 2000
+    two = tmp_path / "two.toml"
+    two.write_text(one.read_text() + '[[stream]]\nname = "log"\n')
+    status, _, err = run_cli(capsys, str(two), "--qd", "6")
+    assert status == 2
+    assert_one_line_error(err, f"--qd sets a single stream, but {two} has 2 streams")
+
+
+def test_real_engine_run_from_a_toml_workload(tmp_path, capsys):
+    workload = tmp_path / "w.toml"
+    workload.write_text(
+        textwrap.dedent(
+            """
+            duration = "1s"
+            interval = "500ms"
+            [[stream]]
+            name = "db"
+            rw = "randrw"
+            read = 70
+            bs = "8k"
+            qd = 4
+            [[stream]]
+            name = "lookup"
+            rw = "randread"
+            rate = 500
+            arrival = "poisson"
+            """
+        )
+    )
+    results = tmp_path / "results"
+    status, out, err = run_cli(
+        capsys,
+        str(workload),
+        "--target",
+        str(tmp_path / "t.dat"),
+        "--size",
+        "8m",
+        "--json",
+        "--results",
+        str(results),
+    )
+    assert status == 0, err
+    doc = json.loads(out)
+    assert doc["complete"] is True
+    db, lookup = doc["summary"]["streams"]
+    assert db["read"]["ops"] > 0 and db["write"]["ops"] > 0
+    assert lookup["arrival"] == "open" and lookup["target_iops"] == 500.0
+    assert lookup["read"]["ops"] > 0 and lookup["write"] is None

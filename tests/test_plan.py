@@ -1,0 +1,393 @@
+"""Workload specs (TOML, flags) -> validated Workload -> the plan of docs/engine-boundary.md."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tilemark import plan
+from tilemark.errors import UsageError
+from tilemark.targets import TargetInfo
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+def target(data_length: int = GIB, dio_alignment: int = 4096, **kw) -> TargetInfo:
+    """An inspected tilemark file target, without touching the disk."""
+    fields = {
+        "path": "/data/tm.dat",
+        "kind": "file",
+        "data_offset": 4096,
+        "data_length": data_length,
+        "direct": True,
+        "dio_alignment": dio_alignment,
+        "exists": True,
+        "tilemark": True,
+        "file_data_length": data_length,
+        "filled_length": data_length,
+    }
+    fields.update(kw)
+    return TargetInfo(**fields)
+
+
+def flags(**stream) -> plan.Workload:
+    """A workload as the CLI builds it from flags (one stream, labels say --flag)."""
+    run_keys = {k: stream.pop(k) for k in list(stream) if k in plan.RUN_KEYS and k != "name"}
+    doc = {"target": "/data/tm.dat", **run_keys, "stream": [stream]}
+    return plan.parse_workload(doc, source="flags", flag_keys=frozenset(stream) | set(run_keys))
+
+
+def toml_workload(tmp_path, text: str) -> plan.Workload:
+    path = tmp_path / "w.toml"
+    path.write_text(textwrap.dedent(text))
+    return plan.parse_workload(plan.load_toml(path), source=str(path))
+
+
+def test_flags_compile_to_the_documented_plan(monkeypatch):
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    workload = flags(rw="randrw", read="70", bs="8k", qd="16")
+    compiled = plan.compile_plan(workload, target())
+    stream_seed = compiled["streams"][0].pop("seed")
+    assert compiled == {
+        "plan_version": 1,
+        "backend": "uring",
+        "threads": 1,
+        "interval_ms": 1000,
+        "start_at_ns": None,
+        "warmup_ms": 0,
+        "duration_ms": 60000,
+        "targets": [{"path": "/data/tm.dat", "offset": 4096, "length": GIB, "direct": True}],
+        "streams": [
+            {
+                "name": "randrw",
+                "target": 0,
+                "offset": 0,
+                "length": GIB,
+                "read_pct": 70.0,
+                "sizes": [[8192, 1.0]],
+                "pattern": {"kind": "random"},
+                "random_pct": 100.0,
+                "align": 4096,
+                "qd": 16,
+                "arrival": {"kind": "closed"},
+                "burst": None,
+                "sync": {"kind": "none"},
+                "compress_pct": 0.0,
+            }
+        ],
+    }
+    assert isinstance(stream_seed, int) and 0 <= stream_seed < 2**63
+    json.dumps(compiled)  # plain data only
+
+
+def test_mixed_rw_reads_half_by_default_like_fio():
+    assert flags(rw="randrw").streams[0].read_pct == 50.0
+    assert flags(rw="rw").streams[0].read_pct == 50.0
+    assert flags(rw="randwrite").streams[0].read_pct == 0.0
+    assert flags().streams[0].rw == "randread"
+    # A read share alone implies a random mix.
+    only_read = flags(read="70").streams[0]
+    assert (only_read.rw, only_read.read_pct) == ("randrw", 70.0)
+
+
+def test_sequential_and_partly_random_placement():
+    seq = plan.compile_plan(flags(rw="write", bs="64k"), target())["streams"][0]
+    assert seq["pattern"] == {"kind": "sequential"} and seq["random_pct"] == 0.0
+    iometer = plan.compile_plan(flags(rw="read", random="30"), target())["streams"][0]
+    assert iometer["pattern"] == {"kind": "random"} and iometer["random_pct"] == 30.0
+    explicit = plan.compile_plan(flags(rw="write", pattern="sequential"), target())["streams"][0]
+    assert explicit["pattern"] == {"kind": "sequential"}
+
+
+def test_toml_with_defaults_and_streams(tmp_path, monkeypatch):
+    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    workload = toml_workload(
+        tmp_path,
+        """
+        name = "mail"
+        target = "/data/tm.dat"
+        size = "2g"
+        duration = "2m"
+        warmup = "10s"
+        interval = "500ms"
+        backend = "psync"
+        direct = true
+        seed = 42
+
+        [defaults]
+        qd = 4
+        compress = 50
+
+        [[stream]]
+        name = "db"
+        rw = "randrw"
+        read = 60
+        bs = [["32k", 90], ["64k", 10]]
+        pattern = "hotspot:80/20"
+        rate = "1.2k"
+        arrival = "poisson"
+        length = "1g"
+
+        [[stream]]
+        name = "log"
+        rw = "write"
+        bs = "8k"
+        sync = "fsync:8"
+        rate_bytes = "10MB/s"
+        offset = "1g"
+        length = "64m"
+        burst = "10/5ms"
+        qd = 1
+
+        [[stream]]
+        name = "scan"
+        rw = "read"
+        bs = "256k"
+        pattern = "sequential"
+        """,
+    )
+    assert workload.name == "mail" and workload.size == 2 * GIB
+    compiled = plan.compile_plan(workload, target(2 * GIB))
+    assert compiled["backend"] == "psync"
+    assert compiled["threads"] == 3
+    assert compiled["interval_ms"] == 500
+    assert compiled["warmup_ms"] == 10_000 and compiled["duration_ms"] == 120_000
+    db, log, scan = compiled["streams"]
+    assert db["qd"] == 4 and db["compress_pct"] == 50.0  # from [defaults]
+    assert db["read_pct"] == 60.0
+    assert db["sizes"] == [[32768, 90.0], [65536, 10.0]]
+    assert db["pattern"] == {"kind": "hotspot", "io_pct": 80.0, "region_pct": 20.0}
+    assert db["arrival"] == {"kind": "open", "dist": "poisson", "rate_iops": 1200.0}
+    assert (db["offset"], db["length"]) == (0, GIB)
+    assert log["qd"] == 1  # the stream's own value beats [defaults]
+    assert log["sync"] == {"kind": "fsync", "every": 8}
+    assert log["arrival"] == {"kind": "open", "dist": "constant", "rate_bps": 10e6}
+    assert log["burst"] == {"ios": 10, "delay_ms": 5.0}
+    assert (log["offset"], log["length"]) == (GIB, 64 * MIB)
+    assert scan["pattern"] == {"kind": "sequential"}
+    assert (scan["offset"], scan["length"]) == (0, 2 * GIB)  # default: the whole data area
+    json.dumps(workload.to_json())
+
+
+def test_zipf_pattern_and_names_default_to_rw(tmp_path):
+    workload = toml_workload(
+        tmp_path,
+        """
+        target = "/t"
+        [[stream]]
+        rw = "randread"
+        pattern = "zipf:1.2"
+        [[stream]]
+        rw = "randread"
+        [[stream]]
+        rw = "write"
+        """,
+    )
+    assert [s.name for s in workload.streams] == ["randread.0", "randread.1", "write"]
+    compiled = plan.compile_plan(workload, target())
+    assert compiled["streams"][0]["pattern"] == {"kind": "zipf", "theta": 1.2}
+
+
+def test_stream_seeds_derive_from_the_run_seed():
+    two = {"target": "/t", "stream": [{"name": "a"}, {"name": "b"}]}
+    first = plan.compile_plan(plan.parse_workload(two, source="flags"), target())
+    again = plan.compile_plan(plan.parse_workload(two, source="flags"), target())
+    other = plan.compile_plan(plan.parse_workload({**two, "seed": 7}, source="flags"), target())
+    seeds = [s["seed"] for s in first["streams"]]
+    assert seeds == [s["seed"] for s in again["streams"]]  # reproducible
+    assert seeds[0] != seeds[1]
+    assert seeds != [s["seed"] for s in other["streams"]]
+    pinned = {"target": "/t", "stream": [{"name": "a", "seed": 5}]}
+    assert (
+        plan.compile_plan(plan.parse_workload(pinned, source="x"), target())["streams"][0]["seed"]
+        == 5
+    )
+
+
+def test_default_align_is_at_least_4k_and_follows_large_dio_alignment():
+    assert plan.compile_plan(flags(), target(dio_alignment=512))["streams"][0]["align"] == 4096
+    device = target(dio_alignment=8192, kind="block", data_offset=0, tilemark=False)
+    assert plan.compile_plan(flags(bs="8k"), device)["streams"][0]["align"] == 8192
+    # A file's 4 KiB header cannot meet an 8 KiB O_DIRECT alignment.
+    assert "data offset 4096" in compile_error(flags(bs="8k"), target(dio_alignment=8192))
+
+
+def test_buffered_allows_unaligned_sizes():
+    compiled = plan.compile_plan(flags(bs="1000", direct=False), target())
+    assert compiled["targets"][0]["direct"] is False
+    assert compiled["streams"][0]["sizes"] == [[1000, 1.0]]
+
+
+def test_default_workload_fits_its_target():
+    doc = plan.default_workload_doc("/data/scratch.dat", 2 * GIB)
+    workload = plan.parse_workload(doc, source="default")
+    compiled = plan.compile_plan(workload, target(2 * GIB))
+    assert [s["name"] for s in compiled["streams"]] == ["oltp", "log", "dss", "lookup", "web"]
+    assert compiled["duration_ms"] == 30_000 and compiled["warmup_ms"] == 5_000
+    kinds = {s["name"]: s["arrival"]["kind"] for s in compiled["streams"]}
+    assert kinds == {
+        "oltp": "closed",
+        "log": "open",
+        "dss": "closed",
+        "lookup": "open",
+        "web": "closed",
+    }
+    for s in compiled["streams"]:
+        assert s["offset"] + s["length"] <= 2 * GIB
+        assert all(size % 4096 == 0 for size, _ in s["sizes"])
+    # Smallest default size (64 MiB) still compiles.
+    small = plan.parse_workload(plan.default_workload_doc("/t", 64 * MIB), source="default")
+    plan.compile_plan(small, target(64 * MIB))
+
+
+# --- bad input: every case is a UsageError that names the field --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stream", "message"),
+    [
+        ({"name": "log", "qd": 0}, "stream 'log': qd must be an integer from 1 to 4096, got 0."),
+        ({"name": "log", "qd": -3}, "stream 'log': qd must be an integer from 1 to 4096, got -3."),
+        ({"name": "log", "qd": 5000}, "stream 'log': qd must be an integer from 1 to 4096"),
+        ({"name": "log", "qd": "deep"}, "stream 'log': qd must be an integer"),
+        ({"name": "db", "rw": "randrw", "read": 170}, "stream 'db': read must be a percentage"),
+        ({"name": "db", "rw": "randrw", "read": -1}, "stream 'db': read must be a percentage"),
+        ({"name": "db", "rw": "read", "read": 70}, "stream 'db': read is 70 but rw read"),
+        ({"name": "db", "rate": 0}, "stream 'db': rate must be an IO rate above 0"),
+        ({"name": "db", "rate": -10}, "stream 'db': rate must be an IO rate above 0"),
+        ({"name": "db", "rate_bytes": "0MB/s"}, "stream 'db': rate_bytes must be a byte rate"),
+        ({"name": "db", "rate": 10, "rate_bytes": "1m"}, "cannot both be set"),
+        ({"name": "db", "bs": "8q"}, "stream 'db': bs must be a size"),
+        ({"name": "db", "bs": "3g"}, "stream 'db': bs sizes must be from 1 byte to 2 GiB"),
+        ({"name": "db", "rw": "randomread"}, "stream 'db': rw must be one of read, write"),
+        ({"name": "db", "pattern": "gauss"}, "stream 'db': pattern must be uniform, sequential"),
+        ({"name": "db", "pattern": "zipf:0"}, "stream 'db': pattern zipf theta must be above 0"),
+        ({"name": "db", "pattern": "hotspot:90/100"}, "stream 'db': pattern hotspot:IO/REGION"),
+        ({"name": "db", "rw": "read", "pattern": "zipf:1.1"}, "stream 'db': pattern zipf:1.1"),
+        ({"name": "db", "pattern": "sequential"}, "stream 'db': pattern sequential conflicts"),
+        ({"name": "db", "arrival": "bursty"}, "stream 'db': arrival must be one of closed"),
+        ({"name": "db", "arrival": "poisson"}, "stream 'db': arrival poisson is an open loop"),
+        ({"name": "db", "arrival": "closed", "rate": 5}, "stream 'db': arrival closed keeps"),
+        ({"name": "db", "sync": "fsync:0"}, "stream 'db': sync must be none, dsync, fsync"),
+        ({"name": "db", "sync": "always"}, "stream 'db': sync must be none, dsync, fsync"),
+        ({"name": "db", "burst": "10"}, "stream 'db': burst must be IOS/DELAY"),
+        ({"name": "db", "burst": "0/5ms"}, "stream 'db': burst must be IOS/DELAY"),
+        ({"name": "db", "burst": "4/soon"}, "stream 'db': burst must be IOS/DELAY"),
+        (
+            {"name": "db", "compress": 100},
+            "stream 'db': compress must be a percentage from 0 to 99",
+        ),
+        ({"name": "db", "random": "half"}, "stream 'db': random must be a percentage"),
+        ({"name": "db", "length": 0}, "stream 'db': length must be above 0"),
+        ({"name": "db", "offset": "1x"}, "stream 'db': offset must be a size"),
+        ({"name": "db", "align": 0}, "stream 'db': align must be above 0"),
+        ({"name": "db", "seed": -1}, "stream 'db': seed must be an integer"),
+        ({"name": "bad name"}, "stream 1: name must be 1 to 64 letters"),
+    ],
+)
+def test_bad_stream_fields(stream, message):
+    with pytest.raises(UsageError) as err:
+        plan.parse_workload({"target": "/t", "stream": [stream]}, source="w.toml")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("top", "message"),
+    [
+        ({"duration": 0}, "duration must be above 0"),
+        ({"duration": "-5s"}, "duration must be a duration"),
+        ({"warmup": "soon"}, "warmup must be a duration"),
+        ({"interval": "0"}, "interval must be at least 1ms"),
+        ({"backend": "aio"}, "backend must be one of uring, psync, null, got 'aio'."),
+        ({"threads": 0}, "threads must be an integer from 1 to 1024, got 0."),
+        ({"direct": "yes"}, "direct must be true or false, got 'yes'."),
+        ({"size": "lots"}, "size must be a size"),
+        ({"size": 0}, "size must be above 0"),
+        ({"seed": "x"}, "seed must be an integer"),
+        ({"target": 5}, "target must be a path"),
+    ],
+)
+def test_bad_run_fields(top, message):
+    with pytest.raises(UsageError) as err:
+        plan.parse_workload({"target": "/t", **top, "stream": [{}]}, source="w.toml")
+    assert message in str(err.value)
+
+
+def test_unknown_toml_keys_say_which_and_list_the_allowed(tmp_path):
+    with pytest.raises(UsageError) as err:
+        toml_workload(tmp_path, 'target = "/t"\n[[stream]]\nname = "db"\nqdepth = 4\n')
+    assert "stream 'db': unknown key 'qdepth'; allowed keys are name, rw, read, bs" in str(
+        err.value
+    )
+    with pytest.raises(UsageError, match=r"unknown key 'runtime'; allowed keys are name, target"):
+        toml_workload(tmp_path, 'target = "/t"\nruntime = 5\n[[stream]]\n')
+    with pytest.raises(UsageError, match=r"^\[defaults\]: unknown key 'iodepth'"):
+        toml_workload(tmp_path, 'target = "/t"\n[defaults]\niodepth = 4\n[[stream]]\n')
+
+
+def test_file_level_problems(tmp_path):
+    with pytest.raises(UsageError, match="workload file .* does not exist"):
+        plan.load_toml(tmp_path / "missing.toml")
+    broken = tmp_path / "broken.toml"
+    broken.write_text("target = \n")
+    with pytest.raises(UsageError, match="is not valid TOML"):
+        plan.load_toml(broken)
+    with pytest.raises(UsageError, match="has no streams"):
+        plan.parse_workload({"target": "/t"}, source="w.toml")
+    with pytest.raises(UsageError, match="target is required"):
+        plan.parse_workload({"stream": [{}]}, source="w.toml")
+    with pytest.raises(UsageError, match="'db' is used twice"):
+        plan.parse_workload({"target": "/t", "stream": [{"name": "db"}] * 2}, source="w.toml")
+
+
+def test_flag_messages_name_the_flag():
+    with pytest.raises(UsageError, match=r"^--qd must be an integer from 1 to 4096, got 0\.$"):
+        flags(qd="0")
+    with pytest.raises(UsageError, match=r"^--rate-bytes must be a byte rate"):
+        flags(rate_bytes="fast")
+    with pytest.raises(UsageError, match=r"^--arrival poisson .* needs --rate \(IOPS\)"):
+        flags(arrival="poisson")
+    with pytest.raises(UsageError, match=r"^--duration must be above 0"):
+        flags(duration="0")
+
+
+# --- checks against the inspected target -------------------------------------------------------
+
+
+def compile_error(workload: plan.Workload, info: TargetInfo) -> str:
+    with pytest.raises(UsageError) as err:
+        plan.compile_plan(workload, info)
+    return str(err.value)
+
+
+def test_bs_must_meet_the_dio_alignment_under_o_direct():
+    message = compile_error(flags(bs="512"), target(dio_alignment=4096))
+    assert message.startswith("--bs 512 bytes is not a multiple of 4096")
+    assert "--buffered" in message
+    mix = plan.parse_workload(
+        {"target": "/t", "stream": [{"name": "web", "bs": "4k:50,6k:50"}]}, source="w.toml"
+    )
+    assert compile_error(mix, target()).startswith("stream 'web': bs 6144 bytes")
+
+
+def test_align_and_offset_must_meet_the_dio_alignment():
+    assert compile_error(flags(align="6k"), target()).startswith("--align 6144 is not a multiple")
+    assert compile_error(flags(offset="1k"), target()).startswith("--offset 1024 is not a multiple")
+
+
+def test_region_must_lie_inside_the_target():
+    assert "outside the target's data area" in compile_error(flags(offset="2g"), target(GIB))
+    message = compile_error(flags(offset="512m", length="768m"), target(GIB))
+    assert message.startswith("--length: region offset 512 MiB + length 768 MiB ends past")
+    assert "larger than the stream's region" in compile_error(
+        flags(bs="1m", length="64k"), target(GIB)
+    )
+
+
+def test_o_direct_unsupported_is_reported_with_the_fix():
+    message = compile_error(flags(), target(dio_alignment=0))
+    assert "does not support O_DIRECT" in message and "--buffered" in message
+    plan.compile_plan(flags(direct=False), target(dio_alignment=0))
