@@ -7,8 +7,10 @@ import sys
 import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 
+from tilemark.cli.profiles import profiles_app
 from tilemark.cli.run import run
 from tilemark.cli.runs import runs
+from tilemark.cli.tiles import scale
 from tilemark.engine import EngineError
 from tilemark.errors import RunError, UsageError
 from tilemark.store import StoreError
@@ -27,6 +29,8 @@ app = typer.Typer(
 )
 app.command("run", no_args_is_help=True)(run)
 app.command("runs")(runs)
+app.command("scale", no_args_is_help=True)(scale)
+app.add_typer(profiles_app, name="profiles")
 
 
 def _error(message: str) -> None:

@@ -8,25 +8,21 @@ run is marked incomplete, and the exit status is 128 + the signal number.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from tilemark import engine, plan, targets
-from tilemark.cli.live import LiveDisplay, results_table
-from tilemark.errors import RunError, UsageError
-from tilemark.store import RunWriter
-from tilemark.summary import summarize
-from tilemark.units import format_size, parse_size
+from tilemark import plan, targets
+from tilemark.cli.live import results_table
+from tilemark.errors import UsageError
+from tilemark.runner import RunOutcome, inspect_and_compile, make_console, prepare, run_plan
+from tilemark.units import parse_size
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 DEFAULT_RESULTS = Path("tilemark-results")
-POLL_S = 0.2
 
 
 def _flag(key: str) -> str:
@@ -82,84 +78,6 @@ def build_workload(
     return plan.parse_workload(doc, source="flags", flag_keys=flag_keys)
 
 
-class SignalStopper:
-    """Turns SIGINT and SIGTERM into an orderly engine stop instead of an exception."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.count = 0
-        self.handle: engine.Handle | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
-        if self.signum is None:
-            self.signum = signum
-            if self.handle is not None:
-                self.handle.stop()
-
-    def attach(self, handle: engine.Handle) -> None:
-        """Stop this handle on a signal (at once if one already arrived)."""
-        self.handle = handle
-        if self.signum is not None:
-            handle.stop()
-
-    def __enter__(self) -> SignalStopper:
-        self._previous = {s: signal.signal(s, self) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for s, previous in self._previous.items():
-            signal.signal(s, previous)
-
-    @property
-    def exit_status(self) -> int | None:
-        """128 + the first signal, as shells report a process killed by it."""
-        return None if self.signum is None else 128 + self.signum
-
-
-def _fill_reporter(tty: bool) -> targets.Progress:
-    last_line = [""]
-
-    def report(path: str, done: int, total: int) -> None:
-        line = (
-            f"preparing {path}: filled {format_size(done)} of {format_size(total)} "
-            f"({100 * done / total:.0f}%)"
-        )
-        if tty:
-            end = "\n" if done >= total else ""
-            sys.stderr.write("\r" + line.ljust(len(last_line[0])) + end)
-        else:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
-        last_line[0] = line
-
-    return report
-
-
-def _console(*, stderr: bool) -> Console:
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal:
-        # Logs and pipes have no width; the results table needs about 130 columns.
-        console = Console(stderr=stderr, highlight=False, width=160)
-    return console
-
-
-def _describe(compiled: dict[str, Any], info: targets.TargetInfo) -> str:
-    mode = "O_DIRECT" if info.direct else "buffered"
-    timing = f"{compiled['duration_ms'] / 1000:g}s"
-    if compiled["warmup_ms"]:
-        timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
-    count = len(compiled["streams"])
-    return (
-        f"{count} stream{'s' if count != 1 else ''} on {info.path} "
-        f"({format_size(info.data_length)}, {mode}), backend {compiled['backend']}, "
-        f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}, {timing}"
-    )
-
-
 def execute(
     workload: plan.Workload,
     *,
@@ -170,136 +88,44 @@ def execute(
     argv: list[str],
 ) -> int:
     """Inspect and prepare the target, run the plan, store and print results; exit status."""
-    info = targets.inspect_target(
-        workload.target,
-        size=workload.size,
-        writes=workload.writes(),
-        direct=workload.direct,
-        destroy_data=destroy_data,
-        force=force,
-    )
-    compiled = plan.compile_plan(workload, info)
-    try:
-        results.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-
-    err_console = _console(stderr=True)
-    out_console = err_console if json_out else _console(stderr=False)
-    tty = err_console.is_terminal
-    if info.kind == "file" and info.tilemark and info.filled_length < info.file_data_length:
-        todo = info.file_data_length - info.filled_length
-        verb = "creating" if not info.exists else "filling"
-        err_console.print(
-            f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
-            markup=False,
-        )
-    try:
-        targets.prepare_target(info, progress=_fill_reporter(tty))
-    except KeyboardInterrupt:
-        err_console.print(
-            "interrupted while preparing the target; the part already filled is kept and "
-            "reused next time",
-            markup=False,
-        )
+    info, compiled = inspect_and_compile(workload, destroy_data=destroy_data, force=force)
+    err_console = make_console(stderr=True)
+    out_console = err_console if json_out else make_console(stderr=False)
+    if not prepare(info, err_console):
         return 130
-
-    try:
-        writer = RunWriter(
-            results, plan=compiled, workload=workload.to_json(), targets=[info.record()], argv=argv
-        )
-    except OSError as e:
-        raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
-    err_console.print(f"run {writer.run_id}: {_describe(compiled, info)}", markup=False)
-
-    with SignalStopper() as stopper:
-        try:
-            handle = engine.start(compiled)
-        except engine.EngineError as e:
-            writer.finish(None, summary=None, complete=False, error=str(e))
-            raise
-        stopper.attach(handle)
-        result, error = _drive(handle, writer, compiled, err_console, tty, stopper)
-        if error is not None:
-            writer.finish(None, summary=None, complete=False, error=error)
-            raise engine.EngineError(error)
-        try:
-            summary = summarize(compiled, result)
-        except Exception as e:
-            # Keep the engine's result on disk even if summarizing it fails.
-            writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
-            raise
-        complete = bool(result.get("complete")) and stopper.signum is None
-        run_dir = writer.finish(result, summary=summary, complete=complete)
-
+    outcome = run_plan(workload, info, compiled, results=results, argv=argv, console=err_console)
     if json_out:
-        doc = {
-            "run_id": writer.run_id,
-            "run_dir": str(Path(run_dir).resolve()),
-            "complete": complete,
-            "summary": summary,
-        }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        sys.stdout.flush()
-    status_word = "complete" if complete else "incomplete"
-    out_console.print(results_table(compiled, summary, f"run {writer.run_id} ({status_word})"))
-    out_console.print(f"results: {run_dir}", markup=False)
-    if writer.catalog_error:
+        write_json(outcome, {"summary": outcome.summary})
+    report(outcome, out_console, err_console)
+    return outcome.exit_status or 0
+
+
+def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
+    """The machine-readable result on stdout."""
+    doc = {
+        "run_id": outcome.run_id,
+        "run_dir": str(outcome.run_dir.resolve()),
+        "complete": outcome.complete,
+        **body,
+    }
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def report(outcome: RunOutcome, out_console: Console, err_console: Console) -> None:
+    """The final per-stream table, where results are, and how the run ended."""
+    status_word = "complete" if outcome.complete else "incomplete"
+    title = f"run {outcome.run_id} ({status_word})"
+    out_console.print(results_table(outcome.compiled, outcome.summary, title))
+    out_console.print(f"results: {outcome.run_dir}", markup=False)
+    if outcome.catalog_error:
         err_console.print(
-            f"note: the run is saved but not yet in the catalog ({writer.catalog_error}); "
+            f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "
             "`tilemark runs` adds it",
             markup=False,
         )
-    if stopper.exit_status is not None:
+    if outcome.exit_status is not None:
         err_console.print("interrupted: results kept, marked incomplete", markup=False)
-        return stopper.exit_status
-    return 0
-
-
-def _drive(
-    handle: engine.Handle,
-    writer: RunWriter,
-    compiled: dict[str, Any],
-    console: Console,
-    tty: bool,
-    stopper: SignalStopper,
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Poll the engine until it ends, storing and showing snapshots; (result, engine error)."""
-    noted = 0
-    try:
-        with LiveDisplay(compiled, console, tty=tty) as display:
-            while True:
-                finished = handle.wait(POLL_S)
-                snapshots = handle.poll()
-                if snapshots:
-                    writer.add_snapshots(snapshots)
-                    display.update(snapshots)
-                if stopper.count > noted:
-                    display.note(
-                        "stopping: finishing in-flight IOs, the results so far are kept"
-                        if noted == 0
-                        else "already stopping; the results so far are kept"
-                    )
-                    noted = stopper.count
-                if finished:
-                    break
-            # Snapshots published while the run ended.
-            snapshots = handle.poll()
-            if snapshots:
-                writer.add_snapshots(snapshots)
-                display.update(snapshots)
-        return handle.result(), None
-    except engine.EngineError as e:
-        return None, str(e)
-    except BaseException as e:
-        # Whatever went wrong on our side, stop the IO and keep what was measured.
-        handle.stop()
-        handle.wait(30.0)
-        try:
-            writer.add_snapshots(handle.poll())
-        finally:
-            writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
-        raise
 
 
 def run(
@@ -498,8 +324,93 @@ def run(
         Path,
         typer.Option("--results", metavar="DIR", help="Results directory."),
     ] = DEFAULT_RESULTS,
+    tiles: Annotated[
+        int | None,
+        typer.Option(
+            "--tiles",
+            metavar="N",
+            help="Run N tiles of emulated applications (the default tile, or --tile FILE) "
+            "instead of a workload.",
+        ),
+    ] = None,
+    tile_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tile", metavar="TILE.toml", help="Tile file: which applications a tile holds."
+        ),
+    ] = None,
+    capacity: Annotated[
+        str | None,
+        typer.Option(
+            "--capacity",
+            metavar="SIZE",
+            help="Space the tiles may use on the target (default: min(2 GiB, 10% of free space)).",
+        ),
+    ] = None,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            metavar="APP.KNOB=VALUE",
+            help="Override a profile knob or QoS limit, e.g. mail.mailboxes=2000 or "
+            "oltp.qos.read_avg.max_ms=5 (repeatable).",
+        ),
+    ] = None,
+    qos_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--qos-interval",
+            metavar="TIME",
+            help="Window for per-interval QoS criteria (default 60s).",
+        ),
+    ] = None,
 ) -> None:
-    """Run a workload: a TOML file, fio-like flags for one stream, or --default."""
+    """Run a workload: a TOML file, fio-like flags for one stream, --default, or --tiles N."""
+    argv = (ctx.obj or {}).get("argv") or ["tilemark", *sys.argv[1:]]
+    tile_opts = {
+        "--tile": tile_file,
+        "--capacity": capacity,
+        "--set": sets,
+        "--qos-interval": qos_interval,
+    }
+    if tiles is None:
+        given_tile_opt = next((k for k, v in tile_opts.items() if v), None)
+        if given_tile_opt:
+            raise UsageError(f"{given_tile_opt} applies to tile runs; add --tiles N.")
+    else:
+        others = {"WORKLOAD.toml": workload_file, "--default": use_default, "--size": size}
+        stream_opts = [rw, read, bs, qd, rate, rate_bytes, arrival, pattern, random, burst, sync]
+        clash = next((k for k, v in others.items() if v), None)
+        if clash or any(v is not None for v in stream_opts):
+            raise UsageError(
+                f"--tiles runs emulated applications and cannot be combined with "
+                f"{clash or 'stream options'}; change applications with --set or a --tile file."
+            )
+        from tilemark.cli.tiles import run_tiles_command
+
+        status = run_tiles_command(
+            tiles,
+            tile_file=tile_file,
+            target=target,
+            capacity=capacity,
+            sets=sets or [],
+            qos_interval=qos_interval,
+            duration=duration,
+            warmup=warmup,
+            interval=interval,
+            backend=backend,
+            threads=threads,
+            buffered=buffered,
+            seed=seed,
+            destroy_data=destroy_data,
+            force=force,
+            json_out=json_out,
+            results=results,
+            argv=argv,
+        )
+        if status:
+            raise typer.Exit(status)
+        return
     given = {
         "target": target,
         "size": size,
@@ -536,7 +447,6 @@ def run(
         raise UsageError("--force only applies together with --destroy-data PATH.")
 
     workload = build_workload(workload_file, run_flags, stream_flags, use_default=use_default)
-    argv = (ctx.obj or {}).get("argv") or ["tilemark", *sys.argv[1:]]
     status = execute(
         workload,
         results=results,

@@ -1,0 +1,196 @@
+"""Per-application results of a tile run: metrics in each application's own units, QoS
+verdicts per instance, and the VMmark-style score.
+
+Score (methodology 4 and 11.3): each application's achieved metric is normalized to its target
+(1.0 when it delivers what it was asked for); per tile the geometric mean of those ratios; the
+score is the sum over tiles. Closed-loop workloads have no target and are left out of it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from tilemark.analysis import expr
+from tilemark.analysis.qos import Verdict, evaluate, failures
+from tilemark.apps import TileLayout, TileSpec
+from tilemark.hist import Histogram
+from tilemark.summary import mean_io_size
+
+DEFAULT_QOS_INTERVAL_S = 60.0
+
+
+def _measured_s(result: dict) -> float:
+    return max((result["measure_end_ns"] - result["measure_start_ns"]) / 1e9, 1e-9)
+
+
+def _achieved(result: dict, indices: list[int]) -> tuple[float, float, int]:
+    """(IOPS of reads+writes, MB/s, errors) of some plan streams over the measured window."""
+    secs = _measured_s(result)
+    ops = nbytes = errors = 0
+    for i in indices:
+        s = result["streams"][i]
+        for op in ("read", "write"):
+            ops += s[op]["ops"]
+            nbytes += s[op]["bytes"]
+        errors += sum(sum(s[op]["errors"].values()) for op in ("read", "write", "sync"))
+    return ops / secs, nbytes / 1e6 / secs, errors
+
+
+def _target(compiled: dict, indices: list[int]) -> tuple[float, float] | None:
+    """(IOPS, MB/s) the plan asks of some streams; None if any is closed loop."""
+    iops = mbps = 0.0
+    for i in indices:
+        s = compiled["streams"][i]
+        arrival = s["arrival"]
+        if arrival["kind"] != "open":
+            return None
+        size = mean_io_size(s["sizes"])
+        rate = arrival.get("rate_iops") or arrival["rate_bps"] / size
+        iops += rate
+        mbps += rate * size / 1e6
+    return iops, mbps
+
+
+def _metric(text: str, scale: dict, streams: dict[str, int], measure) -> float:
+    def pick(*names: str) -> list[int]:
+        missing = [n for n in names if n not in streams]
+        if missing:
+            raise expr.ExprError(f"unknown stream '{missing[0]}' (streams: {', '.join(streams)})")
+        return [streams[n] for n in names]
+
+    funcs = {
+        "iops": lambda *n: measure(pick(*n))[0],
+        "mbps": lambda *n: measure(pick(*n))[1],
+    }
+    return expr.evaluate(text, scale, funcs)
+
+
+def _latency_columns(verdicts: list[Verdict]) -> dict[str, float | None]:
+    """Window value of every latency criterion, by criterion id (for the seeds' tables)."""
+    return {v.criterion: v.value for v in verdicts if v.scope == "window" and v.unit == "ms"}
+
+
+def _stream_latency(result: dict, index: int) -> dict[str, float | None]:
+    s = result["streams"][index]
+    out: dict[str, float | None] = {}
+    for op in ("read", "write"):
+        h = Histogram.from_json(s[op].get("response") or s[op].get("service"))
+        out[f"{op}_mean_ms"] = None if h.n == 0 else h.mean() / 1e6
+        out[f"{op}_p99_ms"] = None if h.n == 0 else h.percentile(99) / 1e6
+    return out
+
+
+def application_results(
+    tile: TileSpec,
+    layout: TileLayout,
+    compiled: dict[str, Any],
+    snapshots: Sequence[dict[str, Any]],
+    result: dict[str, Any],
+    *,
+    qos_interval_s: float = DEFAULT_QOS_INTERVAL_S,
+) -> dict[str, Any]:
+    """Metrics, QoS verdicts and score of every application instance in a tile run."""
+    profiles = {a.label: a.profile for a in tile.apps}
+    instances: list[dict[str, Any]] = []
+    order = {a.label: k for k, a in enumerate(tile.apps)}
+    by_tile_then_app = sorted(
+        layout.instances().items(), key=lambda kv: (kv[0][0], order[kv[0][1]])
+    )
+    for (t, app), streams in by_tile_then_app:
+        profile = profiles[app]
+        idx = list(streams.values())
+        iops, mbps, errors = _achieved(result, idx)
+        verdicts = evaluate(profile.qos, streams, snapshots, result, qos_interval_s)
+        if errors:
+            verdicts.append(
+                Verdict("io_errors", "no IO errors", "window", False, float(errors), 0.0, "errors")
+            )
+        metric = _metric(profile.metric, profile.scale, streams, lambda i: _achieved(result, i))
+        target_of = _target(compiled, idx)
+        target_metric = ratio = None
+        if target_of is not None:
+            target_metric = _metric(
+                profile.metric, profile.scale, streams, lambda i: _target(compiled, i) or (0, 0)
+            )
+            ratio = metric / target_metric if target_metric else None
+        failed = failures(verdicts)
+        instances.append(
+            {
+                "tile": t,
+                "app": app,
+                "profile": profile.name,
+                "metric": metric,
+                "metric_unit": profile.metric_unit,
+                "target_metric": target_metric,
+                "ratio": ratio,
+                "passed": not failed,
+                "failed": [_failure_text(v) for v in failed],
+                "latency_ms": _latency_columns(verdicts),
+                "iops": iops,
+                "mbps": mbps,
+                "errors": errors,
+                "streams": {n: _stream_latency(result, i) for n, i in streams.items()},
+                "verdicts": [v.to_json() for v in verdicts],
+            }
+        )
+    return {
+        "tiles": max((i["tile"] for i in instances), default=0),
+        "qos_interval_s": qos_interval_s,
+        "instances": instances,
+        "applications": _per_application(tile, instances),
+        "passed": all(i["passed"] for i in instances),
+        "failed": [f"t{i['tile']}.{i['app']}: {f}" for i in instances for f in i["failed"]],
+        "score": score(instances),
+    }
+
+
+def _failure_text(v: Verdict) -> str:
+    if v.unit == "fraction":
+        got = f"{v.value:.1%}" if v.value is not None else "nothing completed"
+    elif v.unit == "ms":
+        got = f"{v.value:.2f} ms" if v.value is not None else "no IO completed"
+    else:
+        got = f"{v.value:g} {v.unit}"
+    return f"{v.description} ({v.scope}: {got})"
+
+
+def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
+    out = []
+    for app in tile.apps:
+        mine = [i for i in instances if i["app"] == app.label]
+        if not mine:
+            continue
+        worst: dict[str, float | None] = {}
+        for i in mine:
+            for cid, v in i["latency_ms"].items():
+                if v is not None and (worst.get(cid) is None or v > worst[cid]):
+                    worst[cid] = v
+                worst.setdefault(cid, v)
+        out.append(
+            {
+                "app": app.label,
+                "profile": app.profile.name,
+                "metric_unit": app.profile.metric_unit,
+                "metric_total": sum(i["metric"] for i in mine),
+                "metric_per_instance": sum(i["metric"] for i in mine) / len(mine),
+                "instances": len(mine),
+                "passed": all(i["passed"] for i in mine),
+                "worst_latency_ms": worst,
+                "iops": sum(i["iops"] for i in mine),
+                "mbps": sum(i["mbps"] for i in mine),
+            }
+        )
+    return out
+
+
+def score(instances: list[dict]) -> float | None:
+    """Sum over tiles of the geometric mean of achieved/target per application."""
+    per_tile: dict[int, list[float]] = {}
+    for i in instances:
+        if i["ratio"] is not None and i["ratio"] > 0:
+            per_tile.setdefault(i["tile"], []).append(i["ratio"])
+    if not per_tile:
+        return None
+    return sum(math.exp(sum(map(math.log, r)) / len(r)) for r in per_tile.values())

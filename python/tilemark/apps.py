@@ -1,0 +1,520 @@
+"""Application profiles and tiles: emulated applications compiled to streams.
+
+A *profile* (TOML, see python/tilemark/profiles/) is a workload plus its scale knobs, its
+application metric and its QoS criteria. A *tile* is one instance of each application in a
+mix; N tiles are N instances of each, on disjoint regions of one target. Compiling a tile
+count gives an ordinary workload document (plan.py's TOML layout) plus, for every stream, which
+tile and application it belongs to, so results can be reported per application instance.
+
+Layout: `capacity` bytes are split into `max_tiles` equal tile slots (so tile k uses the same
+bytes whatever N is, and a scaling study measures the same data at every step); inside a slot
+each application gets a share proportional to its profile's `capacity_weight`; inside that, each
+stream covers its `region = [from, to]` fraction. Every boundary is on 1 MiB.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tilemark.analysis import expr
+from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
+from tilemark.errors import UsageError
+from tilemark.units import MIB, format_size
+
+BUILTIN_DIR = Path(__file__).parent / "profiles"
+USER_DIR_ENV = "TILEMARK_PROFILES"
+DEFAULT_TILE = ("mail", "oltp", "dss", "web", "backup")
+UNIT = MIB
+
+PROFILE_KEYS = ("name", "description", "kind", "capacity_weight", "metric", "metric_unit")
+APP_STREAM_KEYS = (
+    "name",
+    "region",
+    "copies",
+    "transactional",
+    "rw",
+    "read",
+    "bs",
+    "pattern",
+    "random",
+    "qd",
+    "rate",
+    "rate_bytes",
+    "arrival",
+    "burst",
+    "sync",
+    "align",
+    "compress",
+)
+QOS_KEYS = ("stream", "streams", "op", "stat", "max_ms", "min_fraction", "per_interval")
+KINDS = ("application", "workload")
+
+
+@dataclass
+class AppStream:
+    """A stream of a profile, with its rate and queue depth still as expressions."""
+
+    name: str
+    region: tuple[float, float]
+    copies: int
+    table: dict[str, Any]  # plan.py stream keys with literal values
+    rate: str | float | None = None
+    rate_bytes: str | float | None = None
+    qd: str | int | None = None
+
+
+@dataclass
+class Profile:
+    """An application profile: streams, scale knobs, metric and QoS."""
+
+    name: str
+    description: str
+    kind: str
+    capacity_weight: float
+    metric: str
+    metric_unit: str
+    scale: dict[str, float]
+    streams: list[AppStream]
+    qos: list[Criterion]
+    path: str
+
+    def stream_names(self) -> list[str]:
+        """Names of the compiled streams (copies get a numeric suffix)."""
+        out = []
+        for s in self.streams:
+            out += [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+        return out
+
+    def rates(self) -> dict[str, dict[str, float]]:
+        """Per compiled stream: its target IO rate and/or byte rate at the current scale."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self.streams:
+            r = {}
+            if s.rate is not None:
+                r["iops"] = self._value(s.rate, f"stream '{s.name}': rate")
+            if s.rate_bytes is not None:
+                r["bps"] = self._value(s.rate_bytes, f"stream '{s.name}': rate_bytes")
+            names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+            for n in names:
+                out[n] = r
+        return out
+
+    def _value(self, text: str | float | int, field: str) -> float:
+        try:
+            value = expr.evaluate(text, self.scale)
+        except expr.ExprError as e:
+            raise UsageError(f"profile {self.path}: {field}: {e}.") from None
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"profile {self.path}: {field} must come out above 0, got {value:g}.")
+        return value
+
+    def with_overrides(self, overrides: dict[str, Any]) -> Profile:
+        """A copy with scale knobs (`knob`) and QoS limits (`qos.ID.max_ms` etc.) replaced."""
+        scale = dict(self.scale)
+        qos = {c.id: c for c in self.qos}
+        for key, value in overrides.items():
+            where = f"override {self.name}.{key}"
+            parts = key.split(".")
+            if len(parts) == 1:
+                if key not in scale:
+                    raise UsageError(
+                        f"{where}: {self.name} has no scale knob '{key}' "
+                        f"(knobs: {', '.join(sorted(scale)) or 'none'})."
+                    )
+                scale[key] = _number(value, where)
+            elif len(parts) == 3 and parts[0] == "qos":
+                cid, attr = parts[1], parts[2]
+                if cid not in qos:
+                    raise UsageError(
+                        f"{where}: {self.name} has no QoS criterion '{cid}' "
+                        f"(criteria: {', '.join(qos) or 'none'})."
+                    )
+                if attr not in ("max_ms", "min_fraction"):
+                    raise UsageError(f"{where}: only max_ms and min_fraction can be overridden.")
+                qos[cid] = replace(qos[cid], **{attr: _number(value, where)})
+            else:
+                raise UsageError(f"{where}: use KNOB=VALUE or qos.ID.max_ms=VALUE.")
+        return replace(self, scale=scale, qos=list(qos.values()))
+
+
+def _number(value: Any, where: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{where} must be a number, got {value!r}.") from None
+    if not math.isfinite(v) or v < 0:
+        raise UsageError(f"{where} must be a number of 0 or more, got {value!r}.")
+    return v
+
+
+def profile_dirs() -> list[Path]:
+    """Where profiles are looked up: $TILEMARK_PROFILES (colon-separated), then built-ins."""
+    extra = [Path(p) for p in os.environ.get(USER_DIR_ENV, "").split(":") if p]
+    return [*extra, BUILTIN_DIR]
+
+
+def find_profile(name_or_path: str) -> Path:
+    """The file of a profile named by name or path."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or os.sep in name_or_path:
+        if not p.is_file():
+            raise UsageError(f"profile file {name_or_path} does not exist.")
+        return p
+    for d in profile_dirs():
+        candidate = d / f"{name_or_path}.toml"
+        if candidate.is_file():
+            return candidate
+    known = ", ".join(sorted({f.stem for d in profile_dirs() for f in d.glob("*.toml")}))
+    raise UsageError(f"unknown profile '{name_or_path}' (known: {known}).")
+
+
+def list_profiles() -> list[Profile]:
+    """Every profile found, user directories first; a name is listed once."""
+    seen: dict[str, Profile] = {}
+    for d in profile_dirs():
+        for f in sorted(d.glob("*.toml")):
+            if f.stem not in seen:
+                seen[f.stem] = load_profile(str(f))
+    return list(seen.values())
+
+
+def load_profile(name_or_path: str) -> Profile:
+    """Load and validate a profile; errors name the file and the field."""
+    path = find_profile(name_or_path)
+    where = str(path)
+    try:
+        doc = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"profile {where} is not valid TOML: {e}.") from None
+    _keys(doc, ("profile", "scale", "stream", "qos"), where)
+    head = _keys(doc.get("profile", {}), PROFILE_KEYS, f"{where} [profile]")
+    for required in ("name", "metric", "metric_unit"):
+        if not isinstance(head.get(required), str) or not head[required]:
+            raise UsageError(f"profile {where}: [profile] {required} is required (a string).")
+    kind = head.get("kind", "application")
+    if kind not in KINDS:
+        raise UsageError(
+            f"profile {where}: [profile] kind must be one of {', '.join(KINDS)}, got {kind!r}."
+        )
+    weight = head.get("capacity_weight", 1)
+    if not isinstance(weight, int | float) or isinstance(weight, bool) or weight <= 0:
+        raise UsageError(f"profile {where}: [profile] capacity_weight must be a number above 0.")
+    scale = {}
+    for k, v in doc.get("scale", {}).items():
+        scale[k] = _number(v, f"profile {where}: [scale] {k}")
+    tables = doc.get("stream")
+    if not isinstance(tables, list) or not tables:
+        raise UsageError(f"profile {where} has no [[stream]] tables.")
+    streams = [_app_stream(t, i, where) for i, t in enumerate(tables)]
+    names = [s.name for s in streams]
+    if len(set(names)) != len(names):
+        raise UsageError(f"profile {where}: stream names must be unique, got {names}.")
+    profile = Profile(
+        name=head["name"],
+        description=head.get("description", ""),
+        kind=kind,
+        capacity_weight=float(weight),
+        metric=head["metric"],
+        metric_unit=head["metric_unit"],
+        scale=scale,
+        streams=streams,
+        qos=[],
+        path=where,
+    )
+    compiled = profile.stream_names()
+    profile.qos = [_criterion(cid, t, compiled, where) for cid, t in doc.get("qos", {}).items()]
+    # Evaluate every expression once now, so a typo fails at load time with the file named.
+    profile.rates()
+    for s in streams:
+        if isinstance(s.qd, str):
+            profile._value(s.qd, f"stream '{s.name}': qd")
+    bad = expr.names_in(profile.metric) - set(scale)
+    if bad:
+        raise UsageError(
+            f"profile {where}: [profile] metric uses unknown name(s) {', '.join(sorted(bad))} "
+            f"(scale knobs: {', '.join(sorted(scale)) or 'none'})."
+        )
+    return profile
+
+
+def _keys(table: Any, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise UsageError(f"profile {where} must be a table.")
+    unknown = sorted(set(table) - set(allowed))
+    if unknown:
+        raise UsageError(
+            f"profile {where}: unknown key '{unknown[0]}' (allowed: {', '.join(allowed)})."
+        )
+    return table
+
+
+def _app_stream(t: Any, index: int, where: str) -> AppStream:
+    name = t.get("name") if isinstance(t, dict) else None
+    here = f"{where} [[stream]] {name or index + 1}"
+    _keys(t, APP_STREAM_KEYS, here)
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"profile {here}: name is required.")
+    region = t.get("region", [0.0, 1.0])
+    if (
+        not isinstance(region, list)
+        or len(region) != 2
+        or not all(isinstance(x, int | float) for x in region)
+        or not 0 <= region[0] < region[1] <= 1
+    ):
+        raise UsageError(f"profile {here}: region must be [from, to] with 0 <= from < to <= 1.")
+    copies = t.get("copies", 1)
+    if not isinstance(copies, int) or not 1 <= copies <= 256:
+        raise UsageError(f"profile {here}: copies must be an integer from 1 to 256.")
+    table = {
+        k: v
+        for k, v in t.items()
+        if k not in ("name", "region", "copies", "transactional", "rate", "rate_bytes", "qd")
+    }
+    return AppStream(
+        name=name,
+        region=(float(region[0]), float(region[1])),
+        copies=copies,
+        table=table,
+        rate=t.get("rate"),
+        rate_bytes=t.get("rate_bytes"),
+        qd=t.get("qd"),
+    )
+
+
+def _criterion(cid: str, t: Any, streams: list[str], where: str) -> Criterion:
+    here = f"{where} [qos.{cid}]"
+    _keys(t, QOS_KEYS, here)
+    names = t.get("streams", [t["stream"]] if "stream" in t else None)
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise UsageError(f"profile {here}: stream (a name) or streams (a list) is required.")
+    for n in names:
+        if n not in streams:
+            raise UsageError(
+                f"profile {here}: unknown stream '{n}' (streams: {', '.join(streams)})."
+            )
+    stat = t.get("stat")
+    if stat not in STATS:
+        raise UsageError(
+            f"profile {here}: stat must be one of {', '.join(sorted(STATS))}, got {stat!r}."
+        )
+    op = t.get("op")
+    if op is not None and op not in OPS:
+        raise UsageError(f"profile {here}: op must be one of {', '.join(OPS)}, got {op!r}.")
+    if stat in LATENCY_STATS and not isinstance(t.get("max_ms"), int | float):
+        raise UsageError(f"profile {here}: a latency criterion needs max_ms (a number).")
+    if stat == "throughput" and not isinstance(t.get("min_fraction"), int | float):
+        raise UsageError(f"profile {here}: a throughput criterion needs min_fraction (e.g. 0.95).")
+    return Criterion(
+        id=cid,
+        streams=tuple(names),
+        stat=stat,
+        op=op,
+        max_ms=float(t["max_ms"]) if "max_ms" in t else None,
+        min_fraction=float(t["min_fraction"]) if "min_fraction" in t else None,
+        per_interval=bool(t.get("per_interval", False)),
+    )
+
+
+@dataclass
+class TileApp:
+    """One application of a tile: a profile and its overrides."""
+
+    profile: Profile
+    label: str  # unique within the tile, e.g. "mail" or "mail2"
+
+
+@dataclass
+class TileSpec:
+    """The applications that make up one tile."""
+
+    name: str
+    apps: list[TileApp]
+    source: str = "default"
+
+    def total_weight(self) -> float:
+        return sum(a.profile.capacity_weight for a in self.apps)
+
+
+def default_tile(overrides: dict[str, dict[str, Any]] | None = None) -> TileSpec:
+    """mail + oltp + dss + web + backup, like the ESG Lab tile (seed 000)."""
+    overrides = overrides or {}
+    apps = [TileApp(load_profile(n).with_overrides(overrides.get(n, {})), n) for n in DEFAULT_TILE]
+    _check_override_targets(overrides, [a.label for a in apps])
+    return TileSpec("default", apps)
+
+
+def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> TileSpec:
+    """A tile file: `[tile] name`, then `[[app]] profile = "mail"` with optional `name` and
+    a `[app.scale]` / `[app.qos]` table of overrides."""
+    overrides = overrides or {}
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise UsageError(f"tile file {path} does not exist.") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"tile file {path} is not valid TOML: {e}.") from None
+    unknown = sorted(set(doc) - {"tile", "app"})
+    if unknown:
+        raise UsageError(f"tile file {path}: unknown key '{unknown[0]}' (allowed: tile, app).")
+    apps_doc = doc.get("app")
+    if not isinstance(apps_doc, list) or not apps_doc:
+        raise UsageError(f'tile file {path} has no [[app]] tables (e.g. profile = "mail").')
+    apps: list[TileApp] = []
+    for i, a in enumerate(apps_doc):
+        here = f"tile file {path} [[app]] {i + 1}"
+        if not isinstance(a, dict):
+            raise UsageError(f"{here} must be a table.")
+        bad = sorted(set(a) - {"profile", "name", "scale", "qos"})
+        if bad:
+            raise UsageError(
+                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos)."
+            )
+        if not isinstance(a.get("profile"), str):
+            raise UsageError(f"{here}: profile is required (a built-in name or a .toml path).")
+        profile = load_profile(_relative(a["profile"], p))
+        label = a.get("name", profile.name)
+        file_over: dict[str, Any] = dict(a.get("scale", {}))
+        for cid, limits in a.get("qos", {}).items():
+            for attr, v in limits.items():
+                file_over[f"qos.{cid}.{attr}"] = v
+        merged = {**file_over, **overrides.get(label, {})}
+        apps.append(TileApp(profile.with_overrides(merged), label))
+    labels = [a.label for a in apps]
+    if len(set(labels)) != len(labels):
+        raise UsageError(
+            f"tile file {path}: application names must be unique; set name = ... ({labels})."
+        )
+    _check_override_targets(overrides, labels)
+    name = doc.get("tile", {}).get("name", p.stem)
+    return TileSpec(str(name), apps, source=str(p))
+
+
+def _relative(profile: str, tile_file: Path) -> str:
+    if profile.endswith(".toml") and not os.path.isabs(profile):
+        return str(tile_file.parent / profile)
+    return profile
+
+
+def _check_override_targets(overrides: dict[str, Any], labels: list[str]) -> None:
+    for app in overrides:
+        if app not in labels:
+            raise UsageError(
+                f"--set {app}.…: the tile has no application '{app}' (it has: {', '.join(labels)})."
+            )
+
+
+def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
+    """`--set APP.KNOB=VALUE` / `--set APP.qos.ID.max_ms=VALUE` into {app: {key: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        app, dot, rest = key.strip().partition(".")
+        if not eq or not dot or not rest or not value.strip():
+            raise UsageError(f"--set {item!r}: use APP.KNOB=VALUE, e.g. mail.mailboxes=2000.")
+        out.setdefault(app, {})[rest] = value.strip()
+    return out
+
+
+@dataclass
+class StreamTag:
+    """Which tile and application a compiled stream belongs to."""
+
+    index: int
+    tile: int
+    app: str
+    profile: str
+    stream: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TileLayout:
+    """Compiled tiles: a workload document and the tag of every stream."""
+
+    doc: dict[str, Any]
+    tags: list[StreamTag]
+    regions: list[dict[str, Any]] = field(default_factory=list)
+
+    def instances(self) -> dict[tuple[int, str], dict[str, int]]:
+        """(tile, app) -> {stream name: plan index}."""
+        out: dict[tuple[int, str], dict[str, int]] = {}
+        for t in self.tags:
+            out.setdefault((t.tile, t.app), {})[t.stream] = t.index
+        return out
+
+
+def compile_tiles(
+    tile: TileSpec,
+    tiles: int,
+    *,
+    capacity: int,
+    max_tiles: int | None = None,
+    dio_alignment: int = 0,
+) -> TileLayout:
+    """Streams for `tiles` tiles of `tile` laid out in `capacity` bytes (see module doc)."""
+    max_tiles = max(max_tiles or tiles, tiles)
+    slot = capacity // max_tiles // UNIT * UNIT
+    weights = tile.total_weight()
+    tables: list[dict[str, Any]] = []
+    tags: list[StreamTag] = []
+    regions: list[dict[str, Any]] = []
+    for t in range(1, tiles + 1):
+        app_offset = (t - 1) * slot
+        for app in tile.apps:
+            share = slot * app.profile.capacity_weight / weights // UNIT * UNIT
+            if share < UNIT:
+                need = UNIT * weights / app.profile.capacity_weight * max_tiles
+                raise UsageError(
+                    f"--capacity {format_size(capacity)} is too small for {max_tiles} tile(s): "
+                    f"{app.label} would get less than 1 MiB; use at least {format_size(need)}."
+                )
+            regions.append({"tile": t, "app": app.label, "offset": app_offset, "length": share})
+            rates = app.profile.rates()
+            for s in app.profile.streams:
+                names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+                lo = app_offset + int(share * s.region[0]) // UNIT * UNIT
+                hi = app_offset + int(share * s.region[1]) // UNIT * UNIT
+                if hi <= lo:
+                    hi = lo + UNIT
+                for n in names:
+                    table = dict(s.table)
+                    table["name"] = f"t{t}.{app.label}.{n}"
+                    table["offset"] = lo
+                    table["length"] = hi - lo
+                    r = rates[n]
+                    if "iops" in r:
+                        table["rate"] = r["iops"]
+                    if "bps" in r:
+                        table["rate_bytes"] = r["bps"]
+                    if s.qd is not None:
+                        table["qd"] = int(round(app.profile._value(s.qd, f"stream '{s.name}': qd")))
+                    if dio_alignment and "bs" in table:
+                        table["bs"] = _fold_small_sizes(table["bs"], dio_alignment)
+                    tags.append(StreamTag(len(tables), t, app.label, app.profile.name, n))
+                    tables.append(table)
+            app_offset += share
+    doc = {"name": f"{tile.name}-x{tiles}", "stream": tables}
+    return TileLayout(doc=doc, tags=tags, regions=regions)
+
+
+def _fold_small_sizes(bs: Any, align: int) -> Any:
+    """Round sizes below the O_DIRECT alignment up to it (e.g. the web mix's 512 B on a 4 KiB
+    device), so a profile runs on any device; weights are kept."""
+    from tilemark.units import parse_size_mix
+
+    mix = parse_size_mix(bs, "bs")
+    if all(size >= align for size, _ in mix):
+        return bs
+    folded: dict[int, float] = {}
+    for size, weight in mix:
+        s = max(size, align)
+        folded[s] = folded.get(s, 0.0) + weight
+    return [[s, w] for s, w in sorted(folded.items())]

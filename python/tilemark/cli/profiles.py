@@ -1,0 +1,147 @@
+"""`tilemark profiles`: the application profiles a tile can hold, and what each one does."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tilemark.apps import list_profiles, load_profile, profile_dirs
+from tilemark.runner import make_console
+from tilemark.units import format_size
+
+profiles_app = typer.Typer(
+    help="List built-in and user application profiles ($TILEMARK_PROFILES adds directories).",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+
+@profiles_app.callback()
+def profiles(
+    ctx: typer.Context,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the list as JSON.")] = False,
+) -> None:
+    """List profiles: name, kind, metric, scale knobs."""
+    if ctx.invoked_subcommand is not None:
+        return
+    found = list_profiles()
+    if json_out:
+        rows = [
+            {
+                "name": p.name,
+                "kind": p.kind,
+                "description": p.description,
+                "metric_unit": p.metric_unit,
+                "scale": p.scale,
+                "path": p.path,
+            }
+            for p in found
+        ]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="application profiles", title_justify="left")
+    for col in ("name", "kind", "metric", "scale knobs", "description"):
+        table.add_column(col)
+    for p in found:
+        knobs = ", ".join(f"{k}={v:g}" for k, v in p.scale.items())
+        table.add_row(p.name, p.kind, p.metric_unit, knobs, p.description)
+    console = make_console(stderr=False)
+    console.print(table)
+    console.print("searched: " + ", ".join(str(d) for d in profile_dirs()), markup=False)
+
+
+@profiles_app.command("show")
+def show(
+    name: Annotated[
+        str, typer.Argument(metavar="NAME", help="Profile name or path to a .toml file.")
+    ],
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile as JSON.")] = False,
+) -> None:
+    """A profile's streams, scale knobs, metric, QoS criteria and sources."""
+    p = load_profile(name)
+    rates = p.rates()
+    if json_out:
+        doc = {
+            "name": p.name,
+            "kind": p.kind,
+            "description": p.description,
+            "path": p.path,
+            "metric": p.metric,
+            "metric_unit": p.metric_unit,
+            "scale": p.scale,
+            "capacity_weight": p.capacity_weight,
+            "streams": [
+                {
+                    "name": s.name,
+                    "copies": s.copies,
+                    "region": s.region,
+                    **s.table,
+                    "rate": rates[s.name if s.copies == 1 else f"{s.name}0"],
+                }
+                for s in p.streams
+            ],
+            "qos": [c.__dict__ for c in p.qos],
+        }
+        print(json.dumps(doc, indent=2, default=list))
+        return
+    console = make_console(stderr=False)
+    console.print(f"{p.name} ({p.kind}): {p.description}", markup=False)
+    console.print(f"file: {p.path}", markup=False)
+    console.print(f"metric: {p.metric}  [{p.metric_unit}]", markup=False)
+    console.print(
+        "scale: " + (", ".join(f"{k} = {v:g}" for k, v in p.scale.items()) or "none"), markup=False
+    )
+    streams = Table(title="streams", title_justify="left")
+    for col in (
+        "stream",
+        "region",
+        "rw",
+        "read %",
+        "bs",
+        "pattern",
+        "arrival",
+        "rate",
+        "qd",
+        "sync",
+    ):
+        streams.add_column(col)
+    for s in p.streams:
+        r = rates[s.name if s.copies == 1 else f"{s.name}0"]
+        rate = (
+            (f"{r['iops']:g} IOPS" if "iops" in r else f"{format_size(r['bps'])}/s")
+            if r
+            else "closed loop"
+        )
+        name = s.name if s.copies == 1 else f"{s.name} x{s.copies}"
+        t = s.table
+        streams.add_row(
+            name,
+            f"{s.region[0]:g}-{s.region[1]:g}",
+            str(t.get("rw", "randread")),
+            str(t.get("read", "")),
+            str(t.get("bs", "4k")),
+            str(
+                t.get("pattern", "uniform" if "rand" in str(t.get("rw", "rand")) else "sequential")
+            ),
+            str(t.get("arrival", "constant" if r else "closed")),
+            rate,
+            str(s.qd or "default"),
+            str(t.get("sync", "none")),
+        )
+    console.print(streams)
+    if p.qos:
+        qos = Table(
+            title="QoS (all must pass; latency is response time for open-loop streams)",
+            title_justify="left",
+        )
+        for col in ("id", "criterion", "checked"):
+            qos.add_column(col)
+        for c in p.qos:
+            qos.add_row(
+                c.id, c.describe(), "window and every interval" if c.per_interval else "window"
+            )
+        console.print(qos)
+    console.print("sources: see the comments in the profile file", markup=False)

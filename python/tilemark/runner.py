@@ -1,0 +1,287 @@
+"""Running a compiled plan: prepare the target, drive the engine, store what it measured.
+
+Used by `tilemark run` and by every step of `tilemark scale`. Interrupting a run (Ctrl-C,
+SIGTERM) stops the engine in order: the intervals measured so far are written and the run is
+marked incomplete.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from tilemark import engine, plan, targets
+from tilemark.cli.live import LiveDisplay
+from tilemark.errors import RunError, UsageError
+from tilemark.store import RunWriter
+from tilemark.summary import summarize
+from tilemark.units import format_size
+
+POLL_S = 0.2
+
+
+class SignalStopper:
+    """Turns SIGINT and SIGTERM into an orderly engine stop instead of an exception."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.count = 0
+        self.handle: engine.Handle | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+        if self.signum is None:
+            self.signum = signum
+            if self.handle is not None:
+                self.handle.stop()
+
+    def attach(self, handle: engine.Handle) -> None:
+        """Stop this handle on a signal (at once if one already arrived)."""
+        self.handle = handle
+        if self.signum is not None:
+            handle.stop()
+
+    def __enter__(self) -> SignalStopper:
+        self._previous = {s: signal.signal(s, self) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+
+    @property
+    def exit_status(self) -> int | None:
+        """128 + the first signal, as shells report a process killed by it."""
+        return None if self.signum is None else 128 + self.signum
+
+
+def _fill_reporter(tty: bool) -> targets.Progress:
+    last_line = [""]
+
+    def report(path: str, done: int, total: int) -> None:
+        line = (
+            f"preparing {path}: filled {format_size(done)} of {format_size(total)} "
+            f"({100 * done / total:.0f}%)"
+        )
+        if tty:
+            end = "\n" if done >= total else ""
+            sys.stderr.write("\r" + line.ljust(len(last_line[0])) + end)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        last_line[0] = line
+
+    return report
+
+
+def make_console(*, stderr: bool) -> Console:
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        # Logs and pipes have no width; the results table needs about 130 columns.
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
+
+
+def _describe(compiled: dict[str, Any], info: targets.TargetInfo) -> str:
+    mode = "O_DIRECT" if info.direct else "buffered"
+    timing = f"{compiled['duration_ms'] / 1000:g}s"
+    if compiled["warmup_ms"]:
+        timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
+    count = len(compiled["streams"])
+    return (
+        f"{count} stream{'s' if count != 1 else ''} on {info.path} "
+        f"({format_size(info.data_length)}, {mode}), backend {compiled['backend']}, "
+        f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}, {timing}"
+    )
+
+
+def inspect_and_compile(
+    workload: plan.Workload, *, destroy_data: str | None, force: bool
+) -> tuple[targets.TargetInfo, dict[str, Any]]:
+    """Inspect the target (safety checks) and compile the plan; no IO yet."""
+    info = targets.inspect_target(
+        workload.target,
+        size=workload.size,
+        writes=workload.writes(),
+        direct=workload.direct,
+        destroy_data=destroy_data,
+        force=force,
+    )
+    return info, plan.compile_plan(workload, info)
+
+
+def prepare(info: targets.TargetInfo, console: Console) -> bool:
+    """Create/fill the target so reads never hit holes; False if interrupted (fill is kept)."""
+    if info.kind == "file" and info.tilemark and info.filled_length < info.file_data_length:
+        todo = info.file_data_length - info.filled_length
+        verb = "creating" if not info.exists else "filling"
+        console.print(
+            f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
+            markup=False,
+        )
+    try:
+        targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))
+    except KeyboardInterrupt:
+        console.print(
+            "interrupted while preparing the target; the part already filled is kept and "
+            "reused next time",
+            markup=False,
+        )
+        return False
+    return True
+
+
+@dataclass
+class RunOutcome:
+    """A stored run: where it is, what the engine measured, how it ended."""
+
+    run_id: str
+    run_dir: Path
+    compiled: dict[str, Any]
+    result: dict[str, Any]
+    summary: dict[str, Any]
+    snapshots: list[dict[str, Any]]
+    complete: bool
+    exit_status: int | None  # 128 + signal when interrupted
+    catalog_error: str | None
+
+
+Analyzer = Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any], dict[str, Any]], None]
+
+
+def run_plan(
+    workload: plan.Workload,
+    info: targets.TargetInfo,
+    compiled: dict[str, Any],
+    *,
+    results: Path,
+    argv: list[str],
+    console: Console,
+    kind: str = "run",
+    analyze: Analyzer | None = None,
+    keep_snapshots: bool = False,
+) -> RunOutcome:
+    """Run a compiled plan on a prepared target and store it.
+
+    `analyze(plan, snapshots, result, summary)` may add to the summary before it is stored
+    (application metrics and QoS verdicts); it gets the snapshots only with `keep_snapshots`.
+    """
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
+    try:
+        writer = RunWriter(
+            results,
+            plan=compiled,
+            workload=workload.to_json(),
+            targets=[info.record()],
+            argv=argv,
+            kind=kind,
+        )
+    except OSError as e:
+        raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
+    console.print(f"run {writer.run_id}: {_describe(compiled, info)}", markup=False)
+
+    kept: list[dict[str, Any]] = []
+    with SignalStopper() as stopper:
+        try:
+            handle = engine.start(compiled)
+        except engine.EngineError as e:
+            writer.finish(None, summary=None, complete=False, error=str(e))
+            raise
+        stopper.attach(handle)
+        result, error = _drive(
+            handle,
+            writer,
+            compiled,
+            console,
+            console.is_terminal,
+            stopper,
+            kept if keep_snapshots else None,
+        )
+        if error is not None:
+            writer.finish(None, summary=None, complete=False, error=error)
+            raise engine.EngineError(error)
+        try:
+            summary = summarize(compiled, result)
+            if analyze is not None:
+                analyze(compiled, kept, result, summary)
+        except Exception as e:
+            # Keep the engine's result on disk even if summarizing it fails.
+            writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
+            raise
+        complete = bool(result.get("complete")) and stopper.signum is None
+        run_dir = writer.finish(result, summary=summary, complete=complete)
+    return RunOutcome(
+        run_id=writer.run_id,
+        run_dir=Path(run_dir),
+        compiled=compiled,
+        result=result,
+        summary=summary,
+        snapshots=kept,
+        complete=complete,
+        exit_status=stopper.exit_status,
+        catalog_error=writer.catalog_error,
+    )
+
+
+def _drive(
+    handle: engine.Handle,
+    writer: RunWriter,
+    compiled: dict[str, Any],
+    console: Console,
+    tty: bool,
+    stopper: SignalStopper,
+    keep: list[dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Poll the engine until it ends, storing and showing snapshots; (result, engine error)."""
+    noted = 0
+    try:
+        with LiveDisplay(compiled, console, tty=tty) as display:
+            while True:
+                finished = handle.wait(POLL_S)
+                snapshots = handle.poll()
+                if snapshots:
+                    writer.add_snapshots(snapshots)
+                    display.update(snapshots)
+                    if keep is not None:
+                        keep.extend(snapshots)
+                if stopper.count > noted:
+                    display.note(
+                        "stopping: finishing in-flight IOs, the results so far are kept"
+                        if noted == 0
+                        else "already stopping; the results so far are kept"
+                    )
+                    noted = stopper.count
+                if finished:
+                    break
+            # Snapshots published while the run ended.
+            snapshots = handle.poll()
+            if snapshots:
+                writer.add_snapshots(snapshots)
+                display.update(snapshots)
+                if keep is not None:
+                    keep.extend(snapshots)
+        return handle.result(), None
+    except engine.EngineError as e:
+        return None, str(e)
+    except BaseException as e:
+        # Whatever went wrong on our side, stop the IO and keep what was measured.
+        handle.stop()
+        handle.wait(30.0)
+        try:
+            writer.add_snapshots(handle.poll())
+        finally:
+            writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
+        raise
