@@ -1,0 +1,90 @@
+"""`tilemark scale` against a device with known capacity: a blkio-throttled loop device.
+
+Each tile asks for 200 read IOPS. With the device capped at 700 IOPS, 3 tiles (600) fit and 4
+(800) cannot; with the cap raised to 1,100, 5 fit and 6 do not. The study must find exactly
+that, from QoS alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .engine_helpers import MiB
+from .rigs import loop_device, throttled_cgroup
+
+PROFILE = """
+[profile]
+name = "reader"
+description = "4 KiB random reads at a fixed rate"
+metric = "iops('r')"
+metric_unit = "IOPS"
+
+[scale]
+iops = 200
+
+[[stream]]
+name = "r"
+rw = "randread"
+bs = "4k"
+rate = "iops"
+arrival = "constant"
+qd = 16
+
+[qos.iops]
+stream = "r"
+stat = "throughput"
+min_fraction = 0.95
+per_interval = true
+
+[qos.read_avg]
+stream = "r"
+op = "read"
+stat = "mean"
+max_ms = 100
+"""
+
+
+def tilemark() -> str:
+    exe = Path(sys.executable).with_name("tilemark")
+    return str(exe) if exe.exists() else shutil.which("tilemark") or "tilemark"
+
+
+def scale_in_cgroup(cg: Path, dev: str, workdir: Path) -> dict:
+    cmd = [
+        tilemark(), "scale", str(workdir / "tile.toml"), "--target", dev, "--destroy-data", dev,
+        "--capacity", "64m", "--tiles", "1..7", "--confirm", "0", "--duration", "3",
+        "--warmup", "1", "--qos-interval", "1", "--results", str(workdir / "results"), "--json",
+    ]  # fmt: skip
+    joined = f'echo 0 > "{cg}/cgroup.procs" && exec "$@"'
+    out = subprocess.run(
+        ["sh", "-c", joined, "sh", *cmd], capture_output=True, text=True, timeout=300, cwd=workdir
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout)
+
+
+def test_scale_finds_the_throttled_capacity(tmp_path):
+    (tmp_path / "reader.toml").write_text(PROFILE)
+    (tmp_path / "tile.toml").write_text(
+        '[tile]\nname = "readers"\n[[app]]\nprofile = "reader.toml"\n'
+    )
+    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+        with throttled_cgroup(dev, read_iops=700) as cg:
+            low = scale_in_cgroup(cg, dev, tmp_path)
+        with throttled_cgroup(dev, read_iops=1100) as cg:
+            high = scale_in_cgroup(cg, dev, tmp_path)
+
+    assert low["max_passing_tiles"] == 3, [(s["tiles"], s["failed"]) for s in low["steps"]]
+    assert [s["tiles"] for s in low["steps"]] == [1, 2, 3, 4]
+    assert any("achieved" in f for f in low["first_failure"]["failed"])
+    assert high["max_passing_tiles"] == 5, [(s["tiles"], s["failed"]) for s in high["steps"]]
+    # The failing step delivered what the device allows, not what was asked.
+    four = low["steps"][-1]
+    assert 600 < four["total"]["iops"] < 780, four["total"]
+    for study in (low, high):
+        for step in study["steps"]:
+            assert (tmp_path / "results" / step["run_id"] / "run.json").exists()
