@@ -8,7 +8,6 @@ stored run; the study record (`<results>/studies/<id>/study.json`) links them.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
@@ -439,7 +438,10 @@ def scale(
     doc = record.save(study, complete=status == 0)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    out.print(study_table(doc))
+    for table in study_tables(doc):
+        out.print(table)
+    for line in failure_lines(doc):
+        out.print(line, markup=False)
     out.print(_headline(doc), markup=False)
     out.print(f"study: {record.path}", markup=False)
     if status:
@@ -533,46 +535,61 @@ def _headline(doc: dict) -> str:
     return f"max passing tiles: {best}{score} ({used})"
 
 
-def study_table(doc: dict) -> Table:
-    """The seeds' table: per tile count, each application's metric and key latencies."""
-    table = Table(
-        title=f"scaling study {doc['study_id']} ({doc['tile']['name']} tile)", title_justify="left"
+def study_tables(doc: dict) -> list[Table]:
+    """The seeds' tables: per tile count, each application's metric (summed over tiles), then
+    the QoS latencies of the worst instance, in ms."""
+    apps = [a["app"] for a in doc["tile"]["applications"]]
+    metrics = Table(
+        title=f"scaling study {doc['study_id']} ({doc['tile']['name']} tile): application metrics",
+        title_justify="left",
     )
-    table.add_column("tiles", justify="right")
-    apps = doc["tile"]["applications"]
-    first = next((s for s in doc["steps"] if s["applications"]), None)
-    lat_ids = {
-        a["app"]: list(a.get("worst_latency_ms", {}))
-        for a in (first["applications"] if first else [])
-    }
-    for a in apps:
-        table.add_column(f"{a['app']}", justify="right")
-        for cid in lat_ids.get(a["app"], []):
-            table.add_column(f"{a['app']} {cid} ms", justify="right")
-    for col in ("IOPS", "MB/s", "score", "QoS"):
-        table.add_column(col, justify="left" if col == "QoS" else "right")
-    for s in doc["steps"]:
-        row = [str(s["tiles"])]
-        by_app = {a["app"]: a for a in s["applications"]}
+    latency = Table(title="QoS latency, worst instance (ms)", title_justify="left")
+    for t in (metrics, latency):
+        t.add_column("tiles", justify="right")
         for a in apps:
-            r = by_app.get(a["app"])
+            t.add_column(a, justify="right")
+    for col in ("IOPS", "MB/s", "score", "QoS"):
+        metrics.add_column(col, justify="left" if col == "QoS" else "right")
+    for s in doc["steps"]:
+        by_app = {a["app"]: a for a in s["applications"]}
+        mrow, lrow = [str(s["tiles"])], [str(s["tiles"])]
+        for a in apps:
+            r = by_app.get(a)
             if r is None:
-                row += ["-"] * (1 + len(lat_ids.get(a["app"], [])))
+                mrow.append("-")
+                lrow.append("-")
                 continue
             digits = 0 if r["metric_unit"] in ("mailboxes", "IOPS") else 1
             mark = "" if r["passed"] else " ✗"
-            row.append(f"{r['metric_total']:,.{digits}f} {r['metric_unit']}{mark}")
-            for cid in lat_ids.get(a["app"], []):
-                v = r["worst_latency_ms"].get(cid)
-                row.append(
-                    "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+            mrow.append(f"{r['metric_total']:,.{digits}f} {r['metric_unit']}{mark}")
+            lrow.append(
+                "\n".join(
+                    f"{cid} {v:,.1f}" if v is not None else f"{cid} -"
+                    for cid, v in r["worst_latency_ms"].items()
                 )
+                or "-"
+            )
         total = s["total"]
-        row += [
+        n_failed = len(s["failed"])
+        mrow += [
             f"{total.get('iops', 0):,.0f}",
             f"{total.get('mbps', 0):,.1f}",
             "-" if s["score"] is None else f"{s['score']:.2f}",
-            "pass" if s["passed"] else "FAIL: " + "; ".join(s["failed"][:2]),
+            "pass" if s["passed"] else f"FAIL ({n_failed} criteria)",
         ]
-        table.add_row(*row)
-    return table
+        metrics.add_row(*mrow)
+        latency.add_row(*lrow)
+    return [metrics, latency]
+
+
+def failure_lines(doc: dict, limit: int = 6) -> list[str]:
+    """Why the first failing tile count failed, a few criteria at a time."""
+    first = doc["first_failure"]
+    if not first:
+        return []
+    shown = first["failed"][:limit]
+    more = len(first["failed"]) - len(shown)
+    lines = [f"{first['tiles']} tile(s) fail QoS:"] + [f"  {f}" for f in shown]
+    if more > 0:
+        lines.append(f"  ... and {more} more (see study.json)")
+    return lines
