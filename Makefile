@@ -28,8 +28,8 @@ build: $(VENV)/.engine ## virtualenv in .venv, release build of the engine, `til
 system-deps: ## install Debian packages the rigs use (fio, nbdkit, nbdfuse) when missing and root
 	@bash scripts/system-deps.sh
 
-run: build ## default benchmark on a scratch file under ./tilemark-data, results in ./tilemark-results
-	$(BIN)/tilemark run --default --target tilemark-data/scratch.dat --results tilemark-results
+run: build ## default tile benchmark (scaling study) on ./tilemark-data/scratch.dat, results in ./tilemark-results
+	$(BIN)/tilemark scale --target tilemark-data/scratch.dat --tiles 1..8 --duration 10 --warmup 2 --results tilemark-results
 
 test: build system-deps ## every test: Rust unit tests, then Python unit and end-to-end tests
 	cargo test --workspace --exclude tilemark-py -q
