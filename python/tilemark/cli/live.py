@@ -47,10 +47,47 @@ def describe_arrival(plan_stream: dict[str, Any]) -> str:
     return f"open {rate} {arrival.get('dist', '')}".rstrip()
 
 
+GROUP_ABOVE = 8  # more streams than this are shown per application
+
+
+def _group_key(name: str) -> str:
+    # Tile streams are named t{tile}.{app}.{stream}: group them by application.
+    parts = name.split(".")
+    if len(parts) == 3 and parts[0][:1] == "t" and parts[0][1:].isdigit():
+        return parts[1]
+    return name
+
+
+def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-application rows when there are many streams: IOPS and MB/s summed; latency and lag
+    are the worst stream's (a p99 of a group would need merged histograms, so none is made up)."""
+    if len(rows) <= GROUP_ABOVE:
+        return rows
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = _group_key(row["name"])
+        g = groups.get(key)
+        if g is None:
+            groups[key] = g = {**row, "name": key, "streams": 0, "p50_ms": None}
+            g["iops"] = g["mbps"] = 0.0
+            g["errors"] = g["behind_ios"] = 0
+            g["p99_ms"] = g["lag_max_ms"] = None
+        g["streams"] += 1
+        g["iops"] += row["iops"]
+        g["mbps"] += row["mbps"]
+        g["errors"] += row["errors"]
+        g["behind_ios"] += row["behind_ios"] or 0
+        for key_ in ("p99_ms", "lag_max_ms"):
+            if row[key_] is not None and (g[key_] is None or row[key_] > g[key_]):
+                g[key_] = row[key_]
+    return list(groups.values())
+
+
 def plain_line(rows: list[dict[str, Any]]) -> str:
-    """One log line for an interval's rows."""
+    """One log line for an interval's rows (per application when there are many streams)."""
     if not rows:
         return ""
+    grouped = len(rows) > GROUP_ABOVE
     first = rows[0]
     total_iops = sum(row["iops"] for row in rows)
     total_mbps = sum(row["mbps"] for row in rows)
@@ -58,11 +95,14 @@ def plain_line(rows: list[dict[str, Any]]) -> str:
     # Whole seconds for full intervals; the shorter last interval shows its tenth.
     elapsed = f"{end_s:4.0f}" if abs(end_s - round(end_s)) < 0.05 else f"{end_s:6.1f}"
     parts = [f"[{elapsed}s {first['phase']}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
-    for row in rows:
-        part = (
-            f"{row['name']} {row['iops']:,.0f} IOPS p50 {fmt_ms(row['p50_ms'])}ms "
-            f"p99 {fmt_ms(row['p99_ms'])}ms"
-        )
+    for row in group_rows(rows):
+        if grouped:
+            part = f"{row['name']} {row['iops']:,.0f} IOPS worst p99 {fmt_ms(row['p99_ms'])}ms"
+        else:
+            part = (
+                f"{row['name']} {row['iops']:,.0f} IOPS p50 {fmt_ms(row['p50_ms'])}ms "
+                f"p99 {fmt_ms(row['p99_ms'])}ms"
+            )
         if row["lag_max_ms"] is not None:
             part += f" lag {fmt_ms(row['lag_max_ms'])}ms"
         if row["errors"]:
@@ -129,16 +169,19 @@ class LiveDisplay:
         table.add_column("IOPS", justify="right")
         table.add_column("MB/s", justify="right")
         table.add_column("p50 ms", justify="right")
-        table.add_column("p99 ms", justify="right")
+        table.add_column(
+            "worst p99 ms" if len(self._rows) > GROUP_ABOVE else "p99 ms", justify="right"
+        )
         table.add_column("lag ms", justify="right")
         table.add_column("behind", justify="right")
         table.add_column("errors", justify="right")
         streams = self.plan.get("streams", [])
-        for row in self._rows:
+        grouped = len(self._rows) > GROUP_ABOVE
+        for row in group_rows(self._rows):
             plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
             table.add_row(
                 escape(row["name"]),
-                describe_arrival(plan_stream),
+                f"{row['streams']} streams" if grouped else describe_arrival(plan_stream),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),
