@@ -150,3 +150,21 @@ def test_expressions_are_arithmetic_only():
     ]:
         with pytest.raises(expr.ExprError, match=msg):
             expr.evaluate(bad, {"mailboxes": 1})
+
+
+def test_compacted_snapshots_give_the_same_verdicts():
+    from tilemark.analysis.qos import SnapshotCompactor
+
+    behind = [0, 0, 5, 5, 60, 60, 60, 61, 61]
+    snaps = [snap(0, 100, 5, phase="warmup")] + [
+        snap(k + 1, 100, 3 + k, behind=b) for k, b in enumerate(behind)
+    ]
+    compactor = SnapshotCompactor(2.0)
+    compactor.extend(snaps)
+    compacted = compactor.snapshots()
+    assert len(compacted) == 1 + 5  # the warm-up, four 2-s windows and a 1-s tail
+    raw = run_qos(snaps)
+    merged = evaluate([AVG, P99, TPUT], {"db": 0}, compacted, result_from(snaps), 2.0)
+    assert [(v.scope, v.passed, v.value) for v in merged] == [
+        (v.scope, v.passed, v.value) for v in raw
+    ]

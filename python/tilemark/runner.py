@@ -150,13 +150,12 @@ class RunOutcome:
     compiled: dict[str, Any]
     result: dict[str, Any]
     summary: dict[str, Any]
-    snapshots: list[dict[str, Any]]
     complete: bool
     exit_status: int | None  # 128 + signal when interrupted
     catalog_error: str | None
 
 
-Analyzer = Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any], dict[str, Any]], None]
+Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
 
 
 def run_plan(
@@ -169,12 +168,13 @@ def run_plan(
     console: Console,
     kind: str = "run",
     analyze: Analyzer | None = None,
-    keep_snapshots: bool = False,
+    on_snapshots: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on a prepared target and store it.
 
-    `analyze(plan, snapshots, result, summary)` may add to the summary before it is stored
-    (application metrics and QoS verdicts); it gets the snapshots only with `keep_snapshots`.
+    `on_snapshots` sees every batch of interval snapshots as it arrives (nothing is kept here,
+    so memory does not grow with the run); `analyze(plan, result, summary)` may add to the
+    summary before it is stored (application metrics and QoS verdicts).
     """
     try:
         results.mkdir(parents=True, exist_ok=True)
@@ -193,7 +193,6 @@ def run_plan(
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     console.print(f"run {writer.run_id}: {_describe(compiled, info)}", markup=False)
 
-    kept: list[dict[str, Any]] = []
     with SignalStopper() as stopper:
         try:
             handle = engine.start(compiled)
@@ -208,7 +207,7 @@ def run_plan(
             console,
             console.is_terminal,
             stopper,
-            kept if keep_snapshots else None,
+            on_snapshots,
         )
         if error is not None:
             writer.finish(None, summary=None, complete=False, error=error)
@@ -216,7 +215,7 @@ def run_plan(
         try:
             summary = summarize(compiled, result)
             if analyze is not None:
-                analyze(compiled, kept, result, summary)
+                analyze(compiled, result, summary)
         except Exception as e:
             # Keep the engine's result on disk even if summarizing it fails.
             writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
@@ -229,7 +228,6 @@ def run_plan(
         compiled=compiled,
         result=result,
         summary=summary,
-        snapshots=kept,
         complete=complete,
         exit_status=stopper.exit_status,
         catalog_error=writer.catalog_error,
@@ -243,7 +241,7 @@ def _drive(
     console: Console,
     tty: bool,
     stopper: SignalStopper,
-    keep: list[dict[str, Any]] | None = None,
+    on_snapshots: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots; (result, engine error)."""
     noted = 0
@@ -255,8 +253,8 @@ def _drive(
                 if snapshots:
                     writer.add_snapshots(snapshots)
                     display.update(snapshots)
-                    if keep is not None:
-                        keep.extend(snapshots)
+                    if on_snapshots is not None:
+                        on_snapshots(snapshots)
                 if stopper.count > noted:
                     display.note(
                         "stopping: finishing in-flight IOs, the results so far are kept"
@@ -271,8 +269,8 @@ def _drive(
             if snapshots:
                 writer.add_snapshots(snapshots)
                 display.update(snapshots)
-                if keep is not None:
-                    keep.extend(snapshots)
+                if on_snapshots is not None:
+                    on_snapshots(snapshots)
         return handle.result(), None
     except engine.EngineError as e:
         return None, str(e)

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tilemark import plan, targets
+from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
 from tilemark.apps import TileLayout, TileSpec, compile_tiles
 from tilemark.runner import RunOutcome, run_plan
@@ -81,10 +82,16 @@ def run_tiles(
         tile, tiles, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment
     )
     compiled = plan.compile_plan(workload, info)
+    windows = SnapshotCompactor(settings.qos_interval_s)
 
-    def analyze(compiled: dict, snapshots: list, result: dict, summary: dict) -> None:
+    def analyze(compiled: dict, result: dict, summary: dict) -> None:
         apps = application_results(
-            tile, layout, compiled, snapshots, result, qos_interval_s=settings.qos_interval_s
+            tile,
+            layout,
+            compiled,
+            windows.snapshots(),
+            result,
+            qos_interval_s=settings.qos_interval_s,
         )
         apps["layout"] = {
             "tile": tile.name,
@@ -104,7 +111,7 @@ def run_tiles(
         console=console,
         kind=kind,
         analyze=analyze,
-        keep_snapshots=True,
+        on_snapshots=windows.extend,
     )
 
 

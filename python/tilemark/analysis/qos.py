@@ -210,3 +210,71 @@ def evaluate(
 
 def failures(verdicts: Iterable[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if not v.passed]
+
+
+class SnapshotCompactor:
+    """Merges measurement-phase snapshots into QoS-interval-sized ones as they arrive, so a
+    long run's QoS evaluation holds one snapshot per QoS interval, not one per second.
+
+    The merged snapshots have the engine's snapshot format (counts summed, histograms merged,
+    backlog levels from the last second), and `windows_from_snapshots` cuts them into exactly
+    the windows it would have cut from the originals. Of the warm-up only the last snapshot
+    (its backlog level) is kept.
+    """
+
+    def __init__(self, window_s: float):
+        self.window_s = window_s
+        self._warmup: dict | None = None
+        self._done: list[dict] = []
+        self._current: dict | None = None
+
+    def extend(self, snapshots: Iterable[dict]) -> None:
+        for snap in snapshots:
+            self.add(snap)
+
+    def add(self, snap: dict) -> None:
+        if snap["phase"] != "measure":
+            self._warmup = snap
+            return
+        if self._current is None:
+            self._current = {**snap, "streams": [dict(s) for s in snap["streams"]]}
+        else:
+            self._merge(self._current, snap)
+        if (self._current["end_ns"] - self._current["start_ns"]) / 1e9 >= self.window_s - 1e-6:
+            self._done.append(self._current)
+            self._current = None
+
+    def snapshots(self) -> list[dict]:
+        out = [self._warmup] if self._warmup else []
+        return out + self._done + ([self._current] if self._current else [])
+
+    @staticmethod
+    def _merge(into: dict, snap: dict) -> None:
+        into["end_ns"] = snap["end_ns"]
+        into["interval"] = snap["interval"]
+        by_stream = {s["stream"]: s for s in into["streams"]}
+        for s in snap["streams"]:
+            mine = by_stream.get(s["stream"])
+            if mine is None:
+                into["streams"].append(dict(s))
+                continue
+            for op in OPS:
+                a, b = mine[op], s[op]
+                errors = dict(a["errors"])
+                for errno, n in b["errors"].items():
+                    errors[errno] = errors.get(errno, 0) + n
+                merged = {
+                    "ops": a["ops"] + b["ops"],
+                    "bytes": a["bytes"] + b["bytes"],
+                    "errors": errors,
+                }
+                for kind in ("service", "response"):
+                    if a.get(kind) is None and b.get(kind) is None:
+                        merged[kind] = None
+                    else:
+                        merged[kind] = Histogram.merged([a.get(kind), b.get(kind)]).to_json()
+                mine[op] = merged
+            mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
+            mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
+            for level in ("behind_ios", "inflight"):
+                mine[level] = s.get(level, 0)
