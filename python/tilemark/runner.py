@@ -18,8 +18,8 @@ from typing import Any
 from rich.console import Console
 
 from tilemark import engine, plan, targets
-from tilemark.cli.live import LiveDisplay
 from tilemark.errors import RunError, UsageError
+from tilemark.live import LiveDisplay
 from tilemark.store import RunWriter
 from tilemark.summary import summarize
 from tilemark.units import format_size

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 
 from tilemark import plan, targets
-from tilemark.cli.live import results_table
 from tilemark.errors import UsageError
+from tilemark.live import results_table
 from tilemark.runner import RunOutcome, inspect_and_compile, make_console, prepare, run_plan
 from tilemark.units import parse_size
 
