@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,21 @@ class Profile:
         out = []
         for s in self.streams:
             out += [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+        return out
+
+    def expand(self, names: Iterable[str]) -> list[str]:
+        """Compiled stream names for names that may be a stream with copies ('worker' ->
+        worker0..worker3); raises ExprError for an unknown name."""
+        out: list[str] = []
+        for name in names:
+            base = next((s for s in self.streams if s.name == name), None)
+            if base is not None and base.copies > 1:
+                out += [f"{name}{i}" for i in range(base.copies)]
+            elif name in self.stream_names():
+                out.append(name)
+            else:
+                known = ", ".join(s.name for s in self.streams)
+                raise expr.ExprError(f"unknown stream '{name}' (streams: {known})")
         return out
 
     def rates(self) -> dict[str, dict[str, float]]:
@@ -226,20 +242,58 @@ def load_profile(name_or_path: str) -> Profile:
         qos=[],
         path=where,
     )
-    compiled = profile.stream_names()
-    profile.qos = [_criterion(cid, t, compiled, where) for cid, t in doc.get("qos", {}).items()]
+    profile.qos = [_criterion(cid, t, profile, where) for cid, t in doc.get("qos", {}).items()]
     # Evaluate every expression once now, so a typo fails at load time with the file named.
     profile.rates()
     for s in streams:
         if isinstance(s.qd, str):
             profile._value(s.qd, f"stream '{s.name}': qd")
-    bad = expr.names_in(profile.metric) - set(scale)
-    if bad:
-        raise UsageError(
-            f"profile {where}: [profile] metric uses unknown name(s) {', '.join(sorted(bad))} "
-            f"(scale knobs: {', '.join(sorted(scale)) or 'none'})."
-        )
+    _check_metric(profile)
+    _check_streams(profile)
     return profile
+
+
+def _check_metric(profile: Profile) -> None:
+    """Evaluate the metric once with stand-in measurements, so a typo, an unknown stream or an
+    unknown function fails at load time rather than after the run."""
+
+    def measure(*streams: str) -> float:
+        profile.expand(streams)
+        return 1.0
+
+    try:
+        bad = expr.names_in(profile.metric) - set(profile.scale)
+        if bad:
+            raise expr.ExprError(
+                f"unknown name(s) {', '.join(sorted(bad))} "
+                f"(scale knobs: {', '.join(sorted(profile.scale)) or 'none'})"
+            )
+        expr.evaluate(profile.metric, profile.scale, {"iops": measure, "mbps": measure})
+    except expr.ExprError as e:
+        raise UsageError(f"profile {profile.path}: [profile] metric: {e}.") from None
+
+
+def _check_streams(profile: Profile) -> None:
+    """Validate every stream's workload keys (rw, bs, pattern, ...) with the workload parser,
+    so a bad one names the profile file."""
+    from tilemark.plan import parse_workload
+
+    rates = profile.rates()
+    tables = []
+    for s in profile.streams:
+        table = {**s.table, "name": s.name}
+        r = rates[s.name if s.copies == 1 else f"{s.name}0"]
+        if "iops" in r:
+            table["rate"] = r["iops"]
+        if "bps" in r:
+            table["rate_bytes"] = r["bps"]
+        if s.qd is not None:
+            table["qd"] = max(1, int(round(profile._value(s.qd, f"stream '{s.name}': qd"))))
+        tables.append(table)
+    try:
+        parse_workload({"target": profile.path, "stream": tables}, source=profile.path)
+    except UsageError as e:
+        raise UsageError(f"profile {profile.path}: {e}") from None
 
 
 def _keys(table: Any, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
@@ -286,17 +340,16 @@ def _app_stream(t: Any, index: int, where: str) -> AppStream:
     )
 
 
-def _criterion(cid: str, t: Any, streams: list[str], where: str) -> Criterion:
+def _criterion(cid: str, t: Any, profile: Profile, where: str) -> Criterion:
     here = f"{where} [qos.{cid}]"
     _keys(t, QOS_KEYS, here)
     names = t.get("streams", [t["stream"]] if "stream" in t else None)
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise UsageError(f"profile {here}: stream (a name) or streams (a list) is required.")
-    for n in names:
-        if n not in streams:
-            raise UsageError(
-                f"profile {here}: unknown stream '{n}' (streams: {', '.join(streams)})."
-            )
+    try:
+        names = profile.expand(names)
+    except expr.ExprError as e:
+        raise UsageError(f"profile {here}: {e}.") from None
     stat = t.get("stat")
     if stat not in STATS:
         raise UsageError(
@@ -362,6 +415,9 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
     unknown = sorted(set(doc) - {"tile", "app"})
     if unknown:
         raise UsageError(f"tile file {path}: unknown key '{unknown[0]}' (allowed: tile, app).")
+    head = doc.get("tile", {})
+    if not isinstance(head, dict):
+        raise UsageError(f'tile file {path}: [tile] must be a table (e.g. name = "mine").')
     apps_doc = doc.get("app")
     if not isinstance(apps_doc, list) or not apps_doc:
         raise UsageError(f'tile file {path} has no [[app]] tables (e.g. profile = "mail").')
@@ -379,20 +435,37 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
             raise UsageError(f"{here}: profile is required (a built-in name or a .toml path).")
         profile = load_profile(_relative(a["profile"], p))
         label = a.get("name", profile.name)
-        file_over: dict[str, Any] = dict(a.get("scale", {}))
-        for cid, limits in a.get("qos", {}).items():
+        if not isinstance(label, str) or not label:
+            raise UsageError(f"{here}: name must be a string, got {label!r}.")
+        scale, qos = a.get("scale", {}), a.get("qos", {})
+        if not isinstance(scale, dict):
+            raise UsageError(
+                f"{here}: scale must be a table of knobs, e.g. scale = {{ iops = 500 }}."
+            )
+        if not isinstance(qos, dict) or not all(isinstance(v, dict) for v in qos.values()):
+            raise UsageError(
+                f"{here}: qos must be a table of criteria, "
+                "e.g. qos = { read_avg = { max_ms = 5 } }."
+            )
+        file_over: dict[str, Any] = dict(scale)
+        for cid, limits in qos.items():
             for attr, v in limits.items():
                 file_over[f"qos.{cid}.{attr}"] = v
-        merged = {**file_over, **overrides.get(label, {})}
-        apps.append(TileApp(profile.with_overrides(merged), label))
+        try:
+            tuned = profile.with_overrides(file_over)
+        except UsageError as e:
+            raise UsageError(f"{here}: {e}") from None
+        apps.append(TileApp(tuned.with_overrides(overrides.get(label, {})), label))
     labels = [a.label for a in apps]
     if len(set(labels)) != len(labels):
         raise UsageError(
             f"tile file {path}: application names must be unique; set name = ... ({labels})."
         )
     _check_override_targets(overrides, labels)
-    name = doc.get("tile", {}).get("name", p.stem)
-    return TileSpec(str(name), apps, source=str(p))
+    name = head.get("name", p.stem)
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"tile file {path}: [tile] name must be a string, got {name!r}.")
+    return TileSpec(name, apps, source=str(p))
 
 
 def _relative(profile: str, tile_file: Path) -> str:
@@ -469,12 +542,12 @@ def compile_tiles(
     for t in range(1, tiles + 1):
         app_offset = (t - 1) * slot
         for app in tile.apps:
-            share = slot * app.profile.capacity_weight / weights // UNIT * UNIT
+            share = int(slot * app.profile.capacity_weight / weights) // UNIT * UNIT
             if share < UNIT:
-                need = UNIT * weights / app.profile.capacity_weight * max_tiles
                 raise UsageError(
                     f"--capacity {format_size(capacity)} is too small for {max_tiles} tile(s): "
-                    f"{app.label} would get less than 1 MiB; use at least {format_size(need)}."
+                    f"{app.label} would get less than 1 MiB; use at least "
+                    f"{format_size(min_capacity(tile, max_tiles))}."
                 )
             regions.append({"tile": t, "app": app.label, "offset": app_offset, "length": share})
             rates = app.profile.rates()
@@ -503,6 +576,17 @@ def compile_tiles(
             app_offset += share
     doc = {"name": f"{tile.name}-x{tiles}", "stream": tables}
     return TileLayout(doc=doc, tags=tags, regions=regions)
+
+
+def min_capacity(tile: TileSpec, max_tiles: int) -> int:
+    """The smallest capacity at which every application of every tile gets at least 1 MiB."""
+    weights = tile.total_weight()
+    smallest = min(a.profile.capacity_weight for a in tile.apps)
+    # slot * smallest / weights >= 1 MiB, with the slot a whole number of MiB.
+    slot_mib = math.ceil(weights / smallest - 1e-9)
+    while int(slot_mib * UNIT * smallest / weights) < UNIT:
+        slot_mib += 1
+    return slot_mib * UNIT * max_tiles
 
 
 def _fold_small_sizes(bs: Any, align: int) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tilemark.analysis import expr
 from tilemark.analysis.qos import Verdict, evaluate, failures
-from tilemark.apps import TileLayout, TileSpec
+from tilemark.apps import Profile, TileLayout, TileSpec
 from tilemark.hist import Histogram
 from tilemark.summary import mean_io_size
 
@@ -53,18 +53,17 @@ def _target(compiled: dict, indices: list[int]) -> tuple[float, float] | None:
     return iops, mbps
 
 
-def _metric(text: str, scale: dict, streams: dict[str, int], measure) -> float:
+def _metric(profile: Profile, streams: dict[str, int], measure) -> float:
+    """The profile's metric with iops()/mbps() measured by `measure(plan indices)`."""
+
     def pick(*names: str) -> list[int]:
-        missing = [n for n in names if n not in streams]
-        if missing:
-            raise expr.ExprError(f"unknown stream '{missing[0]}' (streams: {', '.join(streams)})")
-        return [streams[n] for n in names]
+        return [streams[n] for n in profile.expand(names)]
 
     funcs = {
         "iops": lambda *n: measure(pick(*n))[0],
         "mbps": lambda *n: measure(pick(*n))[1],
     }
-    return expr.evaluate(text, scale, funcs)
+    return expr.evaluate(profile.metric, profile.scale, funcs)
 
 
 def _latency_columns(verdicts: list[Verdict]) -> dict[str, float | None]:
@@ -107,13 +106,11 @@ def application_results(
             verdicts.append(
                 Verdict("io_errors", "no IO errors", "window", False, float(errors), 0.0, "errors")
             )
-        metric = _metric(profile.metric, profile.scale, streams, lambda i: _achieved(result, i))
+        metric = _metric(profile, streams, lambda i: _achieved(result, i))
         target_of = _target(compiled, idx)
         target_metric = ratio = None
         if target_of is not None:
-            target_metric = _metric(
-                profile.metric, profile.scale, streams, lambda i: _target(compiled, i) or (0, 0)
-            )
+            target_metric = _metric(profile, streams, lambda i: _target(compiled, i) or (0, 0))
             ratio = metric / target_metric if target_metric else None
         failed = failures(verdicts)
         instances.append(

@@ -22,12 +22,12 @@ from rich.table import Table
 
 from tilemark import __version__, targets
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S
-from tilemark.apps import TileSpec, default_tile, load_tile, parse_sets
+from tilemark.apps import TileSpec, default_tile, load_tile, min_capacity, parse_sets
 from tilemark.cli.run import DEFAULT_RESULTS, report, write_json
 from tilemark.errors import UsageError
 from tilemark.runner import RunOutcome, make_console, prepare
 from tilemark.tilerun import TileRunSettings, applications_table, run_tiles, tile_workload
-from tilemark.units import parse_duration, parse_size
+from tilemark.units import format_size, parse_duration, parse_size
 
 STUDY_SCHEMA_VERSION = 1
 DEFAULT_TILE_DURATION = "60s"
@@ -86,8 +86,16 @@ def _settings(
 
 
 def _inspect(
-    settings: TileRunSettings, destroy_data: str | None, force: bool
+    tile: TileSpec, settings: TileRunSettings, max_tiles: int, destroy_data: str | None, force: bool
 ) -> targets.TargetInfo:
+    """Check the layout fits --capacity, then inspect the target (safety checks)."""
+    need = min_capacity(tile, max_tiles)
+    if settings.capacity < need:
+        raise UsageError(
+            f"--capacity {format_size(settings.capacity)} is too small for {max_tiles} tile(s) "
+            f"of {tile.name}: every application needs at least 1 MiB; use at least "
+            f"{format_size(need)}."
+        )
     return targets.inspect_target(
         settings.target,
         size=settings.capacity,
@@ -135,7 +143,7 @@ def run_tiles_command(
         seed=seed,
         qos_interval=qos_interval,
     )
-    info = _inspect(settings, destroy_data, force)
+    info = _inspect(tile, settings, tiles, destroy_data, force)
     # Validate the whole plan before any IO.
     tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
     err = make_console(stderr=True)
@@ -183,7 +191,9 @@ def parse_tile_counts(text: str) -> list[int]:
         counts = sorted({int(x) for x in text.split(",")})
     else:
         raise UsageError(f"--tiles must be a range like 1..8 or a list like 1,2,4, got {text!r}.")
-    if not counts or counts[0] < 1 or counts[-1] > MAX_TILES:
+    if not counts:
+        raise UsageError(f"--tiles range {text!r} is empty; write it low..high, e.g. 1..8.")
+    if counts[0] < 1 or counts[-1] > MAX_TILES:
         raise UsageError(f"--tiles counts must be from 1 to {MAX_TILES}, got {text!r}.")
     return counts
 
@@ -400,7 +410,7 @@ def scale(
         qos_interval=qos_interval,
     )
     max_tiles = counts[-1]
-    info = _inspect(settings, destroy_data, force)
+    info = _inspect(tile, settings, max_tiles, destroy_data, force)
     for n in (counts[0], max_tiles):  # every step compiles if the extremes do
         tile_workload(tile, n, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment)
     argv = (ctx.obj or {}).get("argv") or ["tilemark", *sys.argv[1:]]
