@@ -1,0 +1,1082 @@
+"""tilemark vs fio, side by side: same machine, same file, same run.
+
+design.md promises that tilemark's engine is not the bottleneck: its IOPS are at least 0.97 x
+fio's, it spends no more CPU per IO than fio, its null backend outruns fio's null ioengine, and
+its QD1 median latency is within 5% of fio's. This script measures exactly that.
+
+Method, and why:
+
+- One scratch file, `bench/work/bench.dat` (default 2 GiB of data), created and filled with
+  random data by tilemark itself before any case, so reads never hit holes. tilemark files start
+  with a 4096-byte marker header, so the data area is [4096, 4096 + size). fio is pointed at the
+  very same bytes with `--filename --offset --size`; the region is read back from the file's
+  header and checked before fio touches it (fio would otherwise grow the file).
+- Both tools get the same job: io_uring, O_DIRECT, the same block size, queue depth, read mix and
+  file region, one job on one thread (`--numjobs=1`, `--threads 1`), time-based with the same
+  warm-up (fio `--ramp_time`, tilemark `--warmup`) and measurement time. fio draws fresh random
+  offsets every run (`--randrepeat=0 --norandommap`); tilemark gets a fresh `--seed` every run,
+  so neither tool replays offsets that a host-side cache has just seen.
+- Runs alternate between the tools within one invocation, and the tool that goes first flips
+  from case to case and from repetition to repetition, so slow drift of the device (host cache
+  warming, thermal, background writeback) lands on both sides equally. Ratios are formed per
+  repetition from the two adjacent runs, then reported as min / median / max; budgets are
+  judged on the median. Before every run the script calls sync() and waits 1 s, so writeback
+  of the previous run's result files never lands inside the next run.
+- Latency: tilemark's service time is compared with fio's clat (p50, p99; the design budget),
+  reads only in the mixed case. They are not quite the same interval: tilemark starts its clock
+  before the io_uring_enter() that submits the IO, fio's io_uring engine after it returns (that
+  system call, where the driver is handed the IO, is fio's slat). So the report adds one
+  like-for-like figure: tilemark's mean service time vs fio's mean lat (slat + clat).
+- CPU per IO, two figures:
+  * window: CPU time of the whole process tree (utime+stime from /proc/<pid>/stat, plus
+    descendants) sampled every 0.1 s; the difference between the first sample >= 0.5 s after the
+    measurement phase began and the last sample <= 0.5 s before it ended, divided by the IOs of
+    that window (tool's IOPS x window length). The measurement phase comes from each tool's
+    own report (tilemark: run.json result timestamps; fio: report time minus job_runtime). This
+    is the fair engine-vs-engine figure: it excludes Python's startup and fio's setup.
+  * whole-process: ru_utime+ru_stime from wait4() on the child, divided by the IOs the tool
+    counted in its measurement phase. fio resets its counters when ramp_time ends (total_ios
+    excludes the ramp; checked with fio 3.33), so on both sides the CPU includes startup,
+    warm-up and teardown while the IO count covers the measurement only. Same definition for
+    both, but tilemark's figure also carries a Python interpreter start and imports.
+
+Results: a table on stdout, `bench/results/<YYYY-MM-DD>-<hostname>.json` (every raw number of
+every run, both tools, exact command lines, machine notes) and `.md` (the table). Exit status:
+0 all budgets pass, 1 a budget failed or a run failed, 2 fio or tilemark unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import re
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+WORK = BENCH / "work"
+SCRATCH = WORK / "bench.dat"
+RESULTS_DIR = BENCH / "results"
+TILEMARK_RESULTS = WORK / "results"
+LOGS = WORK / "logs"
+
+DEFAULT_FIO = "/usr/bin/fio"
+MARKER = b"TILEMARK-TARGET\n"
+HEADER_SIZE = 4096
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SAMPLE_INTERVAL_S = 0.1
+WINDOW_MARGIN_S = 0.5
+SETTLE_S = 1.0  # after sync(), before every run
+SCHEMA = "tilemark-bench-vs-fio/1"
+
+EXIT_OK, EXIT_BUDGET_FAILED, EXIT_SETUP = 0, 1, 2
+
+
+class SetupError(Exception):
+    """The benchmark cannot run (fio or tilemark missing or broken); one sentence."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases and budgets
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A design.md budget on the median tilemark/fio ratio of one metric."""
+
+    metric: str  # key in the per-rep ratios: iops, cpu_window, p50 ...
+    label: str
+    low: float | None = None  # ratio must be >= low
+    high: float | None = None  # ratio must be <= high
+
+    def check(self, ratio: float | None) -> bool:
+        if ratio is None:
+            return False
+        return (self.low is None or ratio >= self.low) and (self.high is None or ratio <= self.high)
+
+
+IOPS_BUDGET = Budget("iops", "IOPS >= 0.97x fio", low=0.97)
+CPU_BUDGET = Budget("cpu_window", "CPU/IO (window) <= 1.0x fio", high=1.0)
+NULL_BUDGET = Budget("iops", "null IOPS >= fio null", low=1.0)
+P50_BUDGET = Budget("p50", "p50 within 5% of fio", low=0.95, high=1.05)
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    title: str
+    rw: str  # fio --rw and tilemark --rw: randread | read | randrw
+    bs: str  # block size as both tools spell it: 4k, 8k, 128k
+    qd: int
+    read_pct: int = 100
+    null: bool = False
+    budgets: tuple[Budget, ...] = ()
+
+
+CASES = (
+    Case("rr4k-qd1", "4 KiB random read, QD1", "randread", "4k", 1,
+         budgets=(IOPS_BUDGET, CPU_BUDGET, P50_BUDGET)),
+    Case("rr4k-qd32", "4 KiB random read, QD32", "randread", "4k", 32,
+         budgets=(IOPS_BUDGET, CPU_BUDGET)),
+    Case("seq128k-qd8", "128 KiB sequential read, QD8", "read", "128k", 8),
+    Case("mix8k-qd16", "8 KiB random 70/30 read/write, QD16", "randrw", "8k", 16, read_pct=70),
+    Case("null-qd1", "null backend, 4 KiB random read, QD1", "randread", "4k", 1, null=True,
+         budgets=(NULL_BUDGET,)),
+    Case("null-qd32", "null backend, 4 KiB random read, QD32", "randread", "4k", 32, null=True,
+         budgets=(NULL_BUDGET,)),
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def parse_size(text: str) -> int:
+    """Bytes from 2g, 512m, 1GiB or a plain number (binary units, like fio and tilemark)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b?)\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 2g or 512m)")
+    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " ")
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def run_text(cmd: list[str]) -> str | None:
+    """stdout of a quick helper command, stripped, or None if it fails."""
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip() or None
+
+
+def read_text(path: Path | str) -> str | None:
+    try:
+        return Path(path).read_text(errors="replace").strip() or None
+    except OSError:
+        return None
+
+
+def rel(path: Path) -> str:
+    """A path relative to the repo when it is inside it (shorter command lines in reports)."""
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def median_or_none(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+# ---------------------------------------------------------------------------------------------
+# CPU accounting of a child process tree
+
+
+def _tree_pids(pid: int) -> list[int]:
+    """pid and all its live descendants (fio runs each job in a forked process)."""
+    pids, i = [pid], 0
+    while i < len(pids):
+        tasks = Path(f"/proc/{pids[i]}/task")
+        i += 1
+        try:
+            for task in tasks.iterdir():
+                children = read_text(task / "children")
+                if children:
+                    pids.extend(int(c) for c in children.split())
+        except OSError:
+            continue
+    return pids
+
+
+def _stat_ticks(pid: int) -> int | None:
+    """utime+stime (fields 14, 15) plus waited-for children's cutime+cstime (16, 17)."""
+    text = read_text(f"/proc/{pid}/stat")
+    if text is None:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # fields[0] is field 3 (state)
+    return sum(int(fields[n - 3]) for n in (14, 15, 16, 17))
+
+
+def tree_cpu_ticks(pid: int) -> int | None:
+    total = None
+    for p in _tree_pids(pid):
+        ticks = _stat_ticks(p)
+        if ticks is not None:
+            total = (total or 0) + ticks
+    return total
+
+
+@dataclass
+class ChildRun:
+    cmd: list[str]
+    exit_code: int
+    wall_s: float
+    rusage_cpu_s: float
+    samples: list[tuple[float, int]]  # (CLOCK_REALTIME seconds, CPU ticks of the tree)
+    stdout: str
+    stderr: str
+
+
+def run_child(cmd: list[str], log_stem: str) -> ChildRun:
+    """Run cmd to completion, sampling its process tree's CPU; rusage from wait4."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = LOGS / f"{log_stem}.out", LOGS / f"{log_stem}.err"
+    samples: list[tuple[float, int]] = []
+    started = time.monotonic()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
+        try:
+            while True:
+                pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                now = time.time()
+                ticks = tree_cpu_ticks(proc.pid)
+                if ticks is not None:
+                    samples.append((now, ticks))
+                time.sleep(SAMPLE_INTERVAL_S)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return ChildRun(
+        cmd=cmd,
+        exit_code=proc.returncode,
+        wall_s=time.monotonic() - started,
+        rusage_cpu_s=rusage.ru_utime + rusage.ru_stime,
+        samples=samples,
+        stdout=out_path.read_text(errors="replace"),
+        stderr=err_path.read_text(errors="replace"),
+    )
+
+
+def window_cpu(
+    samples: list[tuple[float, int]], measure_start: float | None, measure_end: float | None
+) -> dict[str, Any] | None:
+    """CPU seconds and wall seconds between the samples bracketing the inner window."""
+    if measure_start is None or measure_end is None:
+        return None
+    lo, hi = measure_start + WINDOW_MARGIN_S, measure_end - WINDOW_MARGIN_S
+    inside = [s for s in samples if lo <= s[0] <= hi]
+    if len(inside) < 2:
+        return None
+    (t0, c0), (t1, c1) = inside[0], inside[-1]
+    return {
+        "t_start": t0,
+        "t_end": t1,
+        "seconds": t1 - t0,
+        "cpu_ticks": c1 - c0,
+        "cpu_s": (c1 - c0) / CLK_TCK,
+        "measure_start": measure_start,
+        "measure_end": measure_end,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The two tools
+
+
+@dataclass
+class Settings:
+    tilemark: str
+    fio: str
+    size: int
+    duration: float
+    warmup: float
+    reps: int
+    region_offset: int = HEADER_SIZE
+    region_length: int = 0
+
+
+def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
+    cmd = [
+        s.tilemark, "run",
+        "--target", rel(SCRATCH),
+        "--rw", case.rw,
+        "--bs", case.bs,
+        "--qd", str(case.qd),
+        "--duration", f"{s.duration:g}",
+        "--warmup", f"{s.warmup:g}",
+        "--threads", "1",
+        "--backend", "null" if case.null else "uring",
+        "--align", case.bs,  # fio's default blockalign is the block size
+        "--seed", str(seed),
+        "--json",
+        "--results", rel(TILEMARK_RESULTS),
+    ]  # fmt: skip
+    if case.rw == "randrw":
+        cmd += ["--read", str(case.read_pct)]
+    return cmd
+
+
+def fio_cmd(case: Case, s: Settings) -> list[str]:
+    cmd = [
+        s.fio,
+        "--name=x",
+        f"--ioengine={'null' if case.null else 'io_uring'}",
+        "--direct=1",
+        f"--rw={case.rw}",
+        f"--bs={case.bs}",
+        f"--iodepth={case.qd}",
+        "--numjobs=1",
+        "--time_based",
+        f"--runtime={s.duration:g}",
+        f"--ramp_time={s.warmup:g}",
+        "--group_reporting",
+        "--output-format=json",
+        "--randrepeat=0",
+        "--norandommap",
+    ]
+    if case.rw == "randrw":
+        cmd.append(f"--rwmixread={case.read_pct}")
+    if not case.null:
+        cmd.append(f"--filename={rel(SCRATCH)}")
+        cmd.append(f"--offset={s.region_offset}")
+    cmd.append(f"--size={s.region_length}")
+    return cmd
+
+
+def _us_from_ms(value: float | None) -> float | None:
+    return None if value is None else value * 1000.0
+
+
+def parse_tilemark(child: ChildRun) -> dict[str, Any]:
+    """Metrics from tilemark's --json stdout and its run.json (for the measurement window)."""
+    doc = json.loads(child.stdout)
+    summary = doc["summary"]
+    streams = summary["streams"]
+    if len(streams) != 1:
+        raise ValueError(f"expected one stream, got {len(streams)}")
+    stream = streams[0]
+    ops = sum(int((stream.get(k) or {}).get("ops", 0)) for k in ("read", "write"))
+    lat_op = stream.get("read") or stream.get("write") or {}
+    service = lat_op.get("service") or {}
+    metrics = {
+        "iops": float(summary["total"]["iops"]),
+        "mbps": float(summary["total"]["mbps"]),
+        "ios": ops,
+        "duration_s": float(summary["duration_s"]),
+        "p50_us": _us_from_ms(service.get("p50_ms")),
+        "p99_us": _us_from_ms(service.get("p99_ms")),
+        "mean_us": _us_from_ms(service.get("mean_ms")),
+        # tilemark's service clock starts before the submitting io_uring_enter, like fio's lat.
+        "lat_mean_us": _us_from_ms(service.get("mean_ms")),
+    }
+    write = stream.get("write")
+    if write and stream.get("read"):
+        metrics["write_p50_us"] = _us_from_ms(write["service"].get("p50_ms"))
+        metrics["write_p99_us"] = _us_from_ms(write["service"].get("p99_ms"))
+    window = (None, None)
+    plan_region = None
+    run_json = Path(doc.get("run_dir") or "") / "run.json"
+    if not run_json.is_absolute():
+        run_json = REPO / run_json
+    try:
+        run = json.loads(run_json.read_text())
+        result = run["result"]
+        t0 = int(result["started_at_ns"]) / 1e9
+        window = (
+            t0 + int(result["measure_start_ns"]) / 1e9,
+            t0 + int(result["measure_end_ns"]) / 1e9,
+        )
+        plan = run.get("plan") or {}
+        target, pstream = plan["targets"][0], plan["streams"][0]
+        plan_region = {
+            "offset": int(target["offset"]) + int(pstream["offset"]),
+            "length": int(pstream["length"]),
+            "align": pstream.get("align"),
+            "direct": target.get("direct"),
+            "seed": pstream.get("seed"),
+        }
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+        metrics["window_note"] = f"no measurement window from {run_json}: {exc}"
+    return {
+        "metrics": metrics,
+        "window": window,
+        "raw": doc,
+        "plan_region": plan_region,
+    }
+
+
+def _fio_clat_us(op: dict, pct: str) -> float | None:
+    value = (op.get("clat_ns", {}).get("percentile") or {}).get(pct)
+    return None if value is None else value / 1000.0
+
+
+def parse_fio(child: ChildRun) -> dict[str, Any]:
+    # fio may print warnings before the JSON document on stdout.
+    text = child.stdout
+    doc = json.loads(text[text.index("{") :])
+    job = doc["jobs"][0]
+    read, write = job["read"], job["write"]
+    ops = int(read["total_ios"]) + int(write["total_ios"])
+    lat_op = read if read["total_ios"] else write
+    metrics = {
+        "iops": float(read["iops"]) + float(write["iops"]),
+        "mbps": (float(read["bw_bytes"]) + float(write["bw_bytes"])) / 1e6,
+        "ios": ops,
+        "duration_s": int(job["job_runtime"]) / 1000.0,
+        "p50_us": _fio_clat_us(lat_op, "50.000000"),
+        "p99_us": _fio_clat_us(lat_op, "99.000000"),
+        "mean_us": lat_op["clat_ns"]["mean"] / 1000.0,
+        # fio's io_uring engine stamps issue_time after io_uring_enter returns, so clat leaves
+        # out the submitting system call (slat); lat = slat + clat is the like-for-like mean.
+        "lat_mean_us": lat_op["lat_ns"]["mean"] / 1000.0,
+        "slat_mean_us": lat_op["slat_ns"]["mean"] / 1000.0,
+    }
+    if read["total_ios"] and write["total_ios"]:
+        metrics["write_p50_us"] = _fio_clat_us(write, "50.000000")
+        metrics["write_p99_us"] = _fio_clat_us(write, "99.000000")
+    # timestamp_ms is taken when the report is written, right after the job ended.
+    end = int(doc["timestamp_ms"]) / 1000.0
+    window = (end - int(job["job_runtime"]) / 1000.0, end)
+    raw = {
+        "fio version": doc.get("fio version"),
+        "timestamp_ms": doc.get("timestamp_ms"),
+        "job": {k: v for k, v in job.items() if k not in ("trim", "sync", "job options")},
+        "disk_util": doc.get("disk_util"),
+    }
+    return {"metrics": metrics, "window": window, "raw": raw, "plan_region": None}
+
+
+@dataclass
+class RunRecord:
+    rep: int
+    case: str
+    tool: str
+    position: int  # 0 = ran first of the pair, 1 = second
+    cmd: list[str]
+    exit_code: int = 0
+    error: str | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    cpu: dict[str, Any] = field(default_factory=dict)
+    plan_region: dict[str, Any] | None = None
+    raw: Any = None
+
+
+def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunRecord:
+    seed = random.SystemRandom().randrange(1, 2**31)
+    cmd = tilemark_cmd(case, s, seed) if tool == "tilemark" else fio_cmd(case, s)
+    record = RunRecord(rep=rep, case=case.key, tool=tool, position=position, cmd=cmd)
+    # tilemark stores results (run.json, Parquet, catalog) after each run; flush them and let
+    # the device settle so that writeback does not land in whichever run comes next.
+    os.sync()
+    time.sleep(SETTLE_S)
+    child = run_child(cmd, f"{case.key}-rep{rep}-{tool}")
+    record.exit_code = child.exit_code
+    if child.exit_code != 0:
+        record.error = f"exit {child.exit_code}: " + " | ".join(
+            child.stderr.strip().splitlines()[-3:]
+        )
+        return record
+    try:
+        parsed = parse_tilemark(child) if tool == "tilemark" else parse_fio(child)
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        record.error = f"cannot read {tool}'s JSON output: {exc!r}"
+        return record
+    record.metrics, record.raw = parsed["metrics"], parsed["raw"]
+    record.plan_region = parsed["plan_region"]
+    m = record.metrics
+    win = window_cpu(child.samples, *parsed["window"])
+    record.cpu = {
+        "rusage_cpu_s": child.rusage_cpu_s,
+        "wall_s": child.wall_s,
+        "whole_us_per_io": child.rusage_cpu_s / m["ios"] * 1e6 if m["ios"] else None,
+        "window": win,
+        "window_us_per_io": (
+            win["cpu_s"] / (m["iops"] * win["seconds"]) * 1e6
+            if win and m["iops"] and win["seconds"] > 0
+            else None
+        ),
+        "samples": len(child.samples),
+    }
+    return record
+
+
+# ---------------------------------------------------------------------------------------------
+# Scratch file
+
+
+def read_header(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_SIZE)
+    except OSError:
+        return None
+    if not raw.startswith(MARKER):
+        return None
+    try:
+        return json.loads(raw[len(MARKER) :].split(b"\0", 1)[0])
+    except ValueError:
+        return None
+
+
+def prepare_scratch(s: Settings, reuse: bool) -> dict[str, Any]:
+    """Create and fill the scratch file with tilemark; return how, and the data region."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    header = read_header(SCRATCH)
+    usable = (
+        header is not None
+        and header.get("data_length") == s.size
+        and header.get("filled_length") == s.size
+    )
+    info: dict[str, Any] = {"path": rel(SCRATCH), "reused": bool(reuse and usable)}
+    if not info["reused"]:
+        if SCRATCH.exists():
+            SCRATCH.unlink()
+        cmd = [
+            s.tilemark, "run", "--target", rel(SCRATCH), "--size", str(s.size),
+            "--rw", "randread", "--bs", "4k", "--qd", "1", "--duration", "1",
+            "--threads", "1", "--json", "--results", rel(TILEMARK_RESULTS),
+        ]  # fmt: skip
+        print(f"creating and filling {rel(SCRATCH)} ({s.size / 2**30:g} GiB): {shlex.join(cmd)}")
+        child = run_child(cmd, "create-scratch")
+        info.update(create_cmd=cmd, create_wall_s=round(child.wall_s, 2))
+        if child.exit_code != 0:
+            tail = " | ".join(child.stderr.strip().splitlines()[-3:])
+            raise SetupError(
+                f"tilemark could not create the scratch file (exit {child.exit_code}): {tail}"
+            )
+        header = read_header(SCRATCH)
+    if header is None or header.get("filled_length") != header.get("data_length"):
+        raise SetupError(f"{rel(SCRATCH)} has no complete tilemark header after creation: {header}")
+    offset, length = int(header["data_offset"]), int(header["data_length"])
+    if SCRATCH.stat().st_size < offset + length:
+        raise SetupError(f"{rel(SCRATCH)} is shorter than its data region; fio would grow it")
+    os.sync()  # no writeback from the fill may run under the first case
+    s.region_offset, s.region_length = offset, length
+    info.update(
+        file_bytes=SCRATCH.stat().st_size,
+        region_offset=offset,
+        region_length=length,
+        header=header,
+    )
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# Machine notes
+
+
+def block_device(path: Path) -> dict[str, Any]:
+    """Disk, model (or driver) and IO scheduler behind the filesystem holding path."""
+    st = path.stat()
+    node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    notes: dict[str, Any] = {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"}
+    if not node.exists():
+        notes["disk"] = None  # tmpfs, overlay, nbd-fuse ...: no block device
+        return notes
+    node = node.resolve()
+    disk = node.parent if (node / "partition").exists() else node
+    notes["disk"] = disk.name
+    notes["partition"] = node.name if disk != node else None
+    model = read_text(disk / "device" / "model")
+    driver = None
+    try:
+        driver = (disk / "device" / "driver").resolve().name
+    except OSError:
+        pass
+    if model is None and ((driver or "").startswith("virtio") or disk.name.startswith("vd")):
+        model = "virtio"
+    notes["model"] = model
+    notes["driver"] = driver
+    sched = read_text(disk / "queue" / "scheduler") or ""
+    chosen = re.search(r"\[(\S+)\]", sched)
+    notes["scheduler"] = chosen.group(1) if chosen else (sched or None)
+    notes["rotational"] = read_text(disk / "queue" / "rotational")
+    notes["nr_requests"] = read_text(disk / "queue" / "nr_requests")
+    return notes
+
+
+def machine_notes(s: Settings) -> dict[str, Any]:
+    cpuinfo = read_text("/proc/cpuinfo") or ""
+    models = [
+        ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")
+    ]
+    model = models[0] if models else platform.processor() or None
+    meminfo = read_text("/proc/meminfo") or ""
+    mem = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
+    os_name = re.search(r'PRETTY_NAME="?([^"\n]*)', read_text("/etc/os-release") or "")
+    findmnt = run_text(["findmnt", "-n", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS", "-T", str(SCRATCH)])
+    tm_version = run_text([s.tilemark, "--version"])
+    if tm_version is None:
+        python = Path(s.tilemark).parent / "python"
+        tm_version = run_text(
+            [
+                str(python if python.exists() else sys.executable),
+                "-c",
+                "import tilemark; print(tilemark.__version__)",
+            ]
+        )
+    return {
+        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "cpu_model": model,
+        "cpus": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "virtualized": " hypervisor" in cpuinfo,
+        "memory_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None,
+        "kernel": platform.release(),
+        "os": os_name.group(1) if os_name else None,
+        "fio_version": run_text([s.fio, "--version"]),
+        "tilemark_version": tm_version,
+        "python": platform.python_version(),
+        "filesystem": findmnt,
+        "block_device": block_device(SCRATCH if SCRATCH.exists() else WORK),
+        "clk_tck": CLK_TCK,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Summary: ratios per rep, min/median/max, budgets
+
+RATIO_METRICS = (
+    ("iops", lambda r: r.metrics.get("iops")),
+    ("mbps", lambda r: r.metrics.get("mbps")),
+    ("cpu_window", lambda r: r.cpu.get("window_us_per_io")),
+    ("cpu_whole", lambda r: r.cpu.get("whole_us_per_io")),
+    ("p50", lambda r: r.metrics.get("p50_us")),
+    ("p99", lambda r: r.metrics.get("p99_us")),
+    ("lat_mean", lambda r: r.metrics.get("lat_mean_us")),
+)
+ABS_METRICS = (
+    ("iops", lambda r: r.metrics.get("iops")),
+    ("mbps", lambda r: r.metrics.get("mbps")),
+    ("p50_us", lambda r: r.metrics.get("p50_us")),
+    ("p99_us", lambda r: r.metrics.get("p99_us")),
+    ("lat_mean_us", lambda r: r.metrics.get("lat_mean_us")),
+    ("cpu_window_us_per_io", lambda r: r.cpu.get("window_us_per_io")),
+    ("cpu_whole_us_per_io", lambda r: r.cpu.get("whole_us_per_io")),
+)
+
+
+def summarize(records: list[RunRecord]) -> list[dict[str, Any]]:
+    out = []
+    for case in CASES:
+        pairs: dict[int, dict[str, RunRecord]] = {}
+        for r in records:
+            if r.case == case.key:
+                pairs.setdefault(r.rep, {})[r.tool] = r
+        ratios: dict[str, list[float | None]] = {name: [] for name, _ in RATIO_METRICS}
+        absolute: dict[str, dict[str, list]] = {"tilemark": {}, "fio": {}}
+        errors = []
+        for rep in sorted(pairs):
+            tm, fio = pairs[rep].get("tilemark"), pairs[rep].get("fio")
+            for tool, r in (("tilemark", tm), ("fio", fio)):
+                if r and r.error:
+                    errors.append(f"rep {rep} {tool}: {r.error}")
+                for name, get in ABS_METRICS:
+                    value = get(r) if r and not r.error else None
+                    absolute[tool].setdefault(name, []).append(value)
+            for name, get in RATIO_METRICS:
+                ok = tm and fio and not tm.error and not fio.error
+                ratios[name].append(ratio(get(tm), get(fio)) if ok else None)
+        spread = {}
+        for name, values in ratios.items():
+            present = [v for v in values if v is not None]
+            spread[name] = (
+                {"min": min(present), "median": statistics.median(present), "max": max(present)}
+                if present
+                else None
+            )
+        budgets = []
+        for b in case.budgets:
+            med = spread[b.metric]["median"] if spread[b.metric] else None
+            budgets.append(
+                {"budget": b.label, "metric": b.metric, "median_ratio": med, "pass": b.check(med)}
+            )
+        out.append(
+            {
+                "case": case.key,
+                "title": case.title,
+                "ratios_per_rep": ratios,
+                "ratios": spread,
+                "median": {
+                    tool: {k: median_or_none(v) for k, v in m.items()}
+                    for tool, m in absolute.items()
+                },
+                "budgets": budgets,
+                "errors": errors,
+            }
+        )
+    return out
+
+
+def _fmt_ratio(spread: dict | None) -> str:
+    if not spread:
+        return "n/a"
+    return f"{spread['median']:.3f} ({spread['min']:.3f}–{spread['max']:.3f})"
+
+
+def _fmt_num(value: float | None, digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:,.{digits}f}"
+
+
+def _fmt_us(value: float | None) -> str:
+    # Null-backend latencies are fractions of a microsecond; device ones are tens or more.
+    return _fmt_num(value, 2 if value is not None and value < 10 else 1)
+
+
+LATENCY_NOTE = (
+    "p50/p99 compare tilemark's service time with fio's clat. fio's io_uring engine starts clat "
+    "after the submitting io_uring_enter() returns, so clat leaves out the submission system "
+    "call (fio's slat), while tilemark's service time includes it. The 'mean vs fio lat' column "
+    "compares tilemark's mean service time with fio's mean lat (slat + clat), which both start "
+    "before submission. Null-backend latencies are sub-microsecond bookkeeping, not meaningful."
+)
+
+
+def markdown_tables(summary: list[dict[str, Any]]) -> str:
+    lines = [
+        "### Ratios tilemark / fio — median (min–max) over repetitions",
+        "",
+        "| case | IOPS | CPU/IO window | CPU/IO whole-process | p50 (vs clat) | p99 (vs clat) "
+        "| mean (vs fio lat) | budgets |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary:
+        r = c["ratios"]
+        verdicts = (
+            "; ".join(f"{b['budget']}: **{'PASS' if b['pass'] else 'FAIL'}**" for b in c["budgets"])
+            or "— (no budget)"
+        )
+        lines.append(
+            f"| {c['title']} | {_fmt_ratio(r['iops'])} | {_fmt_ratio(r['cpu_window'])} | "
+            f"{_fmt_ratio(r['cpu_whole'])} | {_fmt_ratio(r['p50'])} | {_fmt_ratio(r['p99'])} | "
+            f"{_fmt_ratio(r['lat_mean'])} | {verdicts} |"
+        )
+    lines += [
+        "",
+        LATENCY_NOTE,
+        "",
+        "### Absolute figures — median over repetitions (tilemark / fio)",
+        "",
+        "| case | IOPS | MB/s | p50 µs (fio clat) | p99 µs (fio clat) | mean µs (fio lat) "
+        "| CPU µs/IO window | CPU µs/IO whole |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in summary:
+        tm, fio = c["median"]["tilemark"], c["median"]["fio"]
+
+        def pair(key: str, fmt: Callable[[float | None], str], tm=tm, fio=fio) -> str:
+            return f"{fmt(tm.get(key))} / {fmt(fio.get(key))}"
+
+        lines.append(
+            f"| {c['title']} | {pair('iops', partial(_fmt_num, digits=0))} | "
+            f"{pair('mbps', partial(_fmt_num, digits=1))} | {pair('p50_us', _fmt_us)} | "
+            f"{pair('p99_us', _fmt_us)} | {pair('lat_mean_us', _fmt_us)} | "
+            f"{pair('cpu_window_us_per_io', partial(_fmt_num, digits=2))} | "
+            f"{pair('cpu_whole_us_per_io', partial(_fmt_num, digits=2))} |"
+        )
+    errors = [e for c in summary for e in c["errors"]]
+    if errors:
+        lines += ["", "### Failed runs", ""] + [
+            f"- {c['title']}: {e}" for c in summary for e in c["errors"]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_report(doc: dict[str, Any], tables: str) -> str:
+    m, o, sc = doc["machine"], doc["options"], doc["scratch"]
+    bd = m["block_device"]
+    all_budgets = [b for c in doc["summary"] for b in c["budgets"]]
+    failed = [b for b in all_budgets if not b["pass"]]
+    verdict = (
+        "all budgets PASS"
+        if not failed
+        else f"{len(failed)} of {len(all_budgets)} budget checks FAIL"
+    )
+    return "\n".join(
+        [
+            f"# tilemark vs fio — {m['date'][:10]} on {m['hostname']}",
+            "",
+            f"Command: `{doc['command']}`  ",
+            f"Verdict: **{verdict}** (budgets judged on the median ratio).",
+            "",
+            "## Machine",
+            "",
+            f"- date: {m['date']}",
+            f"- CPU: {m['cpu_model']}, {m['cpus']} CPUs ({m['cpus_usable']} usable)"
+            f"{', virtual machine' if m['virtualized'] else ''}; memory {m['memory_gib']} GiB",
+            f"- kernel: {m['kernel']} ({m['os']})",
+            f"- fio: {m['fio_version']}; tilemark: {m['tilemark_version']}; Python {m['python']}",
+            f"- scratch file: `{sc['path']}`, data region offset {sc['region_offset']} length "
+            f"{sc['region_length']} ({sc['region_length'] / 2**30:g} GiB)",
+            f"- filesystem (findmnt TARGET SOURCE FSTYPE OPTIONS): `{m['filesystem']}`",
+            f"- device: {bd.get('disk')}"
+            f"{f' (partition {part})' if (part := bd.get('partition')) else ' (whole disk)'}, "
+            f"model {bd.get('model')}, driver {bd.get('driver')}, "
+            f"IO scheduler {bd.get('scheduler')}, rotational {bd.get('rotational')}",
+            "",
+            "## Settings",
+            "",
+            f"- {o['reps']} repetitions, {o['duration']:g} s measured after {o['warmup']:g} s "
+            f"warm-up, one job / one thread per tool, tools alternating (first tool flips per case "
+            f"and per repetition)",
+            "- CPU/IO window: process-tree CPU over the measurement phase minus 0.5 s at each end, "
+            "per IO; whole-process: wait4 rusage over the tool's measured IOs (includes startup, "
+            "warm-up, teardown, and for tilemark the Python interpreter). See bench/README.md.",
+            "- latency: tilemark service time vs fio clat (p50, p99) and vs fio lat (mean); "
+            "mixed case: reads.",
+            "",
+            "## Results",
+            "",
+            tables,
+        ]
+    )
+
+
+def print_progress(record: RunRecord) -> None:
+    if record.error:
+        print(f"    {record.tool:8s} FAILED: {record.error}", flush=True)
+        return
+    m, c = record.metrics, record.cpu
+    win = c.get("window_us_per_io")
+    print(
+        f"    {record.tool:8s} {m['iops']:>12,.0f} IOPS {m['mbps']:>9,.1f} MB/s "
+        f"p50 {_fmt_num(m.get('p50_us'), 1):>8} us p99 {_fmt_num(m.get('p99_us'), 1):>8} us "
+        f"CPU/IO window {_fmt_num(win, 2)} us, whole {_fmt_num(c.get('whole_us_per_io'), 2)} us",
+        flush=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description="tilemark vs fio side by side on one scratch file (see bench/README.md)."
+    )
+    p.add_argument(
+        "--size",
+        type=parse_size,
+        default=parse_size("2g"),
+        help="scratch data size, e.g. 2g (default 2g)",
+    )
+    p.add_argument("--reps", type=int, default=3, help="repetitions of every case (default 3)")
+    p.add_argument(
+        "--duration",
+        type=positive_float,
+        default=10.0,
+        help="measured seconds per run (default 10)",
+    )
+    p.add_argument(
+        "--warmup", type=positive_float, default=2.0, help="warm-up seconds per run (default 2)"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="try-out settings: 2 reps, 4 s measured + 1 s warm-up"
+    )
+    p.add_argument(
+        "--cases",
+        default=None,
+        help="comma-separated subset of case keys: " + ",".join(c.key for c in CASES),
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep an existing, completely filled scratch file of the same size",
+    )
+    p.add_argument("--fio", default=DEFAULT_FIO, help=f"fio binary (default {DEFAULT_FIO})")
+    p.add_argument(
+        "--tilemark",
+        default=None,
+        help="tilemark CLI (default: next to this Python, else .venv/bin/tilemark)",
+    )
+    p.add_argument(
+        "--render",
+        type=Path,
+        metavar="RESULTS.json",
+        help="only rewrite the .md next to an existing results .json (no runs)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS_DIR,
+        help="directory for the results files (default bench/results)",
+    )
+    args = p.parse_args(argv)
+    if args.quick:
+        args.reps, args.duration, args.warmup = 2, 4.0, 1.0
+    if args.reps < 1:
+        p.error("--reps must be at least 1")
+    if args.duration <= 2 * WINDOW_MARGIN_S + 2 * SAMPLE_INTERVAL_S:
+        p.error("--duration must exceed 1.2 s so that a CPU window remains")
+    return args
+
+
+def find_tilemark(explicit: str | None) -> str:
+    candidates = (
+        [explicit]
+        if explicit
+        else [
+            str(Path(sys.executable).parent / "tilemark"),
+            str(REPO / ".venv" / "bin" / "tilemark"),
+        ]
+    )
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return c
+    raise SetupError(f"tilemark CLI not found (tried {', '.join(candidates)}); run `make build`")
+
+
+def check_fio(fio: str) -> None:
+    if not (Path(fio).is_file() and os.access(fio, os.X_OK)) and not shutil.which(fio):
+        raise SetupError(
+            f"fio not found at {fio}; install Debian's fio (`make system-deps` or "
+            f"`apt-get install fio`) or pass --fio PATH"
+        )
+
+
+def check_tilemark(s: Settings) -> None:
+    probe = subprocess.run([s.tilemark, "run", "--help"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        tail = " | ".join((probe.stderr or probe.stdout).strip().splitlines()[-2:])
+        raise SetupError(f"`{s.tilemark} run --help` fails, the CLI is not usable: {tail}")
+
+
+def region_mismatch(record: RunRecord, case: Case, s: Settings) -> str | None:
+    """Why tilemark's plan did not do the same job as fio, or None when it did."""
+    region = record.plan_region
+    if record.tool != "tilemark" or record.error or region is None:
+        return None
+    if case.null:
+        return None
+    align = parse_size(case.bs)
+    if (region["offset"], region["length"]) != (s.region_offset, s.region_length):
+        return (
+            f"tilemark used bytes {region['offset']}+{region['length']}, fio "
+            f"{s.region_offset}+{s.region_length}: not the same region"
+        )
+    if region["align"] != align or region["direct"] is not True:
+        return f"tilemark's plan has align {region['align']}, direct {region['direct']}"
+    return None
+
+
+def render(json_path: Path) -> int:
+    """Rewrite the .md of a results .json, e.g. after the report layout changed."""
+    doc = json.loads(json_path.read_text())
+    md_path = json_path.with_suffix(".md")
+    md_path.write_text(markdown_report(doc, markdown_tables(doc["summary"])))
+    print(f"wrote {rel(md_path.resolve())}")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.render:
+        return render(args.render)
+    cases = CASES
+    if args.cases:
+        wanted = {k.strip() for k in args.cases.split(",")}
+        unknown = wanted - {c.key for c in CASES}
+        if unknown:
+            print(f"vs_fio: unknown case(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+            return EXIT_SETUP
+        cases = tuple(c for c in CASES if c.key in wanted)
+    try:
+        check_fio(args.fio)
+        s = Settings(
+            tilemark=find_tilemark(args.tilemark),
+            fio=args.fio,
+            size=args.size,
+            duration=args.duration,
+            warmup=args.warmup,
+            reps=args.reps,
+        )
+        check_tilemark(s)
+        scratch = prepare_scratch(s, args.reuse)
+    except SetupError as exc:
+        print(f"vs_fio: {exc}.", file=sys.stderr)
+        return EXIT_SETUP
+    machine = machine_notes(s)
+    command = shlex.join([rel(Path(sys.executable)), rel(Path(__file__).resolve()), *sys.argv[1:]])
+
+    records: list[RunRecord] = []
+    for rep in range(s.reps):
+        for i, case in enumerate(cases):
+            order = ("tilemark", "fio") if (rep + i) % 2 == 0 else ("fio", "tilemark")
+            print(f"rep {rep + 1}/{s.reps} {case.title} ({order[0]} first)", flush=True)
+            for position, tool in enumerate(order):
+                record = measure(tool, case, rep, position, s)
+                records.append(record)
+                mismatch = region_mismatch(record, case, s)
+                if mismatch:
+                    record.error = mismatch
+                print_progress(record)
+
+    summary = [c for c in summarize(records) if c["case"] in {x.key for x in cases}]
+    tables = markdown_tables(summary)
+    doc = {
+        "schema": SCHEMA,
+        "command": command,
+        "options": {
+            "size": s.size,
+            "reps": s.reps,
+            "duration": s.duration,
+            "warmup": s.warmup,
+            "cases": [c.key for c in cases],
+            "sample_interval_s": SAMPLE_INTERVAL_S,
+            "window_margin_s": WINDOW_MARGIN_S,
+        },
+        "machine": machine,
+        "scratch": scratch,
+        "cases": [
+            {
+                "key": c.key,
+                "title": c.title,
+                "rw": c.rw,
+                "bs": c.bs,
+                "qd": c.qd,
+                "read_pct": c.read_pct,
+                "null": c.null,
+                "budgets": [b.label for b in c.budgets],
+                "fio_cmd": fio_cmd(c, s),
+                "tilemark_cmd_template": tilemark_cmd(c, s, "<random seed per run>"),
+            }
+            for c in cases
+        ],
+        "runs": [vars(r) for r in records],
+        "summary": summary,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = f"{datetime.now().strftime('%Y-%m-%d')}-{socket.gethostname()}"
+    json_path, md_path = args.out / f"{stem}.json", args.out / f"{stem}.md"
+    json_path.write_text(json.dumps(doc, indent=1) + "\n")
+    md_path.write_text(markdown_report(doc, tables))
+    print()
+    print(tables)
+    print(f"results: {rel(json_path)}, {rel(md_path)}")
+    ok = all(b["pass"] for c in summary for b in c["budgets"]) and not any(r.error for r in records)
+    return EXIT_OK if ok else EXIT_BUDGET_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
