@@ -124,13 +124,64 @@ impl Engine {
                 dsync_idx[spec.target],
             ));
         }
-        let mut workers = Vec::with_capacity(nthreads);
+        // Each thread sets up its own backend (an io_uring ring belongs to the thread that
+        // submits to it), reports whether that worked, then waits for the common clock.
+        let (tx, rx) = channel();
+        let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::with_capacity(nthreads);
+        let mut setups = Vec::with_capacity(nthreads);
+        let mut gos = Vec::with_capacity(nthreads);
         for (id, streams) in per_thread.into_iter().enumerate() {
             // In-flight bound: every stream's cap plus one fsync each.
             let max_inflight: usize = streams.iter().map(|s| s.qd as usize + 1).sum();
-            let backend = open_backend(plan.backend, &raw, max_inflight)
-                .map_err(|e| EngineError::io(format!("{:?} backend", plan.backend), e))?;
-            workers.push(Worker::new(id, streams, backend));
+            let (setup_tx, setup_rx) = channel::<std::result::Result<(), String>>();
+            let (go_tx, go_rx) = channel::<Option<RunClock>>();
+            let raw = raw.clone();
+            let kind = plan.backend;
+            let tx = tx.clone();
+            let guard = FinishGuard(finished.clone());
+            let handle = std::thread::Builder::new()
+                .name("tilemark-engine".into())
+                .spawn(move || {
+                    let _guard = guard;
+                    let backend = match open_backend(kind, &raw, max_inflight) {
+                        Ok(b) => {
+                            let _ = setup_tx.send(Ok(()));
+                            b
+                        }
+                        Err(e) => {
+                            let msg = format!("{kind:?} backend: {e}");
+                            let _ = setup_tx.send(Err(msg.clone()));
+                            return Err(EngineError::Thread(msg));
+                        }
+                    };
+                    match go_rx.recv() {
+                        Ok(Some(clock)) => Worker::new(id, streams, backend).run(clock, tx),
+                        _ => Err(EngineError::Thread("engine start cancelled".into())),
+                    }
+                })
+                .map_err(|e| EngineError::io("spawning engine thread", e))?;
+            threads.push(handle);
+            setups.push(setup_rx);
+            gos.push(go_tx);
+        }
+        let failures: Vec<String> = setups
+            .iter()
+            .filter_map(|rx| match rx.recv() {
+                Ok(Ok(())) => None,
+                Ok(Err(msg)) => Some(msg),
+                Err(_) => Some("an engine thread exited during setup".into()),
+            })
+            .collect();
+        if !failures.is_empty() {
+            for go in &gos {
+                let _ = go.send(None);
+            }
+            for h in threads {
+                let _ = h.join();
+            }
+            return Err(EngineError::Thread(failures.join("; ")));
         }
 
         // Start time: absolute (for multi-host runs) or now.
@@ -147,25 +198,11 @@ impl Engine {
             warmup_ns,
             end_ns: plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
             interval_ns: plan.interval_ms * 1_000_000,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: stop.clone(),
         };
-        let (tx, rx) = channel();
-        let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let threads = workers
-            .into_iter()
-            .map(|w| {
-                let clock = clock.clone();
-                let tx = tx.clone();
-                let guard = FinishGuard(finished.clone());
-                std::thread::Builder::new()
-                    .name("tilemark-engine".into())
-                    .spawn(move || {
-                        let _guard = guard;
-                        w.run(clock, tx)
-                    })
-                    .map_err(|e| EngineError::io("spawning engine thread", e))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        for go in &gos {
+            let _ = go.send(Some(clock.clone()));
+        }
         Ok(Engine {
             aggregator: Aggregator::new(nthreads, plan.streams.len()),
             plan,
@@ -174,7 +211,7 @@ impl Engine {
             rx,
             threads,
             control: Control {
-                stop: clock.stop.clone(),
+                stop,
                 finished,
                 nthreads,
             },
