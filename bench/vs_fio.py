@@ -126,6 +126,7 @@ class Case:
     read_pct: int = 100
     null: bool = False
     budgets: tuple[Budget, ...] = ()
+    poll_us: int = 0  # tilemark --poll-us (fio runs its default either way)
 
 
 CASES = (
@@ -133,6 +134,8 @@ CASES = (
          budgets=(IOPS_BUDGET, CPU_BUDGET, P50_BUDGET)),
     Case("rr4k-qd32", "4 KiB random read, QD32", "randread", "4k", 32,
          budgets=(IOPS_BUDGET, CPU_BUDGET)),
+    Case("rr4k-qd32-poll", "4 KiB random read, QD32, tilemark --poll-us 20", "randread", "4k",
+         32, poll_us=20),
     Case("seq128k-qd8", "128 KiB sequential read, QD8", "read", "128k", 8),
     Case("mix8k-qd16", "8 KiB random 70/30 read/write, QD16", "randrw", "8k", 16, read_pct=70),
     Case("null-qd1", "null backend, 4 KiB random read, QD1", "randread", "4k", 1, null=True,
@@ -333,6 +336,8 @@ def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
     ]  # fmt: skip
     if case.rw == "randrw":
         cmd += ["--read", str(case.read_pct)]
+    if case.poll_us:
+        cmd += ["--poll-us", str(case.poll_us)]
     return cmd
 
 

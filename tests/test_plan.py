@@ -59,6 +59,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
         "start_at_ns": None,
         "warmup_ms": 0,
         "duration_ms": 60000,
+        "poll_us": 0,
         "targets": [{"path": "/data/tm.dat", "offset": 4096, "length": GIB, "direct": True}],
         "streams": [
             {

@@ -99,6 +99,7 @@ RUN_KEYS = (
     "threads",
     "direct",
     "seed",
+    "poll_us",
 )
 TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream")
 _NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
@@ -159,6 +160,7 @@ class Workload:
     direct: bool
     seed: int
     streams: list[StreamSpec]
+    poll_us: int = 0  # uring: spin this long for completions before sleeping
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -433,7 +435,7 @@ def parse_workload(
     """
 
     def run_label(key: str) -> str:
-        return "--" + key if key in flag_keys else key
+        return "--" + key.replace("_", "-") if key in flag_keys else key
 
     _check_keys(doc, TOP_LEVEL_KEYS, "workload" if source == "flags" else source)
     defaults = _check_keys(doc.get("defaults", {}), STREAM_KEYS, "[defaults]")
@@ -489,6 +491,9 @@ def parse_workload(
         threads = _parse_int(doc["threads"], run_label("threads"), 1, MAX_THREADS)
     direct = _parse_bool(doc["direct"], run_label("direct")) if "direct" in doc else True
     seed = _parse_seed(doc["seed"], run_label("seed")) if "seed" in doc else DEFAULT_SEED
+    poll_us = (
+        _parse_int(doc["poll_us"], run_label("poll_us"), 0, 1_000_000) if "poll_us" in doc else 0
+    )
     name = doc.get("name", Path(source).stem if source not in ("flags", "default") else source)
     if not (isinstance(name, str) and _NAME_RE.fullmatch(name)):
         raise UsageError(
@@ -514,6 +519,7 @@ def parse_workload(
         direct=direct,
         seed=seed,
         streams=streams,
+        poll_us=poll_us,
     )
 
 
@@ -667,6 +673,7 @@ def compile_plan(workload: Workload, target: TargetInfo) -> dict[str, Any]:
         "start_at_ns": None,
         "warmup_ms": round(workload.warmup_s * 1000),
         "duration_ms": round(workload.duration_s * 1000),
+        "poll_us": workload.poll_us,
         "targets": [{**target.plan_target(), "direct": workload.direct}],
         "streams": streams,
     }

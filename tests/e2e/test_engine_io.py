@@ -172,3 +172,12 @@ def test_bad_plan_raises_engine_error_naming_the_field(data_file):
         engine.start(
             plan(data_file, [stream()], targets=[{"path": "/nonexistent/x", "length": 16 * MiB}])
         )
+
+
+def test_polling_mode_completes_the_same_work(data_file):
+    s = stream("polled", qd=8, io_limit=2000 * 4096)
+    _, result = run(plan(data_file, [s], duration_ms=30_000, poll_us=20))
+    r = result["streams"][0]["read"]
+    assert r["ops"] == 2000 and r["errors"] == {}
+    with pytest.raises(engine.EngineError, match="poll_us must be 0..1000000"):
+        engine.start(plan(data_file, [s], poll_us=5_000_000))

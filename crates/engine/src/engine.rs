@@ -139,13 +139,14 @@ impl Engine {
             let (go_tx, go_rx) = channel::<Option<RunClock>>();
             let raw = raw.clone();
             let kind = plan.backend;
+            let poll = Duration::from_micros(plan.poll_us);
             let tx = tx.clone();
             let guard = FinishGuard(finished.clone());
             let handle = std::thread::Builder::new()
                 .name("tilemark-engine".into())
                 .spawn(move || {
                     let _guard = guard;
-                    let backend = match open_backend(kind, &raw, max_inflight) {
+                    let backend = match open_backend(kind, &raw, max_inflight, poll) {
                         Ok(b) => {
                             let _ = setup_tx.send(Ok(()));
                             b

@@ -29,6 +29,9 @@ pub struct Plan {
     pub warmup_ms: u64,
     #[serde(default)]
     pub duration_ms: Option<u64>,
+    /// uring: spin up to this many microseconds for completions before sleeping.
+    #[serde(default)]
+    pub poll_us: u64,
     pub targets: Vec<Target>,
     pub streams: Vec<StreamSpec>,
 }
@@ -185,6 +188,9 @@ impl Plan {
         }
         if self.duration_ms == Some(0) {
             return bad("duration_ms must be > 0 (or null to run until stopped)".into());
+        }
+        if self.poll_us > 1_000_000 {
+            return bad(format!("poll_us must be 0..1000000, got {}", self.poll_us));
         }
         if self.streams.is_empty() {
             return bad("plan has no streams".into());

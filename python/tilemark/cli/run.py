@@ -294,6 +294,15 @@ def run(
     buffered: Annotated[
         bool, typer.Option("--buffered", help="Use the page cache (no O_DIRECT).")
     ] = False,
+    poll_us: Annotated[
+        str | None,
+        typer.Option(
+            "--poll-us",
+            metavar="US",
+            help="uring: spin up to US microseconds for completions before sleeping; more IOPS "
+            "and lower latency on fast devices for more CPU (default 0).",
+        ),
+    ] = None,
     seed: Annotated[
         str | None,
         typer.Option(
@@ -420,6 +429,7 @@ def run(
         "backend": backend,
         "threads": threads,
         "seed": seed,
+        "poll_us": poll_us,
     }
     run_flags: dict[str, Any] = {key: value for key, value in given.items() if value is not None}
     if buffered:

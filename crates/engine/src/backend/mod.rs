@@ -55,13 +55,15 @@ pub trait Backend: Send {
 }
 
 /// Open a backend serving the given files, sized for `max_inflight` concurrent requests.
+/// `poll` is how long the uring backend may spin for completions before sleeping.
 pub fn open_backend(
     kind: BackendKind,
     files: &[RawFd],
     max_inflight: usize,
+    poll: Duration,
 ) -> io::Result<Box<dyn Backend>> {
     Ok(match kind {
-        BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight)?),
+        BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight, poll)?),
         BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)),
         BackendKind::Null => Box::new(null::NullBackend::default()),
     })

@@ -5,7 +5,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::{opcode, squeue, types, IoUring};
 
@@ -16,13 +16,15 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 
 pub struct UringBackend {
     ring: IoUring,
+    /// Spin this long for completions before sleeping (0 = never spin).
+    poll: Duration,
 }
 
 impl UringBackend {
     /// Set up a ring. Must be called on the thread that will use it: the ring is created
     /// single-issuer with deferred task work (as fio does), so completion work runs only when
     /// this thread asks for events, not as interrupts to whatever it is doing.
-    pub fn new(files: &[RawFd], max_inflight: usize) -> io::Result<Self> {
+    pub fn new(files: &[RawFd], max_inflight: usize, poll: Duration) -> io::Result<Self> {
         let entries = (max_inflight.max(8) as u32).next_power_of_two().min(4096);
         // Completions may exceed the SQ size when many streams are open loop; let the kernel
         // keep overflowed CQEs rather than drop them (NODROP is default since 5.5).
@@ -43,7 +45,7 @@ impl UringBackend {
         if !files.is_empty() {
             ring.submitter().register_files(files)?;
         }
-        Ok(UringBackend { ring })
+        Ok(UringBackend { ring, poll })
     }
 
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
@@ -81,33 +83,65 @@ impl Backend for UringBackend {
         min_complete: usize,
         timeout: Duration,
     ) -> io::Result<()> {
-        let ready = self.ring.completion().len();
+        // Submit, and run deferred completion work without waiting: often enough has completed
+        // already and the thread need not sleep (a wake-up from idle costs tens of
+        // microseconds in a VM).
         let pending = self.ring.submission().len() as u32;
-        let submitter = self.ring.submitter();
-        let res = if min_complete == 0 || ready >= min_complete || timeout.is_zero() {
-            // Submit and collect whatever has completed, without waiting. GETEVENTS makes the
-            // kernel run deferred completion work first.
-            // SAFETY: no argument is passed; the SQ tail was published when the submission
-            // queue handle used by `push` was dropped.
-            unsafe { submitter.enter::<libc::sigset_t>(pending, 0, IORING_ENTER_GETEVENTS, None) }
-        } else {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            submitter.submit_with_args(min_complete, &args)
-        };
-        match res {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                ) => {}
-            Err(e) => return Err(e),
+        // SAFETY: no argument is passed; the SQ tail was published when the submission queue
+        // handle used by `push` was dropped.
+        let res = unsafe { self.enter(pending, 0) };
+        ok_or_interrupted(res)?;
+        if min_complete > 0 && self.ring.completion().len() < min_complete && !timeout.is_zero() {
+            // Optional polling: keep asking for completions for up to `poll` before sleeping.
+            // Trades CPU for latency on fast devices (--poll-us).
+            if !self.poll.is_zero() {
+                let started = Instant::now();
+                while self.ring.completion().len() < min_complete && started.elapsed() < self.poll {
+                    // SAFETY: as above; nothing new to submit.
+                    ok_or_interrupted(unsafe { self.enter(0, 0) })?;
+                }
+            }
+            if self.ring.completion().len() < min_complete {
+                let ts = types::Timespec::from(timeout);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                ok_or_interrupted(self.ring.submitter().submit_with_args(min_complete, &args))?;
+            }
         }
         out.extend(self.ring.completion().map(|cqe| Completion {
             user_data: cqe.user_data(),
             result: cqe.result(),
         }));
         Ok(())
+    }
+}
+
+impl UringBackend {
+    /// io_uring_enter with GETEVENTS, so deferred completion work runs.
+    ///
+    /// # Safety
+    /// The submission queue's published entries must reference live buffers.
+    unsafe fn enter(&self, to_submit: u32, min_complete: u32) -> io::Result<usize> {
+        self.ring.submitter().enter::<libc::sigset_t>(
+            to_submit,
+            min_complete,
+            IORING_ENTER_GETEVENTS,
+            None,
+        )
+    }
+}
+
+/// Timeouts and interruptions of a wait are not errors: the loop just goes round again.
+fn ok_or_interrupted(res: io::Result<usize>) -> io::Result<()> {
+    match res {
+        Ok(_) => Ok(()),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
     }
 }
