@@ -38,7 +38,7 @@ BUILTIN = sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 APPLICATIONS = ("mail", "oltp", "dss", "web", "backup")
 IOMETER = ("database", "fileserver", "streaming-read", "streaming-write", "workstation")
 # Keys of a profile's [[stream]] that compile_tiles derives or drops instead of copying.
-DERIVED = {"name", "region", "copies", "transactional", "rate", "rate_bytes", "qd"}
+DERIVED = {"name", "region", "copies", "rate", "rate_bytes", "qd"}
 
 
 def one_app_tile(name: str, overrides: dict | None = None) -> TileSpec:

@@ -25,6 +25,7 @@ from typing import Any
 from tilemark.analysis import expr
 from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
+from tilemark.plan import STREAM_KEYS, parse_workload
 from tilemark.units import MIB, format_size
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
@@ -33,24 +34,10 @@ DEFAULT_TILE = ("mail", "oltp", "dss", "web", "backup")
 UNIT = MIB
 
 PROFILE_KEYS = ("name", "description", "kind", "capacity_weight", "metric", "metric_unit")
-APP_STREAM_KEYS = (
-    "name",
-    "region",
-    "copies",
-    "transactional",
-    "rw",
-    "read",
-    "bs",
-    "pattern",
-    "random",
-    "qd",
-    "rate",
-    "rate_bytes",
-    "arrival",
-    "burst",
-    "sync",
-    "align",
-    "compress",
+# A profile stream takes the workload stream keys, except where it is placed (the layout
+# decides offset and length) and its seed (derived per run), plus profile-only keys.
+APP_STREAM_KEYS = ("name", "region", "copies") + tuple(
+    k for k in STREAM_KEYS if k not in ("name", "offset", "length", "seed")
 )
 QOS_KEYS = ("stream", "streams", "op", "stat", "max_ms", "min_fraction", "per_interval")
 KINDS = ("application", "workload")
@@ -276,8 +263,6 @@ def _check_metric(profile: Profile) -> None:
 def _check_streams(profile: Profile) -> None:
     """Validate every stream's workload keys (rw, bs, pattern, ...) with the workload parser,
     so a bad one names the profile file."""
-    from tilemark.plan import parse_workload
-
     rates = profile.rates()
     tables = []
     for s in profile.streams:
@@ -327,7 +312,7 @@ def _app_stream(t: Any, index: int, where: str) -> AppStream:
     table = {
         k: v
         for k, v in t.items()
-        if k not in ("name", "region", "copies", "transactional", "rate", "rate_bytes", "qd")
+        if k not in ("name", "region", "copies", "rate", "rate_bytes", "qd")
     }
     return AppStream(
         name=name,
