@@ -7,7 +7,10 @@ import sys
 import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 
+from tilemark.cli.compare import compare
+from tilemark.cli.export import export
 from tilemark.cli.profiles import profiles_app
+from tilemark.cli.report import report
 from tilemark.cli.run import run
 from tilemark.cli.runs import runs
 from tilemark.cli.tiles import scale
@@ -30,6 +33,9 @@ app = typer.Typer(
 app.command("run", no_args_is_help=True)(run)
 app.command("runs")(runs)
 app.command("scale", no_args_is_help=True)(scale)
+app.command("report", no_args_is_help=True)(report)
+app.command("compare", no_args_is_help=True)(compare)
+app.command("export", no_args_is_help=True)(export)
 app.add_typer(profiles_app, name="profiles")
 
 

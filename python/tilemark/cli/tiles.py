@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from tilemark import __version__, targets
@@ -386,6 +387,10 @@ def scale(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print only the study summary as JSON on stdout.")
     ] = False,
+    write_report: Annotated[
+        bool,
+        typer.Option("--report/--no-report", help="Write report.html in the study directory."),
+    ] = True,
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
@@ -454,8 +459,27 @@ def scale(
         out.print(line, markup=False)
     out.print(_headline(doc), markup=False)
     out.print(f"study: {record.path}", markup=False)
+    if write_report and doc["steps"]:
+        _write_report(record.path, results, err, out)
     if status:
         raise typer.Exit(status)
+
+
+def _write_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:
+    """The study's HTML report; a failure here never loses the study, which is already saved."""
+    from tilemark.report import REPORT_FILE, HtmlExporter, build_report
+    from tilemark.report.data import load_source
+
+    try:
+        doc = build_report(load_source(str(study_dir), results))
+        (path,) = HtmlExporter().export(doc, study_dir / REPORT_FILE)
+    except Exception as e:  # the report is a view of stored data; say why and carry on
+        err.print(
+            f"note: the report could not be written ({e}); try `tilemark report {study_dir}`",
+            markup=False,
+        )
+        return
+    out.print(f"report: {path}", markup=False)
 
 
 class _StudyRecord:

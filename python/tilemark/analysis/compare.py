@@ -1,0 +1,343 @@
+"""Comparing runs (or scaling studies) of the same workload, normalized to a baseline.
+
+Runs are comparable when they ran the same workload: the same streams with the same op mix,
+sizes, access pattern, queue depth, arrival and rate, sync mode and compressibility. Where
+they ran (device, filesystem, kernel, host, backend) may and usually does differ: that is
+what a comparison is for, and it is listed, never refused.
+
+Percentiles come from merged histograms; % change = (value / baseline - 1) * 100.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilemark.errors import UsageError
+from tilemark.hist import Histogram
+from tilemark.units import format_size
+
+HIGHER = "higher"
+LOWER = "lower"
+
+# Plan stream fields that define a workload, and how a user calls them.
+WORKLOAD_FIELDS = {
+    "read_pct": "read %",
+    "sizes": "block sizes",
+    "pattern": "access pattern",
+    "random_pct": "random %",
+    "qd": "queue depth",
+    "arrival.kind": "arrival",
+    "arrival.dist": "arrival distribution",
+    "arrival.rate_iops": "rates",
+    "arrival.rate_bps": "rates",
+    "burst": "burst",
+    "sync": "sync mode",
+    "compress_pct": "compressibility",
+}
+
+
+@dataclass
+class Metric:
+    """One compared quantity: its value in every run, normalized to the baseline's."""
+
+    name: str
+    unit: str
+    better: str  # HIGHER or LOWER
+    values: list[float | None]
+    scope: str = "total"  # "total", an application, or "N tiles"
+    normalized: list[float | None] = field(default_factory=list)
+    change_pct: list[float | None] = field(default_factory=list)
+
+    def normalize(self, baseline: int) -> None:
+        base = self.values[baseline]
+        self.normalized = []
+        self.change_pct = []
+        for v in self.values:
+            if v is None or base is None or base == 0:
+                self.normalized.append(None)
+                self.change_pct.append(None)
+            else:
+                self.normalized.append(v / base)
+                self.change_pct.append((v / base - 1.0) * 100.0)
+
+    def to_json(self, names: list[str]) -> dict[str, Any]:
+        return {
+            "metric": self.name,
+            "scope": self.scope,
+            "unit": self.unit,
+            "better": self.better,
+            "runs": [
+                {"id": n, "value": v, "normalized": r, "change_pct": c}
+                for n, v, r, c in zip(
+                    names, self.values, self.normalized, self.change_pct, strict=True
+                )
+            ],
+        }
+
+
+@dataclass
+class Comparison:
+    """Aligned runs or studies, the baseline, metrics and the setting differences."""
+
+    kind: str  # "runs" or "studies"
+    names: list[str]
+    baseline: int
+    sources: list[Any]
+    metrics: list[Metric]
+    differences: list[tuple[str, list[str]]]
+    workload: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "workload": self.workload,
+            "baseline": self.names[self.baseline],
+            "ids": self.names,
+            "metrics": [m.to_json(self.names) for m in self.metrics],
+            "differences": [{"field": f, "values": v} for f, v in self.differences],
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# comparability
+
+
+def _get(d: dict, dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = (d or {}).get(part) if isinstance(d, dict) else None
+    return d
+
+
+def _show(key: str, value: Any) -> str:
+    if value is None:
+        return "none"
+    if key == "sizes":
+        return "+".join(format_size(s) for s, _ in value)
+    if key in ("pattern", "sync") and isinstance(value, dict):
+        return ":".join(str(v) for v in value.values())
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def workload_differences(a: dict, b: dict) -> list[str]:
+    """How plan `b` runs a different workload from plan `a`, in user terms ([] if none)."""
+    sa = {s["name"]: s for s in a.get("streams", [])}
+    sb = {s["name"]: s for s in b.get("streams", [])}
+    diffs: list[str] = []
+    pairs = [(n, sa[n], sb[n]) for n in sa if n in sb]
+    if list(sa) != list(sb):
+        only_a = [n for n in sa if n not in sb]
+        only_b = [n for n in sb if n not in sa]
+        text = "stream names"
+        if only_a or only_b:
+            shown = ", ".join(only_a[:3]) or "none"
+            shown_b = ", ".join(only_b[:3]) or "none"
+            text += f" (only in the first: {shown}; only in the second: {shown_b})"
+        diffs.append(text)
+        if len(sa) == len(sb):  # renamed streams: still say how they differ, by position
+            pairs = [
+                (f"{x['name']}/{y['name']}", x, y)
+                for x, y in zip(sa.values(), sb.values(), strict=True)
+            ]
+    for name, x, y in pairs:
+        seen: set[str] = set()
+        for key, label in WORKLOAD_FIELDS.items():
+            va, vb = _get(x, key), _get(y, key)
+            if va != vb and label not in seen:
+                seen.add(label)
+                diffs.append(f"{label} ({name}: {_show(key, va)} vs {_show(key, vb)})")
+    return diffs
+
+
+def _check_comparable(plans: list[tuple[str, dict]]) -> None:
+    (base_id, base), *others = plans
+    for other_id, plan in others:
+        diffs = workload_differences(base, plan)
+        if diffs:
+            shown = "; ".join(diffs[:6]) + (
+                f"; and {len(diffs) - 6} more" if len(diffs) > 6 else ""
+            )
+            raise UsageError(
+                f"runs {base_id} and {other_id} ran different workloads and cannot be compared: "
+                f"{shown}."
+            )
+
+
+def _tile_definition(doc: dict) -> dict[str, Any]:
+    return {
+        a["app"]: {"profile": a.get("profile"), "scale": a.get("scale"), "qos": a.get("qos")}
+        for a in (doc.get("tile") or {}).get("applications", [])
+    }
+
+
+def _check_studies(studies: list[tuple[str, dict]]) -> None:
+    (base_id, base), *others = studies
+    tile_a = _tile_definition(base)
+    for other_id, doc in others:
+        tile_b = _tile_definition(doc)
+        diffs = []
+        if list(tile_a) != list(tile_b):
+            diffs.append(f"applications ({', '.join(tile_a)} vs {', '.join(tile_b)})")
+        for app in (x for x in tile_a if x in tile_b):
+            for part in ("profile", "scale", "qos"):
+                if tile_a[app][part] != tile_b[app][part]:
+                    diffs.append(f"{app} {part}")
+        if diffs:
+            raise UsageError(
+                f"studies {base_id} and {other_id} ran different tiles and cannot be compared: "
+                f"{'; '.join(diffs[:6])}."
+            )
+
+
+# ---------------------------------------------------------------------------------------------
+# metrics
+
+
+def _merged(doc: dict, op: str) -> Histogram:
+    out = Histogram()
+    for s in (doc.get("result") or {}).get("streams", []):
+        o = s.get(op)
+        if o:
+            out.merge(Histogram.from_json(o.get("response") or o.get("service")))
+    return out
+
+
+def run_values(doc: dict) -> dict[tuple[str, str], tuple[float | None, str, str]]:
+    """(metric, scope) -> (value, unit, better) of one run."""
+    summary = doc.get("summary") or {}
+    total = summary.get("total") or {}
+    out: dict[tuple[str, str], tuple[float | None, str, str]] = {}
+    apps = summary.get("applications")
+    if apps is not None:
+        out[("score", "total")] = (apps.get("score"), "", HIGHER)
+    out[("IOPS", "total")] = (total.get("iops"), "IOPS", HIGHER)
+    out[("MB/s", "total")] = (total.get("mbps"), "MB/s", HIGHER)
+    for op in ("read", "write"):
+        h = _merged(doc, op)
+        if h.n:
+            out[(f"{op} latency mean", "total")] = (h.mean() / 1e6, "ms", LOWER)
+            out[(f"{op} latency p99", "total")] = (h.percentile(99.0) / 1e6, "ms", LOWER)
+    if apps is not None:
+        for a in apps.get("applications", []):
+            out[(a["app"], a["app"])] = (a["metric_total"], a["metric_unit"], HIGHER)
+    return out
+
+
+def _metrics(per_source: list[dict], scope_suffix: str = "") -> list[Metric]:
+    keys: list[tuple[str, str]] = []
+    for values in per_source:
+        for k in values:
+            if k not in keys:
+                keys.append(k)
+    metrics = []
+    for name, scope in keys:
+        unit, better = next(
+            (v[(name, scope)][1:] for v in per_source if (name, scope) in v), ("", HIGHER)
+        )
+        metrics.append(
+            Metric(
+                name=name,
+                unit=unit,
+                better=better,
+                values=[v.get((name, scope), (None,))[0] for v in per_source],
+                scope=scope + scope_suffix if scope_suffix else scope,
+            )
+        )
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# environment differences (shown, never refused)
+
+
+def environment_fields(doc: dict) -> dict[str, str]:
+    """Where and how a run ran, flattened for a side-by-side table."""
+    env = doc.get("environment") or {}
+    targets = env.get("targets") or [{}]
+    t = targets[0] or {}
+    dev = t.get("device") or {}
+    plan = doc.get("plan") or {}
+    rot = dev.get("rotational")
+    return {
+        "host": str(env.get("hostname")),
+        "kernel": str(env.get("kernel")),
+        "os": str(env.get("os")),
+        "CPU": str(env.get("cpu_model")),
+        "target": str(t.get("path") or (doc.get("targets") or [{}])[0].get("path")),
+        "filesystem": str(t.get("fs_type")),
+        "device": " ".join(str(x) for x in (dev.get("vendor"), dev.get("model")) if x) or "none",
+        "transport": str(dev.get("transport")),
+        "rotational": "yes" if rot else ("no" if rot is False else "unknown"),
+        "IO scheduler": str(dev.get("scheduler")),
+        "backend": str(plan.get("backend")),
+        "O_DIRECT": "yes" if all(x.get("direct") for x in plan.get("targets", [])) else "no",
+        "duration": f"{(plan.get('duration_ms') or 0) / 1000:g} s",
+        "warm-up": f"{(plan.get('warmup_ms') or 0) / 1000:g} s",
+        "tilemark": str(doc.get("tilemark_version")),
+    }
+
+
+def differences(docs: list[dict]) -> list[tuple[str, list[str]]]:
+    """Environment and setting fields whose values differ between runs."""
+    fields = [
+        {k: ("-" if v in ("None", "") else v) for k, v in environment_fields(d).items()}
+        for d in docs
+    ]
+    return [(k, [f[k] for f in fields]) for k in fields[0] if len({f[k] for f in fields}) > 1]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def compare_runs(runs: list[Any], baseline: int) -> Comparison:
+    """Runs (report.data.RunData) of the same workload, normalized to runs[baseline]."""
+    order = [baseline] + [i for i in range(len(runs)) if i != baseline]
+    _check_comparable([(runs[i].run_id, runs[i].plan) for i in order])
+    metrics = _metrics([run_values(r.doc) for r in runs])
+    for m in metrics:
+        m.normalize(baseline)
+    workload = (runs[baseline].doc.get("workload") or {}).get("name") or "workload"
+    return Comparison(
+        kind="runs",
+        names=[r.run_id for r in runs],
+        baseline=baseline,
+        sources=runs,
+        metrics=metrics,
+        differences=differences([r.doc for r in runs]),
+        workload=workload,
+    )
+
+
+def compare_studies(studies: list[Any], baseline: int) -> Comparison:
+    """Scaling studies of the same tile, aligned on tile counts, normalized to the baseline."""
+    order = [baseline] + [i for i in range(len(studies)) if i != baseline]
+    _check_studies([(studies[i].study_id, studies[i].doc) for i in order])
+    metrics: list[Metric] = [
+        Metric(
+            "max passing tiles",
+            "tiles",
+            HIGHER,
+            [s.doc.get("max_passing_tiles") for s in studies],
+        )
+    ]
+    counts = sorted({st.tiles for s in studies for st in s.steps})
+    for n in counts:
+        per = []
+        for s in studies:
+            step = s.step_at(n)
+            per.append({} if step is None or step.run is None else run_values(step.run.doc))
+        metrics += [m for m in _metrics(per, f" @ {n} tiles") if m.scope.startswith("total")]
+    for m in metrics:
+        m.normalize(baseline)
+    docs = [s.first_run().doc for s in studies if s.first_run() is not None]
+    return Comparison(
+        kind="studies",
+        names=[s.study_id for s in studies],
+        baseline=baseline,
+        sources=studies,
+        metrics=metrics,
+        differences=differences(docs) if len(docs) == len(studies) else [],
+        workload=str((studies[baseline].doc.get("tile") or {}).get("name")),
+    )

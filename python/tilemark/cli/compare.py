@@ -1,0 +1,131 @@
+"""`tilemark compare`: runs (or studies) of one workload, normalized to a baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tilemark.analysis.compare import Comparison, compare_runs, compare_studies
+from tilemark.cli.run import DEFAULT_RESULTS
+from tilemark.errors import UsageError
+from tilemark.report import HtmlExporter, compare_report
+from tilemark.report.build import num
+from tilemark.report.data import RunData, StudyData, load_source
+
+
+def _key(source: RunData | StudyData) -> Path:
+    path = source.run_dir if isinstance(source, RunData) else source.study_dir
+    return path.resolve()
+
+
+def _label(m) -> str:
+    name = m.name
+    if m.name.endswith((" mean", " p99")) and m.unit == "ms":
+        op, _lat, stat = m.name.split(" ")
+        name = f"{op} {stat} (ms)"
+    elif m.unit and m.unit != m.name:
+        name = f"{m.name} ({m.unit})"
+    if m.scope not in ("total", m.name):
+        name += f" {m.scope.removeprefix('total ')}"
+    return name + (" ↓" if m.better == "lower" else "")
+
+
+def comparison_table(c: Comparison) -> Table:
+    """Rich table: every metric of every run, with its change from the baseline."""
+    b = c.baseline
+    table = Table(
+        title=f"{c.workload}: change from baseline {c.names[b]} (↓ lower is better)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("metric", no_wrap=True)
+    table.add_column(f"{c.names[b]}\n(baseline)", justify="right", no_wrap=True)
+    others = [i for i in range(len(c.names)) if i != b]
+    for i in others:
+        table.add_column(c.names[i], justify="right", no_wrap=True)
+    for m in c.metrics:
+        row = [_label(m), num(m.values[b])]
+        for i in others:
+            change = m.change_pct[i]
+            if change is None:
+                row.append(num(m.values[i]))
+                continue
+            better = (change > 0) == (m.better == "higher")
+            style = "" if abs(change) < 0.05 else ("green" if better else "red")
+            text = f"{change:+.1f}%"
+            row.append(
+                f"{num(m.values[i])} [{style}]{text}[/]" if style else f"{num(m.values[i])} {text}"
+            )
+        table.add_row(*row)
+    return table
+
+
+def compare(
+    names: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_A RUN_B [RUN_C ...]",
+            help="Runs (or scaling studies) of the same workload: ids, prefixes or directories.",
+        ),
+    ],
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            metavar="RUN",
+            help="The run everything is normalized to (default: first).",
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", metavar="FILE", help="Also write an HTML report here."),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as JSON instead of a table.")
+    ] = False,
+    results: Annotated[
+        Path, typer.Option("--results", metavar="DIR", help="Results directory.")
+    ] = DEFAULT_RESULTS,
+) -> None:
+    """Compare runs or studies of one workload, normalized to a baseline."""
+    if len(names) < 2:
+        raise UsageError("compare needs at least two runs or studies, e.g. RUN_A RUN_B.")
+    sources = [load_source(n, results) for n in names]
+    kinds = {type(s) for s in sources}
+    if len(kinds) > 1:
+        study = names[next(i for i, s in enumerate(sources) if isinstance(s, StudyData))]
+        run = names[next(i for i, s in enumerate(sources) if isinstance(s, RunData))]
+        raise UsageError(
+            f"compare takes runs or studies, not both: {study!r} is a study and {run!r} a run."
+        )
+    keys = [_key(s) for s in sources]
+    if len(set(keys)) < len(keys):
+        raise UsageError("the same run or study is named twice; name each one once.")
+    base = 0
+    if baseline is not None:
+        wanted = _key(load_source(baseline, results))
+        if wanted not in keys:
+            raise UsageError(f"--baseline {baseline!r} is not one of the compared runs or studies.")
+        base = keys.index(wanted)
+    if isinstance(sources[0], RunData):
+        comparison = compare_runs(sources, base)  # type: ignore[arg-type]
+    else:
+        comparison = compare_studies(sources, base)  # type: ignore[arg-type]
+    if json_out:
+        typer.echo(json.dumps(comparison.to_json(), indent=2))
+    else:
+        console = Console()
+        console.print(comparison_table(comparison))
+        for field, values in comparison.differences:
+            console.print(f"{field} differs: " + " | ".join(values), highlight=False, markup=False)
+    if output is not None:
+        if output.is_dir():
+            raise UsageError(f"-o/--output must be a file, but {output} is a directory.")
+        (path,) = HtmlExporter().export(compare_report(comparison), output)
+        typer.echo(f"report: {path}", err=json_out)

@@ -1,0 +1,63 @@
+"""`tilemark report`: one self-contained HTML file (or PNG/SVG figures) of a run or a study."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tilemark.cli.run import DEFAULT_RESULTS
+from tilemark.errors import UsageError
+from tilemark.report import REPORT_FILE, HtmlExporter, PngExporter, build_report
+from tilemark.report.data import load_source
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.0f} kB"
+
+
+def report(
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="RUN_OR_STUDY", help="Run or study: id, unique id prefix, or directory."
+        ),
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            metavar="FILE",
+            help=f"HTML file to write (default: {REPORT_FILE} in the run or study directory).",
+        ),
+    ] = None,
+    png: Annotated[
+        Path | None,
+        typer.Option(
+            "--png", metavar="DIR", help="Write every figure as PNG and SVG into DIR instead."
+        ),
+    ] = None,
+    results: Annotated[
+        Path, typer.Option("--results", metavar="DIR", help="Results directory.")
+    ] = DEFAULT_RESULTS,
+) -> None:
+    """Write a report of a run or a scaling study: verdict, charts, tables, provenance."""
+    if output is not None and output.is_dir():
+        raise UsageError(f"-o/--output must be a file, but {output} is a directory.")
+    if png is not None and png.exists() and not png.is_dir():
+        raise UsageError(f"--png must be a directory, but {png} is a file.")
+    started = time.monotonic()
+    source = load_source(name, results)
+    doc = build_report(source)
+    if png is not None:
+        files = PngExporter().export(doc, png)
+        typer.echo(f"{len(files)} files (PNG and SVG of {len(files) // 2} figures) in {png}")
+    if output is not None or png is None:
+        dest = output if output is not None else Path(doc.home) / REPORT_FILE
+        (path,) = HtmlExporter().export(doc, dest)
+        typer.echo(
+            f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
+        )

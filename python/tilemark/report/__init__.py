@@ -1,0 +1,28 @@
+"""Reports of runs, studies and comparisons: HTML, PNG/SVG and CSV behind one interface.
+
+build.py turns stored results (data.py) into a format-free Report (base.py) with Altair
+charts (charts.py); each exporter writes one format: html.py, png.py, csv.py.
+"""
+
+from tilemark.report.base import Exporter, Figure, Report, Section, Table, Verdict
+from tilemark.report.build import build_report, compare_report
+from tilemark.report.csv import CsvExporter
+from tilemark.report.html import HtmlExporter
+from tilemark.report.png import PngExporter
+
+REPORT_FILE = "report.html"
+
+__all__ = [
+    "REPORT_FILE",
+    "CsvExporter",
+    "Exporter",
+    "Figure",
+    "HtmlExporter",
+    "PngExporter",
+    "Report",
+    "Section",
+    "Table",
+    "Verdict",
+    "build_report",
+    "compare_report",
+]

@@ -1,0 +1,99 @@
+"""The report document and the exporter interface every output format implements.
+
+A Report is format-free: a verdict, sections of figures (Altair charts) and tables, the full
+provenance, and links to the raw files. Exporters (html.py, png.py, csv.py) turn it into
+files, the way hyperfine's exporters each own one format behind one small trait.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import altair as alt
+
+
+@dataclass
+class Figure:
+    """One chart; `id` names its PNG/SVG file and its HTML container."""
+
+    id: str
+    title: str
+    chart: alt.TopLevelMixin
+    caption: str = ""
+
+    def spec(self) -> dict[str, Any]:
+        """The Vega-Lite specification, its data under top-level `datasets`."""
+        from tilemark.report.charts import with_datasets
+
+        return with_datasets(self.chart.to_dict())
+
+
+@dataclass
+class Cell:
+    """A table cell: its text and an optional state ("pass", "fail", "warn", "num")."""
+
+    text: str
+    state: str = ""
+
+
+@dataclass
+class Table:
+    """A titled table of cells; `raw` keeps machine values for CSV export."""
+
+    id: str
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]]
+    caption: str = ""
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    items: list[Figure | Table] = field(default_factory=list)
+    intro: str = ""
+
+
+@dataclass
+class Verdict:
+    """What was tested, on what, and what came out: shown first."""
+
+    headline: str
+    status: str  # "pass", "fail", "info" or "warn": the verdict box's colour
+    facts: list[tuple[str, str]] = field(default_factory=list)  # big numbers
+    tested: list[tuple[str, str]] = field(default_factory=list)  # what, on what
+    notes: list[str] = field(default_factory=list)
+    criteria: Table | None = None
+
+
+@dataclass
+class Report:
+    """A format-free report of a run, a study or a comparison."""
+
+    kind: str  # "run", "tiles", "study", "compare"
+    title: str
+    verdict: Verdict
+    sections: list[Section] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)  # plan, environment, ...: as JSON
+    links: list[tuple[str, Path]] = field(default_factory=list)  # label, absolute path
+    home: Path | None = None  # the run or study directory (default output location)
+    source: Any = None  # RunData / StudyData / Comparison, for exporters that need raw data
+    generated_by: str = ""
+
+    def figures(self) -> list[Figure]:
+        return [i for s in self.sections for i in s.items if isinstance(i, Figure)]
+
+    def tables(self) -> list[Table]:
+        tables = [i for s in self.sections for i in s.items if isinstance(i, Table)]
+        if self.verdict.criteria is not None:
+            tables.insert(0, self.verdict.criteria)
+        return tables
+
+
+class Exporter(Protocol):
+    """One output format. `export` writes under `dest` and returns the files it wrote."""
+
+    def export(self, report: Report, dest: Path) -> list[Path]: ...

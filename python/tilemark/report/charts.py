@@ -1,0 +1,481 @@
+"""Altair (Vega-Lite) charts built from plain data: lists of dicts from report.data.
+
+Every axis names its unit. Data are trimmed to the fields a chart draws and rounded to four
+significant digits (display only; exports keep full precision), which keeps a long run's
+report to a few MB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import altair as alt
+
+WIDTH = 640
+SMALL_WIDTH = 300
+HEIGHT = 240
+SMALL_HEIGHT = 180
+THIRD_WIDTH = 250
+# More groups than this in one time-series chart: pick one with a drop-down instead.
+MAX_LINES = 12
+TIME_TITLE = "time since run start (s)"
+LATENCY_TITLE = "latency (ms, log scale)"
+PASS_COLORS = alt.Scale(domain=["pass", "fail"], range=["#2e7d32", "#c62828"])
+NINES_LABELS = {
+    0.30103: "p50",
+    1.0: "p90",
+    2.0: "p99",
+    3.0: "p99.9",
+    4.0: "p99.99",
+}
+
+
+# Chart data are referenced by name and attached to specs by with_datasets(): inline values
+# would go through Altair's JSON-schema validation row by row, which takes seconds for the
+# tens of thousands of points of a long run; named data also let charts share one dataset.
+_DATASETS: dict[str, list[dict[str, Any]]] = {}
+# Time-series rows keep these fields whatever a chart draws, so that the throughput and
+# latency charts of one level share a single dataset.
+SERIES_FIELDS = (
+    "t_s",
+    "group",
+    "iops",
+    "mbps",
+    "p50",
+    "p99",
+    "svc_p50",
+    "svc_p99",
+)
+
+
+def dataset(values: list[dict[str, Any]]) -> alt.Data:
+    """Named data for a chart; identical values get the same name."""
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+    name = "data-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    _DATASETS[name] = values
+    return alt.Data(name=name)
+
+
+def _data_names(node: Any, out: set[str]) -> set[str]:
+    if isinstance(node, dict):
+        data = node.get("data")
+        if isinstance(data, dict) and isinstance(data.get("name"), str):
+            out.add(data["name"])
+        for v in node.values():
+            _data_names(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _data_names(v, out)
+    return out
+
+
+def with_datasets(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec with the values of every dataset it names under top-level `datasets`."""
+    names = _data_names(spec, set())
+    spec["datasets"] = {n: _DATASETS[n] for n in sorted(names) if n in _DATASETS}
+    return spec
+
+
+def rounded(value: Any) -> Any:
+    """Floats to four significant digits; everything else unchanged."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return float(f"{value:.4g}")
+    return value
+
+
+def compact(rows: Iterable[dict[str, Any]], fields: Sequence[str]) -> list[dict[str, Any]]:
+    """Only `fields` of each row, floats rounded, missing values left out."""
+    out = []
+    for r in rows:
+        row = {}
+        for f in fields:
+            v = r.get(f)
+            if v is not None:
+                row[f] = rounded(v)
+        out.append(row)
+    return out
+
+
+def _warmup_layer(warmup_s: float) -> alt.Chart | None:
+    if warmup_s <= 0:
+        return None
+    data = dataset([{"start": 0.0, "end": rounded(warmup_s), "label": "warm-up"}])
+    band = (
+        alt.Chart(data)
+        .mark_rect(color="#9e9e9e", opacity=0.15)
+        .encode(x=alt.X("start:Q"), x2="end:Q")
+    )
+    label = (
+        alt.Chart(data)
+        .mark_text(align="left", baseline="top", dx=3, dy=3, color="#616161", fontSize=10)
+        .encode(x="start:Q", y=alt.value(0), text="label:N")
+    )
+    return band + label
+
+
+def _group_picker(groups: list[str], label: str) -> alt.Parameter:
+    return alt.param(
+        name="pick_" + label.replace(" ", "_"),
+        value=groups[0],
+        bind=alt.binding_select(options=groups, name=f"{label}: "),
+    )
+
+
+def throughput_over_time(
+    rows: list[dict[str, Any]],
+    *,
+    field: str,
+    y_title: str,
+    title: str,
+    warmup_s: float,
+    group_title: str = "stream",
+    stacked: bool = False,
+    order: Sequence[str] | None = None,
+) -> alt.TopLevelMixin:
+    """IOPS or MB/s per group over time (stacked areas per group when `stacked`)."""
+    groups = _groups(rows, order)
+    data = dataset(compact(rows, SERIES_FIELDS))
+    base = alt.Chart(data)
+    x = alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False))
+    tooltip = [
+        alt.Tooltip("group:N", title=group_title),
+        alt.Tooltip("t_s:Q", title="t (s)"),
+        alt.Tooltip(f"{field}:Q", title=y_title, format=",.4~g"),
+    ]
+    if stacked:
+        mark = base.mark_area(opacity=0.85)
+        y = alt.Y(f"{field}:Q", title=y_title, stack="zero")
+    else:
+        mark = base.mark_line(interpolate="linear", strokeWidth=1.5)
+        y = alt.Y(f"{field}:Q", title=y_title)
+    picker = None
+    if len(groups) > MAX_LINES and not stacked:
+        picker = _group_picker(groups, group_title)
+        chart = (
+            mark.encode(x=x, y=y, tooltip=tooltip)
+            .add_params(picker)
+            .transform_filter(alt.datum.group == picker)
+        )
+    else:
+        chart = mark.encode(
+            x=x, y=y, color=alt.Color("group:N", title=group_title, sort=groups), tooltip=tooltip
+        )
+    warm = _warmup_layer(warmup_s)
+    layered = (warm + chart) if warm is not None else chart
+    return layered.properties(title=title, width=WIDTH, height=HEIGHT)
+
+
+LATENCY_STATS = {
+    "p99": "p99 response",
+    "p50": "p50 response",
+    "svc_p99": "p99 service",
+    "svc_p50": "p50 service",
+    "read_p99": "read p99",
+    "write_p99": "write p99",
+}
+
+
+def latency_over_time(
+    rows: list[dict[str, Any]],
+    *,
+    stats: Sequence[str],
+    title: str,
+    warmup_s: float,
+    group_title: str = "stream",
+    order: Sequence[str] | None = None,
+) -> alt.TopLevelMixin:
+    """Latency percentiles per group over time (log scale); one line per group and stat."""
+    groups = _groups(rows, order)
+    data = dataset(compact(rows, tuple(dict.fromkeys((*SERIES_FIELDS, *stats)))))
+    labels = {s: LATENCY_STATS.get(s, s) for s in stats}
+    folded = (
+        alt.Chart(data)
+        .transform_fold(list(stats), as_=["stat", "latency_ms"])
+        .transform_filter("isValid(datum.latency_ms) && datum.latency_ms > 0")
+        .transform_calculate(statistic=_label_expr("datum.stat", labels))
+    )
+    x = alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False))
+    y = alt.Y("latency_ms:Q", title=LATENCY_TITLE, scale=alt.Scale(type="log"))
+    tooltip = [
+        alt.Tooltip("group:N", title=group_title),
+        alt.Tooltip("statistic:N"),
+        alt.Tooltip("t_s:Q", title="t (s)"),
+        alt.Tooltip("latency_ms:Q", title="ms", format=",.4~g"),
+    ]
+    stat_dash = alt.StrokeDash("statistic:N", title="statistic", sort=[labels[s] for s in stats])
+    line = folded.mark_line(strokeWidth=1.5)
+    if len(groups) > MAX_LINES or len(groups) == 1:
+        chart = line.encode(
+            x=x,
+            y=y,
+            color=alt.Color("statistic:N", title="statistic", sort=[labels[s] for s in stats]),
+            tooltip=tooltip,
+        )
+        if len(groups) > 1:
+            picker = _group_picker(groups, group_title)
+            chart = chart.add_params(picker).transform_filter(alt.datum.group == picker)
+    else:
+        chart = line.encode(
+            x=x,
+            y=y,
+            color=alt.Color("group:N", title=group_title, sort=groups),
+            strokeDash=stat_dash,
+            tooltip=tooltip,
+        )
+    warm = _warmup_layer(warmup_s)
+    layered = (warm + chart) if warm is not None else chart
+    return layered.properties(title=title, width=WIDTH, height=HEIGHT)
+
+
+def _groups(rows: list[dict[str, Any]], order: Sequence[str] | None) -> list[str]:
+    present = {r["group"] for r in rows}
+    known = [g for g in (order or []) if g in present]
+    return known + sorted(present - set(known))
+
+
+def _label_expr(field: str, labels: dict[str, str]) -> str:
+    expr = f"{field}"
+    for key, label in reversed(list(labels.items())):
+        expr = f"{field} === '{key}' ? '{label}' : ({expr})"
+    return expr
+
+
+def _nines_axis() -> alt.Axis:
+    values = list(NINES_LABELS)
+    label = " : ".join(f"datum.value < {v + 0.01} ? '{name}'" for v, name in NINES_LABELS.items())
+    return alt.Axis(values=values, labelExpr=f"{label} : ''", title="percentile", grid=True)
+
+
+def percentile_plot(
+    rows: list[dict[str, Any]], *, title: str, group_field: str = "group", group_title: str
+) -> alt.TopLevelMixin:
+    """Latency at p50..p99.99 of merged histograms: one line per group and op."""
+    data = dataset(compact(rows, (group_field, "op", "percentile", "nines", "latency_ms", "ios")))
+    base = alt.Chart(data).encode(
+        x=alt.X("nines:Q", axis=_nines_axis(), scale=alt.Scale(domain=[0.3, 4.0])),
+        y=alt.Y("latency_ms:Q", title=LATENCY_TITLE, scale=alt.Scale(type="log")),
+        color=alt.Color(f"{group_field}:N", title=group_title),
+        tooltip=[
+            alt.Tooltip(f"{group_field}:N", title=group_title),
+            alt.Tooltip("op:N"),
+            alt.Tooltip("percentile:Q", title="percentile"),
+            alt.Tooltip("latency_ms:Q", title="ms", format=",.4~g"),
+            alt.Tooltip("ios:Q", title="IOs", format=","),
+        ],
+    )
+    line = base.mark_line(strokeWidth=1.5).encode(strokeDash=alt.StrokeDash("op:N", title="op"))
+    chart = line + base.mark_point(size=18, filled=True).encode(
+        shape=alt.Shape("op:N", title="op", legend=None)
+    )
+    return chart.properties(title=title, width=WIDTH, height=HEIGHT)
+
+
+# ---------------------------------------------------------------------------------------------
+# scaling studies
+
+
+def scaling_metric(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
+    """Per application: its metric (own unit) vs tile count, the target dashed."""
+    charts = []
+    for app in _ordered(r["app"] for r in rows):
+        mine = [r for r in rows if r["app"] == app]
+        unit = mine[0]["unit"]
+        data = dataset(compact(mine, ("app", "tiles", "metric", "target", "verdict", "unit")))
+        base = alt.Chart(data).encode(
+            x=alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0))
+        )
+        y_title = f"{app} ({unit})"
+        line = base.mark_line(color="#1565c0").encode(y=alt.Y("metric:Q", title=y_title))
+        target = base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="target:Q")
+        points = base.mark_point(filled=True, size=60).encode(
+            y="metric:Q",
+            color=alt.Color("verdict:N", title="QoS", scale=PASS_COLORS),
+            tooltip=[
+                alt.Tooltip("tiles:O"),
+                alt.Tooltip("metric:Q", title=unit, format=",.4~g"),
+                alt.Tooltip("target:Q", title="target", format=",.4~g"),
+                alt.Tooltip("verdict:N", title="QoS"),
+            ],
+        )
+        charts.append(
+            (line + target + points).properties(
+                title=f"{app}: {unit} (dashed: target)", width=SMALL_WIDTH, height=SMALL_HEIGHT
+            )
+        )
+    return alt.concat(*charts, columns=2).properties(title=title)
+
+
+def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
+    """Per application: each latency criterion vs tile count with its QoS limit as a rule."""
+    charts = []
+    for app in _ordered(r["app"] for r in rows):
+        mine = [r for r in rows if r["app"] == app]
+        data = dataset(compact(mine, ("app", "criterion", "tiles", "latency_ms", "limit_ms")))
+        limits = {(r["criterion"], r["limit_ms"]) for r in mine if r.get("limit_ms") is not None}
+        limit_data = dataset(
+            [
+                {"criterion": c, "limit_ms": rounded(v), "label": f"QoS {c} {v:g} ms"}
+                for c, v in sorted(limits)
+            ]
+        )
+        base = alt.Chart(data).encode(
+            x=alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y("latency_ms:Q", title="latency (ms)"),
+            color=alt.Color("criterion:N", title="criterion"),
+        )
+        lines = base.mark_line() + base.mark_point(filled=True, size=40).encode(
+            tooltip=[
+                alt.Tooltip("criterion:N"),
+                alt.Tooltip("tiles:O"),
+                alt.Tooltip("latency_ms:Q", title="ms", format=",.4~g"),
+                alt.Tooltip("limit_ms:Q", title="QoS limit (ms)"),
+            ]
+        )
+        rule_base = alt.Chart(limit_data)
+        rule = rule_base.mark_rule(strokeDash=[5, 4], strokeWidth=1.5).encode(
+            y="limit_ms:Q", color=alt.Color("criterion:N", title="criterion")
+        )
+        text = rule_base.mark_text(align="left", dx=2, dy=-5, fontSize=10).encode(
+            x=alt.value(0), y="limit_ms:Q", text="label:N", color="criterion:N"
+        )
+        charts.append(
+            (lines + rule + text).properties(
+                title=f"{app}: latency (dashed: QoS limit)", width=SMALL_WIDTH, height=SMALL_HEIGHT
+            )
+        )
+    return alt.concat(*charts, columns=2).properties(title=title)
+
+
+def scaling_totals(
+    rows: list[dict[str, Any]],
+    *,
+    max_passing: int | None,
+    first_failure: int | None,
+    title: str,
+) -> alt.TopLevelMixin:
+    """Total IOPS, MB/s and score vs tile count; the saturation point marked."""
+    data = dataset(compact(rows, ("tiles", "iops", "mbps", "score", "verdict")))
+    marks_rows = []
+    if max_passing is not None:
+        marks_rows.append({"tiles": max_passing, "label": f"max passing: {max_passing}"})
+    if first_failure is not None:
+        marks_rows.append({"tiles": first_failure, "label": f"first failure: {first_failure}"})
+    charts = []
+    for field, y_title in (("iops", "IOPS"), ("mbps", "MB/s (10^6 B/s)"), ("score", "score")):
+        if not any(r.get(field) is not None for r in rows):
+            continue
+        base = alt.Chart(data).encode(
+            x=alt.X("tiles:Q", title="tiles", axis=alt.Axis(tickMinStep=1, format="d"))
+        )
+        line = base.mark_line(color="#1565c0").encode(y=alt.Y(f"{field}:Q", title=y_title))
+        points = base.mark_point(filled=True, size=60).encode(
+            y=f"{field}:Q",
+            color=alt.Color("verdict:N", title="QoS", scale=PASS_COLORS),
+            tooltip=[
+                alt.Tooltip("tiles:Q"),
+                alt.Tooltip(f"{field}:Q", title=y_title, format=",.4~g"),
+                alt.Tooltip("verdict:N", title="QoS"),
+            ],
+        )
+        layers = [line, points]
+        if marks_rows:
+            marks = alt.Chart(dataset(marks_rows))
+            layers.append(marks.mark_rule(strokeDash=[6, 4], color="#6d4c41").encode(x="tiles:Q"))
+            layers.append(
+                marks.mark_text(angle=270, align="right", dx=-4, dy=-6, fontSize=10).encode(
+                    x="tiles:Q", y=alt.value(0), text="label:N"
+                )
+            )
+        charts.append(
+            alt.layer(*layers).properties(
+                title=f"{y_title} vs tiles", width=THIRD_WIDTH, height=SMALL_HEIGHT
+            )
+        )
+    return alt.concat(*charts, columns=3).properties(title=title)
+
+
+def stacked_bars(
+    rows: list[dict[str, Any]], *, x: str, x_title: str, field: str, y_title: str, title: str
+) -> alt.TopLevelMixin:
+    """A stacked bar per x value, one segment per group (e.g. MB/s per application)."""
+    data = dataset(compact(rows, (x, "group", field)))
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=alt.X(f"{x}:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(f"{field}:Q", title=y_title, stack="zero"),
+            color=alt.Color("group:N", title="application"),
+            tooltip=[
+                alt.Tooltip(f"{x}:O", title=x_title),
+                alt.Tooltip("group:N", title="application"),
+                alt.Tooltip(f"{field}:Q", title=y_title, format=",.4~g"),
+            ],
+        )
+        .properties(title=title, width=SMALL_WIDTH, height=SMALL_HEIGHT)
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# comparisons
+
+
+def normalized_bars(
+    rows: list[dict[str, Any]], *, runs: list[str], title: str, x: str = "run"
+) -> alt.TopLevelMixin:
+    """One small bar chart per metric: each run's value / the baseline's (rule at 1.00)."""
+    charts = []
+    for metric in _ordered(r["metric"] for r in rows):
+        mine = [r for r in rows if r["metric"] == metric and r.get("normalized") is not None]
+        if not mine:
+            continue
+        data = dataset(
+            compact(mine, ("metric", x, "run", "normalized", "value", "change_pct", "unit"))
+        )
+        base = alt.Chart(data)
+        encode_x = (
+            alt.X("run:N", title=None, sort=runs, axis=alt.Axis(labelAngle=-20))
+            if x == "run"
+            else alt.X(f"{x}:O", title="tiles", axis=alt.Axis(labelAngle=0))
+        )
+        extra = {} if x == "run" else {"xOffset": alt.XOffset("run:N", sort=runs)}
+        bars = base.mark_bar().encode(
+            x=encode_x,
+            y=alt.Y("normalized:Q", title="relative to baseline (baseline = 1.00)"),
+            color=alt.Color("run:N", title="run", sort=runs),
+            tooltip=[
+                alt.Tooltip("run:N"),
+                alt.Tooltip("value:Q", title=mine[0].get("unit") or "value", format=",.4~g"),
+                alt.Tooltip("normalized:Q", format=".3f"),
+                alt.Tooltip("change_pct:Q", title="change (%)", format="+.1f"),
+            ],
+            **extra,
+        )
+        one = alt.Chart(dataset([{"one": 1.0}])).mark_rule(color="#424242").encode(y="one:Q")
+        unit = mine[0].get("unit")
+        charts.append(
+            (bars + one).properties(
+                title=f"{metric}" + (f" ({unit})" if unit and unit != metric else ""),
+                width=THIRD_WIDTH if x == "run" else SMALL_WIDTH + 60,
+                height=SMALL_HEIGHT,
+            )
+        )
+    return (
+        alt.concat(*charts, columns=3 if x == "run" else 2)
+        .properties(title=title)
+        .configure_legend(orient="bottom", labelLimit=400)
+    )
+
+
+def _ordered(values: Iterable[str]) -> list[str]:
+    seen: list[str] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen

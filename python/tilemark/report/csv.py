@@ -1,0 +1,154 @@
+"""CSV export: interval rows and summaries of a run (or a study's steps), for spreadsheets.
+
+intervals.csv holds every intervals.parquet column except the histogram JSON; streams.csv one
+row per stream; tile runs add applications.csv, instances.csv and qos.csv. A study exports
+steps.csv and study_applications.csv. Numbers are written unrounded.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from tilemark.report.base import Report
+from tilemark.report.data import RunData, StudyData, interval_files
+from tilemark.store import INTERVAL_SCHEMA
+
+HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
+LATENCY_KINDS = ("service", "response")
+LATENCY_STATS = ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms")
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    columns: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in columns:
+                columns.append(k)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: "" if v is None else v for k, v in r.items()})
+    return path
+
+
+def interval_table(run: RunData) -> pa.Table:
+    """Interval rows without the histogram JSON columns."""
+    columns = [n for n in INTERVAL_SCHEMA.names if n not in HISTOGRAM_COLUMNS]
+    tables = [pq.read_table(f, columns=columns) for f in interval_files(run.run_dir)]
+    if not tables:
+        return INTERVAL_SCHEMA.empty_table().select(columns)
+    return pa.concat_tables(tables)
+
+
+def stream_rows(run: RunData) -> list[dict[str, Any]]:
+    apps = run.app_of_stream()
+    rows = []
+    for s in (run.summary or {}).get("streams", []):
+        row: dict[str, Any] = {"run_id": run.run_id, "stream": s["stream"], "name": s["name"]}
+        if apps:
+            row["application"] = apps.get(s["stream"])
+        row.update(
+            arrival=s["arrival"],
+            target_iops=s.get("target_iops"),
+            iops=s["total"]["iops"],
+            mbps=s["total"]["mbps"],
+        )
+        for op in ("read", "write", "sync"):
+            o = s.get(op) or {}
+            row[f"{op}_ops"] = o.get("ops", 0)
+            row[f"{op}_bytes"] = o.get("bytes", 0)
+            row[f"{op}_iops"] = o.get("iops", 0.0)
+            row[f"{op}_mbps"] = o.get("mbps", 0.0)
+            row[f"{op}_errors"] = sum((o.get("errors") or {}).values())
+            for kind in LATENCY_KINDS:
+                lat = o.get(kind) or {}
+                for stat in LATENCY_STATS:
+                    row[f"{op}_{kind}_{stat}"] = lat.get(stat)
+        row["lag_max_ms"] = s.get("lag_max_ms")
+        row["ios_issued_late"] = s.get("ios_issued_late")
+        rows.append(row)
+    return rows
+
+
+def application_rows(run: RunData) -> tuple[list[dict], list[dict], list[dict]]:
+    """Per application, per instance and per QoS verdict rows of a tile run."""
+    apps = run.applications or {}
+    per_app = []
+    for a in apps.get("applications", []):
+        row = {k: v for k, v in a.items() if k != "worst_latency_ms"}
+        row["run_id"] = run.run_id
+        for cid, v in (a.get("worst_latency_ms") or {}).items():
+            row[f"worst_{cid}_ms"] = v
+        per_app.append(row)
+    instances, verdicts = [], []
+    for i in apps.get("instances", []):
+        row = {
+            "run_id": run.run_id,
+            **{k: v for k, v in i.items() if k not in ("streams", "verdicts", "latency_ms")},
+        }
+        row["failed"] = "; ".join(i.get("failed", []))
+        for cid, v in (i.get("latency_ms") or {}).items():
+            row[f"{cid}_ms"] = v
+        instances.append(row)
+        for v in i.get("verdicts", []):
+            verdicts.append({"run_id": run.run_id, "tile": i["tile"], "app": i["app"], **v})
+    return per_app, instances, verdicts
+
+
+class CsvExporter:
+    """Writes the CSV files of a run or a study into a directory."""
+
+    def export(self, report: Report, dest: Path) -> list[Path]:
+        dest = Path(dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        source = report.source
+        if isinstance(source, StudyData):
+            return self._study(source, dest)
+        return self._run(source, dest)
+
+    def _run(self, run: RunData, dest: Path) -> list[Path]:
+        written = []
+        intervals = dest / "intervals.csv"
+        pacsv.write_csv(interval_table(run), intervals)
+        written.append(intervals)
+        written.append(_write_rows(dest / "streams.csv", stream_rows(run)))
+        if run.is_tile_run:
+            per_app, instances, verdicts = application_rows(run)
+            written.append(_write_rows(dest / "applications.csv", per_app))
+            written.append(_write_rows(dest / "instances.csv", instances))
+            written.append(_write_rows(dest / "qos.csv", verdicts))
+        return written
+
+    def _study(self, study: StudyData, dest: Path) -> list[Path]:
+        steps, apps = [], []
+        for st in study.steps:
+            s = st.step
+            steps.append(
+                {
+                    "study_id": study.study_id,
+                    "tiles": st.tiles,
+                    "run_id": s["run_id"],
+                    "passed": s["passed"],
+                    "complete": s["complete"],
+                    "score": s.get("score"),
+                    **{f"total_{k}": v for k, v in (s.get("total") or {}).items()},
+                    "failed": "; ".join(s.get("failed", [])),
+                }
+            )
+            for a in s.get("applications", []):
+                row = {"study_id": study.study_id, "tiles": st.tiles}
+                row.update({k: v for k, v in a.items() if k != "worst_latency_ms"})
+                for cid, v in (a.get("worst_latency_ms") or {}).items():
+                    row[f"worst_{cid}_ms"] = v
+                apps.append(row)
+        return [
+            _write_rows(dest / "steps.csv", steps),
+            _write_rows(dest / "study_applications.csv", apps),
+        ]

@@ -1,0 +1,618 @@
+"""What reports read: runs and studies from the store, time series downsampled for display.
+
+Everything here is plain data (dicts, lists, dataclasses); charts.py draws it. Raw files are
+never changed. Percentiles of merged intervals, streams or applications always come from
+merged histograms (docs/engine-boundary.md), never from averaging the stored percentiles:
+whole-run ones through tilemark.hist, time series ones in DuckDB with the same bucket
+arithmetic, because a long run has far too many interval histograms to merge in Python.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.parquet as pq
+
+from tilemark.errors import UsageError
+from tilemark.hist import Histogram
+from tilemark.store import (
+    INTERVAL_SCHEMA,
+    SCHEMA_VERSION,
+    RunFormatError,
+    load_run,
+    resolve_run_dir,
+)
+from tilemark.store.rundir import INTERVAL_PARTS_DIR, INTERVALS_FILE, PARQUET_VERSION_KEY
+
+STUDY_FILE = "study.json"
+STUDIES_DIR = "studies"
+# Time series: at most this many points per series (intervals are merged above it) ...
+MAX_POINTS = 600
+# ... and at most about this many points over all per-stream series together, so that a
+# long run with many streams still gives a report of a few MB that opens fast.
+STREAM_POINTS_BUDGET = 30_000
+MIN_STREAM_POINTS = 60
+# Percentiles of the latency distribution plot.
+DISTRIBUTION_PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99)
+DATA_OPS = ("read", "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# runs and studies
+
+
+@dataclass
+class RunData:
+    """One stored run: its run.json document and where it lives."""
+
+    run_dir: Path
+    doc: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.doc.get("run_id") or self.run_dir.name)
+
+    @property
+    def plan(self) -> dict[str, Any]:
+        return self.doc.get("plan") or {}
+
+    @property
+    def stream_names(self) -> list[str]:
+        return [s.get("name", f"stream{i}") for i, s in enumerate(self.plan.get("streams", []))]
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        return self.doc.get("summary")
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        return self.doc.get("result")
+
+    @property
+    def environment(self) -> dict[str, Any]:
+        return self.doc.get("environment") or {}
+
+    @property
+    def applications(self) -> dict[str, Any] | None:
+        """The `applications` section of a tile run's summary, else None."""
+        return (self.summary or {}).get("applications")
+
+    @property
+    def is_tile_run(self) -> bool:
+        return self.applications is not None
+
+    def app_of_stream(self) -> dict[int, str]:
+        """Plan stream index -> application label (tile runs; empty otherwise)."""
+        layout = (self.applications or {}).get("layout") or {}
+        return {int(t["index"]): str(t["app"]) for t in layout.get("streams", [])}
+
+    def app_labels(self) -> list[str]:
+        """Applications in tile order."""
+        apps = self.applications or {}
+        labels = [a["app"] for a in apps.get("applications", [])]
+        for app in self.app_of_stream().values():
+            if app not in labels:
+                labels.append(app)
+        return labels
+
+    def open_loop_streams(self) -> set[int]:
+        return {
+            i
+            for i, s in enumerate(self.plan.get("streams", []))
+            if (s.get("arrival") or {}).get("kind") == "open"
+        }
+
+    def warmup_s(self) -> float:
+        result = self.result or {}
+        if result.get("measure_start_ns") is not None:
+            return int(result["measure_start_ns"]) / 1e9
+        return float(self.plan.get("warmup_ms") or 0) / 1e3
+
+    def intervals_path(self) -> Path:
+        return self.run_dir / (self.doc.get("files") or {}).get("intervals", "intervals.parquet")
+
+
+@dataclass
+class StudyStep:
+    """One tile count of a study and its run (None when its directory is gone)."""
+
+    tiles: int
+    step: dict[str, Any]
+    run: RunData | None
+
+
+@dataclass
+class StudyData:
+    """A scaling study: study.json and the runs of its steps."""
+
+    study_dir: Path
+    doc: dict[str, Any]
+    steps: list[StudyStep] = field(default_factory=list)
+
+    @property
+    def study_id(self) -> str:
+        return str(self.doc.get("study_id") or self.study_dir.name)
+
+    def step_at(self, tiles: int | None) -> StudyStep | None:
+        return next((s for s in self.steps if s.tiles == tiles), None)
+
+    def first_run(self) -> RunData | None:
+        return next((s.run for s in self.steps if s.run is not None), None)
+
+
+Source = RunData | StudyData
+
+
+def _read_study(study_dir: Path, results: Path | None) -> StudyData:
+    path = study_dir / STUDY_FILE
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"study file {path} cannot be read: {exc}.") from exc
+    # Studies live in <results>/studies/<id>; their step runs in <results>/<run_id>.
+    root = results if results is not None else study_dir.parent.parent
+    steps = []
+    for step in doc.get("steps", []):
+        run = None
+        for candidate in (root / str(step.get("run_id")), Path(str(step.get("run_dir", "")))):
+            if (candidate / "run.json").is_file():
+                run = RunData(candidate, load_run(candidate))
+                break
+        steps.append(StudyStep(int(step["tiles"]), step, run))
+    return StudyData(study_dir, doc, steps)
+
+
+def load_source(name: str | Path, results: Path | None = None) -> Source:
+    """A run or a study named by directory, id or unique id prefix."""
+    given = Path(name)
+    if given.name == STUDY_FILE and given.is_file():
+        return _read_study(given.parent, None)
+    if (given / STUDY_FILE).is_file():
+        return _read_study(given, None)
+    if given.name == "run.json" and given.is_file() or (given / "run.json").is_file():
+        run_dir = resolve_run_dir(given)
+        return RunData(run_dir, load_run(run_dir))
+    root = Path(results) if results is not None else Path("tilemark-results")
+    text = str(name)
+    studies_dir = root / STUDIES_DIR
+    studies = (
+        sorted(p for p in studies_dir.iterdir() if (p / STUDY_FILE).is_file())
+        if studies_dir.is_dir() and "/" not in text
+        else []
+    )
+    if (root / text / "run.json").is_file():
+        run_dir = resolve_run_dir(root / text)
+        return RunData(run_dir, load_run(run_dir))
+    exact = [p for p in studies if p.name == text]
+    if exact:
+        return _read_study(exact[0], root)
+    runs = (
+        sorted(p for p in root.iterdir() if p.name.startswith(text) and (p / "run.json").is_file())
+        if root.is_dir() and text and "/" not in text
+        else []
+    )
+    matches = [("run", p) for p in runs] + [
+        ("study", p) for p in studies if text and p.name.startswith(text)
+    ]
+    if len(matches) == 1:
+        kind, path = matches[0]
+        return RunData(path, load_run(path)) if kind == "run" else _read_study(path, root)
+    if matches:
+        shown = ", ".join(f"{p.name} ({k})" for k, p in matches[:5])
+        more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+        raise UsageError(f"{text!r} is ambiguous under {root}: {shown}{more}.")
+    raise UsageError(
+        f"no run or study {text!r}: not a run or study directory, nor an id under {root}."
+    )
+
+
+def load_run_data(name: str | Path, results: Path | None = None) -> RunData:
+    """A run (not a study) named by directory, id or unique id prefix."""
+    source = load_source(name, results)
+    if not isinstance(source, RunData):
+        raise UsageError(f"{name!r} is a study; this command takes a run.")
+    return source
+
+
+def relpath(target: Path, start: Path) -> str:
+    """`target` relative to directory `start`, with forward slashes, for links in a report."""
+    return Path(os.path.relpath(Path(target).resolve(), Path(start).resolve())).as_posix()
+
+
+# ---------------------------------------------------------------------------------------------
+# whole-run histograms
+
+
+def _op_hist(op: dict | None, kind: str) -> Histogram:
+    if not op:
+        return Histogram()
+    if kind == "response":
+        # Closed loop keeps no response histogram: there response time is service time.
+        return Histogram.from_json(op.get("response") or op.get("service"))
+    return Histogram.from_json(op.get("service"))
+
+
+def merged_run_hist(
+    run: RunData, streams: list[int] | None, op: str | None, kind: str = "response"
+) -> Histogram:
+    """Measurement-phase histogram of some streams (all when None) and one op (both: None)."""
+    result = run.result or {}
+    wanted = None if streams is None else set(streams)
+    ops = DATA_OPS if op is None else (op,)
+    out = Histogram()
+    for s in result.get("streams", []):
+        if wanted is not None and int(s["stream"]) not in wanted:
+            continue
+        for o in ops:
+            out.merge(_op_hist(s.get(o), kind))
+    return out
+
+
+def run_groups(run: RunData) -> dict[str, list[int]]:
+    """Display groups of plan streams: per application for tile runs, else per stream."""
+    if run.is_tile_run:
+        groups: dict[str, list[int]] = {a: [] for a in run.app_labels()}
+        for index, app in sorted(run.app_of_stream().items()):
+            groups.setdefault(app, []).append(index)
+        return {g: s for g, s in groups.items() if s}
+    return {name: [i] for i, name in enumerate(run.stream_names)}
+
+
+def distribution_rows(
+    run: RunData, groups: dict[str, list[int]], *, label: str = "group"
+) -> list[dict[str, Any]]:
+    """Latency (ms) at DISTRIBUTION_PERCENTILES of merged histograms, per group and op."""
+    rows = []
+    for name, streams in groups.items():
+        for op in DATA_OPS:
+            h = merged_run_hist(run, streams, op)
+            if h.n == 0:
+                continue
+            for p in DISTRIBUTION_PERCENTILES:
+                rows.append(
+                    {
+                        label: name,
+                        "op": op,
+                        "percentile": p,
+                        "nines": -math.log10(1.0 - p / 100.0),
+                        "latency_ms": h.percentile(p) / 1e6,
+                        "ios": h.n,
+                    }
+                )
+    return rows
+
+
+def latency_stats_ms(h: Histogram) -> dict[str, float | None]:
+    """mean, p50, p99, p99.9, max of a histogram in ms."""
+
+    def ms(v: float | None) -> float | None:
+        return None if v is None else v / 1e6
+
+    return {
+        "mean": ms(h.mean()),
+        "p50": ms(h.percentile(50.0)),
+        "p99": ms(h.percentile(99.0)),
+        "p999": ms(h.percentile(99.9)),
+        "max": ms(float(h.max)) if h.n else None,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# time series
+
+
+@dataclass
+class SeriesSet:
+    """Downsampled time series of a run.
+
+    rows[level] is a list of dicts, one per (group, bin): level "total" (group "total"),
+    "app" (tile runs, group = application) and "stream" (group = stream name). Each row has
+    t_s (bin middle, seconds since run start), start_s, end_s, phase, iops, read_iops,
+    write_iops, mbps, errors, and latency in ms: p50, p99, mean (response time: what the
+    application waited; service time for closed loop), svc_p50, svc_p99 (service time),
+    read_p50, read_p99, write_p50, write_p99 (response time per op).
+    """
+
+    rows: dict[str, list[dict[str, Any]]]
+    intervals: int
+    intervals_per_point: dict[str, int]
+    warmup_s: float
+    open_loop: dict[str, set[str]]  # level -> groups with an open-loop stream
+
+
+_HIST_TYPE = '{"n":"UBIGINT","sum":"DOUBLE","min":"UBIGINT","max":"UBIGINT","b":"UINTEGER[][]"}'
+
+
+def _bin_expr(k: int, warm: int, col: str = "interval") -> str:
+    # Bins never straddle the warm-up/measure boundary: warm-up intervals are binned on their
+    # own, measured ones start a new bin.
+    warm_bins = -(-warm // k)
+    return (
+        f"(CASE WHEN {col} < {warm} THEN {col} // {k} "
+        f"ELSE {warm_bins} + ({col} - {warm}) // {k} END)"
+    )
+
+
+def _points_per_stream(n_streams: int) -> int:
+    return max(MIN_STREAM_POINTS, min(MAX_POINTS, STREAM_POINTS_BUDGET // max(n_streams, 1)))
+
+
+def interval_files(run_dir: Path) -> list[Path]:
+    """The Parquet files holding a run's intervals (as tilemark.store.read_intervals reads)."""
+    run_dir = Path(run_dir)
+    final = run_dir / INTERVALS_FILE
+    if final.is_file():
+        files = [final]
+    else:
+        parts = run_dir / INTERVAL_PARTS_DIR
+        files = sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
+    for f in files:
+        version = int((pq.read_schema(f).metadata or {}).get(PARQUET_VERSION_KEY, b"0"))
+        if version > SCHEMA_VERSION:
+            raise RunFormatError(
+                f"{f} has schema_version {version}, newer than this tilemark reads "
+                f"(up to {SCHEMA_VERSION}); upgrade tilemark"
+            )
+    return files
+
+
+def compute_series(run: RunData) -> SeriesSet:
+    """Downsampled per-stream, per-application and total time series of a run."""
+    names = run.stream_names
+    apps = run.app_of_stream()
+    open_streams = run.open_loop_streams()
+    files = interval_files(run.run_dir)
+    con = duckdb.connect()
+    try:
+        con.execute("SET enable_progress_bar = false")
+        if files:
+            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            con.execute(f"CREATE VIEW iv AS SELECT * FROM read_parquet([{listed}])")
+        else:
+            con.register("iv", INTERVAL_SCHEMA.empty_table())
+        n_intervals, warm = con.execute(
+            "SELECT count(DISTINCT interval), count(DISTINCT interval) FILTER (phase = 'warmup') "
+            "FROM iv"
+        ).fetchall()[0]
+        n_intervals = int(n_intervals or 0)
+        warm = int(warm or 0)
+        k_group = max(1, -(-n_intervals // MAX_POINTS))
+        k_stream_raw = max(1, -(-n_intervals // _points_per_stream(len(names))))
+        k_stream = k_group * -(-k_stream_raw // k_group)
+        rows = _series_rows(con, names, apps, open_streams, warm, k_group, k_stream)
+    finally:
+        con.close()
+    open_groups = {
+        "total": {"total"} if open_streams else set(),
+        "app": {apps[i] for i in open_streams if i in apps},
+        "stream": {names[i] for i in open_streams if i < len(names)},
+    }
+    levels = {"total": k_group, "stream": k_stream}
+    if apps:
+        levels["app"] = k_group
+    return SeriesSet(
+        rows=rows,
+        intervals=n_intervals,
+        intervals_per_point=levels,
+        warmup_s=run.warmup_s(),
+        open_loop=open_groups,
+    )
+
+
+# Percentile = the bucket holding the ceil(p% * n)-th value, reported by its midpoint and
+# clamped to [min, max]: tilemark.hist.Histogram.percentile, in SQL.
+def _bucket_value_sql(idx: str) -> str:
+    i = f"{idx}::BIGINT"
+    shift = f"({i} // 64 - 1)"
+    return (
+        f"(CASE WHEN {i} < 128 THEN {i}::DOUBLE "
+        f"ELSE (({i} - 64 * {shift}) << {shift}) + (1::BIGINT << {shift}) / 2.0 END)"
+    )
+
+
+LEVELS = ("total", "app", "stream")
+OPS = ("read", "write", "all")
+
+
+def _series_rows(
+    con: duckdb.DuckDBPyConnection,
+    names: list[str],
+    apps: dict[int, str],
+    open_streams: set[int],
+    warm: int,
+    k: int,
+    ks: int,
+) -> dict[str, list[dict[str, Any]]]:
+    """Counts and merged-histogram percentiles per level, group and bin.
+
+    Levels are coded 0 total, 1 application, 2 stream; ops 0 read, 1 write, 2 both; kinds
+    0 response time (service time for closed loop, which keeps no response histogram) and
+    1 service time. Integer codes and narrow types keep the tens of millions of histogram
+    buckets of a long run cheap to group.
+    """
+    con.execute("SET preserve_insertion_order = false")
+    app_labels = sorted(set(apps.values()))
+    app_code = [app_labels.index(apps[i]) if i in apps else 0 for i in range(len(names))]
+    app_of = f"list_extract([{', '.join(map(str, app_code or [0]))}], stream + 1)"
+    closed = [i for i in range(len(names)) if i not in open_streams]
+    is_closed = f"list_contains([{', '.join(map(str, closed or [-1]))}], stream)"
+    fine = _bin_expr(k, warm)
+    coarse = _bin_expr(ks, warm)
+    # One parse of every interval histogram; service time is parsed only where it differs.
+    con.execute(
+        f"""
+        CREATE TEMP TABLE parsed AS
+        SELECT stream, op, fb, cb, 0 AS kind, from_json(hist, '{_HIST_TYPE}') AS h
+        FROM (SELECT stream::UINTEGER AS stream, (op = 'write')::UTINYINT AS op,
+                     {fine}::UINTEGER AS fb, {coarse}::UINTEGER AS cb,
+                     coalesce(response_hist, service_hist) AS hist
+              FROM iv WHERE op IN ('read', 'write') AND ops > 0)
+        UNION ALL
+        SELECT stream::UINTEGER, (op = 'write')::UTINYINT, {fine}::UINTEGER, {coarse}::UINTEGER,
+               1, from_json(service_hist, '{_HIST_TYPE}')
+        FROM iv WHERE op IN ('read', 'write') AND ops > 0 AND response_hist IS NOT NULL
+        """
+    )
+    # A group's service time merges its open-loop streams' service histograms with its
+    # closed-loop streams' (response = service) ones.
+    mixed = bool(open_streams) and bool(closed)
+    extra = f"UNION ALL SELECT stream, op, fb, cb, 1, h FROM parsed WHERE kind = 0 AND {is_closed}"
+    con.execute(f"CREATE TEMP VIEW hs AS SELECT * FROM parsed {extra if mixed else ''}")
+    con.execute(
+        """
+        CREATE TEMP TABLE u AS
+        SELECT stream, op, kind::UTINYINT AS kind, fb, cb,
+               b[1]::USMALLINT AS idx, b[2]::UBIGINT AS cnt
+        FROM (SELECT stream, op, kind, fb, cb, unnest(h.b) AS b FROM hs WHERE h.n > 0)
+        """
+    )
+    con.execute(
+        """
+        CREATE TEMP TABLE st AS
+        SELECT stream, op, kind, fb, cb, sum(h.n) AS n, sum(h.sum) AS s,
+               min(h.min) AS mn, max(h.max) AS mx
+        FROM hs WHERE h.n > 0 GROUP BY ALL
+        """
+    )
+    # Roll up per level: total and application per op and fine bin, streams per coarse bin.
+    app_level = (
+        f"""
+            UNION ALL
+            SELECT 1, {app_of}, fb, op, kind, {{cols}} FROM {{src}} GROUP BY ALL"""
+        if apps
+        else ""
+    )
+    for src, dst, cols in (
+        ("u", "lu", "idx, sum(cnt) AS cnt"),
+        ("st", "lst", "sum(n) AS n, sum(s) AS s, min(mn) AS mn, max(mx) AS mx"),
+    ):
+        keys = "idx, " if src == "u" else ""
+        merged = "idx, sum(cnt)" if src == "u" else "sum(n), sum(s), min(mn), max(mx)"
+        con.execute(
+            f"""
+            CREATE TEMP TABLE {dst} AS
+            WITH per_op AS (
+                SELECT 0 AS level, 0 AS grp, fb AS bin, op, kind, {cols}
+                FROM {src} GROUP BY level, grp, bin, op, kind {", idx" if keys else ""}
+                {app_level.format(cols=cols, src=src)}
+            )
+            SELECT * FROM per_op
+            UNION ALL
+            SELECT level, grp, bin, 2, kind, {merged} FROM per_op
+            GROUP BY level, grp, bin, kind {", idx" if keys else ""}
+            UNION ALL
+            SELECT 2, stream, cb, 2, kind, {cols} FROM {src}
+            GROUP BY stream, cb, kind {", idx" if keys else ""}
+            """
+        )
+    p50 = _bucket_value_sql("i50")
+    p99 = _bucket_value_sql("i99")
+    lat = con.execute(
+        f"""
+        WITH c AS (
+            SELECT level, grp, bin, op, kind, idx,
+                   sum(cnt) OVER (PARTITION BY level, grp, bin, op, kind ORDER BY idx
+                                  ROWS UNBOUNDED PRECEDING) AS cum
+            FROM lu
+        ), q AS (
+            SELECT c.level, c.grp, c.bin, c.op, c.kind,
+                   min(c.idx) FILTER (WHERE c.cum >= greatest(1, (s.n * 50 + 99) // 100)) AS i50,
+                   min(c.idx) FILTER (WHERE c.cum >= greatest(1, (s.n * 99 + 99) // 100)) AS i99,
+                   any_value(s.n) AS n, any_value(s.s) AS s,
+                   any_value(s.mn) AS mn, any_value(s.mx) AS mx
+            FROM c JOIN lst s USING (level, grp, bin, op, kind)
+            GROUP BY ALL
+        )
+        SELECT level, grp, bin, op, kind, n, s / n AS mean_ns,
+               least(greatest({p50}, mn), mx) AS p50_ns,
+               least(greatest({p99}, mn), mx) AS p99_ns
+        FROM q
+        """
+    ).fetchall()
+    app_counts = (
+        f"""
+        UNION ALL
+        SELECT 1, {app_of}, fb, sum(rops), sum(wops), sum(dbytes), sum(errors)
+        FROM r GROUP BY ALL"""
+        if apps
+        else ""
+    )
+    counts = con.execute(
+        f"""
+        WITH r AS (
+            SELECT stream, {fine} AS fb, {coarse} AS cb,
+                   CASE WHEN op = 'read' THEN ops ELSE 0 END AS rops,
+                   CASE WHEN op = 'write' THEN ops ELSE 0 END AS wops,
+                   CASE WHEN op IN ('read', 'write') THEN bytes ELSE 0 END AS dbytes,
+                   errors
+            FROM iv
+        )
+        SELECT 0, 0, fb, sum(rops), sum(wops), sum(dbytes), sum(errors) FROM r GROUP BY ALL
+        {app_counts}
+        UNION ALL
+        SELECT 2, stream, cb, sum(rops), sum(wops), sum(dbytes), sum(errors) FROM r GROUP BY ALL
+        """
+    ).fetchall()
+    spans = {}
+    for level, expr in (("fine", fine), ("coarse", coarse)):
+        for b, start, end, phase in con.execute(
+            f"SELECT {expr} AS b, min(start_ns), max(end_ns), min(phase) FROM iv GROUP BY b"
+        ).fetchall():
+            spans[(level, int(b))] = (int(start), int(end), phase)
+    return _assemble(names, app_labels, lat, counts, spans)
+
+
+def _assemble(
+    names: list[str], app_labels: list[str], lat: list[tuple], counts: list[tuple], spans: dict
+) -> dict[str, list[dict[str, Any]]]:
+    def group_name(level: int, grp: int) -> str:
+        if level == 2:
+            return names[grp] if 0 <= grp < len(names) else f"stream{grp}"
+        if level == 1:
+            return app_labels[grp]
+        return "total"
+
+    out: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for level, grp, b, rops, wops, dbytes, errors in counts:
+        level, grp = int(level), int(grp)
+        start, end, phase = spans[("coarse" if level == 2 else "fine", int(b))]
+        secs = max((end - start) / 1e9, 1e-9)
+        ops = int(rops) + int(wops)
+        out[(level, grp, int(b))] = {
+            "group": group_name(level, grp),
+            "bin": int(b),
+            "t_s": (start + end) / 2e9,
+            "start_s": start / 1e9,
+            "end_s": end / 1e9,
+            "phase": phase,
+            "ops": ops,
+            "bytes": int(dbytes),
+            "iops": ops / secs,
+            "read_iops": int(rops) / secs,
+            "write_iops": int(wops) / secs,
+            "mbps": int(dbytes) / 1e6 / secs,
+            "errors": int(errors),
+        }
+    for level, grp, b, op, kind, _n, mean_ns, p50, p99 in lat:
+        row = out.get((int(level), int(grp), int(b)))
+        if row is None:
+            continue
+        op_name = OPS[int(op)]
+        if op_name == "all" and kind == 0:
+            row.update(p50=p50 / 1e6, p99=p99 / 1e6, mean=mean_ns / 1e6)
+        elif op_name == "all":
+            row.update(svc_p50=p50 / 1e6, svc_p99=p99 / 1e6)
+        elif kind == 0:
+            row.update({f"{op_name}_p50": p50 / 1e6, f"{op_name}_p99": p99 / 1e6})
+    levels: dict[str, list[dict[str, Any]]] = {}
+    for (level, _grp, _b), row in out.items():
+        levels.setdefault(LEVELS[level], []).append(row)
+    for rows in levels.values():
+        rows.sort(key=lambda r: (r["t_s"], r["group"]))
+    return levels

@@ -1,0 +1,112 @@
+"""Reports open in a real browser: every chart renders, the console stays clean, offline.
+
+Drives Debian's headless Chromium (/usr/bin/chromium; `make test` installs it through
+scripts/system-deps.sh) with Playwright's Python API, never a browser Playwright downloads.
+Screenshots go to $TILEMARK_TEST_ARTIFACTS (default: the test's tmp_path) and their paths are
+printed, so a person can look at what the report shows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from report_runs import simple_plan, write_run, write_study, write_tile_run
+from tilemark.cli import main
+from tilemark.report import HtmlExporter, build_report
+from tilemark.report.data import load_source
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+RENDER_TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (scripts/system-deps.sh)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed: pip install playwright")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("results")
+    out = tmp_path_factory.mktemp("reports")
+    tile_run, _ = write_tile_run(root, 2)
+    study = write_study(tmp_path_factory.mktemp("study"), (1, 2, 3), latency_per_tile=5.0)
+    plan = simple_plan(("randrw", "seq"))
+    base = write_run(root, plan)
+    faster = write_run(root, plan, scale=2.0, latency=0.5)
+    paths = {}
+    for name, source in (("run", base), ("tiles", tile_run), ("study", study)):
+        paths[name] = out / f"{name}.html"
+        HtmlExporter().export(build_report(load_source(source)), paths[name])
+    paths["compare"] = out / "compare.html"
+    assert main(["compare", str(base), str(faster), "-o", str(paths["compare"])]) == 0
+    return paths
+
+
+def _artifacts(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("TILEMARK_TEST_ARTIFACTS") or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+@pytest.mark.parametrize("kind", ["run", "tiles", "study", "compare"])
+def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    # Offline: any request that is not the file itself fails the test.
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(reports[kind].resolve().as_uri())
+    page.wait_for_function(
+        "Array.from(document.querySelectorAll('.chart')).every("
+        "e => e.dataset.rendered || e.textContent.includes('failed'))",
+        timeout=RENDER_TIMEOUT_MS,
+    )
+    charts = page.evaluate(
+        """Array.from(document.querySelectorAll('.chart')).map(e => {
+             const g = e.querySelector('svg, canvas');
+             const r = g ? g.getBoundingClientRect() : {width: 0, height: 0};
+             return {id: e.id, width: r.width, height: r.height, text: e.textContent};
+           })"""
+    )
+    assert charts, "the report has no charts"
+    for c in charts:
+        assert c["width"] > 0 and c["height"] > 0, f"{c['id']} did not render: {c['text'][:200]}"
+    # A chart with a stream picker redraws when another stream is picked.
+    picker = page.query_selector(".vega-bindings select")
+    if picker is not None:
+        options = picker.eval_on_selector_all("option", "os => os.map(o => o.value)")
+        picker.select_option(options[-1])
+        page.wait_for_timeout(200)
+    assert problems == []
+    assert [u for u in requests if not u.startswith("file://")] == []
+    shot = _artifacts(tmp_path) / f"report-{kind}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    page.close()
