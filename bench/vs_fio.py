@@ -40,9 +40,23 @@ Method, and why:
     warm-up and teardown while the IO count covers the measurement only. Same definition for
     both, but tilemark's figure also carries a Python interpreter start and imports.
 
+Other targets (the scratch file lives on whatever disk holds the repo; a shared VM's disk can
+jitter by +-20% from run to run, far more than the budgets):
+
+- `--device PATH`: the read-only cases run against an existing block device instead: tilemark
+  `--target PATH --size <length>` (its data area starts at offset 0 on a block device, and reads
+  need no --destroy-data) and fio `--filename=PATH --offset=0 --size=<length>`, the same length
+  on both sides (the device size, or --size if smaller). Cases that write are skipped, because
+  writing a device needs --destroy-data.
+- `--ramdisk SIZE` (root): a file of SIZE random bytes in /dev/shm (tmpfs), attached with
+  `losetup --find --show --direct-io=on`, used as with --device: a fast, steady device that
+  isolates the engines from the disk. The loop device is always detached and the file removed
+  at the end (also on Ctrl-C, SIGTERM, SIGHUP or an error).
+
 Results: a table on stdout, `bench/results/<YYYY-MM-DD>-<hostname>.json` (every raw number of
-every run, both tools, exact command lines, machine notes) and `.md` (the table). Exit status:
-0 all budgets pass, 1 a budget failed or a run failed, 2 fio or tilemark unusable.
+every run, both tools, exact command lines, machine notes) and `.md` (the table); with --ramdisk
+the names end in `-ramdisk`, with --device in `-dev-<name>`. Exit status: 0 all budgets pass,
+1 a budget failed or a run failed, 2 fio or tilemark unusable or the target cannot be set up.
 """
 
 from __future__ import annotations
@@ -55,12 +69,15 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import socket
+import stat
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -83,6 +100,15 @@ SAMPLE_INTERVAL_S = 0.1
 WINDOW_MARGIN_S = 0.5
 SETTLE_S = 1.0  # after sync(), before every run
 SCHEMA = "tilemark-bench-vs-fio/1"
+DEFAULT_SIZE = "2g"
+RAMDISK_IMAGE = Path("/dev/shm/tilemark-bench-ram.img")
+RAMDISK_FILL_CHUNK = 16 * 2**20
+RAMDISK_FREE_MARGIN = 256 * 2**20  # leave this much of /dev/shm (and memory) free
+DEVICE_REGION_ALIGN = 128 * 2**10  # device region: whole blocks of the largest case block size
+WRITE_SKIP_NOTE = (
+    "skipped: it writes, and tilemark writes a block device only with --destroy-data; "
+    "run it on the scratch file (no --device/--ramdisk)"
+)
 
 EXIT_OK, EXIT_BUDGET_FAILED, EXIT_SETUP = 0, 1, 2
 
@@ -127,6 +153,10 @@ class Case:
     null: bool = False
     budgets: tuple[Budget, ...] = ()
     poll_us: int = 0  # tilemark --poll-us (fio runs its default either way)
+
+    @property
+    def writes(self) -> bool:
+        return not self.null and self.rw not in ("read", "randread")
 
 
 CASES = (
@@ -316,12 +346,14 @@ class Settings:
     reps: int
     region_offset: int = HEADER_SIZE
     region_length: int = 0
+    target: str = rel(SCRATCH)  # what both tools are pointed at: the scratch file or a device
+    device: bool = False  # target is a block device: data area at 0, tilemark gets --size
 
 
 def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
     cmd = [
         s.tilemark, "run",
-        "--target", rel(SCRATCH),
+        "--target", s.target,
         "--rw", case.rw,
         "--bs", case.bs,
         "--qd", str(case.qd),
@@ -338,6 +370,8 @@ def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
         cmd += ["--read", str(case.read_pct)]
     if case.poll_us:
         cmd += ["--poll-us", str(case.poll_us)]
+    if s.device:  # a block device has no header naming the length; use exactly fio's region
+        cmd += ["--size", str(s.region_length)]
     return cmd
 
 
@@ -362,7 +396,7 @@ def fio_cmd(case: Case, s: Settings) -> list[str]:
     if case.rw == "randrw":
         cmd.append(f"--rwmixread={case.read_pct}")
     if not case.null:
-        cmd.append(f"--filename={rel(SCRATCH)}")
+        cmd.append(f"--filename={s.target}")
         cmd.append(f"--offset={s.region_offset}")
     cmd.append(f"--size={s.region_length}")
     return cmd
@@ -587,14 +621,195 @@ def prepare_scratch(s: Settings, reuse: bool) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Block device and RAM disk (--device, --ramdisk)
+
+
+def prepare_device(s: Settings, path: str, limit: int | None) -> dict[str, Any]:
+    """Point both tools at block device path (reads only); return its size and the region."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise SetupError(f"--device {path}: {exc.strerror}") from None
+    if not stat.S_ISBLK(st.st_mode):
+        raise SetupError(f"--device {path} is not a block device")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+        try:
+            device_bytes = os.lseek(fd, 0, os.SEEK_END)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise SetupError(f"cannot open {path} for O_DIRECT reads: {exc.strerror}") from None
+    length = device_bytes if limit is None else min(limit, device_bytes)
+    length -= length % DEVICE_REGION_ALIGN
+    if length <= 0:
+        raise SetupError(f"{path} is too small ({device_bytes} bytes) for the benchmark")
+    s.target, s.device, s.size = path, True, length
+    s.region_offset, s.region_length = 0, length
+    return {
+        "kind": "block device",
+        "path": path,
+        "device_bytes": device_bytes,
+        "region_offset": 0,
+        "region_length": length,
+        "size_limit": limit,
+    }
+
+
+def loop_notes(dev_name: str) -> dict[str, Any] | None:
+    """Backing file and direct-IO flag of a loop device, None when dev_name is not one."""
+    loop = Path(f"/sys/block/{dev_name}/loop")
+    if not loop.is_dir():
+        return None
+    backing = read_text(loop / "backing_file")
+
+    def findmnt(columns: str) -> str | None:
+        # With mounts stacked on one mount point, findmnt lists all; the last one is in effect.
+        out = run_text(["findmnt", "-n", "-o", columns, "-T", backing]) if backing else None
+        return out.splitlines()[-1] if out else None
+
+    return {
+        "backing_file": backing,
+        "dio": read_text(loop / "dio"),
+        "backing_filesystem": findmnt("TARGET,SOURCE,FSTYPE,OPTIONS"),
+        "backing_fstype": findmnt("FSTYPE"),
+    }
+
+
+def _attached_loops(losetup: str, image: Path) -> list[str]:
+    """Loop devices attached to image (`losetup -j`), e.g. ['/dev/loop1']."""
+    out = run_text([losetup, "--associated", str(image)]) or ""
+    return [ln.split(":", 1)[0] for ln in out.splitlines() if ln.startswith("/dev/")]
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally that detaches the loop device
+
+
+def _fill_random(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        done = 0
+        while done < size:
+            chunk = os.urandom(min(RAMDISK_FILL_CHUNK, size - done))
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+            done += len(chunk)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def ramdisk(size: int) -> Iterator[dict[str, Any]]:
+    """A loop device over SIZE random bytes in tmpfs; always detached and removed afterwards."""
+    if os.geteuid() != 0:
+        raise SetupError("--ramdisk needs root (it attaches a loop device with losetup)")
+    losetup = shutil.which("losetup")
+    if losetup is None:
+        raise SetupError("--ramdisk needs losetup (util-linux), which is not installed")
+    if size <= 0 or size % DEVICE_REGION_ALIGN:
+        raise SetupError(f"--ramdisk size must be a positive multiple of {DEVICE_REGION_ALIGN}")
+    image = RAMDISK_IMAGE
+    if image.exists():
+        attached = _attached_loops(losetup, image)
+        if attached:
+            raise SetupError(
+                f"{image} is attached to {', '.join(attached)} (another vs_fio run?); if not, "
+                f"clean up with `losetup -d {attached[0]} && rm {image}`"
+            )
+    old_bytes = image.stat().st_size if image.exists() else 0
+    free = shutil.disk_usage(image.parent).free + old_bytes
+    if size + RAMDISK_FREE_MARGIN > free:
+        raise SetupError(
+            f"--ramdisk {size / 2**30:g} GiB does not fit in {image.parent} "
+            f"({free / 2**30:.1f} GiB free); choose a smaller size"
+        )
+    handlers = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    device: str | None = None
+    try:
+        print(f"creating {image} ({size / 2**30:g} GiB of random data) ...", flush=True)
+        started = time.monotonic()
+        _fill_random(image, size)
+        fill_s = time.monotonic() - started
+        cmd = [losetup, "--find", "--show", "--direct-io=on", str(image)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0 or not done.stdout.strip().startswith("/dev/"):
+            raise SetupError(
+                f"`{shlex.join(cmd)}` failed (exit {done.returncode}): "
+                f"{(done.stderr or done.stdout).strip()}"
+            )
+        device = done.stdout.strip()
+        notes = loop_notes(Path(device).name) or {}
+        print(
+            f"attached {device} over {image} (direct IO {notes.get('dio')}, backing filesystem "
+            f"{notes.get('backing_fstype')})",
+            flush=True,
+        )
+        if notes.get("dio") != "1":
+            print(
+                f"vs_fio: warning: {device} does not do direct IO to its backing file "
+                f"(dio={notes.get('dio')}); the loop driver goes through the page cache",
+                file=sys.stderr,
+            )
+        yield {
+            "image": str(image),
+            "image_bytes": size,
+            "fill": f"os.urandom, {RAMDISK_FILL_CHUNK // 2**20} MiB chunks",
+            "fill_s": round(fill_s, 2),
+            "losetup_cmd": cmd,
+            "losetup_stderr": done.stderr.strip() or None,
+            "device": device,
+            **notes,
+        }
+    finally:
+        # A second Ctrl-C must not cut the clean-up short.
+        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _remove_ramdisk(losetup, image, device)
+        finally:
+            signal.signal(signal.SIGINT, sigint)
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+
+
+def _remove_ramdisk(losetup: str, image: Path, device: str | None) -> None:
+    # Also whatever got attached if we were interrupted before losetup printed the device.
+    devices = list(dict.fromkeys([d for d in [device] if d] + _attached_loops(losetup, image)))
+    for dev in devices:
+        done = subprocess.run([losetup, "--detach", dev], capture_output=True, text=True)
+        if done.returncode != 0:
+            print(
+                f"vs_fio: could not detach {dev}: {done.stderr.strip()}; run `losetup -d {dev}`",
+                file=sys.stderr,
+            )
+    # Detaching is lazy while something still holds the device (a killed child's io_uring is
+    # torn down asynchronously); wait a little for it to complete.
+    deadline = time.monotonic() + 10.0
+    while (left := _attached_loops(losetup, image)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    try:
+        image.unlink(missing_ok=True)
+    except OSError as exc:
+        print(f"vs_fio: could not remove {image}: {exc.strerror}", file=sys.stderr)
+    print(
+        f"ramdisk: detached {', '.join(devices) or 'nothing'}, removed {image}"
+        + (f" (detach still pending after 10 s: {', '.join(left)})" if left else ""),
+        flush=True,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Machine notes
 
 
 def block_device(path: Path) -> dict[str, Any]:
-    """Disk, model (or driver) and IO scheduler behind the filesystem holding path."""
+    """Disk, model (or driver) and IO scheduler behind the filesystem holding path, or of the
+    block device path itself."""
     st = path.stat()
-    node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
-    notes: dict[str, Any] = {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"}
+    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    node = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    notes: dict[str, Any] = {"dev": f"{os.major(dev)}:{os.minor(dev)}"}
     if not node.exists():
         notes["disk"] = None  # tmpfs, overlay, nbd-fuse ...: no block device
         return notes
@@ -605,7 +820,8 @@ def block_device(path: Path) -> dict[str, Any]:
     model = read_text(disk / "device" / "model")
     driver = None
     try:
-        driver = (disk / "device" / "driver").resolve().name
+        if (disk / "device" / "driver").exists():  # virtual devices (loop) have none
+            driver = (disk / "device" / "driver").resolve().name
     except OSError:
         pass
     if model is None and ((driver or "").startswith("virtio") or disk.name.startswith("vd")):
@@ -617,10 +833,27 @@ def block_device(path: Path) -> dict[str, Any]:
     notes["scheduler"] = chosen.group(1) if chosen else (sched or None)
     notes["rotational"] = read_text(disk / "queue" / "rotational")
     notes["nr_requests"] = read_text(disk / "queue" / "nr_requests")
+    loop = loop_notes(disk.name)
+    if loop is not None:
+        notes["loop"] = loop
     return notes
 
 
-def machine_notes(s: Settings) -> dict[str, Any]:
+def target_note(s: Settings, target: dict[str, Any] | None) -> str | None:
+    """One line on what the tools ran against, for --device and --ramdisk runs."""
+    if target is None:
+        return None
+    ram = target.get("ramdisk")
+    if ram:
+        return (
+            f"loop device {ram['device']} (losetup --direct-io=on, dio={ram.get('dio')}) over "
+            f"{ram['image']}, {ram['image_bytes'] / 2**30:g} GiB of random data in "
+            f"{ram.get('backing_fstype')} (RAM, not a disk); measures the engines, not storage"
+        )
+    return f"block device {s.target} ({target['device_bytes'] / 2**30:g} GiB), read-only cases"
+
+
+def machine_notes(s: Settings, target: dict[str, Any] | None = None) -> dict[str, Any]:
     cpuinfo = read_text("/proc/cpuinfo") or ""
     models = [
         ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")
@@ -629,7 +862,13 @@ def machine_notes(s: Settings) -> dict[str, Any]:
     meminfo = read_text("/proc/meminfo") or ""
     mem = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
     os_name = re.search(r'PRETTY_NAME="?([^"\n]*)', read_text("/etc/os-release") or "")
-    findmnt = run_text(["findmnt", "-n", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS", "-T", str(SCRATCH)])
+    if target is None:
+        findmnt = run_text(
+            ["findmnt", "-n", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS", "-T", str(SCRATCH)]
+        )
+    else:  # a device has no filesystem under the benchmark; a loop device's backing file does
+        loop = loop_notes(Path(os.path.realpath(s.target)).name) or {}
+        findmnt = loop.get("backing_filesystem")
     tm_version = run_text([s.tilemark, "--version"])
     if tm_version is None:
         python = Path(s.tilemark).parent / "python"
@@ -654,9 +893,11 @@ def machine_notes(s: Settings) -> dict[str, Any]:
         "tilemark_version": tm_version,
         "python": platform.python_version(),
         "filesystem": findmnt,
-        "block_device": block_device(SCRATCH if SCRATCH.exists() else WORK),
+        "block_device": block_device(
+            Path(s.target) if target else SCRATCH if SCRATCH.exists() else WORK
+        ),
         "clk_tck": CLK_TCK,
-    }
+    } | ({"target": target_note(s, target)} if target else {})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -809,8 +1050,25 @@ def markdown_tables(summary: list[dict[str, Any]]) -> str:
 
 
 def markdown_report(doc: dict[str, Any], tables: str) -> str:
-    m, o, sc = doc["machine"], doc["options"], doc["scratch"]
+    m, o, sc, tg = doc["machine"], doc["options"], doc.get("scratch"), doc.get("target")
     bd = m["block_device"]
+    if tg:  # --device / --ramdisk
+        where = [
+            f"- target: {m.get('target')}",
+            f"- data region: `{tg['path']}` offset {tg['region_offset']} length "
+            f"{tg['region_length']} ({tg['region_length'] / 2**30:g} GiB) of "
+            f"{tg['device_bytes']} bytes, same on both tools",
+            f"- backing filesystem (findmnt TARGET SOURCE FSTYPE OPTIONS): `{m['filesystem']}`",
+        ]
+        for skipped in o.get("skipped_cases") or []:
+            where.append(f"- case `{skipped['case']}` {skipped['reason']}")
+    else:
+        where = [
+            f"- scratch file: `{sc['path']}`, data region offset {sc['region_offset']} length "
+            f"{sc['region_length']} ({sc['region_length'] / 2**30:g} GiB)",
+            f"- filesystem (findmnt TARGET SOURCE FSTYPE OPTIONS): `{m['filesystem']}`",
+        ]
+    label = o.get("target_label")
     all_budgets = [b for c in doc["summary"] for b in c["budgets"]]
     failed = [b for b in all_budgets if not b["pass"]]
     verdict = (
@@ -820,7 +1078,8 @@ def markdown_report(doc: dict[str, Any], tables: str) -> str:
     )
     return "\n".join(
         [
-            f"# tilemark vs fio — {m['date'][:10]} on {m['hostname']}",
+            f"# tilemark vs fio — {m['date'][:10]} on {m['hostname']}"
+            + (f" — {label}" if label else ""),
             "",
             f"Command: `{doc['command']}`  ",
             f"Verdict: **{verdict}** (budgets judged on the median ratio).",
@@ -832,9 +1091,7 @@ def markdown_report(doc: dict[str, Any], tables: str) -> str:
             f"{', virtual machine' if m['virtualized'] else ''}; memory {m['memory_gib']} GiB",
             f"- kernel: {m['kernel']} ({m['os']})",
             f"- fio: {m['fio_version']}; tilemark: {m['tilemark_version']}; Python {m['python']}",
-            f"- scratch file: `{sc['path']}`, data region offset {sc['region_offset']} length "
-            f"{sc['region_length']} ({sc['region_length'] / 2**30:g} GiB)",
-            f"- filesystem (findmnt TARGET SOURCE FSTYPE OPTIONS): `{m['filesystem']}`",
+            *where,
             f"- device: {bd.get('disk')}"
             f"{f' (partition {part})' if (part := bd.get('partition')) else ' (whole disk)'}, "
             f"model {bd.get('model')}, driver {bd.get('driver')}, "
@@ -883,8 +1140,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--size",
         type=parse_size,
-        default=parse_size("2g"),
-        help="scratch data size, e.g. 2g (default 2g)",
+        default=None,
+        help=f"scratch data size, e.g. 2g (default {DEFAULT_SIZE}); with --device/--ramdisk: "
+        "at most this much of the device (default all of it)",
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument(
+        "--device",
+        metavar="PATH",
+        help="run the read-only cases against this existing block device instead of the "
+        "scratch file (reads only; cases that write are skipped)",
+    )
+    target.add_argument(
+        "--ramdisk",
+        type=parse_size,
+        metavar="SIZE",
+        help=f"(root) run as --device on a loop device over SIZE (e.g. 1g) of random data in "
+        f"{RAMDISK_IMAGE}; detached and removed at the end",
     )
     p.add_argument("--reps", type=int, default=3, help="repetitions of every case (default 3)")
     p.add_argument(
@@ -928,6 +1200,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="directory for the results files (default bench/results)",
     )
     args = p.parse_args(argv)
+    if args.reuse and (args.device or args.ramdisk):
+        p.error("--reuse applies to the scratch file only, not to --device or --ramdisk")
     if args.quick:
         args.reps, args.duration, args.warmup = 2, 4.0, 1.0
     if args.reps < 1:
@@ -1006,23 +1280,56 @@ def main(argv: list[str] | None = None) -> int:
             print(f"vs_fio: unknown case(s): {', '.join(sorted(unknown))}", file=sys.stderr)
             return EXIT_SETUP
         cases = tuple(c for c in CASES if c.key in wanted)
+    skipped: list[dict[str, str]] = []
+    if args.device or args.ramdisk:
+        skipped = [{"case": c.key, "reason": WRITE_SKIP_NOTE} for c in cases if c.writes]
+        cases = tuple(c for c in cases if not c.writes)
+        for sk in skipped:
+            print(f"vs_fio: case {sk['case']} {sk['reason']}.", file=sys.stderr)
+        if not cases:
+            print("vs_fio: no read-only case left to run.", file=sys.stderr)
+            return EXIT_SETUP
     try:
         check_fio(args.fio)
         s = Settings(
             tilemark=find_tilemark(args.tilemark),
             fio=args.fio,
-            size=args.size,
+            size=args.size if args.size is not None else parse_size(DEFAULT_SIZE),
             duration=args.duration,
             warmup=args.warmup,
             reps=args.reps,
         )
         check_tilemark(s)
+        if args.ramdisk:
+            with ramdisk(args.ramdisk) as ram:
+                target = prepare_device(s, ram["device"], args.size)
+                target["ramdisk"] = ram
+                return run_cases(args, s, cases, None, target, skipped, "ramdisk")
+        if args.device:
+            target = prepare_device(s, args.device, args.size)
+            label = "dev-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(args.device).name)
+            return run_cases(args, s, cases, None, target, skipped, label)
         scratch = prepare_scratch(s, args.reuse)
     except SetupError as exc:
         print(f"vs_fio: {exc}.", file=sys.stderr)
         return EXIT_SETUP
-    machine = machine_notes(s)
+    return run_cases(args, s, cases, scratch, None, skipped, None)
+
+
+def run_cases(
+    args: argparse.Namespace,
+    s: Settings,
+    cases: tuple[Case, ...],
+    scratch: dict[str, Any] | None,
+    target: dict[str, Any] | None,
+    skipped: list[dict[str, str]],
+    label: str | None,
+) -> int:
+    """Run every case, both tools alternating; write the results files; return the exit code."""
+    machine = machine_notes(s, target)
     command = shlex.join([rel(Path(sys.executable)), rel(Path(__file__).resolve()), *sys.argv[1:]])
+    if target:
+        print(f"target: {machine['target']}", flush=True)
 
     records: list[RunRecord] = []
     for rep in range(s.reps):
@@ -1039,20 +1346,29 @@ def main(argv: list[str] | None = None) -> int:
 
     summary = [c for c in summarize(records) if c["case"] in {x.key for x in cases}]
     tables = markdown_tables(summary)
+    options: dict[str, Any] = {
+        "size": s.size,
+        "reps": s.reps,
+        "duration": s.duration,
+        "warmup": s.warmup,
+        "cases": [c.key for c in cases],
+        "sample_interval_s": SAMPLE_INTERVAL_S,
+        "window_margin_s": WINDOW_MARGIN_S,
+    }
+    if target:
+        options.update(
+            device=args.device,
+            ramdisk=args.ramdisk,
+            target_label=label,
+            skipped_cases=skipped,
+        )
     doc = {
         "schema": SCHEMA,
         "command": command,
-        "options": {
-            "size": s.size,
-            "reps": s.reps,
-            "duration": s.duration,
-            "warmup": s.warmup,
-            "cases": [c.key for c in cases],
-            "sample_interval_s": SAMPLE_INTERVAL_S,
-            "window_margin_s": WINDOW_MARGIN_S,
-        },
+        "options": options,
         "machine": machine,
         "scratch": scratch,
+        **({"target": target} if target else {}),
         "cases": [
             {
                 "key": c.key,
@@ -1073,6 +1389,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     stem = f"{datetime.now().strftime('%Y-%m-%d')}-{socket.gethostname()}"
+    if label:
+        stem += f"-{label}"
     json_path, md_path = args.out / f"{stem}.json", args.out / f"{stem}.md"
     json_path.write_text(json.dumps(doc, indent=1) + "\n")
     md_path.write_text(markdown_report(doc, tables))
