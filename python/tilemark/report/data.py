@@ -17,18 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow.parquet as pq
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.store import (
     INTERVAL_SCHEMA,
-    SCHEMA_VERSION,
-    RunFormatError,
+    interval_files,
     load_run,
     resolve_run_dir,
 )
-from tilemark.store.rundir import INTERVAL_PARTS_DIR, INTERVALS_FILE, PARQUET_VERSION_KEY
 
 STUDY_FILE = "study.json"
 STUDIES_DIR = "studies"
@@ -341,25 +338,6 @@ def _bin_expr(k: int, warm: int, col: str = "interval") -> str:
 
 def _points_per_stream(n_streams: int) -> int:
     return max(MIN_STREAM_POINTS, min(MAX_POINTS, STREAM_POINTS_BUDGET // max(n_streams, 1)))
-
-
-def interval_files(run_dir: Path) -> list[Path]:
-    """The Parquet files holding a run's intervals (as tilemark.store.read_intervals reads)."""
-    run_dir = Path(run_dir)
-    final = run_dir / INTERVALS_FILE
-    if final.is_file():
-        files = [final]
-    else:
-        parts = run_dir / INTERVAL_PARTS_DIR
-        files = sorted(parts.glob("part-*.parquet")) if parts.is_dir() else []
-    for f in files:
-        version = int((pq.read_schema(f).metadata or {}).get(PARQUET_VERSION_KEY, b"0"))
-        if version > SCHEMA_VERSION:
-            raise RunFormatError(
-                f"{f} has schema_version {version}, newer than this tilemark reads "
-                f"(up to {SCHEMA_VERSION}); upgrade tilemark"
-            )
-    return files
 
 
 def compute_series(run: RunData) -> SeriesSet:

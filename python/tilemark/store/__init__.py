@@ -19,12 +19,14 @@ from tilemark.store.rundir import (
     RunNotFoundError,
     RunWriter,
     StoreError,
+    interval_files,
     load_run,
     read_intervals,
     resolve_run_dir,
 )
 
 __all__ = [
+    "interval_files",
     "INTERVAL_SCHEMA",
     "MIGRATIONS",
     "SCHEMA_VERSION",

@@ -397,8 +397,9 @@ def load_run(path_or_id: str | Path, results_root: Path | None = None) -> dict[s
     return read_run_json(resolve_run_dir(path_or_id, results_root))
 
 
-def read_intervals(run_dir: Path) -> pa.Table:
-    """Interval rows of a run: intervals.parquet, or the flushed parts of an interrupted run."""
+def interval_files(run_dir: Path) -> list[Path]:
+    """The Parquet files holding a run's intervals: intervals.parquet, or the flushed parts of
+    an interrupted run. A file from a newer schema is refused, never reinterpreted."""
     run_dir = Path(run_dir)
     final = run_dir / INTERVALS_FILE
     if final.is_file():
@@ -406,7 +407,6 @@ def read_intervals(run_dir: Path) -> pa.Table:
     else:
         parts_dir = run_dir / INTERVAL_PARTS_DIR
         files = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
-    tables = []
     for f in files:
         version = int((pq.read_schema(f).metadata or {}).get(PARQUET_VERSION_KEY, b"0"))
         if version > SCHEMA_VERSION:
@@ -414,7 +414,12 @@ def read_intervals(run_dir: Path) -> pa.Table:
                 f"{f} has schema_version {version}, newer than tilemark "
                 f"{tilemark.__version__} reads (up to {SCHEMA_VERSION}); upgrade tilemark"
             )
-        tables.append(pq.read_table(f))
+    return files
+
+
+def read_intervals(run_dir: Path) -> pa.Table:
+    """Interval rows of a run as one table (see `interval_files`)."""
+    tables = [pq.read_table(f) for f in interval_files(run_dir)]
     if not tables:
         return INTERVAL_SCHEMA.empty_table()
     return pa.concat_tables(tables)
