@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 
 from tilemark import plan, targets
+from tilemark.cli.options import CapacityOpt, QosIntervalOpt, SetOpt
 from tilemark.errors import UsageError
 from tilemark.live import results_table
 from tilemark.runner import RunOutcome, inspect_and_compile, make_console, prepare, run_plan
@@ -348,31 +349,9 @@ def run(
             "--tile", metavar="TILE.toml", help="Tile file: which applications a tile holds."
         ),
     ] = None,
-    capacity: Annotated[
-        str | None,
-        typer.Option(
-            "--capacity",
-            metavar="SIZE",
-            help="Space the tiles may use on the target (default: min(2 GiB, 10% of free space)).",
-        ),
-    ] = None,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="APP.KNOB=VALUE",
-            help="Override a profile knob or QoS limit, e.g. mail.mailboxes=2000 or "
-            "oltp.qos.read_avg.max_ms=5 (repeatable).",
-        ),
-    ] = None,
-    qos_interval: Annotated[
-        str | None,
-        typer.Option(
-            "--qos-interval",
-            metavar="TIME",
-            help="Window for per-interval QoS criteria (default 60s).",
-        ),
-    ] = None,
+    capacity: CapacityOpt = None,
+    sets: SetOpt = None,
+    qos_interval: QosIntervalOpt = None,
 ) -> None:
     """Run a workload: a TOML file, fio-like flags for one stream, --default, or --tiles N."""
     argv = (ctx.obj or {}).get("argv") or ["tilemark", *sys.argv[1:]]

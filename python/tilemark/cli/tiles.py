@@ -24,6 +24,7 @@ from rich.table import Table
 from tilemark import __version__, targets
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S
 from tilemark.apps import TileSpec, default_tile, load_tile, min_capacity, parse_sets
+from tilemark.cli.options import CapacityOpt, QosIntervalOpt, SetOpt
 from tilemark.cli.run import DEFAULT_RESULTS, report, write_json
 from tilemark.errors import UsageError
 from tilemark.runner import RunOutcome, make_console, prepare
@@ -311,14 +312,7 @@ def scale(
     target: Annotated[
         str | None, typer.Option("--target", metavar="PATH", help="File or block device.")
     ] = None,
-    capacity: Annotated[
-        str | None,
-        typer.Option(
-            "--capacity",
-            metavar="SIZE",
-            help="Space the study may use (split over the largest tile count).",
-        ),
-    ] = None,
+    capacity: CapacityOpt = None,
     tiles: Annotated[
         str,
         typer.Option("--tiles", metavar="RANGE", help="Tile counts: 1..8 (default) or 1,2,4,8."),
@@ -348,22 +342,8 @@ def scale(
         str | None,
         typer.Option("--interval", metavar="TIME", help="Snapshot interval (default 1s)."),
     ] = None,
-    qos_interval: Annotated[
-        str | None,
-        typer.Option(
-            "--qos-interval",
-            metavar="TIME",
-            help="Per-interval QoS window (default 60s, at most a quarter of the duration).",
-        ),
-    ] = None,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="APP.KNOB=VALUE",
-            help="Override a profile knob or QoS limit (repeatable).",
-        ),
-    ] = None,
+    qos_interval: QosIntervalOpt = None,
+    sets: SetOpt = None,
     backend: Annotated[
         str | None,
         typer.Option("--backend", metavar="NAME", help="uring (default), psync or null."),
