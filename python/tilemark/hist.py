@@ -117,3 +117,13 @@ class Histogram:
 
     def percentiles(self, ps: Iterable[float]) -> dict[float, float | None]:
         return {p: self.percentile(p) for p in ps}
+
+
+def latency_hist(op: dict | None) -> Histogram:
+    """An op kind's latency as QoS and reports use it: the response-time histogram (open loop,
+    from each IO's intended issue time), else the service-time one. Closed-loop streams send no
+    response histogram because there response time is service time."""
+    if not op:
+        return Histogram()
+    response = op.get("response")
+    return Histogram.from_json(response if response is not None else op.get("service"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from tilemark.hist import Histogram
+from tilemark.hist import Histogram, latency_hist
 
 OP_KINDS = ("read", "write", "sync")
 DATA_OPS = ("read", "write")
@@ -63,9 +63,7 @@ def _service(op: dict) -> Histogram:
 
 
 def _response(op: dict) -> Histogram:
-    # Closed loop sends no response histogram: there response time is service time.
-    resp = op.get("response")
-    return Histogram.from_json(resp if resp is not None else op.get("service"))
+    return latency_hist(op)
 
 
 def op_summary(op: dict | None, seconds: float) -> dict[str, Any] | None:

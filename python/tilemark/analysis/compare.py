@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.hist import Histogram
+from tilemark.hist import Histogram, latency_hist
 from tilemark.units import format_size
 
 HIGHER = "higher"
@@ -200,7 +200,7 @@ def _merged(doc: dict, op: str) -> Histogram:
     for s in (doc.get("result") or {}).get("streams", []):
         o = s.get(op)
         if o:
-            out.merge(Histogram.from_json(o.get("response") or o.get("service")))
+            out.merge(latency_hist(o))
     return out
 
 

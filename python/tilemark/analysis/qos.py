@@ -12,14 +12,24 @@ Throughput is judged against the *realized* schedule: IOs completed versus IOs t
 stream that happened to draw fewer arrivals is not failed for it, and a device that falls behind
 is. A shortfall of up to max(1 IO per stream, 0.5%) is measurement tolerance: an IO that came
 due at the very edge of a window is not a failure, and each stream can have one.
+
+Latency criteria know their uncertainty (analysis/confidence.py): each carries a 95% confidence
+interval and a decision. Over the whole window a criterion is `pass` when the interval lies at
+or below the limit, `fail` when it lies above, and `inconclusive` when it straddles the limit;
+an inconclusive criterion does not pass (a study measures longer to decide it, and at its time
+limit it counts as failed, "within noise"). In a QoS interval only a decided failure fails: an
+interval's data is fixed, and the whole-window check carries the decision with more samples.
+Throughput and max are counts of what happened and are always decided.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from tilemark.hist import Histogram
+from tilemark.analysis.confidence import BatchSeries, Interval, mean_interval, percentile_interval
+from tilemark.hist import Histogram, latency_hist
 
 LATENCY_STATS = {"mean", "p50", "p90", "p95", "p99", "p999", "max"}
 STATS = LATENCY_STATS | {"throughput"}
@@ -60,9 +70,34 @@ class Verdict:
     unit: str
     start_s: float | None = None
     end_s: float | None = None
+    decision: str = ""  # pass | fail | inconclusive
+    ci_low: float | None = None  # 95% confidence interval of `value`, same unit
+    ci_high: float | None = None
+    ci_bounded: bool = True  # False: too few samples to bound the statistic from above
+    samples: int | None = None  # IOs the statistic is computed from
+
+    def __post_init__(self) -> None:
+        if not self.decision:
+            self.decision = "pass" if self.passed else "fail"
+
+    @property
+    def margin_pct(self) -> float | None:
+        """(value - limit) / limit in percent: above 0 a latency is over its limit, below 0 a
+        throughput is short of it."""
+        if self.value is None or not self.limit:
+            return None
+        return (self.value - self.limit) / self.limit * 100.0
+
+    @property
+    def badness(self) -> float:
+        """How far on the failing side of its limit, in percent (larger is worse)."""
+        m = self.margin_pct
+        if m is None:
+            return math.inf
+        return -m if self.unit == "fraction" else m
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "margin_pct": self.margin_pct}
 
 
 @dataclass
@@ -86,10 +121,6 @@ class Window:
 
 def _ops(op: str | None) -> tuple[str, ...]:
     return ("read", "write") if op is None else (op,)
-
-
-def _latency_hist(opdata: dict) -> Histogram:
-    return Histogram.from_json(opdata.get("response") or opdata.get("service"))
 
 
 def _backlog(stream_snap: dict) -> int:
@@ -122,7 +153,7 @@ def windows_from_snapshots(
                 d = s[op]
                 current.ops[op] = current.ops.get(op, 0) + d["ops"]
                 current.errors += sum(d["errors"].values())
-                current.latency.setdefault(op, Histogram()).merge(_latency_hist(d))
+                current.latency.setdefault(op, Histogram()).merge(latency_hist(d))
         current.backlog_end = level
         if current.end_s - current.start_s >= qos_interval_s - 1e-6:
             windows.append(current)
@@ -143,7 +174,7 @@ def window_from_result(result: dict, snapshots: Sequence[dict], indices: Sequenc
             d = s[op]
             w.ops[op] = w.ops.get(op, 0) + d["ops"]
             w.errors += sum(d["errors"].values())
-            w.latency.setdefault(op, Histogram()).merge(_latency_hist(d))
+            w.latency.setdefault(op, Histogram()).merge(latency_hist(d))
     warm = [x for x in snapshots if x["phase"] == "warmup"]
     if warm:
         w.backlog_start = sum(_backlog(s) for s in warm[-1]["streams"] if s["stream"] in idx)
@@ -172,8 +203,23 @@ def throughput_fraction(w: Window) -> tuple[float, int, int]:
     return (completed / due if due else 1.0), completed, due
 
 
-def check(c: Criterion, w: Window, scope: str) -> Verdict:
-    """Evaluate one criterion over one window."""
+def latency_interval(h: Histogram, stat: str, batches: list[tuple[int, int]] | None) -> Interval:
+    """95% CI of a latency statistic (ns); max is what happened, so its interval is a point."""
+    if stat == "mean":
+        ci = mean_interval(h, batches)
+    elif stat == "max":
+        ci = Interval(float(h.max), float(h.max))
+    else:
+        ci = percentile_interval(h, float(stat[1:].replace("999", "99.9")))
+    assert ci is not None  # callers pass non-empty histograms
+    return ci
+
+
+def check(
+    c: Criterion, w: Window, scope: str, batches: list[tuple[int, int]] | None = None
+) -> Verdict:
+    """Evaluate one criterion over one window (see the module doc for the decision rules).
+    `batches` are (count, latency sum) per batch of snapshots, for the CI of a mean."""
     base = dict(
         criterion=c.id, description=c.describe(), scope=scope, start_s=w.start_s, end_s=w.end_s
     )
@@ -182,11 +228,28 @@ def check(c: Criterion, w: Window, scope: str) -> Verdict:
         need = c.min_fraction or 0.0
         shortfall = need * due - completed
         ok = shortfall <= max(float(len(c.streams)), TOLERANCE_FRACTION * due)
-        return Verdict(**base, passed=ok, value=frac, limit=need, unit="fraction")
-    value = latency_value_ms(w.hist(c.op), c.stat)
-    # No IOs completed at all cannot meet a latency bound.
-    ok = value is not None and value <= (c.max_ms or 0.0)
-    return Verdict(**base, passed=ok, value=value, limit=float(c.max_ms or 0.0), unit="ms")
+        return Verdict(**base, passed=ok, value=frac, limit=need, unit="fraction", samples=due)
+    limit = float(c.max_ms or 0.0)
+    h = w.hist(c.op)
+    value = latency_value_ms(h, c.stat)
+    if value is None:
+        # No IOs completed at all cannot meet a latency bound.
+        return Verdict(**base, passed=False, value=None, limit=limit, unit="ms", samples=0)
+    ci = latency_interval(h, c.stat, batches)
+    decision = Interval(ci.low / 1e6, ci.high / 1e6).decide(limit)
+    passed = decision == "pass" if scope == "window" else decision != "fail"
+    return Verdict(
+        **base,
+        passed=passed,
+        value=value,
+        limit=limit,
+        unit="ms",
+        decision=decision,
+        ci_low=ci.low / 1e6,
+        ci_high=ci.high / 1e6,
+        ci_bounded=ci.bounded,
+        samples=h.n,
+    )
 
 
 def evaluate(
@@ -195,13 +258,18 @@ def evaluate(
     snapshots: Sequence[dict],
     result: dict,
     qos_interval_s: float = 60.0,
+    batches: BatchSeries | None = None,
 ) -> list[Verdict]:
     """Every verdict for one application instance; `stream_index` maps its stream names to
-    plan indices."""
+    plan indices. `batches` (from SnapshotCompactor) give means their batch-means CI."""
     verdicts: list[Verdict] = []
     for c in criteria:
         indices = [stream_index[name] for name in c.streams]
-        verdicts.append(check(c, window_from_result(result, snapshots, indices), "window"))
+        series = None
+        if batches is not None and c.stat == "mean":
+            series = batches.series((i, op) for i in indices for op in _ops(c.op))
+        window = window_from_result(result, snapshots, indices)
+        verdicts.append(check(c, window, "window", series))
         if c.per_interval:
             for k, w in enumerate(windows_from_snapshots(snapshots, indices, qos_interval_s)):
                 verdicts.append(check(c, w, f"interval {k + 1}"))
@@ -212,6 +280,20 @@ def failures(verdicts: Iterable[Verdict]) -> list[Verdict]:
     return [v for v in verdicts if not v.passed]
 
 
+def undecided(verdicts: Iterable[Verdict]) -> list[Verdict]:
+    """Whole-window criteria whose confidence interval straddles their limit."""
+    return [v for v in verdicts if v.scope == "window" and v.decision == "inconclusive"]
+
+
+def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
+    """The failed verdict furthest on the failing side of its limit: decided failures before
+    those within noise."""
+    failed = failures(verdicts)
+    if not failed:
+        return None
+    return max(failed, key=lambda v: (v.decision == "fail", v.badness))
+
+
 class SnapshotCompactor:
     """Merges measurement-phase snapshots into QoS-interval-sized ones as they arrive, so a
     long run's QoS evaluation holds one snapshot per QoS interval, not one per second.
@@ -220,6 +302,11 @@ class SnapshotCompactor:
     backlog levels from the last second), and `windows_from_snapshots` cuts them into exactly
     the windows it would have cut from the originals. Of the warm-up only the last snapshot
     (its backlog level) is kept.
+
+    It also keeps what a decision needs while the run is still going: the running totals of the
+    measurement phase in the engine's result format (`result()`), and per (stream, op) the
+    latency count and sum of batches of snapshots (`batches`, for the CI of a mean). Memory is
+    bounded by streams x histogram size, whatever the run's length.
     """
 
     def __init__(self, window_s: float):
@@ -227,6 +314,8 @@ class SnapshotCompactor:
         self._warmup: dict | None = None
         self._done: list[dict] = []
         self._current: dict | None = None
+        self._totals: dict | None = None
+        self.batches = BatchSeries()
 
     def extend(self, snapshots: Iterable[dict]) -> None:
         for snap in snapshots:
@@ -236,8 +325,20 @@ class SnapshotCompactor:
         if snap["phase"] != "measure":
             self._warmup = snap
             return
+        self.batches.add(
+            {
+                (s["stream"], op): (s[op]["ops"], latency_hist(s[op]).sum)
+                for s in snap["streams"]
+                for op in OPS
+                if s[op]["ops"]
+            }
+        )
+        if self._totals is None:
+            self._totals = _copy_snapshot(snap)
+        else:
+            self._merge(self._totals, snap)
         if self._current is None:
-            self._current = {**snap, "streams": [dict(s) for s in snap["streams"]]}
+            self._current = _copy_snapshot(snap)
         else:
             self._merge(self._current, snap)
         if (self._current["end_ns"] - self._current["start_ns"]) / 1e9 >= self.window_s - 1e-6:
@@ -247,6 +348,24 @@ class SnapshotCompactor:
     def snapshots(self) -> list[dict]:
         out = [self._warmup] if self._warmup else []
         return out + self._done + ([self._current] if self._current else [])
+
+    def measured_s(self) -> float:
+        """Seconds of the measurement phase seen so far."""
+        if self._totals is None:
+            return 0.0
+        return (self._totals["end_ns"] - self._totals["start_ns"]) / 1e9
+
+    def result(self) -> dict | None:
+        """The measurement phase so far in the engine's result format; None before it."""
+        t = self._totals
+        if t is None:
+            return None
+        return {
+            "complete": False,
+            "measure_start_ns": t["start_ns"],
+            "measure_end_ns": t["end_ns"],
+            "streams": t["streams"],
+        }
 
     @staticmethod
     def _merge(into: dict, snap: dict) -> None:
@@ -278,3 +397,7 @@ class SnapshotCompactor:
             mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
             for level in ("behind_ios", "inflight"):
                 mine[level] = s.get(level, 0)
+
+
+def _copy_snapshot(snap: dict) -> dict:
+    return {**snap, "streams": [dict(s) for s in snap["streams"]]}

@@ -1,6 +1,11 @@
 """Per-application results of a tile run: metrics in each application's own units, QoS
 verdicts per instance, and the VMmark-style score.
 
+Each instance, application and the tile run as a whole get a verdict: `pass`, `fail` (a
+criterion decidedly failed) or `noise` (no decided failure, but a criterion whose confidence
+interval straddles its limit: failed, within noise). The deciding criterion of a failure is the
+one furthest past its limit, with its margin and confidence interval.
+
 Score (methodology 4 and 11.3): each application's achieved metric is normalized to its target
 (1.0 when it delivers what it was asked for); per tile the geometric mean of those ratios; the
 score is the sum over tiles. Closed-loop workloads have no target and are left out of it.
@@ -13,9 +18,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from tilemark.analysis import expr
-from tilemark.analysis.qos import Verdict, evaluate, failures
+from tilemark.analysis.confidence import BatchSeries
+from tilemark.analysis.qos import Verdict, evaluate, failures, undecided, worst
 from tilemark.apps import Profile, TileLayout, TileSpec
-from tilemark.hist import Histogram
+from tilemark.hist import latency_hist
 from tilemark.summary import mean_io_size
 
 DEFAULT_QOS_INTERVAL_S = 60.0
@@ -75,7 +81,7 @@ def _stream_latency(result: dict, index: int) -> dict[str, float | None]:
     s = result["streams"][index]
     out: dict[str, float | None] = {}
     for op in ("read", "write"):
-        h = Histogram.from_json(s[op].get("response") or s[op].get("service"))
+        h = latency_hist(s[op])
         out[f"{op}_mean_ms"] = None if h.n == 0 else h.mean() / 1e6
         out[f"{op}_p99_ms"] = None if h.n == 0 else h.percentile(99) / 1e6
     return out
@@ -89,6 +95,7 @@ def application_results(
     result: dict[str, Any],
     *,
     qos_interval_s: float = DEFAULT_QOS_INTERVAL_S,
+    batches: BatchSeries | None = None,
 ) -> dict[str, Any]:
     """Metrics, QoS verdicts and score of every application instance in a tile run."""
     profiles = {a.label: a.profile for a in tile.apps}
@@ -101,7 +108,7 @@ def application_results(
         profile = profiles[app]
         idx = list(streams.values())
         iops, mbps, errors = _achieved(result, idx)
-        verdicts = evaluate(profile.qos, streams, snapshots, result, qos_interval_s)
+        verdicts = evaluate(profile.qos, streams, snapshots, result, qos_interval_s, batches)
         if errors:
             verdicts.append(
                 Verdict("io_errors", "no IO errors", "window", False, float(errors), 0.0, "errors")
@@ -113,6 +120,7 @@ def application_results(
             target_metric = _metric(profile, streams, lambda i: _target(compiled, i) or (0, 0))
             ratio = metric / target_metric if target_metric else None
         failed = failures(verdicts)
+        worst_v = worst(verdicts)
         instances.append(
             {
                 "tile": t,
@@ -123,7 +131,11 @@ def application_results(
                 "target_metric": target_metric,
                 "ratio": ratio,
                 "passed": not failed,
-                "failed": [_failure_text(v) for v in failed],
+                "verdict": _verdict_of(failed),
+                "failed": [failure_text(v) for v in failed],
+                "undecided": [v.criterion for v in undecided(verdicts)],
+                "worst": None if worst_v is None else criterion_json(worst_v),
+                "criteria": [criterion_json(v) for v in verdicts if v.scope == "window"],
                 "latency_ms": _latency_columns(verdicts),
                 "iops": iops,
                 "mbps": mbps,
@@ -132,25 +144,98 @@ def application_results(
                 "verdicts": [v.to_json() for v in verdicts],
             }
         )
+    applications = _per_application(tile, instances)
+    failing = [i for i in instances if not i["passed"]]
+    deciding = max(
+        (i for i in failing if i["worst"] is not None),
+        key=lambda i: _severity(i["worst"]),
+        default=None,
+    )
     return {
         "tiles": max((i["tile"] for i in instances), default=0),
         "qos_interval_s": qos_interval_s,
         "instances": instances,
-        "applications": _per_application(tile, instances),
-        "passed": all(i["passed"] for i in instances),
+        "applications": applications,
+        "passed": not failing,
+        "verdict": _combined_verdict(i["verdict"] for i in instances),
         "failed": [f"t{i['tile']}.{i['app']}: {f}" for i in instances for f in i["failed"]],
+        "undecided": [f"t{i['tile']}.{i['app']}: {c}" for i in instances for c in i["undecided"]],
+        "deciding": None
+        if deciding is None
+        else {"tile": deciding["tile"], "app": deciding["app"], **deciding["worst"]},
         "score": score(instances),
     }
 
 
-def _failure_text(v: Verdict) -> str:
-    if v.unit == "fraction":
-        got = f"{v.value:.1%}" if v.value is not None else "nothing completed"
-    elif v.unit == "ms":
-        got = f"{v.value:.2f} ms" if v.value is not None else "no IO completed"
-    else:
-        got = f"{v.value:g} {v.unit}"
+def _verdict_of(failed: list[Verdict]) -> str:
+    if not failed:
+        return "pass"
+    return "fail" if any(v.decision == "fail" for v in failed) else "noise"
+
+
+def _combined_verdict(verdicts: Any) -> str:
+    seen = set(verdicts)
+    for v in ("fail", "noise"):
+        if v in seen:
+            return v
+    return "pass"
+
+
+def criterion_json(v: Verdict) -> dict[str, Any]:
+    """A verdict as study.json and reports keep it: value, limit, margin, CI, decision."""
+    return {
+        "criterion": v.criterion,
+        "description": v.description,
+        "scope": v.scope,
+        "passed": v.passed,
+        "decision": v.decision,
+        "value": v.value,
+        "limit": v.limit,
+        "unit": v.unit,
+        "margin_pct": v.margin_pct,
+        "badness": v.badness if v.margin_pct is not None else None,
+        "ci_low": v.ci_low,
+        "ci_high": v.ci_high,
+        "ci_bounded": v.ci_bounded,
+        "samples": v.samples,
+    }
+
+
+def _value_text(value: float | None, unit: str) -> str:
+    if unit == "fraction":
+        return f"{value:.1%}" if value is not None else "nothing completed"
+    if unit == "ms":
+        return f"{value:.2f} ms" if value is not None else "no IO completed"
+    return f"{value:g} {unit}"
+
+
+def failure_text(v: Verdict) -> str:
+    """One failed criterion: what, where, the value, and when it is within noise, its CI."""
+    got = _value_text(v.value, v.unit)
+    if v.decision == "inconclusive":
+        got += f", within noise: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms"
     return f"{v.description} ({v.scope}: {got})"
+
+
+def margin_text(c: dict[str, Any]) -> str:
+    """'read p99 39.1 ms vs 30 ms limit (+30%, CI 33.0-45.2 ms)' from criterion_json."""
+    if c["unit"] == "fraction":
+        what = f"{c['criterion']} {_value_text(c['value'], 'fraction')} vs >= {c['limit']:.0%}"
+    elif c["value"] is None:
+        return f"{c['criterion']}: no IO completed (limit {c['limit']:g} ms)"
+    else:
+        what = f"{c['criterion']} {c['value']:.3g} ms vs {c['limit']:g} ms limit"
+    extra = []
+    if c.get("margin_pct") is not None:
+        extra.append(f"{c['margin_pct']:+.0f}%")
+    if c.get("ci_low") is not None and c["unit"] == "ms" and c["ci_low"] != c["ci_high"]:
+        bound = "" if c.get("ci_bounded", True) else ", few samples"
+        extra.append(f"CI {c['ci_low']:.3g}-{c['ci_high']:.3g} ms{bound}")
+    if c.get("decision") == "inconclusive":
+        extra.append("within noise")
+    if c.get("scope", "window") != "window":
+        extra.append(c["scope"])
+    return what + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
@@ -169,6 +254,10 @@ def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
             {
                 "app": app.label,
                 "profile": app.profile.name,
+                "verdict": _combined_verdict(i["verdict"] for i in mine),
+                "worst": _worst_of(mine),
+                "failed_criteria": sum(len(i["failed"]) for i in mine),
+                "criteria": _worst_criteria(mine),
                 "metric_unit": app.profile.metric_unit,
                 "metric_total": sum(i["metric"] for i in mine),
                 "metric_per_instance": sum(i["metric"] for i in mine) / len(mine),
@@ -180,6 +269,36 @@ def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def _badness(c: dict) -> float:
+    """How far past its limit (percent); a criterion with no value (no IO) is the worst."""
+    return c["badness"] if c["badness"] is not None else math.inf
+
+
+def _severity(c: dict) -> tuple[bool, float]:
+    """Decided failures first, then by how far past the limit."""
+    return c["decision"] == "fail", _badness(c)
+
+
+def _worst_of(instances: list[dict]) -> dict | None:
+    worst_i = max(
+        (i for i in instances if i["worst"] is not None),
+        key=lambda i: _severity(i["worst"]),
+        default=None,
+    )
+    return None if worst_i is None else {"tile": worst_i["tile"], **worst_i["worst"]}
+
+
+def _worst_criteria(instances: list[dict]) -> list[dict]:
+    """Per whole-window criterion, the instance nearest to (or furthest past) its limit."""
+    by_id: dict[str, dict] = {}
+    for i in instances:
+        for c in i["criteria"]:
+            have = by_id.get(c["criterion"])
+            if have is None or _badness(c) > _badness(have):
+                by_id[c["criterion"]] = {"tile": i["tile"], **c}
+    return list(by_id.values())
 
 
 def score(instances: list[dict]) -> float | None:
