@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-rust test-python lint fmt bench clean system-deps
+.PHONY: help build run test test-rust test-python lint fmt bench clean system-deps docs
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ lint: build ## cargo fmt --check, clippy -D warnings, ruff check and format --ch
 	cargo clippy --workspace --all-targets -q -- -D warnings
 	$(BIN)/ruff check python tests bench
 	$(BIN)/ruff format --check python tests bench
+
+docs: build ## regenerate docs/options.md from the option table (python/tilemark/options.py)
+	$(BIN)/python -m tilemark.options > docs/options.md
 
 fmt: ## format Rust and Python
 	cargo fmt --all

@@ -19,11 +19,11 @@ import tilemark
 from engine_data import hist_json, latencies
 from tilemark.analysis.tiles import application_results
 from tilemark.apps import default_tile
-from tilemark.cli.tiles import Step, Study, _StudyRecord
 from tilemark.hist import Histogram
 from tilemark.plan import compile_plan
 from tilemark.store import INTERVAL_SCHEMA, RunWriter
 from tilemark.store.rundir import SCHEMA_VERSION
+from tilemark.study import StudyRecord, TileCountStudy, attempt_of, run_study, tile_definition
 from tilemark.summary import summarize, target_iops
 from tilemark.targets import TargetInfo
 from tilemark.tilerun import TileRunSettings, tile_workload
@@ -236,13 +236,34 @@ def write_tile_run(
 
 
 class _Outcome:
-    """The parts of runner.RunOutcome that Step.of reads."""
+    """The parts of runner.RunOutcome that study.attempt_of reads."""
 
     def __init__(self, run_dir: Path, summary: dict):
         self.run_id = run_dir.name
         self.run_dir = run_dir
         self.summary = summary
         self.complete = True
+        self.exit_status = None
+
+
+class _SyntheticSteps:
+    """A study's step runner that stores synthetic tile runs instead of running the engine."""
+
+    def __init__(self, results: Path, max_tiles: int, latency_per_tile: float):
+        self.results = results
+        self.max_tiles = max_tiles
+        self.latency_per_tile = latency_per_tile
+
+    def run(self, spec, reason):
+        n = spec.params["tiles"]
+        run_dir, summary = write_tile_run(
+            self.results,
+            n,
+            max_tiles=self.max_tiles,
+            latency=self.latency_per_tile ** (n - 1),
+            kind="scale-step",
+        )
+        return attempt_of(_Outcome(run_dir, summary), reason)
 
 
 def write_study(results: Path, counts=(1, 2, 3), *, latency_per_tile: float = 1.0) -> Path:
@@ -251,21 +272,14 @@ def write_study(results: Path, counts=(1, 2, 3), *, latency_per_tile: float = 1.
     settings = TileRunSettings(
         target="/tmp/tilemark-report-test.dat", capacity=4 * GIB, duration=8, warmup=2
     )
-    study = Study(list(counts), search=False, confirm=1)
-    record = _StudyRecord(
-        results, tile, settings, list(counts), search=False, confirm=1, argv=["tilemark", "scale"]
+    definition = tile_definition(tile, settings)
+    outcome = run_study(
+        lambda: TileCountStudy(list(counts), search=False, confirm=1, definition=definition),
+        _SyntheticSteps(results, max(counts), latency_per_tile),
+        StudyRecord(results, {"kind": "scale", "argv": ["tilemark", "scale"]}),
+        confirm_runs=0,
     )
-    for n in counts:
-        run_dir, summary = write_tile_run(
-            results,
-            n,
-            max_tiles=max(counts),
-            latency=latency_per_tile ** (n - 1),
-            kind="scale-step",
-        )
-        study.record(Step.of(n, _Outcome(run_dir, summary)))
-    record.save(study, complete=True)
-    return record.path
+    return outcome.path
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,93 +11,9 @@ import pytest
 
 pytest.importorskip("tilemark._engine", reason="the engine is not built (make build)")
 
-from engine_data import op  # noqa: E402
-from tilemark import engine  # noqa: E402
 from tilemark.cli import main  # noqa: E402
 
 MIB = 1 << 20
-
-
-class FakeHandle:
-    """Stands in for engine.Handle: one snapshot per wait(), stop() ends the run early."""
-
-    def __init__(self, plan, *, intervals=3, on_wait=None, fail=None):
-        self.plan = plan
-        self.intervals = intervals
-        self.on_wait = on_wait
-        self.fail = fail
-        self.sent = 0
-        self.waits = 0
-        self.stopped = False
-        self.pending = []
-
-    def _counters(self, index, ios):
-        return {
-            "stream": index,
-            "read": op([200_000] * ios, 4096),
-            "write": op([], 4096),
-            "sync": op([], 0),
-            "lag_max_ns": 0,
-            "behind_ios": 0,
-        }
-
-    def wait(self, timeout_s):
-        self.waits += 1
-        if self.on_wait is not None:
-            self.on_wait(self.waits)
-        if not self.done():
-            start = self.sent * 1_000_000_000
-            streams = [self._counters(i, 100) for i in range(len(self.plan["streams"]))]
-            self.pending.append(
-                {
-                    "interval": self.sent,
-                    "phase": "measure",
-                    "start_ns": start,
-                    "end_ns": start + 1_000_000_000,
-                    "streams": streams,
-                }
-            )
-            self.sent += 1
-        return self.done()
-
-    def done(self):
-        return self.stopped or self.sent >= self.intervals
-
-    def poll(self):
-        out, self.pending = self.pending, []
-        return out
-
-    def stop(self):
-        self.stopped = True
-
-    def result(self):
-        if self.fail:
-            raise engine.EngineError(self.fail)
-        return {
-            "complete": not self.stopped,
-            "started_at_ns": 1_790_000_000_000_000_000,
-            "measure_start_ns": 0,
-            "measure_end_ns": self.sent * 1_000_000_000,
-            "streams": [
-                {**self._counters(i, 100 * self.sent), "ios_issued_late": 0}
-                for i in range(len(self.plan["streams"]))
-            ],
-        }
-
-
-@pytest.fixture
-def fake_engine(monkeypatch):
-    """Replace engine.start; the test sets handle options through the returned dict."""
-    options: dict = {}
-    started: list[FakeHandle] = []
-
-    def start(plan):
-        handle = FakeHandle(plan, **options)
-        started.append(handle)
-        return handle
-
-    monkeypatch.setattr(engine, "start", start)
-    return options, started
 
 
 def run_cli(capsys, *args):

@@ -1,45 +1,97 @@
-"""The scaling study's choice of tile counts, on synthetic step outcomes (no IO): linear mode
-with confirmation, blips, --search by doubling and bisection, and --tiles parsing."""
+"""The study framework and the scaling studies on a fake step runner (no IO): linear mode with
+confirmation and blips, --search by doubling and bisection, confirm re-runs and majority votes,
+re-checks of non-monotonic answers, repeated studies, the knob search, and --tiles parsing."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from tilemark.cli.tiles import MAX_TILES, Step, Study, parse_tile_counts
 from tilemark.errors import UsageError
+from tilemark.study import (
+    CONFIRM,
+    NEW,
+    RECHECK,
+    Attempt,
+    KnobStudy,
+    StepSpec,
+    TileCountStudy,
+    combine,
+    majority,
+    parse_tile_counts,
+    run_study,
+)
+from tilemark.tilerun import MAX_TILES
+
+Verdict = bool | str  # True/False, or "noise" (failed within noise)
 
 
-def step(n: int, passed: bool) -> Step:
-    return Step(
-        tiles=n,
-        run_id=f"run-{n}",
-        run_dir=f"/results/run-{n}",
-        passed=passed,
-        complete=True,
-        failed=[] if passed else [f"t{n}.oltp: data read p99 <= 30 ms (window: 41.00 ms)"],
-        score=float(n) if passed else n * 0.8,
-        applications=[],
-        total={},
-    )
+class NullRecord:
+    """A study record kept in memory; counts how often study.json would be written."""
+
+    path = Path("/nonexistent/study")
+
+    def __init__(self) -> None:
+        self.saves = 0
+        self.doc: dict = {}
+
+    def save(self, body: dict, *, complete: bool) -> dict:
+        self.saves += 1
+        self.doc = {**body, "complete": complete}
+        return self.doc
 
 
-def drive(study: Study, passes: Callable[[int], bool], limit: int = 1000) -> list[int]:
-    """Run the study against a storage whose verdict for n tiles is passes(n); the counts run."""
-    ran: list[int] = []
-    while (n := study.next_count()) is not None:
-        assert n in study.counts, n
-        assert n not in study.steps, f"{n} tiles asked for twice"
-        ran.append(n)
-        study.record(step(n, passes(n)))
-        assert len(ran) <= limit, ran
-    return ran
+class FakeRunner:
+    """A storage whose verdict for the k-th run (0-based) of a step is verdict(key, k)."""
+
+    def __init__(self, verdict: Callable[[float, int], Verdict]):
+        self.verdict = verdict
+        self.ran: list[tuple[float, str]] = []
+
+    def run(self, spec: StepSpec, reason: str) -> Attempt:
+        k = sum(1 for key, _ in self.ran if key == spec.key)
+        self.ran.append((spec.key, reason))
+        v = self.verdict(spec.key, k)
+        verdict = v if isinstance(v, str) else ("pass" if v else "fail")
+        return Attempt(
+            run_id=f"run-{len(self.ran)}",
+            run_dir=f"/results/run-{len(self.ran)}",
+            verdict=verdict,
+            complete=True,
+            reason=reason,
+            detail={
+                "score": float(spec.key),
+                "failed": [] if verdict == "pass" else [f"{spec.label}: read p99 (window)"],
+            },
+        )
 
 
-def capacity(k: int) -> Callable[[int], bool]:
-    return lambda n: n <= k
+def tiles(counts, *, search=False, confirm=1) -> Callable[[], TileCountStudy]:
+    return lambda: TileCountStudy(list(counts), search=search, confirm=confirm, definition={})
+
+
+def drive(make, verdict, *, confirm_runs=0, repeat=1):
+    runner = FakeRunner(verdict)
+    record = NullRecord()
+    outcome = run_study(make, runner, record, confirm_runs=confirm_runs, repeat=repeat)
+    assert outcome.interrupted is None
+    assert record.saves == len(runner.ran) + 1  # after every run, and at the end
+    return runner.ran, outcome.doc
+
+
+def capacity(k: int) -> Callable[[float, int], bool]:
+    return lambda n, _: n <= k
+
+
+def keys(ran, reason=None) -> list[float]:
+    return [k for k, r in ran if reason is None or r == reason]
+
+
+def step(doc: dict, n: int, repeat: int = 1) -> dict:
+    return next(s for s in doc["steps"] if s["tiles"] == n and s["repeat"] == repeat)
 
 
 # -----------------------------------------------------------------------------------------------
@@ -48,70 +100,82 @@ def capacity(k: int) -> Callable[[int], bool]:
 
 @pytest.mark.parametrize("k", range(0, 9))
 def test_linear_stops_after_two_failures_in_a_row_with_confirm_1(k):
-    study = Study(list(range(1, 9)), search=False, confirm=1)
-    ran = drive(study, capacity(k))
-    assert ran == list(range(1, min(k + 2, 8) + 1))
-    assert study.max_passing() == (k or None)
+    ran, doc = drive(tiles(range(1, 9)), capacity(k))
+    assert keys(ran) == list(range(1, min(k + 2, 8) + 1))
+    assert doc["max_passing_tiles"] == (k or None)
     if k <= 6:
-        assert [study.steps[n].passed for n in ran[-2:]] == [False, False]
+        assert [step(doc, n)["passed"] for n in keys(ran)[-2:]] == [False, False]
 
 
 @pytest.mark.parametrize("k", range(0, 9))
 def test_linear_stops_at_the_first_failure_with_confirm_0(k):
-    study = Study(list(range(1, 9)), search=False, confirm=0)
-    ran = drive(study, capacity(k))
-    assert ran == list(range(1, min(k + 1, 8) + 1))
-    assert study.max_passing() == (k or None)
+    ran, doc = drive(tiles(range(1, 9), confirm=0), capacity(k))
+    assert keys(ran) == list(range(1, min(k + 1, 8) + 1))
+    assert doc["max_passing_tiles"] == (k or None)
 
 
 def test_linear_confirm_2_needs_three_failures_in_a_row():
-    study = Study(list(range(1, 9)), search=False, confirm=2)
-    assert drive(study, capacity(3)) == [1, 2, 3, 4, 5, 6]
-    assert study.max_passing() == 3
+    ran, doc = drive(tiles(range(1, 9), confirm=2), capacity(3))
+    assert keys(ran) == [1, 2, 3, 4, 5, 6]
+    assert doc["max_passing_tiles"] == 3
 
 
-def test_a_failing_blip_followed_by_passes_continues_the_study():
-    # 3 fails once (noise), 4..6 pass, 7 and 8 fail: the capacity is 6.
-    study = Study(list(range(1, 9)), search=False, confirm=1)
-    ran = drive(study, lambda n: n != 3 and n <= 6)
-    assert ran == [1, 2, 3, 4, 5, 6, 7, 8]
-    assert study.max_passing() == 6
+def test_a_failing_blip_followed_by_passes_continues_the_study_and_is_rechecked():
+    # 3 fails (noise), 4..6 pass, 7 and 8 fail: the capacity is 6. 3 failing below a pass is
+    # not monotonic, so it is re-checked once; it fails again and stays a recorded blip.
+    ran, doc = drive(tiles(range(1, 9)), lambda n, _: n != 3 and n <= 6)
+    assert ran == [(1, NEW), (2, NEW), (3, NEW), (4, NEW), (3, RECHECK)] + [
+        (n, NEW) for n in (5, 6, 7, 8)
+    ]
+    assert doc["max_passing_tiles"] == 6
+    assert step(doc, 3)["rechecked"] and step(doc, 3)["votes"]["fail"] == 2
+    assert doc["non_monotonic"] == [{"failed": 3, "passed_above": 4}]
 
 
 def test_a_blip_does_not_count_towards_confirmation_after_a_pass():
     # fail, pass, fail, fail: the pass resets the count, the last two confirm.
-    study = Study(list(range(1, 11)), search=False, confirm=1)
-    ran = drive(study, lambda n: n in (1, 2, 4))
-    assert ran == [1, 2, 3, 4, 5, 6]
-    assert study.max_passing() == 4
+    ran, doc = drive(tiles(range(1, 11)), lambda n, _: n in (1, 2, 4))
+    assert keys(ran, NEW) == [1, 2, 3, 4, 5, 6]
+    assert keys(ran, RECHECK) == [3]
+    assert doc["max_passing_tiles"] == 4
+
+
+def test_a_recheck_that_passes_removes_the_blip():
+    # 3 fails on its first run only: after 4 passes it is re-checked, passes, and a tie of one
+    # pass and one fail takes a third run, which passes too.
+    ran, doc = drive(tiles(range(1, 7)), lambda n, k: n <= 5 and not (n == 3 and k == 0))
+    assert [r for n, r in ran if n == 3] == [NEW, RECHECK, CONFIRM]
+    assert step(doc, 3)["verdict"] == "pass" and step(doc, 3)["votes"]["pass"] == 2
+    assert doc["non_monotonic"] == [] and doc["max_passing_tiles"] == 5
 
 
 def test_linear_with_confirm_0_stops_at_a_blip():
-    study = Study(list(range(1, 9)), search=False, confirm=0)
-    assert drive(study, lambda n: n != 3) == [1, 2, 3]
-    assert study.max_passing() == 2
+    ran, doc = drive(tiles(range(1, 9), confirm=0), lambda n, _: n != 3)
+    assert keys(ran) == [1, 2, 3]
+    assert doc["max_passing_tiles"] == 2
 
 
 def test_linear_over_a_list_of_counts():
-    study = Study([1, 2, 4, 8, 16], search=False, confirm=1)
-    assert drive(study, capacity(5)) == [1, 2, 4, 8, 16]
-    assert study.max_passing() == 4
+    ran, doc = drive(tiles([1, 2, 4, 8, 16]), capacity(5))
+    assert keys(ran) == [1, 2, 4, 8, 16]
+    assert doc["max_passing_tiles"] == 4
 
 
-def test_max_passing_ignores_passes_after_the_confirmed_failure():
-    # Recorded out of band (e.g. a resumed study): 5 passing after 3 and 4 failed is not used.
-    study = Study(list(range(1, 9)), search=False, confirm=1)
-    for n, ok in [(1, True), (2, True), (3, False), (4, False), (5, True)]:
-        study.record(step(n, ok))
-    assert study.next_count() is None
-    assert study.max_passing() == 2
+def test_the_answer_ignores_passes_above_the_confirmed_failure():
+    # 3 and 4 fail; 5 (reached by a larger --confirm) passes but the answer stays 2.
+    study = TileCountStudy(list(range(1, 9)), search=False, confirm=1, definition={})
+    ran, doc = drive(lambda: study, lambda n, k: n in (1, 2, 5))
+    assert keys(ran, NEW) == [1, 2, 3, 4]
+    assert doc["max_passing_tiles"] == 2
 
 
 def test_nothing_run_yet():
+    from tilemark.study import StepBook
+
     for search in (False, True):
-        study = Study([2, 3, 4], search=search, confirm=1)
-        assert study.max_passing() is None
-        assert study.next_count() == 2
+        study = TileCountStudy([2, 3, 4], search=search, confirm=1, definition={})
+        assert study.answer(StepBook())["max_passing_tiles"] is None
+        assert study.next_step(StepBook())[0].key == 2
 
 
 # -----------------------------------------------------------------------------------------------
@@ -120,51 +184,176 @@ def test_nothing_run_yet():
 
 @pytest.mark.parametrize("k", range(0, 65))
 def test_search_finds_the_capacity_in_about_2_log2_runs(k):
-    counts = list(range(1, 65))
-    study = Study(counts, search=True, confirm=1)
-    ran = drive(study, capacity(k))
-    assert study.max_passing() == (k or None)
+    ran, doc = drive(tiles(range(1, 65), search=True), capacity(k))
+    assert doc["max_passing_tiles"] == (k or None)
     assert len(ran) <= 2 * math.log2(64), ran
     # The answer is proven: k passed, and k + 1 failed unless k is the top of the range.
     if k:
-        assert study.steps[k].passed
+        assert step(doc, k)["passed"]
     if k < 64:
-        assert not study.steps[k + 1].passed
+        assert not step(doc, k + 1)["passed"]
 
 
 def test_search_doubles_then_bisects():
-    study = Study(list(range(1, 65)), search=True, confirm=1)
-    assert drive(study, capacity(37)) == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
-    assert study.max_passing() == 37
+    ran, doc = drive(tiles(range(1, 65), search=True), capacity(37))
+    assert keys(ran) == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
+    assert doc["max_passing_tiles"] == 37
 
 
 def test_search_stops_when_one_tile_fails():
-    study = Study(list(range(1, 65)), search=True, confirm=1)
-    assert drive(study, capacity(0)) == [1]
-    assert study.max_passing() is None
+    ran, doc = drive(tiles(range(1, 65), search=True), capacity(0))
+    assert keys(ran) == [1]
+    assert doc["max_passing_tiles"] is None
 
 
 def test_search_runs_only_the_given_counts():
-    study = Study([1, 2, 4, 8, 16, 32], search=True, confirm=1)
-    ran = drive(study, capacity(11))
-    assert ran == [1, 2, 4, 8, 16]
-    assert study.max_passing() == 8
+    ran, doc = drive(tiles([1, 2, 4, 8, 16, 32], search=True), capacity(11))
+    assert keys(ran) == [1, 2, 4, 8, 16]
+    assert doc["max_passing_tiles"] == 8
 
 
 def test_search_from_a_range_not_starting_at_1():
-    study = Study(list(range(3, 20)), search=True, confirm=1)
-    ran = drive(study, capacity(11))
-    assert ran[:3] == [3, 6, 12]
-    assert study.max_passing() == 11
+    ran, doc = drive(tiles(range(3, 20), search=True), capacity(11))
+    assert keys(ran)[:3] == [3, 6, 12]
+    assert doc["max_passing_tiles"] == 11
     assert len(ran) <= 2 * math.ceil(math.log2(17))
 
 
 @pytest.mark.parametrize("k", [1, 5, 100, 255, 256])
 def test_search_over_the_whole_range(k):
-    study = Study(parse_tile_counts(f"1..{MAX_TILES}"), search=True, confirm=1)
-    ran = drive(study, capacity(k))
-    assert study.max_passing() == k
+    ran, doc = drive(tiles(parse_tile_counts(f"1..{MAX_TILES}"), search=True), capacity(k))
+    assert doc["max_passing_tiles"] == k
     assert len(ran) <= 2 * math.log2(MAX_TILES)
+
+
+# -----------------------------------------------------------------------------------------------
+# Confirm before believing
+
+
+@pytest.mark.parametrize(
+    "runs, verdict, count",
+    [
+        (["pass"], "pass", 1),
+        (["fail", "fail"], "fail", 2),
+        (["fail", "pass", "pass"], "pass", 3),
+        (["fail", "pass", "fail"], "fail", 3),
+        (["noise", "noise"], "fail", 2),
+    ],
+)
+def test_a_failing_step_is_confirmed_and_the_majority_decides(runs, verdict, count):
+    ran, doc = drive(tiles([1]), lambda n, k: runs[k], confirm_runs=1)
+    assert [r for _, r in ran] == [NEW] + [CONFIRM] * (count - 1)
+    s = step(doc, 1)
+    assert s["verdict"] == verdict and len(s["runs"]) == count
+    assert [r["verdict"] for r in s["runs"]] == runs
+    # The step's run is one that agrees with its verdict.
+    assert next(r for r in s["runs"] if r["run_id"] == s["run_id"])["passed"] == (verdict == "pass")
+    assert s["within_noise"] == (runs == ["noise", "noise"])
+
+
+def test_majority_rule():
+    def a(v):
+        return Attempt("r", "d", v, True)
+
+    assert majority([a("pass")], 1) == "pass"
+    assert majority([a("fail")], 1) is None  # needs its confirmation run
+    assert majority([a("fail")], 0) == "fail"
+    assert majority([a("fail"), a("pass")], 1) is None  # a tie takes one more run
+    assert majority([a("fail"), a("fail"), a("pass")], 2) == "fail"
+    assert majority([a("fail"), a("pass"), a("pass")], 2) == "pass"
+    assert majority([a(None)], 1) is None
+    assert majority([Attempt("r", "d", "fail", False)], 0) is None  # interrupted runs don't vote
+
+
+def test_confirm_runs_cost_only_failing_steps():
+    ran, doc = drive(tiles(range(1, 9)), capacity(4), confirm_runs=2)
+    assert keys(ran, NEW) == [1, 2, 3, 4, 5, 6]
+    assert keys(ran, CONFIRM) == [5, 5, 6, 6]
+    assert doc["runs_used"] == 10 and doc["max_passing_tiles"] == 4
+
+
+# -----------------------------------------------------------------------------------------------
+# Repeats
+
+
+def test_repeats_report_the_distribution_median_and_stability():
+    answers = iter([4, 5, 4])
+    current = {}
+
+    def make():
+        current["k"] = next(answers)
+        return TileCountStudy(list(range(1, 9)), search=False, confirm=0, definition={})
+
+    _, doc = drive(make, lambda n, _: n <= current["k"], repeat=3)
+    assert doc["max_passing_tiles_runs"] == [4, 5, 4]
+    assert doc["distribution"] == {"4": 2, "5": 1}
+    assert doc["max_passing_tiles"] == 4 and doc["stable"] is False
+    assert [r["max_passing_tiles"] for r in doc["repeats"]] == [4, 5, 4]
+    assert sorted({s["repeat"] for s in doc["steps"]}) == [1, 2, 3]
+
+
+def test_combine_ranks_no_answer_lowest_and_takes_the_lower_median():
+    assert combine([{"a": 3}, {"a": None}], "a")["a"] is None
+    assert combine([{"a": 3}, {"a": 5}], "a")["a"] == 3
+    assert combine([{"a": None}, {"a": 4}, {"a": 4}], "a")["a"] == 4
+    assert combine([{"a": 2}, {"a": 2}], "a")["stable"] is True
+
+
+# -----------------------------------------------------------------------------------------------
+# Knob search
+
+
+def knob(start=1000.0, *, low=None, high=None, precision=5.0):
+    return lambda: KnobStudy(
+        "mail.mailboxes",
+        start,
+        low=low if low is not None else start / 64,
+        high=high if high is not None else start * 1024,
+        precision_pct=precision,
+        tiles=1,
+        definition={},
+    )
+
+
+@pytest.mark.parametrize("limit", [1000, 1500, 2840, 7777, 999_999])
+def test_knob_search_doubles_then_bisects_to_the_precision(limit):
+    ran, doc = drive(knob(), lambda v, _: v <= limit)
+    best, worst = doc["max_passing_value"], doc["first_failing_value"]
+    assert best <= limit < (worst if worst is not None else math.inf)
+    if worst is not None:
+        assert worst - best <= max(1, 0.05 * best)
+    assert all(float(v).is_integer() for v in keys(ran))  # mailboxes are whole numbers
+    assert len(ran) <= 2 * math.log2(1024) + 2
+
+
+def test_knob_search_halves_when_the_profile_value_fails():
+    ran, doc = drive(knob(), lambda v, _: v <= 300)
+    assert keys(ran)[:3] == [1000, 500, 250]
+    assert 285 <= doc["max_passing_value"] <= 300 < doc["first_failing_value"]
+
+
+def test_knob_search_with_nothing_passing_stops_at_the_low_end():
+    ran, doc = drive(knob(low=100), lambda v, _: False)
+    assert keys(ran) == [1000, 500, 250, 125, 100]
+    assert doc["max_passing_value"] is None
+
+
+def test_knob_search_stops_at_the_high_end():
+    _, doc = drive(knob(high=3000), lambda v, _: True)
+    assert doc["max_passing_value"] == 3000 and doc["limited_by_range"] is True
+
+
+def test_knob_search_of_a_small_factor_keeps_fractions():
+    ran, doc = drive(knob(0.12, precision=2), lambda v, _: v <= 0.5)
+    assert 0.49 <= doc["max_passing_value"] <= 0.5
+    assert any(not float(v).is_integer() for v in keys(ran))
+
+
+def test_knob_steps_carry_the_override():
+    study = knob()()
+    spec = study.spec(2000.0)
+    assert spec.params == {"tiles": 1, "set": "mail.mailboxes=2000"}
+    assert spec.label == "mail.mailboxes=2000"
 
 
 # -----------------------------------------------------------------------------------------------

@@ -3,6 +3,12 @@
 Use `tilemark.engine` rather than this module: it parses the JSON and adds typing.
 """
 
+__version__: str
+"""The tilemark package version (the Cargo workspace version)."""
+
+PLAN_VERSION: int
+"""The plan format this engine reads (docs/engine-boundary.md)."""
+
 class EngineError(Exception):
     """An engine failure: bad plan, a target that cannot be opened, an io_uring setup error."""
 

@@ -12,7 +12,7 @@ from typing import Any
 from tilemark import _engine
 
 EngineError = _engine.EngineError
-PLAN_VERSION = 1
+PLAN_VERSION: int = _engine.PLAN_VERSION
 
 
 class Handle:

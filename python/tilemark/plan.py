@@ -24,85 +24,62 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tilemark.engine import PLAN_VERSION
 from tilemark.errors import UsageError
-from tilemark.units import (
-    GIB,
-    MIB,
-    format_size,
-    parse_byte_rate,
-    parse_duration,
-    parse_iops,
-    parse_percent,
-    parse_size,
-    parse_size_mix,
+from tilemark.options import (
+    ARRIVALS,
+    BACKENDS,
+    MAX_COPIES,
+    MAX_IO_SIZE,
+    MAX_QD,
+    MAX_THREADS,
+    RUN_KEYS,
+    RW_MODES,
+    STREAM_KEYS,
+    option,
+    parse_name,
+    shown,
 )
+from tilemark.units import MIB, format_size
 
 if TYPE_CHECKING:
     from tilemark.targets import TargetInfo
 
-PLAN_VERSION = 1
-MAX_QD = 4096
-MAX_THREADS = 1024
-MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
+__all__ = [
+    "ARRIVALS",
+    "BACKENDS",
+    "MAX_COPIES",
+    "MAX_IO_SIZE",
+    "MAX_QD",
+    "MAX_THREADS",
+    "PLAN_VERSION",
+    "RUN_KEYS",
+    "RW_MODES",
+    "STREAM_KEYS",
+]
+
 DEFAULT_ALIGN = 4096
 DEFAULT_DURATION_S = 60.0
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SEED = 1  # fixed like fio's randrepeat: the same workload replays the same offsets
 DEFAULT_OPEN_LOOP_QD = 64  # an open-loop stream should rarely be capped by its own queue
 
-# rw -> (read % or None for a mix, random by default)
-RW_MODES: dict[str, tuple[float | None, bool]] = {
-    "read": (100.0, False),
-    "write": (0.0, False),
-    "randread": (100.0, True),
-    "randwrite": (0.0, True),
-    "rw": (None, False),
-    "readwrite": (None, False),
-    "randrw": (None, True),
-}
-ARRIVALS = ("closed", "constant", "poisson")
-BACKENDS = ("uring", "psync", "null")
-
-STREAM_KEYS = (
-    "name",
-    "rw",
-    "read",
-    "bs",
-    "pattern",
-    "random",
-    "qd",
-    "rate",
-    "rate_bytes",
-    "arrival",
-    "burst",
-    "sync",
-    "offset",
-    "length",
-    "align",
-    "compress",
-    "seed",
-)
-RUN_KEYS = (
-    "name",
-    "target",
-    "size",
-    "duration",
-    "warmup",
-    "interval",
-    "backend",
-    "threads",
-    "direct",
-    "seed",
-    "poll_us",
-)
 TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream")
-_NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+
+
+def _stream_value(table: dict[str, Any], key: str, label: str) -> Any:
+    """A stream key's value, parsed by its option's parser."""
+    return option("stream", key).parse(table[key], label)
+
+
+def _run_value(doc: dict[str, Any], key: str, label: str) -> Any:
+    """A run-wide key's value, parsed by its option's parser."""
+    return option("run", key).parse(doc[key], label)
 
 
 @dataclass
@@ -178,100 +155,9 @@ class Workload:
         return spec
 
 
-def _shown(value: object) -> str:
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-def _parse_int(value: object, label: str, low: int, high: int) -> int:
-    number: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
-        number = int(value)
-    if number is None or not (low <= number <= high):
-        shown = number if number is not None else _shown(value)
-        raise UsageError(f"{label} must be an integer from {low} to {high}, got {shown}.")
-    return number
-
-
-def _parse_choice(value: object, label: str, choices: tuple[str, ...]) -> str:
-    text = value.strip().lower() if isinstance(value, str) else None
-    if text not in choices:
-        raise UsageError(f"{label} must be one of {', '.join(choices)}, got {_shown(value)}.")
-    return text
-
-
-def _parse_bool(value: object, label: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise UsageError(f"{label} must be true or false, got {_shown(value)}.")
-
-
-def _parse_pattern(value: object, label: str) -> str:
-    allowed = (
-        "uniform, sequential, zipf:THETA (e.g. zipf:1.2) or hotspot:IO/REGION (e.g. hotspot:90/10)"
-    )
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if text in ("uniform", "random"):
-        return "uniform"
-    if text == "sequential":
-        return text
-    if match := re.fullmatch(r"zipf:(\d+(?:\.\d*)?|\.\d+)", text):
-        if float(match.group(1)) <= 0:
-            raise UsageError(f"{label} zipf theta must be above 0, got {_shown(value)}.")
-        return f"zipf:{float(match.group(1)):g}"
-    if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
-        io_pct, region_pct = float(match.group(1)), float(match.group(2))
-        if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
-            raise UsageError(
-                f"{label} hotspot:IO/REGION needs IO from 0 to 100 and REGION above 0 and "
-                f"below 100 (percent), got {_shown(value)}."
-            )
-        return f"hotspot:{io_pct:g}/{region_pct:g}"
-    raise UsageError(f"{label} must be {allowed}, got {_shown(value)}.")
-
-
-def _parse_sync(value: object, label: str) -> str:
-    text = value.strip().lower() if isinstance(value, str) else ""
-    if text in ("none", "dsync"):
-        return text
-    if text == "fsync":
-        return "fsync:1"
-    if match := re.fullmatch(r"fsync:(\d+)", text):
-        every = int(match.group(1))
-        if every >= 1:
-            return f"fsync:{every}"
-    raise UsageError(
-        f"{label} must be none, dsync, fsync or fsync:N (an fsync after every N writes, "
-        f"N at least 1), got {_shown(value)}."
-    )
-
-
-def _parse_burst(value: object, label: str) -> tuple[int, float]:
-    text = value.strip() if isinstance(value, str) else ""
-    ios_text, sep, delay_text = text.partition("/")
-    if sep and re.fullmatch(r"\d+", ios_text.strip()) and int(ios_text) >= 1:
-        delay_text = delay_text.strip()
-        # A bare delay is milliseconds, as in Iometer's "transfer delay".
-        if re.fullmatch(r"[\d.]+", delay_text):
-            delay_text += "ms"
-        try:
-            return int(ios_text), parse_duration(delay_text, label) * 1000.0
-        except UsageError:
-            pass  # reported below with the burst syntax
-    raise UsageError(
-        f"{label} must be IOS/DELAY such as 10/5ms (10 IOs, then wait for them and 5 ms), "
-        f"got {_shown(value)}."
-    )
-
-
-def _parse_seed(value: object, label: str) -> int:
-    return _parse_int(value, label, 0, (1 << 63) - 1)
-
-
 def _check_keys(table: object, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
     if not isinstance(table, dict):
-        raise UsageError(f"{where} must be a table of keys, got {_shown(table)}.")
+        raise UsageError(f"{where} must be a table of keys, got {shown(table)}.")
     for key in table:
         if key not in allowed:
             raise UsageError(
@@ -294,11 +180,8 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
     given: list[str | None] = []
     for index, table in enumerate(tables):
         name = table.get("name")
-        if name is not None and not (isinstance(name, str) and _NAME_RE.fullmatch(name)):
-            label = "--name" if "name" in flag_keys else f"stream {index + 1}: name"
-            raise UsageError(
-                f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {_shown(name)}."
-            )
+        if name is not None:
+            parse_name(name, "--name" if "name" in flag_keys else f"stream {index + 1}: name")
         if name is not None and name in given:
             raise UsageError(f"stream names must be unique; '{name}' is used twice.")
         given.append(name)
@@ -311,6 +194,37 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
             name = f"{base}.{index}" if clash else base
         names.append(name)
     return names
+
+
+def _expand_copies(
+    tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """`copies = N` turns a stream into N identical streams NAME0..NAME{N-1} (Iometer's
+    workers), each with its own seed (an explicit seed is offset by the copy's index)."""
+    out_tables: list[dict[str, Any]] = []
+    out_names: list[str] = []
+    for table, name in zip(tables, names, strict=True):
+        if "copies" not in table:
+            out_tables.append(table)
+            out_names.append(name)
+            continue
+        label = "--copies" if "copies" in flag_keys else f"stream '{name}': copies"
+        copies = _stream_value(table, "copies", label)
+        base = {k: v for k, v in table.items() if k != "copies"}
+        for i in range(copies):
+            copy = dict(base)
+            if "seed" in base:
+                seed = _stream_value(base, "seed", f"stream '{name}': seed")
+                copy["seed"] = (seed + i) % (1 << 63)
+            out_tables.append(copy)
+            out_names.append(name if copies == 1 else f"{name}{i}")
+    if len(set(out_names)) != len(out_names):
+        dup = next(n for n in out_names if out_names.count(n) > 1)
+        raise UsageError(
+            f"stream names must be unique; '{dup}' is used twice (copies are named NAME0, NAME1, "
+            "...)."
+        )
+    return out_tables, out_names
 
 
 def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -> StreamSpec:
@@ -327,13 +241,16 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
     )
     label = stream.label
 
+    def value(key: str) -> Any:
+        return _stream_value(table, key, label(key))
+
     if "rw" in table:
-        stream.rw = _parse_choice(table["rw"], label("rw"), tuple(RW_MODES))
+        stream.rw = value("rw")
     elif "read" in table:
         stream.rw = "randrw"
     fixed_read, random_by_default = RW_MODES[stream.rw]
     if "read" in table:
-        read_pct = parse_percent(table["read"], label("read"))
+        read_pct = value("read")
         if fixed_read is not None and read_pct != fixed_read:
             raise UsageError(
                 f"{label('read')} is {read_pct:g} but rw {stream.rw} means {fixed_read:g}% reads; "
@@ -344,18 +261,13 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         stream.read_pct = fixed_read if fixed_read is not None else 50.0
 
     if "bs" in table:
-        stream.sizes = parse_size_mix(table["bs"], label("bs"))
-        for size, _ in stream.sizes:
-            if size == 0 or size > MAX_IO_SIZE:
-                raise UsageError(
-                    f"{label('bs')} sizes must be from 1 byte to 2 GiB, got {_shown(table['bs'])}."
-                )
+        stream.sizes = value("bs")
 
     stream.random_pct = 100.0 if random_by_default else 0.0
     if "random" in table:
-        stream.random_pct = parse_percent(table["random"], label("random"))
+        stream.random_pct = value("random")
     if "pattern" in table:
-        stream.pattern = _parse_pattern(table["pattern"], label("pattern"))
+        stream.pattern = value("pattern")
         if stream.pattern == "sequential":
             if random_by_default or stream.random_pct > 0:
                 raise UsageError(
@@ -374,11 +286,11 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
             f"{label('rate')} and {stream.key('rate_bytes')} cannot both be set; give one rate."
         )
     if "rate" in table:
-        stream.rate_iops = parse_iops(table["rate"], label("rate"))
+        stream.rate_iops = value("rate")
     if "rate_bytes" in table:
-        stream.rate_bytes = parse_byte_rate(table["rate_bytes"], label("rate_bytes"))
+        stream.rate_bytes = value("rate_bytes")
     if "arrival" in table:
-        stream.arrival = _parse_choice(table["arrival"], label("arrival"), ARRIVALS)
+        stream.arrival = value("arrival")
         if stream.arrival == "closed" and rate_given:
             raise UsageError(
                 f"{label('arrival')} closed keeps the queue full and ignores a rate; "
@@ -394,31 +306,18 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
 
     open_loop = stream.arrival != "closed"
     stream.qd = DEFAULT_OPEN_LOOP_QD if open_loop else 1
-    if "qd" in table:
-        stream.qd = _parse_int(table["qd"], label("qd"), 1, MAX_QD)
-    if "burst" in table:
-        stream.burst = _parse_burst(table["burst"], label("burst"))
-    if "sync" in table:
-        stream.sync = _parse_sync(table["sync"], label("sync"))
-    if "offset" in table:
-        stream.offset = parse_size(table["offset"], label("offset"))
-    if "length" in table:
-        stream.length = parse_size(table["length"], label("length"))
-        if stream.length == 0:
-            raise UsageError(f"{label('length')} must be above 0, got {_shown(table['length'])}.")
-    if "align" in table:
-        stream.align = parse_size(table["align"], label("align"))
-        if stream.align == 0:
-            raise UsageError(f"{label('align')} must be above 0, got {_shown(table['align'])}.")
-    if "compress" in table:
-        stream.compress_pct = parse_percent(table["compress"], label("compress"))
-        if stream.compress_pct > 99:
-            raise UsageError(
-                f"{label('compress')} must be a percentage from 0 to 99, "
-                f"got {_shown(table['compress'])}."
-            )
-    if "seed" in table:
-        stream.seed = _parse_seed(table["seed"], label("seed"))
+    for key, attr in (
+        ("qd", "qd"),
+        ("burst", "burst"),
+        ("sync", "sync"),
+        ("offset", "offset"),
+        ("length", "length"),
+        ("align", "align"),
+        ("compress", "compress_pct"),
+        ("seed", "seed"),
+    ):
+        if key in table:
+            setattr(stream, attr, value(key))
     return stream
 
 
@@ -437,6 +336,9 @@ def parse_workload(
     def run_label(key: str) -> str:
         return "--" + key.replace("_", "-") if key in flag_keys else key
 
+    def run_value(key: str, default: Any) -> Any:
+        return _run_value(doc, key, run_label(key)) if key in doc else default
+
     _check_keys(doc, TOP_LEVEL_KEYS, "workload" if source == "flags" else source)
     defaults = _check_keys(doc.get("defaults", {}), STREAM_KEYS, "[defaults]")
     if "name" in defaults:
@@ -452,56 +354,27 @@ def parse_workload(
             table, STREAM_KEYS, f"stream '{table['name']}'" if named else f"stream {index + 1}"
         )
 
-    target = doc.get("target")
-    if target is None:
+    if doc.get("target") is None:
         raise UsageError(
             "target is required: pass --target PATH (a file, created if missing, or a block "
             "device) or set target in the workload file."
         )
-    if not isinstance(target, str) or not target.strip():
-        raise UsageError(f"{run_label('target')} must be a path, got {_shown(target)}.")
-
-    size = None
-    if "size" in doc:
-        size = parse_size(doc["size"], run_label("size"))
-        if size == 0:
-            raise UsageError(f"{run_label('size')} must be above 0, got {_shown(doc['size'])}.")
-
-    duration_s = DEFAULT_DURATION_S
-    if "duration" in doc:
-        duration_s = parse_duration(doc["duration"], run_label("duration"))
-        if duration_s <= 0 or round(duration_s * 1000) < 1:
-            raise UsageError(
-                f"{run_label('duration')} must be above 0 (at least 1 ms), "
-                f"got {_shown(doc['duration'])}."
-            )
-    warmup_s = parse_duration(doc["warmup"], run_label("warmup")) if "warmup" in doc else 0.0
-    interval_s = DEFAULT_INTERVAL_S
-    if "interval" in doc:
-        interval_s = parse_duration(doc["interval"], run_label("interval"))
-        if round(interval_s * 1000) < 1:
-            raise UsageError(
-                f"{run_label('interval')} must be at least 1ms, got {_shown(doc['interval'])}."
-            )
-    backend = "uring"
-    if "backend" in doc:
-        backend = _parse_choice(doc["backend"], run_label("backend"), BACKENDS)
-    threads = None
-    if "threads" in doc:
-        threads = _parse_int(doc["threads"], run_label("threads"), 1, MAX_THREADS)
-    direct = _parse_bool(doc["direct"], run_label("direct")) if "direct" in doc else True
-    seed = _parse_seed(doc["seed"], run_label("seed")) if "seed" in doc else DEFAULT_SEED
-    poll_us = (
-        _parse_int(doc["poll_us"], run_label("poll_us"), 0, 1_000_000) if "poll_us" in doc else 0
-    )
+    target = run_value("target", None)
+    size = run_value("size", None)
+    duration_s = run_value("duration", DEFAULT_DURATION_S)
+    warmup_s = run_value("warmup", 0.0)
+    interval_s = run_value("interval", DEFAULT_INTERVAL_S)
+    backend = run_value("backend", "uring")
+    threads = run_value("threads", None)
+    direct = run_value("direct", True)
+    seed = run_value("seed", DEFAULT_SEED)
+    poll_us = run_value("poll_us", 0)
     name = doc.get("name", Path(source).stem if source not in ("flags", "default") else source)
-    if not (isinstance(name, str) and _NAME_RE.fullmatch(name)):
-        raise UsageError(
-            f"name must be 1 to 64 letters, digits or _.:+- characters, got {_shown(name)}."
-        )
+    parse_name(name, "name")
 
     merged = [{**defaults, **table} for table in tables]
     names = _stream_names(merged, flag_keys)
+    merged, names = _expand_copies(merged, names, flag_keys)
     streams = [
         _parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 
@@ -25,6 +25,8 @@ from tilemark.summary import summarize
 from tilemark.units import format_size
 
 POLL_S = 0.2
+# What the live view says when a monitor ends a run early.
+ENDED_BY = {"decided": "every QoS criterion is decided: stopping the run"}
 
 
 class SignalStopper:
@@ -153,9 +155,19 @@ class RunOutcome:
     complete: bool
     exit_status: int | None  # 128 + signal when interrupted
     catalog_error: str | None
+    ended_by: str | None = None  # why the run ended before its plan did ("decided")
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
+
+
+class RunMonitor(Protocol):
+    """Watches a run's snapshots as they arrive and may end it early once its question is
+    answered (a QoS decision); a run ended so is complete."""
+
+    def add(self, snapshots: list[dict[str, Any]]) -> None: ...
+
+    def should_stop(self) -> str | None: ...
 
 
 def run_plan(
@@ -168,13 +180,13 @@ def run_plan(
     console: Console,
     kind: str = "run",
     analyze: Analyzer | None = None,
-    on_snapshots: Callable[[list[dict[str, Any]]], None] | None = None,
+    monitor: RunMonitor | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on a prepared target and store it.
 
-    `on_snapshots` sees every batch of interval snapshots as it arrives (nothing is kept here,
-    so memory does not grow with the run); `analyze(plan, result, summary)` may add to the
-    summary before it is stored (application metrics and QoS verdicts).
+    `monitor` sees every batch of interval snapshots as it arrives (nothing is kept here, so
+    memory does not grow with the run) and may end the run early; `analyze(plan, result,
+    summary)` may add to the summary before it is stored (application metrics, QoS verdicts).
     """
     try:
         results.mkdir(parents=True, exist_ok=True)
@@ -200,14 +212,14 @@ def run_plan(
             writer.finish(None, summary=None, complete=False, error=str(e))
             raise
         stopper.attach(handle)
-        result, error = _drive(
+        result, error, ended_by = _drive(
             handle,
             writer,
             compiled,
             console,
             console.is_terminal,
             stopper,
-            on_snapshots,
+            monitor,
         )
         if error is not None:
             writer.finish(None, summary=None, complete=False, error=error)
@@ -220,7 +232,9 @@ def run_plan(
             # Keep the engine's result on disk even if summarizing it fails.
             writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
             raise
-        complete = bool(result.get("complete")) and stopper.signum is None
+        if ended_by is not None:
+            summary["ended_by"] = ended_by
+        complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         run_dir = writer.finish(result, summary=summary, complete=complete)
     return RunOutcome(
         run_id=writer.run_id,
@@ -231,6 +245,7 @@ def run_plan(
         complete=complete,
         exit_status=stopper.exit_status,
         catalog_error=writer.catalog_error,
+        ended_by=ended_by,
     )
 
 
@@ -241,20 +256,32 @@ def _drive(
     console: Console,
     tty: bool,
     stopper: SignalStopper,
-    on_snapshots: Callable[[list[dict[str, Any]]], None] | None = None,
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Poll the engine until it ends, storing and showing snapshots; (result, engine error)."""
+    monitor: RunMonitor | None = None,
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """Poll the engine until it ends, storing and showing snapshots;
+    (result, engine error, why the monitor ended it)."""
     noted = 0
+    ended_by: str | None = None
+
+    def take(snapshots: list[dict[str, Any]]) -> None:
+        nonlocal ended_by
+        writer.add_snapshots(snapshots)
+        display.update(snapshots)
+        if monitor is not None:
+            monitor.add(snapshots)
+            if ended_by is None and stopper.signum is None:
+                ended_by = monitor.should_stop()
+                if ended_by is not None:
+                    display.note(ENDED_BY.get(ended_by, f"stopping: {ended_by}"))
+                    handle.stop()
+
     try:
         with LiveDisplay(compiled, console, tty=tty) as display:
             while True:
                 finished = handle.wait(POLL_S)
                 snapshots = handle.poll()
                 if snapshots:
-                    writer.add_snapshots(snapshots)
-                    display.update(snapshots)
-                    if on_snapshots is not None:
-                        on_snapshots(snapshots)
+                    take(snapshots)
                 if stopper.count > noted:
                     display.note(
                         "stopping: finishing in-flight IOs, the results so far are kept"
@@ -267,13 +294,10 @@ def _drive(
             # Snapshots published while the run ended.
             snapshots = handle.poll()
             if snapshots:
-                writer.add_snapshots(snapshots)
-                display.update(snapshots)
-                if on_snapshots is not None:
-                    on_snapshots(snapshots)
-        return handle.result(), None
+                take(snapshots)
+        return handle.result(), None, ended_by
     except engine.EngineError as e:
-        return None, str(e)
+        return None, str(e), None
     except BaseException as e:
         # Whatever went wrong on our side, stop the IO and keep what was measured.
         handle.stop()

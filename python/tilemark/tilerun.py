@@ -1,6 +1,12 @@
 """Running tiles: compile N tiles to a workload on one target, run it, judge the applications.
 
 Shared by `tilemark run --tiles N` and every step of `tilemark scale`.
+
+A tile run measures for `duration`. When `max_duration` is longer, the engine is planned for
+`max_duration` and a QosMonitor re-judges the applications once a second after `duration`:
+as soon as no whole-window criterion's confidence interval straddles its limit, the run is
+stopped ("decided"); otherwise it measures on until `max_duration`, where an undecided
+criterion counts as failed, within noise.
 """
 
 from __future__ import annotations
@@ -15,8 +21,24 @@ from rich.table import Table
 from tilemark import plan, targets
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
-from tilemark.apps import TileLayout, TileSpec, compile_tiles
+from tilemark.apps import (
+    TileLayout,
+    TileSpec,
+    compile_tiles,
+    default_tile,
+    load_tile,
+    min_capacity,
+    parse_sets,
+)
+from tilemark.errors import UsageError
+from tilemark.options import option
 from tilemark.runner import RunOutcome, run_plan
+from tilemark.units import format_size, parse_duration
+
+DEFAULT_TILE_DURATION = "60s"
+DEFAULT_TILE_WARMUP = "10s"
+MAX_TILES = 256
+CHECK_EVERY_S = 1.0  # how often an extended step re-judges its applications
 
 
 @dataclass
@@ -33,21 +55,158 @@ class TileRunSettings:
     direct: bool = True
     seed: int = 1
     qos_interval_s: float = DEFAULT_QOS_INTERVAL_S
+    poll_us: int = 0
+    max_duration: str | float | None = None  # None: measure exactly `duration`
+
+    @property
+    def duration_s(self) -> float:
+        return parse_duration(self.duration, "duration")
+
+    @property
+    def max_duration_s(self) -> float:
+        """How long a run may measure while a criterion is undecided (>= duration)."""
+        if self.max_duration is None:
+            return self.duration_s
+        return max(parse_duration(self.max_duration, "max_duration"), self.duration_s)
 
     def doc(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "target": self.target,
             "size": self.capacity,
-            "duration": self.duration,
+            "duration": self.max_duration_s,
             "warmup": self.warmup,
             "interval": self.interval,
             "backend": self.backend,
             "direct": self.direct,
             "seed": self.seed,
+            "poll_us": self.poll_us,
         }
         if self.threads:
             d["threads"] = self.threads
         return d
+
+    def record(self) -> dict[str, Any]:
+        """How the runs were timed, for study.json."""
+        return {
+            "duration": self.duration_s,
+            "max_duration": self.max_duration_s,
+            "warmup": parse_duration(self.warmup, "warmup"),
+            "qos_interval_s": self.qos_interval_s,
+        }
+
+
+def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRunSettings:
+    """Tile-run settings from the CLI's option values (parameter name -> raw value), checked
+    with the option table's parsers; nothing is touched yet."""
+    target = values.get("target")
+    if not target:
+        raise UsageError("--target is required: a file (created if missing) or a block device.")
+
+    def parsed(scope: str, key: str, default: Any) -> Any:
+        o = option(scope, key)
+        raw = values.get(o.param)
+        return default if raw is None else o.parse(raw, o.flag or key)
+
+    capacity = parsed("tile", "capacity", None) or targets.default_size(target)
+    duration_s = parsed("run", "duration", parse_duration(DEFAULT_TILE_DURATION, "duration"))
+    warmup_s = parsed("run", "warmup", parse_duration(DEFAULT_TILE_WARMUP, "warmup"))
+    qos_s = parsed("tile", "qos_interval", None)
+    if qos_s is None:
+        # 60 s intervals (methodology 11.2), but at least four of them in a short run.
+        qos_s = min(DEFAULT_QOS_INTERVAL_S, max(duration_s / 4, 1.0))
+    max_s = parsed("tile", "max_duration", 4 * duration_s if extend_by_default else duration_s)
+    if max_s < duration_s:
+        raise UsageError(
+            f"--max-duration {values.get('max_duration')!r} is shorter than --duration "
+            f"({duration_s:g} s); it is the longest a step may measure."
+        )
+    return TileRunSettings(
+        target=target,
+        capacity=capacity,
+        duration=duration_s,
+        warmup=warmup_s,
+        interval=parsed("run", "interval", 1.0),
+        backend=parsed("run", "backend", "uring"),
+        threads=parsed("run", "threads", None),
+        direct=not values.get("buffered"),
+        seed=parsed("run", "seed", 1),
+        qos_interval_s=qos_s,
+        poll_us=parsed("run", "poll_us", 0),
+        max_duration=max_s,
+    )
+
+
+def load_tile_spec(tile_file: str | None, sets: list[str] | None) -> TileSpec:
+    """The tile of a file, else the default tile, with --set overrides applied."""
+    overrides = parse_sets(sets or [])
+    return load_tile(str(tile_file), overrides) if tile_file else default_tile(overrides)
+
+
+def inspect_tile_target(
+    tile: TileSpec,
+    settings: TileRunSettings,
+    max_tiles: int,
+    destroy_data: str | None,
+    force: bool,
+) -> targets.TargetInfo:
+    """Check the layout fits --capacity, then inspect the target (safety checks); no IO."""
+    need = min_capacity(tile, max_tiles)
+    if settings.capacity < need:
+        raise UsageError(
+            f"--capacity {format_size(settings.capacity)} is too small for {max_tiles} tile(s) "
+            f"of {tile.name}: every application needs at least 1 MiB; use at least "
+            f"{format_size(need)}."
+        )
+    return targets.inspect_target(
+        settings.target,
+        size=settings.capacity,
+        writes=True,
+        direct=settings.direct,
+        destroy_data=destroy_data,
+        force=force,
+    )
+
+
+class QosMonitor:
+    """Decides when an extended tile run has measured enough (see the module doc)."""
+
+    def __init__(
+        self,
+        windows: SnapshotCompactor,
+        judge: Any,  # () -> applications dict of application_results
+        *,
+        duration_s: float,
+        max_duration_s: float,
+        check_every_s: float = CHECK_EVERY_S,
+    ):
+        self.windows = windows
+        self.judge = judge
+        self.duration_s = duration_s
+        self.max_duration_s = max_duration_s
+        self.check_every_s = check_every_s
+        self._checked_at = -1.0
+        self.checks = 0
+        self.undecided: list[str] = []
+
+    def add(self, snapshots: list[dict[str, Any]]) -> None:
+        self.windows.extend(snapshots)
+
+    def should_stop(self) -> str | None:
+        """ "decided" once every whole-window criterion is decided after `duration`."""
+        if self.max_duration_s <= self.duration_s:
+            return None  # planned for exactly `duration`: the engine ends the run itself
+        measured = self.windows.measured_s()
+        if measured < self.duration_s - 1e-6 or measured - self._checked_at < self.check_every_s:
+            return None
+        self._checked_at = measured
+        self.checks += 1
+        apps = self.judge()
+        self.undecided = apps["undecided"]
+        return None if self.undecided else "decided"
+
+    def extended(self) -> bool:
+        """True when the run measured past `duration` to decide a criterion."""
+        return self.windows.measured_s() > self.duration_s + self.check_every_s
 
 
 def tile_workload(
@@ -83,6 +242,20 @@ def run_tiles(
     )
     compiled = plan.compile_plan(workload, info)
     windows = SnapshotCompactor(settings.qos_interval_s)
+    monitor = QosMonitor(
+        windows,
+        lambda: application_results(
+            tile,
+            layout,
+            compiled,
+            windows.snapshots(),
+            windows.result() or {},
+            qos_interval_s=settings.qos_interval_s,
+            batches=windows.batches,
+        ),
+        duration_s=settings.duration_s,
+        max_duration_s=settings.max_duration_s,
+    )
 
     def analyze(compiled: dict, result: dict, summary: dict) -> None:
         apps = application_results(
@@ -92,7 +265,15 @@ def run_tiles(
             windows.snapshots(),
             result,
             qos_interval_s=settings.qos_interval_s,
+            batches=windows.batches,
         )
+        apps["measurement"] = {
+            "duration_s": settings.duration_s,
+            "max_duration_s": settings.max_duration_s,
+            "measured_s": (result["measure_end_ns"] - result["measure_start_ns"]) / 1e9,
+            "extended": monitor.extended(),
+            "checks": monitor.checks,
+        }
         apps["layout"] = {
             "tile": tile.name,
             "max_tiles": max_tiles,
@@ -111,7 +292,7 @@ def run_tiles(
         console=console,
         kind=kind,
         analyze=analyze,
-        on_snapshots=windows.extend,
+        monitor=monitor,
     )
 
 

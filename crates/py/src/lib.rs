@@ -104,5 +104,9 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    // The one definition of both versions: the package version is the workspace's (maturin
+    // builds the wheel with it) and the plan format is the engine's.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("PLAN_VERSION", tilemark_engine::plan::PLAN_VERSION)?;
     Ok(())
 }

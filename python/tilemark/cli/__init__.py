@@ -13,7 +13,7 @@ from tilemark.cli.profiles import profiles_app
 from tilemark.cli.report import report
 from tilemark.cli.run import run
 from tilemark.cli.runs import runs
-from tilemark.cli.tiles import scale
+from tilemark.cli.scale import scale
 from tilemark.engine import EngineError
 from tilemark.errors import RunError, UsageError
 from tilemark.store import StoreError

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tilemark.analysis.compare import Comparison, compare_runs, compare_studies
-from tilemark.cli.run import DEFAULT_RESULTS
+from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import HtmlExporter, compare_report
 from tilemark.report.build import num

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tilemark.cli.run import DEFAULT_RESULTS
+from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source

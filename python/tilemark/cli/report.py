@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from tilemark.cli.run import DEFAULT_RESULTS
+from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import REPORT_FILE, HtmlExporter, PngExporter, build_report
 from tilemark.report.data import load_source

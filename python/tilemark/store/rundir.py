@@ -200,6 +200,13 @@ def _new_run_dir(results_root: Path) -> tuple[str, Path, datetime]:
         return run_id, path, now
 
 
+def allocate_dir(root: Path) -> tuple[str, Path, str]:
+    """A new, empty directory under `root` named by a fresh id (UTC start time + random
+    suffix, as runs are): (id, path, start time as ISO UTC)."""
+    new_id, path, started = _new_run_dir(Path(root))
+    return new_id, path, _iso(started)
+
+
 class RunWriter:
     """Writes one run directory as the run progresses; finish() seals it and catalogs it."""
 

@@ -1,0 +1,95 @@
+"""What the run and study commands share: consoles, JSON output, the result and QoS lines."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from tilemark import targets
+from tilemark.analysis.tiles import margin_text
+from tilemark.live import results_table
+from tilemark.runner import RunOutcome, make_console
+
+DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
+DEFAULT_RESULTS = Path("tilemark-results")
+
+# Exit statuses (docs/results-schema.md): 0 ok, 1 a run failed, 2 bad input, 3 QoS failed,
+# 128 + signal when interrupted.
+EXIT_QOS = 3
+
+
+def argv_of(ctx: typer.Context) -> list[str]:
+    """The command line as the user typed it (recorded with every run)."""
+    return (ctx.obj or {}).get("argv") or ["tilemark", *sys.argv[1:]]
+
+
+def consoles(json_out: bool) -> tuple[Console, Console]:
+    """(out, err): tables go to stdout, or to stderr when stdout carries JSON."""
+    err = make_console(stderr=True)
+    return (err if json_out else make_console(stderr=False)), err
+
+
+def results_path(values: dict[str, Any]) -> Path:
+    raw = values.get("results")
+    return Path(raw) if raw is not None else DEFAULT_RESULTS
+
+
+def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
+    """The machine-readable result of a run on stdout."""
+    doc = {
+        "run_id": outcome.run_id,
+        "run_dir": str(outcome.run_dir.resolve()),
+        "complete": outcome.complete,
+        **body,
+    }
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
+
+
+def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
+    """The final per-stream table, where results are, and how the run ended."""
+    status_word = "complete" if outcome.complete else "incomplete"
+    title = f"run {outcome.run_id} ({status_word})"
+    out.print(results_table(outcome.compiled, outcome.summary, title))
+    out.print(f"results: {outcome.run_dir}", markup=False)
+    if outcome.catalog_error:
+        err.print(
+            f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "
+            "`tilemark runs` adds it",
+            markup=False,
+        )
+    if outcome.exit_status is not None:
+        err.print("interrupted: results kept, marked incomplete", markup=False)
+
+
+def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
+    """One line per failing application: its worst criterion with margin and CI, and how many
+    more of its criteria failed."""
+    lines = []
+    for a in apps["applications"]:
+        if a["passed"] or a.get("worst") is None:
+            continue
+        w = a["worst"]
+        more = a.get("failed_criteria", 1) - 1
+        where = f" in tile {w['tile']}" if apps.get("tiles", 1) > 1 else ""
+        tail = f", +{more} more" if more > 0 else ""
+        lines.append(f"{indent}{a['app']}: {margin_text(w)}{where}{tail}")
+    return lines
+
+
+def verdict_line(apps: dict[str, Any]) -> str:
+    """The tile run's QoS in one line."""
+    score = f", score {apps['score']:.2f}" if apps["score"] is not None else ""
+    m = apps.get("measurement") or {}
+    took = ""
+    if m.get("extended"):
+        took = f" (measured {m['measured_s']:.0f} s of up to {m['max_duration_s']:.0f} s to decide)"
+    if apps["passed"]:
+        return f"QoS: every application in {apps['tiles']} tile(s) passes{score}{took}"
+    noise = " within noise" if apps.get("verdict") == "noise" else ""
+    return f"QoS: FAIL{noise} in {apps['tiles']} tile(s){score}{took}"

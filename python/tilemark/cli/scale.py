@@ -1,0 +1,425 @@
+"""`tilemark scale`: how many tiles (or how much of one application) the storage carries.
+
+Parses the options, sets up the study (study/scale.py), runs it on the study framework
+(study/base.py) and prints its tables and headline; study.json and the report are written in
+`<results>/studies/<id>/`. Exit status: 0 when the study found its answer, 3 when no step
+passes QoS, 128 + signal when interrupted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tilemark.analysis.tiles import margin_text
+from tilemark.cli.common import (
+    EXIT_QOS,
+    argv_of,
+    consoles,
+    qos_lines,
+    results_path,
+    verdict_line,
+)
+from tilemark.cli.params import check_mode, table_command
+from tilemark.errors import UsageError
+from tilemark.options import SCALE, Option, option
+from tilemark.runner import prepare
+from tilemark.study import (
+    CONFIRM,
+    RECHECK,
+    Attempt,
+    KnobStudy,
+    StepRecord,
+    StepSpec,
+    StudyRecord,
+    TileCountStudy,
+    TileStepRunner,
+    parse_knob,
+    parse_knob_range,
+    parse_tile_counts,
+    run_study,
+    settle,
+    tile_definition,
+)
+from tilemark.study.scale import DEFAULT_COUNTS
+from tilemark.tilerun import inspect_tile_target, load_tile_spec, tile_settings, tile_workload
+
+
+def _value(values: dict[str, Any], key: str, default: Any) -> Any:
+    o = option("study", key)
+    raw = values.get(o.param)
+    return default if raw is None else o.parse(raw, o.flag or key)
+
+
+class _Progress:
+    """Prints each run of the study as it starts and ends (stderr)."""
+
+    def __init__(self, console: Console, kind: str, repeat: int):
+        self.console = console
+        self.kind = kind
+        self.repeat = repeat
+
+    def starting(self, spec: StepSpec, reason: str, repeat: int, attempt: int) -> None:
+        prefix = f"repeat {repeat}/{self.repeat}: " if self.repeat > 1 else ""
+        why = ""
+        if reason == CONFIRM:
+            why = f" (confirming its failure: run {attempt})"
+        elif reason == RECHECK:
+            why = " (re-check: a higher step passed)"
+        self.console.print(f"{self.kind}: {prefix}{spec.label}{why}", markup=False)
+
+    def finished(self, step: StepRecord, attempt: Attempt) -> None:
+        if attempt.verdict is None:
+            return
+        apps = _apps_of(step, attempt)
+        self.console.print(verdict_line(apps), markup=False)
+        for line in qos_lines(apps):
+            self.console.print(line, markup=False)
+
+
+def _apps_of(step: StepRecord, attempt: Attempt) -> dict[str, Any]:
+    d = attempt.detail
+    return {
+        "passed": attempt.passed,
+        "verdict": attempt.verdict,
+        "tiles": step.spec.params["tiles"],
+        "score": d.get("score"),
+        "measurement": d.get("measurement"),
+        "applications": d.get("applications") or [],
+    }
+
+
+def _clash(o: Option) -> str:  # every option of scale applies to scale
+    return f"{o.flag} does not apply to scale."
+
+
+def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
+    tile_file = values.pop("tile_file_arg")
+    check_mode(values, SCALE, {SCALE}, _clash)
+    confirm = _value(values, "confirm", 1)
+    confirm_runs = _value(values, "confirm_runs", 1)
+    repeat = _value(values, "repeat", 1)
+    knob = values.get("knob")
+    for key in ("knob_range", "knob_precision"):
+        if values.get(key) is not None and knob is None:
+            raise UsageError(f"{option('study', key).flag} applies to a knob search; add --knob.")
+    counts = parse_tile_counts(values.get("counts") or (DEFAULT_COUNTS if not knob else "1"))
+    tile_path = str(tile_file) if tile_file else None
+    tile = load_tile_spec(tile_path, values.get("sets"))
+    settings = tile_settings(values, extend_by_default=True)
+    sets = list(values.get("sets") or [])
+
+    if knob is not None:
+        if len(counts) != 1:
+            raise UsageError(
+                "--knob keeps the tile count fixed while it searches the knob; give one count "
+                f"with --tiles N, got {values.get('counts')!r}."
+            )
+        app, name, start = parse_knob(knob, tile)
+        low, high = parse_knob_range(values.get("knob_range"), start)
+        precision = _value(values, "knob_precision", 5.0)
+        if precision <= 0:
+            raise UsageError(f"--knob-precision must be above 0, got {values['knob_precision']}.")
+
+        def tile_of(spec: StepSpec) -> Any:
+            return load_tile_spec(
+                str(tile_file) if tile_file else None, sets + [spec.params["set"]]
+            )
+
+        def make_study() -> Any:
+            return KnobStudy(
+                f"{app}.{name}",
+                start,
+                low=low,
+                high=high,
+                precision_pct=precision,
+                tiles=counts[0],
+                definition=tile_definition(tile, settings),
+            )
+
+        probe = make_study()
+        extremes = [tile_of(probe.spec(v)) for v in (low, high)]
+    else:
+
+        def tile_of(spec: StepSpec) -> Any:
+            return tile
+
+        def make_study() -> Any:
+            return TileCountStudy(
+                counts,
+                search=bool(values.get("search")),
+                confirm=confirm,
+                definition=tile_definition(tile, settings),
+            )
+
+        extremes = [tile]
+    max_tiles = counts[-1]
+    info = inspect_tile_target(
+        tile, settings, max_tiles, values.get("destroy_data"), bool(values.get("force"))
+    )
+    for t in extremes:  # every step compiles if the extremes do
+        for n in (counts[0], max_tiles):
+            tile_workload(t, n, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment)
+
+    json_out = bool(values.get("json_out"))
+    out, err = consoles(json_out)
+    filling = info.kind == "file" and info.tilemark and info.filled_length < info.file_data_length
+    if not prepare(info, err):
+        raise typer.Exit(130)
+    settling = None
+    if filling and values.get("settle", True):
+        settling = settle(
+            info, backend=settings.backend, max_s=_value(values, "settle_max", 60.0), console=err
+        )
+        if settling.interrupted is not None:
+            raise typer.Exit(settling.interrupted)
+
+    results = results_path(values)
+    argv = argv_of(ctx)
+    runner = TileStepRunner(
+        tile_of, settings, info, max_tiles=max_tiles, results=results, argv=argv, console=err
+    )
+    study_kind = make_study().kind
+    record = StudyRecord(results, {"kind": study_kind, "argv": argv})
+    outcome = run_study(
+        make_study,
+        runner,
+        record,
+        confirm_runs=confirm_runs,
+        repeat=repeat,
+        events=_Progress(err, "scale", repeat),
+        extra=lambda: {
+            "confirm_runs": confirm_runs,
+            "repeat": repeat,
+            "settle": settling.to_json() if settling else None,
+        },
+    )
+    doc = outcome.doc
+    if outcome.interrupted is not None:
+        err.print("interrupted: the study so far is kept, marked incomplete", markup=False)
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    for table in study_tables(doc):
+        out.print(table)
+    for line in failure_lines(doc):
+        out.print(line, markup=False)
+    for line in headline(doc):
+        out.print(line, markup=False)
+    out.print(f"study: {record.path}", markup=False)
+    if values.get("write_report", True) and doc["steps"]:
+        _write_report(record.path, results, err, out)
+    if outcome.interrupted is not None:
+        raise typer.Exit(outcome.interrupted)
+    if doc.get(make_study().answer_key) is None:
+        raise typer.Exit(EXIT_QOS)
+
+
+def _write_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:
+    """The study's HTML report; a failure here never loses the study, which is already saved."""
+    from tilemark.report import REPORT_FILE, HtmlExporter, build_report
+    from tilemark.report.data import load_source
+
+    try:
+        doc = build_report(load_source(str(study_dir), results))
+        (path,) = HtmlExporter().export(doc, study_dir / REPORT_FILE)
+    except Exception as e:  # the report is a view of stored data; say why and carry on
+        err.print(
+            f"note: the report could not be written ({e}); try `tilemark report {study_dir}`",
+            markup=False,
+        )
+        return
+    out.print(f"report: {path}", markup=False)
+
+
+# -----------------------------------------------------------------------------------------------
+# Terminal tables and lines
+
+
+def _axis(doc: dict) -> tuple[str, str]:
+    """(column title, step field) of the study's axis."""
+    return ("tiles", "tiles") if doc.get("kind") != "knob" else (doc["knob"], "value")
+
+
+def _step_qos(s: dict) -> str:
+    if s["verdict"] is None:
+        return "incomplete"
+    votes = s.get("votes") or {}
+    runs = sum(votes.values())
+    of = ""
+    if runs > 1:
+        agree = votes.get("pass", 0) if s["passed"] else runs - votes.get("pass", 0)
+        of = f" ({agree} of {runs} runs)"
+    if s["passed"]:
+        return "pass" + of
+    n_failed = len(s.get("failed") or [])
+    noise = " within noise" if s.get("within_noise") else ""
+    return f"FAIL{noise} ({n_failed} criteria){of}"
+
+
+def study_tables(doc: dict) -> list[Table]:
+    """The seeds' tables: per step, each application's metric (summed over tiles), then the
+    QoS latencies of the worst instance with their margin to the limit."""
+    apps = [a["app"] for a in doc["tile"]["applications"]]
+    axis_title, axis_field = _axis(doc)
+    repeats = doc.get("repeat", 1) > 1
+    title = (
+        f"scaling study {doc['study_id']} ({doc['tile']['name']} tile): application metrics"
+        if doc.get("kind") != "knob"
+        else f"knob study {doc['study_id']} ({doc['knob']}, {doc['tiles_per_step']} tile(s)): "
+        "application metrics"
+    )
+    metrics = Table(title=title, title_justify="left")
+    latency = Table(
+        title="QoS latency, worst instance (ms, margin to the limit)", title_justify="left"
+    )
+    for t in (metrics, latency):
+        if repeats:
+            t.add_column("rep", justify="right")
+        t.add_column(axis_title, justify="right")
+        for a in apps:
+            t.add_column(a, justify="right")
+    for col in ("IOPS", "MB/s", "score", "QoS"):
+        metrics.add_column(col, justify="left" if col == "QoS" else "right")
+    for s in doc["steps"]:
+        by_app = {a["app"]: a for a in s.get("applications") or []}
+        key = s[axis_field]
+        first = [str(s["repeat"])] if repeats else []
+        first.append(f"{key:g}" if isinstance(key, float) else str(key))
+        mrow, lrow = list(first), list(first)
+        for a in apps:
+            r = by_app.get(a)
+            if r is None:
+                mrow.append("-")
+                lrow.append("-")
+                continue
+            digits = 0 if r["metric_unit"] in ("mailboxes", "IOPS") else 1
+            mark = "" if r["passed"] else " ✗"
+            mrow.append(f"{r['metric_total']:,.{digits}f} {r['metric_unit']}{mark}")
+            lrow.append(_latency_cell(r))
+        total = s.get("total") or {}
+        mrow += [
+            f"{total.get('iops', 0):,.0f}",
+            f"{total.get('mbps', 0):,.1f}",
+            "-" if s.get("score") is None else f"{s['score']:.2f}",
+            _step_qos(s),
+        ]
+        metrics.add_row(*mrow)
+        latency.add_row(*lrow)
+    return [metrics, latency]
+
+
+def _latency_cell(app: dict) -> str:
+    criteria = {c["criterion"]: c for c in app.get("criteria") or []}
+    lines = []
+    for cid, v in (app.get("worst_latency_ms") or {}).items():
+        if v is None:
+            lines.append(f"{cid} -")
+            continue
+        c = criteria.get(cid)
+        margin = f" ({c['margin_pct']:+.0f}%)" if c and c.get("margin_pct") is not None else ""
+        lines.append(f"{cid} {v:,.1f}{margin}")
+    return "\n".join(lines) or "-"
+
+
+def failure_lines(doc: dict) -> list[str]:
+    """Why the step that bounds the answer failed: one line per failing application."""
+    first = doc.get("first_failure")
+    if not first:
+        return []
+    axis_title, axis_field = _axis(doc)
+    step = next(
+        (
+            s
+            for s in doc["steps"]
+            if s.get(axis_field) == first.get(axis_field) and not s["passed"] and s["verdict"]
+        ),
+        None,
+    )
+    where = (
+        f"{first[axis_field]:g} {axis_title}"
+        if axis_field == "tiles"
+        else (f"{axis_title}={first[axis_field]:g}")
+    )
+    noise = " (within noise)" if first.get("within_noise") else ""
+    lines = [f"{where} fail QoS{noise}:"]
+    if step is not None:
+        apps = {
+            "tiles": step.get("tiles", 1),
+            "applications": step.get("applications") or [],
+        }
+        lines += qos_lines(apps)
+    else:
+        lines += [f"  {f}" for f in first.get("failed", [])[:6]]
+    return lines
+
+
+def headline(doc: dict) -> list[str]:
+    """The answer, how it was reached, and what decided it."""
+    key = "max_passing_tiles" if doc.get("kind") != "knob" else "max_passing_value"
+    best = doc.get(key)
+    used = f"{doc['runs_used']} run(s), {doc.get('mode')}"
+    lines = []
+    if doc.get("kind") == "knob":
+        what = f"max {doc['knob']} at {doc['tiles_per_step']} tile(s)"
+    else:
+        what = "max passing tiles"
+    if best is None:
+        lines.append(
+            f"no {'tile count' if doc.get('kind') != 'knob' else 'value'} passes QoS ({used})"
+        )
+    else:
+        score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
+        shown = f"{best:g}" if isinstance(best, float) else str(best)
+        lines.append(f"{what}: {shown}{score} ({used})")
+    runs = doc.get(f"{key}_runs") or []
+    if len(runs) > 1:
+        listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
+        agree = "all agree" if doc.get("stable") else "they differ; the median is reported"
+        lines.append(f"  {len(runs)} repeats: {listed} ({agree})")
+    first = doc.get("first_failure")
+    if first and first.get("deciding"):
+        axis_title, axis_field = _axis(doc)
+        d = first["deciding"]
+        at = f"{first[axis_field]:g}"
+        lines.append(
+            f"  decided at {at} {axis_title} by {d['app']}: {margin_text(d)}"
+            + (f" in tile {d['tile']}" if d.get("tile") and axis_field == "tiles" else "")
+        )
+    for nm in doc.get("non_monotonic") or []:
+        lines.append(
+            f"  note: not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} "
+            "passed (after a re-check); the storage's answer is within its noise there"
+        )
+    if doc.get("settle"):
+        st = doc["settle"]
+        state = "steady" if st["steady"] else "not steady"
+        lines.append(f"  settled {st['seconds']:.0f} s after the fill ({state})")
+    return lines
+
+
+TILE_ARG = inspect.Parameter(
+    "tile_file_arg",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[TILE.toml]", help="Tile file (default: mail+oltp+dss+web+backup)."
+        ),
+    ],
+    default=None,
+)
+
+scale = table_command(
+    "scale",
+    "Add tiles until an application's QoS fails; report the largest passing tile count.",
+    {SCALE},
+    _scale,
+    [TILE_ARG],
+)

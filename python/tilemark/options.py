@@ -1,0 +1,513 @@
+"""Every option of tilemark's workload and study commands, once (like fio's options.c).
+
+An entry names the option's key (the TOML key and the Python name), its command-line flag, its
+scope, the commands that take the flag, a parser for its syntax, the default shown to users and
+its help. From this table come: the keys a workload file and a profile stream accept
+(`RUN_KEYS`, `STREAM_KEYS`), the typer parameters of `run` and `scale` (cli/params.py), the
+check that rejects a flag given to a command or mode it does not apply to, and docs/options.md
+(`python -m tilemark.options`).
+
+Scopes:
+- `run`: run-wide workload settings (top level of a workload file).
+- `stream`: one stream's IO (a `[[stream]]` or `[defaults]` table; the flags describe one stream).
+- `tile`: tile runs (`run --tiles N`) and scaling studies.
+- `study`: how a study chooses, repeats and judges its steps.
+- `safety`, `output`: what may be written, where results go and how they are printed.
+
+Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
+`scale` is `tilemark scale`.
+
+Parsers check one value's syntax and raise UsageError with one sentence that names the field
+(`label`) and what is allowed. Checks that involve several fields live in plan.py.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilemark.errors import UsageError
+from tilemark.units import (
+    GIB,
+    parse_byte_rate,
+    parse_duration,
+    parse_iops,
+    parse_percent,
+    parse_size,
+    parse_size_mix,
+)
+
+MAX_QD = 4096
+MAX_THREADS = 1024
+MAX_COPIES = 256
+MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
+MAX_POLL_US = 1_000_000
+
+# rw -> (read % or None for a mix, random by default)
+RW_MODES: dict[str, tuple[float | None, bool]] = {
+    "read": (100.0, False),
+    "write": (0.0, False),
+    "randread": (100.0, True),
+    "randwrite": (0.0, True),
+    "rw": (None, False),
+    "readwrite": (None, False),
+    "randrw": (None, True),
+}
+ARRIVALS = ("closed", "constant", "poisson")
+BACKENDS = ("uring", "psync", "null")
+NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+
+Parser = Callable[[object, str], Any]
+
+
+# -----------------------------------------------------------------------------------------------
+# Parsers of single values
+
+
+def shown(value: object) -> str:
+    """A value as a message quotes it: strings quoted, numbers bare."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def parse_int(value: object, label: str, low: int, high: int) -> int:
+    """An integer in [low, high] from an int or a string of digits."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        number = int(value)
+    if number is None or not (low <= number <= high):
+        got = number if number is not None else shown(value)
+        raise UsageError(f"{label} must be an integer from {low} to {high}, got {got}.")
+    return number
+
+
+def int_range(low: int, high: int) -> Parser:
+    """A parser of integers from low to high."""
+    return lambda value, label: parse_int(value, label, low, high)
+
+
+def parse_choice(value: object, label: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, case-insensitive."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in choices:
+        raise UsageError(f"{label} must be one of {', '.join(choices)}, got {shown(value)}.")
+    return text
+
+
+def choice(choices: tuple[str, ...]) -> Parser:
+    """A parser of one of `choices`."""
+    return lambda value, label: parse_choice(value, label, choices)
+
+
+def parse_bool(value: object, label: str) -> bool:
+    """true or false (TOML booleans)."""
+    if isinstance(value, bool):
+        return value
+    raise UsageError(f"{label} must be true or false, got {shown(value)}.")
+
+
+def parse_seed(value: object, label: str) -> int:
+    """A seed: an integer that fits a signed 64-bit value."""
+    return parse_int(value, label, 0, (1 << 63) - 1)
+
+
+def parse_name(value: object, label: str) -> str:
+    """A stream or workload name: 1 to 64 letters, digits or _.:+- characters."""
+    if not (isinstance(value, str) and NAME_RE.fullmatch(value)):
+        raise UsageError(
+            f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {shown(value)}."
+        )
+    return value
+
+
+def parse_path(value: object, label: str) -> str:
+    """A non-empty path."""
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{label} must be a path, got {shown(value)}.")
+    return value
+
+
+def parse_pattern(value: object, label: str) -> str:
+    """uniform | sequential | zipf:THETA | hotspot:IO/REGION, normalized."""
+    allowed = (
+        "uniform, sequential, zipf:THETA (e.g. zipf:1.2) or hotspot:IO/REGION (e.g. hotspot:90/10)"
+    )
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("uniform", "random"):
+        return "uniform"
+    if text == "sequential":
+        return text
+    if match := re.fullmatch(r"zipf:(\d+(?:\.\d*)?|\.\d+)", text):
+        if float(match.group(1)) <= 0:
+            raise UsageError(f"{label} zipf theta must be above 0, got {shown(value)}.")
+        return f"zipf:{float(match.group(1)):g}"
+    if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
+        io_pct, region_pct = float(match.group(1)), float(match.group(2))
+        if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
+            raise UsageError(
+                f"{label} hotspot:IO/REGION needs IO from 0 to 100 and REGION above 0 and "
+                f"below 100 (percent), got {shown(value)}."
+            )
+        return f"hotspot:{io_pct:g}/{region_pct:g}"
+    raise UsageError(f"{label} must be {allowed}, got {shown(value)}.")
+
+
+def parse_sync(value: object, label: str) -> str:
+    """none | dsync | fsync | fsync:N, normalized (fsync is fsync:1)."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("none", "dsync"):
+        return text
+    if text == "fsync":
+        return "fsync:1"
+    if match := re.fullmatch(r"fsync:(\d+)", text):
+        every = int(match.group(1))
+        if every >= 1:
+            return f"fsync:{every}"
+    raise UsageError(
+        f"{label} must be none, dsync, fsync or fsync:N (an fsync after every N writes, "
+        f"N at least 1), got {shown(value)}."
+    )
+
+
+def parse_burst(value: object, label: str) -> tuple[int, float]:
+    """IOS/DELAY -> (ios, delay in ms); a bare delay is milliseconds (Iometer's transfer delay)."""
+    text = value.strip() if isinstance(value, str) else ""
+    ios_text, sep, delay_text = text.partition("/")
+    if sep and re.fullmatch(r"\d+", ios_text.strip()) and int(ios_text) >= 1:
+        delay_text = delay_text.strip()
+        if re.fullmatch(r"[\d.]+", delay_text):
+            delay_text += "ms"
+        try:
+            return int(ios_text), parse_duration(delay_text, label) * 1000.0
+        except UsageError:
+            pass  # reported below with the burst syntax
+    raise UsageError(
+        f"{label} must be IOS/DELAY such as 10/5ms (10 IOs, then wait for them and 5 ms), "
+        f"got {shown(value)}."
+    )
+
+
+def parse_bs(value: object, label: str) -> list[tuple[int, float]]:
+    """A size or a weighted size mix, every size from 1 byte to 2 GiB."""
+    sizes = parse_size_mix(value, label)
+    for size, _ in sizes:
+        if size == 0 or size > MAX_IO_SIZE:
+            raise UsageError(f"{label} sizes must be from 1 byte to 2 GiB, got {shown(value)}.")
+    return sizes
+
+
+def positive_size(value: object, label: str) -> int:
+    """A size above 0."""
+    size = parse_size(value, label)
+    if size == 0:
+        raise UsageError(f"{label} must be above 0, got {shown(value)}.")
+    return size
+
+
+def parse_compress(value: object, label: str) -> float:
+    """A percentage from 0 to 99 (a block cannot be all zeros)."""
+    pct = parse_percent(value, label)
+    if pct > 99:
+        raise UsageError(f"{label} must be a percentage from 0 to 99, got {shown(value)}.")
+    return pct
+
+
+def parse_run_duration(value: object, label: str) -> float:
+    """A measured duration: above 0, at least 1 ms."""
+    seconds = parse_duration(value, label)
+    if seconds <= 0 or round(seconds * 1000) < 1:
+        raise UsageError(f"{label} must be above 0 (at least 1 ms), got {shown(value)}.")
+    return seconds
+
+
+def parse_interval(value: object, label: str) -> float:
+    """A snapshot interval of at least 1 ms."""
+    seconds = parse_duration(value, label)
+    if round(seconds * 1000) < 1:
+        raise UsageError(f"{label} must be at least 1ms, got {shown(value)}.")
+    return seconds
+
+
+def positive_duration(value: object, label: str) -> float:
+    """A duration above 0."""
+    seconds = parse_duration(value, label)
+    if seconds <= 0:
+        raise UsageError(f"{label} must be above 0, got {shown(value)}.")
+    return seconds
+
+
+def text(value: object, label: str) -> str:
+    """Any text (checked where it is used)."""
+    return str(value)
+
+
+# -----------------------------------------------------------------------------------------------
+# The table
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: where it may appear and how its value is read."""
+
+    key: str  # TOML key and Python name
+    scope: str  # run | stream | tile | study | safety | output
+    help: str
+    flag: str | None = None  # None: workload/profile files only
+    metavar: str | None = None
+    modes: frozenset[str] = frozenset()  # run | tiles | scale: where the flag is accepted
+    toml: bool = False  # a key of workload files (top level for run scope, streams for stream)
+    profile: bool = True  # stream scope: also a key of profile streams
+    parse: Parser = text
+    default: str | None = None  # as shown in help and docs
+    kind: str = "value"  # value | switch (--x / --no-x or --x) | list (repeatable) | int
+    off_flag: str | None = None  # switch: the negative flag, e.g. --no-report
+    dest: str | None = None  # the CLI parameter name when `key` is taken by another scope
+
+    @property
+    def param(self) -> str:
+        """The Python parameter name of the flag."""
+        return self.dest or self.key
+
+    def help_text(self) -> str:
+        if self.default is None:
+            return self.help
+        return f"{self.help.rstrip('.')} (default {self.default})."
+
+
+RUN, TILES, SCALE = "run", "tiles", "scale"
+ALL = frozenset({RUN, TILES, SCALE})
+WORKLOAD = frozenset({RUN})
+TILE_MODES = frozenset({TILES, SCALE})
+
+
+def _o(key: str, scope: str, help: str, **kw: Any) -> Option:
+    modes = kw.pop("modes", frozenset())
+    return Option(key, scope, help, modes=frozenset(modes), **kw)
+
+
+OPTIONS: tuple[Option, ...] = (
+    # -- run-wide -------------------------------------------------------------------------------
+    _o("name", "run", "Workload name (default: the workload file's stem).", toml=True,
+       parse=parse_name),
+    _o("default", "run", "Run the built-in mixed workload (OLTP, log, DSS, lookup, web; 5s "
+       "warm-up + 30s) on a file of min(2 GiB, 10% of free space).", flag="--default",
+       modes=WORKLOAD, kind="switch", dest="use_default"),
+    _o("target", "run", "File (created and filled if missing) or block device.", flag="--target",
+       metavar="PATH", modes=ALL, toml=True, parse=parse_path),
+    _o("size", "run", "Data area to use or create, e.g. 1g (binary units).", flag="--size",
+       metavar="SIZE", modes=WORKLOAD, toml=True, parse=positive_size,
+       default="the existing data area, else min(2 GiB, 10% of free space)"),
+    _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m.", flag="--duration",
+       metavar="TIME", modes=ALL, toml=True, parse=parse_run_duration,
+       default="60s"),
+    _o("warmup", "run", "Warm-up before measuring, excluded from results.", flag="--warmup",
+       metavar="TIME", modes=ALL, toml=True, parse=parse_duration,
+       default="0; tile runs and scale steps 10s"),
+    _o("interval", "run", "Snapshot interval.", flag="--interval", metavar="TIME", modes=ALL,
+       toml=True, parse=parse_interval, default="1s"),
+    _o("backend", "run", "IO backend: uring, psync or null.", flag="--backend", metavar="NAME",
+       modes=ALL, toml=True, parse=choice(BACKENDS), default="uring"),
+    _o("threads", "run", "Engine threads.", flag="--threads", metavar="N", modes=ALL, toml=True,
+       parse=int_range(1, MAX_THREADS), default="min(CPUs, streams)"),
+    _o("direct", "run", "O_DIRECT IO (false: use the page cache).", toml=True, parse=parse_bool,
+       default="true"),
+    _o("buffered", "run", "Use the page cache (no O_DIRECT); sets direct = false.",
+       flag="--buffered", modes=ALL, kind="switch"),
+    _o("poll_us", "run", "uring: spin up to US microseconds for completions before sleeping; "
+       "more IOPS and lower latency on fast devices for more CPU.", flag="--poll-us",
+       metavar="US", modes=ALL, toml=True, parse=int_range(0, MAX_POLL_US), default="0"),
+    _o("seed", "run", "Run seed; stream seeds derive from it.", flag="--seed", metavar="N",
+       modes=ALL, toml=True, parse=parse_seed, default="1"),
+    # -- one stream -----------------------------------------------------------------------------
+    _o("name", "stream", "Stream name.", flag="--name", metavar="NAME", modes=WORKLOAD,
+       toml=True, parse=parse_name, default="the rw mode", dest="stream_name"),
+    _o("rw", "stream", "read, write, randread, randwrite, rw/readwrite (sequential mix), randrw.",
+       flag="--rw", metavar="MODE", modes=WORKLOAD, toml=True, parse=choice(tuple(RW_MODES)),
+       default="randread"),
+    _o("read", "stream", "Read percentage of a mix.", flag="--read", metavar="PCT",
+       modes=WORKLOAD, toml=True, parse=parse_percent, default="50"),
+    _o("bs", "stream", "IO size or weighted mix '512:22,1k:15,4k:23'.", flag="--bs",
+       metavar="SIZE[:W,...]", modes=WORKLOAD, toml=True, parse=parse_bs, default="4k"),
+    _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10.",
+       flag="--pattern", metavar="PATTERN", modes=WORKLOAD, toml=True, parse=parse_pattern,
+       default="uniform"),
+    _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
+       metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
+       default="100 for rand*, else 0"),
+    _o("qd", "stream", "Queue depth 1..4096 (closed loop: IOs in flight; open loop: cap).",
+       flag="--qd", metavar="N", modes=WORKLOAD, toml=True, parse=int_range(1, MAX_QD),
+       default="1 closed loop, 64 open loop"),
+    _o("rate", "stream", "Open loop at this IO rate, e.g. 4000.", flag="--rate", metavar="IOPS",
+       modes=WORKLOAD, toml=True, parse=parse_iops),
+    _o("rate_bytes", "stream", "Open loop at this byte rate: 100MB/s (10^6), 100MiB/s or 100m "
+       "(binary).", flag="--rate-bytes", metavar="RATE", modes=WORKLOAD, toml=True,
+       parse=parse_byte_rate),
+    _o("arrival", "stream", "closed, constant or poisson.", flag="--arrival", metavar="KIND",
+       modes=WORKLOAD, toml=True, parse=choice(ARRIVALS),
+       default="closed without a rate, constant with one"),
+    _o("burst", "stream", "Issue IOS IOs, wait for them, pause: 10/5ms.", flag="--burst",
+       metavar="IOS/DELAY", modes=WORKLOAD, toml=True, parse=parse_burst),
+    _o("sync", "stream", "Write sync: none, dsync, fsync or fsync:N.", flag="--sync",
+       metavar="MODE", modes=WORKLOAD, toml=True, parse=parse_sync, default="none"),
+    _o("offset", "stream", "Region start within the data area.", flag="--offset", metavar="SIZE",
+       modes=WORKLOAD, toml=True, profile=False, parse=parse_size, default="0"),
+    _o("length", "stream", "Region length.", flag="--length", metavar="SIZE", modes=WORKLOAD,
+       toml=True, profile=False, parse=positive_size, default="to the end of the data area"),
+    _o("align", "stream", "Offset alignment.", flag="--align", metavar="SIZE", modes=WORKLOAD,
+       toml=True, parse=positive_size, default="the O_DIRECT alignment, at least 4k"),
+    _o("compress", "stream", "Zeroed share of write data, 0..99.", flag="--compress",
+       metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_compress, default="0"),
+    _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME0, "
+       "NAME1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
+       parse=int_range(1, MAX_COPIES), default="1"),
+    _o("seed", "stream", "Stream seed (copies add their index).", toml=True, profile=False,
+       parse=parse_seed, default="derived from the run seed"),
+    # -- tiles ----------------------------------------------------------------------------------
+    _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
+       "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},
+       kind="int", dest="tile_count"),
+    _o("tile", "tile", "Tile file: which applications a tile holds.", flag="--tile",
+       metavar="TILE.toml", modes={RUN, TILES}, dest="tile_file"),
+    _o("capacity", "tile", "Space the tiles may use on the target, split over the largest tile "
+       "count.", flag="--capacity", metavar="SIZE", modes=TILE_MODES, parse=positive_size,
+       default="min(2 GiB, 10% of free space)"),
+    _o("set", "tile", "Override a profile knob or QoS limit, e.g. mail.mailboxes=2000 or "
+       "oltp.qos.read_avg.max_ms=5 (repeatable).", flag="--set", metavar="APP.KNOB=VALUE",
+       modes=TILE_MODES, kind="list", dest="sets"),
+    _o("qos_interval", "tile", "Window for per-interval QoS criteria.", flag="--qos-interval",
+       metavar="TIME", modes=TILE_MODES, parse=positive_duration,
+       default="60s, at most a quarter of the run"),
+    _o("max_duration", "tile", "Measure longer, up to TIME, while a QoS criterion's confidence "
+       "interval straddles its limit.", flag="--max-duration", metavar="TIME",
+       modes=TILE_MODES, parse=positive_duration,
+       default="scale: 4x --duration; run --tiles: --duration"),
+    # -- studies --------------------------------------------------------------------------------
+    _o("counts", "study", "Tile counts: a range 1..8 or a list 1,2,4,8.", flag="--tiles",
+       metavar="RANGE", modes={SCALE}, default="1..8"),
+    _o("search", "study", "Find the largest passing count by doubling, then bisection.",
+       flag="--search", modes={SCALE}, kind="switch"),
+    _o("confirm", "study", "Linear search: failing counts in a row after the first that end "
+       "the study.", flag="--confirm", metavar="N", modes={SCALE}, parse=int_range(0, 64),
+       default="1"),
+    _o("confirm_runs", "study", "Re-runs of a failing step before its failure counts (the "
+       "majority of its runs decides).", flag="--confirm-runs", metavar="N", modes={SCALE},
+       parse=int_range(0, 16), default="1"),
+    _o("repeat", "study", "Run the whole study N times and report the distribution of its "
+       "answer.", flag="--repeat", metavar="N", modes={SCALE}, parse=int_range(1, 100),
+       default="1"),
+    _o("knob", "study", "Search this numeric profile knob (APP.KNOB, e.g. mail.mailboxes) "
+       "instead of the tile count: the largest value at which every application meets QoS.",
+       flag="--knob", metavar="APP.KNOB", modes={SCALE}),
+    _o("knob_range", "study", "Values the knob search may try, LOW..HIGH.", flag="--knob-range",
+       metavar="LOW..HIGH", modes={SCALE}, default="the profile value / 64 .. x 1024"),
+    _o("knob_precision", "study", "Stop the knob search when the passing and failing values "
+       "are this close (percent).", flag="--knob-precision", metavar="PCT", modes={SCALE},
+       parse=parse_percent, default="5"),
+    _o("settle", "study", "After filling the target, probe read latency until it is steady "
+       "before the first step.", flag="--settle", off_flag="--no-settle", modes={SCALE},
+       kind="switch", default="on"),
+    _o("settle_max", "study", "Longest settling probe.", flag="--settle-max", metavar="TIME",
+       modes={SCALE}, parse=positive_duration, default="60s"),
+    # -- safety ---------------------------------------------------------------------------------
+    _o("destroy_data", "safety", "Allow writing the block device PATH (must name the target); "
+       "destroys its data.", flag="--destroy-data", metavar="PATH", modes=ALL),
+    _o("force", "safety", "With --destroy-data: write even if the device is in use or carries "
+       "a partition table or filesystem signature.", flag="--force", modes=ALL, kind="switch"),
+    # -- output ---------------------------------------------------------------------------------
+    _o("json", "output", "Print only the JSON summary on stdout (tables go to stderr).",
+       flag="--json", modes=ALL, kind="switch", dest="json_out"),
+    _o("report", "output", "Write report.html in the study directory.", flag="--report",
+       off_flag="--no-report", modes={SCALE}, kind="switch", default="on",
+       dest="write_report"),
+    _o("results", "output", "Results directory.", flag="--results", metavar="DIR", modes=ALL,
+       default="tilemark-results"),
+)  # fmt: skip
+
+
+def options(scope: str | None = None, *, mode: str | None = None) -> list[Option]:
+    """Options of a scope and/or accepted in a mode, in table order."""
+    return [
+        o
+        for o in OPTIONS
+        if (scope is None or o.scope == scope) and (mode is None or mode in o.modes)
+    ]
+
+
+def option(scope: str, key: str) -> Option:
+    """The option `key` of `scope`."""
+    for o in OPTIONS:
+        if o.scope == scope and o.key == key:
+            return o
+    raise KeyError(f"{scope}.{key}")
+
+
+def _keys(scope: str, **filters: bool) -> tuple[str, ...]:
+    return tuple(
+        o.key
+        for o in OPTIONS
+        if o.scope == scope and all(getattr(o, k) == v for k, v in filters.items())
+    )
+
+
+# Keys of workload files: run-wide keys at the top level, stream keys in [[stream]]/[defaults].
+RUN_KEYS = _keys("run", toml=True)
+STREAM_KEYS = _keys("stream", toml=True)
+# A profile stream takes the workload stream keys except where it is placed (the layout decides
+# offset and length) and its seed (derived per run).
+PROFILE_STREAM_KEYS = _keys("stream", toml=True, profile=True)
+
+
+def flag_of(param: str) -> str:
+    """The flag of a CLI parameter name (for messages)."""
+    for o in OPTIONS:
+        if o.param == param and o.flag:
+            return o.flag
+    return "--" + param.replace("_", "-")
+
+
+# -----------------------------------------------------------------------------------------------
+# docs/options.md
+
+
+def markdown() -> str:
+    """docs/options.md: every option by scope."""
+    titles = {
+        "run": "Run-wide (workload file top level)",
+        "stream": "Streams (`[[stream]]` and `[defaults]` tables; flags describe one stream)",
+        "tile": "Tiles (`run --tiles N` and `scale`)",
+        "study": "Studies (`scale`)",
+        "safety": "Safety",
+        "output": "Output",
+    }
+    lines = [
+        "# Options",
+        "",
+        "Generated from `python/tilemark/options.py` by `python -m tilemark.options` "
+        "(`make docs`); do not edit by hand.",
+        "",
+        "Modes: `run` = `tilemark run` with a workload, `tiles` = `tilemark run --tiles N`, "
+        "`scale` = `tilemark scale`. A flag given where it does not apply is refused with "
+        "one sentence.",
+    ]
+    for scope, title in titles.items():
+        lines += ["", f"## {title}", "", "| key | flag | modes | default | meaning |"]
+        lines.append("|---|---|---|---|---|")
+        for o in options(scope):
+            key = f"`{o.key}`" if o.toml else "-"
+            flag = f"`{o.flag}`" if o.flag else "-"
+            if o.flag and o.metavar:
+                flag = f"`{o.flag} {o.metavar}`"
+            if o.off_flag:
+                flag += f" / `{o.off_flag}`"
+            modes = ", ".join(m for m in (RUN, TILES, SCALE) if m in o.modes) or "files only"
+            default = o.default or "-"
+            lines.append(f"| {key} | {flag} | {modes} | {default} | {o.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())

@@ -1,0 +1,444 @@
+"""Scaling studies: how many tiles, or how much of one application, the storage carries.
+
+- `TileCountStudy` runs tile counts in order (linear: stop once a count fails and `confirm`
+  more fail too; the answer is the largest passing count below that) or searches them
+  (doubling from the smallest count until one fails, then bisection between the last pass and
+  the first failure).
+- `KnobStudy` keeps the tile count and searches one numeric profile knob (`mail.mailboxes`):
+  the largest value at which every application of the tile meets QoS while the others run at
+  their profile load. It starts from the profile's value, doubles (or halves) until the
+  verdict changes, then bisects to `precision`.
+
+Both re-check a failed step below a passing one (the framework's RECHECK), and every step's
+verdict is the majority of its runs (base.run_study).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from tilemark import targets
+from tilemark.apps import TileSpec
+from tilemark.errors import UsageError
+from tilemark.runner import RunOutcome
+from tilemark.study.base import NEW, RECHECK, Attempt, StepBook, StepRecord, StepSpec, Study
+from tilemark.tilerun import MAX_TILES, TileRunSettings, run_tiles
+
+DEFAULT_COUNTS = "1..8"
+KNOB_SPAN_DOWN = 64  # default knob range: the profile's value / 64 .. x 1024
+KNOB_SPAN_UP = 1024
+
+
+def parse_tile_counts(text: str) -> list[int]:
+    """'1..8' -> [1..8]; '1,2,4' -> [1, 2, 4]; '4' -> [4]."""
+    text = text.strip()
+    m = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", text)
+    if m:
+        lo, hi = int(m[1]), int(m[2])
+        counts = list(range(lo, hi + 1))
+    elif re.fullmatch(r"\d+(\s*,\s*\d+)*", text):
+        counts = sorted({int(x) for x in text.split(",")})
+    else:
+        raise UsageError(f"--tiles must be a range like 1..8 or a list like 1,2,4, got {text!r}.")
+    if not counts:
+        raise UsageError(f"--tiles range {text!r} is empty; write it low..high, e.g. 1..8.")
+    if counts[0] < 1 or counts[-1] > MAX_TILES:
+        raise UsageError(f"--tiles counts must be from 1 to {MAX_TILES}, got {text!r}.")
+    return counts
+
+
+def tile_definition(tile: TileSpec, settings: TileRunSettings) -> dict[str, Any]:
+    """What every tile study records about its tile and how its runs were set up."""
+    timing = settings.record()
+    return {
+        "tile": {
+            "name": tile.name,
+            "source": tile.source,
+            "applications": [
+                {
+                    "app": a.label,
+                    "profile": a.profile.name,
+                    "scale": a.profile.scale,
+                    "qos": [c.__dict__ for c in a.profile.qos],
+                }
+                for a in tile.apps
+            ],
+        },
+        "target": settings.target,
+        "capacity": settings.capacity,
+        **timing,
+    }
+
+
+def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
+    """A tile run as one attempt of a step: its verdict and the results a study keeps."""
+    apps = outcome.summary["applications"]
+    measurement = apps.get("measurement") or {}
+    detail = {
+        "failed": apps["failed"] if outcome.complete else ["run interrupted"],
+        "undecided": apps.get("undecided", []),
+        "deciding": apps.get("deciding"),
+        "score": apps["score"],
+        "applications": apps["applications"],
+        "total": outcome.summary["total"],
+        "instances": [
+            {k: v for k, v in i.items() if k not in ("verdicts", "criteria")}
+            for i in apps["instances"]
+        ],
+        "measured_s": measurement.get("measured_s"),
+        "extended": measurement.get("extended", False),
+        "measurement": measurement,
+    }
+    return Attempt(
+        run_id=outcome.run_id,
+        run_dir=str(outcome.run_dir),
+        verdict=apps["verdict"] if outcome.complete else None,
+        complete=outcome.complete,
+        interrupted=outcome.exit_status,
+        reason=reason,
+        detail=detail,
+    )
+
+
+class TileStepRunner:
+    """Runs a step of a tile study: N tiles of the step's tile on the prepared target."""
+
+    def __init__(
+        self,
+        tile_of: Callable[[StepSpec], TileSpec],
+        settings: TileRunSettings,
+        info: targets.TargetInfo,
+        *,
+        max_tiles: int,
+        results: Path,
+        argv: list[str],
+        console: Console,
+        kind: str = "scale-step",
+    ):
+        self.tile_of = tile_of
+        self.settings = settings
+        self.info = info
+        self.max_tiles = max_tiles
+        self.results = results
+        self.argv = argv
+        self.console = console
+        self.kind = kind
+
+    def run(self, spec: StepSpec, reason: str) -> Attempt:
+        outcome = run_tiles(
+            self.tile_of(spec),
+            spec.params["tiles"],
+            self.settings,
+            self.info,
+            max_tiles=self.max_tiles,
+            results=self.results,
+            argv=self.argv,
+            console=self.console,
+            kind=self.kind,
+        )
+        return attempt_of(outcome, reason)
+
+
+class _TileStudy(Study):
+    """What tile-count and knob studies share: steps are tile runs judged by QoS."""
+
+    def __init__(self, definition: dict[str, Any]):
+        self._definition = definition
+
+    def definition(self) -> dict[str, Any]:
+        return dict(self._definition)
+
+    def step_json(self, step: StepRecord) -> dict[str, Any]:
+        out = super().step_json(step)
+        deciding = step.deciding()
+        detail = deciding.detail if deciding else {}
+        for k in (
+            "failed",
+            "undecided",
+            "deciding",
+            "score",
+            "applications",
+            "total",
+            "instances",
+            "measured_s",
+            "extended",
+        ):
+            out[k] = detail.get(k)
+        if not out["complete"] and not detail.get("failed"):
+            out["failed"] = ["run interrupted"]
+        return out
+
+    @staticmethod
+    def _failure(step: StepRecord | None, **where: Any) -> dict[str, Any] | None:
+        if step is None:
+            return None
+        detail = (step.deciding() or Attempt("", "", None, False)).detail
+        return {
+            **where,
+            "failed": detail.get("failed") or [],
+            "deciding": detail.get("deciding"),
+            "within_noise": step.within_noise,
+            "votes": step.votes(),
+        }
+
+
+class TileCountStudy(_TileStudy):
+    """How many tiles pass QoS (module doc)."""
+
+    kind = "scale"
+    answer_key = "max_passing_tiles"
+
+    def __init__(
+        self, counts: list[int], *, search: bool, confirm: int, definition: dict[str, Any]
+    ):
+        super().__init__(
+            {
+                **definition,
+                "kind": self.kind,
+                "tile_counts": counts,
+                "mode": "search" if search else "linear",
+                "confirm": confirm,
+            }
+        )
+        self.counts = counts
+        self.search = search
+        self.confirm = confirm
+
+    def spec(self, n: int) -> StepSpec:
+        return StepSpec(key=n, label=f"{n} tile(s)", params={"tiles": n})
+
+    def next_step(self, book: StepBook) -> tuple[StepSpec, str] | None:
+        recheck = book.recheck_candidate()
+        if recheck is not None:
+            return recheck.spec, RECHECK
+        n = self._next_search(book) if self.search else self._next_linear(book)
+        return None if n is None else (self.spec(n), NEW)
+
+    def _next_linear(self, book: StepBook) -> int | None:
+        fails_in_a_row = 0
+        for n in self.counts:
+            step = book.get(n)
+            if step is None:
+                return n
+            fails_in_a_row = 0 if step.passed else fails_in_a_row + 1
+            if fails_in_a_row > self.confirm:
+                return None
+        return None
+
+    def _next_search(self, book: StepBook) -> int | None:
+        # Doubling from the smallest count until a failure, then bisection between the last
+        # pass and the first failure; candidates are restricted to the given counts.
+        lo, hi = self.counts[0], self.counts[-1]
+        passed = [s.key for s in book if s.passed]
+        failed = [s.key for s in book if not s.passed]
+        best = max(passed, default=None)
+        worst = min((n for n in failed if best is None or n > best), default=None)
+        if best is None:
+            return None if lo in book else lo
+        if worst is None:
+            if best >= hi:
+                return None
+            return self._nearest(min(int(best) * 2, hi), book)
+        candidates = [n for n in self.counts if best < n < worst and n not in book]
+        if not candidates:
+            return None
+        return candidates[len(candidates) // 2]
+
+    def _nearest(self, n: int, book: StepBook) -> int | None:
+        options = [c for c in self.counts if c not in book and c >= n]
+        return options[0] if options else None
+
+    def max_passing(self, book: StepBook) -> int | None:
+        passed = [int(s.key) for s in book if s.passed]
+        if not passed:
+            return None
+        if self.search:
+            return max(passed)
+        # Linear: the largest passing count below the confirmed failure.
+        best = None
+        fails_in_a_row = 0
+        for n in self.counts:
+            step = book.get(n)
+            if step is None:
+                break
+            if step.passed:
+                best, fails_in_a_row = n, 0
+            else:
+                fails_in_a_row += 1
+                if fails_in_a_row > self.confirm:
+                    break
+        return best
+
+    def answer(self, book: StepBook) -> dict[str, Any]:
+        best = self.max_passing(book)
+        at_best = book.get(best) if best is not None else None
+        bounding = next(
+            (s for s in book.by_key() if s.failed and (best is None or s.key > best)), None
+        )
+        deciding = at_best.deciding() if at_best else None
+        return {
+            "max_passing_tiles": best,
+            "score_at_max": deciding.detail.get("score") if deciding else None,
+            "first_failure": self._failure(bounding, tiles=int(bounding.key) if bounding else None),
+            "non_monotonic": book.non_monotonic(),
+        }
+
+    def step_json(self, step: StepRecord) -> dict[str, Any]:
+        return {"tiles": int(step.key), **super().step_json(step)}
+
+
+class KnobStudy(_TileStudy):
+    """The largest value of one profile knob at which the tile passes QoS (module doc)."""
+
+    kind = "knob"
+    answer_key = "max_passing_value"
+
+    def __init__(
+        self,
+        knob: str,
+        start: float,
+        *,
+        low: float,
+        high: float,
+        precision_pct: float,
+        tiles: int,
+        definition: dict[str, Any],
+    ):
+        self.knob = knob
+        self.start = start
+        self.low = low
+        self.high = high
+        self.precision = precision_pct / 100.0
+        self.tiles = tiles
+        # Counts of things (mailboxes, IOPS) search whole numbers; small factors do not.
+        self.integral = float(start).is_integer() and start >= 10 and low >= 1
+        super().__init__(
+            {
+                **definition,
+                "kind": self.kind,
+                "knob": knob,
+                "knob_start": start,
+                "knob_range": [low, high],
+                "knob_precision_pct": precision_pct,
+                "tiles_per_step": tiles,
+                "mode": "search",
+            }
+        )
+
+    def spec(self, value: float) -> StepSpec:
+        shown = f"{value:g}" if not self.integral else f"{int(value)}"
+        return StepSpec(
+            key=value,
+            label=f"{self.knob}={shown}",
+            params={"tiles": self.tiles, "set": f"{self.knob}={shown}"},
+        )
+
+    def _round(self, value: float) -> float:
+        value = min(max(value, self.low), self.high)
+        if self.integral:
+            return float(max(1, round(value)))
+        return float(f"{value:.4g}")
+
+    def _bracket(self, book: StepBook) -> tuple[float | None, float | None]:
+        passed = [s.key for s in book.decided() if s.passed]
+        failed = [s.key for s in book.decided() if s.failed]
+        best = max(passed, default=None)
+        worst = min((k for k in failed if best is None or k > best), default=None)
+        return best, worst
+
+    def _close(self, best: float, worst: float) -> bool:
+        if self.integral and worst - best <= 1:
+            return True
+        return (worst - best) / best <= self.precision
+
+    def next_step(self, book: StepBook) -> tuple[StepSpec, str] | None:
+        recheck = book.recheck_candidate()
+        if recheck is not None:
+            return recheck.spec, RECHECK
+        value = self._next(book)
+        return None if value is None else (self.spec(value), NEW)
+
+    def _next(self, book: StepBook) -> float | None:
+        if not len(book):
+            return self._round(self.start)
+        best, worst = self._bracket(book)
+        if best is None:
+            lowest = min(s.key for s in book.decided())
+            if lowest <= self.low:
+                return None  # even the lowest value allowed fails
+            candidate = self._round(lowest / 2)
+        elif worst is None:
+            if best >= self.high:
+                return None
+            candidate = self._round(best * 2)
+        else:
+            if self._close(best, worst):
+                return None
+            candidate = self._round((best + worst) / 2)
+            if not best < candidate < worst:
+                return None
+        return None if candidate in book else candidate
+
+    def answer(self, book: StepBook) -> dict[str, Any]:
+        best, worst = self._bracket(book)
+        bounding = book.get(worst) if worst is not None else None
+        at_best = book.get(best) if best is not None else None
+        deciding = at_best.deciding() if at_best else None
+        return {
+            "max_passing_value": best,
+            "first_failing_value": worst,
+            "score_at_max": deciding.detail.get("score") if deciding else None,
+            "first_failure": self._failure(bounding, value=worst),
+            "non_monotonic": book.non_monotonic(),
+            "limited_by_range": best is not None and best >= self.high,
+        }
+
+    def step_json(self, step: StepRecord) -> dict[str, Any]:
+        return {"value": step.key, "tiles": self.tiles, **super().step_json(step)}
+
+
+def parse_knob(knob: str, tile: TileSpec) -> tuple[str, str, float]:
+    """'mail.mailboxes' -> ('mail', 'mailboxes', its current value in the tile)."""
+    app, dot, name = knob.strip().partition(".")
+    labels = [a.label for a in tile.apps]
+    if not dot or not name:
+        raise UsageError(f"--knob must be APP.KNOB such as mail.mailboxes, got {knob!r}.")
+    found = next((a for a in tile.apps if a.label == app), None)
+    if found is None:
+        raise UsageError(
+            f"--knob {knob}: the tile has no application '{app}' (it has: {', '.join(labels)})."
+        )
+    if name not in found.profile.scale:
+        knobs = ", ".join(sorted(found.profile.scale)) or "none"
+        raise UsageError(f"--knob {knob}: {app} has no scale knob '{name}' (knobs: {knobs}).")
+    value = float(found.profile.scale[name])
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError(
+            f"--knob {knob}: its value in the tile is {value:g}; set a positive starting value "
+            f"with --set {knob}=VALUE."
+        )
+    return app, name, value
+
+
+def parse_knob_range(text: str | None, start: float) -> tuple[float, float]:
+    """'LOW..HIGH' -> (low, high); default start / 64 .. start x 1024."""
+    if text is None:
+        return start / KNOB_SPAN_DOWN, start * KNOB_SPAN_UP
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*\.\.\s*(\d+(?:\.\d*)?)\s*", text)
+    if not m or not 0 < float(m[1]) < float(m[2]):
+        raise UsageError(
+            f"--knob-range must be LOW..HIGH with 0 < LOW < HIGH, e.g. 100..100000, got {text!r}."
+        )
+    low, high = float(m[1]), float(m[2])
+    if not low <= start <= high:
+        raise UsageError(
+            f"--knob-range {text} does not contain the knob's starting value {start:g}; widen "
+            "it or set the start with --set."
+        )
+    return low, high
