@@ -7,22 +7,110 @@ finished since the last call. Formats are documented in docs/engine-boundary.md.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal, NotRequired, TypedDict
 
 from tilemark import _engine
 
 EngineError = _engine.EngineError
 PLAN_VERSION: int = _engine.PLAN_VERSION
 
+# -----------------------------------------------------------------------------------------------
+# The boundary's plain data (docs/engine-boundary.md), typed for the Python side.
+
+
+class HistogramDoc(TypedDict):
+    """A log-linear latency histogram in ns: count, sum, min, max, [[bucket, count], ...]."""
+
+    n: int
+    sum: int
+    min: int
+    max: int
+    b: list[list[int]]
+
+
+class PlanTarget(TypedDict):
+    path: str
+    offset: int
+    length: int
+    direct: bool
+
+
+class PlanStream(TypedDict):
+    name: str
+    target: int
+    offset: int
+    length: int
+    read_pct: float
+    sizes: list[list[float]]
+    pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot, ...}
+    random_pct: float
+    align: int
+    qd: int
+    arrival: dict[str, Any]  # {"kind": "closed"} | {"kind": "open", "rate_iops"|"rate_bps", ...}
+    burst: dict[str, float] | None
+    sync: dict[str, Any]
+    compress_pct: float
+    seed: int
+
+
+class Plan(TypedDict):
+    plan_version: int
+    backend: Literal["uring", "psync", "null"]
+    threads: int
+    interval_ms: int
+    start_at_ns: int | None
+    warmup_ms: int
+    duration_ms: int | None
+    poll_us: int
+    targets: list[PlanTarget]
+    streams: list[PlanStream]
+
+
+class OpCounters(TypedDict):
+    """One op kind (read, write, sync) of a stream over an interval or the run."""
+
+    ops: int
+    bytes: int
+    errors: dict[str, int]  # errno -> count
+    service: HistogramDoc | None
+    response: HistogramDoc | None  # None for closed loop: response time is service time
+
+
+class StreamCounters(TypedDict):
+    stream: int
+    read: OpCounters
+    write: OpCounters
+    sync: OpCounters
+    lag_max_ns: int
+    behind_ios: NotRequired[int]  # snapshots only
+    inflight: NotRequired[int]  # snapshots only
+    ios_issued_late: int
+
+
+class Snapshot(TypedDict):
+    interval: int
+    phase: Literal["warmup", "measure"]
+    start_ns: int
+    end_ns: int
+    streams: list[StreamCounters]
+
+
+class Result(TypedDict):
+    complete: bool
+    started_at_ns: int
+    measure_start_ns: int
+    measure_end_ns: int
+    streams: list[StreamCounters]
+
 
 class Handle:
     """A running engine plan."""
 
-    def __init__(self, run: _engine.Run, plan: dict[str, Any]):
+    def __init__(self, run: _engine.Run, plan: Plan):
         self._run = run
         self.plan = plan
 
-    def poll(self) -> list[dict[str, Any]]:
+    def poll(self) -> list[Snapshot]:
         """Interval snapshots completed since the last poll, oldest first."""
         return json.loads(self._run.poll())
 
@@ -37,15 +125,15 @@ class Handle:
     def done(self) -> bool:
         return self._run.done()
 
-    def result(self) -> dict[str, Any]:
+    def result(self) -> Result:
         """Block until the run ends and return its result (measurement-phase totals)."""
         return json.loads(self._run.result())
 
 
-def start(plan: dict[str, Any]) -> Handle:
+def start(plan: Plan) -> Handle:
     """Start a plan. Raises EngineError with a clear message if the engine rejects it."""
-    plan = {"plan_version": PLAN_VERSION, **plan}
-    return Handle(_engine.start(json.dumps(plan)), plan)
+    full: Plan = {"plan_version": PLAN_VERSION, **plan}  # type: ignore[typeddict-item]
+    return Handle(_engine.start(json.dumps(full)), full)
 
 
 def fill(path: str, offset: int, length: int, *, direct: bool = True, seed: int = 1) -> int:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tilemark.engine import PLAN_VERSION
+from tilemark.engine import Plan as EnginePlan
 from tilemark.errors import UsageError
 from tilemark.options import (
     ARRIVALS,
@@ -496,7 +497,7 @@ def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align
             )
 
 
-def compile_plan(workload: Workload, target: TargetInfo) -> dict[str, Any]:
+def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
     """The engine plan (docs/engine-boundary.md) for a workload on an inspected target."""
     direct_align = target.dio_alignment if workload.direct else 0
     if workload.direct and target.dio_alignment == 0:

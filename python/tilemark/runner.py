@@ -149,8 +149,8 @@ class RunOutcome:
 
     run_id: str
     run_dir: Path
-    compiled: dict[str, Any]
-    result: dict[str, Any]
+    compiled: engine.Plan
+    result: engine.Result
     summary: dict[str, Any]
     complete: bool
     exit_status: int | None  # 128 + signal when interrupted
@@ -165,7 +165,7 @@ class RunMonitor(Protocol):
     """Watches a run's snapshots as they arrive and may end it early once its question is
     answered (a QoS decision); a run ended so is complete."""
 
-    def add(self, snapshots: list[dict[str, Any]]) -> None: ...
+    def add(self, snapshots: list[engine.Snapshot]) -> None: ...
 
     def should_stop(self) -> str | None: ...
 
@@ -181,6 +181,7 @@ def run_plan(
     kind: str = "run",
     analyze: Analyzer | None = None,
     monitor: RunMonitor | None = None,
+    note: str | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on a prepared target and store it.
 
@@ -203,7 +204,8 @@ def run_plan(
         )
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
-    console.print(f"run {writer.run_id}: {_describe(compiled, info)}", markup=False)
+    extra = f"; {note}" if note else ""
+    console.print(f"run {writer.run_id}: {_describe(compiled, info)}{extra}", markup=False)
 
     with SignalStopper() as stopper:
         try:

@@ -293,6 +293,12 @@ def run_tiles(
         kind=kind,
         analyze=analyze,
         monitor=monitor,
+        note=(
+            f"measures {settings.duration_s:g}s, longer (up to {settings.max_duration_s:g}s) "
+            "while a QoS criterion is undecided"
+            if settings.max_duration_s > settings.duration_s
+            else None
+        ),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -69,6 +70,17 @@ def table_command(
     command.__name__ = command.__qualname__ = name
     command.__doc__ = doc
     return command
+
+
+def argument(name: str, metavar: str, help: str) -> inspect.Parameter:
+    """An optional positional argument (a file) of a table command."""
+    info = typer.Argument(metavar=metavar, help=help, show_default=False)
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        annotation=Annotated[Path | None, info],
+        default=None,
+    )
 
 
 def given(o: Option, value: Any) -> bool:

@@ -9,9 +9,8 @@ fails exits 3.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -27,7 +26,7 @@ from tilemark.cli.common import (
     verdict_line,
     write_json,
 )
-from tilemark.cli.params import check_mode, scoped, table_command
+from tilemark.cli.params import argument, check_mode, scoped, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, option
 from tilemark.runner import inspect_and_compile, prepare, run_plan
@@ -193,19 +192,11 @@ def _without_layout(summary: dict) -> dict:
     return {**summary, "applications": apps}
 
 
-WORKLOAD_ARG = inspect.Parameter(
+WORKLOAD_ARG = argument(
     "workload_file",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        Path | None,
-        typer.Argument(
-            metavar="WORKLOAD.toml",
-            help="Workload file: run-wide keys, an optional [defaults] table and [[stream]] "
-            "tables. Without it, the flags describe one stream.",
-            show_default=False,
-        ),
-    ],
-    default=None,
+    "WORKLOAD.toml",
+    "Workload file: run-wide keys, an optional [defaults] table and [[stream]] tables. "
+    "Without it, the flags describe one stream.",
 )
 
 run = table_command(

@@ -8,11 +8,10 @@ passes QoS, 128 + signal when interrupted.
 
 from __future__ import annotations
 
-import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -27,7 +26,7 @@ from tilemark.cli.common import (
     results_path,
     verdict_line,
 )
-from tilemark.cli.params import check_mode, table_command
+from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import SCALE, Option, option
 from tilemark.runner import prepare
@@ -404,17 +403,7 @@ def headline(doc: dict) -> list[str]:
     return lines
 
 
-TILE_ARG = inspect.Parameter(
-    "tile_file_arg",
-    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    annotation=Annotated[
-        Path | None,
-        typer.Argument(
-            metavar="[TILE.toml]", help="Tile file (default: mail+oltp+dss+web+backup)."
-        ),
-    ],
-    default=None,
-)
+TILE_ARG = argument("tile_file_arg", "TILE.toml", "Tile file (default: mail+oltp+dss+web+backup).")
 
 scale = table_command(
     "scale",

@@ -18,10 +18,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from tilemark import targets
 from tilemark.apps import TileSpec
@@ -107,40 +104,24 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
 
 
 class TileStepRunner:
-    """Runs a step of a tile study: N tiles of the step's tile on the prepared target."""
+    """Runs a step of a tile study: N tiles of the step's tile on the prepared target.
+    `run_options` are run_tiles's keyword arguments (max_tiles, results, argv, console)."""
 
     def __init__(
         self,
         tile_of: Callable[[StepSpec], TileSpec],
         settings: TileRunSettings,
         info: targets.TargetInfo,
-        *,
-        max_tiles: int,
-        results: Path,
-        argv: list[str],
-        console: Console,
-        kind: str = "scale-step",
+        **run_options: Any,
     ):
         self.tile_of = tile_of
         self.settings = settings
         self.info = info
-        self.max_tiles = max_tiles
-        self.results = results
-        self.argv = argv
-        self.console = console
-        self.kind = kind
+        self.run_options = {"kind": "scale-step", **run_options}
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
         outcome = run_tiles(
-            self.tile_of(spec),
-            spec.params["tiles"],
-            self.settings,
-            self.info,
-            max_tiles=self.max_tiles,
-            results=self.results,
-            argv=self.argv,
-            console=self.console,
-            kind=self.kind,
+            self.tile_of(spec), spec.params["tiles"], self.settings, self.info, **self.run_options
         )
         return attempt_of(outcome, reason)
 
