@@ -240,10 +240,18 @@ def test_bad_override_is_a_usage_error_naming_it(item, named):
     assert named in str(e.value)
 
 
-def test_override_to_zero_rate_fails_at_compile_naming_the_profile_and_stream():
-    tile = default_tile(parse_sets(["mail.mailboxes=0"]))
-    with pytest.raises(UsageError, match=r"mail\.toml: stream 'db': rate must come out above 0"):
-        compile_tiles(tile, 1, capacity=GIB)
+def test_override_to_zero_rate_fails_naming_the_override_profile_and_stream():
+    # Found when the tile is built, before anything is compiled or run.
+    with pytest.raises(
+        UsageError,
+        match=r"override mail\.mailboxes=0: .*mail\.toml: stream 'db': rate must come out above 0",
+    ):
+        compile_tiles(default_tile(parse_sets(["mail.mailboxes=0"])), 1, capacity=GIB)
+
+
+def test_override_to_an_impossible_rate_is_refused_like_rate():
+    with pytest.raises(UsageError, match=r"override mail\.mailboxes=1e12: .*at most 10,000,000"):
+        default_tile(parse_sets(["mail.mailboxes=1e12"]))
 
 
 # -----------------------------------------------------------------------------------------------

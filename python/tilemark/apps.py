@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,8 +24,9 @@ from typing import Any
 from tilemark.analysis import expr
 from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
-from tilemark.plan import STREAM_KEYS, parse_workload
-from tilemark.units import MIB, format_size
+from tilemark.options import PROFILE_STREAM_KEYS
+from tilemark.plan import parse_workload, read_toml
+from tilemark.units import MIB, check_byte_rate, check_iops, format_size
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
 USER_DIR_ENV = "TILEMARK_PROFILES"
@@ -37,7 +37,7 @@ PROFILE_KEYS = ("name", "description", "kind", "capacity_weight", "metric", "met
 # A profile stream takes the workload stream keys, except where it is placed (the layout
 # decides offset and length) and its seed (derived per run), plus profile-only keys.
 APP_STREAM_KEYS = ("name", "region", "copies") + tuple(
-    k for k in STREAM_KEYS if k not in ("name", "offset", "length", "seed")
+    k for k in PROFILE_STREAM_KEYS if k not in ("name", "copies")
 )
 QOS_KEYS = ("stream", "streams", "op", "stat", "max_ms", "min_fraction", "per_interval")
 KINDS = ("application", "workload")
@@ -100,8 +100,10 @@ class Profile:
             r = {}
             if s.rate is not None:
                 r["iops"] = self._value(s.rate, f"stream '{s.name}': rate")
+                self._bounded(check_iops, r["iops"], f"stream '{s.name}': rate")
             if s.rate_bytes is not None:
                 r["bps"] = self._value(s.rate_bytes, f"stream '{s.name}': rate_bytes")
+                self._bounded(check_byte_rate, r["bps"], f"stream '{s.name}': rate_bytes")
             names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
             for n in names:
                 out[n] = r
@@ -115,6 +117,12 @@ class Profile:
         if not (math.isfinite(value) and value > 0):
             raise UsageError(f"profile {self.path}: {field} must come out above 0, got {value:g}.")
         return value
+
+    def _bounded(self, check: Any, value: float, field: str) -> None:
+        try:
+            check(value, field)
+        except UsageError as e:
+            raise UsageError(f"profile {self.name}: {e}") from None
 
     def with_overrides(self, overrides: dict[str, Any]) -> Profile:
         """A copy with scale knobs (`knob`) and QoS limits (`qos.ID.max_ms` etc.) replaced."""
@@ -142,7 +150,13 @@ class Profile:
                 qos[cid] = replace(qos[cid], **{attr: _number(value, where)})
             else:
                 raise UsageError(f"{where}: use KNOB=VALUE or qos.ID.max_ms=VALUE.")
-        return replace(self, scale=scale, qos=list(qos.values()))
+        tuned = replace(self, scale=scale, qos=list(qos.values()))
+        try:
+            tuned.rates()  # a knob that makes a rate impossible fails here
+        except UsageError as e:
+            given = ", ".join(f"{self.name}.{k}={v}" for k, v in overrides.items())
+            raise UsageError(f"override {given}: {e}") from None
+        return tuned
 
 
 def _number(value: Any, where: str) -> float:
@@ -190,10 +204,7 @@ def load_profile(name_or_path: str) -> Profile:
     """Load and validate a profile; errors name the file and the field."""
     path = find_profile(name_or_path)
     where = str(path)
-    try:
-        doc = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"profile {where} is not valid TOML: {e}.") from None
+    doc = read_toml(path, "profile")
     _keys(doc, ("profile", "scale", "stream", "qos"), where)
     head = _keys(doc.get("profile", {}), PROFILE_KEYS, f"{where} [profile]")
     for required in ("name", "metric", "metric_unit"):
@@ -391,12 +402,7 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
     a `[app.scale]` / `[app.qos]` table of overrides."""
     overrides = overrides or {}
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise UsageError(f"tile file {path} does not exist.") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"tile file {path} is not valid TOML: {e}.") from None
+    doc = read_toml(p, "tile file")
     unknown = sorted(set(doc) - {"tile", "app"})
     if unknown:
         raise UsageError(f"tile file {path}: unknown key '{unknown[0]}' (allowed: tile, app).")

@@ -413,6 +413,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("settle_max", "study", "Longest settling probe.", flag="--settle-max", metavar="TIME",
        modes={SCALE}, parse=positive_duration, default="60s"),
     # -- safety ---------------------------------------------------------------------------------
+    _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
+       "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
+       "always filled.", flag="--fill", modes=ALL, kind="switch"),
     _o("destroy_data", "safety", "Allow writing the block device PATH (must name the target); "
        "destroys its data.", flag="--destroy-data", metavar="PATH", modes=ALL),
     _o("force", "safety", "With --destroy-data: write even if the device is in use or carries "

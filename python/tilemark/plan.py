@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -370,8 +371,12 @@ def parse_workload(
     direct = run_value("direct", True)
     seed = run_value("seed", DEFAULT_SEED)
     poll_us = run_value("poll_us", 0)
-    name = doc.get("name", Path(source).stem if source not in ("flags", "default") else source)
-    parse_name(name, "name")
+    if "name" in doc:
+        name = parse_name(doc["name"], "name")
+    else:
+        # From the file name, which may hold characters a name may not (my db.toml -> my_db).
+        stem = Path(source).stem if source not in ("flags", "default") else source
+        name = re.sub(r"[^A-Za-z0-9_.:+-]", "_", stem)[:64] or "workload"
 
     merged = [{**defaults, **table} for table in tables]
     names = _stream_names(merged, flag_keys)
@@ -397,19 +402,31 @@ def parse_workload(
     )
 
 
-def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a workload TOML file; a missing or malformed file is a UsageError."""
+def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
+    """Read a TOML file (workload, profile, tile); anything wrong is one UsageError naming
+    `what` and the file."""
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except FileNotFoundError:
-        raise UsageError(f"workload file {path} does not exist.") from None
+        raise UsageError(f"{what} {path} does not exist.") from None
     except IsADirectoryError:
-        raise UsageError(f"workload file {path} is a directory; name a .toml file.") from None
+        raise UsageError(f"{what} {path} is a directory; name a .toml file.") from None
+    except UnicodeDecodeError as e:
+        byte = e.object[e.start : e.start + 1].hex()
+        raise UsageError(
+            f"{what} {path} is not UTF-8 text (byte 0x{byte} at offset {e.start}); "
+            "TOML files must be UTF-8."
+        ) from None
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"workload file {path} is not valid TOML: {e}.") from None
+        raise UsageError(f"{what} {path} is not valid TOML: {e}.") from None
     except OSError as e:
-        raise UsageError(f"workload file {path} cannot be read: {e.strerror}.") from None
+        raise UsageError(f"{what} {path} cannot be read: {e.strerror}.") from None
+
+
+def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a workload TOML file; a missing or malformed file is a UsageError."""
+    return read_toml(path, "workload file")
 
 
 def stream_seed(run_seed: int, index: int) -> int:

@@ -108,8 +108,8 @@ def _describe(compiled: dict[str, Any], info: targets.TargetInfo) -> str:
 
 
 def inspect_and_compile(
-    workload: plan.Workload, *, destroy_data: str | None, force: bool
-) -> tuple[targets.TargetInfo, dict[str, Any]]:
+    workload: plan.Workload, *, destroy_data: str | None, force: bool, fill: bool = False
+) -> tuple[targets.TargetInfo, engine.Plan]:
     """Inspect the target (safety checks) and compile the plan; no IO yet."""
     info = targets.inspect_target(
         workload.target,
@@ -118,15 +118,19 @@ def inspect_and_compile(
         direct=workload.direct,
         destroy_data=destroy_data,
         force=force,
+        fill=fill,
     )
     return info, plan.compile_plan(workload, info)
 
 
 def prepare(info: targets.TargetInfo, console: Console) -> bool:
     """Create/fill the target so reads never hit holes; False if interrupted (fill is kept)."""
-    if info.kind == "file" and info.tilemark and info.filled_length < info.file_data_length:
-        todo = info.file_data_length - info.filled_length
-        verb = "creating" if not info.exists else "filling"
+    if info.will_fill:
+        if info.fill_device:
+            todo, verb = info.data_length, "filling"
+        else:
+            todo = info.file_data_length - info.filled_length
+            verb = "creating" if not info.exists else "filling"
         console.print(
             f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
             markup=False,
@@ -206,6 +210,8 @@ def run_plan(
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     extra = f"; {note}" if note else ""
     console.print(f"run {writer.run_id}: {_describe(compiled, info)}{extra}", markup=False)
+    for target_note in info.notes():
+        console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 
     with SignalStopper() as stopper:
         try:
@@ -236,6 +242,8 @@ def run_plan(
             raise
         if ended_by is not None:
             summary["ended_by"] = ended_by
+        if info.notes():
+            summary["notes"] = info.notes()
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         run_dir = writer.finish(result, summary=summary, complete=complete)
     return RunOutcome(

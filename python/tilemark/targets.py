@@ -72,6 +72,32 @@ class TargetInfo:
     filled_length: int = 0  # bytes at the start of the data area already filled
     make_dir: bool = False  # the default data directory has to be created first
     created: bool = False  # set by prepare_target when it created the file
+    fill_device: bool = False  # --fill: write the whole data area of a block device first
+    holes: int = 0  # foreign file: bytes of its data area that are holes (read as zeros)
+
+    @property
+    def will_fill(self) -> bool:
+        """True when preparing the target writes data (a new or unfilled tilemark file, or a
+        block device with --fill)."""
+        if self.fill_device:
+            return True
+        return self.kind == "file" and self.tilemark and self.filled_length < self.file_data_length
+
+    def notes(self) -> list[str]:
+        """What a user must know about the data the run reads (shown with the results)."""
+        if self.kind == "block" and not self.fill_device:
+            return [
+                f"target {self.path} was not written by tilemark: regions never written (thin-"
+                "provisioned or trimmed extents) may read as zeros at memory speed; --fill "
+                "(with --destroy-data) writes it first"
+            ]
+        if self.kind == "file" and not self.tilemark and self.holes:
+            return [
+                f"target {self.path} was not written by tilemark and {format_size(self.holes)} "
+                "of its data area are holes, which read as zeros at memory speed; fill it "
+                "yourself or use a file tilemark creates"
+            ]
+        return []
 
     def plan_target(self) -> dict[str, Any]:
         """The target entry of the engine plan."""
@@ -124,8 +150,17 @@ def encode_header(header: dict[str, Any]) -> bytes:
 
 def read_header(path: str) -> dict[str, Any] | None:
     """The marker header of a file, or None if the file does not start with the marker."""
-    with open(path, "rb") as f:
-        raw = f.read(HEADER_SIZE)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(HEADER_SIZE)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except OSError as e:
+        # Failing storage (EIO on the first block) is a failed run, not a traceback.
+        raise RunError(
+            f"target {path} cannot be read: {e.strerror or e} (reading its first "
+            f"{HEADER_SIZE} bytes failed)."
+        ) from None
     if not raw.startswith(MARKER):
         return None
     try:
@@ -177,13 +212,13 @@ def _is_default_data_dir(directory: Path) -> bool:
     return directory == Path.cwd() / DEFAULT_DATA_DIR
 
 
-def _check_free_space(directory: Path, needed: int, path: str) -> None:
+def _check_free_space(directory: Path, needed: int, path: str, size_flag: str) -> None:
     available = free_bytes(directory)
     if needed > available:
         raise UsageError(
             f"not enough free space for target {path}: it needs {format_size(needed)} more, "
-            f"{format_size(available)} is free on {_existing_ancestor(directory)}; lower --size "
-            f"or free some space."
+            f"{format_size(available)} is free on {_existing_ancestor(directory)}; lower "
+            f"{size_flag} or free some space."
         )
 
 
@@ -410,8 +445,12 @@ def inspect_target(
     direct: bool,
     destroy_data: str | None = None,
     force: bool = False,
+    size_flag: str = "--size",
+    fill: bool = False,
 ) -> TargetInfo:
-    """Check a target against the safety rules and work out its data area; never writes."""
+    """Check a target against the safety rules and work out its data area; never writes.
+    `size_flag` is how messages name the size (--size, or --capacity for tiles); `fill` asks
+    to write a block device's data area before the run (a tilemark file is always filled)."""
     target = Path(os.path.abspath(os.path.expanduser(path)))
     shown = str(target)
     try:
@@ -420,6 +459,12 @@ def inspect_target(
         st = None
     except OSError as e:
         raise UsageError(f"target {shown} cannot be examined: {e.strerror}.") from None
+    if st is None and os.path.islink(target):
+        # Creating the target would create a file wherever the link points.
+        raise UsageError(
+            f"target {shown} is a symbolic link to {os.readlink(target)}, which does not exist; "
+            "tilemark creates targets only at real paths, so name the file itself."
+        )
 
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise UsageError(
@@ -427,7 +472,9 @@ def inspect_target(
             f"e.g. --target {target / 'tilemark.dat'}."
         )
     if st is not None and stat.S_ISBLK(st.st_mode):
-        return _inspect_block(shown, st, size, writes, direct, destroy_data, force)
+        info = _inspect_block(shown, st, size, writes or fill, direct, destroy_data, force)
+        info.fill_device = fill
+        return info
     if destroy_data is not None:
         raise UsageError(
             f"--destroy-data applies to block devices only; target {shown} is not one."
@@ -437,15 +484,33 @@ def inspect_target(
             f"target {shown} is not a regular file or a block device; name a file path."
         )
     if st is None:
-        return _inspect_new_file(target, size, direct)
-    return _inspect_existing_file(target, st, size, writes, direct)
+        return _inspect_new_file(target, size, direct, size_flag)
+    info = _inspect_existing_file(target, st, size, writes, direct, size_flag)
+    if fill and not info.tilemark:
+        raise UsageError(
+            f"--fill writes the target, and tilemark never writes a file it did not create "
+            f"({shown}); fill it yourself or name a new file."
+        )
+    return info
 
 
 def _unit(dio_alignment: int) -> int:
     return default_align(dio_alignment)
 
 
-def _inspect_new_file(target: Path, size: int | None, direct: bool) -> TargetInfo:
+def file_dio_alignment(target: Path) -> int:
+    """O_DIRECT alignment of a file target: the larger of its filesystem's (probed on the
+    directory) and the file's own, so a new file and the same file later run the same sizes."""
+    directory = probe_dio_alignment(str(_existing_ancestor(target.parent)))
+    if not target.exists():
+        return directory
+    own = probe_dio_alignment(str(target))
+    if directory == 0 or own == 0:
+        return 0  # no O_DIRECT on one of them
+    return max(directory, own)
+
+
+def _inspect_new_file(target: Path, size: int | None, direct: bool, size_flag: str) -> TargetInfo:
     shown = str(target)
     directory = target.parent
     make_dir = False
@@ -463,14 +528,14 @@ def _inspect_new_file(target: Path, size: int | None, direct: bool) -> TargetInf
             f"--size is required to create target {shown} (e.g. --size 1g), or set size in the "
             f"workload file."
         )
-    alignment = probe_dio_alignment(str(_existing_ancestor(directory)))
+    alignment = file_dio_alignment(target)
     data_length = size // _unit(alignment) * _unit(alignment)
     if data_length == 0:
         raise UsageError(
             f"size must be at least {format_size(_unit(alignment))} for target {shown}, "
             f"got {size} bytes."
         )
-    _check_free_space(directory, HEADER_SIZE + data_length, shown)
+    _check_free_space(directory, HEADER_SIZE + data_length, shown, size_flag)
     return TargetInfo(
         path=shown,
         kind="file",
@@ -487,14 +552,14 @@ def _inspect_new_file(target: Path, size: int | None, direct: bool) -> TargetInf
 
 
 def _inspect_existing_file(
-    target: Path, st: os.stat_result, size: int | None, writes: bool, direct: bool
+    target: Path, st: os.stat_result, size: int | None, writes: bool, direct: bool, size_flag: str
 ) -> TargetInfo:
     shown = str(target)
     try:
         header = read_header(shown)
     except PermissionError:
         raise UsageError(f"target {shown} cannot be read: permission denied.") from None
-    alignment = probe_dio_alignment(shown)
+    alignment = file_dio_alignment(target)
     if header is None:
         if writes:
             raise UsageError(
@@ -508,15 +573,17 @@ def _inspect_existing_file(
                 f"size {format_size(size)} is larger than {shown} ({format_size(st.st_size)}); "
                 f"tilemark never grows a file it did not create."
             )
+        data_length = size if size is not None else st.st_size
         return TargetInfo(
             path=shown,
             kind="file",
             data_offset=0,
-            data_length=size if size is not None else st.st_size,
+            data_length=data_length,
             direct=direct,
             dio_alignment=alignment,
             exists=True,
             tilemark=False,
+            holes=hole_bytes(shown, 0, data_length),
         )
 
     current = header["data_length"]
@@ -533,7 +600,7 @@ def _inspect_existing_file(
             )
     file_data_length = max(current, data_length)
     if file_data_length > current:
-        _check_free_space(target.parent, file_data_length - current, shown)
+        _check_free_space(target.parent, file_data_length - current, shown, size_flag)
     return TargetInfo(
         path=shown,
         kind="file",
@@ -601,11 +668,62 @@ def _allocate(fd: int, offset: int, length: int, path: str) -> None:
             ) from None
 
 
+def hole_bytes(path: str, offset: int, length: int) -> int:
+    """Bytes of [offset, offset+length) of a file that are holes (SEEK_HOLE/SEEK_DATA)."""
+    holes = 0
+    end = offset + length
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return 0
+    try:
+        pos = offset
+        while pos < end:
+            try:
+                hole = os.lseek(fd, pos, os.SEEK_HOLE)
+            except OSError:
+                return holes  # no SEEK_HOLE support: nothing known
+            if hole >= end:
+                break
+            try:
+                data = os.lseek(fd, hole, os.SEEK_DATA)
+            except OSError:  # ENXIO: a hole up to the end of the file
+                data = end
+            holes += min(data, end) - hole
+            pos = data
+    finally:
+        os.close(fd)
+    return holes
+
+
+def fill_device(info: TargetInfo, progress: Progress | None = None) -> None:
+    """--fill of a block device: incompressible data over its whole data area."""
+    total = info.data_length
+    done = 0
+    seed = int.from_bytes(os.urandom(7), "little")
+    while done < total:
+        length = min(FILL_CHUNK, total - done)
+        fill_region(
+            info.path, info.data_offset + done, length, direct=info.dio_alignment > 0, seed=seed
+        )
+        done += length
+        if progress is not None:
+            progress(info.path, done, total)
+
+
 def prepare_target(info: TargetInfo, *, progress: Progress | None = None) -> None:
-    """Create, grow and fill a tilemark file target as inspected; block devices and foreign
-    files are left untouched."""
+    """Create, grow and fill a tilemark file target as inspected; a block device is filled only
+    with --fill; foreign files are left untouched."""
+    if info.kind == "block" and info.fill_device:
+        try:
+            fill_device(info, progress)
+        except OSError as e:
+            raise RunError(f"filling {info.path} failed: {e.strerror or e}.") from None
+        return
     if info.kind != "file" or not info.tilemark:
         return
+    if info.exists and info.filled_length >= info.file_data_length:
+        return  # filled and big enough: nothing to write (a read-only run needs no write access)
     path = info.path
     try:
         if info.make_dir:
@@ -670,3 +788,88 @@ def _fill(fd: int, info: TargetInfo, header: dict[str, Any], progress: Progress 
         info.filled_length = filled
         if progress is not None:
             progress(info.path, to_fill - (total - filled), to_fill)
+
+
+# -----------------------------------------------------------------------------------------------
+# One run per target
+
+
+LOCK_DIRS = ("/run/lock/tilemark", os.path.join("/tmp", "tilemark-locks"))
+
+
+def _lock_dir() -> Path:
+    """Where target locks live: /run/lock/tilemark when it can be used, else /tmp (sticky)."""
+    for candidate in LOCK_DIRS:
+        d = Path(candidate)
+        try:
+            d.mkdir(mode=0o1777, parents=False, exist_ok=True)
+            if os.access(d, os.W_OK | os.X_OK):
+                return d
+        except OSError:
+            continue
+    raise RunError(f"no directory for target locks is writable ({', '.join(LOCK_DIRS)}).")
+
+
+def _lock_key(info: TargetInfo) -> str:
+    """The same key for a target however it is named: the device number of a block device,
+    else the file's real path."""
+    if info.kind == "block":
+        rdev = os.stat(info.path).st_rdev
+        return f"block-{os.major(rdev)}:{os.minor(rdev)}"
+    return "file-" + hashlib.sha256(os.path.realpath(info.path).encode()).hexdigest()[:24]
+
+
+class TargetLock:
+    """An advisory lock on a target for a whole run or study, so two tilemark runs never use
+    one target at once (one filling it while the other measures). The lock file records who
+    holds it; the kernel drops the lock when the holder exits, however it exits."""
+
+    def __init__(self, info: TargetInfo, argv: list[str]):
+        self.info = info
+        self.argv = argv
+        self.path = _lock_dir() / f"{_lock_key(info)}.lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> TargetLock:
+        import fcntl  # POSIX only; imported where it is used
+
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise UsageError(
+                f"target {self.info.path} is in use by another tilemark run ({holder}); wait "
+                "for it to end or use another target."
+            ) from None
+        record = {
+            "pid": os.getpid(),
+            "argv": self.argv,
+            "target": self.info.path,
+            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+        self.fd = fd
+        return self
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            record = json.loads(os.pread(fd, 65536, 0) or b"{}")
+            command = " ".join(record.get("argv") or [])
+            return f"pid {record['pid']}, since {record['since']}: {command}"
+        except (OSError, ValueError, KeyError, TypeError):
+            return "holder unknown"
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            os.close(self.fd)  # closing releases the flock
+            self.fd = None
+
+
+def lock_target(info: TargetInfo, argv: list[str]) -> TargetLock:
+    """`with lock_target(info, argv):` holds the target for the run (UsageError if taken)."""
+    return TargetLock(info, argv)

@@ -57,6 +57,7 @@ class TileRunSettings:
     qos_interval_s: float = DEFAULT_QOS_INTERVAL_S
     poll_us: int = 0
     max_duration: str | float | None = None  # None: measure exactly `duration`
+    warmup_defaulted: bool = False  # the warm-up is the tile default, not asked for
 
     @property
     def duration_s(self) -> float:
@@ -84,6 +85,19 @@ class TileRunSettings:
         if self.threads:
             d["threads"] = self.threads
         return d
+
+    def notes(self) -> list[str]:
+        """What the line announcing a tile run should add about its timing."""
+        out = []
+        if self.warmup_defaulted:
+            warmup = parse_duration(self.warmup, "warmup")
+            out.append(f"the {warmup:g}s warm-up is the tile-run default (--warmup 0 for none)")
+        if self.max_duration_s > self.duration_s:
+            out.append(
+                f"measures {self.duration_s:g}s, longer (up to {self.max_duration_s:g}s) while "
+                "a QoS criterion is undecided"
+            )
+        return out
 
     def record(self) -> dict[str, Any]:
         """How the runs were timed, for study.json."""
@@ -133,6 +147,7 @@ def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRun
         qos_interval_s=qos_s,
         poll_us=parsed("run", "poll_us", 0),
         max_duration=max_s,
+        warmup_defaulted=values.get("warmup") is None and warmup_s > 0,
     )
 
 
@@ -148,6 +163,8 @@ def inspect_tile_target(
     max_tiles: int,
     destroy_data: str | None,
     force: bool,
+    *,
+    fill: bool = False,
 ) -> targets.TargetInfo:
     """Check the layout fits --capacity, then inspect the target (safety checks); no IO."""
     need = min_capacity(tile, max_tiles)
@@ -164,6 +181,8 @@ def inspect_tile_target(
         direct=settings.direct,
         destroy_data=destroy_data,
         force=force,
+        size_flag="--capacity",
+        fill=fill,
     )
 
 
@@ -293,12 +312,7 @@ def run_tiles(
         kind=kind,
         analyze=analyze,
         monitor=monitor,
-        note=(
-            f"measures {settings.duration_s:g}s, longer (up to {settings.max_duration_s:g}s) "
-            "while a QoS criterion is undecided"
-            if settings.max_duration_s > settings.duration_s
-            else None
-        ),
+        note="; ".join(settings.notes()) or None,
     )
 
 

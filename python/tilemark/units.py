@@ -5,8 +5,10 @@ Rules (the same for CLI flags and workload TOML files):
 - Sizes are bytes. Suffixes are binary and case-insensitive, like fio: `k`, `kb`, `kib` all mean
   1024; `m`/`mb`/`mib` 1024**2; `g` 1024**3; `t` 1024**4. `512` is 512 bytes, `1.5m` is
   1572864 bytes. A size must come out as a whole number of bytes.
-- IO rates (`rate`) are IOs per second: `4000`, `2.5k` (2500), optionally followed by `iops`
-  or `/s`. `k` and `m` are decimal here because they count IOs, not bytes.
+- IO rates (`rate`) are IOs per second: `4000`, `2.5k` (2500), `1e3`, optionally followed by
+  `iops` or `/s`. `k` and `m` are decimal here because they count IOs, not bytes. A stream runs
+  at most 10 million IOs per second (MAX_IOPS) and 1 TB/s (MAX_BYTE_RATE): above that the
+  engine's schedule is meaningless, and such a number is a typo.
 - Byte rates (`rate_bytes`) are bytes per second, optionally followed by `/s`. A unit spelled
   with a `B` but no `i` is decimal and matches the MB/s tilemark reports: `100MB/s` is
   100,000,000 bytes/s. A bare letter or an `iB` unit is binary like fio's `rate=`: `100m` and
@@ -14,6 +16,7 @@ Rules (the same for CLI flags and workload TOML files):
 - Durations are seconds when bare (`60`), or carry units `ms`, `s`, `m`/`min`, `h`, which may be
   combined: `90s`, `2m`, `1h`, `1m30s`, `500ms`.
 - Percentages are numbers from 0 to 100, with or without a trailing `%`.
+- Numbers may be written with an exponent (`1e3`, `2.5E6`) wherever a number is expected.
 
 Every parse error is a UsageError that names the field it came from.
 """
@@ -31,12 +34,15 @@ GIB = 1 << 30
 TIB = 1 << 40
 
 _BINARY_MULTIPLIERS = {"": 1, "b": 1, "k": KIB, "m": MIB, "g": GIB, "t": TIB}
-_NUMBER = r"(\d+(?:\.\d*)?|\.\d+)"
+_NUMBER = r"((?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _SIZE_RE = re.compile(_NUMBER + r"\s*([kmgt]?)(i?b?)", re.IGNORECASE)
 _IOPS_RE = re.compile(_NUMBER + r"\s*([km]?)\s*(?:iops|/s)?", re.IGNORECASE)
 _BYTE_RATE_RE = re.compile(_NUMBER + r"\s*([kmgt]?)(ib|b)?\s*(?:/s)?", re.IGNORECASE)
 _DURATION_PART_RE = re.compile(_NUMBER + r"\s*(ms|s|min|m|h)?", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+MAX_IOPS = 10_000_000.0
+MAX_BYTE_RATE = 1e12
 
 SIZE_HELP = "a size such as 4k, 8KiB, 1.5m or 512 (bytes; k/m/g/t are binary)"
 IOPS_HELP = "an IO rate above 0 such as 4000 or 2.5k (IOs per second)"
@@ -91,7 +97,25 @@ def parse_iops(value: object, field: str) -> float:
         raise UsageError(f"{field} must be {IOPS_HELP}, got {value!r}.")
     if not (rate > 0 and math.isfinite(rate)):
         raise UsageError(f"{field} must be {IOPS_HELP}, got {value!r}.")
+    check_iops(rate, field)
     return rate
+
+
+def check_iops(rate: float, field: str) -> None:
+    """Refuse an IO rate above MAX_IOPS, naming the field."""
+    if rate > MAX_IOPS:
+        raise UsageError(
+            f"{field} asks for {rate:,.0f} IOs/s; a stream runs at most {MAX_IOPS:,.0f} IOs/s."
+        )
+
+
+def check_byte_rate(rate: float, field: str) -> None:
+    """Refuse a byte rate above MAX_BYTE_RATE, naming the field."""
+    if rate > MAX_BYTE_RATE:
+        raise UsageError(
+            f"{field} asks for {rate / 1e6:,.0f} MB/s; a stream runs at most "
+            f"{MAX_BYTE_RATE / 1e6:,.0f} MB/s."
+        )
 
 
 def parse_byte_rate(value: object, field: str) -> float:
@@ -112,6 +136,7 @@ def parse_byte_rate(value: object, field: str) -> float:
         raise UsageError(f"{field} must be {BYTE_RATE_HELP}, got {value!r}.")
     if not (rate > 0 and math.isfinite(rate)):
         raise UsageError(f"{field} must be {BYTE_RATE_HELP}, got {value!r}.")
+    check_byte_rate(rate, field)
     return rate
 
 

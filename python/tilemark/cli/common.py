@@ -57,6 +57,8 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     title = f"run {outcome.run_id} ({status_word})"
     out.print(results_table(outcome.compiled, outcome.summary, title))
     out.print(f"results: {outcome.run_dir}", markup=False)
+    for note in outcome.summary.get("notes") or []:
+        err.print(f"note: {note}", markup=False, soft_wrap=True)
     if outcome.catalog_error:
         err.print(
             f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "

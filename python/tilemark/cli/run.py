@@ -52,8 +52,11 @@ def build_workload(
     stream_flags: dict[str, Any],
     *,
     use_default: bool,
+    overridden: list[str] | None = None,
 ) -> plan.Workload:
-    """The validated workload from a TOML file, the built-in default, or flags alone."""
+    """The validated workload from a TOML file, the built-in default, or flags alone.
+    `overridden` receives 'flag value overrides key = value' for flags that replace values of
+    the workload file."""
     flag_keys = frozenset(run_flags) | frozenset(stream_flags)
     if use_default:
         if workload_file is not None:
@@ -78,6 +81,8 @@ def build_workload(
 
     if workload_file is not None:
         doc = plan.load_toml(workload_file)
+        if overridden is not None:
+            overridden += _overrides(doc, run_flags)
         doc.update(run_flags)
         if stream_flags:
             tables = doc.get("stream")
@@ -88,11 +93,21 @@ def build_workload(
                     f"{_flag(key)} sets a single stream, but {workload_file} has {count} "
                     "streams; set it in the file ([defaults] applies to every stream)."
                 )
+            if overridden is not None:
+                overridden += _overrides(tables[0], stream_flags)
             tables[0].update(stream_flags)
         return plan.parse_workload(doc, source=str(workload_file), flag_keys=flag_keys)
 
     doc = {**run_flags, "stream": [dict(stream_flags)]}
     return plan.parse_workload(doc, source="flags", flag_keys=flag_keys)
+
+
+def _overrides(table: dict[str, Any], flags: dict[str, Any]) -> list[str]:
+    return [
+        f"{_flag(k)} {v} overrides {k} = {table[k]!r}"
+        for k, v in flags.items()
+        if k in table and str(table[k]) != str(v)
+    ]
 
 
 def _clash(mode: str) -> Any:
@@ -129,18 +144,30 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
     if values.get("buffered"):
         run_flags["direct"] = False
     stream_flags = scoped(values, "stream", RUN)
+    overridden: list[str] = []
     workload = build_workload(
-        workload_file, run_flags, stream_flags, use_default=bool(values.get("use_default"))
+        workload_file,
+        run_flags,
+        stream_flags,
+        use_default=bool(values.get("use_default")),
+        overridden=overridden,
     )
     info, compiled = inspect_and_compile(
-        workload, destroy_data=values.get("destroy_data"), force=bool(values.get("force"))
+        workload,
+        destroy_data=values.get("destroy_data"),
+        force=bool(values.get("force")),
+        fill=bool(values.get("fill")),
     )
     out, err = consoles(bool(values.get("json_out")))
-    if not prepare(info, err):
-        return 130
-    outcome = run_plan(
-        workload, info, compiled, results=results_path(values), argv=argv_of(ctx), console=err
-    )
+    if overridden:
+        err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True)
+    argv = argv_of(ctx)
+    with targets.lock_target(info, argv):
+        if not prepare(info, err):
+            return 130
+        outcome = run_plan(
+            workload, info, compiled, results=results_path(values), argv=argv, console=err
+        )
     if values.get("json_out"):
         write_json(outcome, {"summary": outcome.summary})
     print_run(outcome, out, err)
@@ -155,24 +182,31 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
     settings = tile_settings(values, extend_by_default=False)
     info = inspect_tile_target(
-        tile, settings, tiles, values.get("destroy_data"), bool(values.get("force"))
+        tile,
+        settings,
+        tiles,
+        values.get("destroy_data"),
+        bool(values.get("force")),
+        fill=bool(values.get("fill")),
     )
     # Validate the whole plan before any IO.
     tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
-    if not prepare(info, err):
-        return 130
-    outcome = run_tiles(
-        tile,
-        tiles,
-        settings,
-        info,
-        max_tiles=tiles,
-        results=results_path(values),
-        argv=argv_of(ctx),
-        console=err,
-    )
+    argv = argv_of(ctx)
+    with targets.lock_target(info, argv):
+        if not prepare(info, err):
+            return 130
+        outcome = run_tiles(
+            tile,
+            tiles,
+            settings,
+            info,
+            max_tiles=tiles,
+            results=results_path(values),
+            argv=argv,
+            console=err,
+        )
     apps = outcome.summary["applications"]
     if json_out:
         write_json(outcome, {"summary": _without_layout(outcome.summary)})

@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from tilemark import targets
 from tilemark.analysis.tiles import margin_text
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -103,8 +104,8 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     tile_file = values.pop("tile_file_arg")
     check_mode(values, SCALE, {SCALE}, _clash)
     confirm = _value(values, "confirm", 1)
-    confirm_runs = _value(values, "confirm_runs", 1)
-    repeat = _value(values, "repeat", 1)
+    for key in ("confirm_runs", "repeat", "settle_max"):  # checked before any IO
+        _value(values, key, None)
     knob = values.get("knob")
     for key in ("knob_range", "knob_precision"):
         if values.get(key) is not None and knob is None:
@@ -161,7 +162,12 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         extremes = [tile]
     max_tiles = counts[-1]
     info = inspect_tile_target(
-        tile, settings, max_tiles, values.get("destroy_data"), bool(values.get("force"))
+        tile,
+        settings,
+        max_tiles,
+        values.get("destroy_data"),
+        bool(values.get("force")),
+        fill=bool(values.get("fill")),
     )
     for t in extremes:  # every step compiles if the extremes do
         for n in (counts[0], max_tiles):
@@ -169,7 +175,41 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
 
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
-    filling = info.kind == "file" and info.tilemark and info.filled_length < info.file_data_length
+    argv = argv_of(ctx)
+    with targets.lock_target(info, argv):
+        outcome = _run_scale(values, info, settings, tile_of, make_study, max_tiles, argv, err)
+    doc = outcome.doc
+    if outcome.interrupted is not None:
+        err.print("interrupted: the study so far is kept, marked incomplete", markup=False)
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    for table in study_tables(doc):
+        out.print(table)
+    for line in failure_lines(doc):
+        out.print(line, markup=False)
+    for line in headline(doc):
+        out.print(line, markup=False)
+    out.print(f"study: {outcome.path}", markup=False)
+    if values.get("write_report", True) and doc["steps"]:
+        _write_report(outcome.path, results_path(values), err, out)
+    if outcome.interrupted is not None:
+        raise typer.Exit(outcome.interrupted)
+    if doc.get(make_study().answer_key) is None:
+        raise typer.Exit(EXIT_QOS)
+
+
+def _run_scale(
+    values: dict[str, Any],
+    info: Any,
+    settings: Any,
+    tile_of: Any,
+    make_study: Any,
+    max_tiles: int,
+    argv: list[str],
+    err: Console,
+) -> Any:
+    """Prepare and settle the target, then run the study on it (under the target's lock)."""
+    filling = info.will_fill
     if not prepare(info, err):
         raise typer.Exit(130)
     settling = None
@@ -179,15 +219,19 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         )
         if settling.interrupted is not None:
             raise typer.Exit(settling.interrupted)
-
-    results = results_path(values)
-    argv = argv_of(ctx)
+    confirm_runs = _value(values, "confirm_runs", 1)
+    repeat = _value(values, "repeat", 1)
     runner = TileStepRunner(
-        tile_of, settings, info, max_tiles=max_tiles, results=results, argv=argv, console=err
+        tile_of,
+        settings,
+        info,
+        max_tiles=max_tiles,
+        results=results_path(values),
+        argv=argv,
+        console=err,
     )
-    study_kind = make_study().kind
-    record = StudyRecord(results, {"kind": study_kind, "argv": argv})
-    outcome = run_study(
+    record = StudyRecord(results_path(values), {"kind": make_study().kind, "argv": argv})
+    return run_study(
         make_study,
         runner,
         record,
@@ -200,24 +244,6 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
             "settle": settling.to_json() if settling else None,
         },
     )
-    doc = outcome.doc
-    if outcome.interrupted is not None:
-        err.print("interrupted: the study so far is kept, marked incomplete", markup=False)
-    if json_out:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    for table in study_tables(doc):
-        out.print(table)
-    for line in failure_lines(doc):
-        out.print(line, markup=False)
-    for line in headline(doc):
-        out.print(line, markup=False)
-    out.print(f"study: {record.path}", markup=False)
-    if values.get("write_report", True) and doc["steps"]:
-        _write_report(record.path, results, err, out)
-    if outcome.interrupted is not None:
-        raise typer.Exit(outcome.interrupted)
-    if doc.get(make_study().answer_key) is None:
-        raise typer.Exit(EXIT_QOS)
 
 
 def _write_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:
