@@ -12,12 +12,10 @@ from tilemark.report.data import RunData
 from tilemark.units import format_size
 
 
-def num(value: float | None, digits: int | None = None) -> str:
+def num(value: float | None) -> str:
     """1,234 / 12.3 / 0.123 / '-'."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
-    if digits is not None:
-        return f"{value:,.{digits}f}"
     a = abs(value)
     if a >= 1000 or float(value).is_integer():
         return f"{value:,.0f}"
