@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tilemark.analysis.compare import Comparison, Metric
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import STUDY_FILE, RunData, compute_series, distribution_rows
@@ -22,7 +23,7 @@ KEY_METRICS = (
 )
 
 
-def compare_report(comparison: Any) -> Report:
+def compare_report(comparison: Comparison) -> Report:
     """Side-by-side report of runs or studies normalized to the baseline."""
     names = comparison.names
     verdict = compare_verdict(comparison)
@@ -53,17 +54,17 @@ def compare_report(comparison: Any) -> Report:
     )
 
 
-def _others(comparison: Any) -> list[int]:
+def _others(comparison: Comparison) -> list[int]:
     """Indexes of the compared sources other than the baseline."""
     return [i for i in range(len(comparison.names)) if i != comparison.baseline]
 
 
-def _is_headline_scope(m: Any) -> bool:
+def _is_headline_scope(m: Metric) -> bool:
     """Whether a metric is the whole run's or study's (not one tile count's or stream's)."""
     return m.scope in ("total", m.name)
 
 
-def _change_text(m: Any, i: int) -> tuple[str, str]:
+def _change_text(m: Metric, i: int) -> tuple[str, str]:
     """'+12.3%' and a state: 'pass' when better than the baseline, 'fail' when worse."""
     c = m.change_pct[i]
     if c is None:
@@ -74,7 +75,7 @@ def _change_text(m: Any, i: int) -> tuple[str, str]:
     return f"{c:+.1f}%", "pass" if better else "fail"
 
 
-def compare_verdict(comparison: Any) -> Verdict:
+def compare_verdict(comparison: Comparison) -> Verdict:
     """What was compared with what, the key changes, and the setting differences."""
     names = comparison.names
     b = comparison.baseline
@@ -99,7 +100,7 @@ def compare_verdict(comparison: Any) -> Verdict:
     )
 
 
-def compare_table(comparison: Any) -> Table:
+def compare_table(comparison: Comparison) -> Table:
     """Every metric: the baseline's value, then each other's value, ratio and change."""
     names = comparison.names
     b = comparison.baseline
@@ -140,7 +141,7 @@ def _tiles_of(scope: str) -> int | None:
     return None
 
 
-def metric_rows(comparison: Any) -> list[dict[str, Any]]:
+def metric_rows(comparison: Comparison) -> list[dict[str, Any]]:
     """One plain row per metric and source, for charts."""
     return [
         {
@@ -158,7 +159,7 @@ def metric_rows(comparison: Any) -> list[dict[str, Any]]:
     ]
 
 
-def normalized_figure(comparison: Any) -> Figure:
+def normalized_figure(comparison: Comparison) -> Figure:
     """Each metric relative to the baseline: whole runs, or per tile count for studies."""
     names = comparison.names
     baseline = names[comparison.baseline]
@@ -185,7 +186,7 @@ def normalized_figure(comparison: Any) -> Figure:
     )
 
 
-def runs_side_by_side(comparison: Any) -> Section:
+def runs_side_by_side(comparison: Comparison) -> Section:
     """Total throughput and latency over time, and latency percentiles, one line per run."""
     names = comparison.names
     warm = comparison.sources[comparison.baseline].warmup_s()
@@ -244,7 +245,7 @@ def runs_side_by_side(comparison: Any) -> Section:
     return Section("side-by-side", "Side by side", side)
 
 
-def studies_side_by_side(comparison: Any) -> Section:
+def studies_side_by_side(comparison: Comparison) -> Section:
     """Score, IOPS and MB/s vs tile count, one line per study."""
     totals = [
         {**r, "group": s.study_id} for s in comparison.sources for r in study_rows(s)["totals"]
