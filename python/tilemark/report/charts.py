@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import altair as alt
@@ -25,6 +25,8 @@ MAX_LINES = 12
 TIME_TITLE = "time since run start (s)"
 LATENCY_TITLE = "latency (ms, log scale)"
 PASS_COLORS = alt.Scale(domain=["pass", "fail"], range=["#2e7d32", "#c62828"])
+# Axis titles of the throughput fields every report draws.
+Y_TITLES = {"iops": "IOPS", "mbps": "MB/s (10^6 B/s)", "score": "score"}
 NINES_LABELS = {
     0.30103: "p50",
     1.0: "p90",
@@ -131,14 +133,14 @@ def throughput_over_time(
     rows: list[dict[str, Any]],
     *,
     field: str,
-    y_title: str,
     title: str,
     warmup_s: float,
     group_title: str = "stream",
     stacked: bool = False,
     order: Sequence[str] | None = None,
 ) -> alt.TopLevelMixin:
-    """IOPS or MB/s per group over time (stacked areas per group when `stacked`)."""
+    """IOPS or MB/s (`field`) per group over time (stacked areas per group when `stacked`)."""
+    y_title = Y_TITLES[field]
     groups = _groups(rows, order)
     data = dataset(compact(rows, SERIES_FIELDS))
     base = alt.Chart(data)
@@ -280,16 +282,37 @@ def percentile_plot(
 # scaling studies
 
 
+def _small_multiples(
+    rows: list[dict[str, Any]],
+    key: str,
+    draw: Callable[[str, list[dict[str, Any]]], alt.TopLevelMixin],
+    *,
+    title: str,
+) -> alt.TopLevelMixin:
+    """One small chart per value of `key` (in order of appearance), two to a row."""
+    charts = [
+        draw(value, [r for r in rows if r[key] == value]).properties(
+            width=SMALL_WIDTH, height=SMALL_HEIGHT
+        )
+        for value in _ordered(r[key] for r in rows)
+    ]
+    return alt.concat(*charts, columns=2).properties(title=title)
+
+
+def _tiles_x(ordinal: bool) -> alt.X:
+    """The tile-count axis: ordinal for per-count marks, quantitative for lines over counts."""
+    if ordinal:
+        return alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0))
+    return alt.X("tiles:Q", title="tiles", axis=alt.Axis(tickMinStep=1, format="d"))
+
+
 def scaling_metric(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
     """Per application: its metric (own unit) vs tile count, the target dashed."""
-    charts = []
-    for app in _ordered(r["app"] for r in rows):
-        mine = [r for r in rows if r["app"] == app]
+
+    def draw(app: str, mine: list[dict[str, Any]]) -> alt.TopLevelMixin:
         unit = mine[0]["unit"]
         data = dataset(compact(mine, ("app", "tiles", "metric", "target", "verdict", "unit")))
-        base = alt.Chart(data).encode(
-            x=alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0))
-        )
+        base = alt.Chart(data).encode(x=_tiles_x(ordinal=True))
         y_title = f"{app} ({unit})"
         line = base.mark_line(color="#1565c0").encode(y=alt.Y("metric:Q", title=y_title))
         target = base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="target:Q")
@@ -303,19 +326,15 @@ def scaling_metric(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMix
                 alt.Tooltip("verdict:N", title="QoS"),
             ],
         )
-        charts.append(
-            (line + target + points).properties(
-                title=f"{app}: {unit} (dashed: target)", width=SMALL_WIDTH, height=SMALL_HEIGHT
-            )
-        )
-    return alt.concat(*charts, columns=2).properties(title=title)
+        return (line + target + points).properties(title=f"{app}: {unit} (dashed: target)")
+
+    return _small_multiples(rows, "app", draw, title=title)
 
 
 def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
     """Per application: each latency criterion vs tile count with its QoS limit as a rule."""
-    charts = []
-    for app in _ordered(r["app"] for r in rows):
-        mine = [r for r in rows if r["app"] == app]
+
+    def draw(app: str, mine: list[dict[str, Any]]) -> alt.TopLevelMixin:
         data = dataset(compact(mine, ("app", "criterion", "tiles", "latency_ms", "limit_ms")))
         limits = {(r["criterion"], r["limit_ms"]) for r in mine if r.get("limit_ms") is not None}
         limit_data = dataset(
@@ -325,7 +344,7 @@ def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMi
             ]
         )
         base = alt.Chart(data).encode(
-            x=alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0)),
+            x=_tiles_x(ordinal=True),
             y=alt.Y("latency_ms:Q", title="latency (ms)"),
             color=alt.Color("criterion:N", title="criterion"),
         )
@@ -344,12 +363,21 @@ def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMi
         text = rule_base.mark_text(align="left", dx=2, dy=-5, fontSize=10).encode(
             x=alt.value(0), y="limit_ms:Q", text="label:N", color="criterion:N"
         )
-        charts.append(
-            (lines + rule + text).properties(
-                title=f"{app}: latency (dashed: QoS limit)", width=SMALL_WIDTH, height=SMALL_HEIGHT
-            )
-        )
-    return alt.concat(*charts, columns=2).properties(title=title)
+        return (lines + rule + text).properties(title=f"{app}: latency (dashed: QoS limit)")
+
+    return _small_multiples(rows, "app", draw, title=title)
+
+
+def percentiles_per_app(
+    rows: list[dict[str, Any]], *, group_title: str, title: str
+) -> alt.TopLevelMixin:
+    """Per application (`app` of each row): a small percentile plot of its groups."""
+    return _small_multiples(
+        rows,
+        "app",
+        lambda app, mine: percentile_plot(mine, title=app, group_title=group_title),
+        title=title,
+    )
 
 
 def scaling_totals(
@@ -367,12 +395,11 @@ def scaling_totals(
     if first_failure is not None:
         marks_rows.append({"tiles": first_failure, "label": f"first failure: {first_failure}"})
     charts = []
-    for field, y_title in (("iops", "IOPS"), ("mbps", "MB/s (10^6 B/s)"), ("score", "score")):
+    for field in ("iops", "mbps", "score"):
         if not any(r.get(field) is not None for r in rows):
             continue
-        base = alt.Chart(data).encode(
-            x=alt.X("tiles:Q", title="tiles", axis=alt.Axis(tickMinStep=1, format="d"))
-        )
+        y_title = Y_TITLES[field]
+        base = alt.Chart(data).encode(x=_tiles_x(ordinal=False))
         line = base.mark_line(color="#1565c0").encode(y=alt.Y(f"{field}:Q", title=y_title))
         points = base.mark_point(filled=True, size=60).encode(
             y=f"{field}:Q",
@@ -400,10 +427,35 @@ def scaling_totals(
     return alt.concat(*charts, columns=3).properties(title=title)
 
 
+def scaling_side_by_side(
+    rows: list[dict[str, Any]], *, studies: list[str], title: str
+) -> alt.TopLevelMixin:
+    """Score, IOPS and MB/s vs tile count, one line per study (`group`), QoS by point shape."""
+    charts = []
+    for field in ("score", "iops", "mbps"):
+        y_title = Y_TITLES[field]
+        data = dataset(compact(rows, ("tiles", "group", field, "verdict")))
+        base = alt.Chart(data).encode(
+            x=_tiles_x(ordinal=False),
+            y=alt.Y(f"{field}:Q", title=y_title),
+            color=alt.Color("group:N", title="study", sort=studies),
+        )
+        points = base.mark_point(filled=True, size=50).encode(
+            shape=alt.Shape("verdict:N", title="QoS")
+        )
+        charts.append(
+            (base.mark_line() + points).properties(
+                title=f"{y_title} vs tiles", width=SMALL_WIDTH, height=SMALL_HEIGHT
+            )
+        )
+    return alt.concat(*charts, columns=3).properties(title=title)
+
+
 def stacked_bars(
-    rows: list[dict[str, Any]], *, x: str, x_title: str, field: str, y_title: str, title: str
+    rows: list[dict[str, Any]], *, x: str, x_title: str, field: str, title: str
 ) -> alt.TopLevelMixin:
     """A stacked bar per x value, one segment per group (e.g. MB/s per application)."""
+    y_title = Y_TITLES[field]
     data = dataset(compact(rows, (x, "group", field)))
     return (
         alt.Chart(data)

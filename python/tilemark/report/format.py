@@ -1,0 +1,158 @@
+"""Text shared by every report kind: numbers, pass/fail marks, criteria, streams, provenance."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import tilemark
+from tilemark.report.base import Cell
+from tilemark.report.data import RunData
+from tilemark.units import format_size
+
+
+def num(value: float | None) -> str:
+    """1,234 / 12.3 / 0.123 / '-'."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    a = abs(value)
+    if a >= 1000 or float(value).is_integer():
+        return f"{value:,.0f}"
+    if a >= 10:
+        return f"{value:.1f}"
+    if a >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def ms(value: float | None) -> str:
+    """'1.23 ms' or '-'."""
+    return "-" if value is None else f"{num(value)} ms"
+
+
+def mark(passed: bool) -> Cell:
+    """The QoS cell of a table row: green 'pass' or red 'FAIL'."""
+    return Cell("pass", "pass") if passed else Cell("FAIL", "fail")
+
+
+def criterion_value(v: dict[str, Any]) -> str:
+    """What a QoS verdict measured, in the criterion's unit."""
+    if v.get("value") is None:
+        return "-"
+    if v["unit"] == "fraction":
+        return f"{v['value']:.1%} of target"
+    if v["unit"] == "ms":
+        return f"{v['value']:.2f} ms"
+    return f"{num(v['value'])} {v['unit']}"
+
+
+def criterion_limit(v: dict[str, Any]) -> str:
+    """The limit of a QoS verdict: '<= 20 ms', '>= 95%'."""
+    if v["unit"] == "fraction":
+        return f">= {v['limit']:.0%}"
+    if v["unit"] == "ms":
+        return f"<= {v['limit']:g} ms"
+    return f"{v['limit']:g} {v['unit']}"
+
+
+def describe_stream(s: dict[str, Any]) -> str:
+    """One line per plan stream: mix, sizes, pattern, queue depth, arrival."""
+    sizes = s.get("sizes") or []
+    if len(sizes) == 1:
+        size_text = format_size(sizes[0][0])
+    else:
+        size_text = "mix " + "/".join(format_size(sz) for sz, _ in sizes)
+    pattern = (s.get("pattern") or {}).get("kind", "?")
+    arrival = s.get("arrival") or {}
+    if arrival.get("kind") == "open":
+        rate = (
+            f"{num(arrival['rate_iops'])} IOPS"
+            if arrival.get("rate_iops")
+            else f"{num((arrival.get('rate_bps') or 0) / 1e6)} MB/s"
+        )
+        arrival_text = f"open loop {rate} {arrival.get('dist', '')}".strip()
+    else:
+        arrival_text = "closed loop"
+    sync = (s.get("sync") or {}).get("kind", "none")
+    sync_text = "" if sync == "none" else f", {sync}"
+    return (
+        f"{s.get('name')}: {num(s.get('read_pct', 0))}% read, {size_text}, {pattern}, "
+        f"qd {s.get('qd')}, {arrival_text}{sync_text}"
+    )
+
+
+def _device_text(target: dict[str, Any]) -> tuple[str, str]:
+    dev = target.get("device") or {}
+    if not dev:
+        return "device", "none (no block device under the target)"
+    kind = {True: "rotational", False: "non-rotational"}.get(dev.get("rotational"), "")
+    model = " ".join(x for x in (dev.get("vendor"), dev.get("model")) if x)
+    size = format_size(dev["size_bytes"]) if dev.get("size_bytes") else ""
+    parts = [
+        f"{dev.get('dev_path') or dev.get('name')}",
+        model,
+        dev.get("transport") or "",
+        kind,
+        size,
+    ]
+    return "device", ", ".join(p for p in parts if p)
+
+
+def tested_on(run: RunData) -> list[tuple[str, str]]:
+    """What and where: host, kernel, device, filesystem, scheduler, tilemark version."""
+    env = run.environment
+    out: list[tuple[str, str]] = []
+    for t in env.get("targets") or [{"path": t.get("path")} for t in run.doc.get("targets", [])]:
+        fs = ", ".join(
+            x
+            for x in (
+                t.get("fs_type"),
+                f"mounted at {t['mount_point']}" if t.get("mount_point") else None,
+                f"from {t['mount_source']}" if t.get("mount_source") else None,
+            )
+            if x
+        )
+        out.append(("target", f"{t.get('path')} ({t.get('kind') or 'unknown kind'})"))
+        out.append(("filesystem", fs or "-"))
+        out.append(_device_text(t))
+        dev = t.get("device") or {}
+        out.append(("IO scheduler", dev.get("scheduler") or "-"))
+    mem = env.get("memory_bytes")
+    cpu = env.get("cpu_model") or "-"
+    cpus = env.get("cpu_usable") or env.get("cpu_count")
+    out.append(
+        (
+            "host",
+            f"{env.get('hostname') or '-'}: {cpu}"
+            + (f", {cpus} CPUs" if cpus else "")
+            + (f", {format_size(mem)} RAM" if mem else ""),
+        )
+    )
+    out.append(("kernel", " ".join(x for x in (env.get("kernel"), env.get("os")) if x) or "-"))
+    plan = run.plan
+    io = "O_DIRECT" if all(t.get("direct") for t in plan.get("targets", [])) else "buffered"
+    out.append(("engine", f"{plan.get('backend', '-')} backend, {io}"))
+    out.append(
+        (
+            "tilemark",
+            f"{run.doc.get('tilemark_version') or '-'}"
+            + (f" (engine {run.doc['engine_version']})" if run.doc.get("engine_version") else ""),
+        )
+    )
+    out.append(("started", str(run.doc.get("started_at") or "-")))
+    return out
+
+
+def run_links(run: RunData) -> list[tuple[str, Path]]:
+    """A run's raw files (run.json, intervals.parquet when written), labelled by run id."""
+    out = [(f"{run.run_id}/run.json", run.run_dir / "run.json")]
+    path = run.intervals_path()
+    if path.exists():
+        out.append((f"{run.run_id}/{path.name}", path))
+    return out
+
+
+def generated_by() -> str:
+    """Who made the report (the HTML header adds when)."""
+    return f"tilemark {tilemark.__version__}"

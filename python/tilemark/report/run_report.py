@@ -1,0 +1,508 @@
+"""The report of one run (a plain run or a tile run): verdict first, then charts and tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilemark.report import charts
+from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.data import (
+    RunData,
+    SeriesSet,
+    compute_series,
+    distribution_rows,
+    latency_stats_ms,
+    merged_run_hist,
+    run_groups,
+)
+from tilemark.report.format import (
+    criterion_limit,
+    criterion_value,
+    describe_stream,
+    generated_by,
+    mark,
+    ms,
+    num,
+    run_links,
+    tested_on,
+)
+
+# Groups drawn individually in a latency distribution plot; more are merged into one line.
+MAX_DISTRIBUTION_GROUPS = 12
+# Plan streams described one by one in the verdict; the rest are in Details.
+MAX_DESCRIBED_STREAMS = 8
+
+
+def run_report(run: RunData) -> Report:
+    """The report of one run (a plain run or a tile run)."""
+    headline, status, facts, notes = run_headline(run)
+    verdict = Verdict(
+        headline=headline,
+        status=status,
+        facts=facts,
+        tested=run_tested(run),
+        notes=notes,
+        criteria=criteria_table(run),
+    )
+    sections: list[Section] = []
+    if run.is_tile_run:
+        sections.append(Section("applications", "Applications", applications_tables(run)))
+    if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
+        series = compute_series(run)
+        sections.extend(time_series_sections(run, series))
+    sections.append(
+        Section(
+            "distribution",
+            "Latency distribution",
+            [distribution_figure(run), streams_table(run)],
+        )
+    )
+    return Report(
+        kind="tiles" if run.is_tile_run else "run",
+        title=f"tilemark report: run {run.run_id}",
+        verdict=verdict,
+        sections=sections,
+        details=run_details(run),
+        links=run_links(run),
+        home=run.run_dir,
+        source=run,
+        generated_by=generated_by(),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# verdict
+
+
+def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[str]]:
+    """Headline sentence, status, big numbers and notes of a run."""
+    doc = run.doc
+    summary = run.summary or {}
+    total = summary.get("total") or {}
+    notes = []
+    status = "info"
+    if doc.get("status") != "complete":
+        status = "warn" if doc.get("status") != "failed" else "fail"
+        notes.append(
+            f"run status: {doc.get('status')}"
+            + (f": {doc['error']}" if doc.get("error") else "")
+            + " (measurements cover what completed)"
+        )
+    if total.get("errors"):
+        status = "warn" if status == "info" else status
+        notes.append(f"{total['errors']:,} IOs failed; they are not in IOPS, MB/s or latency")
+    read = merged_run_hist(run, None, "read")
+    write = merged_run_hist(run, None, "write")
+    read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
+    write_p99 = ms(latency_stats_ms(write)["p99"]) if write.n else None
+    facts = [
+        ("IOPS", num(total.get("iops"))),
+        ("MB/s", num(total.get("mbps"))),
+        ("read p99", read_p99 or "-"),
+        ("write p99", write_p99 or "-"),
+        ("measured", f"{num(summary.get('duration_s'))} s"),
+        ("errors", num(total.get("errors", 0))),
+    ]
+    apps = run.applications
+    name = (doc.get("workload") or {}).get("name") or "workload"
+    if apps is not None:
+        verdict = "PASS" if apps["passed"] else "FAIL"
+        status = "pass" if apps["passed"] and status == "info" else "fail"
+        score = f", score {apps['score']:.2f}" if apps.get("score") is not None else ""
+        failed = len(apps.get("failed") or [])
+        headline = (
+            f"{apps['tiles']} tile(s) of {(apps.get('layout') or {}).get('tile', name)}: "
+            f"QoS {verdict}{score}"
+            + (f" ({failed} criteria failed)" if failed else " (every application passes)")
+        )
+        facts = [
+            ("tiles", str(apps["tiles"])),
+            ("QoS", verdict),
+            ("score", num(apps.get("score"))),
+            *facts,
+        ]
+    else:
+        headline = (
+            f"{name}: {num(total.get('iops'))} IOPS, {num(total.get('mbps'))} MB/s"
+            + (f", read p99 {read_p99}" if read_p99 else "")
+            + (f", write p99 {write_p99}" if write_p99 else "")
+            + f" over {num(summary.get('duration_s'))} s"
+        )
+    return headline, status, facts, notes
+
+
+def run_tested(run: RunData) -> list[tuple[str, str]]:
+    """What ran (workload, its streams) and where (tested_on)."""
+    streams = run.plan.get("streams", [])
+    more = len(streams) - MAX_DESCRIBED_STREAMS
+    return [
+        ("workload", (run.doc.get("workload") or {}).get("name") or "-"),
+        *[("stream", describe_stream(s)) for s in streams[:MAX_DESCRIBED_STREAMS]],
+        *([("streams", f"... and {more} more (see Details)")] if more > 0 else []),
+        *tested_on(run),
+    ]
+
+
+def criteria_table(run: RunData) -> Table | None:
+    """Pass/fail of every QoS criterion of every application instance."""
+    apps = run.applications
+    if apps is None:
+        return None
+    rows = []
+    for inst in apps["instances"]:
+        by_criterion: dict[str, list[dict]] = {}
+        for v in inst.get("verdicts", []):
+            by_criterion.setdefault(v["criterion"], []).append(v)
+        for verdicts in by_criterion.values():
+            window = next((v for v in verdicts if v["scope"] == "window"), verdicts[0])
+            intervals = [v for v in verdicts if v["scope"] != "window"]
+            failed_intervals = [v for v in intervals if not v["passed"]]
+            passed = all(v["passed"] for v in verdicts)
+            rows.append(
+                [
+                    Cell(str(inst["tile"]), "num"),
+                    Cell(inst["app"]),
+                    Cell(window["description"]),
+                    Cell(criterion_value(window), "num"),
+                    Cell(criterion_limit(window), "num"),
+                    Cell(
+                        f"{len(failed_intervals)} of {len(intervals)} failed" if intervals else "-",
+                        "fail" if failed_intervals else "",
+                    ),
+                    mark(passed),
+                ]
+            )
+    return Table(
+        "qos",
+        "QoS criteria per application instance",
+        ["tile", "application", "criterion", "measured (window)", "limit", "QoS intervals", "QoS"],
+        rows,
+        caption=(
+            f"Latency criteria use response time (from the intended issue time). Per-interval "
+            f"criteria are also checked in each {num(apps.get('qos_interval_s'))} s QoS interval."
+        ),
+    )
+
+
+def run_details(run: RunData) -> dict[str, Any]:
+    """The collapsible raw documents of a run."""
+    return {
+        "environment": run.environment,
+        "workload": run.doc.get("workload"),
+        "plan": run.plan,
+        "targets": run.doc.get("targets"),
+        "command line": run.doc.get("argv"),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# tables
+
+
+def _latencies(by_criterion: dict[str, float | None]) -> str:
+    return ", ".join(f"{cid} {num(v)} ms" for cid, v in by_criterion.items()) or "-"
+
+
+def applications_tables(run: RunData) -> list[Table]:
+    """The seeds' tables: per application (summed over tiles) and per instance."""
+    apps = run.applications
+    if apps is None:
+        return []
+    per_app = []
+    for a in apps["applications"]:
+        targets = [
+            i["target_metric"]
+            for i in apps["instances"]
+            if i["app"] == a["app"] and i.get("target_metric") is not None
+        ]
+        per_app.append(
+            [
+                Cell(a["app"]),
+                Cell(str(a["instances"]), "num"),
+                Cell(f"{num(a['metric_total'])} {a['metric_unit']}", "num"),
+                Cell(num(sum(targets)) if targets else "-", "num"),
+                Cell(_latencies(a["worst_latency_ms"])),
+                Cell(num(a["iops"]), "num"),
+                Cell(num(a["mbps"]), "num"),
+                mark(a["passed"]),
+            ]
+        )
+    instances = []
+    for i in apps["instances"]:
+        instances.append(
+            [
+                Cell(str(i["tile"]), "num"),
+                Cell(i["app"]),
+                Cell(f"{num(i['metric'])} {i['metric_unit']}", "num"),
+                Cell(num(i.get("target_metric")), "num"),
+                Cell(_latencies(i["latency_ms"])),
+                Cell(num(i["iops"]), "num"),
+                Cell(num(i["mbps"]), "num"),
+                Cell(num(i["errors"]), "fail" if i["errors"] else "num"),
+                mark(i["passed"]),
+            ]
+        )
+    return [
+        Table(
+            "applications",
+            "Per application (all tiles)",
+            [
+                "application",
+                "instances",
+                "metric",
+                "target",
+                "worst latency (QoS)",
+                "IOPS",
+                "MB/s",
+                "QoS",
+            ],
+            per_app,
+            caption="Metrics in each application's own unit; MB/s = 10^6 bytes/s.",
+        ),
+        Table(
+            "instances",
+            "Per application instance",
+            [
+                "tile",
+                "application",
+                "metric",
+                "target",
+                "latency (QoS)",
+                "IOPS",
+                "MB/s",
+                "errors",
+                "QoS",
+            ],
+            instances,
+        ),
+    ]
+
+
+def _stream_latency(s: dict[str, Any], op: str) -> str:
+    """'mean / p50 / p99 / p99.9' (ms) of one op of a summary stream, or '-'."""
+    o = s.get(op)
+    if not o or not o.get("response") or o["response"].get("mean_ms") is None:
+        return "-"
+    r = o["response"]
+    return " / ".join(num(r[k]) for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms"))
+
+
+def _stream_errors(s: dict[str, Any]) -> int:
+    return sum(sum((s.get(k) or {}).get("errors", {}).values()) for k in ("read", "write", "sync"))
+
+
+def streams_table(run: RunData) -> Table:
+    """Per stream: rates and read/write latency (mean, p50, p99, p99.9) of the run."""
+    summary = run.summary or {}
+    apps = run.app_of_stream()
+    rows = []
+    for s in summary.get("streams", []):
+        rows.append(
+            [
+                Cell(s["name"]),
+                *([Cell(apps.get(s["stream"], "-"))] if apps else []),
+                Cell(
+                    "closed" if s["arrival"] == "closed" else f"open {num(s.get('target_iops'))}/s"
+                ),
+                Cell(num(s["total"]["iops"]), "num"),
+                Cell(num(s["total"]["mbps"]), "num"),
+                Cell(_stream_latency(s, "read"), "num"),
+                Cell(_stream_latency(s, "write"), "num"),
+                Cell(num(s.get("lag_max_ms")), "num"),
+                Cell(num(s.get("ios_issued_late")), "num"),
+                Cell(num(_stream_errors(s)), "num"),
+            ]
+        )
+    return Table(
+        "streams",
+        "Per stream (measurement phase)",
+        [
+            "stream",
+            *(["application"] if apps else []),
+            "arrival",
+            "IOPS",
+            "MB/s",
+            "read ms mean/p50/p99/p99.9",
+            "write ms mean/p50/p99/p99.9",
+            "max lag ms",
+            "late IOs",
+            "errors",
+        ],
+        rows,
+        caption=(
+            "Latency is response time (from the intended issue time) for open loop and service "
+            "time for closed loop, from the engine's histograms (relative error <= 1/128)."
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# time series and distribution
+
+
+def _has_svc(series: SeriesSet, level: str) -> bool:
+    """Whether `level` has open-loop groups, whose service time differs from response time."""
+    return bool(series.open_loop.get(level, set()))
+
+
+def _series_note(series: SeriesSet) -> str:
+    per = series.intervals_per_point
+    return (
+        f"{series.intervals} intervals; each point merges {per.get('total', 1)} interval(s)"
+        + (
+            f" ({per['stream']} per point for single streams)"
+            if per.get("stream", 1) != per.get("total", 1)
+            else ""
+        )
+        + ": rates are sums over the merged intervals, percentiles come from merged "
+        "histograms. Grey band: warm-up (not in the summary)."
+    )
+
+
+def _applications_over_time(series: SeriesSet, prefix: str, note: str) -> Section:
+    """Stacked MB/s and IOPS per application, response (and service) time per application."""
+    rows = series.rows.get("app", [])
+    warm = series.warmup_s
+    items: list[Figure | Table] = [
+        Figure(
+            f"{prefix}apps-{field}",
+            title,
+            charts.throughput_over_time(
+                rows,
+                field=field,
+                title=title,
+                warmup_s=warm,
+                group_title="application",
+                stacked=True,
+            ),
+        )
+        for field, title in (
+            ("mbps", "MB/s per application (stacked)"),
+            ("iops", "IOPS per application (stacked)"),
+        )
+    ]
+
+    def latency(fig: str, what: str, stats: list[str], scope: str) -> Figure:
+        return Figure(
+            f"{prefix}apps-{fig}",
+            f"{what} per application",
+            charts.latency_over_time(
+                rows,
+                stats=stats,
+                title=f"{what} p50 / p99 per application ({scope})",
+                warmup_s=warm,
+                group_title="application",
+            ),
+        )
+
+    items.append(latency("latency", "Response time", ["p99", "p50"], "reads and writes"))
+    if _has_svc(series, "app"):
+        items.append(
+            latency("service", "Service time", ["svc_p99", "svc_p50"], "submission to completion")
+        )
+    return Section(f"{prefix}apps-time", "Applications over time", items, note)
+
+
+def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figure | Table]:
+    """Total throughput and latency of all streams (only worth a chart for several streams)."""
+    if len(run.stream_names) <= 1:
+        return []
+    rows = series.rows.get("total", [])
+    warm = series.warmup_s
+    iops, mbps = (
+        charts.throughput_over_time(
+            rows,
+            field=field,
+            title=f"Total {unit} (all streams)",
+            warmup_s=warm,
+            group_title="streams",
+        )
+        for field, unit in (("iops", "IOPS"), ("mbps", "MB/s"))
+    )
+    return [
+        Figure(f"{prefix}total-throughput", "Total IOPS and MB/s", iops & mbps),
+        Figure(
+            f"{prefix}total-latency",
+            "Latency of all streams",
+            charts.latency_over_time(
+                rows,
+                stats=["p99", "p50"]
+                + (["svc_p99", "svc_p50"] if _has_svc(series, "total") else []),
+                title="Response time p50 / p99 of all streams (merged histograms)",
+                warmup_s=warm,
+                group_title="streams",
+            ),
+        ),
+    ]
+
+
+def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figure | Table]:
+    """IOPS, MB/s and latency per stream; a picker instead of lines when there are many."""
+    rows = series.rows.get("stream", [])
+    warm = series.warmup_s
+    stats = ["p99", "p50"] + (["svc_p99", "svc_p50"] if _has_svc(series, "stream") else [])
+    many = len({r["group"] for r in rows}) > charts.MAX_LINES
+    items: list[Figure | Table] = [
+        Figure(
+            f"{prefix}streams-{field}",
+            title,
+            charts.throughput_over_time(
+                rows, field=field, title=title, warmup_s=warm, order=run.stream_names
+            ),
+        )
+        for field, title in (("iops", "IOPS per stream"), ("mbps", "MB/s per stream"))
+    ]
+    items.append(
+        Figure(
+            f"{prefix}streams-latency",
+            "Latency per stream",
+            charts.latency_over_time(
+                rows,
+                stats=stats,
+                title="Response time p50 / p99 per stream"
+                + (" (service time where it differs: open loop)" if len(stats) > 2 else ""),
+                warmup_s=warm,
+                order=run.stream_names,
+            ),
+            caption="Pick a stream in the list under the chart." if many else "",
+        )
+    )
+    return items
+
+
+def time_series_sections(run: RunData, series: SeriesSet, prefix: str = "") -> list[Section]:
+    """Throughput and latency over time, per application (tile runs) and per stream."""
+    note = _series_note(series)
+    if run.is_tile_run:
+        return [
+            _applications_over_time(series, prefix, note),
+            Section(
+                f"{prefix}streams-time",
+                "Streams over time",
+                _streams_over_time(run, series, prefix),
+            ),
+        ]
+    items = _totals_over_time(run, series, prefix) + _streams_over_time(run, series, prefix)
+    return [Section(f"{prefix}time", "Over time", items, note)]
+
+
+def distribution_figure(run: RunData, fig_id: str = "latency-distribution") -> Figure:
+    """Response-time percentiles per application (tile runs) or stream, merged histograms."""
+    groups = run_groups(run)
+    title_group = "application" if run.is_tile_run else "stream"
+    if len(groups) > MAX_DISTRIBUTION_GROUPS:
+        groups = {"all streams": [i for s in groups.values() for i in s]}
+    rows = distribution_rows(run, groups)
+    return Figure(
+        fig_id,
+        "Latency distribution",
+        charts.percentile_plot(
+            rows,
+            title=f"Response time percentiles per {title_group} (measurement phase)",
+            group_title=title_group,
+        ),
+        caption=(
+            "From the run's histograms merged over streams and time (never averaged "
+            "percentiles); response time for open loop, service time for closed loop."
+        ),
+    )
