@@ -9,6 +9,7 @@ directly (the store's writer would spend most of the test budget serializing his
 from __future__ import annotations
 
 import json
+import math
 import random
 from pathlib import Path
 
@@ -18,12 +19,19 @@ import pyarrow.parquet as pq
 import tilemark
 from engine_data import hist_json, latencies
 from tilemark.analysis.tiles import application_results
-from tilemark.apps import default_tile
+from tilemark.apps import default_tile, parse_sets
 from tilemark.hist import Histogram
 from tilemark.plan import compile_plan
 from tilemark.store import INTERVAL_SCHEMA, RunWriter
 from tilemark.store.rundir import SCHEMA_VERSION
-from tilemark.study import StudyRecord, TileCountStudy, attempt_of, run_study, tile_definition
+from tilemark.study import (
+    KnobStudy,
+    StudyRecord,
+    TileCountStudy,
+    attempt_of,
+    run_study,
+    tile_definition,
+)
 from tilemark.summary import summarize, target_iops
 from tilemark.targets import TargetInfo
 from tilemark.tilerun import TileRunSettings, tile_workload
@@ -194,9 +202,11 @@ def write_tile_run(
     intervals: int = 10,
     warmup: int = 2,
     kind: str = "tiles",
+    sets: list[str] | None = None,
 ) -> tuple[Path, dict]:
-    """A stored tile run of the default tile (mail, oltp, dss, web, backup); dir and summary."""
-    tile = default_tile({})
+    """A stored tile run of the default tile (mail, oltp, dss, web, backup), with `sets` knob
+    overrides; dir and summary."""
+    tile = default_tile(parse_sets(sets or []))
     settings = TileRunSettings(
         target="/tmp/tilemark-report-test.dat",
         capacity=4 * GIB,
@@ -247,37 +257,75 @@ class _Outcome:
 
 
 class _SyntheticSteps:
-    """A study's step runner that stores synthetic tile runs instead of running the engine."""
+    """A study's step runner that stores synthetic tile runs instead of running the engine.
+    Latency grows by `latency_per_step` per tile (or per doubling of a knob's value)."""
 
-    def __init__(self, results: Path, max_tiles: int, latency_per_tile: float):
+    def __init__(self, results: Path, max_tiles: int, latency_per_step: float, knob_start=None):
         self.results = results
         self.max_tiles = max_tiles
-        self.latency_per_tile = latency_per_tile
+        self.latency_per_step = latency_per_step
+        self.knob_start = knob_start
 
     def run(self, spec, reason):
         n = spec.params["tiles"]
+        steps = n - 1
+        if self.knob_start is not None:
+            steps = max(0.0, math.log2(spec.key / self.knob_start))
         run_dir, summary = write_tile_run(
             self.results,
             n,
             max_tiles=self.max_tiles,
-            latency=self.latency_per_tile ** (n - 1),
+            latency=self.latency_per_step**steps,
             kind="scale-step",
+            sets=[spec.params["set"]] if "set" in spec.params else None,
         )
         return attempt_of(_Outcome(run_dir, summary), reason)
 
 
-def write_study(results: Path, counts=(1, 2, 3), *, latency_per_tile: float = 1.0) -> Path:
-    """A linear scaling study of the default tile; latency grows with the tile count."""
-    tile = default_tile({})
-    settings = TileRunSettings(
+def _settings() -> TileRunSettings:
+    return TileRunSettings(
         target="/tmp/tilemark-report-test.dat", capacity=4 * GIB, duration=8, warmup=2
     )
-    definition = tile_definition(tile, settings)
+
+
+def write_study(
+    results: Path,
+    counts=(1, 2, 3),
+    *,
+    latency_per_tile: float = 1.0,
+    confirm_runs: int = 0,
+    repeat: int = 1,
+) -> Path:
+    """A linear scaling study of the default tile; latency grows with the tile count."""
+    definition = tile_definition(default_tile({}), _settings())
     outcome = run_study(
         lambda: TileCountStudy(list(counts), search=False, confirm=1, definition=definition),
         _SyntheticSteps(results, max(counts), latency_per_tile),
         StudyRecord(results, {"kind": "scale", "argv": ["tilemark", "scale"]}),
-        confirm_runs=0,
+        confirm_runs=confirm_runs,
+        repeat=repeat,
+        extra=lambda: {"confirm_runs": confirm_runs, "repeat": repeat, "settle": None},
+    )
+    return outcome.path
+
+
+def write_knob_study(results: Path, *, latency_per_doubling: float = 3.0) -> Path:
+    """A knob study of oltp.iops in one default tile; latency grows as the rate doubles."""
+    definition = tile_definition(default_tile({}), _settings())
+    outcome = run_study(
+        lambda: KnobStudy(
+            "oltp.iops",
+            1000.0,
+            low=100.0,
+            high=16000.0,
+            precision_pct=10.0,
+            tiles=1,
+            definition=definition,
+        ),
+        _SyntheticSteps(results, 1, latency_per_doubling, knob_start=1000.0),
+        StudyRecord(results, {"kind": "knob", "argv": ["tilemark", "scale", "--knob"]}),
+        confirm_runs=1,
+        extra=lambda: {"confirm_runs": 1, "repeat": 1, "settle": None},
     )
     return outcome.path
 

@@ -345,3 +345,36 @@ def test_export_csv_rows_match_parquet(tile_run, results, tmp_path):
 def test_export_requires_csv_dir(plain_run, capsys):
     assert main(["export", str(plain_run)]) == 2
     assert "--csv" in capsys.readouterr().err
+
+
+def test_study_report_shows_margins_every_run_and_repeats(tmp_path):
+    from report_runs import write_study
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+
+    study = write_study(tmp_path, (1, 2, 3), latency_per_tile=5.0, confirm_runs=1, repeat=2)
+    report = build_report(load_source(study))
+    ids = [sec.id for sec in report.sections]
+    assert ids[:4] == ["scaling", "repeats", "margins", "steps"]
+    tables = {t.id: t for sec in report.sections for t in sec.items if hasattr(t, "rows")}
+    margins = tables["margins"]
+    assert margins.rows and {"value", "limit", "margin", "95% CI (ms)"} <= set(margins.columns)
+    assert any(c.text.endswith("%") for row in margins.rows for c in row)
+    runs = tables["steps"]
+    why = [row[3].text for row in runs.rows]
+    assert "confirm" in why and why.count("new") == 6  # 3 steps x 2 repeats
+    assert "2 repeats: 2, 2; all agree" in report.verdict.headline
+    assert any("decided at 3 tiles by" in n for n in report.verdict.notes)
+
+
+def test_knob_study_report_uses_the_knob_as_its_axis(tmp_path):
+    from report_runs import write_knob_study
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+
+    report = build_report(load_source(write_knob_study(tmp_path)))
+    assert report.verdict.headline.startswith("Max oltp.iops at 1 tile(s): ")
+    assert report.title.startswith("tilemark report: knob study")
+    tables = {t.id: t for sec in report.sections for t in sec.items if hasattr(t, "rows")}
+    assert tables["study-table"].columns[0] == "oltp.iops"
+    assert tables["study-table"].title.startswith("Per oltp.iops value")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from report_runs import simple_plan, write_run, write_study, write_tile_run
+from report_runs import simple_plan, write_knob_study, write_run, write_study, write_tile_run
 from tilemark.cli import main
 from tilemark.report import HtmlExporter, build_report
 from tilemark.report.data import load_source
@@ -55,11 +55,20 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("reports")
     tile_run, _ = write_tile_run(root, 2)
     study = write_study(tmp_path_factory.mktemp("study"), (1, 2, 3), latency_per_tile=5.0)
+    repeated = write_study(
+        tmp_path_factory.mktemp("repeated"), (1, 2, 3), latency_per_tile=5.0, confirm_runs=1,
+        repeat=2,
+    )  # fmt: skip
+    knob = write_knob_study(tmp_path_factory.mktemp("knob"))
     plan = simple_plan(("randrw", "seq"))
     base = write_run(root, plan)
     faster = write_run(root, plan, scale=2.0, latency=0.5)
     paths = {}
-    for name, source in (("run", base), ("tiles", tile_run), ("study", study)):
+    sources = (
+        ("run", base), ("tiles", tile_run), ("study", study), ("repeated", repeated),
+        ("knob", knob),
+    )  # fmt: skip
+    for name, source in sources:
         paths[name] = out / f"{name}.html"
         HtmlExporter().export(build_report(load_source(source)), paths[name])
     paths["compare"] = out / "compare.html"
@@ -73,7 +82,7 @@ def _artifacts(tmp_path: Path) -> Path:
     return where
 
 
-@pytest.mark.parametrize("kind", ["run", "tiles", "study", "compare"])
+@pytest.mark.parametrize("kind", ["run", "tiles", "study", "repeated", "knob", "compare"])
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems: list[str] = []

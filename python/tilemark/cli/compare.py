@@ -15,7 +15,7 @@ from tilemark.analysis.compare import Comparison, compare_runs, compare_studies
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import HtmlExporter, compare_report
-from tilemark.report.build import num
+from tilemark.report.format import num
 from tilemark.report.data import RunData, StudyData, load_source
 
 

@@ -299,20 +299,25 @@ def _small_multiples(
     return alt.concat(*charts, columns=2).properties(title=title)
 
 
-def _tiles_x(ordinal: bool) -> alt.X:
-    """The tile-count axis: ordinal for per-count marks, quantitative for lines over counts."""
+def _tiles_x(ordinal: bool, title: str = "tiles") -> alt.X:
+    """The study's axis (field `tiles`: the tile count, or a knob's value titled by the knob):
+    ordinal for per-step marks, quantitative for lines over steps."""
     if ordinal:
-        return alt.X("tiles:O", title="tiles", axis=alt.Axis(labelAngle=0))
-    return alt.X("tiles:Q", title="tiles", axis=alt.Axis(tickMinStep=1, format="d"))
+        return alt.X("tiles:O", title=title, axis=alt.Axis(labelAngle=0))
+    if title == "tiles":
+        return alt.X("tiles:Q", title=title, axis=alt.Axis(tickMinStep=1, format="d"))
+    return alt.X("tiles:Q", title=title)
 
 
-def scaling_metric(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
+def scaling_metric(
+    rows: list[dict[str, Any]], *, title: str, axis: str = "tiles"
+) -> alt.TopLevelMixin:
     """Per application: its metric (own unit) vs tile count, the target dashed."""
 
     def draw(app: str, mine: list[dict[str, Any]]) -> alt.TopLevelMixin:
         unit = mine[0]["unit"]
         data = dataset(compact(mine, ("app", "tiles", "metric", "target", "verdict", "unit")))
-        base = alt.Chart(data).encode(x=_tiles_x(ordinal=True))
+        base = alt.Chart(data).encode(x=_tiles_x(ordinal=True, title=axis))
         y_title = f"{app} ({unit})"
         line = base.mark_line(color="#1565c0").encode(y=alt.Y("metric:Q", title=y_title))
         target = base.mark_line(color="#757575", strokeDash=[4, 3]).encode(y="target:Q")
@@ -331,7 +336,9 @@ def scaling_metric(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMix
     return _small_multiples(rows, "app", draw, title=title)
 
 
-def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
+def scaling_latency(
+    rows: list[dict[str, Any]], *, title: str, axis: str = "tiles"
+) -> alt.TopLevelMixin:
     """Per application: each latency criterion vs tile count with its QoS limit as a rule."""
 
     def draw(app: str, mine: list[dict[str, Any]]) -> alt.TopLevelMixin:
@@ -344,7 +351,7 @@ def scaling_latency(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMi
             ]
         )
         base = alt.Chart(data).encode(
-            x=_tiles_x(ordinal=True),
+            x=_tiles_x(ordinal=True, title=axis),
             y=alt.Y("latency_ms:Q", title="latency (ms)"),
             color=alt.Color("criterion:N", title="criterion"),
         )
@@ -383,23 +390,24 @@ def percentiles_per_app(
 def scaling_totals(
     rows: list[dict[str, Any]],
     *,
-    max_passing: int | None,
-    first_failure: int | None,
+    max_passing: float | None,
+    first_failure: float | None,
     title: str,
+    axis: str = "tiles",
 ) -> alt.TopLevelMixin:
-    """Total IOPS, MB/s and score vs tile count; the saturation point marked."""
+    """Total IOPS, MB/s and score vs tile count (or a knob); the saturation point marked."""
     data = dataset(compact(rows, ("tiles", "iops", "mbps", "score", "verdict")))
     marks_rows = []
     if max_passing is not None:
-        marks_rows.append({"tiles": max_passing, "label": f"max passing: {max_passing}"})
+        marks_rows.append({"tiles": max_passing, "label": f"max passing: {max_passing:g}"})
     if first_failure is not None:
-        marks_rows.append({"tiles": first_failure, "label": f"first failure: {first_failure}"})
+        marks_rows.append({"tiles": first_failure, "label": f"first failure: {first_failure:g}"})
     charts = []
     for field in ("iops", "mbps", "score"):
         if not any(r.get(field) is not None for r in rows):
             continue
         y_title = Y_TITLES[field]
-        base = alt.Chart(data).encode(x=_tiles_x(ordinal=False))
+        base = alt.Chart(data).encode(x=_tiles_x(ordinal=False, title=axis))
         line = base.mark_line(color="#1565c0").encode(y=alt.Y(f"{field}:Q", title=y_title))
         points = base.mark_point(filled=True, size=60).encode(
             y=f"{field}:Q",
@@ -421,7 +429,7 @@ def scaling_totals(
             )
         charts.append(
             alt.layer(*layers).properties(
-                title=f"{y_title} vs tiles", width=THIRD_WIDTH, height=SMALL_HEIGHT
+                title=f"{y_title} vs {axis}", width=THIRD_WIDTH, height=SMALL_HEIGHT
             )
         )
     return alt.concat(*charts, columns=3).properties(title=title)

@@ -117,16 +117,26 @@ class RunData:
 
 @dataclass
 class StudyStep:
-    """One tile count of a study and its run (None when its directory is gone)."""
+    """One step of a study (a tile count, or a knob value) and the run that stands for it
+    (None when its directory is gone)."""
 
     tiles: int
     step: dict[str, Any]
     run: RunData | None
 
+    @property
+    def key(self) -> float:
+        """The step's position on the study's axis: its knob value, else its tile count."""
+        return float(self.step.get("value", self.tiles))
+
+    @property
+    def repeat(self) -> int:
+        return int(self.step.get("repeat", 1))
+
 
 @dataclass
 class StudyData:
-    """A scaling study: study.json and the runs of its steps."""
+    """A study: study.json and the runs of its steps."""
 
     study_dir: Path
     doc: dict[str, Any]
@@ -136,8 +146,42 @@ class StudyData:
     def study_id(self) -> str:
         return str(self.doc.get("study_id") or self.study_dir.name)
 
-    def step_at(self, tiles: int | None) -> StudyStep | None:
-        return next((s for s in self.steps if s.tiles == tiles), None)
+    @property
+    def is_knob(self) -> bool:
+        return self.doc.get("kind") == "knob"
+
+    @property
+    def axis(self) -> str:
+        """What the steps vary: 'tiles', or the knob's name."""
+        return str(self.doc["knob"]) if self.is_knob else "tiles"
+
+    @property
+    def answer(self) -> float | None:
+        """The study's answer: the largest passing tile count or knob value."""
+        return self.doc.get("max_passing_value" if self.is_knob else "max_passing_tiles")
+
+    @property
+    def repeats(self) -> int:
+        return int(self.doc.get("repeat", 1) or 1)
+
+    def shown_repeat(self) -> int:
+        """The repetition the charts show: the first whose answer is the study's (median)."""
+        key = "max_passing_value" if self.is_knob else "max_passing_tiles"
+        for r in self.doc.get("repeats") or []:
+            if r.get(key) == self.answer:
+                return int(r["repeat"])
+        return 1
+
+    def shown_steps(self) -> list[StudyStep]:
+        """The steps of the shown repetition, in axis order."""
+        r = self.shown_repeat()
+        return sorted((s for s in self.steps if s.repeat == r), key=lambda s: s.key)
+
+    def step_at(self, key: float | None) -> StudyStep | None:
+        """The shown repetition's step at `key` (a tile count or a knob value)."""
+        if key is None:
+            return None
+        return next((s for s in self.shown_steps() if s.key == float(key)), None)
 
     def first_run(self) -> RunData | None:
         return next((s.run for s in self.steps if s.run is not None), None)

@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tilemark.analysis.tiles import margin_text
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
@@ -28,14 +29,17 @@ from tilemark.report.run_report import time_series_sections
 def study_report(study: StudyData) -> Report:
     """The report of a scaling study: capacity, scaling charts, per-tile-count tables."""
     verdict = study_verdict(study)
-    sections = [scaling_section(study), steps_section(study)]
+    sections = [scaling_section(study), margins_section(study), steps_section(study)]
+    repeats = repeats_section(study)
+    if repeats is not None:
+        sections.insert(1, repeats)
     distribution = distribution_section(study)
     if distribution is not None:
         sections.append(distribution)
     sections += shown_step_sections(study)
     return Report(
         kind="study",
-        title=f"tilemark report: scaling study {study.study_id}",
+        title=f"tilemark report: {'knob' if study.is_knob else 'scaling'} study {study.study_id}",
         verdict=verdict,
         sections=sections,
         details=study_details(study),
@@ -51,21 +55,37 @@ def study_report(study: StudyData) -> Report:
 
 
 def _best_step(study: StudyData) -> StudyStep | None:
-    """The step at the largest passing tile count, if any."""
-    return study.step_at(study.doc.get("max_passing_tiles"))
+    """The step at the study's answer (largest passing count or value), if any."""
+    return study.step_at(study.answer)
+
+
+def _axis_value(study: StudyData, value: float | None) -> str:
+    if value is None:
+        return "none"
+    return f"{value:g} {study.axis}" if not study.is_knob else f"{study.axis}={value:g}"
 
 
 def study_headline(study: StudyData) -> tuple[str, str]:
     """Headline sentence and status (the verdict box's colour) of a study."""
     doc = study.doc
-    best = doc.get("max_passing_tiles")
+    best = study.answer
+    what = f"Max {study.axis}" if study.is_knob else "Max passing tiles"
+    if study.is_knob:
+        what += f" at {doc.get('tiles_per_step', 1)} tile(s)"
     if best is None:
-        headline = "No tile count passes QoS"
+        headline = f"No {'value' if study.is_knob else 'tile count'} passes QoS"
         status = "fail"
     else:
         score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
-        headline = f"Max passing tiles: {best}{score}"
+        headline = f"{what}: {best:g}{score}"
         status = "pass"
+    runs = doc.get(("max_passing_value" if study.is_knob else "max_passing_tiles") + "_runs")
+    if runs and len(runs) > 1:
+        listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
+        agree = "all agree" if doc.get("stable") else "median; they differ"
+        headline += f" ({len(runs)} repeats: {listed}; {agree})"
+        if not doc.get("stable"):
+            status = "warn"
     if not doc.get("complete", True):
         status = "warn"
     return headline, status
@@ -74,28 +94,62 @@ def study_headline(study: StudyData) -> tuple[str, str]:
 def study_facts(study: StudyData) -> list[tuple[str, str]]:
     """The big numbers: capacity, throughput at capacity, first failure, runs used."""
     doc = study.doc
-    best = doc.get("max_passing_tiles")
     first = doc.get("first_failure")
     best_step = _best_step(study)
     at_best = (best_step.step.get("total") if best_step else None) or {}
-    return [
-        ("max passing tiles", str(best) if best is not None else "none"),
+    first_at = None
+    if first:
+        first_at = first.get("value") if study.is_knob else first.get("tiles")
+    facts = [
+        (f"max {study.axis}" if study.is_knob else "max passing tiles", _answer_text(study)),
         ("score at max", num(doc.get("score_at_max"))),
         ("IOPS at max", num(at_best.get("iops"))),
         ("MB/s at max", num(at_best.get("mbps"))),
-        ("first failure", f"{first['tiles']} tiles" if first else "none"),
+        ("first failure", _axis_value(study, first_at) if first else "none"),
         ("runs", str(doc.get("runs_used", len(study.steps)))),
     ]
+    settle = doc.get("settle")
+    if settle:
+        facts.append(("settled", f"{settle['seconds']:.0f} s" + ("" if settle["steady"] else "?")))
+    return facts
+
+
+def _answer_text(study: StudyData) -> str:
+    return "none" if study.answer is None else f"{study.answer:g}"
 
 
 def study_notes(study: StudyData) -> list[str]:
-    """What failed first, and whether the study was cut short."""
+    """What decided the answer, what did not add up, and whether the study was cut short."""
     doc = study.doc
     first = doc.get("first_failure")
     notes = []
     if first:
+        at = _axis_value(study, first.get("value") if study.is_knob else first.get("tiles"))
+        deciding = first.get("deciding")
+        noise = " (within noise)" if first.get("within_noise") else ""
+        if deciding:
+            where = f", tile {deciding['tile']}" if deciding.get("tile") else ""
+            notes.append(
+                f"decided at {at}{noise} by {deciding['app']}{where}: {margin_text(deciding)}"
+            )
+        elif first.get("failed"):
+            notes.append(f"first failure ({at}){noise}: " + "; ".join(first["failed"][:6]))
+        votes = first.get("votes") or {}
+        if sum(votes.values()) > 1:
+            notes.append(
+                f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
+                f"{sum(votes.values())} runs failed"
+            )
+    for nm in doc.get("non_monotonic") or []:
         notes.append(
-            f"first failing count ({first['tiles']} tiles): " + "; ".join(first["failed"][:6])
+            f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed after a "
+            "re-check; the storage's answer is within its noise there"
+        )
+    settle = doc.get("settle")
+    if settle and not settle["steady"]:
+        notes.append(
+            f"read latency was not steady after {settle['seconds']:.0f} s of settling after the "
+            "fill; the first step may still see the storage absorbing it"
         )
     if not doc.get("complete", True):
         notes.append("the study was interrupted: the steps so far are shown")
@@ -115,12 +169,7 @@ def study_tested(study: StudyData) -> list[tuple[str, str]]:
                 for a in tile.get("applications", [])
             ),
         ),
-        (
-            "study",
-            f"{doc.get('mode')} over {doc.get('tile_counts')} tiles, "
-            f"{doc.get('duration')} s measured + {doc.get('warmup')} s warm-up per step, "
-            f"QoS interval {num(doc.get('qos_interval_s'))} s",
-        ),
+        ("study", _study_setup(study)),
     ]
     first_run = study.first_run()
     if first_run is not None:
@@ -128,33 +177,59 @@ def study_tested(study: StudyData) -> list[tuple[str, str]]:
     return tested
 
 
-def _failed_criteria(step: dict[str, Any], app: str) -> list[str]:
-    """The failed criteria of `app` in a step, from its 'tile.app: criterion' texts."""
-    return [
-        f.split(": ", 1)[1]
-        for f in step.get("failed", [])
-        if f.split(": ", 1)[0].split(".", 1)[-1] == app
-    ]
+def _study_setup(study: StudyData) -> str:
+    doc = study.doc
+    if study.is_knob:
+        lo, hi = doc.get("knob_range") or (None, None)
+        what = (
+            f"{study.axis} searched from {num(doc.get('knob_start'))} within {num(lo)}..{num(hi)} "
+            f"to {num(doc.get('knob_precision_pct'))}% at {doc.get('tiles_per_step')} tile(s)"
+        )
+    else:
+        what = f"{doc.get('mode')} over {doc.get('tile_counts')} tiles"
+    timing = f"{num(doc.get('duration'))} s measured"
+    if doc.get("max_duration") and doc.get("max_duration") != doc.get("duration"):
+        timing += f" (up to {num(doc['max_duration'])} s while undecided)"
+    return (
+        f"{what}, {timing} + {num(doc.get('warmup'))} s warm-up per step, QoS interval "
+        f"{num(doc.get('qos_interval_s'))} s, {doc.get('confirm_runs', 0)} confirmation run(s) "
+        f"per failure, {study.repeats} repeat(s)"
+    )
+
+
+def _per_step(study: StudyData) -> str:
+    """'Per tile count', or 'Per mail.mailboxes value' for a knob study."""
+    return f"Per {study.axis} value" if study.is_knob else "Per tile count"
+
+
+def _verdict_cell(verdict: str | None, passed: bool) -> Cell:
+    if verdict == "noise":
+        return Cell("FAIL (noise)", "fail")
+    return mark(passed)
 
 
 def study_criteria_table(study: StudyData) -> Table:
-    """QoS per tile count and application, with the criteria that failed."""
+    """QoS per step and application: verdict and its worst criterion with margin and CI."""
     rows = []
-    for st in study.steps:
+    for st in study.shown_steps():
         for a in st.step.get("applications", []):
-            failed = _failed_criteria(st.step, a["app"])
+            worst = a.get("worst")
+            more = (a.get("failed_criteria") or 0) - 1
+            text = "-" if worst is None else margin_text(worst)
+            if worst is not None and more > 0:
+                text += f", +{more} more"
             rows.append(
                 [
-                    Cell(str(st.tiles), "num"),
+                    Cell(f"{st.key:g}", "num"),
                     Cell(a["app"]),
-                    mark(a["passed"]),
-                    Cell("; ".join(dict.fromkeys(failed)) or "-"),
+                    _verdict_cell(a.get("verdict"), a["passed"]),
+                    Cell(text),
                 ]
             )
     return Table(
         "qos",
-        "QoS per tile count and application",
-        ["tiles", "application", "QoS", "failed criteria"],
+        f"QoS {_per_step(study).lower()} and application",
+        [study.axis, "application", "QoS", "deciding criterion (margin, 95% CI)"],
         rows,
     )
 
@@ -189,12 +264,12 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
     """Plain rows of a study for charts and tables: totals, app metrics, latencies."""
     totals, metrics, latency, shares = [], [], [], []
     limits = _qos_limits(study)
-    for st in study.steps:
+    for st in study.shown_steps():
         step = st.step
         total = step.get("total") or {}
         totals.append(
             {
-                "tiles": st.tiles,
+                "tiles": st.key,
                 "iops": total.get("iops"),
                 "mbps": total.get("mbps"),
                 "score": step.get("score"),
@@ -209,7 +284,7 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
             metrics.append(
                 {
                     "app": a["app"],
-                    "tiles": st.tiles,
+                    "tiles": st.key,
                     "metric": a["metric_total"],
                     "target": targets.get(a["app"]),
                     "unit": a["metric_unit"],
@@ -217,7 +292,7 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
                 }
             )
             shares.append(
-                {"tiles": st.tiles, "group": a["app"], "mbps": a["mbps"], "iops": a["iops"]}
+                {"tiles": st.key, "group": a["app"], "mbps": a["mbps"], "iops": a["iops"]}
             )
             for cid, v in (a.get("worst_latency_ms") or {}).items():
                 if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -226,7 +301,7 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
                     {
                         "app": a["app"],
                         "criterion": cid,
-                        "tiles": st.tiles,
+                        "tiles": st.key,
                         "latency_ms": v,
                         "limit_ms": limits.get((a["app"], cid)),
                     }
@@ -242,31 +317,41 @@ def scaling_section(study: StudyData) -> Section:
     """Totals, application metrics, QoS latencies and throughput shares vs tile count."""
     doc = study.doc
     first = doc.get("first_failure")
+    first_at = None
+    if first:
+        first_at = first.get("value") if study.is_knob else first.get("tiles")
+    axis = study.axis
     data = study_rows(study)
+    shown = f" (repeat {study.shown_repeat()})" if study.repeats > 1 else ""
     items: list[Figure | Table] = [
         Figure(
             "scaling-totals",
-            "Total throughput vs tiles",
+            f"Total throughput vs {axis}",
             charts.scaling_totals(
                 data["totals"],
-                max_passing=doc.get("max_passing_tiles"),
-                first_failure=first["tiles"] if first else None,
-                title="Total IOPS, MB/s and score vs tile count (saturation marked)",
+                max_passing=study.answer,
+                first_failure=first_at,
+                title=f"Total IOPS, MB/s and score vs {axis} (saturation marked){shown}",
+                axis=axis,
             ),
         ),
         Figure(
             "scaling-metric",
-            "Application metrics vs tiles",
-            charts.scaling_metric(data["metrics"], title="Application metrics vs tile count"),
+            f"Application metrics vs {axis}",
+            charts.scaling_metric(
+                data["metrics"], title=f"Application metrics vs {axis}{shown}", axis=axis
+            ),
         ),
     ]
     if data["latency"]:
         items.append(
             Figure(
                 "scaling-latency",
-                "Latency vs tiles",
+                f"Latency vs {axis}",
                 charts.scaling_latency(
-                    data["latency"], title="QoS latencies vs tile count (worst instance)"
+                    data["latency"],
+                    title=f"QoS latencies vs {axis} (worst instance){shown}",
+                    axis=axis,
                 ),
             )
         )
@@ -274,22 +359,22 @@ def scaling_section(study: StudyData) -> Section:
         charts.stacked_bars(
             data["shares"],
             x="tiles",
-            x_title="tiles",
+            x_title=axis,
             field=field,
             title=f"{unit} per application vs tile count (stacked)",
         )
         for field, unit in (("mbps", "MB/s"), ("iops", "IOPS"))
     )
-    items.append(Figure("scaling-share", "Throughput per application vs tiles", mbps | iops))
+    items.append(Figure("scaling-share", f"Throughput per application vs {axis}", mbps | iops))
     return Section("scaling", "Scaling", items)
 
 
 def study_table(study: StudyData) -> Table:
     """Seed tables 1-3: per tile count, each application's metric and QoS latencies."""
     apps = [a["app"] for a in study.doc.get("tile", {}).get("applications", [])]
-    columns = ["tiles"]
+    columns = [study.axis]
     lat_ids: dict[str, list[str]] = {}
-    for st in study.steps:
+    for st in study.shown_steps():
         for a in st.step.get("applications", []):
             lat_ids.setdefault(a["app"], [])
             for cid in a.get("worst_latency_ms") or {}:
@@ -300,9 +385,9 @@ def study_table(study: StudyData) -> Table:
         columns += [f"{app} {cid} (ms)" for cid in lat_ids.get(app, [])]
     columns += ["IOPS", "MB/s", "score", "QoS"]
     rows = []
-    for st in study.steps:
+    for st in study.shown_steps():
         by_app = {a["app"]: a for a in st.step.get("applications", [])}
-        row = [Cell(str(st.tiles), "num")]
+        row = [Cell(f"{st.key:g}", "num")]
         for app in apps:
             a = by_app.get(app)
             if a is None:
@@ -320,12 +405,12 @@ def study_table(study: StudyData) -> Table:
             Cell(num(total.get("iops")), "num"),
             Cell(num(total.get("mbps")), "num"),
             Cell(num(st.step.get("score")), "num"),
-            mark(st.step["passed"]),
+            _verdict_cell("noise" if st.step.get("within_noise") else None, st.step["passed"]),
         ]
         rows.append(row)
     return Table(
         "study-table",
-        "Per tile count: application metrics and QoS latencies",
+        f"{_per_step(study)}: application metrics and QoS latencies",
         columns,
         rows,
         caption="A failing application's metric is marked red; latencies are the worst instance.",
@@ -333,43 +418,131 @@ def study_table(study: StudyData) -> Table:
 
 
 def steps_table(study: StudyData, home: Path) -> Table:
-    """One row per step: its run, where the run lives (relative to `home`), its verdict."""
+    """One row per run of every step: why it ran, its verdict, how long it measured, where it
+    lives (relative to `home`)."""
     rows = []
-    for st in study.steps:
-        run_dir = st.run.run_dir if st.run else None
-        rows.append(
-            [
-                Cell(str(st.tiles), "num"),
-                Cell(st.step["run_id"]),
-                Cell(relpath(run_dir, home) if run_dir else "(run directory missing)"),
-                mark(st.step["passed"]),
-                Cell("; ".join(st.step.get("failed", [])[:4]) or "-"),
+    repeats = study.repeats > 1
+    for st in sorted(study.steps, key=lambda s: (s.repeat, s.key)):
+        runs = st.step.get("runs") or [
+            {"run_id": st.step["run_id"], "verdict": None, "passed": st.step["passed"]}
+        ]
+        for r in runs:
+            run_dir = Path(r["run_dir"]) if r.get("run_dir") else None
+            if run_dir is None and st.run is not None:
+                run_dir = st.run.run_dir
+            row = [Cell(str(st.repeat), "num")] if repeats else []
+            row += [
+                Cell(f"{st.key:g}", "num"),
+                Cell(r["run_id"] + (" *" if r["run_id"] == st.step.get("run_id") else "")),
+                Cell(r.get("reason", "new")),
+                _verdict_cell(r.get("verdict"), r.get("passed", False)),
+                Cell(num(r.get("measured_s")), "num"),
+                Cell(relpath(run_dir, home) if run_dir and run_dir.exists() else "(missing)"),
             ]
-        )
+            rows.append(row)
+    columns = ["repeat"] if repeats else []
+    columns += [study.axis, "run (* stands for the step)", "why", "QoS", "measured s", "directory"]
     return Table(
         "steps",
-        "Steps (one stored run each; `tilemark report RUN_ID` shows one in detail)",
-        ["tiles", "run", "directory", "QoS", "failed criteria (first 4)"],
+        "Every run of every step (`tilemark report RUN_ID` shows one in detail)",
+        columns,
         rows,
+        caption="why: new step; confirm = a failure confirmed by another run (the majority "
+        "decides); recheck = a failed step run again because a higher step passed.",
     )
 
 
 def steps_section(study: StudyData) -> Section:
-    """Per tile count: the seed-style table and the stored run of each step."""
-    return Section(
-        "steps", "Per tile count", [study_table(study), steps_table(study, study.study_dir)]
+    """Per step: the seed-style table and every stored run."""
+    tables = [study_table(study), steps_table(study, study.study_dir)]
+    return Section("steps", _per_step(study), tables)
+
+
+def margins_table(study: StudyData) -> Table:
+    """Every QoS criterion of every step: value, limit, margin and confidence interval."""
+    rows = []
+    for st in study.shown_steps():
+        for a in st.step.get("applications", []):
+            for c in a.get("criteria") or []:
+                ci = "-"
+                if c.get("ci_low") is not None and c["unit"] == "ms":
+                    ci = f"{num(c['ci_low'])} .. {num(c['ci_high'])}"
+                    if not c.get("ci_bounded", True):
+                        ci += " (few samples)"
+                value = c["value"]
+                shown = (
+                    f"{value:.1%}" if c["unit"] == "fraction" and value is not None else num(value)
+                )
+                limit = f">= {c['limit']:.0%}" if c["unit"] == "fraction" else num(c["limit"])
+                margin = c.get("margin_pct")
+                rows.append(
+                    [
+                        Cell(f"{st.key:g}", "num"),
+                        Cell(a["app"]),
+                        Cell(c["criterion"]),
+                        Cell(shown, "num"),
+                        Cell(limit, "num"),
+                        Cell("-" if margin is None else f"{margin:+.0f}%", "num"),
+                        Cell(ci, "num"),
+                        Cell(c.get("decision") or "-", "fail" if not c["passed"] else ""),
+                        Cell(str(c.get("tile") or "-"), "num"),
+                    ]
+                )
+    return Table(
+        "margins",
+        "Every criterion: value, limit, margin and 95% confidence interval",
+        [study.axis, "application", "criterion", "value", "limit", "margin", "95% CI (ms)",
+         "decision", "tile"],
+        rows,
+        caption="Whole measurement window, the instance nearest to (or furthest past) its limit. "
+        "margin = (value - limit) / limit. inconclusive: the interval straddles the limit.",
+    )  # fmt: skip
+
+
+def margins_section(study: StudyData) -> Section:
+    return Section("margins", "QoS margins", [margins_table(study)])
+
+
+def repeats_section(study: StudyData) -> Section | None:
+    """With --repeat: each repetition's answer and how often each answer came."""
+    if study.repeats <= 1:
+        return None
+    doc = study.doc
+    key = "max_passing_value" if study.is_knob else "max_passing_tiles"
+    rows = []
+    for r in doc.get("repeats") or []:
+        first = r.get("first_failure") or {}
+        deciding = first.get("deciding")
+        rows.append(
+            [
+                Cell(str(r["repeat"]), "num"),
+                Cell("none" if r.get(key) is None else f"{r[key]:g}", "num"),
+                Cell(num(r.get("score_at_max")), "num"),
+                Cell("-" if not deciding else f"{deciding['app']}: {margin_text(deciding)}"),
+            ]
+        )
+    distribution = ", ".join(f"{k} x{v}" for k, v in (doc.get("distribution") or {}).items())
+    table = Table(
+        "repeats",
+        f"Repeats: {distribution}; reported {_answer_text(study)} "
+        f"({'stable' if doc.get('stable') else 'not stable'})",
+        ["repeat", f"max {study.axis}", "score", "deciding criterion at the first failure"],
+        rows,
+        caption="The answer is the median of the repeats (the lower one of an even count; a "
+        "repeat where nothing passed ranks lowest).",
     )
+    return Section("repeats", "Repeats", [table])
 
 
 def study_distribution(study: StudyData) -> Figure | None:
     """Per application: response-time percentiles of each tile count's merged histograms."""
     rows = []
-    for st in study.steps:
+    for st in study.shown_steps():
         if st.run is None:
             continue
         for app, streams in run_groups(st.run).items():
             for r in distribution_rows(st.run, {app: streams}):
-                rows.append({**r, "group": f"{app} @ {st.tiles} tiles", "app": app})
+                rows.append({**r, "group": f"{app} @ {_axis_value(study, st.key)}", "app": app})
     if not rows:
         return None
     return Figure(
@@ -377,7 +550,7 @@ def study_distribution(study: StudyData) -> Figure | None:
         "Latency distribution per application and tile count",
         charts.percentiles_per_app(
             rows,
-            group_title="tile count",
+            group_title="step",
             title="Response time percentiles per application at each tile count",
         ),
         caption="Merged histograms of every instance of the application at that tile count.",
@@ -394,12 +567,15 @@ def distribution_section(study: StudyData) -> Section | None:
 
 def shown_step_sections(study: StudyData) -> list[Section]:
     """Time series of one step's run: at the largest passing count, else the last step."""
-    shown = _best_step(study) or (study.steps[-1] if study.steps else None)
+    steps = study.shown_steps()
+    shown = _best_step(study) or (steps[-1] if steps else None)
     if shown is None or shown.run is None or not shown.run.intervals_path().exists():
         return []
-    sections = time_series_sections(shown.run, compute_series(shown.run), prefix=f"t{shown.tiles}-")
+    sections = time_series_sections(
+        shown.run, compute_series(shown.run), prefix=f"s{shown.key:g}-".replace(".", "_")
+    )
     for sec in sections:
-        sec.title = f"{sec.title} at {shown.tiles} tiles (run {shown.run.run_id})"
+        sec.title = f"{sec.title} at {_axis_value(study, shown.key)} (run {shown.run.run_id})"
     return sections
 
 
