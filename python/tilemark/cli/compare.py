@@ -15,8 +15,8 @@ from tilemark.analysis.compare import Comparison, compare_runs, compare_studies
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import HtmlExporter, compare_report
-from tilemark.report.format import num
 from tilemark.report.data import RunData, StudyData, load_source
+from tilemark.report.format import num
 
 
 def _key(source: RunData | StudyData) -> Path:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from tilemark.report.base import Report
 from tilemark.report.data import Source, StudyData
-
-# cli/compare.py formats its terminal table with the reports' number format.
-from tilemark.report.format import num
 from tilemark.report.run_report import run_report
 from tilemark.report.study_report import study_report
 
-__all__ = ["build_report", "num"]
+__all__ = ["build_report"]
 
 
 def build_report(source: Source) -> Report:
