@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tilemark.summary import interval_rows
+from tilemark.summary import errors_by_name, errors_text, interval_rows
 
 
 def fmt_ms(value: float | None) -> str:
@@ -71,11 +71,14 @@ def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             groups[key] = g = {**row, "name": key, "streams": 0, "p50_ms": None}
             g["iops"] = g["mbps"] = 0.0
             g["errors"] = g["behind_ios"] = 0
+            g["errors_by_name"] = {}
             g["p99_ms"] = g["lag_max_ms"] = None
         g["streams"] += 1
         g["iops"] += row["iops"]
         g["mbps"] += row["mbps"]
         g["errors"] += row["errors"]
+        for name, count in (row.get("errors_by_name") or {}).items():
+            g["errors_by_name"][name] = g["errors_by_name"].get(name, 0) + count
         g["behind_ios"] += row["behind_ios"] or 0
         for key_ in ("p99_ms", "lag_max_ms"):
             if row[key_] is not None and (g[key_] is None or row[key_] > g[key_]):
@@ -106,7 +109,7 @@ def plain_line(rows: list[dict[str, Any]]) -> str:
         if row["lag_max_ms"] is not None:
             part += f" lag {fmt_ms(row['lag_max_ms'])}ms"
         if row["errors"]:
-            part += f" errors {row['errors']}"
+            part += f" errors {errors_text(row.get('errors_by_name') or {})}"
         parts.append(part)
     return " | ".join(parts)
 
@@ -188,7 +191,9 @@ class LiveDisplay:
                 fmt_ms(row["p99_ms"]),
                 fmt_ms(row["lag_max_ms"]),
                 str(row["behind_ios"]) if row["lag_max_ms"] is not None else "-",
-                Text(str(row["errors"]), style="red") if row["errors"] else "0",
+                Text(errors_text(row.get("errors_by_name") or {}), style="red")
+                if row["errors"]
+                else "0",
             )
         if len(self._rows) > 1:
             table.add_section()
@@ -232,10 +237,7 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
     streams = plan.get("streams", [])
     for row in summary["streams"]:
         plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
-        errors = sum(
-            sum((row.get(kind) or {}).get("errors", {}).values())
-            for kind in ("read", "write", "sync")
-        )
+        named = errors_by_name(*(row.get(kind) for kind in ("read", "write", "sync")))
         table.add_row(
             escape(row["name"]),
             describe_arrival(plan_stream),
@@ -244,7 +246,7 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
             _latencies(row.get("read")),
             _latencies(row.get("write")),
             fmt_ms(row.get("lag_max_ms")),
-            Text(str(errors), style="red") if errors else "0",
+            Text(errors_text(named), style="red") if named else "0",
         )
     total = summary["total"]
     table.add_section()
@@ -256,7 +258,9 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
         "",
         "",
         "",
-        Text(str(total["errors"]), style="red") if total["errors"] else "0",
+        Text(errors_text(total.get("errors_by_name") or {}), style="red")
+        if total["errors"]
+        else "0",
         style="bold",
     )
     return table

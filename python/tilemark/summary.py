@@ -30,6 +30,22 @@ def errno_name(n: int | str) -> str:
     return errno.errorcode.get(code, f"errno {code}")
 
 
+def errors_by_name(*ops: dict | None) -> dict[str, int]:
+    """IO errors of some op kinds by errno name ({"EIO": 12}), most frequent first."""
+    out: dict[str, int] = {}
+    for op in ops:
+        for code, count in (op or {}).get("errors", {}).items():
+            if int(count):
+                name = errno_name(code)
+                out[name] = out.get(name, 0) + int(count)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def errors_text(by_name: dict[str, int]) -> str:
+    """'EIO 12, ENOSPC 3', or '0'."""
+    return ", ".join(f"{name} {count:,}" for name, count in by_name.items()) or "0"
+
+
 def _rate(amount: float, seconds: float) -> float:
     # A zero-length window (a run stopped during warm-up) has nothing measured: report 0.
     return amount / seconds if seconds > 0 else 0.0
@@ -118,6 +134,7 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
     duration_s = (int(result["measure_end_ns"]) - int(result["measure_start_ns"])) / NS_PER_S
     streams = []
     totals = {"read_ops": 0, "write_ops": 0, "read_bytes": 0, "write_bytes": 0, "errors": 0}
+    named: dict[str, int] = {}
     for s in result.get("streams", []):
         index = int(s["stream"])
         plan_stream = _plan_stream(plan, index)
@@ -129,6 +146,9 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
             totals[f"{kind}_ops"] += int((s.get(kind) or {}).get("ops", 0))
             totals[f"{kind}_bytes"] += int((s.get(kind) or {}).get("bytes", 0))
         totals["errors"] += sum(_error_count(s.get(kind)) for kind in OP_KINDS)
+        stream_errors = errors_by_name(*(s.get(kind) for kind in OP_KINDS))
+        for name, count in stream_errors.items():
+            named[name] = named.get(name, 0) + count
         streams.append(
             {
                 "name": plan_stream.get("name", f"stream{index}"),
@@ -142,6 +162,7 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
                 },
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if arrival == "open" else None,
                 "ios_issued_late": int(s.get("ios_issued_late", 0)),
+                "errors_by_name": stream_errors,
             }
         )
     read_iops = _rate(totals["read_ops"], duration_s)
@@ -158,6 +179,7 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
             "read_mbps": read_mbps,
             "write_mbps": write_mbps,
             "errors": totals["errors"],
+            "errors_by_name": dict(sorted(named.items(), key=lambda kv: -kv[1])),
         },
         "duration_s": duration_s,
     }
@@ -198,6 +220,7 @@ def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if open_loop else None,
                 "behind_ios": int(s.get("behind_ios", 0)),
                 "errors": sum(_error_count(s.get(kind)) for kind in OP_KINDS),
+                "errors_by_name": errors_by_name(*(s.get(kind) for kind in OP_KINDS)),
             }
         )
     return rows

@@ -19,10 +19,10 @@ from typing import Any
 
 from tilemark.analysis import expr
 from tilemark.analysis.confidence import BatchSeries
-from tilemark.analysis.qos import Verdict, evaluate, failures, undecided, worst
+from tilemark.analysis.qos import OPS, Verdict, evaluate, failures, undecided, worst
 from tilemark.apps import Profile, TileLayout, TileSpec
 from tilemark.hist import latency_hist
-from tilemark.summary import mean_io_size
+from tilemark.summary import errors_by_name, errors_text, mean_io_size
 
 DEFAULT_QOS_INTERVAL_S = 60.0
 
@@ -110,8 +110,19 @@ def application_results(
         iops, mbps, errors = _achieved(result, idx)
         verdicts = evaluate(profile.qos, streams, snapshots, result, qos_interval_s, batches)
         if errors:
+            named = errors_text(
+                errors_by_name(*(result["streams"][i][op] for i in idx for op in OPS))
+            )
             verdicts.append(
-                Verdict("io_errors", "no IO errors", "window", False, float(errors), 0.0, "errors")
+                Verdict(
+                    "io_errors",
+                    f"no IO errors, got {named}",
+                    "window",
+                    False,
+                    float(errors),
+                    0.0,
+                    "errors",
+                )  # fmt: skip
             )
         metric = _metric(profile, streams, lambda i: _achieved(result, i))
         target_of = _target(compiled, idx)

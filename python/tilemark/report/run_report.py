@@ -26,6 +26,7 @@ from tilemark.report.format import (
     run_links,
     tested_on,
 )
+from tilemark.summary import errors_by_name, errors_text
 
 # Groups drawn individually in a latency distribution plot; more are merged into one line.
 MAX_DISTRIBUTION_GROUPS = 12
@@ -90,7 +91,11 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         )
     if total.get("errors"):
         status = "warn" if status == "info" else status
-        notes.append(f"{total['errors']:,} IOs failed; they are not in IOPS, MB/s or latency")
+        named = errors_text(total.get("errors_by_name") or {})
+        named = f" ({named})" if total.get("errors_by_name") else ""
+        notes.append(
+            f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency"
+        )
     read = merged_run_hist(run, None, "read")
     write = merged_run_hist(run, None, "write")
     read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
@@ -287,8 +292,10 @@ def _stream_latency(s: dict[str, Any], op: str) -> str:
     return " / ".join(num(r[k]) for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms"))
 
 
-def _stream_errors(s: dict[str, Any]) -> int:
-    return sum(sum((s.get(k) or {}).get("errors", {}).values()) for k in ("read", "write", "sync"))
+def _stream_errors(s: dict[str, Any]) -> Cell:
+    """A stream's IO errors by errno name (EIO 12, ENOSPC 3), red when there are any."""
+    named = errors_by_name(*(s.get(k) for k in ("read", "write", "sync")))
+    return Cell(errors_text(named), "fail" if named else "num")
 
 
 def streams_table(run: RunData) -> Table:
@@ -310,7 +317,7 @@ def streams_table(run: RunData) -> Table:
                 Cell(_stream_latency(s, "write"), "num"),
                 Cell(num(s.get("lag_max_ms")), "num"),
                 Cell(num(s.get("ios_issued_late")), "num"),
-                Cell(num(_stream_errors(s)), "num"),
+                _stream_errors(s),
             ]
         )
     return Table(
