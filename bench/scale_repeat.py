@@ -142,9 +142,10 @@ def markdown(report: dict) -> str:
             if s.get("within_noise"):
                 deciding += ", within noise"
         p = s["pressure_pct"]
+        psi_text = f"{p.get('io', '-')} / {p.get('cpu', '-')}"
         lines.append(
             f"| {i} | {s['mode']} | {s['max_passing_tiles']} | {s['runs_used']} | {s['wall_s']} "
-            f"| {s['first_failure_tiles']} | {deciding} | {p.get('io', '-')} / {p.get('cpu', '-')} |"
+            f"| {s['first_failure_tiles']} | {deciding} | {psi_text} |"
         )
     lines.append("")
     for mode in report["modes"]:
