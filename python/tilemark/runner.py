@@ -151,8 +151,9 @@ class RunOutcome:
     result: dict[str, Any]
     summary: dict[str, Any]
     complete: bool
-    exit_status: int | None  # 128 + signal when interrupted
+    exit_status: int | None  # 128 + signal when interrupted, 1 when the results failed
     catalog_error: str | None
+    error: str | None = None  # why the run is stored as failed
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
@@ -222,15 +223,17 @@ def run_plan(
             raise
         complete = bool(result.get("complete")) and stopper.signum is None
         run_dir = writer.finish(result, summary=summary, complete=complete)
+    failed = writer.doc.get("status") == "failed"
     return RunOutcome(
         run_id=writer.run_id,
         run_dir=Path(run_dir),
         compiled=compiled,
         result=result,
         summary=summary,
-        complete=complete,
-        exit_status=stopper.exit_status,
+        complete=complete and not failed,
+        exit_status=stopper.exit_status or (1 if failed else None),
         catalog_error=writer.catalog_error,
+        error=writer.doc.get("error") if failed else None,
     )
 
 
@@ -245,6 +248,7 @@ def _drive(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots; (result, engine error)."""
     noted = 0
+    store_stopped = False
     try:
         with LiveDisplay(compiled, console, tty=tty) as display:
             while True:
@@ -255,6 +259,11 @@ def _drive(
                     display.update(snapshots)
                     if on_snapshots is not None:
                         on_snapshots(snapshots)
+                if writer.failure is not None and not store_stopped:
+                    # Measuring on without storing would lose what follows: stop now.
+                    store_stopped = True
+                    handle.stop()
+                    display.note(f"stopping: {writer.failure}")
                 if stopper.count > noted:
                     display.note(
                         "stopping: finishing in-flight IOs, the results so far are kept"

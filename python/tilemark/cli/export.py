@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
+from tilemark.cli.report import note_damage
 from tilemark.cli.run import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source
+from tilemark.store.intervals import describe_os_error
 
 
 def export(
@@ -32,8 +34,16 @@ def export(
     if csv_dir.exists() and not csv_dir.is_dir():
         raise UsageError(f"--csv must be a directory, but {csv_dir} is a file.")
     source = load_source(name, results)
+    note_damage(source)
     kind = "run" if isinstance(source, RunData) else "study"
     # CSV needs only the stored data, not the charts: a report shell around the source.
     shell = Report(kind=kind, title="", verdict=Verdict("", "info"), source=source)
-    for path in CsvExporter().export(shell, csv_dir):
+    try:
+        written = CsvExporter().export(shell, csv_dir)
+    except OSError as e:
+        raise UsageError(
+            f"--csv {csv_dir} cannot be written: {describe_os_error(e)}; "
+            "choose a directory you can write."
+        ) from None
+    for path in written:
         typer.echo(str(path))

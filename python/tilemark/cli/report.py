@@ -11,7 +11,19 @@ import typer
 from tilemark.cli.run import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import REPORT_FILE, HtmlExporter, PngExporter, build_report
-from tilemark.report.data import load_source
+from tilemark.report.data import RunData, StudyData, load_source
+from tilemark.store.intervals import describe_os_error
+
+
+def note_damage(source: RunData | StudyData) -> None:
+    """Say on stderr what of a run cannot be read; the output shows the rest."""
+    runs = [source] if isinstance(source, RunData) else [s.run for s in source.steps if s.run]
+    for run in runs:
+        if run.status in ("damaged", "killed"):
+            typer.echo(
+                f"note: run {run.run_id} is {run.status}: {run.problem}; what can be read is used",
+                err=True,
+            )
 
 
 def _size(n: int) -> str:
@@ -51,13 +63,26 @@ def report(
         raise UsageError(f"--png must be a directory, but {png} is a file.")
     started = time.monotonic()
     source = load_source(name, results)
+    note_damage(source)
     doc = build_report(source)
     if png is not None:
-        files = PngExporter().export(doc, png)
+        try:
+            files = PngExporter().export(doc, png)
+        except OSError as e:
+            raise UsageError(
+                f"--png {png} cannot be written: {describe_os_error(e)}; "
+                "choose a directory you can write."
+            ) from None
         typer.echo(f"{len(files)} files (PNG and SVG of {len(files) // 2} figures) in {png}")
     if output is not None or png is None:
         dest = output if output is not None else Path(doc.home) / REPORT_FILE
-        (path,) = HtmlExporter().export(doc, dest)
+        try:
+            (path,) = HtmlExporter().export(doc, dest)
+        except OSError as e:
+            raise UsageError(
+                f"the report cannot be written to {dest}: {describe_os_error(e)}; "
+                "write it elsewhere with -o FILE."
+            ) from None
         typer.echo(
             f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
         )

@@ -115,7 +115,7 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
 
 def report(outcome: RunOutcome, out_console: Console, err_console: Console) -> None:
     """The final per-stream table, where results are, and how the run ended."""
-    status_word = "complete" if outcome.complete else "incomplete"
+    status_word = "failed" if outcome.error else "complete" if outcome.complete else "incomplete"
     title = f"run {outcome.run_id} ({status_word})"
     out_console.print(results_table(outcome.compiled, outcome.summary, title))
     out_console.print(f"results: {outcome.run_dir}", markup=False)
@@ -125,7 +125,9 @@ def report(outcome: RunOutcome, out_console: Console, err_console: Console) -> N
             "`tilemark runs` adds it",
             markup=False,
         )
-    if outcome.exit_status is not None:
+    if outcome.error:
+        err_console.print(f"run failed: {outcome.error}", markup=False)
+    elif outcome.exit_status is not None:
         err_console.print("interrupted: results kept, marked incomplete", markup=False)
 
 
