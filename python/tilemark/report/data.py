@@ -31,6 +31,7 @@ from tilemark.store import (
 from tilemark.store.intervals import (
     IntervalSource,
     IntervalsUnreadable,
+    interval_source,
     read_source,
     write_parquet,
 )
@@ -62,7 +63,11 @@ class RunData:
 
     run_dir: Path
     doc: dict[str, Any]
-    intervals: IntervalSource = field(default_factory=lambda: IntervalSource("none", []))
+    intervals: IntervalSource | None = None  # found in run_dir when not given
+
+    def __post_init__(self) -> None:
+        if self.intervals is None:
+            self.intervals = interval_source(self.run_dir)
 
     @classmethod
     def load(cls, run_dir: Path) -> RunData:

@@ -394,8 +394,9 @@ def _forget_paths(con: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> None:
         con.execute("DELETE FROM run_files WHERE path = ?", [path])
 
 
-def register(results_root: Path, run_json: dict[str, Any], run_dir: Path) -> None:
-    """Add or update one run in the catalog (creating the catalog if there is none)."""
+def register(results_root: Path, run_dir: Path) -> None:
+    """Add or update one run in the catalog, as its directory is now (creating the catalog if
+    there is none)."""
     try:
         with open_catalog(results_root) as con:
             _register_dir(con, Path(run_dir))
