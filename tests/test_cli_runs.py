@@ -210,3 +210,49 @@ def test_runs_rm_keeps_catalog_rows_in_step_with_a_listing_in_between(tmp_path, 
     cli(capsys, "runs", "rm", "--results", str(root), b.run_id)
     listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])
     assert [r["run_id"] for r in listed] == [a.run_id]
+
+
+def test_rm_with_the_catalog_held_elsewhere_deletes_nothing_and_says_why(
+    tmp_path, capsys, monkeypatch
+):
+    import subprocess
+    import sys
+
+    from tilemark.store import catalog
+
+    root = tmp_path / "results"
+    run = store_one_run(root)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "print('ready', flush=True); time.sleep(60)", str(root / "catalog.duckdb")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        monkeypatch.setattr(catalog, "LOCK_WAIT_S", 0.3)
+        status, out, err = cli(capsys, "runs", "rm", "--results", str(root), run.run_id)
+    finally:
+        holder.kill()
+        holder.wait()
+    # Whose catalog it is cannot be checked while another process holds it: nothing is deleted.
+    assert status == 1 and out == ""
+    assert f"in use by another tilemark process (held by process {holder.pid})" in err
+    assert run.path.is_dir()
+
+
+def test_a_catalog_update_failing_after_deletion_is_a_note(tmp_path, capsys, monkeypatch):
+    from tilemark.store import catalog
+
+    root = tmp_path / "results"
+    gone, kept = store_one_run(root), store_one_run(root)
+
+    def locked(results_root, run_dirs):
+        raise catalog.CatalogError("the run catalog is in use by another tilemark process")
+
+    monkeypatch.setattr(catalog, "forget", locked)
+    status, out, err = cli(capsys, "runs", "rm", "--results", str(root), gone.run_id)
+    assert status == 0 and f"deleted {gone.run_id}" in out
+    assert "note: the catalog keeps their rows until the next `tilemark runs`" in err
+    monkeypatch.undo()
+    listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])
+    assert [r["run_id"] for r in listed] == [kept.run_id]

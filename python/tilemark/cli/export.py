@@ -7,12 +7,11 @@ from typing import Annotated
 
 import typer
 
-from tilemark.cli.report import note_damage
+from tilemark.cli.report import note_damage, refusing_unwritable
 from tilemark.cli.run import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source
-from tilemark.store.intervals import describe_os_error
 
 
 def export(
@@ -38,12 +37,7 @@ def export(
     kind = "run" if isinstance(source, RunData) else "study"
     # CSV needs only the stored data, not the charts: a report shell around the source.
     shell = Report(kind=kind, title="", verdict=Verdict("", "info"), source=source)
-    try:
+    with refusing_unwritable(f"--csv {csv_dir}", "choose a directory you can write"):
         written = CsvExporter().export(shell, csv_dir)
-    except OSError as e:
-        raise UsageError(
-            f"--csv {csv_dir} cannot be written: {describe_os_error(e)}; "
-            "choose a directory you can write."
-        ) from None
     for path in written:
         typer.echo(str(path))

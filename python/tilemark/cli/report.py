@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -24,6 +26,15 @@ def note_damage(source: RunData | StudyData) -> None:
                 f"note: run {run.run_id} is {run.status}: {run.problem}; what can be read is used",
                 err=True,
             )
+
+
+@contextmanager
+def refusing_unwritable(what: str, fix: str) -> Iterator[None]:
+    """An OSError writing an output (a read-only or full filesystem) as one sentence."""
+    try:
+        yield
+    except OSError as e:
+        raise UsageError(f"{what} cannot be written: {describe_os_error(e)}; {fix}.") from None
 
 
 def _size(n: int) -> str:
@@ -66,23 +77,13 @@ def report(
     note_damage(source)
     doc = build_report(source)
     if png is not None:
-        try:
+        with refusing_unwritable(f"--png {png}", "choose a directory you can write"):
             files = PngExporter().export(doc, png)
-        except OSError as e:
-            raise UsageError(
-                f"--png {png} cannot be written: {describe_os_error(e)}; "
-                "choose a directory you can write."
-            ) from None
         typer.echo(f"{len(files)} files (PNG and SVG of {len(files) // 2} figures) in {png}")
     if output is not None or png is None:
         dest = output if output is not None else Path(doc.home) / REPORT_FILE
-        try:
+        with refusing_unwritable(f"the report {dest}", "write it elsewhere with -o FILE"):
             (path,) = HtmlExporter().export(doc, dest)
-        except OSError as e:
-            raise UsageError(
-                f"the report cannot be written to {dest}: {describe_os_error(e)}; "
-                "write it elsewhere with -o FILE."
-            ) from None
         typer.echo(
             f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
         )

@@ -99,24 +99,30 @@ def _cells(r: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def runs_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...] = ()) -> Table:
-    """A rich table of catalog rows (newest first as given), without the `drop` columns."""
+def listing_table(
+    title: str, names: list[str], rows: list[dict[str, str]], right: tuple[str, ...]
+) -> Table:
+    """A compact rich table of `rows` (cells by column name) in the `names` columns."""
     table = Table(
-        title=f"runs under {results}",
+        title=title,
         title_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
         pad_edge=False,
         collapse_padding=True,
     )
-    names = [n for n in (*COLUMNS, "path") if n not in drop]
     for name in names:
         header = "started (UTC)" if name == "started" else name
-        table.add_column(header, justify="right" if name in NUMERIC else "left", no_wrap=True)
-    for r in rows:
-        cells = _cells(r)
+        table.add_column(header, justify="right" if name in right else "left", no_wrap=True)
+    for cells in rows:
         table.add_row(*(cells[n] for n in names))
     return table
+
+
+def runs_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...] = ()) -> Table:
+    """A rich table of catalog rows (newest first as given), without the `drop` columns."""
+    names = [n for n in (*COLUMNS, "path") if n not in drop]
+    return listing_table(f"runs under {results}", names, [_cells(r) for r in rows], NUMERIC)
 
 
 def print_fitted(
@@ -202,7 +208,7 @@ def _deletable_root(root: Path) -> None:
 
 
 def _report(
-    candidates: list[manage.Candidate], root: Path, *, dry_run: bool, verb: str = "deleted"
+    candidates: list[manage.Candidate], root: Path, *, dry_run: bool, note: str | None
 ) -> None:
     studies = steps_of_studies(root)
     for c in candidates:
@@ -210,14 +216,16 @@ def _report(
         kind = kind_label((state.doc or {}).get("kind"))
         study = studies.get(c.run_id)
         typer.echo(
-            f"{'would delete' if dry_run else verb} {c.run_id}: {kind}, {state.status}, "
+            f"{'would delete' if dry_run else 'deleted'} {c.run_id}: {kind}, {state.status}, "
             f"{format_size(c.size)}" + (f" (a step of study {study})" if study else "")
         )
     total = format_size(sum(c.size for c in candidates))
     if dry_run:
         typer.echo(f"{len(candidates)} run(s), {total}; nothing deleted (--dry-run)")
     else:
-        typer.echo(f"{verb} {len(candidates)} run(s), {total} freed")
+        typer.echo(f"deleted {len(candidates)} run(s), {total} freed")
+    if note:
+        typer.echo(f"note: {note}", err=True)
 
 
 DryRunOpt = Annotated[
@@ -248,9 +256,8 @@ def rm(
             raise UsageError(f"{candidate.refusal}; nothing was deleted.")
         chosen[run_dir.resolve()] = candidate
     candidates = list(chosen.values())
-    if not dry_run:
-        manage.delete(root, candidates)
-    _report(candidates, root, dry_run=dry_run)
+    note = None if dry_run else manage.delete(root, candidates)
+    _report(candidates, root, dry_run=dry_run, note=note)
 
 
 @runs_app.command("prune", no_args_is_help=True)
@@ -279,6 +286,5 @@ def prune(
             typer.echo(f"kept {candidate.run_id}: {candidate.refusal}")
             continue
         candidates.append(candidate)
-    if not dry_run:
-        manage.delete(root, candidates)
-    _report(candidates, root, dry_run=dry_run)
+    note = None if dry_run else manage.delete(root, candidates)
+    _report(candidates, root, dry_run=dry_run, note=note)

@@ -7,11 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark.cli.runs import DEFAULT_RESULTS, STATUS_STYLES, print_fitted
+from tilemark.cli.runs import DEFAULT_RESULTS, STATUS_STYLES, listing_table, print_fitted
 from tilemark.store.studies import list_studies
 
 COLUMNS = ("id", "kind", "started", "tile", "steps", "result", "status")
@@ -43,22 +42,8 @@ def _cells(r: dict[str, Any]) -> dict[str, str]:
 
 def studies_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...]) -> Table:
     """A rich table of studies, without the `drop` columns."""
-    table = Table(
-        title=f"studies under {results}",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
     names = [n for n in (*COLUMNS, "path") if n not in drop]
-    for name in names:
-        header = "started (UTC)" if name == "started" else name
-        table.add_column(header, justify="right" if name == "steps" else "left", no_wrap=True)
-    for r in rows:
-        cells = _cells(r)
-        table.add_row(*(cells[n] for n in names))
-    return table
+    return listing_table(f"studies under {results}", names, [_cells(r) for r in rows], ("steps",))
 
 
 def studies(

@@ -17,8 +17,13 @@ from pathlib import Path
 
 from tilemark.errors import UsageError
 from tilemark.store import catalog
-from tilemark.store.intervals import INTERVAL_LOG, INTERVAL_PARTS_DIR, INTERVALS_FILE
-from tilemark.store.rundir import RESERVE_FILE, RUN_JSON, RunState, inspect_run
+from tilemark.store.intervals import (
+    INTERVAL_LOG,
+    INTERVAL_PARTS_DIR,
+    INTERVALS_FILE,
+    describe_os_error,
+)
+from tilemark.store.rundir import RESERVE_FILE, RUN_JSON, RunState, StoreError, inspect_run
 
 # What tilemark writes into a run directory (report.html: `tilemark report`'s default).
 RUN_FILES = {RUN_JSON, INTERVALS_FILE, INTERVAL_LOG, RESERVE_FILE, "report.html"}
@@ -131,15 +136,33 @@ def older_than(results_root: Path, age: timedelta, now: datetime | None = None) 
     return [d for _, d in sorted(out)]
 
 
-def delete(results_root: Path, candidates: list[Candidate]) -> list[Candidate]:
-    """Delete the run directories (renamed aside first), then their catalog rows."""
+def delete(results_root: Path, candidates: list[Candidate]) -> str | None:
+    """Delete the run directories (renamed aside first), then their catalog rows; a note when
+    the catalog could not be updated (the next listing drops the rows)."""
     root = Path(results_root)
     deleted = []
-    for c in candidates:
-        run_dir = c.state.run_dir
-        aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
-        os.rename(run_dir, aside)
-        deleted.append(c)
-        shutil.rmtree(aside)
-    catalog.forget(root, [c.state.run_dir for c in deleted])
-    return deleted
+    try:
+        for c in candidates:
+            run_dir = c.state.run_dir
+            aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
+            try:
+                os.rename(run_dir, aside)
+            except OSError as exc:
+                raise StoreError(
+                    f"run {run_dir.name} cannot be deleted: {describe_os_error(exc)}"
+                ) from exc
+            deleted.append(run_dir)
+            try:
+                shutil.rmtree(aside)
+            except OSError as exc:
+                raise StoreError(
+                    f"run {run_dir.name} was only partly deleted: {describe_os_error(exc)}; "
+                    f"what remains is in {aside}"
+                ) from exc
+    finally:
+        try:
+            catalog.forget(root, deleted)
+            note = None
+        except catalog.CatalogError as exc:
+            note = f"the catalog keeps their rows until the next `tilemark runs` ({exc})"
+    return note
