@@ -178,6 +178,8 @@ def test_studies_lists_studies_with_steps_and_result(tmp_path, capsys):
     steps = [store_one_run(root, "scale-step").run_id for _ in range(3)]
     write_study(root, "20261121-100000-aaaa", steps[:1], complete=False, max_passing_tiles=None)
     write_study(root, "20261123-100000-bbbb", steps)
+    write_study(root, "20261120-100000-dddd", steps[:1], kind="knob", knob="mail.mailboxes",
+                max_passing_tiles=None, max_passing_value=2400.0)  # fmt: skip
     broken = root / "studies" / "20261122-100000-cccc"
     broken.mkdir()
     (broken / "study.json").write_text("{")
@@ -193,8 +195,11 @@ def test_studies_lists_studies_with_steps_and_result(tmp_path, capsys):
     assert "3 (1 gone)" in newest and "max 2 tiles" in newest and "complete" in newest
     oldest = next(line for line in lines if line.startswith("20261121-100000-aaaa"))
     assert "no tile count passed" in oldest and "incomplete" in oldest
+    knob = next(line for line in lines if line.startswith("20261120-100000-dddd"))
+    assert "knob" in knob and "max mail.mailboxes=2400" in knob
     assert "20261122-100000-cccc damaged: " in out and "cannot be read as JSON" in out
-    assert max(len(line) for line in lines) <= 80 or "damaged:" in out
+    table = [line for line in lines if line[:2] == "20" and "damaged:" not in line]
+    assert len(table) == 4 and max(len(line) for line in table) <= 80
     status, out, _ = cli(capsys, "runs", "rm", "--results", str(root), steps[0])
     assert status == 0 and "(a step of study 20261123-100000-bbbb)" in out
 

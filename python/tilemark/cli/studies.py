@@ -18,6 +18,10 @@ OPTIONAL_COLUMNS = ("path", "started", "tile")
 
 
 def _result(r: dict[str, Any]) -> str:
+    """The study's answer: the largest passing tile count, or knob value."""
+    if r.get("knob"):
+        best = r.get("max_passing_value")
+        return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"
     if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
         best = r.get("max_passing_tiles")
         return "no tile count passed" if best is None else f"max {best} tiles"

@@ -70,6 +70,8 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         "steps": len(steps),
         "steps_missing": sum(d is None for d in run_dirs),
         "max_passing_tiles": doc.get("max_passing_tiles"),
+        "knob": doc.get("knob"),  # studies of an application knob (study.json 2)
+        "max_passing_value": doc.get("max_passing_value"),
         "score_at_max": doc.get("score_at_max"),
         "status": status,
         "problem": None,
