@@ -16,6 +16,7 @@ from engine_data import plan, result_for, simple_snapshots
 from tilemark.hist import Histogram
 from tilemark.store import (
     CatalogError,
+    ForeignCatalogError,
     RunFormatError,
     RunNotFoundError,
     RunWriter,
@@ -70,14 +71,21 @@ def test_writer_leaves_running_run_json_at_start(tmp_path):
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", w.run_id)
     assert w.path == root / w.run_id
     doc = json.loads((w.path / "run.json").read_text())
-    assert doc["schema_version"] == 1
+    assert doc["schema_version"] == 2
     assert doc["status"] == "running" and doc["complete"] is False
     assert doc["run_id"] == w.run_id
     assert doc["argv"][:2] == ["tilemark", "run"]
     assert datetime.fromisoformat(doc["started_at"]).tzinfo is not None
     assert doc["environment"]["targets"][0]["path"] == str(tmp_path / "tm.dat")
     assert doc["environment"]["hostname"]
-    assert doc["files"] == {"intervals": "intervals.parquet"}
+    assert doc["files"] == {"intervals": "intervals.parquet", "intervals_log": "intervals.arrows"}
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert doc["process"]["pid"] == os.getpid() and doc["process"]["boot_id"] == boot
+    assert doc["process"]["host"] == os.uname().nodename
+    assert doc["process"]["start_ticks"] > 0
+    # Room for the final run.json, set aside while the run is in progress.
+    assert (w.path / ".reserve").stat().st_size >= 256 << 10
+    assert (w.path / "intervals.arrows").is_file()
 
 
 def test_intervals_parquet_has_documented_columns_rows_and_row_groups(tmp_path):
@@ -91,7 +99,8 @@ def test_intervals_parquet_has_documented_columns_rows_and_row_groups(tmp_path):
     assert pf.schema_arrow.names == DOCUMENTED_COLUMNS
     assert pf.metadata.num_rows == 25 * 3  # stream 0 read+write, stream 1 read
     assert pf.metadata.num_row_groups == 3  # 10 + 10 + 5 intervals
-    assert not (w.path / "intervals.parts").exists()
+    assert pf.schema_arrow.metadata[b"tilemark.schema_version"] == b"2"
+    assert sorted(p.name for p in w.path.iterdir()) == ["intervals.parquet", "run.json"]
 
     table = pf.read().to_pylist()
     row = next(r for r in table if r["interval"] == 4 and r["stream"] == 1)
@@ -165,7 +174,7 @@ def test_failed_and_incomplete_status(tmp_path):
     assert load_run(stopped.path)["status"] == "incomplete"
 
 
-def test_list_runs_is_newest_first_and_rebuilds_a_deleted_or_corrupt_catalog(tmp_path):
+def test_list_runs_is_newest_first_and_rebuilds_a_deleted_catalog(tmp_path):
     root = tmp_path / "results"
     ids = []
     for _ in range(3):
@@ -176,10 +185,19 @@ def test_list_runs_is_newest_first_and_rebuilds_a_deleted_or_corrupt_catalog(tmp
 
     (root / "catalog.duckdb").unlink()
     assert [r["run_id"] for r in list_runs(root)] == newest_first
-
-    (root / "catalog.duckdb").write_bytes(b"not a database" * 100)
-    assert [r["run_id"] for r in list_runs(root)] == newest_first
     assert rebuild(root) == 3
+
+
+def test_a_catalog_file_tilemark_cannot_open_is_refused_not_replaced(tmp_path):
+    root = tmp_path / "results"
+    finished_run(root, snapshots=1)
+    garbage = b"not a database" * 100
+    (root / "catalog.duckdb").write_bytes(garbage)
+    with pytest.raises(ForeignCatalogError, match="not a DuckDB database this tilemark can open"):
+        list_runs(root)
+    with pytest.raises(ForeignCatalogError):
+        rebuild(root)
+    assert (root / "catalog.duckdb").read_bytes() == garbage
 
 
 def test_catalog_follows_run_directories(tmp_path):
@@ -196,7 +214,7 @@ def test_catalog_follows_run_directories(tmp_path):
     assert rows[crashed.run_id]["total_iops"] is None
 
 
-def test_killed_writer_keeps_run_json_and_flushed_row_groups(tmp_path):
+def test_killed_writer_keeps_every_interval_written_and_shows_killed(tmp_path):
     root = tmp_path / "results"
     script = f"""
 import os, signal, sys
@@ -215,8 +233,27 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert doc["status"] == "running" and doc["summary"] is None
     assert not (root / run_id / "intervals.parquet").exists()
     table = read_intervals(root / run_id)
-    assert table.num_rows == 20 * 3  # two flushes of 10 intervals; the last 5 were in memory
-    assert sorted(set(table.column("interval").to_pylist())) == list(range(20))
+    # 1 s intervals go to disk one by one: all 25 survive (schema 1 kept 20 of them).
+    assert table.num_rows == 25 * 3
+    assert sorted(set(table.column("interval").to_pylist())) == list(range(25))
+
+    (row,) = list_runs(root)
+    assert row["status"] == "killed"
+    assert "no longer exists" in row["problem"] and "25 intervals kept" in row["problem"]
+    assert row["duration_s"] == 25.0 and row["total_iops"] > 0  # from the intervals kept
+    # The catalog remembers; a later listing does not rescan the log.
+    assert list_runs(root) == [row]
+
+
+def test_a_run_whose_process_is_alive_stays_running(tmp_path):
+    root = tmp_path / "results"
+    w = new_writer(root)  # this test process is the run's process
+    w.add_snapshots(simple_snapshots(2))
+    (row,) = list_runs(root)
+    assert row["status"] == "running" and row["problem"] is None
+    w.finish(None, summary=None, complete=False)
+    (row,) = list_runs(root)
+    assert row["status"] == "incomplete"
 
 
 def test_load_run_by_id_prefix_and_directory(tmp_path):
@@ -243,21 +280,23 @@ def test_newer_schema_version_is_refused_clearly(tmp_path):
     _set_schema_version(w.path, 99)
     with pytest.raises(RunFormatError, match=r"schema_version 99, newer .* upgrade tilemark"):
         load_run(w.run_id, root)
-    # the catalog does not list what it cannot read
-    assert list_runs(root) == []
+    # listed as damaged, saying why, instead of silently missing
+    (row,) = list_runs(root)
+    assert row["run_id"] == w.run_id and row["status"] == "damaged"
+    assert "schema_version 99, newer" in row["problem"]
 
 
 def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch):
     root = tmp_path / "results"
     w = finished_run(root, snapshots=1)
 
-    def v1_to_v2(doc):
-        return {**doc, "migrated_from_v1": True}
+    def v2_to_v3(doc):
+        return {**doc, "migrated_from_v2": True}
 
-    monkeypatch.setattr(rundir, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(rundir.MIGRATIONS, 1, v1_to_v2)
+    monkeypatch.setattr(rundir, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(rundir.MIGRATIONS, 2, v2_to_v3)
     doc = load_run(w.path)
-    assert doc["schema_version"] == 2 and doc["migrated_from_v1"] is True
+    assert doc["schema_version"] == 3 and doc["migrated_from_v2"] is True
 
     _set_schema_version(w.path, 0)  # no migration registered from 0
     with pytest.raises(RunFormatError, match="cannot migrate"):

@@ -157,9 +157,10 @@ class RunOutcome:
     result: engine.Result
     summary: dict[str, Any]
     complete: bool
-    exit_status: int | None  # 128 + signal when interrupted
+    exit_status: int | None  # 128 + signal when interrupted, 1 when the results failed
     catalog_error: str | None
     ended_by: str | None = None  # why the run ended before its plan did ("decided")
+    error: str | None = None  # why the run is stored as failed
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
@@ -246,16 +247,18 @@ def run_plan(
             summary["notes"] = info.notes()
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         run_dir = writer.finish(result, summary=summary, complete=complete)
+    failed = writer.doc.get("status") == "failed"
     return RunOutcome(
         run_id=writer.run_id,
         run_dir=Path(run_dir),
         compiled=compiled,
         result=result,
         summary=summary,
-        complete=complete,
-        exit_status=stopper.exit_status,
+        complete=complete and not failed,
+        exit_status=stopper.exit_status or (1 if failed else None),
         catalog_error=writer.catalog_error,
         ended_by=ended_by,
+        error=writer.doc.get("error") if failed else None,
     )
 
 
@@ -272,6 +275,7 @@ def _drive(
     (result, engine error, why the monitor ended it)."""
     noted = 0
     ended_by: str | None = None
+    store_stopped = False
 
     def take(snapshots: list[dict[str, Any]]) -> None:
         nonlocal ended_by
@@ -292,6 +296,11 @@ def _drive(
                 snapshots = handle.poll()
                 if snapshots:
                     take(snapshots)
+                if writer.failure is not None and not store_stopped:
+                    # Measuring on without storing would lose what follows: stop now.
+                    store_stopped = True
+                    handle.stop()
+                    display.note(f"stopping: {writer.failure}")
                 if stopper.count > noted:
                     display.note(
                         "stopping: finishing in-flight IOs, the results so far are kept"

@@ -115,3 +115,41 @@ def failing_storage(mountpoint: Path, size: str, *filter_args: str) -> Iterator[
         except subprocess.TimeoutExpired:
             subprocess.run(["fusermount3", "-uz", str(mountpoint)], check=False)
             proc.kill()
+
+
+@contextlib.contextmanager
+def small_filesystem(mountpoint: Path, size: str, kind: str = "tmpfs") -> Iterator[Path]:
+    """A filesystem of `size` (e.g. "1m") mounted at `mountpoint`: tmpfs, or ext4 on a loop
+    device over an image file next to it. For runs whose results fill it up."""
+    need_root()
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    if kind == "tmpfs":
+        cmd = ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mountpoint)]
+    else:
+        if not shutil.which("mkfs.ext4"):
+            pytest.skip("mkfs.ext4 not installed")
+        image = mountpoint.with_name(mountpoint.name + ".img")
+        units = {"k": 1 << 10, "m": 1 << 20}
+        with open(image, "wb") as f:
+            f.truncate(int(size[:-1]) * units[size[-1].lower()])
+        mkfs = subprocess.run(
+            ["mkfs.ext4", "-q", "-F", "-O", "^has_journal", str(image)], capture_output=True
+        )
+        if mkfs.returncode != 0:
+            pytest.skip(f"mkfs.ext4 failed: {mkfs.stderr.decode().strip()}")
+        cmd = ["mount", "-o", "loop", str(image), str(mountpoint)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a {kind}: {out.stderr.strip()}")
+    try:
+        yield mountpoint
+    finally:
+        for _ in range(50):
+            if subprocess.run(["umount", str(mountpoint)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+
+
+def remount_read_only(mountpoint: Path) -> None:
+    """Make a mounted filesystem read-only (EROFS for every write, even root's)."""
+    subprocess.run(["mount", "-o", "remount,ro", str(mountpoint)], check=True)

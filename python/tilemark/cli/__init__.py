@@ -12,8 +12,9 @@ from tilemark.cli.export import export
 from tilemark.cli.profiles import profiles_app
 from tilemark.cli.report import report
 from tilemark.cli.run import run
-from tilemark.cli.runs import runs
+from tilemark.cli.runs import runs_app
 from tilemark.cli.scale import scale
+from tilemark.cli.studies import studies
 from tilemark.engine import EngineError
 from tilemark.errors import RunError, UsageError
 from tilemark.store import StoreError
@@ -31,7 +32,8 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 app.command("run", no_args_is_help=True)(run)
-app.command("runs")(runs)
+app.add_typer(runs_app, name="runs")
+app.command("studies")(studies)
 app.command("scale", no_args_is_help=True)(scale)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)

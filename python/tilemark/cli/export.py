@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from tilemark.cli.common import DEFAULT_RESULTS
+from tilemark.cli.report import note_damage, refusing_unwritable
 from tilemark.errors import UsageError
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source
@@ -32,8 +33,11 @@ def export(
     if csv_dir.exists() and not csv_dir.is_dir():
         raise UsageError(f"--csv must be a directory, but {csv_dir} is a file.")
     source = load_source(name, results)
+    note_damage(source)
     kind = "run" if isinstance(source, RunData) else "study"
     # CSV needs only the stored data, not the charts: a report shell around the source.
     shell = Report(kind=kind, title="", verdict=Verdict("", "info"), source=source)
-    for path in CsvExporter().export(shell, csv_dir):
+    with refusing_unwritable(f"--csv {csv_dir}", "choose a directory you can write"):
+        written = CsvExporter().export(shell, csv_dir)
+    for path in written:
         typer.echo(str(path))

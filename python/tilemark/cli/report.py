@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -11,7 +13,28 @@ import typer
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import REPORT_FILE, HtmlExporter, PngExporter, build_report
-from tilemark.report.data import load_source
+from tilemark.report.data import RunData, StudyData, load_source
+from tilemark.store.intervals import describe_os_error
+
+
+def note_damage(source: RunData | StudyData) -> None:
+    """Say on stderr what of a run cannot be read; the output shows the rest."""
+    runs = [source] if isinstance(source, RunData) else [s.run for s in source.steps if s.run]
+    for run in runs:
+        if run.status in ("damaged", "killed"):
+            typer.echo(
+                f"note: run {run.run_id} is {run.status}: {run.problem}; what can be read is used",
+                err=True,
+            )
+
+
+@contextmanager
+def refusing_unwritable(what: str, fix: str) -> Iterator[None]:
+    """An OSError writing an output (a read-only or full filesystem) as one sentence."""
+    try:
+        yield
+    except OSError as e:
+        raise UsageError(f"{what} cannot be written: {describe_os_error(e)}; {fix}.") from None
 
 
 def _size(n: int) -> str:
@@ -51,13 +74,16 @@ def report(
         raise UsageError(f"--png must be a directory, but {png} is a file.")
     started = time.monotonic()
     source = load_source(name, results)
+    note_damage(source)
     doc = build_report(source)
     if png is not None:
-        files = PngExporter().export(doc, png)
+        with refusing_unwritable(f"--png {png}", "choose a directory you can write"):
+            files = PngExporter().export(doc, png)
         typer.echo(f"{len(files)} files (PNG and SVG of {len(files) // 2} figures) in {png}")
     if output is not None or png is None:
         dest = output if output is not None else Path(doc.home) / REPORT_FILE
-        (path,) = HtmlExporter().export(doc, dest)
+        with refusing_unwritable(f"the report {dest}", "write it elsewhere with -o FILE"):
+            (path,) = HtmlExporter().export(doc, dest)
         typer.echo(
             f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
         )

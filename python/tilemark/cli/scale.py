@@ -180,7 +180,8 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         outcome = _run_scale(values, info, settings, tile_of, make_study, max_tiles, argv, err)
     doc = outcome.doc
     if outcome.interrupted is not None:
-        err.print("interrupted: the study so far is kept, marked incomplete", markup=False)
+        why = "a run failed" if outcome.interrupted == 1 else "interrupted"
+        err.print(f"{why}: the study so far is kept, marked incomplete", markup=False)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     for table in study_tables(doc):

@@ -13,10 +13,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from tilemark.report.base import Report
-from tilemark.report.data import RunData, StudyData, interval_files
+from tilemark.report.data import RunData, StudyData
 from tilemark.store import INTERVAL_SCHEMA
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
@@ -41,10 +40,7 @@ def _write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 def interval_table(run: RunData) -> pa.Table:
     """Interval rows without the histogram JSON columns."""
     columns = [n for n in INTERVAL_SCHEMA.names if n not in HISTOGRAM_COLUMNS]
-    tables = [pq.read_table(f, columns=columns) for f in interval_files(run.run_dir)]
-    if not tables:
-        return INTERVAL_SCHEMA.empty_table().select(columns)
-    return pa.concat_tables(tables)
+    return run.read_intervals(columns)
 
 
 def stream_rows(run: RunData) -> list[dict[str, Any]]:

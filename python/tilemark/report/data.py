@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,20 @@ from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.store import (
     INTERVAL_SCHEMA,
-    interval_files,
-    load_run,
+    RunFormatError,
+    StoreError,
+    inspect_run,
     resolve_run_dir,
 )
+from tilemark.store.intervals import (
+    IntervalSource,
+    IntervalsUnreadable,
+    interval_source,
+    read_source,
+    write_parquet,
+)
+from tilemark.store.studies import STUDIES_DIR, STUDY_FILE, step_run_dir
 
-STUDY_FILE = "study.json"
-STUDIES_DIR = "studies"
 # Time series: at most this many points per series (intervals are merged above it) ...
 MAX_POINTS = 600
 # ... and at most about this many points over all per-stream series together, so that a
@@ -46,10 +54,40 @@ DATA_OPS = ("read", "write")
 
 @dataclass
 class RunData:
-    """One stored run: its run.json document and where it lives."""
+    """One stored run: its run.json document, where it lives, and what can be read of it.
+
+    `doc["status"]` and `doc["error"]` are what readers show: a run whose process is gone is
+    `killed`, one with unreadable files `damaged`, and `error` says why (in memory only; the
+    run directory is never changed by reading it).
+    """
 
     run_dir: Path
     doc: dict[str, Any]
+    intervals: IntervalSource | None = None  # found in run_dir when not given
+
+    def __post_init__(self) -> None:
+        if self.intervals is None:
+            self.intervals = interval_source(self.run_dir)
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunData:
+        """Read a run directory; RunFormatError when its run.json cannot be read."""
+        state = inspect_run(run_dir)
+        if state.doc is None:
+            raise RunFormatError(f"run {state.run_dir.name} is damaged: {state.problem}")
+        doc = state.doc
+        if state.status != doc.get("status"):
+            doc = {**doc, "status": state.status, "error": state.problem}
+        return cls(state.run_dir, doc, state.intervals)
+
+    @property
+    def status(self) -> str:
+        return str(self.doc.get("status"))
+
+    @property
+    def problem(self) -> str | None:
+        """Why the run is killed, damaged or failed, or None."""
+        return self.doc.get("error")
 
     @property
     def run_id(self) -> str:
@@ -112,7 +150,19 @@ class RunData:
         return float(self.plan.get("warmup_ms") or 0) / 1e3
 
     def intervals_path(self) -> Path:
+        """The file holding the intervals: intervals.parquet, or the log of a run that did not
+        finish (absent when the run kept none)."""
+        if self.intervals.path is not None:
+            return self.intervals.path
         return self.run_dir / (self.doc.get("files") or {}).get("intervals", "intervals.parquet")
+
+    def read_intervals(self, columns: list[str] | None = None) -> Any:
+        """Interval rows as an Arrow table; an empty one when they cannot be read (the run is
+        then `damaged` and `problem` says why)."""
+        try:
+            return read_source(self.intervals, columns)
+        except IntervalsUnreadable:
+            return INTERVAL_SCHEMA.empty_table().select(columns or INTERVAL_SCHEMA.names)
 
 
 @dataclass
@@ -201,10 +251,12 @@ def _read_study(study_dir: Path, results: Path | None) -> StudyData:
     steps = []
     for step in doc.get("steps", []):
         run = None
-        for candidate in (root / str(step.get("run_id")), Path(str(step.get("run_dir", "")))):
-            if (candidate / "run.json").is_file():
-                run = RunData(candidate, load_run(candidate))
-                break
+        run_dir = step_run_dir(root, step)
+        if run_dir is not None:
+            try:
+                run = RunData.load(run_dir)
+            except StoreError:
+                pass  # a step whose run.json is damaged is shown like a missing one
         steps.append(StudyStep(int(step["tiles"]), step, run))
     return StudyData(study_dir, doc, steps)
 
@@ -217,8 +269,7 @@ def load_source(name: str | Path, results: Path | None = None) -> Source:
     if (given / STUDY_FILE).is_file():
         return _read_study(given, None)
     if given.name == "run.json" and given.is_file() or (given / "run.json").is_file():
-        run_dir = resolve_run_dir(given)
-        return RunData(run_dir, load_run(run_dir))
+        return RunData.load(resolve_run_dir(given))
     root = Path(results) if results is not None else Path("tilemark-results")
     text = str(name)
     studies_dir = root / STUDIES_DIR
@@ -228,8 +279,7 @@ def load_source(name: str | Path, results: Path | None = None) -> Source:
         else []
     )
     if (root / text / "run.json").is_file():
-        run_dir = resolve_run_dir(root / text)
-        return RunData(run_dir, load_run(run_dir))
+        return RunData.load(resolve_run_dir(root / text))
     exact = [p for p in studies if p.name == text]
     if exact:
         return _read_study(exact[0], root)
@@ -243,7 +293,7 @@ def load_source(name: str | Path, results: Path | None = None) -> Source:
     ]
     if len(matches) == 1:
         kind, path = matches[0]
-        return RunData(path, load_run(path)) if kind == "run" else _read_study(path, root)
+        return RunData.load(path) if kind == "run" else _read_study(path, root)
     if matches:
         shown = ", ".join(f"{p.name} ({k})" for k, p in matches[:5])
         more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
@@ -384,16 +434,32 @@ def _points_per_stream(n_streams: int) -> int:
     return max(MIN_STREAM_POINTS, min(MAX_POINTS, STREAM_POINTS_BUDGET // max(n_streams, 1)))
 
 
+def _parquet_files(run: RunData, spool: Path) -> list[Path]:
+    """Parquet files holding a run's intervals; the log of a run that did not finish is
+    copied into `spool` as Parquet first (the run directory is never written). [] when the
+    intervals cannot be read."""
+    source = run.intervals
+    if source.problem is not None or source.kind == "none":
+        return []
+    if source.kind != "log":
+        return source.files
+    dest = spool / "intervals.parquet"
+    write_parquet(source, dest)
+    return [dest]
+
+
 def compute_series(run: RunData) -> SeriesSet:
     """Downsampled per-stream, per-application and total time series of a run."""
     names = run.stream_names
     apps = run.app_of_stream()
     open_streams = run.open_loop_streams()
-    files = interval_files(run.run_dir)
+    spool = tempfile.TemporaryDirectory(prefix="tilemark-report-")
     con = duckdb.connect()
     try:
         con.execute("SET enable_progress_bar = false")
+        files = _parquet_files(run, Path(spool.name))
         if files:
+            # DuckDB reads Parquet itself, a column at a time: no copy of a long run in memory.
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(f"CREATE VIEW iv AS SELECT * FROM read_parquet([{listed}])")
         else:
@@ -410,6 +476,7 @@ def compute_series(run: RunData) -> SeriesSet:
         rows = _series_rows(con, names, apps, open_streams, warm, k_group, k_stream)
     finally:
         con.close()
+        spool.cleanup()
     open_groups = {
         "total": {"total"} if open_streams else set(),
         "app": {apps[i] for i in open_streams if i in apps},

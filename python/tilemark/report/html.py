@@ -237,6 +237,10 @@ class HtmlExporter:
         dest.parent.mkdir(parents=True, exist_ok=True)
         text = render(report, dest)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, dest)
+        try:
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk leaves no partial file behind
+            raise
         return [dest]

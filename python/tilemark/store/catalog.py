@@ -1,16 +1,21 @@
 """The run catalog: a DuckDB index of run directories for fast listing and querying.
 
-The catalog is a cache. Run directories are the source of truth: a missing, corrupt or
-outdated catalog is rebuilt from their run.json files, and every listing first reconciles the
-catalog with the directories actually present (runs added by crashed writers, runs deleted
-by hand).
+The catalog is a cache. Run directories are the source of truth: a missing or outdated
+catalog is rebuilt from their run.json files, and every listing first reconciles the catalog
+with the directories actually present (runs added by crashed writers, runs deleted by hand,
+runs whose process was killed).
+
+tilemark changes only a catalog it can prove is its own (the `tilemark_catalog` marker table):
+a file named catalog.duckdb that is anything else is refused, never dropped or replaced. A
+results directory that cannot be written is listed from the run directories, read-only.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,12 +23,26 @@ from typing import Any
 
 import duckdb
 
-from tilemark.store.rundir import RUN_JSON, StoreError, read_run_json
+from tilemark.errors import UsageError
+from tilemark.store.intervals import (
+    INTERVAL_LOG,
+    INTERVALS_FILE,
+    TOTAL_COLUMNS,
+    source_batches,
+    totals,
+)
+from tilemark.store.rundir import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
 
 CATALOG_FILE = "catalog.duckdb"
-# Bumped when the table layout changes; an older catalog is simply rebuilt from run dirs.
-CATALOG_VERSION = "1"
+MARKER_TABLE = "tilemark_catalog"
+MARKER_FORMAT = "tilemark run catalog"
+# Bumped when the table layout changes; an older catalog of ours is rebuilt from run dirs.
+CATALOG_VERSION = "2"
+# Catalog version 1 had no marker table; it is recognised by its exact tables and version.
+LEGACY_TABLES = {"runs", "run_files", "catalog_meta"}
+OWN_TABLES = ("runs", "run_files", MARKER_TABLE)
 LOCK_WAIT_S = 5.0
+RUN_ID = re.compile(r"^(\d{8})-(\d{6})-[0-9a-f]{4}$")
 
 COLUMNS = (
     ("run_id", "TEXT PRIMARY KEY"),
@@ -42,12 +61,17 @@ COLUMNS = (
     ("errors", "BIGINT"),
     ("path", "TEXT"),
     ("tilemark_version", "TEXT"),
+    ("problem", "TEXT"),
 )
 COLUMN_NAMES = tuple(name for name, _ in COLUMNS)
 
 
 class CatalogError(StoreError):
     """The catalog cannot be opened (held by another process) or written."""
+
+
+class ForeignCatalogError(CatalogError, UsageError):
+    """catalog.duckdb exists but is not a tilemark catalog: it is left alone (exit 2)."""
 
 
 def catalog_path(results_root: Path) -> Path:
@@ -60,13 +84,13 @@ def _is_lock_error(exc: Exception) -> bool:
     return "Could not set lock" in text or "Conflicting lock" in text
 
 
-def _connect_retrying(path: Path) -> duckdb.DuckDBPyConnection:
+def _connect_retrying(path: Path, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """Open the catalog, waiting up to LOCK_WAIT_S while another process holds it."""
     deadline = time.monotonic() + LOCK_WAIT_S
     delay = 0.02
     while True:
         try:
-            return duckdb.connect(str(path))
+            return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
                 raise
@@ -81,30 +105,69 @@ def _connect_retrying(path: Path) -> duckdb.DuckDBPyConnection:
             delay = min(delay * 2, 0.25)
 
 
-def _remove_catalog(path: Path) -> None:
-    for f in (path, path.with_name(path.name + ".wal")):
-        f.unlink(missing_ok=True)
+def _tables(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+
+
+def _ownership(con: duckdb.DuckDBPyConnection) -> str:
+    """ "current", "outdated" (ours, older layout), "empty" (no tables) or "foreign"."""
+    tables = _tables(con)
+    if not tables:
+        return "empty"
+    if MARKER_TABLE in tables:
+        meta = dict(con.execute(f"SELECT key, value FROM {MARKER_TABLE}").fetchall())
+        if meta.get("format") != MARKER_FORMAT:
+            return "foreign"
+        if meta.get("catalog_version") != CATALOG_VERSION or not set(OWN_TABLES) <= tables:
+            return "outdated"
+        columns = [r[0] for r in con.execute("SELECT * FROM runs LIMIT 0").description]
+        return "current" if tuple(columns) == COLUMN_NAMES else "outdated"
+    if tables == LEGACY_TABLES:
+        row = con.execute("SELECT value FROM catalog_meta WHERE key = 'catalog_version'").fetchone()
+        if row is not None and row[0] == "1":
+            return "outdated"
+    return "foreign"
+
+
+def _foreign(path: Path, why: str) -> ForeignCatalogError:
+    return ForeignCatalogError(
+        f"{path} {why}; tilemark changes only its own catalog and leaves this file alone: "
+        "move it away (a damaged tilemark catalog may be deleted; it is rebuilt from the run "
+        "directories) or use another --results directory"
+    )
+
+
+def _check_own(path: Path) -> str:
+    """Ownership of an existing catalog file, looked at read-only; refuses foreign files."""
+    try:
+        con = _connect_retrying(path, read_only=True)
+    except CatalogError:
+        raise
+    except duckdb.Error as exc:
+        raise _foreign(path, "is not a DuckDB database this tilemark can open") from exc
+    try:
+        owner = _ownership(con)
+    except duckdb.Error as exc:
+        raise _foreign(path, f"cannot be read as a tilemark catalog ({exc})") from exc
+    finally:
+        con.close()
+    if owner == "foreign":
+        raise _foreign(path, f"is a DuckDB database without tilemark's {MARKER_TABLE} table")
+    return owner
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    for table in ("runs", "run_files", "catalog_meta"):
+    # Only ever run on a catalog proven ours (or empty): these are our own tables.
+    for table in (*OWN_TABLES, "catalog_meta"):
         con.execute(f"DROP TABLE IF EXISTS {table}")
     con.execute(f"CREATE TABLE runs ({', '.join(f'{n} {t}' for n, t in COLUMNS)})")
-    # What each run directory's run.json looked like when indexed, to notice later changes.
+    # What each run directory's files looked like when indexed, to notice later changes.
     con.execute("CREATE TABLE run_files (path TEXT PRIMARY KEY, run_id TEXT, signature TEXT)")
-    con.execute("CREATE TABLE catalog_meta (key TEXT PRIMARY KEY, value TEXT)")
-    con.execute("INSERT INTO catalog_meta VALUES ('catalog_version', ?)", [CATALOG_VERSION])
-
-
-def _catalog_is_current(con: duckdb.DuckDBPyConnection) -> bool:
-    tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    if not {"runs", "run_files", "catalog_meta"} <= tables:
-        return False
-    row = con.execute("SELECT value FROM catalog_meta WHERE key = 'catalog_version'").fetchone()
-    if row is None or row[0] != CATALOG_VERSION:
-        return False
-    columns = [r[0] for r in con.execute("SELECT * FROM runs LIMIT 0").description]
-    return tuple(columns) == COLUMN_NAMES
+    con.execute(f"CREATE TABLE {MARKER_TABLE} (key TEXT PRIMARY KEY, value TEXT)")
+    con.execute(
+        f"INSERT INTO {MARKER_TABLE} VALUES ('format', ?), ('catalog_version', ?)",
+        [MARKER_FORMAT, CATALOG_VERSION],
+    )
 
 
 @contextmanager
@@ -119,32 +182,31 @@ def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     con.commit()
 
 
+def writable(results_root: Path) -> bool:
+    """Whether tilemark may write the catalog here (directory and file writable)."""
+    root = Path(results_root)
+    path = catalog_path(root)
+    if not os.access(root, os.W_OK):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
 @contextmanager
 def open_catalog(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to an up-to-date catalog; a missing or corrupt one is rebuilt first."""
+    """A connection to an up-to-date catalog of ours; a missing or outdated one is (re)built.
+    ForeignCatalogError for a catalog.duckdb tilemark did not write."""
     root = Path(results_root)
-    root.mkdir(parents=True, exist_ok=True)
     path = catalog_path(root)
-    con = None
+    owner = _check_own(path) if path.exists() else "missing"
+    con = _connect_retrying(path)
     try:
-        try:
-            con = _connect_retrying(path)
-            current = _catalog_is_current(con)
-        except duckdb.Error:
-            # Not a readable DuckDB file (torn write, foreign file): it is only a cache.
-            if con is not None:
-                con.close()
-            _remove_catalog(path)
-            con = _connect_retrying(path)
-            current = False
-        if not current:
+        if owner != "current":
             with _transaction(con):
                 _create_tables(con)
                 _insert_all(con, root)
         yield con
     finally:
-        if con is not None:
-            con.close()
+        con.close()
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -157,6 +219,17 @@ def _parse_time(value: str | None) -> datetime | None:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment  # DuckDB TIMESTAMP holds naive UTC
+
+
+def _id_time(name: str) -> datetime | None:
+    """The UTC start time a run id begins with (for runs whose run.json cannot be read)."""
+    m = RUN_ID.match(name)
+    if not m:
+        return None
+    try:
+        return datetime.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S")
+    except ValueError:
+        return None
 
 
 def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -185,7 +258,42 @@ def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "errors": None if errors is None else int(errors),
         "path": str(Path(run_dir).resolve()),
         "tilemark_version": run_json.get("tilemark_version"),
+        "problem": run_json.get("error"),
     }
+
+
+def state_row(state: RunState) -> dict[str, Any]:
+    """The catalog columns of a run as readers see it: killed and damaged runs included."""
+    run_dir = state.run_dir
+    if state.doc is None:
+        row = dict.fromkeys(COLUMN_NAMES)
+        row.update(
+            run_id=run_dir.name,
+            started_at=_id_time(run_dir.name),
+            complete=False,
+            path=str(run_dir.resolve()),
+        )
+    else:
+        row = catalog_row(state.doc, run_dir)
+    row["status"] = state.status
+    row["problem"] = state.problem
+    if state.status == "killed" and state.intervals.problem is None:
+        # No summary was written: what the intervals it kept add up to.
+        try:
+            kept = totals(source_batches(state.intervals, TOTAL_COLUMNS))
+        except Exception as exc:  # a log that reads as complete can still fail to convert
+            row["problem"] = f"{state.problem}; its intervals cannot be read: {exc}"
+        else:
+            row.update(
+                duration_s=kept["duration_s"],
+                total_iops=kept["iops"],
+                total_mbps=kept["mbps"],
+                errors=kept["errors"],
+            )
+            row["problem"] = f"{state.problem}; {kept['intervals']} intervals kept"
+        if state.intervals.note:
+            row["problem"] += f" ({state.intervals.note})"
+    return row
 
 
 def _upsert(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
@@ -196,96 +304,135 @@ def _upsert(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
     )
 
 
-def _file_signature(run_dir: Path) -> str | None:
-    """Identity of a run.json as written: atomic rewrites change the inode, edits the mtime."""
-    try:
-        st = (Path(run_dir) / RUN_JSON).stat()
-    except OSError:
-        return None
-    return f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"
+def _file_signature(run_dir: Path) -> str:
+    """Identity of a run's files as written: atomic rewrites change the inode, appends and
+    edits the size and mtime."""
+    parts = []
+    for name in (RUN_JSON, INTERVALS_FILE, INTERVAL_LOG):
+        try:
+            st = (Path(run_dir) / name).stat()
+        except OSError:
+            parts.append("-")
+            continue
+        parts.append(f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}")
+    return "/".join(parts)
 
 
-def _remember_file(con: duckdb.DuckDBPyConnection, path: str, run_id: str | None) -> None:
-    con.execute(
-        "INSERT OR REPLACE INTO run_files VALUES (?, ?, ?)",
-        [path, run_id, _file_signature(Path(path))],
-    )
-
-
-def _run_dirs(root: Path) -> Iterator[Path]:
+def run_dirs(root: Path) -> Iterator[Path]:
+    """Run directories under a results directory (holding run.json), by name."""
     if not root.is_dir():
         return
     for entry in sorted(root.iterdir()):
-        if entry.is_dir() and (entry / RUN_JSON).is_file():
+        # Dot names are tilemark's own work in progress (a run being deleted).
+        if not entry.name.startswith(".") and entry.is_dir() and (entry / RUN_JSON).is_file():
             yield entry
 
 
-def _register_dir(con: duckdb.DuckDBPyConnection, run_dir: Path) -> bool:
-    """(Re)index one run directory from its run.json; False if that file is unreadable."""
+def started_at(run_dir: Path) -> datetime | None:
+    """When a run started (naive UTC): from run.json, else from its id."""
+    try:
+        moment = _parse_time(read_run_json(run_dir).get("started_at"))
+    except StoreError:
+        moment = None
+    return moment or _id_time(Path(run_dir).name)
+
+
+def check_catalog(results_root: Path) -> None:
+    """Refuse (ForeignCatalogError) when the results directory holds a catalog.duckdb that
+    is not tilemark's; looks at it read-only."""
+    path = catalog_path(results_root)
+    if path.exists():
+        _check_own(path)
+
+
+def has_runs(results_root: Path) -> bool:
+    """Whether a directory holds at least one run directory."""
+    return next(run_dirs(Path(results_root)), None) is not None
+
+
+def _register_dir(con: duckdb.DuckDBPyConnection, run_dir: Path) -> None:
+    """(Re)index one run directory as it is now."""
     path = str(Path(run_dir).resolve())
     previous = con.execute("SELECT run_id FROM run_files WHERE path = ?", [path]).fetchone()
-    try:
-        doc = read_run_json(run_dir)
-    except StoreError:
-        doc = None  # unreadable or from a newer tilemark: not listed, and left untouched
-    row = catalog_row(doc, run_dir) if doc is not None else None
-    if previous and previous[0] and (row is None or row["run_id"] != previous[0]):
+    row = state_row(inspect_run(run_dir))
+    if previous and previous[0] and row["run_id"] != previous[0]:
         con.execute("DELETE FROM runs WHERE run_id = ? AND path = ?", [previous[0], path])
-    if row is not None:
-        _upsert(con, row)
-    _remember_file(con, path, row["run_id"] if row else None)
-    return row is not None
+    _upsert(con, row)
+    con.execute(
+        "INSERT OR REPLACE INTO run_files VALUES (?, ?, ?)",
+        [path, row["run_id"], _file_signature(run_dir)],
+    )
 
 
 def _insert_all(con: duckdb.DuckDBPyConnection, root: Path) -> int:
-    return sum(_register_dir(con, d) for d in _run_dirs(root))
+    dirs = list(run_dirs(root))
+    for d in dirs:
+        _register_dir(con, d)
+    return len(dirs)
 
 
 def _sync(con: duckdb.DuckDBPyConnection, root: Path) -> None:
-    """Reconcile the catalog with the run directories and run.json files on disk."""
+    """Reconcile the catalog with the run directories on disk and the processes running."""
     known = {
         path: (run_id, signature)
         for path, run_id, signature in con.execute("SELECT * FROM run_files").fetchall()
     }
-    present = {str(d.resolve()): d for d in _run_dirs(root)}
+    # A run still running may have been killed since the last listing: check it every time.
+    running = {
+        r[0] for r in con.execute("SELECT path FROM runs WHERE status = 'running'").fetchall()
+    }
+    present = {str(d.resolve()): d for d in run_dirs(root)}
     for path, run_dir in present.items():
-        if path not in known or known[path][1] != _file_signature(run_dir):
+        if path not in known or known[path][1] != _file_signature(run_dir) or path in running:
             _register_dir(con, run_dir)
-    for path in known.keys() - present.keys():
-        run_id = known[path][0]
-        con.execute("DELETE FROM runs WHERE run_id = ? AND path = ?", [run_id, path])
+    _forget_paths(con, known.keys() - present.keys())
+
+
+def _forget_paths(con: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> None:
+    for path in paths:
+        con.execute("DELETE FROM runs WHERE path = ?", [path])
         con.execute("DELETE FROM run_files WHERE path = ?", [path])
 
 
-def register(results_root: Path, run_json: dict[str, Any], run_dir: Path) -> None:
-    """Add or update one run in the catalog."""
+def register(results_root: Path, run_dir: Path) -> None:
+    """Add or update one run in the catalog, as its directory is now (creating the catalog if
+    there is none)."""
     try:
         with open_catalog(results_root) as con:
-            row = catalog_row(run_json, run_dir)
-            _upsert(con, row)
-            _remember_file(con, row["path"], row["run_id"])
+            _register_dir(con, Path(run_dir))
     except duckdb.Error as exc:
         raise CatalogError(f"cannot update the run catalog under {results_root}: {exc}") from exc
+
+
+def forget(results_root: Path, run_dirs: Iterable[Path]) -> None:
+    """Drop catalog rows of run directories that were deleted (no catalog: nothing to do)."""
+    root = Path(results_root)
+    if not catalog_path(root).exists() or not writable(root):
+        return
+    paths = [str(Path(d).resolve()) for d in run_dirs]
+    try:
+        with open_catalog(root) as con, _transaction(con):
+            _forget_paths(con, paths)
+    except duckdb.Error as exc:
+        raise CatalogError(f"cannot update the run catalog under {root}: {exc}") from exc
 
 
 def rebuild(results_root: Path) -> int:
     """Recreate the catalog from the run directories; returns how many runs it holds."""
     root = Path(results_root)
-    root.mkdir(parents=True, exist_ok=True)
     path = catalog_path(root)
+    if path.exists():
+        _check_own(path)
     try:
         con = _connect_retrying(path)
-    except duckdb.Error:
-        _remove_catalog(path)
-        con = _connect_retrying(path)
-    try:
-        with _transaction(con):
-            _create_tables(con)
-            return _insert_all(con, root)
+        try:
+            with _transaction(con):
+                _create_tables(con)
+                return _insert_all(con, root)
+        finally:
+            con.close()
     except duckdb.Error as exc:
         raise CatalogError(f"cannot rebuild the run catalog {path}: {exc}") from exc
-    finally:
-        con.close()
 
 
 def _to_plain(value: Any) -> Any:
@@ -294,20 +441,34 @@ def _to_plain(value: Any) -> Any:
     return value
 
 
+_ORDER = "ORDER BY started_at DESC NULLS LAST, run_id DESC"
+
+
 def list_runs(results_root: Path) -> list[dict[str, Any]]:
-    """Every stored run, newest first; [] when the results directory does not exist."""
+    """Every stored run, newest first, with its status as readers see it (killed, damaged).
+
+    Uses and updates the catalog when the directory is writable; creates one only where runs
+    exist. A read-only results directory is listed from its run directories alone.
+    [] when the results directory does not exist.
+    """
     root = Path(results_root)
     if not root.is_dir():
         return []
-    try:
-        with open_catalog(root) as con:
-            with _transaction(con):
-                _sync(con, root)
-            cursor = con.execute(
-                f"SELECT {', '.join(COLUMN_NAMES)} FROM runs "
-                "ORDER BY started_at DESC NULLS LAST, run_id DESC"
-            )
-            rows = cursor.fetchall()
-    except duckdb.Error as exc:
-        raise CatalogError(f"cannot read the run catalog under {root}: {exc}") from exc
+    select = f"SELECT {', '.join(COLUMN_NAMES)} FROM runs {_ORDER}"
+    if not writable(root) or (not catalog_path(root).exists() and not has_runs(root)):
+        con = duckdb.connect()  # in memory: nothing is written
+        try:
+            _create_tables(con)
+            _insert_all(con, root)
+            rows = con.execute(select).fetchall()
+        finally:
+            con.close()
+    else:
+        try:
+            with open_catalog(root) as con:
+                with _transaction(con):
+                    _sync(con, root)
+                rows = con.execute(select).fetchall()
+        except duckdb.Error as exc:
+            raise CatalogError(f"cannot read the run catalog under {root}: {exc}") from exc
     return [{n: _to_plain(v) for n, v in zip(COLUMN_NAMES, r, strict=True)} for r in rows]

@@ -1,4 +1,4 @@
-"""Run directories: run.json (provenance, plan, summary, result) and intervals.parquet.
+"""Run directories: run.json (provenance, plan, summary, result) and the interval rows.
 
 Layout and columns are documented in docs/results-schema.md; that document and
 SCHEMA_VERSION change together. A run directory is the source of truth; the catalog is an
@@ -7,61 +7,50 @@ index over run directories that can always be rebuilt from them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shutil
 from collections.abc import Callable
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import tilemark
 from tilemark import envinfo
-from tilemark.hist import Histogram
+from tilemark.store import process
+from tilemark.store.intervals import (
+    INTERVAL_LOG,
+    INTERVALS_FILE,
+    SCHEMA_VERSION,
+    IntervalLog,
+    IntervalSource,
+    IntervalsUnreadable,
+    atomic_file,
+    describe_os_error,
+    interval_source,
+    read_source,
+    seal,
+    snapshot_rows,
+)
 
-SCHEMA_VERSION = 1
 RUN_JSON = "run.json"
-INTERVALS_FILE = "intervals.parquet"
-# Finished row groups of a run in progress; each part is a complete Parquet file, so a run
-# killed outright (SIGKILL, power loss) still leaves every flushed interval readable.
-INTERVAL_PARTS_DIR = "intervals.parts"
-FLUSH_INTERVALS = 10
-# Also flush on row count so a run with thousands of streams keeps memory bounded.
-FLUSH_ROWS = 20_000
-OP_KINDS = ("read", "write", "sync")
-PARQUET_VERSION_KEY = b"tilemark.schema_version"
+# Space set aside when a run starts and released when it ends, so that a results filesystem
+# that fills during the run still has room for the final run.json.
+RESERVE_FILE = ".reserve"
+RESERVE_BASE = 256 << 10
+RESERVE_PER_STREAM = 32 << 10
+RESERVE_MAX = 64 << 20
 
 # Upgrades of run.json documents: MIGRATIONS[v] turns a version-v document into version v+1.
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
-
-_LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")
-INTERVAL_SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("interval", pa.int32()),
-        ("phase", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("stream", pa.int32()),
-        ("stream_name", pa.string()),
-        ("op", pa.string()),
-        ("ops", pa.int64()),
-        ("bytes", pa.int64()),
-        ("errors", pa.int64()),
-        ("errors_json", pa.string()),
-        *[(f"service_{s}_us", pa.float64()) for s in _LATENCY_STATS],
-        *[(f"response_{s}_us", pa.float64()) for s in _LATENCY_STATS],
-        ("lag_max_ns", pa.int64()),
-        ("behind_ios", pa.int64()),
-        ("service_hist", pa.string()),
-        ("response_hist", pa.string()),
-    ],
-    metadata={PARQUET_VERSION_KEY: str(SCHEMA_VERSION).encode()},
-)
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    # 2 records the writing process (pid, boot id) to tell killed runs from running ones.
+    1: lambda doc: {**doc, "process": None},
+}
 
 
 class StoreError(Exception):
@@ -74,6 +63,10 @@ class RunNotFoundError(StoreError):
 
 class RunFormatError(StoreError):
     """A run.json that this tilemark cannot read (unknown or missing schema_version)."""
+
+
+class IntervalsError(StoreError):
+    """A run's interval file cannot be read (truncated, corrupt, or from a newer tilemark)."""
 
 
 def utc_now_iso() -> str:
@@ -94,97 +87,16 @@ def _engine_version() -> str | None:
         return None
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write JSON to `path` so readers see the old or the new file, never a torn one."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
+def write_json_atomic(path: Path, doc: dict[str, Any], *, compact: bool = False) -> None:
+    """Write JSON to `path` so readers see the old or the new file, never a torn one; on
+    failure the temporary file is removed and the old file is left as it was. Indented for
+    people to read, or `compact` (a quarter of the size) when space is short."""
+    with atomic_file(path, "w") as f:
+        if compact:
+            json.dump(doc, f, separators=(",", ":"))
+        else:
+            json.dump(doc, f, indent=2)
         f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _latency_us(hist: dict | None, prefix: str) -> dict[str, float | None]:
-    h = Histogram.from_json(hist)
-    values = {
-        "mean": h.mean(),
-        "p50": h.percentile(50.0),
-        "p99": h.percentile(99.0),
-        "p999": h.percentile(99.9),
-        "max": float(h.max) if h.n else None,
-    }
-    return {f"{prefix}_{k}_us": (None if v is None else v / 1e3) for k, v in values.items()}
-
-
-def _hist_text(hist: dict | None) -> str | None:
-    return None if hist is None else json.dumps(hist, separators=(",", ":"))
-
-
-def snapshot_rows(run_id: str, plan: dict, snapshot: dict) -> list[dict[str, Any]]:
-    """intervals.parquet rows of one snapshot: one per stream and op kind with ops or errors.
-
-    A stream that completed and failed nothing in the interval still gets one row with op
-    null, so its lag and backlog (a stalled device) are not lost.
-    """
-    names = [s.get("name") for s in plan.get("streams", [])]
-    rows = []
-    for s in snapshot.get("streams", []):
-        index = int(s["stream"])
-        base = {
-            "run_id": run_id,
-            "interval": int(snapshot["interval"]),
-            "phase": snapshot.get("phase"),
-            "start_ns": int(snapshot["start_ns"]),
-            "end_ns": int(snapshot["end_ns"]),
-            "stream": index,
-            "stream_name": names[index] if 0 <= index < len(names) else None,
-            "lag_max_ns": int(s.get("lag_max_ns", 0)),
-            "behind_ios": int(s.get("behind_ios", 0)),
-        }
-        stream_rows = []
-        for kind in OP_KINDS:
-            op = s.get(kind)
-            if not op:
-                continue
-            errors = {str(k): int(v) for k, v in op.get("errors", {}).items()}
-            ops = int(op.get("ops", 0))
-            if ops == 0 and not any(errors.values()):
-                continue
-            response = op.get("response")
-            stream_rows.append(
-                {
-                    **base,
-                    "op": kind,
-                    "ops": ops,
-                    "bytes": int(op.get("bytes", 0)),
-                    "errors": sum(errors.values()),
-                    "errors_json": json.dumps(errors, sort_keys=True),
-                    **_latency_us(op.get("service"), "service"),
-                    # null response histogram (closed loop) -> null response columns
-                    **_latency_us(response, "response"),
-                    "service_hist": _hist_text(op.get("service")),
-                    "response_hist": _hist_text(response),
-                }
-            )
-        if not stream_rows:
-            stream_rows.append({**base, "op": None, "ops": 0, "bytes": 0, "errors": 0})
-        rows.extend(stream_rows)
-    return rows
 
 
 def _new_run_dir(results_root: Path) -> tuple[str, Path, datetime]:
@@ -207,8 +119,25 @@ def allocate_dir(root: Path) -> tuple[str, Path, str]:
     return new_id, path, _iso(started)
 
 
+def _reserve(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        # A filesystem that cannot allocate ahead: run without a reserve.
+    finally:
+        os.close(fd)
+
+
 class RunWriter:
-    """Writes one run directory as the run progresses; finish() seals it and catalogs it."""
+    """Writes one run directory as the run progresses; finish() seals it and catalogs it.
+
+    A failed write of results (a full disk) never raises out of add_snapshots or finish: the
+    writer keeps what it wrote, stops storing, and records why in `failure`; the caller stops
+    the run, and finish() marks it failed.
+    """
 
     def __init__(
         self,
@@ -224,10 +153,8 @@ class RunWriter:
         self.run_id, self.path, started = _new_run_dir(self.results_root)
         self.plan = plan
         self.catalog_error: str | None = None
-        self._buffer: list[dict[str, Any]] = []
-        self._buffered_intervals = 0
-        self._parts = 0
-        self._rows_written = 0
+        self.failure: str | None = None
+        self._lost_from: int | None = None
         self._finished = False
         target_paths = [str(t.get("path")) if isinstance(t, dict) else str(t) for t in targets]
         self.doc: dict[str, Any] = {
@@ -242,61 +169,60 @@ class RunWriter:
             "argv": list(argv),
             "started_at": _iso(started),
             "ended_at": None,
+            "process": process.current(),
             "workload": workload,
             "plan": plan,
             "targets": targets,
             "environment": envinfo.collect(target_paths),
             "summary": None,
             "result": None,
-            "files": {"intervals": INTERVALS_FILE},
+            "files": {"intervals": INTERVALS_FILE, "intervals_log": INTERVAL_LOG},
         }
-        # Written now, so even a run killed before its first interval leaves a trace.
-        write_json_atomic(self.path / RUN_JSON, self.doc)
+        streams = len(plan.get("streams") or [])
+        reserve = min(RESERVE_MAX, RESERVE_BASE + RESERVE_PER_STREAM * streams)
+        try:
+            # Written now, so even a run killed before its first interval leaves a trace.
+            write_json_atomic(self.path / RUN_JSON, self.doc)
+            self._log = IntervalLog(self.path / INTERVAL_LOG)
+            _reserve(self.path / RESERVE_FILE, reserve)
+        except OSError:
+            # Nothing was measured yet: leave no half-made run behind.
+            shutil.rmtree(self.path, ignore_errors=True)
+            raise
 
     @property
     def rows_written(self) -> int:
-        """Interval rows flushed to disk so far."""
-        return self._rows_written
+        """Interval rows written to disk so far."""
+        return self._log.rows_written
 
     def add_snapshots(self, snaps: list[dict]) -> None:
-        """Append interval snapshots; flushes a row group every FLUSH_INTERVALS intervals."""
+        """Append interval snapshots to the log (each one on disk within about a second)."""
         if self._finished:
             raise StoreError(f"run {self.run_id} is already finished; no more intervals")
         for snap in snaps:
-            self._buffer.extend(snapshot_rows(self.run_id, self.plan, snap))
-            self._buffered_intervals += 1
-            if self._buffered_intervals >= FLUSH_INTERVALS or len(self._buffer) >= FLUSH_ROWS:
-                self.flush()
+            if self.failure is not None:
+                return
+            rows = snapshot_rows(self.run_id, self.plan, snap)
+            try:
+                self._log.add(rows, int(snap["start_ns"]), int(snap["end_ns"]))
+            except OSError as exc:
+                self._fail(f"writing {self._log.path}", exc, first_lost=int(snap["interval"]))
 
     def flush(self) -> None:
-        """Write buffered rows as one finished Parquet part (one row group)."""
-        if not self._buffer:
-            self._buffered_intervals = 0
-            return
-        parts_dir = self.path / INTERVAL_PARTS_DIR
-        parts_dir.mkdir(exist_ok=True)
-        table = pa.Table.from_pylist(self._buffer, schema=INTERVAL_SCHEMA)
-        part = parts_dir / f"part-{self._parts:06d}.parquet"
-        tmp = parts_dir / f".{part.name}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, part)  # a part is either complete or absent
-        self._parts += 1
-        self._rows_written += len(self._buffer)
-        self._buffer = []
-        self._buffered_intervals = 0
+        """Write buffered intervals now (the log otherwise groups short ones into ~1 s)."""
+        if self.failure is None:
+            try:
+                self._log.flush()
+            except OSError as exc:
+                self._fail(f"writing {self._log.path}", exc)
 
-    def _seal_intervals(self) -> None:
-        """Combine the parts into intervals.parquet (one row group per part), then drop them."""
-        parts_dir = self.path / INTERVAL_PARTS_DIR
-        parts = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
-        final = self.path / INTERVALS_FILE
-        tmp = self.path / f".{INTERVALS_FILE}.tmp"
-        with pq.ParquetWriter(tmp, INTERVAL_SCHEMA, compression="zstd") as writer:
-            for part in parts:  # one part in memory at a time
-                writer.write_table(pq.read_table(part, schema=INTERVAL_SCHEMA))
-        os.replace(tmp, final)
-        _fsync_dir(self.path)
-        shutil.rmtree(parts_dir, ignore_errors=True)
+    def _fail(self, action: str, exc: OSError, first_lost: int | None = None) -> None:
+        if self.failure is not None:
+            return
+        self._log.discard_buffer()
+        self.failure = f"results could not be written: {describe_os_error(exc)} {action}"
+        if first_lost is not None:
+            self.failure += f"; intervals from {first_lost} on are not stored"
 
     def finish(
         self,
@@ -306,13 +232,32 @@ class RunWriter:
         complete: bool,
         error: str | None = None,
     ) -> Path:
-        """Flush intervals, write the final run.json, register in the catalog; the run dir."""
+        """Seal the intervals, write the final run.json, register in the catalog; the run dir.
+
+        A results filesystem that fills up leaves the run failed with the reason, the
+        intervals that fit readable (sealed, or in the log), and no temporary file.
+        """
         from tilemark.store import catalog  # catalog imports this module: import at use
 
         if self._finished:
             raise StoreError(f"run {self.run_id} is already finished")
-        self.flush()
-        self._seal_intervals()
+        self._finished = True
+        if self.failure is None:
+            try:
+                self._log.close()
+            except OSError as exc:
+                self._fail(f"writing {self._log.path}", exc)
+        self._log.discard_buffer()
+        try:
+            seal(self.path)
+        except OSError as exc:
+            if self.failure is None:
+                self.failure = (
+                    f"results could not be written: {describe_os_error(exc)} writing "
+                    f"{self.path / INTERVALS_FILE}; the intervals are kept in {INTERVAL_LOG}"
+                )
+        if self.failure is not None:
+            error = self.failure if error is None else f"{error}; {self.failure}"
         if error is not None:
             status = "failed"
         else:
@@ -325,14 +270,43 @@ class RunWriter:
             summary=summary,
             result=result,
         )
-        write_json_atomic(self.path / RUN_JSON, self.doc)
-        self._finished = True
+        self._write_final_doc()
+        (self.path / RESERVE_FILE).unlink(missing_ok=True)
+        if self.failure is not None:
+            # The results filesystem failed: the next `tilemark runs` catalogs the run.
+            return self.path
         try:
-            catalog.register(self.results_root, self.doc, self.path)
+            catalog.register(self.results_root, self.path)
         except catalog.CatalogError as exc:
             # The run is safely on disk; the next `tilemark runs` adds it to the catalog.
             self.catalog_error = str(exc)
         return self.path
+
+    def _write_final_doc(self) -> None:
+        """The final run.json, however full the disk: with the space reserved at the start,
+        then without indentation, then without the engine result (the bulk of the file)."""
+        path = self.path / RUN_JSON
+        slim = {**self.doc, "result": None, "status": "failed", "complete": False}
+        attempts = [(self.doc, False), (self.doc, False), (self.doc, True), (slim, True)]
+        reason = ""
+        for i, (doc, compact) in enumerate(attempts):
+            if i == 1:
+                (self.path / RESERVE_FILE).unlink(missing_ok=True)  # room made for this write
+            if doc is slim:
+                slim["error"] = (self.doc["error"] + "; " if self.doc["error"] else "") + (
+                    f"the engine result was not stored: {reason}"
+                )
+            try:
+                write_json_atomic(path, doc, compact=compact)
+            except OSError as exc:
+                reason = describe_os_error(exc)
+                continue
+            if doc is slim:
+                self.doc = slim
+                self.failure = self.failure or f"results could not be written: {reason}"
+            return
+        problem = f"{path} could not be updated: {reason}"
+        self.failure = f"{self.failure}; {problem}" if self.failure else problem
 
 
 def migrate(doc: dict[str, Any], source: str) -> dict[str, Any]:
@@ -405,28 +379,86 @@ def load_run(path_or_id: str | Path, results_root: Path | None = None) -> dict[s
 
 
 def interval_files(run_dir: Path) -> list[Path]:
-    """The Parquet files holding a run's intervals: intervals.parquet, or the flushed parts of
-    an interrupted run. A file from a newer schema is refused, never reinterpreted."""
+    """The files holding a run's intervals: intervals.parquet, the log of a run that did not
+    finish, or an older tilemark's Parquet parts. A file from a newer schema, or one that
+    cannot be read at all, is refused (IntervalsError), never reinterpreted."""
+    source = interval_source(run_dir)
+    if source.problem is not None:
+        raise IntervalsError(f"{Path(run_dir).name}: {source.problem}")
+    return source.files
+
+
+def read_intervals(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
+    """Interval rows of a run as one table, from whichever files hold them; IntervalsError
+    when none can be read."""
+    source = interval_source(run_dir)
+    try:
+        return read_source(source, columns)
+    except IntervalsUnreadable as exc:
+        raise IntervalsError(f"{Path(run_dir).name}: {exc}") from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# what a run directory says, as listings and reports show it
+
+STATUSES = ("running", "complete", "incomplete", "failed", "killed", "damaged")
+# A run of an older tilemark (no process record) still "running" this long after its planned
+# end was killed: no run outlives its plan by an hour.
+UNRECORDED_GRACE = timedelta(hours=1)
+
+
+@dataclass
+class RunState:
+    """A run directory as readers see it: run.json (None when unreadable), the status to show,
+    and why it is not what run.json says (`problem`).
+
+    status adds two to the ones run.json stores: `killed` (run.json says running but its
+    process is gone) and `damaged` (run.json or the intervals cannot be read).
+    """
+
+    run_dir: Path
+    doc: dict[str, Any] | None
+    status: str
+    problem: str | None
+    intervals: IntervalSource
+
+    @property
+    def run_id(self) -> str:
+        return str((self.doc or {}).get("run_id") or self.run_dir.name)
+
+
+def inspect_run(run_dir: Path) -> RunState:
+    """Read a run directory without changing it: its run.json, intervals and real status."""
     run_dir = Path(run_dir)
-    final = run_dir / INTERVALS_FILE
-    if final.is_file():
-        files = [final]
-    else:
-        parts_dir = run_dir / INTERVAL_PARTS_DIR
-        files = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
-    for f in files:
-        version = int((pq.read_schema(f).metadata or {}).get(PARQUET_VERSION_KEY, b"0"))
-        if version > SCHEMA_VERSION:
-            raise RunFormatError(
-                f"{f} has schema_version {version}, newer than tilemark "
-                f"{tilemark.__version__} reads (up to {SCHEMA_VERSION}); upgrade tilemark"
-            )
-    return files
+    intervals = interval_source(run_dir)
+    try:
+        doc = read_run_json(run_dir)
+    except StoreError as exc:
+        return RunState(run_dir, None, "damaged", str(exc), intervals)
+    status = str(doc.get("status") or "running")
+    problem = doc.get("error") if status == "failed" else None
+    if status == "running":
+        gone = _gone_reason(doc)
+        if gone is not None:
+            status, problem = "killed", f"the run never finished: {gone}"
+    if intervals.problem is not None:
+        problem = intervals.problem + (f" (run.json says {status})" if status else "")
+        status = "damaged"
+    return RunState(run_dir, doc, status, problem, intervals)
 
 
-def read_intervals(run_dir: Path) -> pa.Table:
-    """Interval rows of a run as one table (see `interval_files`)."""
-    tables = [pq.read_table(f) for f in interval_files(run_dir)]
-    if not tables:
-        return INTERVAL_SCHEMA.empty_table()
-    return pa.concat_tables(tables)
+def _gone_reason(doc: dict[str, Any]) -> str | None:
+    record = doc.get("process")
+    if record is not None:
+        return process.gone_reason(record)
+    # Written by a tilemark that did not record its process: judge by the planned end.
+    try:
+        started = datetime.fromisoformat(str(doc.get("started_at")))
+    except ValueError:
+        return None
+    plan = doc.get("plan") or {}
+    planned_ms = int(plan.get("warmup_ms") or 0) + int(plan.get("duration_ms") or 0)
+    end = started + timedelta(milliseconds=planned_ms)
+    if datetime.now(UTC) - end > UNRECORDED_GRACE:
+        return "no process was recorded and its planned end is more than an hour past"
+    return None

@@ -78,7 +78,9 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
     apps = outcome.summary["applications"]
     measurement = apps.get("measurement") or {}
     detail = {
-        "failed": apps["failed"] if outcome.complete else ["run interrupted"],
+        "failed": apps["failed"]
+        if outcome.complete
+        else [f"run failed: {outcome.error}" if outcome.error else "run interrupted"],
         "undecided": apps.get("undecided", []),
         "deciding": apps.get("deciding"),
         "score": apps["score"],
@@ -91,6 +93,7 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
         "measured_s": measurement.get("measured_s"),
         "extended": measurement.get("extended", False),
         "measurement": measurement,
+        "error": outcome.error,
     }
     return Attempt(
         run_id=outcome.run_id,

@@ -1,0 +1,76 @@
+"""`tilemark studies`: list the studies stored under a results directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tilemark.cli.runs import DEFAULT_RESULTS, STATUS_STYLES, listing_table, print_fitted
+from tilemark.store.studies import list_studies
+
+COLUMNS = ("id", "kind", "started", "tile", "steps", "result", "status")
+OPTIONAL_COLUMNS = ("path", "started", "tile")
+
+
+def _result(r: dict[str, Any]) -> str:
+    """The study's answer: the largest passing tile count, or knob value."""
+    if r.get("knob"):
+        best = r.get("max_passing_value")
+        return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"
+    if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
+        best = r.get("max_passing_tiles")
+        return "no tile count passed" if best is None else f"max {best} tiles"
+    return "-"
+
+
+def _cells(r: dict[str, Any]) -> dict[str, str]:
+    status = r.get("status") or "-"
+    steps = r.get("steps")
+    missing = r.get("steps_missing") or 0
+    return {
+        "id": r["study_id"],
+        "kind": r.get("kind") or "-",
+        "started": (r.get("started_at") or "-").replace("T", " ")[:19],
+        "tile": str(r.get("tile") or "-"),
+        "steps": "-" if steps is None else f"{steps}" + (f" ({missing} gone)" if missing else ""),
+        "result": _result(r) if r.get("status") != "damaged" else "-",
+        "status": f"[{STATUS_STYLES.get(status, 'cyan')}]{status}[/]",
+        "path": r.get("path") or "-",
+    }
+
+
+def studies_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...]) -> Table:
+    """A rich table of studies, without the `drop` columns."""
+    names = [n for n in (*COLUMNS, "path") if n not in drop]
+    return listing_table(f"studies under {results}", names, [_cells(r) for r in rows], ("steps",))
+
+
+def studies(
+    results: Annotated[
+        Path, typer.Option("--results", metavar="DIR", help="Results directory.")
+    ] = DEFAULT_RESULTS,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the studies as a JSON list (newest first).")
+    ] = False,
+) -> None:
+    """List stored studies, newest first: kind, steps, result, status."""
+    rows = list_studies(results)
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        typer.echo(f"no studies under {results}")
+        return
+    console = Console()
+    drop = print_fitted(console, lambda d: studies_table(rows, results, drop=d), OPTIONAL_COLUMNS)
+    if "path" in drop:
+        base = (Path(results) / "studies").resolve()
+        console.print(f"study directories: {base}/<id>", highlight=False, soft_wrap=True)
+    for r in rows:
+        if r.get("problem"):
+            console.print(f"{r['study_id']} damaged: {r['problem']}", markup=False, soft_wrap=True)

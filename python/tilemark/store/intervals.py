@@ -1,0 +1,596 @@
+"""A run's interval rows: an append-only log while the run is in progress, sealed into
+intervals.parquet when it ends (docs/results-schema.md, intervals).
+
+While a run is in progress every interval goes to intervals.arrows, an Arrow IPC stream: one
+record batch per interval (intervals shorter than a second are grouped into about one second),
+written whole and fsync'ed before the next. A stream is readable up to its last complete
+batch however it was cut short (SIGKILL, power loss, a full disk), so a run loses at most one
+interval or one second. A Parquet file is readable only once its footer is written, so
+Parquet is written once, at the end, from the log: one file per run instead of one part per
+few seconds.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tilemark.hist import Histogram
+
+INTERVALS_FILE = "intervals.parquet"
+INTERVAL_LOG = "intervals.arrows"
+# Left by runs of tilemark before schema 2: Parquet parts flushed every 10 intervals.
+INTERVAL_PARTS_DIR = "intervals.parts"
+# Row groups of the sealed file: this many intervals, or fewer when they hold many rows.
+ROW_GROUP_INTERVALS = 10
+ROW_GROUP_ROWS = 20_000
+# Intervals shorter than this (run time) are written to the log together.
+LOG_SPAN_NS = 1_000_000_000
+OP_KINDS = ("read", "write", "sync")
+VERSION_KEY = b"tilemark.schema_version"
+# The results format's version: run.json and the interval files carry it and change together
+# with docs/results-schema.md (rundir.MIGRATIONS upgrades older run.json documents).
+SCHEMA_VERSION = 2
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+
+_LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")
+INTERVAL_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("interval", pa.int32()),
+        ("phase", pa.string()),
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("stream", pa.int32()),
+        ("stream_name", pa.string()),
+        ("op", pa.string()),
+        ("ops", pa.int64()),
+        ("bytes", pa.int64()),
+        ("errors", pa.int64()),
+        ("errors_json", pa.string()),
+        *[(f"service_{s}_us", pa.float64()) for s in _LATENCY_STATS],
+        *[(f"response_{s}_us", pa.float64()) for s in _LATENCY_STATS],
+        ("lag_max_ns", pa.int64()),
+        ("behind_ios", pa.int64()),
+        ("service_hist", pa.string()),
+        ("response_hist", pa.string()),
+    ],
+    metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
+)
+
+
+class IntervalsUnreadable(Exception):
+    """No interval can be read from a run's interval file; the message says which and why."""
+
+
+def errno_name(exc: OSError) -> str:
+    """`ENOSPC` for an OSError with errno 28; `OSError` when it carries no errno."""
+    return errno.errorcode.get(exc.errno or 0, "OSError")
+
+
+def describe_os_error(exc: OSError) -> str:
+    """'No space left on device (ENOSPC)': the reason and the errno name users search for."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({errno_name(exc)})" if exc.errno else reason
+
+
+# ---------------------------------------------------------------------------------------------
+# rows
+
+
+def _latency_us(hist: dict | None, prefix: str) -> dict[str, float | None]:
+    h = Histogram.from_json(hist)
+    values = {
+        "mean": h.mean(),
+        "p50": h.percentile(50.0),
+        "p99": h.percentile(99.0),
+        "p999": h.percentile(99.9),
+        "max": float(h.max) if h.n else None,
+    }
+    return {f"{prefix}_{k}_us": (None if v is None else v / 1e3) for k, v in values.items()}
+
+
+def _hist_text(hist: dict | None) -> str | None:
+    return None if hist is None else json.dumps(hist, separators=(",", ":"))
+
+
+def snapshot_rows(run_id: str, plan: dict, snapshot: dict) -> list[dict[str, Any]]:
+    """Interval rows of one snapshot: one per stream and op kind with ops or errors.
+
+    A stream that completed and failed nothing in the interval still gets one row with op
+    null, so its lag and backlog (a stalled device) are not lost.
+    """
+    names = [s.get("name") for s in plan.get("streams", [])]
+    rows = []
+    for s in snapshot.get("streams", []):
+        index = int(s["stream"])
+        base = {
+            "run_id": run_id,
+            "interval": int(snapshot["interval"]),
+            "phase": snapshot.get("phase"),
+            "start_ns": int(snapshot["start_ns"]),
+            "end_ns": int(snapshot["end_ns"]),
+            "stream": index,
+            "stream_name": names[index] if 0 <= index < len(names) else None,
+            "lag_max_ns": int(s.get("lag_max_ns", 0)),
+            "behind_ios": int(s.get("behind_ios", 0)),
+        }
+        stream_rows = []
+        for kind in OP_KINDS:
+            op = s.get(kind)
+            if not op:
+                continue
+            errors = {str(k): int(v) for k, v in op.get("errors", {}).items()}
+            ops = int(op.get("ops", 0))
+            if ops == 0 and not any(errors.values()):
+                continue
+            response = op.get("response")
+            stream_rows.append(
+                {
+                    **base,
+                    "op": kind,
+                    "ops": ops,
+                    "bytes": int(op.get("bytes", 0)),
+                    "errors": sum(errors.values()),
+                    "errors_json": json.dumps(errors, sort_keys=True),
+                    **_latency_us(op.get("service"), "service"),
+                    # null response histogram (closed loop) -> null response columns
+                    **_latency_us(response, "response"),
+                    "service_hist": _hist_text(op.get("service")),
+                    "response_hist": _hist_text(response),
+                }
+            )
+        if not stream_rows:
+            stream_rows.append({**base, "op": None, "ops": 0, "bytes": 0, "errors": 0})
+        rows.extend(stream_rows)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (a created, renamed or removed file) durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    # os.write may write less than asked (a disk filling up); pyarrow's Python-file sink
+    # ignores short writes, which is why the log writes its own bytes.
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written == 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[written:]
+
+
+class _Pending:
+    """What the IPC stream writer produced since it was last taken: IntervalLog writes it."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.data += data
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        out = bytes(self.data)
+        self.data.clear()
+        return out
+
+
+class IntervalLog:
+    """The append-only interval log of a run in progress (intervals.arrows).
+
+    Rows are buffered until they cover LOG_SPAN_NS of run time (one interval of a second or
+    more), then written as one zstd-compressed record batch and fsync'ed. A failed write is
+    rolled back to the last complete batch, so the log stays readable; the caller decides
+    what to do next.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self._pending = _Pending()
+        self._writer = pa.ipc.new_stream(
+            self._pending, INTERVAL_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="zstd")
+        )
+        self._schema = INTERVAL_SCHEMA.serialize().to_pybytes()
+        self._size = 0  # bytes of complete messages on disk
+        self._rows: list[dict[str, Any]] = []
+        self._span_start: int | None = None
+        self.batches = 0
+        self.rows_written = 0
+        try:
+            # The schema goes first, so that even a log without intervals reads as one.
+            _write_all(self._fd, self._schema)
+            os.fsync(self._fd)
+            self._size = len(self._schema)
+            fsync_dir(self.path.parent)
+        except OSError:
+            self._abandon()
+            raise
+
+    def add(self, rows: list[dict[str, Any]], start_ns: int, end_ns: int) -> None:
+        """Buffer one interval's rows; write them (with earlier short ones) once they span
+        LOG_SPAN_NS. Raises OSError when the write fails; the log is then rolled back."""
+        self._rows.extend(rows)
+        if self._span_start is None:
+            self._span_start = start_ns
+        if end_ns - self._span_start >= LOG_SPAN_NS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write and fsync the buffered rows as one record batch."""
+        if not self._rows:
+            return
+        if self._fd < 0:
+            raise OSError(errno.EBADF, "the interval log is closed")
+        self._writer.write_batch(pa.RecordBatch.from_pylist(self._rows, schema=INTERVAL_SCHEMA))
+        data = self._pending.take()
+        if self.batches == 0:
+            # The stream writer starts with the schema, which is on disk already.
+            assert data.startswith(self._schema)
+            data = data[len(self._schema) :]
+        self._append(data)
+        self.batches += 1
+        self.rows_written += len(self._rows)
+        self._rows = []
+        self._span_start = None
+
+    def close(self) -> None:
+        """Flush, mark the end of the stream and close the file."""
+        if self._fd < 0:
+            return
+        try:
+            self.flush()
+            self._writer.close()
+            self._append(self._pending.take() if self.batches else _EOS)
+        finally:
+            self._abandon()
+
+    def discard_buffer(self) -> int:
+        """Drop rows not yet written (after a failure); how many were dropped."""
+        dropped = len(self._rows)
+        self._rows = []
+        self._span_start = None
+        return dropped
+
+    def _append(self, data: bytes) -> None:
+        try:
+            _write_all(self._fd, data)
+            os.fsync(self._fd)
+        except OSError:
+            # Cut a partly written message so the file ends on a complete one (and frees it).
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                pass  # readers stop at a cut-off batch anyway
+            raise
+        self._size += len(data)
+
+    def _abandon(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _row_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    group: list[pa.RecordBatch] = []
+    intervals: set[int] = set()
+    rows = 0
+    for batch in batches:
+        group.append(batch)
+        intervals.update(batch.column("interval").to_pylist())
+        rows += batch.num_rows
+        while len(intervals) >= ROW_GROUP_INTERVALS or rows >= ROW_GROUP_ROWS:
+            table = pa.Table.from_batches(group, schema=INTERVAL_SCHEMA)
+            cut = _row_group_cut(table)
+            yield table.slice(0, cut)
+            rest = table.slice(cut)
+            group = rest.to_batches()
+            intervals = set(rest.column("interval").to_pylist())
+            rows = rest.num_rows
+            if not rows:
+                break
+    if rows:
+        yield pa.Table.from_batches(group, schema=INTERVAL_SCHEMA)
+
+
+def _row_group_cut(table: pa.Table) -> int:
+    """Rows of the first ROW_GROUP_INTERVALS intervals, at most ROW_GROUP_ROWS (>= 1)."""
+    seen: set[int] = set()
+    for i, interval in enumerate(table.column("interval").to_pylist()):
+        if interval not in seen and len(seen) == ROW_GROUP_INTERVALS:
+            return i
+        seen.add(interval)
+        if i + 1 >= ROW_GROUP_ROWS:
+            return i + 1
+    return table.num_rows
+
+
+@contextmanager
+def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """A file that appears at `path` whole (written to a temporary file, fsync'ed, renamed)
+    or not at all: on any failure the temporary file is removed and `path` is unchanged."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def seal(run_dir: Path) -> Path:
+    """Turn the log (or old-style parts) into intervals.parquet and remove them.
+
+    intervals.parquet appears whole (atomic_file) before the log is removed, so some readable
+    copy of the intervals exists at every moment. On an OSError the log is kept and the error
+    raised.
+    """
+    run_dir = Path(run_dir)
+    final = run_dir / INTERVALS_FILE
+    log = run_dir / INTERVAL_LOG
+    parts = _parts(run_dir)
+    if final.exists() and not log.exists() and not parts:
+        return final
+    with atomic_file(final) as f, pq.ParquetWriter(f, INTERVAL_SCHEMA, compression="zstd") as w:
+        if log.exists():
+            for group in _row_groups(log_batches(log)):
+                w.write_table(group)
+        for part in parts:  # old-style parts: one row group each
+            w.write_table(pq.read_table(part, schema=INTERVAL_SCHEMA))
+    log.unlink(missing_ok=True)
+    for part in parts:
+        part.unlink(missing_ok=True)
+    if parts:
+        try:
+            (run_dir / INTERVAL_PARTS_DIR).rmdir()
+        except OSError:
+            pass
+    fsync_dir(run_dir)
+    return final
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def log_batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """The complete record batches of a log, one at a time (memory-mapped, so a long log is
+    never all in memory); stops quietly at a batch cut off mid-write."""
+    if Path(path).stat().st_size == 0:
+        return  # killed between creating the log and writing its schema
+    with pa.memory_map(str(path)) as source:
+        try:
+            reader = pa.ipc.open_stream(source)
+        except (OSError, pa.ArrowException) as exc:
+            raise IntervalsUnreadable(f"{Path(path).name} has no readable schema: {exc}") from exc
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (OSError, pa.ArrowException):
+                return  # a cut-off tail: scan_log says how much
+            yield batch
+
+
+@dataclass
+class LogScan:
+    """A log's schema version and, when its end was cut off mid-write, how many bytes."""
+
+    version: int
+    batches: int
+    cut_bytes: int
+
+
+def scan_log(path: Path) -> LogScan:
+    """Check a log without decoding its batches (message headers only): cheap enough to do at
+    every listing of a run in progress."""
+    size = Path(path).stat().st_size
+    if size == 0:
+        return LogScan(SCHEMA_VERSION, 0, 0)
+    with pa.memory_map(str(path)) as source:
+        reader = pa.ipc.MessageReader.open_stream(source)
+        try:
+            version = _version(pa.ipc.read_schema(reader.read_next_message()))
+        except (OSError, pa.ArrowException, StopIteration) as exc:
+            raise IntervalsUnreadable(f"{Path(path).name} has no readable schema: {exc}") from exc
+        batches = 0
+        good = source.tell()
+        while True:
+            try:
+                reader.read_next_message()
+            except StopIteration:
+                return LogScan(version, batches, 0)
+            except (OSError, pa.ArrowException):
+                return LogScan(version, batches, size - good)
+            batches += 1
+            good = source.tell()
+
+
+def _version(schema: pa.Schema) -> int:
+    try:
+        return int((schema.metadata or {}).get(VERSION_KEY, b"0"))
+    except ValueError:
+        return 0
+
+
+def _parts(run_dir: Path) -> list[Path]:
+    parts_dir = Path(run_dir) / INTERVAL_PARTS_DIR
+    return sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
+
+
+@dataclass
+class IntervalSource:
+    """Where a run's intervals are and what of them can be read.
+
+    kind: "sealed" (intervals.parquet), "log" (intervals.arrows of a run that did not
+    finish), "parts" (Parquet parts of an older tilemark's unfinished run) or "none".
+    `problem` says why nothing can be read (the run is damaged); `note` what was lost at the
+    end of a log that was cut off (expected after a kill).
+    """
+
+    kind: str
+    files: list[Path]
+    problem: str | None = None
+    note: str | None = None
+    version: int = 0
+
+    @property
+    def path(self) -> Path | None:
+        return self.files[0] if self.files else None
+
+
+def interval_source(run_dir: Path) -> IntervalSource:
+    """Which files hold a run's intervals, checked for readability (footer, schema)."""
+    run_dir = Path(run_dir)
+    final = run_dir / INTERVALS_FILE
+    log = run_dir / INTERVAL_LOG
+    if final.is_file():
+        try:
+            meta = pq.read_metadata(final)
+        except (OSError, pa.ArrowException) as exc:
+            if log.is_file():  # the seal was cut short before the rename: the log is whole
+                return _log_source(log)
+            return IntervalSource("sealed", [final], problem=f"{final.name} cannot be read: {exc}")
+        version = _version(meta.schema.to_arrow_schema())
+        return _checked(IntervalSource("sealed", [final], version=version))
+    if log.is_file():
+        return _log_source(log)
+    parts = _parts(run_dir)
+    if parts:
+        try:
+            version = max(_version(pq.read_schema(p)) for p in parts)
+        except (OSError, pa.ArrowException) as exc:
+            return IntervalSource("parts", parts, problem=f"{INTERVAL_PARTS_DIR}: {exc}")
+        return _checked(IntervalSource("parts", parts, version=version))
+    return IntervalSource("none", [])
+
+
+def _checked(source: IntervalSource) -> IntervalSource:
+    # A file from a newer tilemark is refused, never read as if it were an older version.
+    if source.version > SCHEMA_VERSION:
+        import tilemark
+
+        source.problem = (
+            f"{source.path.name} has schema_version {source.version}, newer than tilemark "
+            f"{tilemark.__version__} reads (up to {SCHEMA_VERSION}); upgrade tilemark"
+        )
+    return source
+
+
+def _log_source(log: Path) -> IntervalSource:
+    try:
+        scan = scan_log(log)
+    except (OSError, IntervalsUnreadable) as exc:
+        return IntervalSource("log", [log], problem=f"{log.name} cannot be read: {exc}")
+    note = None
+    if scan.cut_bytes:
+        note = (
+            f"{log.name} ends in a batch cut off mid-write ({scan.cut_bytes} bytes); "
+            "the intervals before it are kept"
+        )
+    return _checked(IntervalSource("log", [log], note=note, version=scan.version))
+
+
+def source_batches(source: IntervalSource, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The interval rows of a source, a piece at a time; IntervalsUnreadable when damaged."""
+    if source.problem is not None:
+        raise IntervalsUnreadable(source.problem)
+    names = columns or INTERVAL_SCHEMA.names
+    try:
+        if source.kind == "log":
+            for batch in log_batches(source.files[0]):
+                yield pa.Table.from_batches([batch]).select(names)
+        else:
+            for f in source.files:
+                yield pq.read_table(f, columns=names)
+    except (OSError, pa.ArrowException) as exc:
+        raise IntervalsUnreadable(f"{source.path.name} cannot be read: {exc}") from exc
+
+
+def read_source(source: IntervalSource, columns: list[str] | None = None) -> pa.Table:
+    """The interval rows of a source as one table; IntervalsUnreadable when it is damaged."""
+    names = columns or INTERVAL_SCHEMA.names
+    tables = list(source_batches(source, names))
+    if not tables:
+        return INTERVAL_SCHEMA.empty_table().select(names)
+    return pa.concat_tables(tables)
+
+
+def write_parquet(source: IntervalSource, dest: Path) -> None:
+    """A source's rows as one Parquet file, a row group at a time (a report of a long run
+    that did not finish reads that instead of holding the whole log in memory)."""
+    with atomic_file(dest) as f, pq.ParquetWriter(f, INTERVAL_SCHEMA, compression="zstd") as w:
+        for table in source_batches(source):
+            w.write_table(table)
+
+
+TOTAL_COLUMNS = ["interval", "phase", "start_ns", "end_ns", "op", "ops", "bytes", "errors"]
+
+
+def totals(tables: Iterable[pa.Table]) -> dict[str, Any]:
+    """What a run's kept intervals add up to, measurement phase only: intervals, duration,
+    IOPS and MB/s of data IOs, failed IOs. For runs without a summary (killed)."""
+    intervals: set[int] = set()
+    spans: set[tuple[int, int, int]] = set()
+    ops = nbytes = errors = 0
+    for table in tables:
+        intervals.update(table.column("interval").to_pylist())
+        errors += pc.sum(table.column("errors")).as_py() or 0
+        measured = table.filter(pc.equal(table.column("phase"), "measure"))
+        data = measured.filter(pc.is_in(measured.column("op"), pa.array(["read", "write"])))
+        spans.update(
+            zip(
+                measured.column("interval").to_pylist(),
+                measured.column("start_ns").to_pylist(),
+                measured.column("end_ns").to_pylist(),
+                strict=True,
+            )
+        )
+        ops += pc.sum(data.column("ops")).as_py() or 0
+        nbytes += pc.sum(data.column("bytes")).as_py() or 0
+    duration = sum(e - s for _, s, e in spans) / 1e9
+    return {
+        "intervals": len(intervals),
+        "duration_s": duration if spans else None,
+        "iops": ops / duration if duration > 0 else None,
+        "mbps": nbytes / 1e6 / duration if duration > 0 else None,
+        "errors": errors,
+    }
