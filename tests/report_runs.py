@@ -254,6 +254,7 @@ class _Outcome:
         self.summary = summary
         self.complete = True
         self.exit_status = None
+        self.error = None
 
 
 class _SyntheticSteps:
