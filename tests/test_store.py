@@ -25,7 +25,7 @@ from tilemark.store import (
     load_run,
     read_intervals,
     rebuild,
-    rundir,
+    rundoc,
 )
 from tilemark.summary import summarize
 
@@ -293,8 +293,8 @@ def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch)
     def v2_to_v3(doc):
         return {**doc, "migrated_from_v2": True}
 
-    monkeypatch.setattr(rundir, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(rundir.MIGRATIONS, 2, v2_to_v3)
+    monkeypatch.setattr(rundoc, "SCHEMA_VERSION", 3)  # the reading side migrates
+    monkeypatch.setitem(rundoc.MIGRATIONS, 2, v2_to_v3)
     doc = load_run(w.path)
     assert doc["schema_version"] == 3 and doc["migrated_from_v2"] is True
 
@@ -341,6 +341,6 @@ def test_missing_results_dir_lists_nothing_and_creates_nothing(tmp_path):
 
 def test_finish_twice_is_refused(tmp_path):
     w = finished_run(tmp_path / "results", snapshots=1)
-    with pytest.raises(rundir.StoreError, match="already finished"):
+    with pytest.raises(rundoc.StoreError, match="already finished"):
         w.finish(None, summary=None, complete=True)
     assert os.path.isfile(w.path / "run.json")

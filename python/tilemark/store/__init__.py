@@ -13,14 +13,14 @@ from tilemark.store.catalog import (
     register,
 )
 from tilemark.store.intervals import INTERVAL_SCHEMA, SCHEMA_VERSION
-from tilemark.store.rundir import (
+from tilemark.store.rundir import RunWriter
+from tilemark.store.rundoc import (
     MIGRATIONS,
     STATUSES,
     IntervalsError,
     RunFormatError,
     RunNotFoundError,
     RunState,
-    RunWriter,
     StoreError,
     inspect_run,
     interval_files,

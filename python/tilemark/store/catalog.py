@@ -31,7 +31,7 @@ from tilemark.store.intervals import (
     source_batches,
     totals,
 )
-from tilemark.store.rundir import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
+from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
 
 CATALOG_FILE = "catalog.duckdb"
 MARKER_TABLE = "tilemark_catalog"

@@ -23,7 +23,8 @@ from tilemark.store.intervals import (
     INTERVALS_FILE,
     describe_os_error,
 )
-from tilemark.store.rundir import RESERVE_FILE, RUN_JSON, RunState, StoreError, inspect_run
+from tilemark.store.rundir import RESERVE_FILE
+from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run
 
 # What tilemark writes into a run directory (report.html: `tilemark report`'s default).
 RUN_FILES = {RUN_JSON, INTERVALS_FILE, INTERVAL_LOG, RESERVE_FILE, "report.html"}

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tilemark.store.rundir import RUN_JSON, inspect_run
+from tilemark.store.rundoc import RUN_JSON, inspect_run
 
 STUDIES_DIR = "studies"
 STUDY_FILE = "study.json"

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import tilemark
-from tilemark.store.rundir import allocate_dir, utc_now_iso, write_json_atomic
+from tilemark.store.rundir import allocate_dir
+from tilemark.store.rundoc import utc_now_iso, write_json_atomic
 
 STUDY_SCHEMA_VERSION = 2
 STUDY_FILE = "study.json"
