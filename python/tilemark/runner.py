@@ -21,7 +21,8 @@ from tilemark import engine, plan, targets
 from tilemark.errors import RunError, UsageError
 from tilemark.live import LiveDisplay
 from tilemark.store import RunWriter
-from tilemark.summary import summarize
+from tilemark.store.rundoc import STORAGE_FAILED
+from tilemark.summary import errors_text, summarize
 from tilemark.units import format_size
 
 POLL_S = 0.2
@@ -160,6 +161,7 @@ class RunOutcome:
     exit_status: int | None  # 128 + signal when interrupted, 1 when the results failed
     catalog_error: str | None
     ended_by: str | None = None  # why the run ended before its plan did ("decided")
+    status: str = "complete"  # as stored in run.json (docs/results-schema.md, Statuses)
     error: str | None = None  # why the run is stored as failed
 
 
@@ -246,20 +248,61 @@ def run_plan(
         if info.notes():
             summary["notes"] = info.notes()
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
-        run_dir = writer.finish(result, summary=summary, complete=complete)
-    failed = writer.doc.get("status") == "failed"
+        storage_failure, storage_error = storage_verdict(result, summary)
+        run_dir = writer.finish(
+            result,
+            summary=summary,
+            complete=complete,
+            error=storage_error,
+            storage_failure=storage_failure,
+        )
+    status = str(writer.doc.get("status"))
+    failed = status in ("failed", *STORAGE_FAILED)
     return RunOutcome(
         run_id=writer.run_id,
         run_dir=Path(run_dir),
         compiled=compiled,
         result=result,
         summary=summary,
-        complete=complete and not failed,
+        complete=status == "complete",
         exit_status=stopper.exit_status or (1 if failed else None),
         catalog_error=writer.catalog_error,
         ended_by=ended_by,
         error=writer.doc.get("error") if failed else None,
+        status=status,
     )
+
+
+def storage_verdict(
+    result: dict[str, Any], summary: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """Whether the storage under test failed the run: ("hung", why) when an IO never
+    completed, ("errors", why) when IOs failed, else (None, None). Failing storage fails the
+    run, like Jetstress, where one error fails the test."""
+    hung = result.get("hung") or []
+    if result.get("stop_reason") == "hung" or hung:
+        first = hung[0] if hung else {}
+        shown = ""
+        if first:
+            names = summary.get("streams") or []
+            stream = first.get("stream")
+            name = (
+                names[stream]["name"] if isinstance(stream, int) and stream < len(names) else stream
+            )
+            shown = (
+                f": stream {name} {first.get('op', 'IO')} at offset {first.get('offset')} "
+                f"outstanding {first.get('age_ns', 0) / 1e9:.1f} s"
+            )
+        more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
+        return "hung", f"{max(len(hung), 1)} IO(s) never completed{shown}{more}"
+    total = summary.get("total") or {}
+    if total.get("errors"):
+        named = errors_text(total.get("errors_by_name") or {})
+        why = f"{total['errors']:,} IOs failed ({named})"
+        if result.get("stop_reason") == "errors":
+            why += "; the run stopped when they exceeded --max-errors"
+        return "errors", why
+    return None, None
 
 
 def _drive(

@@ -34,3 +34,36 @@ def test_eio_and_enospc_are_counted_per_stream_and_the_run_ends(tmp_path):
     assert 0.05 < share_r < 0.15, share_r
     assert 0.12 < share_w < 0.28, share_w
     assert reader["write"]["errors"] == {} and writer["read"]["errors"] == {}
+
+
+def _cli(capsys, *args):
+    from tilemark.cli import main
+
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_failing_storage_fails_the_run_with_errno_names(tmp_path, capsys):
+    """10% of reads fail with EIO: the run ends with status errors and exit 1 (it used to end
+    'complete' with exit 0), and EIO is named per stream, in the terminal and the summary."""
+    import json
+    from pathlib import Path
+
+    args = ("error-pread=EIO", "error-pread-rate=10%")
+    with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
+        status, out, err = _cli(
+            capsys, "run", "--target", str(disk), "--rw", "randread", "--qd", "4",
+            "--duration", "1", "--json", "--results", str(tmp_path / "r"),
+        )  # fmt: skip
+    assert status == 1, err
+    doc = json.loads(out)
+    assert doc["complete"] is False
+    (stream,) = doc["summary"]["streams"]
+    assert set(stream["errors_by_name"]) == {"EIO"} and stream["errors_by_name"]["EIO"] > 0
+    assert doc["summary"]["total"]["errors_by_name"] == stream["errors_by_name"]
+    stored = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+    assert stored["status"] == "errors"
+    assert "IOs failed (EIO" in stored["error"]
+    assert "(IO errors)" in err and "EIO" in err and "run failed:" in err
+    assert "Traceback" not in err

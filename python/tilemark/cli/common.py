@@ -53,7 +53,7 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
 
 def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     """The final per-stream table, where results are, and how the run ended."""
-    status_word = "failed" if outcome.error else "complete" if outcome.complete else "incomplete"
+    status_word = {"errors": "IO errors", "hung": "IO hung"}.get(outcome.status, outcome.status)
     title = f"run {outcome.run_id} ({status_word})"
     out.print(results_table(outcome.compiled, outcome.summary, title))
     out.print(f"results: {outcome.run_dir}", markup=False)

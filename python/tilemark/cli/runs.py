@@ -51,6 +51,8 @@ KIND_LABELS = {"run": "run", "tiles": "tiles", "scale-step": "step"}
 STATUS_STYLES = {
     "complete": "green",
     "incomplete": "yellow",
+    "errors": "red",
+    "hung": "red",
     "failed": "red",
     "killed": "red",
     "damaged": "magenta",

@@ -83,7 +83,7 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     notes = []
     status = "info"
     if doc.get("status") != "complete":
-        status = "warn" if doc.get("status") != "failed" else "fail"
+        status = "fail" if doc.get("status") in ("failed", "errors", "hung") else "warn"
         notes.append(
             f"run status: {doc.get('status')}"
             + (f": {doc['error']}" if doc.get("error") else "")

@@ -184,9 +184,12 @@ class RunWriter:
         summary: dict | None,
         complete: bool,
         error: str | None = None,
+        storage_failure: str | None = None,
     ) -> Path:
         """Seal the intervals, write the final run.json, register in the catalog; the run dir.
 
+        `storage_failure` is "errors" (IOs failed) or "hung" (an IO never completed): the
+        storage under test failed the run, which is stored with that status and `error`.
         A results filesystem that fills up leaves the run failed with the reason, the
         intervals that fit readable (sealed, or in the log), and no temporary file.
         """
@@ -209,13 +212,15 @@ class RunWriter:
                 )
         if self.failure is not None:
             error = self.failure if error is None else f"{error}; {self.failure}"
-        if error is not None:
+        if self.failure is not None or (error is not None and storage_failure is None):
             status = "failed"
+        elif storage_failure is not None:
+            status = storage_failure
         else:
             status = "complete" if complete else "incomplete"
         self.doc.update(
             status=status,
-            complete=bool(complete) and error is None,
+            complete=bool(complete) and status == "complete",
             error=error,
             ended_at=utc_now_iso(),
             summary=summary,

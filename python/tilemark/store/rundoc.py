@@ -165,7 +165,18 @@ def read_intervals(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
 # ---------------------------------------------------------------------------------------------
 # what a run directory says, as listings and reports show it
 
-STATUSES = ("running", "complete", "incomplete", "failed", "killed", "damaged")
+STATUSES = (
+    "running",
+    "complete",
+    "incomplete",
+    "errors",
+    "hung",
+    "failed",
+    "killed",
+    "damaged",
+)
+# Statuses in which the storage under test failed the run (exit status 1).
+STORAGE_FAILED = ("errors", "hung")
 # A run of an older tilemark (no process record) still "running" this long after its planned
 # end was killed: no run outlives its plan by an hour.
 UNRECORDED_GRACE = timedelta(hours=1)
@@ -200,7 +211,7 @@ def inspect_run(run_dir: Path) -> RunState:
     except StoreError as exc:
         return RunState(run_dir, None, "damaged", str(exc), intervals)
     status = str(doc.get("status") or "running")
-    problem = doc.get("error") if status == "failed" else None
+    problem = doc.get("error") if status in ("failed", "errors", "hung") else None
     if status == "running":
         gone = _gone_reason(doc)
         if gone is not None:
