@@ -161,9 +161,9 @@ def inspect_tile_target(
     tile: TileSpec,
     settings: TileRunSettings,
     max_tiles: int,
-    destroy_data: str | None,
-    force: bool,
     *,
+    destroy_data: str | None = None,
+    force: bool = False,
     fill: bool = False,
 ) -> targets.TargetInfo:
     """Check the layout fits --capacity, then inspect the target (safety checks); no IO."""

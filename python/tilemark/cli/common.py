@@ -34,6 +34,15 @@ def consoles(json_out: bool) -> tuple[Console, Console]:
     return (err if json_out else make_console(stderr=False)), err
 
 
+def safety(values: dict[str, Any]) -> dict[str, Any]:
+    """What the user allowed to be written: --destroy-data, --force, --fill."""
+    return {
+        "destroy_data": values.get("destroy_data"),
+        "force": bool(values.get("force")),
+        "fill": bool(values.get("fill")),
+    }
+
+
 def results_path(values: dict[str, Any]) -> Path:
     raw = values.get("results")
     return Path(raw) if raw is not None else DEFAULT_RESULTS
@@ -69,6 +78,18 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         err.print(f"run failed: {outcome.error}", markup=False)
     elif outcome.exit_status is not None:
         err.print("interrupted: results kept, marked incomplete", markup=False)
+
+
+def listed_plainly(rows: list[dict[str, Any]], json_out: bool, nothing: str) -> bool:
+    """The JSON list of a listing command (`runs`, `studies`), or its sentence for an empty
+    list; True when printed, False when the caller prints its table."""
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return True
+    if not rows:
+        typer.echo(nothing)
+        return True
+    return False
 
 
 def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:

@@ -23,6 +23,7 @@ from tilemark.cli.common import (
     print_run,
     qos_lines,
     results_path,
+    safety,
     verdict_line,
     write_json,
 )
@@ -152,12 +153,7 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
         use_default=bool(values.get("use_default")),
         overridden=overridden,
     )
-    info, compiled = inspect_and_compile(
-        workload,
-        destroy_data=values.get("destroy_data"),
-        force=bool(values.get("force")),
-        fill=bool(values.get("fill")),
-    )
+    info, compiled = inspect_and_compile(workload, **safety(values))
     out, err = consoles(bool(values.get("json_out")))
     if overridden:
         err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True)
@@ -181,14 +177,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
         raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
     tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
     settings = tile_settings(values, extend_by_default=False)
-    info = inspect_tile_target(
-        tile,
-        settings,
-        tiles,
-        values.get("destroy_data"),
-        bool(values.get("force")),
-        fill=bool(values.get("fill")),
-    )
+    info = inspect_tile_target(tile, settings, tiles, **safety(values))
     # Validate the whole plan before any IO.
     tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
     json_out = bool(values.get("json_out"))

@@ -3,7 +3,6 @@ delete them (run directory and catalog row together)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,12 +12,12 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
 from tilemark.errors import UsageError
 from tilemark.store import catalog, list_runs, manage
 from tilemark.store.studies import steps_of_studies
 from tilemark.units import format_size
 
-DEFAULT_RESULTS = Path("tilemark-results")
 ResultsOpt = Annotated[
     Path | None,
     typer.Option("--results", metavar="DIR", help="Results directory (default tilemark-results)."),
@@ -192,13 +191,8 @@ def runs(
     # A StoreError (catalog held by another process) reaches tilemark.cli.main, which
     # prints it as one sentence with a non-zero exit like every other command's errors.
     rows = list_runs(root)
-    if json_out:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        typer.echo(f"no runs under {root}")
-        return
-    print_runs(Console(), rows, root)
+    if not listed_plainly(rows, json_out, f"no runs under {root}"):
+        print_runs(Console(), rows, root)
 
 
 def _deletable_root(root: Path) -> None:

@@ -25,31 +25,27 @@ from tilemark.cli.common import (
     consoles,
     qos_lines,
     results_path,
+    safety,
     verdict_line,
 )
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import SCALE, Option, option
-from tilemark.runner import prepare
 from tilemark.study import (
     CONFIRM,
     RECHECK,
     Attempt,
-    KnobStudy,
     StepRecord,
     StepSpec,
-    StudyRecord,
-    TileCountStudy,
-    TileStepRunner,
-    parse_knob,
-    parse_knob_range,
     parse_tile_counts,
-    run_study,
-    settle,
-    tile_definition,
 )
-from tilemark.study.scale import DEFAULT_COUNTS
-from tilemark.tilerun import inspect_tile_target, load_tile_spec, tile_settings, tile_workload
+from tilemark.study.scale import (
+    DEFAULT_COUNTS,
+    knob_setup,
+    run_tile_study,
+    tile_count_setup,
+)
+from tilemark.tilerun import inspect_tile_target, load_tile_spec, tile_settings
 
 
 def _value(values: dict[str, Any], key: str, default: Any) -> Any:
@@ -103,81 +99,55 @@ def _clash(o: Option) -> str:  # every option of scale applies to scale
 def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     tile_file = values.pop("tile_file_arg")
     check_mode(values, SCALE, {SCALE}, _clash)
-    confirm = _value(values, "confirm", 1)
-    for key in ("confirm_runs", "repeat", "settle_max"):  # checked before any IO
-        _value(values, key, None)
     knob = values.get("knob")
     for key in ("knob_range", "knob_precision"):
         if values.get(key) is not None and knob is None:
             raise UsageError(f"{option('study', key).flag} applies to a knob search; add --knob.")
+    confirm = _value(values, "confirm", 1)
+    confirm_runs = _value(values, "confirm_runs", 1)
+    repeat = _value(values, "repeat", 1)
+    settle_max = _value(values, "settle_max", 60.0) if values.get("settle", True) else None
     counts = parse_tile_counts(values.get("counts") or (DEFAULT_COUNTS if not knob else "1"))
     tile_path = str(tile_file) if tile_file else None
-    tile = load_tile_spec(tile_path, values.get("sets"))
-    settings = tile_settings(values, extend_by_default=True)
     sets = list(values.get("sets") or [])
-
-    if knob is not None:
-        if len(counts) != 1:
-            raise UsageError(
-                "--knob keeps the tile count fixed while it searches the knob; give one count "
-                f"with --tiles N, got {values.get('counts')!r}."
-            )
-        app, name, start = parse_knob(knob, tile)
-        low, high = parse_knob_range(values.get("knob_range"), start)
-        precision = _value(values, "knob_precision", 5.0)
-        if precision <= 0:
-            raise UsageError(f"--knob-precision must be above 0, got {values['knob_precision']}.")
-
-        def tile_of(spec: StepSpec) -> Any:
-            return load_tile_spec(
-                str(tile_file) if tile_file else None, sets + [spec.params["set"]]
-            )
-
-        def make_study() -> Any:
-            return KnobStudy(
-                f"{app}.{name}",
-                start,
-                low=low,
-                high=high,
-                precision_pct=precision,
-                tiles=counts[0],
-                definition=tile_definition(tile, settings),
-            )
-
-        probe = make_study()
-        extremes = [tile_of(probe.spec(v)) for v in (low, high)]
+    settings = tile_settings(values, extend_by_default=True)
+    if knob is None:
+        setup = tile_count_setup(
+            load_tile_spec(tile_path, sets),
+            settings,
+            counts,
+            search=bool(values.get("search")),
+            confirm=confirm,
+        )
     else:
-
-        def tile_of(spec: StepSpec) -> Any:
-            return tile
-
-        def make_study() -> Any:
-            return TileCountStudy(
-                counts,
-                search=bool(values.get("search")),
-                confirm=confirm,
-                definition=tile_definition(tile, settings),
-            )
-
-        extremes = [tile]
-    max_tiles = counts[-1]
-    info = inspect_tile_target(
-        tile,
-        settings,
-        max_tiles,
-        values.get("destroy_data"),
-        bool(values.get("force")),
-        fill=bool(values.get("fill")),
-    )
-    for t in extremes:  # every step compiles if the extremes do
-        for n in (counts[0], max_tiles):
-            tile_workload(t, n, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment)
+        setup = knob_setup(
+            lambda extra: load_tile_spec(tile_path, sets + extra),
+            settings,
+            counts,
+            knob=knob,
+            knob_range=values.get("knob_range"),
+            precision_pct=_value(values, "knob_precision", 5.0),
+        )
+    info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
+    setup.check_compiles(info)
 
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)
     with targets.lock_target(info, argv):
-        outcome = _run_scale(values, info, settings, tile_of, make_study, max_tiles, argv, err)
+        outcome = run_tile_study(
+            setup,
+            info,
+            results=results_path(values),
+            argv=argv,
+            console=err,
+            confirm_runs=confirm_runs,
+            repeat=repeat,
+            settle_max_s=settle_max,
+            events=_Progress(err, "scale", repeat),
+        )
+    if isinstance(outcome, int):  # interrupted while preparing or settling
+        raise typer.Exit(outcome)
     doc = outcome.doc
     if outcome.interrupted is not None:
         why = "a run failed" if outcome.interrupted == 1 else "interrupted"
@@ -195,56 +165,8 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         _write_report(outcome.path, results_path(values), err, out)
     if outcome.interrupted is not None:
         raise typer.Exit(outcome.interrupted)
-    if doc.get(make_study().answer_key) is None:
+    if doc.get(setup.make_study().answer_key) is None:
         raise typer.Exit(EXIT_QOS)
-
-
-def _run_scale(
-    values: dict[str, Any],
-    info: Any,
-    settings: Any,
-    tile_of: Any,
-    make_study: Any,
-    max_tiles: int,
-    argv: list[str],
-    err: Console,
-) -> Any:
-    """Prepare and settle the target, then run the study on it (under the target's lock)."""
-    filling = info.will_fill
-    if not prepare(info, err):
-        raise typer.Exit(130)
-    settling = None
-    if filling and values.get("settle", True):
-        settling = settle(
-            info, backend=settings.backend, max_s=_value(values, "settle_max", 60.0), console=err
-        )
-        if settling.interrupted is not None:
-            raise typer.Exit(settling.interrupted)
-    confirm_runs = _value(values, "confirm_runs", 1)
-    repeat = _value(values, "repeat", 1)
-    runner = TileStepRunner(
-        tile_of,
-        settings,
-        info,
-        max_tiles=max_tiles,
-        results=results_path(values),
-        argv=argv,
-        console=err,
-    )
-    record = StudyRecord(results_path(values), {"kind": make_study().kind, "argv": argv})
-    return run_study(
-        make_study,
-        runner,
-        record,
-        confirm_runs=confirm_runs,
-        repeat=repeat,
-        events=_Progress(err, "scale", repeat),
-        extra=lambda: {
-            "confirm_runs": confirm_runs,
-            "repeat": repeat,
-            "settle": settling.to_json() if settling else None,
-        },
-    )
 
 
 def _write_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:

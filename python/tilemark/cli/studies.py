@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +9,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark.cli.runs import DEFAULT_RESULTS, STATUS_STYLES, listing_table, print_fitted
+from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
+from tilemark.cli.runs import STATUS_STYLES, listing_table, print_fitted
 from tilemark.store.studies import list_studies
 
 COLUMNS = ("id", "kind", "started", "tile", "steps", "result", "status")
@@ -60,11 +60,7 @@ def studies(
 ) -> None:
     """List stored studies, newest first: kind, steps, result, status."""
     rows = list_studies(results)
-    if json_out:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        typer.echo(f"no studies under {results}")
+    if listed_plainly(rows, json_out, f"no studies under {results}"):
         return
     console = Console()
     drop = print_fitted(console, lambda d: studies_table(rows, results, drop=d), OPTIONAL_COLUMNS)

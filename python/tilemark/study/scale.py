@@ -18,14 +18,31 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from rich.console import Console
 
 from tilemark import targets
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
-from tilemark.runner import RunOutcome
-from tilemark.study.base import NEW, RECHECK, Attempt, StepBook, StepRecord, StepSpec, Study
-from tilemark.tilerun import MAX_TILES, TileRunSettings, run_tiles
+from tilemark.runner import RunOutcome, prepare
+from tilemark.study.base import (
+    NEW,
+    RECHECK,
+    Attempt,
+    StepBook,
+    StepRecord,
+    StepSpec,
+    Study,
+    StudyEvents,
+    StudyOutcome,
+    StudyRecord,
+    run_study,
+)
+from tilemark.study.settle import settle
+from tilemark.tilerun import MAX_TILES, TileRunSettings, run_tiles, tile_workload
 
 DEFAULT_COUNTS = "1..8"
 KNOB_SPAN_DOWN = 64  # default knob range: the profile's value / 64 .. x 1024
@@ -426,3 +443,136 @@ def parse_knob_range(text: str | None, start: float) -> tuple[float, float]:
             "it or set the start with --set."
         )
     return low, high
+
+
+# -----------------------------------------------------------------------------------------------
+# Setting up and running a tile study (what `tilemark scale` calls)
+
+
+@dataclass
+class TileStudySetup:
+    """A tile study ready to run: how to make the study, which tile each step runs, and the
+    tiles whose extremes must compile before any IO."""
+
+    tile: TileSpec
+    settings: TileRunSettings
+    counts: list[int]
+    make_study: Callable[[], Study]
+    tile_of: Callable[[StepSpec], TileSpec]
+    extremes: list[TileSpec]
+
+    @property
+    def max_tiles(self) -> int:
+        return self.counts[-1]
+
+    def check_compiles(self, info: targets.TargetInfo) -> None:
+        """Every step compiles if the extremes do; a UsageError otherwise, before any IO."""
+        for t in self.extremes:
+            for n in (self.counts[0], self.max_tiles):
+                tile_workload(
+                    t, n, self.settings, max_tiles=self.max_tiles, dio_alignment=info.dio_alignment
+                )
+
+
+def tile_count_setup(
+    tile: TileSpec, settings: TileRunSettings, counts: list[int], *, search: bool, confirm: int
+) -> TileStudySetup:
+    """How many tiles pass: linear or by search over `counts`."""
+    definition = tile_definition(tile, settings)
+    return TileStudySetup(
+        tile,
+        settings,
+        counts,
+        lambda: TileCountStudy(counts, search=search, confirm=confirm, definition=definition),
+        lambda spec: tile,
+        [tile],
+    )
+
+
+def knob_setup(
+    tile_of_sets: Callable[[list[str]], TileSpec],
+    settings: TileRunSettings,
+    counts: list[int],
+    *,
+    knob: str,
+    knob_range: str | None,
+    precision_pct: float,
+) -> TileStudySetup:
+    """The largest value of `knob` at which the tile passes; `tile_of_sets(extra_sets)` loads
+    the tile with the user's --set overrides plus `extra_sets`."""
+    if len(counts) != 1:
+        raise UsageError(
+            "--knob keeps the tile count fixed while it searches the knob; give one count "
+            f"with --tiles N, got {','.join(map(str, counts))}."
+        )
+    if precision_pct <= 0:
+        raise UsageError(f"--knob-precision must be above 0, got {precision_pct:g}.")
+    tile = tile_of_sets([])
+    app, name, start = parse_knob(knob, tile)
+    low, high = parse_knob_range(knob_range, start)
+    definition = tile_definition(tile, settings)
+
+    def make_study() -> KnobStudy:
+        return KnobStudy(
+            f"{app}.{name}",
+            start,
+            low=low,
+            high=high,
+            precision_pct=precision_pct,
+            tiles=counts[0],
+            definition=definition,
+        )
+
+    def tile_of(spec: StepSpec) -> TileSpec:
+        return tile_of_sets([spec.params["set"]])
+
+    probe = make_study()
+    extremes = [tile_of(probe.spec(v)) for v in (low, high)]
+    return TileStudySetup(tile, settings, counts, make_study, tile_of, extremes)
+
+
+def run_tile_study(
+    setup: TileStudySetup,
+    info: targets.TargetInfo,
+    *,
+    results: Path,
+    argv: list[str],
+    console: Console,
+    confirm_runs: int,
+    repeat: int,
+    settle_max_s: float | None,
+    events: StudyEvents | None = None,
+) -> StudyOutcome | int:
+    """Prepare the target, settle it after a fill (unless `settle_max_s` is None), and run the
+    study; the exit status (128 + signal) when interrupted before the first step."""
+    filling = info.will_fill
+    if not prepare(info, console):
+        return 130
+    settling = None
+    if filling and settle_max_s is not None:
+        settling = settle(info, backend=setup.settings.backend, max_s=settle_max_s, console=console)
+        if settling.interrupted is not None:
+            return settling.interrupted
+    runner = TileStepRunner(
+        setup.tile_of,
+        setup.settings,
+        info,
+        max_tiles=setup.max_tiles,
+        results=results,
+        argv=argv,
+        console=console,
+    )
+    record = StudyRecord(results, {"kind": setup.make_study().kind, "argv": argv})
+    return run_study(
+        setup.make_study,
+        runner,
+        record,
+        confirm_runs=confirm_runs,
+        repeat=repeat,
+        events=events,
+        extra=lambda: {
+            "confirm_runs": confirm_runs,
+            "repeat": repeat,
+            "settle": settling.to_json() if settling else None,
+        },
+    )
