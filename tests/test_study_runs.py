@@ -258,3 +258,18 @@ def test_scale_settles_after_filling_a_new_target(tmp_path, capsys, fake_engine,
     # The target is filled now: the next study does not settle again.
     status, doc, _, err = scale(capsys, tmp_path, tile, "--tiles", "1")
     assert status == 0 and doc["settle"] is None
+
+
+def test_a_decided_failure_stops_an_extended_step_at_once(tmp_path, capsys, fake_engine, tile):
+    # Read p99 decidedly over its limit from the start, while the mean (limit 100 ms, mean
+    # about 50 ms with a wide spread) cannot be decided: the failure alone decides the step.
+    (tmp_path / "reader.toml").write_text(
+        READER + '\n[qos.read_avg]\nstream = "r"\nop = "read"\nstat = "mean"\nmax_ms = 51\n'
+    )
+    options, _ = fake_engine
+    options.update(intervals=None, latencies=lambda s, i, p: [1 * MS] * 50 + [100 * MS] * 50)
+    status, doc, err = run_tiles(capsys, tmp_path, tile, "--max-duration", "12")
+    apps = doc["summary"]["applications"]
+    assert status == 3 and apps["verdict"] == "fail"
+    assert apps["measurement"]["measured_s"] == pytest.approx(3)
+    assert doc["summary"]["ended_by"] == "decided"

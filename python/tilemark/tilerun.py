@@ -5,8 +5,8 @@ Shared by `tilemark run --tiles N` and every step of `tilemark scale`.
 A tile run measures for `duration`. When `max_duration` is longer, the engine is planned for
 `max_duration` and a QosMonitor re-judges the applications once a second after `duration`:
 as soon as no whole-window criterion's confidence interval straddles its limit, the run is
-stopped ("decided"); otherwise it measures on until `max_duration`, where an undecided
-criterion counts as failed, within noise.
+stopped ("decided"), and also as soon as a criterion has decidedly failed; otherwise it
+measures on until `max_duration`, where an undecided criterion counts as failed, within noise.
 """
 
 from __future__ import annotations
@@ -221,7 +221,10 @@ class QosMonitor:
         self.checks += 1
         apps = self.judge()
         self.undecided = apps["undecided"]
-        return None if self.undecided else "decided"
+        # A decided failure decides the step whatever the undecided criteria turn out to be.
+        if apps["verdict"] == "fail" or not self.undecided:
+            return "decided"
+        return None
 
     def extended(self) -> bool:
         """True when the run measured past `duration` to decide a criterion."""
