@@ -9,16 +9,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::backend::open_backend;
+use crate::clock::{monotonic_ns, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stream::StreamState;
-use crate::worker::{IntervalMsg, Phase, RunClock, ThreadResult, Worker};
+use crate::worker::{IntervalMsg, Phase, ThreadResult, Worker};
 
 /// A started run.
 pub struct Engine {
@@ -191,16 +192,15 @@ impl Engine {
             .unwrap()
             .as_nanos() as u64;
         let delay = plan.start_at_ns.map_or(0, |t| t.saturating_sub(now_real));
-        let t0 = Instant::now() + Duration::from_nanos(delay);
         let started_at_ns = now_real + delay;
         let warmup_ns = plan.warmup_ms * 1_000_000;
-        let clock = RunClock {
-            t0,
+        let mut clock = RunClock::monotonic(
+            monotonic_ns() + delay,
             warmup_ns,
-            end_ns: plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
-            interval_ns: plan.interval_ms * 1_000_000,
-            stop: stop.clone(),
-        };
+            plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
+            plan.interval_ms * 1_000_000,
+        );
+        clock.stop = stop.clone();
         for go in &gos {
             let _ = go.send(Some(clock.clone()));
         }
@@ -408,5 +408,84 @@ impl Aggregator {
             out.push(serde_json::to_string(&snap).expect("snapshot serializes"));
         }
         format!("[{}]", out.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval message from `thread` carrying `ops` reads for each of `streams`.
+    fn msg(thread: usize, interval: u64, streams: &[usize], ops: u64, last: bool) -> IntervalMsg {
+        let streams = streams
+            .iter()
+            .map(|&i| {
+                let mut s = StreamStats::new(false);
+                s.ops[0].ops = ops;
+                (i, s)
+            })
+            .collect();
+        IntervalMsg {
+            thread,
+            interval,
+            phase: Phase::Measure,
+            start_ns: interval * 1000 + thread as u64,
+            end_ns: (interval + 1) * 1000 + thread as u64,
+            streams,
+            last,
+        }
+    }
+
+    fn take(agg: &mut Aggregator) -> Vec<serde_json::Value> {
+        serde_json::from_str::<Vec<serde_json::Value>>(&agg.take_ready_json()).unwrap()
+    }
+
+    #[test]
+    fn an_interval_is_published_once_every_thread_has_sent_it() {
+        let mut agg = Aggregator::new(2, 3);
+        agg.add(msg(0, 0, &[0, 2], 5, false));
+        assert!(
+            take(&mut agg).is_empty(),
+            "thread 1 has not reported interval 0"
+        );
+        agg.add(msg(0, 1, &[0, 2], 6, false));
+        agg.add(msg(1, 0, &[1], 7, false));
+        let ready = take(&mut agg);
+        assert_eq!(ready.len(), 1);
+        let snap = &ready[0];
+        assert_eq!(snap["interval"], 0);
+        // Streams of both threads, in plan order; the snapshot spans both threads' intervals.
+        let ops: Vec<(u64, u64)> = snap["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["stream"].as_u64().unwrap(),
+                    s["read"]["ops"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ops, [(0, 5), (1, 7), (2, 5)]);
+        assert_eq!(
+            (snap["start_ns"].as_u64(), snap["end_ns"].as_u64()),
+            (Some(0), Some(1001))
+        );
+        assert!(take(&mut agg).is_empty(), "published once");
+    }
+
+    #[test]
+    fn a_thread_that_ended_does_not_hold_back_later_intervals() {
+        let mut agg = Aggregator::new(2, 2);
+        agg.add(msg(1, 0, &[1], 1, false));
+        agg.add(msg(1, 1, &[1], 1, true));
+        for k in 0..4 {
+            agg.add(msg(0, k, &[0], 2, false));
+        }
+        let intervals: Vec<u64> = take(&mut agg)
+            .iter()
+            .map(|s| s["interval"].as_u64().unwrap())
+            .collect();
+        assert_eq!(intervals, [0, 1, 2, 3]);
     }
 }

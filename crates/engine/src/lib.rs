@@ -6,6 +6,7 @@
 
 pub mod backend;
 pub mod buf;
+pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod plan;

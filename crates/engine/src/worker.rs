@@ -2,26 +2,34 @@
 //!
 //! Closed-loop streams refill their queue as completions arrive; open-loop streams and burst
 //! delays wake from a timer heap. IOs are attributed to the interval in which they complete.
-//! Clock reads are batched: one per submission pass and one per completion batch, since every
-//! IO in a batch shares the system call that submitted or reaped it.
+//!
+//! The clock is read once per loop turn, right after the backend returns: that reading is the
+//! completion time of everything just reaped and the submission time of everything issued in
+//! the following turn, which reaches the device with the next backend call a few hundred
+//! nanoseconds later. A turn is one system call on io_uring: it submits, reaps, and sleeps
+//! only if nothing has completed.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
+use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
 use crate::stats::{OpKind, StreamStats, LATE_NS};
 use crate::stream::{BurstState, StreamState};
 
 /// Longest single wait, so a stop request is noticed promptly.
-const MAX_WAIT: Duration = Duration::from_millis(50);
+const MAX_WAIT_NS: u64 = 50_000_000;
 /// A device that does not complete in-flight IOs within this long after the end is reported.
-const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+const DRAIN_LIMIT_NS: u64 = 120_000_000_000;
+/// At most this much earlier than an open-loop issue time does the thread wake and spin: the
+/// CPU spent spinning must stay small next to the cost of an IO.
+const MAX_EARLY_NS: u64 = 20_000;
+/// Wake-up lateness samples are clipped here, so one preempted wake-up does not make every
+/// following one early.
+const MAX_LATE_SAMPLE_NS: u64 = 100_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -36,6 +44,14 @@ impl Phase {
             Phase::Measure => "measure",
         }
     }
+
+    fn of(clock: &RunClock, start: u64) -> Phase {
+        if start < clock.warmup_ns {
+            Phase::Warmup
+        } else {
+            Phase::Measure
+        }
+    }
 }
 
 /// What a thread reports at every interval boundary.
@@ -48,40 +64,6 @@ pub struct IntervalMsg {
     pub streams: Vec<(usize, StreamStats)>,
     /// The thread's last interval.
     pub last: bool,
-}
-
-/// Shared timing of a run.
-#[derive(Clone)]
-pub struct RunClock {
-    pub t0: Instant,
-    pub warmup_ns: u64,
-    pub end_ns: Option<u64>,
-    pub interval_ns: u64,
-    pub stop: Arc<AtomicBool>,
-}
-
-impl RunClock {
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.t0.elapsed().as_nanos() as u64
-    }
-
-    /// End of the interval that starts at `start`.
-    fn boundary_after(&self, start: u64) -> u64 {
-        if start < self.warmup_ns {
-            (start + self.interval_ns).min(self.warmup_ns)
-        } else {
-            start + self.interval_ns
-        }
-    }
-
-    fn phase_of(&self, start: u64) -> Phase {
-        if start < self.warmup_ns {
-            Phase::Warmup
-        } else {
-            Phase::Measure
-        }
-    }
 }
 
 struct Slot {
@@ -108,6 +90,11 @@ pub struct Worker {
     ready: Vec<u32>,
     completions: Vec<Completion>,
     inflight: usize,
+    /// Requests queued since the last backend call.
+    unsubmitted: usize,
+    /// Recent lateness of timed wake-ups (moving average, ns): how much earlier than an
+    /// open-loop issue time the thread asks to be woken, so the IO goes out on time.
+    wake_late_ns: u64,
     interval: u64,
     interval_start: u64,
     boundary: u64,
@@ -125,6 +112,8 @@ impl Worker {
             ready: Vec::new(),
             completions: Vec::with_capacity(256),
             inflight: 0,
+            unsubmitted: 0,
+            wake_late_ns: 0,
             interval: 0,
             interval_start: 0,
             boundary: 0,
@@ -136,12 +125,13 @@ impl Worker {
         // default timer slack), or every intended issue time turns into queueing delay.
         // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-        // Sleep until the common start time, in short steps so stop() still works.
-        while Instant::now() < clock.t0 {
-            if clock.stop.load(Ordering::Relaxed) {
+        // Sleep until the common start time (run time 0), in short steps so stop() still works.
+        while !clock.is_manual() && crate::clock::monotonic_ns() < clock.origin_ns {
+            if clock.stopping() {
                 break;
             }
-            std::thread::sleep((clock.t0 - Instant::now()).min(MAX_WAIT));
+            let left = clock.origin_ns.saturating_sub(crate::clock::monotonic_ns());
+            std::thread::sleep(std::time::Duration::from_nanos(left.min(MAX_WAIT_NS)));
         }
         self.boundary = clock.boundary_after(0);
         for i in 0..self.streams.len() {
@@ -158,7 +148,6 @@ impl Worker {
         self.emit(&clock, &tx, end_ns, true);
         outcome?;
         drained?;
-        let stopped = clock.stop.load(Ordering::Relaxed);
         let totals = self
             .streams
             .iter_mut()
@@ -167,12 +156,12 @@ impl Worker {
         Ok(ThreadResult {
             totals,
             end_ns,
-            stopped,
+            stopped: clock.stopping(),
         })
     }
 
     fn finished(&self, clock: &RunClock, now: u64) -> bool {
-        clock.stop.load(Ordering::Relaxed)
+        clock.stopping()
             || clock.end_ns.is_some_and(|e| now >= e)
             || (self.inflight == 0
                 && self
@@ -181,13 +170,35 @@ impl Worker {
                     .all(|s| s.exhausted() && s.pending_fsyncs == 0))
     }
 
+    /// The next time the loop must run even if nothing completes, and whether it is an
+    /// open-loop issue time (which must not be missed by a late wake-up).
+    fn deadline(&self, clock: &RunClock, now: u64) -> (u64, bool) {
+        let mut deadline = self.boundary.min(now + MAX_WAIT_NS);
+        if let Some(e) = clock.end_ns {
+            deadline = deadline.min(e);
+        }
+        match self.timers.peek() {
+            Some(&Reverse((due, _))) if due <= deadline => (due, true),
+            _ => (deadline, false),
+        }
+    }
+
+    /// How much earlier than an issue time to wake: the recent mean wake-up lateness. Lateness
+    /// is skewed to the right, so more than half of the wake-ups come before the issue time
+    /// (the rest of the way is spun) and the others are late by little.
+    fn early_ns(&self) -> u64 {
+        self.wake_late_ns.min(MAX_EARLY_NS)
+    }
+
     fn event_loop(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
+        let mut now = clock.now();
         loop {
-            let now = clock.now();
+            // Completions reaped by the last backend call belong to the interval of `now`.
+            self.emit_due(clock, tx, now);
+            self.record_completions(now);
             if self.finished(clock, now) {
                 return Ok(());
             }
-            self.emit_due(clock, tx, now);
             while let Some(&Reverse((due, s))) = self.timers.peek() {
                 if due > now {
                     break;
@@ -199,32 +210,51 @@ impl Worker {
                 self.streams[s as usize].queued_ready = false;
                 self.fill_closed(s as usize, now)?;
             }
-            let mut deadline = self.boundary;
-            if let Some(e) = clock.end_ns {
-                deadline = deadline.min(e);
-            }
-            if let Some(&Reverse((due, _))) = self.timers.peek() {
-                deadline = deadline.min(due);
-            }
-            let now = clock.now();
-            let wait = Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_WAIT);
-            if self.inflight == 0 {
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
+            let (deadline, timed) = self.deadline(clock, now);
+            let early = if timed { self.early_ns() } else { 0 };
+            if deadline > now + early {
+                let wake_at = deadline - early;
+                self.submit(clock, Some(wake_at))?;
+                now = clock.now();
+                if self.completions.is_empty() && now >= wake_at {
+                    // Woken by the deadline, not by a completion: how late was it?
+                    let late = (now - wake_at).min(MAX_LATE_SAMPLE_NS);
+                    self.wake_late_ns = (7 * self.wake_late_ns + late) / 8;
                 }
-                continue;
+            } else {
+                // An issue time is closer than a wake-up from sleep would reliably be: stay
+                // awake, hand over what was issued, reap what completes, and spin.
+                if self.unsubmitted > 0 || self.backend.completions_ready() {
+                    self.submit(clock, None)?;
+                } else {
+                    std::hint::spin_loop();
+                }
+                now = clock.now();
             }
-            self.backend
-                .submit_and_reap(&mut self.completions, 1, wait)
-                .map_err(|e| EngineError::io("submitting IO", e))?;
-            self.record_completions(clock, tx);
         }
     }
 
+    fn submit(&mut self, clock: &RunClock, wait_until: Option<u64>) -> Result<()> {
+        self.unsubmitted = 0;
+        self.backend
+            .submit(&mut self.completions, wait_until, clock)
+            .map_err(|e| EngineError::io("submitting IO", e))
+    }
+
     fn drain(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
-        let started = Instant::now();
-        while self.inflight > 0 {
-            if started.elapsed() > DRAIN_LIMIT {
+        // While draining, no new data IOs are issued (pending fsyncs are dropped too).
+        for s in &mut self.streams {
+            s.pending_fsyncs = 0;
+        }
+        let mut now = clock.now();
+        let limit = now + DRAIN_LIMIT_NS;
+        loop {
+            self.emit_due(clock, tx, now);
+            self.record_completions(now);
+            if self.inflight == 0 {
+                return Ok(());
+            }
+            if now > limit {
                 // Buffers of IOs the kernel still owns must never be freed: leak them.
                 for slot in &mut self.slots {
                     if let Some(buf) = slot.buf.take() {
@@ -234,19 +264,12 @@ impl Worker {
                 return Err(EngineError::Thread(format!(
                     "{} IOs did not complete within {}s after the run ended",
                     self.inflight,
-                    DRAIN_LIMIT.as_secs()
+                    DRAIN_LIMIT_NS / 1_000_000_000
                 )));
             }
-            self.backend
-                .submit_and_reap(&mut self.completions, 1, MAX_WAIT)
-                .map_err(|e| EngineError::io("reaping IO", e))?;
-            // While draining, no new data IOs are issued (pending fsyncs are dropped too).
-            for s in &mut self.streams {
-                s.pending_fsyncs = 0;
-            }
-            self.record_completions(clock, tx);
+            self.submit(clock, Some((now + MAX_WAIT_NS).min(limit)))?;
+            now = clock.now();
         }
-        Ok(())
     }
 
     fn mark_ready(&mut self, s: usize) {
@@ -259,7 +282,9 @@ impl Worker {
 
     /// Closed loop: keep the queue full.
     fn fill_closed(&mut self, s: usize, now: u64) -> Result<()> {
-        self.issue_fsyncs(s, now)?;
+        if self.streams[s].pending_fsyncs > 0 {
+            self.issue_fsyncs(s, now)?;
+        }
         while self.streams[s].can_issue() {
             self.issue_data(s, now, now)?;
         }
@@ -344,7 +369,7 @@ impl Worker {
                 st.interval.ios_issued_late += 1;
             }
         }
-        self.submit(s, io.kind, Some(buf), req, now, intended)
+        self.queue_io(s, io.kind, Some(buf), req, now, intended)
     }
 
     fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
@@ -358,12 +383,12 @@ impl Worker {
                 len: 0,
                 offset: 0,
             };
-            self.submit(s, OpKind::Sync, None, req, now, now)?;
+            self.queue_io(s, OpKind::Sync, None, req, now, now)?;
         }
         Ok(())
     }
 
-    fn submit(
+    fn queue_io(
         &mut self,
         s: usize,
         kind: OpKind,
@@ -385,6 +410,7 @@ impl Worker {
             .map_err(|e| EngineError::io("queueing IO", e))?;
         self.streams[s].inflight += 1;
         self.inflight += 1;
+        self.unsubmitted += 1;
         Ok(())
     }
 
@@ -397,14 +423,13 @@ impl Worker {
         }
     }
 
-    /// Record every reaped completion. Streams that got room back issue in the next loop turn
-    /// (closed loop via `ready`, a blocked open-loop stream via an immediate timer).
-    fn record_completions(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) {
+    /// Record every reaped completion, completed at `now`. Streams that got room back issue
+    /// in the same loop turn (closed loop via `ready`, a blocked open-loop stream via an
+    /// immediate timer).
+    fn record_completions(&mut self, now: u64) {
         if self.completions.is_empty() {
             return;
         }
-        let now = clock.now();
-        self.emit_due(clock, tx, now);
         let mut completions = std::mem::take(&mut self.completions);
         for c in completions.drain(..) {
             let slot = &mut self.slots[c.user_data as usize];
@@ -453,7 +478,7 @@ impl Worker {
 
     /// Close the current interval at `end` and send it.
     fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
-        let phase = clock.phase_of(self.interval_start);
+        let phase = Phase::of(clock, self.interval_start);
         let mut streams = Vec::with_capacity(self.streams.len());
         for st in &mut self.streams {
             let open = st.is_open_loop();
@@ -482,3 +507,6 @@ impl Worker {
         self.boundary = clock.boundary_after(end);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,9 +6,10 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Backend, Completion, IoReq, Op};
+use crate::clock::RunClock;
 
 /// Workers per engine thread at most; deeper queues wait in the request queue.
 const MAX_WORKERS: usize = 256;
@@ -99,11 +100,11 @@ impl Backend for PsyncBackend {
         Ok(())
     }
 
-    fn submit_and_reap(
+    fn submit(
         &mut self,
         out: &mut Vec<Completion>,
-        min_complete: usize,
-        timeout: Duration,
+        wait_until: Option<u64>,
+        clock: &RunClock,
     ) -> io::Result<()> {
         if !self.pending.is_empty() {
             let n = self.pending.len();
@@ -119,19 +120,20 @@ impl Backend for PsyncBackend {
                 self.shared.request_ready.notify_all();
             }
         }
-        let deadline = Instant::now() + timeout;
         let mut done = self.shared.completions.lock().unwrap();
-        while done.len() < min_complete {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+        if let Some(deadline) = wait_until {
+            while done.is_empty() {
+                let now = clock.now();
+                if now >= deadline {
+                    break;
+                }
+                done = self
+                    .shared
+                    .completion_ready
+                    .wait_timeout(done, Duration::from_nanos(deadline - now))
+                    .unwrap()
+                    .0;
             }
-            done = self
-                .shared
-                .completion_ready
-                .wait_timeout(done, deadline - now)
-                .unwrap()
-                .0;
         }
         out.append(&mut done);
         Ok(())
