@@ -88,7 +88,11 @@ pub struct Worker {
     free_slots: Vec<u32>,
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     ready: Vec<u32>,
+    /// Reaped by the last backend call.
     completions: Vec<Completion>,
+    /// Released (buffers and queue room given back), statistics not yet recorded; their
+    /// slots stay taken until then.
+    released: Vec<Completion>,
     inflight: usize,
     /// Requests queued since the last backend call.
     unsubmitted: usize,
@@ -111,6 +115,7 @@ impl Worker {
             timers: BinaryHeap::new(),
             ready: Vec::new(),
             completions: Vec::with_capacity(256),
+            released: Vec::with_capacity(256),
             inflight: 0,
             unsubmitted: 0,
             wake_late_ns: 0,
@@ -195,8 +200,9 @@ impl Worker {
         loop {
             // Completions reaped by the last backend call belong to the interval of `now`.
             self.emit_due(clock, tx, now);
-            self.record_completions(now);
+            self.release_completions(now);
             if self.finished(clock, now) {
+                self.record_released(now);
                 return Ok(());
             }
             while let Some(&Reverse((due, s))) = self.timers.peek() {
@@ -210,28 +216,42 @@ impl Worker {
                 self.streams[s as usize].queued_ready = false;
                 self.fill_closed(s as usize, now)?;
             }
-            let (deadline, timed) = self.deadline(clock, now);
-            let early = if timed { self.early_ns() } else { 0 };
-            if deadline > now + early {
-                let wake_at = deadline - early;
-                self.submit(clock, Some(wake_at))?;
-                now = clock.now();
-                if self.completions.is_empty() && now >= wake_at {
-                    // Woken by the deadline, not by a completion: how late was it?
-                    let late = (now - wake_at).min(MAX_LATE_SAMPLE_NS);
-                    self.wake_late_ns = (7 * self.wake_late_ns + late) / 8;
-                }
-            } else {
-                // An issue time is closer than a wake-up from sleep would reliably be: stay
-                // awake, hand over what was issued, reap what completes, and spin.
-                if self.unsubmitted > 0 || self.backend.completions_ready() {
-                    self.submit(clock, None)?;
-                } else {
-                    std::hint::spin_loop();
-                }
-                now = clock.now();
+            // Hand the new IOs to the device first; the statistics of the completions that
+            // made room for them are recorded while the device works. This is also fio's
+            // order (submit, account, then reap): completions that arrive meanwhile are taken
+            // without sleeping.
+            if self.unsubmitted > 0 {
+                self.submit(clock, None)?;
             }
+            self.record_released(now);
+            if self.completions.is_empty() {
+                self.wait(clock, now)?;
+            }
+            now = clock.now();
         }
+    }
+
+    /// Nothing has completed: sleep until something does or the next deadline, waking early
+    /// enough for an open-loop issue time to be met.
+    fn wait(&mut self, clock: &RunClock, now: u64) -> Result<()> {
+        let (deadline, timed) = self.deadline(clock, now);
+        let early = if timed { self.early_ns() } else { 0 };
+        if deadline > now + early {
+            let wake_at = deadline - early;
+            self.submit(clock, Some(wake_at))?;
+            let woke = clock.now();
+            if self.completions.is_empty() && woke >= wake_at {
+                // Woken by the deadline, not by a completion: how late was it?
+                let late = (woke - wake_at).min(MAX_LATE_SAMPLE_NS);
+                self.wake_late_ns = (7 * self.wake_late_ns + late) / 8;
+            }
+        } else if self.backend.completions_ready() {
+            // An issue time is closer than a wake-up from sleep would reliably be: stay awake
+            // (the loop goes round, reading the clock) and only reap what has completed. No
+            // PAUSE instruction: in a VM a pause loop makes the hypervisor deschedule the vCPU.
+            self.submit(clock, None)?;
+        }
+        Ok(())
     }
 
     fn submit(&mut self, clock: &RunClock, wait_until: Option<u64>) -> Result<()> {
@@ -250,7 +270,8 @@ impl Worker {
         let limit = now + DRAIN_LIMIT_NS;
         loop {
             self.emit_due(clock, tx, now);
-            self.record_completions(now);
+            self.release_completions(now);
+            self.record_released(now);
             if self.inflight == 0 {
                 return Ok(());
             }
@@ -423,44 +444,28 @@ impl Worker {
         }
     }
 
-    /// Record every reaped completion, completed at `now`. Streams that got room back issue
-    /// in the same loop turn (closed loop via `ready`, a blocked open-loop stream via an
-    /// immediate timer).
-    fn record_completions(&mut self, now: u64) {
+    /// First pass over the completions just reaped, completed at `now`: give back their
+    /// buffers and queue room, so streams can issue again in this loop turn (closed loop via
+    /// `ready`, a blocked open-loop stream via an immediate timer). Their statistics are
+    /// recorded by `record_released` after the new IOs are submitted.
+    fn release_completions(&mut self, now: u64) {
         if self.completions.is_empty() {
             return;
         }
-        let mut completions = std::mem::take(&mut self.completions);
-        for c in completions.drain(..) {
+        for i in 0..self.completions.len() {
+            let c = self.completions[i];
             let slot = &mut self.slots[c.user_data as usize];
             let s = slot.stream as usize;
             let kind = slot.kind;
-            let (intended, submitted) = (slot.intended, slot.submitted);
             let buf = slot.buf.take();
-            self.free_slots.push(c.user_data as u32);
             self.inflight -= 1;
             let st = &mut self.streams[s];
             st.inflight -= 1;
             if let Some(b) = buf {
                 st.return_buf(kind, b);
             }
-            let op = st.interval.op(kind);
-            if c.result < 0 {
-                op.add_error(-c.result);
-            } else {
-                op.ops += 1;
-                op.bytes += if kind == OpKind::Sync {
-                    0
-                } else {
-                    c.result as u64
-                };
-                op.service.record(now.saturating_sub(submitted));
-                if let Some(r) = op.response.as_mut() {
-                    r.record(now.saturating_sub(intended));
-                }
-                if kind == OpKind::Write {
-                    st.on_write_done();
-                }
+            if kind == OpKind::Write && c.result >= 0 {
+                st.on_write_done();
             }
             if let Some(delay) = st.burst_drained() {
                 self.timers.push(Reverse((now + delay, s as u32)));
@@ -473,7 +478,34 @@ impl Worker {
                 self.mark_ready(s);
             }
         }
-        self.completions = completions;
+        debug_assert!(self.released.is_empty());
+        std::mem::swap(&mut self.completions, &mut self.released);
+    }
+
+    /// Second pass: count and time the released completions (in the interval of `now`, their
+    /// completion time), then free their slots.
+    fn record_released(&mut self, now: u64) {
+        for c in &self.released {
+            let slot = &self.slots[c.user_data as usize];
+            let kind = slot.kind;
+            let op = self.streams[slot.stream as usize].interval.op(kind);
+            if c.result < 0 {
+                op.add_error(-c.result);
+            } else {
+                op.ops += 1;
+                op.bytes += if kind == OpKind::Sync {
+                    0
+                } else {
+                    c.result as u64
+                };
+                op.service.record(now.saturating_sub(slot.submitted));
+                if let Some(r) = op.response.as_mut() {
+                    r.record(now.saturating_sub(slot.intended));
+                }
+            }
+            self.free_slots.push(c.user_data as u32);
+        }
+        self.released.clear();
     }
 
     /// Close the current interval at `end` and send it.
