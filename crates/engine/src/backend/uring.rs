@@ -13,12 +13,12 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::{Backend, Completion, IoReq, Op};
-use crate::clock::RunClock;
+use crate::clock::{monotonic_ns, RunClock};
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
 const IORING_ENTER_GETEVENTS: u32 = 1;
@@ -30,8 +30,9 @@ const MAX_TIMERS: usize = 4;
 
 pub struct UringBackend {
     ring: IoUring,
-    /// Spin this long for completions before sleeping (0 = never spin).
+    /// Spin this long for completions before sleeping (0 = adaptive, see `Poller`).
     poll: Duration,
+    poller: Poller,
     /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
     taskrun_flag: bool,
     /// CLOCK_MONOTONIC deadlines of the timeout requests in the ring, by slot.
@@ -73,6 +74,7 @@ impl UringBackend {
         Ok(UringBackend {
             ring,
             poll,
+            poller: Poller::default(),
             taskrun_flag,
             timers: [None; MAX_TIMERS],
             timer_ts: std::array::from_fn(|_| types::Timespec::new()),
@@ -167,17 +169,37 @@ impl Backend for UringBackend {
             self.reap(out);
             return Ok(());
         };
-        if !self.poll.is_zero() {
-            // Optional polling: keep asking for completions for up to `poll` before sleeping.
-            // Trades CPU for latency on fast devices (--poll-us).
+        let deadline = clock.to_monotonic(deadline);
+        let started = monotonic_ns();
+        let fixed = self.poll.as_nanos() as u64;
+        let budget = if fixed > 0 {
+            fixed
+        } else {
+            self.poller.budget()
+        };
+        let budget = budget.min(deadline.saturating_sub(started));
+        let mut caught = false;
+        if budget > 0 && self.cq_empty() {
+            // Poll before sleeping: watch the ring's flag for pending completion work, and
+            // enter the kernel only when there is some (or, on kernels without the flag, each
+            // time round). No PAUSE instruction: in a VM a pause loop can get the vCPU
+            // descheduled.
             self.submit_pending()?;
-            let started = Instant::now();
-            while self.cq_empty() && started.elapsed() < self.poll {
-                self.submit_pending()?;
+            loop {
+                if !self.cq_empty() {
+                    caught = true;
+                    break;
+                }
+                if !self.taskrun_flag || self.ring.submission().taskrun() {
+                    self.submit_pending()?;
+                    continue;
+                }
+                if monotonic_ns() - started >= budget {
+                    break;
+                }
             }
         }
         if self.cq_empty() {
-            let deadline = clock.to_monotonic(deadline);
             if self.arm_timer(deadline)? {
                 // One system call submits, runs completion work, and sleeps only if nothing
                 // has completed; the timeout request bounds the sleep.
@@ -185,13 +207,19 @@ impl Backend for UringBackend {
                 // SAFETY: as in submit_pending.
                 ok_or_interrupted(unsafe { self.enter(pending, 1) })?;
             } else {
-                let left = deadline.saturating_sub(crate::clock::monotonic_ns());
+                let left = deadline.saturating_sub(monotonic_ns());
                 let ts = types::Timespec::from(Duration::from_nanos(left));
                 let args = types::SubmitArgs::new().timespec(&ts);
                 ok_or_interrupted(self.ring.submitter().submit_with_args(1, &args))?;
             }
         }
+        let before = out.len();
         self.reap(out);
+        if fixed == 0 {
+            let completed = out.len() > before;
+            self.poller
+                .observe(monotonic_ns() - started, budget > 0, caught, completed);
+        }
         Ok(())
     }
 
@@ -217,6 +245,74 @@ impl UringBackend {
     }
 }
 
+/// Longest adaptive spin before sleeping.
+const SPIN_MAX_NS: u64 = 40_000;
+/// While spinning does not pay, probe with one spin every this many waits.
+const PROBE_EVERY: u32 = 256;
+
+/// Hybrid polling, the kernel's idea for polled block IO applied to a sleeping thread: spin
+/// before sleeping only while recent spins did catch their completion, for a little longer
+/// than those completions took. On a fast device (the loop-over-tmpfs ramdisk: completions a
+/// few to a few tens of microseconds after submission) a sleep and wake-up cost more than the
+/// spin, and a vCPU that stays busy keeps the device's kernel worker on the other vCPU (see
+/// bench/README.md); on a slow device, or when another task needs this CPU and spins miss,
+/// the thread just sleeps, probing now and then.
+#[derive(Debug)]
+struct Poller {
+    /// How long caught completions took, ns: a maximum that decays, so the spin covers
+    /// nearly all of them (their times are often bimodal) and follows the device down.
+    catch_ns: u64,
+    /// Moving average of the share of spins that caught a completion, in 1/1024.
+    hit_rate: u32,
+    /// Waits since the last spin.
+    since_spin: u32,
+}
+
+impl Default for Poller {
+    fn default() -> Self {
+        // Start by probing: one spin decides whether spinning pays.
+        Poller {
+            catch_ns: 0,
+            hit_rate: 0,
+            since_spin: PROBE_EVERY,
+        }
+    }
+}
+
+impl Poller {
+    /// How long to spin before the next sleep (0: do not).
+    fn budget(&mut self) -> u64 {
+        if self.hit_rate >= 512 {
+            (self.catch_ns + self.catch_ns / 4).clamp(2_000, SPIN_MAX_NS)
+        } else if self.since_spin >= PROBE_EVERY {
+            SPIN_MAX_NS
+        } else {
+            self.since_spin += 1;
+            0
+        }
+    }
+
+    /// A wait ended after `waited` ns; it spun first if `spun`, the spin saw a completion if
+    /// `caught`, and the wait returned completions (not just a deadline) if `completed`.
+    fn observe(&mut self, waited: u64, spun: bool, caught: bool, completed: bool) {
+        if !spun {
+            return;
+        }
+        self.since_spin = 0;
+        if caught {
+            self.catch_ns = waited.max(self.catch_ns - self.catch_ns / 64);
+            self.hit_rate = (7 * self.hit_rate + 1024) / 8;
+            // A probe that caught its completion: probe again right away.
+            self.since_spin = PROBE_EVERY;
+        } else if completed {
+            // Missed: the completion came later than the spin lasted. Spin longer next time,
+            // up to the limit; if that does not help, the hit rate drops and spinning stops.
+            self.hit_rate = 7 * self.hit_rate / 8;
+            self.catch_ns = waited.min(SPIN_MAX_NS).max(self.catch_ns);
+        }
+    }
+}
+
 /// Timeouts and interruptions of a wait are not errors: the loop just goes round again.
 fn ok_or_interrupted(res: io::Result<usize>) -> io::Result<()> {
     match res {
@@ -230,5 +326,59 @@ fn ok_or_interrupted(res: io::Result<usize>) -> io::Result<()> {
             Ok(())
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1000;
+
+    #[test]
+    fn polling_starts_with_a_probe_and_spins_once_probes_catch_completions() {
+        let mut p = Poller::default();
+        assert_eq!(p.budget(), SPIN_MAX_NS, "the first wait probes");
+        // Completions come 10-16 us after the wait starts: probes catch them.
+        for t in [10, 16, 12, 10, 14, 11] {
+            let budget = p.budget();
+            assert!(budget > 0);
+            p.observe(t * US, true, true, true);
+        }
+        let budget = p.budget();
+        assert!(p.hit_rate >= 512);
+        assert!((16 * US..=20 * US).contains(&budget), "{budget}");
+    }
+
+    #[test]
+    fn polling_stops_when_spins_miss_and_probes_now_and_then() {
+        let mut p = Poller::default();
+        for _ in 0..8 {
+            p.budget();
+            p.observe(9 * US, true, true, true);
+        }
+        assert!(p.budget() > 0);
+        // Now every spin misses: the completion comes after the spin, much later.
+        let mut spun = 0;
+        for _ in 0..1000 {
+            let budget = p.budget();
+            if budget > 0 {
+                spun += 1;
+            }
+            p.observe(500 * US + budget, budget > 0, false, true);
+        }
+        assert!(p.hit_rate < 512);
+        // A handful of misses to drop out, then one probe every PROBE_EVERY waits.
+        assert!(spun <= 10 + 1000 / PROBE_EVERY as usize, "{spun}");
+        assert!(spun >= 1000 / PROBE_EVERY as usize, "{spun}");
+    }
+
+    #[test]
+    fn a_deadline_wakeup_says_nothing_about_the_device() {
+        let mut p = Poller::default();
+        let before = (p.catch_ns, p.hit_rate);
+        p.budget();
+        p.observe(SPIN_MAX_NS + 5 * US, true, false, false);
+        assert_eq!((p.catch_ns, p.hit_rate), before);
     }
 }
