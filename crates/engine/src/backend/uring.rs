@@ -33,6 +33,8 @@ pub struct UringBackend {
     /// Spin this long for completions before sleeping (0 = adaptive, see `Poller`).
     poll: Duration,
     poller: Poller,
+    /// IO requests queued and not yet reaped.
+    inflight: usize,
     /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
     taskrun_flag: bool,
     /// CLOCK_MONOTONIC deadlines of the timeout requests in the ring, by slot.
@@ -75,6 +77,7 @@ impl UringBackend {
             ring,
             poll,
             poller: Poller::default(),
+            inflight: 0,
             taskrun_flag,
             timers: [None; MAX_TIMERS],
             timer_ts: std::array::from_fn(|_| types::Timespec::new()),
@@ -129,6 +132,7 @@ impl UringBackend {
             if user_data & TIMER_TAG != 0 {
                 self.timers[(user_data & !TIMER_TAG) as usize] = None;
             } else {
+                self.inflight -= 1;
                 out.push(Completion {
                     user_data,
                     result: cqe.result(),
@@ -154,7 +158,9 @@ impl Backend for UringBackend {
                 .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),
         };
-        self.push(&entry.user_data(req.user_data))
+        self.push(&entry.user_data(req.user_data))?;
+        self.inflight += 1;
+        Ok(())
     }
 
     fn submit(
@@ -175,7 +181,7 @@ impl Backend for UringBackend {
         let budget = if fixed > 0 {
             fixed
         } else {
-            self.poller.budget()
+            self.poller.budget(self.inflight)
         };
         let budget = budget.min(deadline.saturating_sub(started));
         let mut caught = false;
@@ -247,6 +253,11 @@ impl UringBackend {
 
 /// Longest adaptive spin before sleeping.
 const SPIN_MAX_NS: u64 = 40_000;
+/// With other IOs in flight, spin only while caught completions take this long on average:
+/// beyond, a spin costs more CPU than the sleep and wake-up it saves, and the device is busy
+/// with the other IOs meanwhile anyway. With a single IO in flight the device idles while the
+/// thread sleeps and wakes, so there a spin is worth more (bench/README.md).
+const SPIN_WORTH_NS: u64 = 10_000;
 /// While spinning does not pay, probe with one spin every this many waits.
 const PROBE_EVERY: u32 = 256;
 
@@ -262,10 +273,14 @@ struct Poller {
     /// How long caught completions took, ns: a maximum that decays, so the spin covers
     /// nearly all of them (their times are often bimodal) and follows the device down.
     catch_ns: u64,
+    /// Moving average of how long caught completions took, ns.
+    catch_mean_ns: u64,
     /// Moving average of the share of spins that caught a completion, in 1/1024.
     hit_rate: u32,
     /// Waits since the last spin.
     since_spin: u32,
+    /// Whether the last `budget` call found spinning worth its CPU.
+    worth: bool,
 }
 
 impl Default for Poller {
@@ -273,16 +288,20 @@ impl Default for Poller {
         // Start by probing: one spin decides whether spinning pays.
         Poller {
             catch_ns: 0,
+            catch_mean_ns: 0,
             hit_rate: 0,
             since_spin: PROBE_EVERY,
+            worth: true,
         }
     }
 }
 
 impl Poller {
-    /// How long to spin before the next sleep (0: do not).
-    fn budget(&mut self) -> u64 {
-        if self.hit_rate >= 512 {
+    /// How long to spin before the next sleep, with `inflight` IOs outstanding (0: do not).
+    fn budget(&mut self, inflight: usize) -> u64 {
+        let worth = inflight <= 1 || self.catch_mean_ns <= SPIN_WORTH_NS;
+        self.worth = worth;
+        if self.hit_rate >= 512 && worth {
             (self.catch_ns + self.catch_ns / 4).clamp(2_000, SPIN_MAX_NS)
         } else if self.since_spin >= PROBE_EVERY {
             SPIN_MAX_NS
@@ -301,9 +320,16 @@ impl Poller {
         self.since_spin = 0;
         if caught {
             self.catch_ns = waited.max(self.catch_ns - self.catch_ns / 64);
+            self.catch_mean_ns = if self.catch_mean_ns == 0 {
+                waited
+            } else {
+                (7 * self.catch_mean_ns + waited) / 8
+            };
             self.hit_rate = (7 * self.hit_rate + 1024) / 8;
-            // A probe that caught its completion: probe again right away.
-            self.since_spin = PROBE_EVERY;
+            if self.worth {
+                // Catching pays: probe again right away, to start spinning soon.
+                self.since_spin = PROBE_EVERY;
+            }
         } else if completed {
             // Missed: the completion came later than the spin lasted. Spin longer next time,
             // up to the limit; if that does not help, the hit rate drops and spinning stops.
@@ -338,14 +364,14 @@ mod tests {
     #[test]
     fn polling_starts_with_a_probe_and_spins_once_probes_catch_completions() {
         let mut p = Poller::default();
-        assert_eq!(p.budget(), SPIN_MAX_NS, "the first wait probes");
-        // Completions come 10-16 us after the wait starts: probes catch them.
-        for t in [10, 16, 12, 10, 14, 11] {
-            let budget = p.budget();
+        assert_eq!(p.budget(1), SPIN_MAX_NS, "the first wait probes");
+        // Completions come 5-16 us after the wait starts: probes catch them.
+        for t in [5, 16, 6, 5, 8, 6] {
+            let budget = p.budget(1);
             assert!(budget > 0);
             p.observe(t * US, true, true, true);
         }
-        let budget = p.budget();
+        let budget = p.budget(1);
         assert!(p.hit_rate >= 512);
         assert!((16 * US..=20 * US).contains(&budget), "{budget}");
     }
@@ -354,14 +380,14 @@ mod tests {
     fn polling_stops_when_spins_miss_and_probes_now_and_then() {
         let mut p = Poller::default();
         for _ in 0..8 {
-            p.budget();
-            p.observe(9 * US, true, true, true);
+            p.budget(1);
+            p.observe(6 * US, true, true, true);
         }
-        assert!(p.budget() > 0);
+        assert!(p.budget(1) > 0);
         // Now every spin misses: the completion comes after the spin, much later.
         let mut spun = 0;
         for _ in 0..1000 {
-            let budget = p.budget();
+            let budget = p.budget(1);
             if budget > 0 {
                 spun += 1;
             }
@@ -377,8 +403,26 @@ mod tests {
     fn a_deadline_wakeup_says_nothing_about_the_device() {
         let mut p = Poller::default();
         let before = (p.catch_ns, p.hit_rate);
-        p.budget();
+        p.budget(1);
         p.observe(SPIN_MAX_NS + 5 * US, true, false, false);
         assert_eq!((p.catch_ns, p.hit_rate), before);
+    }
+
+    #[test]
+    fn with_other_ios_in_flight_slow_completions_are_not_spun_for() {
+        // Every probe catches its completion, but only after 25 us: more than a sleep costs,
+        // and the other 7 IOs in flight keep the device busy meanwhile.
+        let mut p = Poller::default();
+        let mut spun = 0;
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(8);
+            spun += (budget > 0) as u32;
+            p.observe(25 * US, budget > 0, budget > 0, true);
+        }
+        assert!(p.hit_rate >= 512);
+        assert!(spun <= 8 * 8, "mostly only the probes spin: {spun}");
+        assert_eq!(p.budget(8), 0);
+        // With one IO in flight the device waits for the thread: there it spins.
+        assert!(p.budget(1) >= 25 * US);
     }
 }
