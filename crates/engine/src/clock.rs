@@ -6,9 +6,11 @@
 //! handed to the kernel as is. Tests use a manual clock instead, which only moves when a
 //! backend waits, so schedules can be checked by counting IOs rather than by timing them.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::stop::StopSignal;
 
 /// CLOCK_MONOTONIC in nanoseconds.
 #[inline]
@@ -37,7 +39,7 @@ pub struct RunClock {
     pub warmup_ns: u64,
     pub end_ns: Option<u64>,
     pub interval_ns: u64,
-    pub stop: Arc<AtomicBool>,
+    pub stop: Arc<StopSignal>,
     source: Source,
 }
 
@@ -54,7 +56,7 @@ impl RunClock {
             warmup_ns,
             end_ns,
             interval_ns,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Arc::default(),
             source: Source::Monotonic,
         }
     }
@@ -66,7 +68,7 @@ impl RunClock {
             warmup_ns,
             end_ns,
             interval_ns,
-            stop: Arc::new(AtomicBool::new(false)),
+            stop: Arc::default(),
             source: Source::Manual(Arc::new(AtomicU64::new(0))),
         }
     }
@@ -85,7 +87,7 @@ impl RunClock {
     }
 
     pub fn stopping(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
+        self.stop.is_stopped()
     }
 
     /// CLOCK_MONOTONIC time of run time `t` (for absolute kernel timeouts).

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -18,8 +17,12 @@ use crate::clock::{monotonic_ns, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
+use crate::stop::{StopReason, StopSignal};
 use crate::stream::StreamState;
-use crate::worker::{IntervalMsg, Phase, ThreadResult, Worker};
+use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
+
+/// The result lists at most this many hung IOs (the oldest), plus their total count.
+const HUNG_LISTED: usize = 64;
 
 /// A started run.
 pub struct Engine {
@@ -30,7 +33,9 @@ pub struct Engine {
     threads: Vec<JoinHandle<Result<ThreadResult>>>,
     control: Control,
     aggregator: Aggregator,
-    /// Kept open until every thread has been joined: the threads use their raw fds.
+    /// Kept open until every thread has been joined: the threads use their raw fds. (io_uring
+    /// holds its own references to registered files, and psync workers use duplicates, so
+    /// closing these is safe even when IOs hung.)
     _files: Vec<File>,
     result: Option<Result<String>>,
 }
@@ -38,7 +43,7 @@ pub struct Engine {
 /// Stop and wait for a run from any thread.
 #[derive(Clone)]
 pub struct Control {
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     finished: Arc<(Mutex<usize>, Condvar)>,
     nthreads: usize,
 }
@@ -46,7 +51,7 @@ pub struct Control {
 impl Control {
     /// Ask every thread to stop; in-flight IOs are reaped and the partial interval reported.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop(StopReason::Requested);
     }
 
     pub fn is_done(&self) -> bool {
@@ -129,7 +134,11 @@ impl Engine {
         // submits to it), reports whether that worked, then waits for the common clock.
         let (tx, rx) = channel();
         let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::default());
+        let limits = Limits {
+            max_errors: plan.max_errors,
+            io_timeout_ns: plan.io_timeout_ns(),
+        };
         let mut threads = Vec::with_capacity(nthreads);
         let mut setups = Vec::with_capacity(nthreads);
         let mut gos = Vec::with_capacity(nthreads);
@@ -159,7 +168,9 @@ impl Engine {
                         }
                     };
                     match go_rx.recv() {
-                        Ok(Some(clock)) => Worker::new(id, streams, backend).run(clock, tx),
+                        Ok(Some(clock)) => Worker::new(id, streams, backend)
+                            .with_limits(limits)
+                            .run(clock, tx),
                         _ => Err(EngineError::Thread("engine start cancelled".into())),
                     }
                 })
@@ -257,13 +268,15 @@ impl Engine {
         }
         let mut totals: Vec<Option<StreamStats>> = vec![None; self.plan.streams.len()];
         let mut end_ns = 0;
-        let mut stopped = false;
+        let mut stop_reason = None;
+        let mut hung = Vec::new();
         let mut errors = Vec::new();
         for h in self.threads.drain(..) {
             match h.join() {
                 Ok(Ok(r)) => {
                     end_ns = end_ns.max(r.end_ns);
-                    stopped |= r.stopped;
+                    stop_reason = stop_reason.or(r.stop_reason);
+                    hung.extend(r.hung);
                     for (i, s) in r.totals {
                         totals[i] = Some(s);
                     }
@@ -283,12 +296,18 @@ impl Engine {
                 })
                 .collect();
             let measure_start = self.clock.warmup_ns.min(end_ns);
+            let hung_count = hung.len();
+            hung.sort_by_key(|h| std::cmp::Reverse(h.age_ns));
+            hung.truncate(HUNG_LISTED);
             serde_json::to_string(&ResultJson {
-                complete: !stopped,
+                complete: stop_reason.is_none(),
+                stop_reason: stop_reason.map(StopReason::name),
                 started_at_ns: self.started_at_ns,
                 measure_start_ns: measure_start,
                 measure_end_ns: end_ns,
                 streams,
+                hung,
+                hung_count,
             })
             .map_err(|e| EngineError::Thread(format!("serializing result: {e}")))
         } else {
@@ -319,10 +338,14 @@ impl Drop for Engine {
 #[derive(Serialize)]
 struct ResultJson<'a> {
     complete: bool,
+    stop_reason: Option<&'static str>,
     started_at_ns: u64,
     measure_start_ns: u64,
     measure_end_ns: u64,
     streams: Vec<IndexedStats<'a>>,
+    /// The oldest IOs still outstanding when the run ended, at most HUNG_LISTED.
+    hung: Vec<HungIo>,
+    hung_count: usize,
 }
 
 /// Merges per-thread interval messages into one snapshot per interval. Interval k is ready

@@ -13,6 +13,7 @@ pub mod plan;
 pub mod prepare;
 pub mod rng;
 pub mod stats;
+pub mod stop;
 pub mod stream;
 pub mod worker;
 

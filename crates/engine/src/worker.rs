@@ -18,12 +18,11 @@ use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
 use crate::stats::{OpKind, StreamStats, LATE_NS};
+use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
 
 /// Longest single wait, so a stop request is noticed promptly.
-const MAX_WAIT_NS: u64 = 50_000_000;
-/// A device that does not complete in-flight IOs within this long after the end is reported.
-const DRAIN_LIMIT_NS: u64 = 120_000_000_000;
+pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
 /// At most this much earlier than an open-loop issue time does the thread wake and spin: the
 /// CPU spent spinning must stay small next to the cost of an IO.
 const MAX_EARLY_NS: u64 = 20_000;
@@ -72,12 +71,17 @@ struct Slot {
     buf: Option<AlignedBuf>,
     intended: u64,
     submitted: u64,
+    /// Absolute offset and length, to name an IO that hangs.
+    offset: u64,
+    len: u32,
 }
 
 pub struct ThreadResult {
     pub totals: Vec<(usize, StreamStats)>,
     pub end_ns: u64,
-    pub stopped: bool,
+    /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
+    pub stop_reason: Option<StopReason>,
+    pub hung: Vec<HungIo>,
 }
 
 pub struct Worker {
@@ -99,6 +103,11 @@ pub struct Worker {
     /// Recent lateness of timed wake-ups (moving average, ns): how much earlier than an
     /// open-loop issue time the thread asks to be woken, so the IO goes out on time.
     wake_late_ns: u64,
+    limits: Limits,
+    /// With an IO timeout: when to look for hung IOs next.
+    next_hung_check: u64,
+    /// Scratch for in-flight scans: which slots are free.
+    free_mask: Vec<bool>,
     interval: u64,
     interval_start: u64,
     boundary: u64,
@@ -119,10 +128,19 @@ impl Worker {
             inflight: 0,
             unsubmitted: 0,
             wake_late_ns: 0,
+            limits: Limits::default(),
+            next_hung_check: 0,
+            free_mask: Vec::new(),
             interval: 0,
             interval_start: 0,
             boundary: 0,
         }
+    }
+
+    /// Stop the run on too many errors or a hung IO.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn run(mut self, clock: RunClock, tx: Sender<IntervalMsg>) -> Result<ThreadResult> {
@@ -148,11 +166,10 @@ impl Worker {
         }
         let outcome = self.event_loop(&clock, &tx);
         // Whatever happened, reap what is in flight before buffers can be freed.
-        let drained = self.drain(&clock, &tx);
+        let hung = self.drain(&clock, &tx);
         let end_ns = clock.now().max(self.interval_start);
         self.emit(&clock, &tx, end_ns, true);
         outcome?;
-        drained?;
         let totals = self
             .streams
             .iter_mut()
@@ -161,7 +178,8 @@ impl Worker {
         Ok(ThreadResult {
             totals,
             end_ns,
-            stopped: clock.stopping(),
+            stop_reason: clock.stop.reason(),
+            hung: hung?,
         })
     }
 
@@ -181,6 +199,9 @@ impl Worker {
         let mut deadline = self.boundary.min(now + MAX_WAIT_NS);
         if let Some(e) = clock.end_ns {
             deadline = deadline.min(e);
+        }
+        if self.limits.io_timeout_ns.is_some() {
+            deadline = deadline.min(self.next_hung_check.max(now + 1));
         }
         match self.timers.peek() {
             Some(&Reverse((due, _))) if due <= deadline => (due, true),
@@ -202,7 +223,7 @@ impl Worker {
             self.emit_due(clock, tx, now);
             self.release_completions(now);
             if self.finished(clock, now) {
-                self.record_released(now);
+                self.record_released(clock, now);
                 return Ok(());
             }
             while let Some(&Reverse((due, s))) = self.timers.peek() {
@@ -223,8 +244,11 @@ impl Worker {
             if self.unsubmitted > 0 {
                 self.submit(clock, None)?;
             }
-            self.record_released(now);
-            if self.completions.is_empty() {
+            self.record_released(clock, now);
+            if self.limits.io_timeout_ns.is_some() && now >= self.next_hung_check {
+                self.check_hung(clock, now);
+            }
+            if self.completions.is_empty() && !clock.stopping() {
                 self.wait(clock, now)?;
             }
             now = clock.now();
@@ -259,38 +283,6 @@ impl Worker {
         self.backend
             .submit(&mut self.completions, wait_until, clock)
             .map_err(|e| EngineError::io("submitting IO", e))
-    }
-
-    fn drain(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
-        // While draining, no new data IOs are issued (pending fsyncs are dropped too).
-        for s in &mut self.streams {
-            s.pending_fsyncs = 0;
-        }
-        let mut now = clock.now();
-        let limit = now + DRAIN_LIMIT_NS;
-        loop {
-            self.emit_due(clock, tx, now);
-            self.release_completions(now);
-            self.record_released(now);
-            if self.inflight == 0 {
-                return Ok(());
-            }
-            if now > limit {
-                // Buffers of IOs the kernel still owns must never be freed: leak them.
-                for slot in &mut self.slots {
-                    if let Some(buf) = slot.buf.take() {
-                        std::mem::forget(buf);
-                    }
-                }
-                return Err(EngineError::Thread(format!(
-                    "{} IOs did not complete within {}s after the run ended",
-                    self.inflight,
-                    DRAIN_LIMIT_NS / 1_000_000_000
-                )));
-            }
-            self.submit(clock, Some((now + MAX_WAIT_NS).min(limit)))?;
-            now = clock.now();
-        }
     }
 
     fn mark_ready(&mut self, s: usize) {
@@ -357,6 +349,8 @@ impl Worker {
                 buf: None,
                 intended: 0,
                 submitted: 0,
+                offset: 0,
+                len: 0,
             });
             (self.slots.len() - 1) as u32
         })
@@ -426,6 +420,8 @@ impl Worker {
         slot.buf = buf;
         slot.intended = intended;
         slot.submitted = now;
+        slot.offset = req.offset;
+        slot.len = req.len;
         self.backend
             .queue(req)
             .map_err(|e| EngineError::io("queueing IO", e))?;
@@ -484,13 +480,18 @@ impl Worker {
 
     /// Second pass: count and time the released completions (in the interval of `now`, their
     /// completion time), then free their slots.
-    fn record_released(&mut self, now: u64) {
+    fn record_released(&mut self, clock: &RunClock, now: u64) {
+        if self.released.is_empty() {
+            return;
+        }
+        let mut errors = 0;
         for c in &self.released {
             let slot = &self.slots[c.user_data as usize];
             let kind = slot.kind;
             let op = self.streams[slot.stream as usize].interval.op(kind);
             if c.result < 0 {
                 op.add_error(-c.result);
+                errors += 1;
             } else {
                 op.ops += 1;
                 op.bytes += if kind == OpKind::Sync {
@@ -506,16 +507,24 @@ impl Worker {
             self.free_slots.push(c.user_data as u32);
         }
         self.released.clear();
+        if errors > 0 {
+            let total = clock.stop.add_errors(errors);
+            if self.limits.max_errors.is_some_and(|m| total > m) {
+                clock.stop.stop(StopReason::Errors);
+            }
+        }
     }
 
     /// Close the current interval at `end` and send it.
     fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
         let phase = Phase::of(clock, self.interval_start);
+        let oldest = self.oldest_inflight(end);
         let mut streams = Vec::with_capacity(self.streams.len());
-        for st in &mut self.streams {
+        for (st, oldest) in self.streams.iter_mut().zip(oldest) {
             let open = st.is_open_loop();
             let mut stats = std::mem::replace(&mut st.interval, StreamStats::new(open));
             stats.inflight = st.inflight as u64;
+            stats.oldest_inflight_ns = oldest;
             if let Some(sched) = &st.schedule {
                 stats.behind_ios = if st.exhausted() { 0 } else { sched.behind(end) };
             }
@@ -540,5 +549,8 @@ impl Worker {
     }
 }
 
+mod limits;
 #[cfg(test)]
 mod tests;
+
+pub use limits::{HungIo, Limits};

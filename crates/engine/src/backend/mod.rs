@@ -76,7 +76,7 @@ pub fn open_backend(
 ) -> io::Result<Box<dyn Backend>> {
     Ok(match kind {
         BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight, poll)?),
-        BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)),
+        BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)?),
         BackendKind::Null => Box::new(null::NullBackend::default()),
     })
 }

@@ -9,6 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use super::{Backend, Completion, IoReq, Op};
 use crate::clock::RunClock;
+use crate::stop::StopReason;
+
+/// Simulated time after which a run is taken to be stuck.
+const RUNAWAY_NS: u64 = 3_600_000_000_000;
 
 /// How a scripted backend treats the requests it is given.
 #[derive(Clone, Debug, Default)]
@@ -20,6 +24,8 @@ pub struct Script {
     pub fail_errno: i32,
     /// Requests from this one on (0-based, data and fsync) never complete.
     pub hang_from: Option<u64>,
+    /// Call stop() on the run once its clock reaches this time, as a user would.
+    pub stop_at_ns: Option<u64>,
 }
 
 /// What a test can inspect after (or during) a run.
@@ -125,6 +131,14 @@ impl Backend for ScriptBackend {
             let next = self.inflight.iter().filter_map(|&(at, _)| at).min();
             clock.advance_to(next.map_or(deadline, |t| t.min(deadline)));
             self.collect(clock.now(), out);
+        }
+        // A run that should have ended makes its test fail rather than hang.
+        assert!(
+            clock.now() < RUNAWAY_NS,
+            "the simulated run did not end within an hour"
+        );
+        if self.script.stop_at_ns.is_some_and(|t| clock.now() >= t) {
+            clock.stop.stop(StopReason::Requested);
         }
         Ok(())
     }

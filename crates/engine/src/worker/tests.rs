@@ -4,11 +4,13 @@
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 
+use super::limits::STOP_DRAIN_NS;
 use super::*;
 use crate::backend::null::NullBackend;
 use crate::backend::script::{Log, Script, ScriptBackend};
 use crate::plan::{Plan, StreamSpec};
 use crate::stats::OpKind;
+use crate::stop::StopReason;
 
 const MS: u64 = 1_000_000;
 
@@ -63,8 +65,18 @@ impl Outcome {
 }
 
 fn run(streams: Vec<StreamState>, backend: Box<dyn Backend>, clock: &RunClock) -> Outcome {
+    run_limited(streams, backend, clock, Limits::default())
+}
+
+fn run_limited(
+    streams: Vec<StreamState>,
+    backend: Box<dyn Backend>,
+    clock: &RunClock,
+    limits: Limits,
+) -> Outcome {
     let (tx, rx) = channel();
     let result = Worker::new(0, streams, backend)
+        .with_limits(limits)
         .run(clock.clone(), tx)
         .expect("run succeeds");
     Outcome {
@@ -76,6 +88,23 @@ fn run(streams: Vec<StreamState>, backend: Box<dyn Backend>, clock: &RunClock) -
 fn scripted(script: Script) -> (Box<dyn Backend>, Arc<Mutex<Log>>) {
     let (b, log) = ScriptBackend::new(script);
     (Box::new(b), log)
+}
+
+/// Every n-th data IO fails with EIO; the others take 10 us.
+fn eio_every(n: u64) -> Script {
+    Script {
+        latency_ns: 10_000,
+        fail_every: n,
+        fail_errno: libc::EIO,
+        ..Default::default()
+    }
+}
+
+fn max_errors(n: u64) -> Limits {
+    Limits {
+        max_errors: Some(n),
+        io_timeout_ns: None,
+    }
 }
 
 fn latency(ns: u64) -> Script {
@@ -99,7 +128,8 @@ fn closed_loop_over_null_issues_exactly_each_streams_io_limit() {
     assert_eq!(out.total(1).ops[0].ops, 500);
     assert_eq!(out.total(1).ops[0].bytes, 500 * 8192);
     assert_eq!(out.total(0).ops[0].service.count(), 1000);
-    assert!(!out.result.stopped);
+    assert_eq!(out.result.stop_reason, None);
+    assert!(out.result.hung.is_empty());
     assert_eq!(out.intervals.len(), 1);
     assert!(out.intervals[0].last);
 }
@@ -218,9 +248,10 @@ fn stop_ends_the_run_drains_in_flight_ios_and_marks_it_stopped() {
     // Runs until told otherwise: stop after the first interval is reported.
     let first = rx.recv().expect("an interval");
     assert!(!first.last);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.stop(StopReason::Requested);
     let result = handle.join().unwrap().expect("run succeeds");
-    assert!(result.stopped);
+    assert_eq!(result.stop_reason, Some(StopReason::Requested));
+    assert!(result.hung.is_empty());
     let rest: Vec<IntervalMsg> = rx.try_iter().collect();
     assert!(
         rest.last().unwrap().last,
@@ -237,12 +268,7 @@ fn stop_ends_the_run_drains_in_flight_ios_and_marks_it_stopped() {
 
 #[test]
 fn failed_ios_count_by_errno_and_not_as_ops() {
-    let (backend, _) = scripted(Script {
-        latency_ns: 50_000,
-        fail_every: 10,
-        fail_errno: libc::EIO,
-        hang_from: None,
-    });
+    let (backend, _) = scripted(eio_every(10));
     let clock = RunClock::manual(0, None, 1000 * MS);
     let specs = [spec(serde_json::json!({"qd": 2, "io_limit": 1000 * 4096}))];
     let out = run(streams(&specs), backend, &clock);
@@ -300,4 +326,110 @@ fn streams_on_one_thread_keep_their_own_statistics() {
     assert_eq!(out.intervals.len(), 2);
     let log = log.lock().unwrap();
     assert_eq!(log.reads + log.writes, 2000 + 1000 + 100);
+}
+
+#[test]
+fn more_errors_than_max_errors_stop_the_run() {
+    let (backend, log) = scripted(eio_every(1));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({}))];
+    let out = run_limited(streams(&specs), backend, &clock, max_errors(10));
+    assert_eq!(out.result.stop_reason, Some(StopReason::Errors));
+    // One at a time: the 11th error exceeds the limit. It is counted after the IO that
+    // replaces it went out (statistics are kept off the critical path), so that one is the
+    // last: it fails too while the run drains.
+    assert_eq!(out.total(0).ops[0].errors, vec![(libc::EIO, 12)]);
+    assert_eq!(log.lock().unwrap().reads, 12);
+}
+
+#[test]
+fn errors_up_to_max_errors_do_not_stop_the_run() {
+    let (backend, _) = scripted(eio_every(100));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({"io_limit": 1000 * 4096}))];
+    let out = run_limited(streams(&specs), backend, &clock, max_errors(10));
+    assert_eq!(out.result.stop_reason, None);
+    assert_eq!(out.total(0).ops[0].errors, vec![(libc::EIO, 10)]);
+}
+
+#[test]
+fn an_io_outstanding_longer_than_the_timeout_stops_the_run_and_is_listed() {
+    // IOs take 1 ms; the sixth never completes.
+    let (backend, log) = scripted(Script {
+        latency_ns: MS,
+        hang_from: Some(5),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let limits = Limits {
+        max_errors: None,
+        io_timeout_ns: Some(100 * MS),
+    };
+    let out = run_limited(
+        streams(&[spec(serde_json::json!({}))]),
+        backend,
+        &clock,
+        limits,
+    );
+    assert_eq!(out.result.stop_reason, Some(StopReason::Hung));
+    assert_eq!(out.total(0).ops[0].ops, 5);
+    let hung = &out.result.hung;
+    assert_eq!(hung.len(), 1);
+    let log = log.lock().unwrap();
+    assert_eq!((hung[0].stream, hung[0].op), (0, "read"));
+    assert_eq!((hung[0].offset, hung[0].len), (log.offsets[5], 4096));
+    assert!(hung[0].age_ns > 100 * MS, "age {}", hung[0].age_ns);
+    // Submitted at 5 ms: seen hung within a check period (25 ms) of the timeout, then the
+    // drain waits one more timeout for the IOs in flight, no longer.
+    assert!(out.result.end_ns <= 5 * MS + 100 * MS + 25 * MS + 100 * MS);
+    assert_eq!(
+        log.outstanding, 1,
+        "the hung IO was given up on, not reaped"
+    );
+}
+
+#[test]
+fn oldest_inflight_age_grows_across_snapshots() {
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, Some(40 * MS), 10 * MS);
+    let out = run(streams(&[spec(serde_json::json!({}))]), backend, &clock);
+    let oldest: Vec<u64> = out
+        .intervals
+        .iter()
+        .map(|m| m.streams[0].1.oldest_inflight_ns)
+        .collect();
+    assert_eq!(oldest[..3], [10 * MS, 20 * MS, 30 * MS]);
+    // The planned end came, the IO never completed: after the drain it is listed as hung.
+    assert_eq!(out.result.stop_reason, Some(StopReason::Hung));
+    assert_eq!(out.result.hung.len(), 1);
+    assert_eq!(*oldest.last().unwrap(), out.result.hung[0].age_ns);
+}
+
+#[test]
+fn after_stop_the_drain_waits_seconds_not_minutes_for_a_silent_device() {
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    clock.stop.stop(StopReason::Requested);
+    let specs = [spec(serde_json::json!({"qd": 3}))];
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.result.stop_reason, Some(StopReason::Requested));
+    assert_eq!(out.result.hung.len(), 0, "stopped before issuing anything");
+
+    // Three IOs in flight on a device that never answers; the user stops at 2 s.
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        stop_at_ns: Some(2000 * MS),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.result.stop_reason, Some(StopReason::Requested));
+    assert_eq!(out.result.hung.len(), 3);
+    assert!(out.result.end_ns <= 2000 * MS + STOP_DRAIN_NS + MAX_WAIT_NS);
 }
