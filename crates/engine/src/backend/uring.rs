@@ -262,12 +262,16 @@ const SPIN_WORTH_NS: u64 = 10_000;
 const PROBE_EVERY: u32 = 256;
 
 /// Hybrid polling, the kernel's idea for polled block IO applied to a sleeping thread: spin
-/// before sleeping only while recent spins did catch their completion, for a little longer
-/// than those completions took. On a fast device (the loop-over-tmpfs ramdisk: completions a
-/// few to a few tens of microseconds after submission) a sleep and wake-up cost more than the
-/// spin, and a vCPU that stays busy keeps the device's kernel worker on the other vCPU (see
-/// bench/README.md); on a slow device, or when another task needs this CPU and spins miss,
-/// the thread just sleeps, probing now and then.
+/// before sleeping only where that pays. It pays when the device completes quickly but a sleep
+/// and wake-up make the wait much longer: on the development VM's ramdisk, depending on which
+/// vCPU the loop device's kernel worker ends up on, a QD1 wait took 13 us spinning and 35-45
+/// us sleeping (bench/README.md). So the poller spins while (a) recent spins caught their
+/// completion, (b) waits that slept took at least 1.5x as long as caught ones, and (c) with
+/// other IOs in flight, catches take at most 10 us (otherwise the device is busy with the
+/// others anyway and the spin only costs CPU). It spins a quarter longer than the slowest
+/// recent catch, at most 40 us. Whichever it does, every 256 waits it tries the other once, to
+/// notice when things change; a slow device, or another task needing this CPU, makes spins
+/// miss, and then the thread just sleeps.
 #[derive(Debug)]
 struct Poller {
     /// How long caught completions took, ns: a maximum that decays, so the spin covers
@@ -275,34 +279,60 @@ struct Poller {
     catch_ns: u64,
     /// Moving average of how long caught completions took, ns.
     catch_mean_ns: u64,
+    /// Moving average of how long waits that slept took until a completion, ns (0: none yet).
+    sleep_mean_ns: u64,
     /// Moving average of the share of spins that caught a completion, in 1/1024.
     hit_rate: u32,
-    /// Waits since the last spin.
+    /// Waits since the last spin, and since the last sleep while spinning paid.
     since_spin: u32,
-    /// Whether the last `budget` call found spinning worth its CPU.
+    since_sleep: u32,
+    /// Whether, at the last `budget` call, a caught completion would make spinning pay.
     worth: bool,
 }
 
 impl Default for Poller {
     fn default() -> Self {
-        // Start by probing: one spin decides whether spinning pays.
+        // Start by probing: spins decide whether spinning pays.
         Poller {
             catch_ns: 0,
             catch_mean_ns: 0,
+            sleep_mean_ns: 0,
             hit_rate: 0,
             since_spin: PROBE_EVERY,
+            since_sleep: PROBE_EVERY,
             worth: true,
         }
     }
 }
 
 impl Poller {
+    /// Would a caught completion make spinning pay, with `inflight` IOs outstanding?
+    fn worth(&self, inflight: usize) -> bool {
+        let sleeping_is_slow =
+            self.sleep_mean_ns == 0 || 2 * self.sleep_mean_ns >= 3 * self.catch_mean_ns;
+        sleeping_is_slow && (inflight <= 1 || self.catch_mean_ns <= SPIN_WORTH_NS)
+    }
+
+    /// Does spinning pay now (the mode, apart from the probes)?
+    fn spinning(&self, inflight: usize) -> bool {
+        self.hit_rate >= 512 && self.worth(inflight)
+    }
+
+    /// How long a spin lasts in spinning mode.
+    fn spin_ns(&self) -> u64 {
+        (self.catch_ns + self.catch_ns / 4).clamp(2_000, SPIN_MAX_NS)
+    }
+
     /// How long to spin before the next sleep, with `inflight` IOs outstanding (0: do not).
     fn budget(&mut self, inflight: usize) -> u64 {
-        let worth = inflight <= 1 || self.catch_mean_ns <= SPIN_WORTH_NS;
-        self.worth = worth;
-        if self.hit_rate >= 512 && worth {
-            (self.catch_ns + self.catch_ns / 4).clamp(2_000, SPIN_MAX_NS)
+        self.worth = self.worth(inflight);
+        if self.spinning(inflight) {
+            if self.since_sleep >= PROBE_EVERY {
+                self.since_sleep = 0;
+                return 0;
+            }
+            self.since_sleep += 1;
+            self.spin_ns()
         } else if self.since_spin >= PROBE_EVERY {
             SPIN_MAX_NS
         } else {
@@ -315,16 +345,15 @@ impl Poller {
     /// `caught`, and the wait returned completions (not just a deadline) if `completed`.
     fn observe(&mut self, waited: u64, spun: bool, caught: bool, completed: bool) {
         if !spun {
+            if completed {
+                self.sleep_mean_ns = ewma(self.sleep_mean_ns, waited);
+            }
             return;
         }
         self.since_spin = 0;
         if caught {
             self.catch_ns = waited.max(self.catch_ns - self.catch_ns / 64);
-            self.catch_mean_ns = if self.catch_mean_ns == 0 {
-                waited
-            } else {
-                (7 * self.catch_mean_ns + waited) / 8
-            };
+            self.catch_mean_ns = ewma(self.catch_mean_ns, waited);
             self.hit_rate = (7 * self.hit_rate + 1024) / 8;
             if self.worth {
                 // Catching pays: probe again right away, to start spinning soon.
@@ -336,6 +365,15 @@ impl Poller {
             self.hit_rate = 7 * self.hit_rate / 8;
             self.catch_ns = waited.min(SPIN_MAX_NS).max(self.catch_ns);
         }
+    }
+}
+
+/// Moving average over about 8 values; the first value stands alone.
+fn ewma(avg: u64, value: u64) -> u64 {
+    if avg == 0 {
+        value
+    } else {
+        (7 * avg + value) / 8
     }
 }
 
@@ -371,9 +409,12 @@ mod tests {
             assert!(budget > 0);
             p.observe(t * US, true, true, true);
         }
-        let budget = p.budget(1);
-        assert!(p.hit_rate >= 512);
-        assert!((16 * US..=20 * US).contains(&budget), "{budget}");
+        assert!(p.spinning(1));
+        assert!(
+            (16 * US..=20 * US).contains(&p.spin_ns()),
+            "{}",
+            p.spin_ns()
+        );
     }
 
     #[test]
@@ -383,7 +424,7 @@ mod tests {
             p.budget(1);
             p.observe(6 * US, true, true, true);
         }
-        assert!(p.budget(1) > 0);
+        assert!(p.spinning(1));
         // Now every spin misses: the completion comes after the spin, much later.
         let mut spun = 0;
         for _ in 0..1000 {
@@ -417,12 +458,35 @@ mod tests {
         for _ in 0..8 * PROBE_EVERY {
             let budget = p.budget(8);
             spun += (budget > 0) as u32;
-            p.observe(25 * US, budget > 0, budget > 0, true);
+            let waited = if budget > 0 { 25 * US } else { 60 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
         }
         assert!(p.hit_rate >= 512);
         assert!(spun <= 8 * 8, "mostly only the probes spin: {spun}");
-        assert_eq!(p.budget(8), 0);
+        assert!(!p.spinning(8));
         // With one IO in flight the device waits for the thread: there it spins.
-        assert!(p.budget(1) >= 25 * US);
+        assert!(p.spinning(1) && p.spin_ns() >= 25 * US);
+    }
+
+    #[test]
+    fn no_spinning_when_sleeping_waits_are_no_slower() {
+        // Spins catch completions after 12 us, but waits that sleep take 14 us: the sleep
+        // costs no latency, so the spin would only cost CPU.
+        let mut p = Poller::default();
+        let mut spun = 0;
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(1);
+            spun += (budget > 0) as u32;
+            let waited = if budget > 0 { 12 * US } else { 14 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
+        }
+        assert!(spun <= 8 * 8, "mostly only the probes spin: {spun}");
+        // The same catches with 40 us sleeps: spinning pays.
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(1);
+            let waited = if budget > 0 { 12 * US } else { 40 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
+        }
+        assert!(p.spinning(1));
     }
 }
