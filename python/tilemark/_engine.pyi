@@ -18,13 +18,16 @@ class Run:
     def poll(self) -> str:
         """JSON list of interval snapshots completed since the last poll (may be `[]`)."""
     def stop(self) -> None:
-        """Ask the engine to stop: in-flight IOs are reaped, the partial interval is reported."""
+        """Ask the engine to stop: in-flight IOs are reaped (waiting at most 5 s, or the plan's
+        io_timeout_ms if shorter), the partial interval is reported."""
     def wait(self, timeout_s: float) -> bool:
         """Block (GIL released) up to `timeout_s` until the run ends; True if it has ended."""
     def done(self) -> bool:
         """True once every engine thread has finished."""
     def result(self) -> str:
-        """Block (GIL released) until the run ends; JSON result, or raise EngineError."""
+        """Block (GIL released) until the run ends; JSON result, or raise EngineError when an
+        engine thread failed. Runs stopped by stop(), max_errors or a hung IO return normally:
+        the result's stop_reason and hung say why."""
 
 def start(plan_json: str) -> Run:
     """Validate the plan, open the targets and start the engine threads."""

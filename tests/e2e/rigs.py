@@ -74,10 +74,13 @@ def throttled_cgroup(dev: str, *, read_iops: int) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def failing_storage(mountpoint: Path, size: str, *filter_args: str) -> Iterator[Path]:
-    """A file backed by nbdkit's memory plugin behind its error filter, exposed via nbdfuse.
+def failing_storage(
+    mountpoint: Path, size: str, *filter_args: str, nbd_filter: str = "error"
+) -> Iterator[Path]:
+    """A file backed by nbdkit's memory plugin behind a filter, exposed via nbdfuse.
 
-    `filter_args` are error-filter settings, e.g. "error-pread-rate=10%", "error-pread=EIO".
+    `filter_args` are the filter's settings: for the error filter e.g. "error-pread-rate=10%",
+    "error-pread=EIO"; with `nbd_filter="delay"` e.g. "rdelay=5" (every read takes 5 s).
     """
     for tool in ("nbdkit", "nbdfuse", "fusermount3"):
         if not shutil.which(tool):
@@ -85,7 +88,7 @@ def failing_storage(mountpoint: Path, size: str, *filter_args: str) -> Iterator[
     if not Path("/dev/fuse").exists():
         pytest.skip("/dev/fuse is not available")
     mountpoint.mkdir()
-    cmd = ["nbdfuse", str(mountpoint), "--command", "nbdkit", "-s", "--filter=error"]
+    cmd = ["nbdfuse", str(mountpoint), "--command", "nbdkit", "-s", f"--filter={nbd_filter}"]
     proc = subprocess.Popen(
         [*cmd, "memory", size, *filter_args],
         stdout=subprocess.DEVNULL,

@@ -5,20 +5,24 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::backend::open_backend;
+use crate::clock::{monotonic_ns, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
+use crate::stop::{StopReason, StopSignal};
 use crate::stream::StreamState;
-use crate::worker::{IntervalMsg, Phase, RunClock, ThreadResult, Worker};
+use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
+
+/// The result lists at most this many hung IOs (the oldest), plus their total count.
+const HUNG_LISTED: usize = 64;
 
 /// A started run.
 pub struct Engine {
@@ -29,7 +33,9 @@ pub struct Engine {
     threads: Vec<JoinHandle<Result<ThreadResult>>>,
     control: Control,
     aggregator: Aggregator,
-    /// Kept open until every thread has been joined: the threads use their raw fds.
+    /// Kept open until every thread has been joined: the threads use their raw fds. (io_uring
+    /// holds its own references to registered files, and psync workers use duplicates, so
+    /// closing these is safe even when IOs hung.)
     _files: Vec<File>,
     result: Option<Result<String>>,
 }
@@ -37,7 +43,7 @@ pub struct Engine {
 /// Stop and wait for a run from any thread.
 #[derive(Clone)]
 pub struct Control {
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     finished: Arc<(Mutex<usize>, Condvar)>,
     nthreads: usize,
 }
@@ -45,7 +51,7 @@ pub struct Control {
 impl Control {
     /// Ask every thread to stop; in-flight IOs are reaped and the partial interval reported.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop(StopReason::Requested);
     }
 
     pub fn is_done(&self) -> bool {
@@ -128,7 +134,11 @@ impl Engine {
         // submits to it), reports whether that worked, then waits for the common clock.
         let (tx, rx) = channel();
         let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::default());
+        let limits = Limits {
+            max_errors: plan.max_errors,
+            io_timeout_ns: plan.io_timeout_ns(),
+        };
         let mut threads = Vec::with_capacity(nthreads);
         let mut setups = Vec::with_capacity(nthreads);
         let mut gos = Vec::with_capacity(nthreads);
@@ -158,7 +168,9 @@ impl Engine {
                         }
                     };
                     match go_rx.recv() {
-                        Ok(Some(clock)) => Worker::new(id, streams, backend).run(clock, tx),
+                        Ok(Some(clock)) => Worker::new(id, streams, backend)
+                            .with_limits(limits)
+                            .run(clock, tx),
                         _ => Err(EngineError::Thread("engine start cancelled".into())),
                     }
                 })
@@ -191,16 +203,15 @@ impl Engine {
             .unwrap()
             .as_nanos() as u64;
         let delay = plan.start_at_ns.map_or(0, |t| t.saturating_sub(now_real));
-        let t0 = Instant::now() + Duration::from_nanos(delay);
         let started_at_ns = now_real + delay;
         let warmup_ns = plan.warmup_ms * 1_000_000;
-        let clock = RunClock {
-            t0,
+        let mut clock = RunClock::monotonic(
+            monotonic_ns() + delay,
             warmup_ns,
-            end_ns: plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
-            interval_ns: plan.interval_ms * 1_000_000,
-            stop: stop.clone(),
-        };
+            plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
+            plan.interval_ms * 1_000_000,
+        );
+        clock.stop = stop.clone();
         for go in &gos {
             let _ = go.send(Some(clock.clone()));
         }
@@ -257,13 +268,15 @@ impl Engine {
         }
         let mut totals: Vec<Option<StreamStats>> = vec![None; self.plan.streams.len()];
         let mut end_ns = 0;
-        let mut stopped = false;
+        let mut stop_reason = None;
+        let mut hung = Vec::new();
         let mut errors = Vec::new();
         for h in self.threads.drain(..) {
             match h.join() {
                 Ok(Ok(r)) => {
                     end_ns = end_ns.max(r.end_ns);
-                    stopped |= r.stopped;
+                    stop_reason = stop_reason.or(r.stop_reason);
+                    hung.extend(r.hung);
                     for (i, s) in r.totals {
                         totals[i] = Some(s);
                     }
@@ -283,12 +296,18 @@ impl Engine {
                 })
                 .collect();
             let measure_start = self.clock.warmup_ns.min(end_ns);
+            let hung_count = hung.len();
+            hung.sort_by_key(|h| std::cmp::Reverse(h.age_ns));
+            hung.truncate(HUNG_LISTED);
             serde_json::to_string(&ResultJson {
-                complete: !stopped,
+                complete: stop_reason.is_none(),
+                stop_reason: stop_reason.map(StopReason::name),
                 started_at_ns: self.started_at_ns,
                 measure_start_ns: measure_start,
                 measure_end_ns: end_ns,
                 streams,
+                hung,
+                hung_count,
             })
             .map_err(|e| EngineError::Thread(format!("serializing result: {e}")))
         } else {
@@ -319,10 +338,14 @@ impl Drop for Engine {
 #[derive(Serialize)]
 struct ResultJson<'a> {
     complete: bool,
+    stop_reason: Option<&'static str>,
     started_at_ns: u64,
     measure_start_ns: u64,
     measure_end_ns: u64,
     streams: Vec<IndexedStats<'a>>,
+    /// The oldest IOs still outstanding when the run ended, at most HUNG_LISTED.
+    hung: Vec<HungIo>,
+    hung_count: usize,
 }
 
 /// Merges per-thread interval messages into one snapshot per interval. Interval k is ready
@@ -408,5 +431,84 @@ impl Aggregator {
             out.push(serde_json::to_string(&snap).expect("snapshot serializes"));
         }
         format!("[{}]", out.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An interval message from `thread` carrying `ops` reads for each of `streams`.
+    fn msg(thread: usize, interval: u64, streams: &[usize], ops: u64, last: bool) -> IntervalMsg {
+        let streams = streams
+            .iter()
+            .map(|&i| {
+                let mut s = StreamStats::new(false);
+                s.ops[0].ops = ops;
+                (i, s)
+            })
+            .collect();
+        IntervalMsg {
+            thread,
+            interval,
+            phase: Phase::Measure,
+            start_ns: interval * 1000 + thread as u64,
+            end_ns: (interval + 1) * 1000 + thread as u64,
+            streams,
+            last,
+        }
+    }
+
+    fn take(agg: &mut Aggregator) -> Vec<serde_json::Value> {
+        serde_json::from_str::<Vec<serde_json::Value>>(&agg.take_ready_json()).unwrap()
+    }
+
+    #[test]
+    fn an_interval_is_published_once_every_thread_has_sent_it() {
+        let mut agg = Aggregator::new(2, 3);
+        agg.add(msg(0, 0, &[0, 2], 5, false));
+        assert!(
+            take(&mut agg).is_empty(),
+            "thread 1 has not reported interval 0"
+        );
+        agg.add(msg(0, 1, &[0, 2], 6, false));
+        agg.add(msg(1, 0, &[1], 7, false));
+        let ready = take(&mut agg);
+        assert_eq!(ready.len(), 1);
+        let snap = &ready[0];
+        assert_eq!(snap["interval"], 0);
+        // Streams of both threads, in plan order; the snapshot spans both threads' intervals.
+        let ops: Vec<(u64, u64)> = snap["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["stream"].as_u64().unwrap(),
+                    s["read"]["ops"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(ops, [(0, 5), (1, 7), (2, 5)]);
+        assert_eq!(
+            (snap["start_ns"].as_u64(), snap["end_ns"].as_u64()),
+            (Some(0), Some(1001))
+        );
+        assert!(take(&mut agg).is_empty(), "published once");
+    }
+
+    #[test]
+    fn a_thread_that_ended_does_not_hold_back_later_intervals() {
+        let mut agg = Aggregator::new(2, 2);
+        agg.add(msg(1, 0, &[1], 1, false));
+        agg.add(msg(1, 1, &[1], 1, true));
+        for k in 0..4 {
+            agg.add(msg(0, k, &[0], 2, false));
+        }
+        let intervals: Vec<u64> = take(&mut agg)
+            .iter()
+            .map(|s| s["interval"].as_u64().unwrap())
+            .collect();
+        assert_eq!(intervals, [0, 1, 2, 3]);
     }
 }

@@ -6,12 +6,14 @@
 
 pub mod backend;
 pub mod buf;
+pub mod clock;
 pub mod engine;
 pub mod error;
 pub mod plan;
 pub mod prepare;
 pub mod rng;
 pub mod stats;
+pub mod stop;
 pub mod stream;
 pub mod worker;
 

@@ -32,6 +32,13 @@ pub struct Plan {
     /// uring: spin up to this many microseconds for completions before sleeping.
     #[serde(default)]
     pub poll_us: u64,
+    /// Stop the run once more than this many IOs have failed (all streams, all threads,
+    /// warm-up included); None = never.
+    #[serde(default)]
+    pub max_errors: Option<u64>,
+    /// An IO outstanding longer than this is hung: the run stops. None or 0 = no limit.
+    #[serde(default)]
+    pub io_timeout_ms: Option<u64>,
     pub targets: Vec<Target>,
     pub streams: Vec<StreamSpec>,
 }
@@ -172,6 +179,11 @@ impl Plan {
 
     /// Checks the engine relies on. The Python front end validates user input with friendlier
     /// messages first; these guard the boundary itself.
+    /// The IO timeout in ns, if the plan sets one.
+    pub fn io_timeout_ns(&self) -> Option<u64> {
+        self.io_timeout_ms.filter(|&t| t > 0).map(|t| t * 1_000_000)
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(EngineError::Plan(m));
         if self.plan_version != PLAN_VERSION {
@@ -188,6 +200,12 @@ impl Plan {
         }
         if self.duration_ms == Some(0) {
             return bad("duration_ms must be > 0 (or null to run until stopped)".into());
+        }
+        if self.io_timeout_ms.is_some_and(|t| t > 86_400_000) {
+            return bad(format!(
+                "io_timeout_ms must be 0..86400000 (a day) or null, got {}",
+                self.io_timeout_ms.unwrap_or(0)
+            ));
         }
         if self.poll_us > 1_000_000 {
             return bad(format!("poll_us must be 0..1000000, got {}", self.poll_us));

@@ -2,26 +2,33 @@
 //!
 //! Closed-loop streams refill their queue as completions arrive; open-loop streams and burst
 //! delays wake from a timer heap. IOs are attributed to the interval in which they complete.
-//! Clock reads are batched: one per submission pass and one per completion batch, since every
-//! IO in a batch shares the system call that submitted or reaped it.
+//!
+//! The clock is read once per loop turn, right after the backend returns: that reading is the
+//! completion time of everything just reaped and the submission time of everything issued in
+//! the following turn, which reaches the device with the next backend call a few hundred
+//! nanoseconds later. A turn is one system call on io_uring: it submits, reaps, and sleeps
+//! only if nothing has completed.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
+use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
 use crate::stats::{OpKind, StreamStats, LATE_NS};
+use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
 
 /// Longest single wait, so a stop request is noticed promptly.
-const MAX_WAIT: Duration = Duration::from_millis(50);
-/// A device that does not complete in-flight IOs within this long after the end is reported.
-const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
+/// At most this much earlier than an open-loop issue time does the thread wake and spin: the
+/// CPU spent spinning must stay small next to the cost of an IO.
+const MAX_EARLY_NS: u64 = 20_000;
+/// Wake-up lateness samples are clipped here, so one preempted wake-up does not make every
+/// following one early.
+const MAX_LATE_SAMPLE_NS: u64 = 100_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -34,6 +41,14 @@ impl Phase {
         match self {
             Phase::Warmup => "warmup",
             Phase::Measure => "measure",
+        }
+    }
+
+    fn of(clock: &RunClock, start: u64) -> Phase {
+        if start < clock.warmup_ns {
+            Phase::Warmup
+        } else {
+            Phase::Measure
         }
     }
 }
@@ -50,52 +65,23 @@ pub struct IntervalMsg {
     pub last: bool,
 }
 
-/// Shared timing of a run.
-#[derive(Clone)]
-pub struct RunClock {
-    pub t0: Instant,
-    pub warmup_ns: u64,
-    pub end_ns: Option<u64>,
-    pub interval_ns: u64,
-    pub stop: Arc<AtomicBool>,
-}
-
-impl RunClock {
-    #[inline]
-    pub fn now(&self) -> u64 {
-        self.t0.elapsed().as_nanos() as u64
-    }
-
-    /// End of the interval that starts at `start`.
-    fn boundary_after(&self, start: u64) -> u64 {
-        if start < self.warmup_ns {
-            (start + self.interval_ns).min(self.warmup_ns)
-        } else {
-            start + self.interval_ns
-        }
-    }
-
-    fn phase_of(&self, start: u64) -> Phase {
-        if start < self.warmup_ns {
-            Phase::Warmup
-        } else {
-            Phase::Measure
-        }
-    }
-}
-
 struct Slot {
     stream: u32,
     kind: OpKind,
     buf: Option<AlignedBuf>,
     intended: u64,
     submitted: u64,
+    /// Absolute offset and length, to name an IO that hangs.
+    offset: u64,
+    len: u32,
 }
 
 pub struct ThreadResult {
     pub totals: Vec<(usize, StreamStats)>,
     pub end_ns: u64,
-    pub stopped: bool,
+    /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
+    pub stop_reason: Option<StopReason>,
+    pub hung: Vec<HungIo>,
 }
 
 pub struct Worker {
@@ -106,8 +92,22 @@ pub struct Worker {
     free_slots: Vec<u32>,
     timers: BinaryHeap<Reverse<(u64, u32)>>,
     ready: Vec<u32>,
+    /// Reaped by the last backend call.
     completions: Vec<Completion>,
+    /// Released (buffers and queue room given back), statistics not yet recorded; their
+    /// slots stay taken until then.
+    released: Vec<Completion>,
     inflight: usize,
+    /// Requests queued since the last backend call.
+    unsubmitted: usize,
+    /// Recent lateness of timed wake-ups (moving average, ns): how much earlier than an
+    /// open-loop issue time the thread asks to be woken, so the IO goes out on time.
+    wake_late_ns: u64,
+    limits: Limits,
+    /// With an IO timeout: when to look for hung IOs next.
+    next_hung_check: u64,
+    /// Scratch for in-flight scans: which slots are free.
+    free_mask: Vec<bool>,
     interval: u64,
     interval_start: u64,
     boundary: u64,
@@ -124,11 +124,23 @@ impl Worker {
             timers: BinaryHeap::new(),
             ready: Vec::new(),
             completions: Vec::with_capacity(256),
+            released: Vec::with_capacity(256),
             inflight: 0,
+            unsubmitted: 0,
+            wake_late_ns: 0,
+            limits: Limits::default(),
+            next_hung_check: 0,
+            free_mask: Vec::new(),
             interval: 0,
             interval_start: 0,
             boundary: 0,
         }
+    }
+
+    /// Stop the run on too many errors or a hung IO.
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     pub fn run(mut self, clock: RunClock, tx: Sender<IntervalMsg>) -> Result<ThreadResult> {
@@ -136,12 +148,13 @@ impl Worker {
         // default timer slack), or every intended issue time turns into queueing delay.
         // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-        // Sleep until the common start time, in short steps so stop() still works.
-        while Instant::now() < clock.t0 {
-            if clock.stop.load(Ordering::Relaxed) {
+        // Sleep until the common start time (run time 0), in short steps so stop() still works.
+        while !clock.is_manual() && crate::clock::monotonic_ns() < clock.origin_ns {
+            if clock.stopping() {
                 break;
             }
-            std::thread::sleep((clock.t0 - Instant::now()).min(MAX_WAIT));
+            let left = clock.origin_ns.saturating_sub(crate::clock::monotonic_ns());
+            std::thread::sleep(std::time::Duration::from_nanos(left.min(MAX_WAIT_NS)));
         }
         self.boundary = clock.boundary_after(0);
         for i in 0..self.streams.len() {
@@ -153,12 +166,10 @@ impl Worker {
         }
         let outcome = self.event_loop(&clock, &tx);
         // Whatever happened, reap what is in flight before buffers can be freed.
-        let drained = self.drain(&clock, &tx);
+        let hung = self.drain(&clock, &tx);
         let end_ns = clock.now().max(self.interval_start);
         self.emit(&clock, &tx, end_ns, true);
         outcome?;
-        drained?;
-        let stopped = clock.stop.load(Ordering::Relaxed);
         let totals = self
             .streams
             .iter_mut()
@@ -167,12 +178,13 @@ impl Worker {
         Ok(ThreadResult {
             totals,
             end_ns,
-            stopped,
+            stop_reason: clock.stop.reason(),
+            hung: hung?,
         })
     }
 
     fn finished(&self, clock: &RunClock, now: u64) -> bool {
-        clock.stop.load(Ordering::Relaxed)
+        clock.stopping()
             || clock.end_ns.is_some_and(|e| now >= e)
             || (self.inflight == 0
                 && self
@@ -181,13 +193,39 @@ impl Worker {
                     .all(|s| s.exhausted() && s.pending_fsyncs == 0))
     }
 
+    /// The next time the loop must run even if nothing completes, and whether it is an
+    /// open-loop issue time (which must not be missed by a late wake-up).
+    fn deadline(&self, clock: &RunClock, now: u64) -> (u64, bool) {
+        let mut deadline = self.boundary.min(now + MAX_WAIT_NS);
+        if let Some(e) = clock.end_ns {
+            deadline = deadline.min(e);
+        }
+        if self.limits.io_timeout_ns.is_some() {
+            deadline = deadline.min(self.next_hung_check.max(now + 1));
+        }
+        match self.timers.peek() {
+            Some(&Reverse((due, _))) if due <= deadline => (due, true),
+            _ => (deadline, false),
+        }
+    }
+
+    /// How much earlier than an issue time to wake: the recent mean wake-up lateness. Lateness
+    /// is skewed to the right, so more than half of the wake-ups come before the issue time
+    /// (the rest of the way is spun) and the others are late by little.
+    fn early_ns(&self) -> u64 {
+        self.wake_late_ns.min(MAX_EARLY_NS)
+    }
+
     fn event_loop(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
+        let mut now = clock.now();
         loop {
-            let now = clock.now();
+            // Completions reaped by the last backend call belong to the interval of `now`.
+            self.emit_due(clock, tx, now);
+            self.release_completions(now);
             if self.finished(clock, now) {
+                self.record_released(clock, now);
                 return Ok(());
             }
-            self.emit_due(clock, tx, now);
             while let Some(&Reverse((due, s))) = self.timers.peek() {
                 if due > now {
                     break;
@@ -199,54 +237,52 @@ impl Worker {
                 self.streams[s as usize].queued_ready = false;
                 self.fill_closed(s as usize, now)?;
             }
-            let mut deadline = self.boundary;
-            if let Some(e) = clock.end_ns {
-                deadline = deadline.min(e);
+            // Hand the new IOs to the device first; the statistics of the completions that
+            // made room for them are recorded while the device works. This is also fio's
+            // order (submit, account, then reap): completions that arrive meanwhile are taken
+            // without sleeping.
+            if self.unsubmitted > 0 {
+                self.submit(clock, None)?;
             }
-            if let Some(&Reverse((due, _))) = self.timers.peek() {
-                deadline = deadline.min(due);
+            self.record_released(clock, now);
+            if self.limits.io_timeout_ns.is_some() && now >= self.next_hung_check {
+                self.check_hung(clock, now);
             }
-            let now = clock.now();
-            let wait = Duration::from_nanos(deadline.saturating_sub(now)).min(MAX_WAIT);
-            if self.inflight == 0 {
-                if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                }
-                continue;
+            if self.completions.is_empty() && !clock.stopping() {
+                self.wait(clock, now)?;
             }
-            self.backend
-                .submit_and_reap(&mut self.completions, 1, wait)
-                .map_err(|e| EngineError::io("submitting IO", e))?;
-            self.record_completions(clock, tx);
+            now = clock.now();
         }
     }
 
-    fn drain(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) -> Result<()> {
-        let started = Instant::now();
-        while self.inflight > 0 {
-            if started.elapsed() > DRAIN_LIMIT {
-                // Buffers of IOs the kernel still owns must never be freed: leak them.
-                for slot in &mut self.slots {
-                    if let Some(buf) = slot.buf.take() {
-                        std::mem::forget(buf);
-                    }
-                }
-                return Err(EngineError::Thread(format!(
-                    "{} IOs did not complete within {}s after the run ended",
-                    self.inflight,
-                    DRAIN_LIMIT.as_secs()
-                )));
+    /// Nothing has completed: sleep until something does or the next deadline, waking early
+    /// enough for an open-loop issue time to be met.
+    fn wait(&mut self, clock: &RunClock, now: u64) -> Result<()> {
+        let (deadline, timed) = self.deadline(clock, now);
+        let early = if timed { self.early_ns() } else { 0 };
+        if deadline > now + early {
+            let wake_at = deadline - early;
+            self.submit(clock, Some(wake_at))?;
+            let woke = clock.now();
+            if self.completions.is_empty() && woke >= wake_at {
+                // Woken by the deadline, not by a completion: how late was it?
+                let late = (woke - wake_at).min(MAX_LATE_SAMPLE_NS);
+                self.wake_late_ns = (7 * self.wake_late_ns + late) / 8;
             }
-            self.backend
-                .submit_and_reap(&mut self.completions, 1, MAX_WAIT)
-                .map_err(|e| EngineError::io("reaping IO", e))?;
-            // While draining, no new data IOs are issued (pending fsyncs are dropped too).
-            for s in &mut self.streams {
-                s.pending_fsyncs = 0;
-            }
-            self.record_completions(clock, tx);
+        } else if self.backend.completions_ready() {
+            // An issue time is closer than a wake-up from sleep would reliably be: stay awake
+            // (the loop goes round, reading the clock) and only reap what has completed. No
+            // PAUSE instruction: in a VM a pause loop makes the hypervisor deschedule the vCPU.
+            self.submit(clock, None)?;
         }
         Ok(())
+    }
+
+    fn submit(&mut self, clock: &RunClock, wait_until: Option<u64>) -> Result<()> {
+        self.unsubmitted = 0;
+        self.backend
+            .submit(&mut self.completions, wait_until, clock)
+            .map_err(|e| EngineError::io("submitting IO", e))
     }
 
     fn mark_ready(&mut self, s: usize) {
@@ -259,7 +295,9 @@ impl Worker {
 
     /// Closed loop: keep the queue full.
     fn fill_closed(&mut self, s: usize, now: u64) -> Result<()> {
-        self.issue_fsyncs(s, now)?;
+        if self.streams[s].pending_fsyncs > 0 {
+            self.issue_fsyncs(s, now)?;
+        }
         while self.streams[s].can_issue() {
             self.issue_data(s, now, now)?;
         }
@@ -311,6 +349,8 @@ impl Worker {
                 buf: None,
                 intended: 0,
                 submitted: 0,
+                offset: 0,
+                len: 0,
             });
             (self.slots.len() - 1) as u32
         })
@@ -344,7 +384,7 @@ impl Worker {
                 st.interval.ios_issued_late += 1;
             }
         }
-        self.submit(s, io.kind, Some(buf), req, now, intended)
+        self.queue_io(s, io.kind, Some(buf), req, now, intended)
     }
 
     fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
@@ -358,12 +398,12 @@ impl Worker {
                 len: 0,
                 offset: 0,
             };
-            self.submit(s, OpKind::Sync, None, req, now, now)?;
+            self.queue_io(s, OpKind::Sync, None, req, now, now)?;
         }
         Ok(())
     }
 
-    fn submit(
+    fn queue_io(
         &mut self,
         s: usize,
         kind: OpKind,
@@ -380,11 +420,14 @@ impl Worker {
         slot.buf = buf;
         slot.intended = intended;
         slot.submitted = now;
+        slot.offset = req.offset;
+        slot.len = req.len;
         self.backend
             .queue(req)
             .map_err(|e| EngineError::io("queueing IO", e))?;
         self.streams[s].inflight += 1;
         self.inflight += 1;
+        self.unsubmitted += 1;
         Ok(())
     }
 
@@ -397,45 +440,28 @@ impl Worker {
         }
     }
 
-    /// Record every reaped completion. Streams that got room back issue in the next loop turn
-    /// (closed loop via `ready`, a blocked open-loop stream via an immediate timer).
-    fn record_completions(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>) {
+    /// First pass over the completions just reaped, completed at `now`: give back their
+    /// buffers and queue room, so streams can issue again in this loop turn (closed loop via
+    /// `ready`, a blocked open-loop stream via an immediate timer). Their statistics are
+    /// recorded by `record_released` after the new IOs are submitted.
+    fn release_completions(&mut self, now: u64) {
         if self.completions.is_empty() {
             return;
         }
-        let now = clock.now();
-        self.emit_due(clock, tx, now);
-        let mut completions = std::mem::take(&mut self.completions);
-        for c in completions.drain(..) {
+        for i in 0..self.completions.len() {
+            let c = self.completions[i];
             let slot = &mut self.slots[c.user_data as usize];
             let s = slot.stream as usize;
             let kind = slot.kind;
-            let (intended, submitted) = (slot.intended, slot.submitted);
             let buf = slot.buf.take();
-            self.free_slots.push(c.user_data as u32);
             self.inflight -= 1;
             let st = &mut self.streams[s];
             st.inflight -= 1;
             if let Some(b) = buf {
                 st.return_buf(kind, b);
             }
-            let op = st.interval.op(kind);
-            if c.result < 0 {
-                op.add_error(-c.result);
-            } else {
-                op.ops += 1;
-                op.bytes += if kind == OpKind::Sync {
-                    0
-                } else {
-                    c.result as u64
-                };
-                op.service.record(now.saturating_sub(submitted));
-                if let Some(r) = op.response.as_mut() {
-                    r.record(now.saturating_sub(intended));
-                }
-                if kind == OpKind::Write {
-                    st.on_write_done();
-                }
+            if kind == OpKind::Write && c.result >= 0 {
+                st.on_write_done();
             }
             if let Some(delay) = st.burst_drained() {
                 self.timers.push(Reverse((now + delay, s as u32)));
@@ -448,17 +474,57 @@ impl Worker {
                 self.mark_ready(s);
             }
         }
-        self.completions = completions;
+        debug_assert!(self.released.is_empty());
+        std::mem::swap(&mut self.completions, &mut self.released);
+    }
+
+    /// Second pass: count and time the released completions (in the interval of `now`, their
+    /// completion time), then free their slots.
+    fn record_released(&mut self, clock: &RunClock, now: u64) {
+        if self.released.is_empty() {
+            return;
+        }
+        let mut errors = 0;
+        for c in &self.released {
+            let slot = &self.slots[c.user_data as usize];
+            let kind = slot.kind;
+            let op = self.streams[slot.stream as usize].interval.op(kind);
+            if c.result < 0 {
+                op.add_error(-c.result);
+                errors += 1;
+            } else {
+                op.ops += 1;
+                op.bytes += if kind == OpKind::Sync {
+                    0
+                } else {
+                    c.result as u64
+                };
+                op.service.record(now.saturating_sub(slot.submitted));
+                if let Some(r) = op.response.as_mut() {
+                    r.record(now.saturating_sub(slot.intended));
+                }
+            }
+            self.free_slots.push(c.user_data as u32);
+        }
+        self.released.clear();
+        if errors > 0 {
+            let total = clock.stop.add_errors(errors);
+            if self.limits.max_errors.is_some_and(|m| total > m) {
+                clock.stop.stop(StopReason::Errors);
+            }
+        }
     }
 
     /// Close the current interval at `end` and send it.
     fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
-        let phase = clock.phase_of(self.interval_start);
+        let phase = Phase::of(clock, self.interval_start);
+        let oldest = self.oldest_inflight(end);
         let mut streams = Vec::with_capacity(self.streams.len());
-        for st in &mut self.streams {
+        for (st, oldest) in self.streams.iter_mut().zip(oldest) {
             let open = st.is_open_loop();
             let mut stats = std::mem::replace(&mut st.interval, StreamStats::new(open));
             stats.inflight = st.inflight as u64;
+            stats.oldest_inflight_ns = oldest;
             if let Some(sched) = &st.schedule {
                 stats.behind_ios = if st.exhausted() { 0 } else { sched.behind(end) };
             }
@@ -482,3 +548,9 @@ impl Worker {
         self.boundary = clock.boundary_after(end);
     }
 }
+
+mod limits;
+#[cfg(test)]
+mod tests;
+
+pub use limits::{HungIo, Limits};

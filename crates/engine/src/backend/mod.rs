@@ -1,17 +1,21 @@
 //! IO backends behind one small interface, in fio's queue/commit/reap shape.
 //!
-//! A backend takes requests (`queue`), hands them to the kernel (`submit_and_reap`, which also
-//! collects completions so the common case is one system call per loop turn), and reports
-//! completions by `user_data`. Each backend is one file and owns its own options.
+//! A backend takes requests (`queue`), hands them to the kernel (`submit`, which also collects
+//! the completions already available, so the common case is one system call per loop turn),
+//! waits for completions when there is nothing else to do (`wait`), and reports completions by
+//! `user_data`. Each backend is one file and owns its own options.
 
 pub mod null;
 pub mod psync;
+#[cfg(test)]
+pub mod script;
 pub mod uring;
 
 use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
+use crate::clock::RunClock;
 use crate::plan::BackendKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,14 +48,22 @@ pub trait Backend: Send {
     /// Accept a request. It reaches the device at the next `submit_and_reap` at the latest.
     fn queue(&mut self, req: IoReq) -> io::Result<()>;
 
-    /// Submit queued requests, then collect completions into `out`, waiting up to `timeout` for
-    /// at least `min_complete` of them (0 = do not wait).
-    fn submit_and_reap(
+    /// Hand queued requests to the device and collect into `out` the completions already
+    /// available. With `wait_until`, if none is available, first wait until at least one is or
+    /// until `clock` reaches that run time; an early return with none is allowed (the caller
+    /// goes round its loop again), a return much later than the deadline is not.
+    fn submit(
         &mut self,
         out: &mut Vec<Completion>,
-        min_complete: usize,
-        timeout: Duration,
+        wait_until: Option<u64>,
+        clock: &RunClock,
     ) -> io::Result<()>;
+
+    /// Would `submit` find completions now? A cheap check for a thread that spins instead of
+    /// sleeping; may say yes spuriously, never no when one is ready.
+    fn completions_ready(&mut self) -> bool {
+        true
+    }
 }
 
 /// Open a backend serving the given files, sized for `max_inflight` concurrent requests.
@@ -64,7 +76,7 @@ pub fn open_backend(
 ) -> io::Result<Box<dyn Backend>> {
     Ok(match kind {
         BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight, poll)?),
-        BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)),
+        BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)?),
         BackendKind::Null => Box::new(null::NullBackend::default()),
     })
 }

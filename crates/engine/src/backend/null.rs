@@ -2,9 +2,9 @@
 //! (op generation, timing, accounting), the counterpart of fio's null ioengine.
 
 use std::io;
-use std::time::Duration;
 
 use super::{Backend, Completion, IoReq, Op};
+use crate::clock::RunClock;
 
 #[derive(Default)]
 pub struct NullBackend {
@@ -25,13 +25,26 @@ impl Backend for NullBackend {
         Ok(())
     }
 
-    fn submit_and_reap(
+    fn submit(
         &mut self,
         out: &mut Vec<Completion>,
-        _min_complete: usize,
-        _timeout: Duration,
+        wait_until: Option<u64>,
+        clock: &RunClock,
     ) -> io::Result<()> {
-        out.append(&mut self.done);
+        if let (true, Some(deadline)) = (self.done.is_empty(), wait_until) {
+            // Nothing can complete later: only time passes.
+            clock.sleep_until(deadline);
+        }
+        if out.is_empty() {
+            // The common case: hand over the whole vector instead of copying it.
+            std::mem::swap(out, &mut self.done);
+        } else {
+            out.append(&mut self.done);
+        }
         Ok(())
+    }
+
+    fn completions_ready(&mut self) -> bool {
+        !self.done.is_empty()
     }
 }

@@ -3,12 +3,13 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Backend, Completion, IoReq, Op};
+use crate::clock::RunClock;
 
 /// Workers per engine thread at most; deeper queues wait in the request queue.
 const MAX_WORKERS: usize = 256;
@@ -30,10 +31,29 @@ pub struct PsyncBackend {
     shared: Arc<Shared>,
     pending: Vec<SendReq>,
     workers: Vec<JoinHandle<()>>,
+    /// Requests handed to the workers and not yet reaped.
+    outstanding: usize,
 }
 
 impl PsyncBackend {
-    pub fn new(files: &[RawFd], max_inflight: usize) -> Self {
+    /// The workers use their own duplicates of `files`, shared among them and closed when the
+    /// last worker exits: a worker detached while stuck in a system call (see Drop) keeps its
+    /// file open, so the fd number cannot be reused for another file under it.
+    pub fn new(files: &[RawFd], max_inflight: usize) -> io::Result<Self> {
+        let files: Arc<Vec<OwnedFd>> = Arc::new(
+            files
+                .iter()
+                .map(|&fd| {
+                    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on a valid fd returns a new fd we own.
+                    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+                    if dup < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    // SAFETY: dup is a fresh fd owned by nobody else.
+                    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+                })
+                .collect::<io::Result<_>>()?,
+        );
         let shared = Arc::new(Shared {
             requests: Mutex::new((VecDeque::new(), false)),
             request_ready: Condvar::new(),
@@ -43,33 +63,34 @@ impl PsyncBackend {
         let workers = (0..max_inflight.clamp(1, MAX_WORKERS))
             .map(|_| {
                 let shared = shared.clone();
-                let files = files.to_vec();
+                let files = files.clone();
                 std::thread::spawn(move || worker(&shared, &files))
             })
             .collect();
-        PsyncBackend {
+        Ok(PsyncBackend {
             shared,
             pending: Vec::new(),
             workers,
-        }
+            outstanding: 0,
+        })
     }
 }
 
-fn worker(shared: &Shared, files: &[RawFd]) {
+fn worker(shared: &Shared, files: &[OwnedFd]) {
     loop {
         let req = {
             let mut q = shared.requests.lock().unwrap();
             loop {
-                if let Some(r) = q.0.pop_front() {
-                    break r.0;
-                }
                 if q.1 {
                     return;
+                }
+                if let Some(r) = q.0.pop_front() {
+                    break r.0;
                 }
                 q = shared.request_ready.wait(q).unwrap();
             }
         };
-        let fd = files[req.file as usize];
+        let fd = files[req.file as usize].as_raw_fd();
         // SAFETY: buf is valid for len bytes until this completion is reaped (see SendReq).
         let ret = unsafe {
             match req.op {
@@ -99,14 +120,15 @@ impl Backend for PsyncBackend {
         Ok(())
     }
 
-    fn submit_and_reap(
+    fn submit(
         &mut self,
         out: &mut Vec<Completion>,
-        min_complete: usize,
-        timeout: Duration,
+        wait_until: Option<u64>,
+        clock: &RunClock,
     ) -> io::Result<()> {
         if !self.pending.is_empty() {
             let n = self.pending.len();
+            self.outstanding += n;
             self.shared
                 .requests
                 .lock()
@@ -119,20 +141,22 @@ impl Backend for PsyncBackend {
                 self.shared.request_ready.notify_all();
             }
         }
-        let deadline = Instant::now() + timeout;
         let mut done = self.shared.completions.lock().unwrap();
-        while done.len() < min_complete {
-            let now = Instant::now();
-            if now >= deadline {
-                break;
+        if let Some(deadline) = wait_until {
+            while done.is_empty() {
+                let now = clock.now();
+                if now >= deadline {
+                    break;
+                }
+                done = self
+                    .shared
+                    .completion_ready
+                    .wait_timeout(done, Duration::from_nanos(deadline - now))
+                    .unwrap()
+                    .0;
             }
-            done = self
-                .shared
-                .completion_ready
-                .wait_timeout(done, deadline - now)
-                .unwrap()
-                .0;
         }
+        self.outstanding -= done.len();
         out.append(&mut done);
         Ok(())
     }
@@ -140,8 +164,24 @@ impl Backend for PsyncBackend {
 
 impl Drop for PsyncBackend {
     fn drop(&mut self) {
-        self.shared.requests.lock().unwrap().1 = true;
+        let never_started = {
+            let mut q = self.shared.requests.lock().unwrap();
+            q.1 = true;
+            let n = q.0.len();
+            q.0.clear();
+            n
+        };
         self.shared.request_ready.notify_all();
+        let finished = self.shared.completions.lock().unwrap().len();
+        if self.outstanding > never_started + finished {
+            // Some worker is still inside pread/pwrite/fsync on a device that stopped
+            // answering (the engine gave up on those IOs and leaked their buffers). Joining
+            // would block until the device answers, maybe never: detach the workers instead.
+            // Each exits on its own when its call returns and sees the shutdown flag; until
+            // then it holds the shared queue and its own duplicates of the files.
+            self.workers.clear();
+            return;
+        }
         for w in self.workers.drain(..) {
             let _ = w.join();
         }

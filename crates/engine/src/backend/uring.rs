@@ -1,23 +1,47 @@
 //! `uring`: io_uring, one ring per engine thread, files registered once so the kernel skips the
-//! per-IO file lookup. Submission and completion share one `io_uring_enter` per loop turn.
+//! per-IO file lookup. Submitting, reaping and (when nothing has completed) waiting share one
+//! `io_uring_enter` per loop turn.
+//!
+//! Waits carry no timeout of their own. A wait with a timeout arms and cancels a kernel timer
+//! every time the thread sleeps, which in a VM means reprogramming the virtual APIC timer (a
+//! VM exit) twice per IO at low queue depth. Instead a timeout request sits in the ring for the
+//! next deadline the engine cares about (an interval boundary, an open-loop issue time, or at
+//! most 50 ms ahead so a stop request is noticed) and is replaced only when it fires or when an
+//! earlier deadline comes up.
 //!
 //! Every `unsafe` push into the submission queue is in `push`, with its SAFETY note.
 
 use std::io;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::{Backend, Completion, IoReq, Op};
+use crate::clock::{monotonic_ns, RunClock};
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
 const IORING_ENTER_GETEVENTS: u32 = 1;
+/// `user_data` of a timeout request: this bit plus its index in `timers`. IO requests carry
+/// slot numbers, far below it.
+const TIMER_TAG: u64 = 1 << 63;
+/// At most this many timeout requests in the ring; beyond, a wait passes its own timeout.
+const MAX_TIMERS: usize = 4;
 
 pub struct UringBackend {
     ring: IoUring,
-    /// Spin this long for completions before sleeping (0 = never spin).
+    /// Spin this long for completions before sleeping (0 = adaptive, see `Poller`).
     poll: Duration,
+    poller: Poller,
+    /// IO requests queued and not yet reaped.
+    inflight: usize,
+    /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
+    taskrun_flag: bool,
+    /// CLOCK_MONOTONIC deadlines of the timeout requests in the ring, by slot.
+    timers: [Option<u64>; MAX_TIMERS],
+    /// Each timeout's timespec, which the kernel reads when it takes the request from the SQ.
+    /// The backend is boxed, so these addresses are stable.
+    timer_ts: [types::Timespec; MAX_TIMERS],
 }
 
 impl UringBackend {
@@ -25,16 +49,20 @@ impl UringBackend {
     /// single-issuer with deferred task work (as fio does), so completion work runs only when
     /// this thread asks for events, not as interrupts to whatever it is doing.
     pub fn new(files: &[RawFd], max_inflight: usize, poll: Duration) -> io::Result<Self> {
-        let entries = (max_inflight.max(8) as u32).next_power_of_two().min(4096);
+        let entries = ((max_inflight + MAX_TIMERS).max(8) as u32)
+            .next_power_of_two()
+            .min(4096);
         // Completions may exceed the SQ size when many streams are open loop; let the kernel
         // keep overflowed CQEs rather than drop them (NODROP is default since 5.5).
         let tuned = IoUring::builder()
             .setup_cqsize(entries * 4)
             .setup_coop_taskrun()
+            .setup_taskrun_flag()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .build(entries);
         // Kernels before 6.1 lack DEFER_TASKRUN: fall back to a plain ring.
+        let taskrun_flag = tuned.is_ok();
         let ring = match tuned {
             Ok(ring) => ring,
             Err(_) => IoUring::builder()
@@ -45,13 +73,22 @@ impl UringBackend {
         if !files.is_empty() {
             ring.submitter().register_files(files)?;
         }
-        Ok(UringBackend { ring, poll })
+        Ok(UringBackend {
+            ring,
+            poll,
+            poller: Poller::default(),
+            inflight: 0,
+            taskrun_flag,
+            timers: [None; MAX_TIMERS],
+            timer_ts: std::array::from_fn(|_| types::Timespec::new()),
+        })
     }
 
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
         loop {
             // SAFETY: the buffer named in `entry` is owned by the engine's slot table and neither
-            // moved nor freed until this request's completion has been reaped (worker.rs).
+            // moved nor freed until this request's completion has been reaped (worker.rs). A
+            // timeout's timespec is its `timer_ts` slot, rewritten only after its completion.
             let pushed = unsafe { self.ring.submission().push(entry) };
             if pushed.is_ok() {
                 return Ok(());
@@ -59,6 +96,53 @@ impl UringBackend {
             // SQ full: hand what we have to the kernel and retry.
             self.ring.submit()?;
         }
+    }
+
+    /// Make sure a timeout request fires by `deadline` (CLOCK_MONOTONIC ns). False if too many
+    /// are pending already; the caller then waits with its own timeout.
+    fn arm_timer(&mut self, deadline: u64) -> io::Result<bool> {
+        if self.timers.iter().flatten().any(|&t| t <= deadline) {
+            return Ok(true);
+        }
+        let Some(i) = self.timers.iter().position(Option::is_none) else {
+            return Ok(false);
+        };
+        self.timer_ts[i] = types::Timespec::new()
+            .sec(deadline / 1_000_000_000)
+            .nsec((deadline % 1_000_000_000) as u32);
+        let entry = opcode::Timeout::new(&self.timer_ts[i])
+            .flags(types::TimeoutFlags::ABS)
+            .build()
+            .user_data(TIMER_TAG | i as u64);
+        self.push(&entry)?;
+        self.timers[i] = Some(deadline);
+        Ok(true)
+    }
+
+    fn submit_pending(&mut self) -> io::Result<()> {
+        let pending = self.ring.submission().len() as u32;
+        // SAFETY: no argument is passed; published entries reference live buffers (see push).
+        ok_or_interrupted(unsafe { self.enter(pending, 0) })
+    }
+
+    /// Move completions from the CQ to `out`; fired timers leave the pending list.
+    fn reap(&mut self, out: &mut Vec<Completion>) {
+        for cqe in self.ring.completion() {
+            let user_data = cqe.user_data();
+            if user_data & TIMER_TAG != 0 {
+                self.timers[(user_data & !TIMER_TAG) as usize] = None;
+            } else {
+                self.inflight -= 1;
+                out.push(Completion {
+                    user_data,
+                    result: cqe.result(),
+                });
+            }
+        }
+    }
+
+    fn cq_empty(&mut self) -> bool {
+        self.ring.completion().is_empty()
     }
 }
 
@@ -74,44 +158,81 @@ impl Backend for UringBackend {
                 .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),
         };
-        self.push(&entry.user_data(req.user_data))
+        self.push(&entry.user_data(req.user_data))?;
+        self.inflight += 1;
+        Ok(())
     }
 
-    fn submit_and_reap(
+    fn submit(
         &mut self,
         out: &mut Vec<Completion>,
-        min_complete: usize,
-        timeout: Duration,
+        wait_until: Option<u64>,
+        clock: &RunClock,
     ) -> io::Result<()> {
-        // Submit, and run deferred completion work without waiting: often enough has completed
-        // already and the thread need not sleep (a wake-up from idle costs tens of
-        // microseconds in a VM).
-        let pending = self.ring.submission().len() as u32;
-        // SAFETY: no argument is passed; the SQ tail was published when the submission queue
-        // handle used by `push` was dropped.
-        let res = unsafe { self.enter(pending, 0) };
-        ok_or_interrupted(res)?;
-        if min_complete > 0 && self.ring.completion().len() < min_complete && !timeout.is_zero() {
-            // Optional polling: keep asking for completions for up to `poll` before sleeping.
-            // Trades CPU for latency on fast devices (--poll-us).
-            if !self.poll.is_zero() {
-                let started = Instant::now();
-                while self.ring.completion().len() < min_complete && started.elapsed() < self.poll {
-                    // SAFETY: as above; nothing new to submit.
-                    ok_or_interrupted(unsafe { self.enter(0, 0) })?;
+        let Some(deadline) = wait_until else {
+            // Submit, and run deferred completion work without waiting.
+            self.submit_pending()?;
+            self.reap(out);
+            return Ok(());
+        };
+        let deadline = clock.to_monotonic(deadline);
+        let started = monotonic_ns();
+        let fixed = self.poll.as_nanos() as u64;
+        let budget = if fixed > 0 {
+            fixed
+        } else {
+            self.poller.budget(self.inflight)
+        };
+        let budget = budget.min(deadline.saturating_sub(started));
+        let mut caught = false;
+        if budget > 0 && self.cq_empty() {
+            // Poll before sleeping: watch the ring's flag for pending completion work, and
+            // enter the kernel only when there is some (or, on kernels without the flag, each
+            // time round). No PAUSE instruction: in a VM a pause loop can get the vCPU
+            // descheduled.
+            self.submit_pending()?;
+            loop {
+                if !self.cq_empty() {
+                    caught = true;
+                    break;
+                }
+                if !self.taskrun_flag || self.ring.submission().taskrun() {
+                    self.submit_pending()?;
+                    continue;
+                }
+                if monotonic_ns() - started >= budget {
+                    break;
                 }
             }
-            if self.ring.completion().len() < min_complete {
-                let ts = types::Timespec::from(timeout);
+        }
+        if self.cq_empty() {
+            if self.arm_timer(deadline)? {
+                // One system call submits, runs completion work, and sleeps only if nothing
+                // has completed; the timeout request bounds the sleep.
+                let pending = self.ring.submission().len() as u32;
+                // SAFETY: as in submit_pending.
+                ok_or_interrupted(unsafe { self.enter(pending, 1) })?;
+            } else {
+                let left = deadline.saturating_sub(monotonic_ns());
+                let ts = types::Timespec::from(Duration::from_nanos(left));
                 let args = types::SubmitArgs::new().timespec(&ts);
-                ok_or_interrupted(self.ring.submitter().submit_with_args(min_complete, &args))?;
+                ok_or_interrupted(self.ring.submitter().submit_with_args(1, &args))?;
             }
         }
-        out.extend(self.ring.completion().map(|cqe| Completion {
-            user_data: cqe.user_data(),
-            result: cqe.result(),
-        }));
+        let before = out.len();
+        self.reap(out);
+        if fixed == 0 {
+            let completed = out.len() > before;
+            self.poller
+                .observe(monotonic_ns() - started, budget > 0, caught, completed);
+        }
         Ok(())
+    }
+
+    fn completions_ready(&mut self) -> bool {
+        // With deferred task work a finished IO shows in the CQ only after the next enter; the
+        // kernel flags pending completion work in the SQ ring, readable without a system call.
+        !self.taskrun_flag || self.ring.submission().taskrun() || !self.cq_empty()
     }
 }
 
@@ -130,6 +251,132 @@ impl UringBackend {
     }
 }
 
+/// Longest adaptive spin before sleeping.
+const SPIN_MAX_NS: u64 = 40_000;
+/// With other IOs in flight, spin only while caught completions take this long on average:
+/// beyond, a spin costs more CPU than the sleep and wake-up it saves, and the device is busy
+/// with the other IOs meanwhile anyway. With a single IO in flight the device idles while the
+/// thread sleeps and wakes, so there a spin is worth more (bench/README.md).
+const SPIN_WORTH_NS: u64 = 10_000;
+/// While spinning does not pay, probe with one spin every this many waits.
+const PROBE_EVERY: u32 = 256;
+
+/// Hybrid polling, the kernel's idea for polled block IO applied to a sleeping thread: spin
+/// before sleeping only where that pays. It pays when the device completes quickly but a sleep
+/// and wake-up make the wait much longer: on the development VM's ramdisk, depending on which
+/// vCPU the loop device's kernel worker ends up on, a QD1 wait took 13 us spinning and 35-45
+/// us sleeping (bench/README.md). So the poller spins while (a) recent spins caught their
+/// completion, (b) waits that slept took at least 1.5x as long as caught ones, and (c) with
+/// other IOs in flight, catches take at most 10 us (otherwise the device is busy with the
+/// others anyway and the spin only costs CPU). It spins a quarter longer than the slowest
+/// recent catch, at most 40 us. Whichever it does, every 256 waits it tries the other once, to
+/// notice when things change; a slow device, or another task needing this CPU, makes spins
+/// miss, and then the thread just sleeps.
+#[derive(Debug)]
+struct Poller {
+    /// How long caught completions took, ns: a maximum that decays, so the spin covers
+    /// nearly all of them (their times are often bimodal) and follows the device down.
+    catch_ns: u64,
+    /// Moving average of how long caught completions took, ns.
+    catch_mean_ns: u64,
+    /// Moving average of how long waits that slept took until a completion, ns (0: none yet).
+    sleep_mean_ns: u64,
+    /// Moving average of the share of spins that caught a completion, in 1/1024.
+    hit_rate: u32,
+    /// Waits since the last spin, and since the last sleep while spinning paid.
+    since_spin: u32,
+    since_sleep: u32,
+    /// Whether, at the last `budget` call, a caught completion would make spinning pay.
+    worth: bool,
+}
+
+impl Default for Poller {
+    fn default() -> Self {
+        // Start by probing: spins decide whether spinning pays.
+        Poller {
+            catch_ns: 0,
+            catch_mean_ns: 0,
+            sleep_mean_ns: 0,
+            hit_rate: 0,
+            since_spin: PROBE_EVERY,
+            since_sleep: PROBE_EVERY,
+            worth: true,
+        }
+    }
+}
+
+impl Poller {
+    /// Would a caught completion make spinning pay, with `inflight` IOs outstanding?
+    fn worth(&self, inflight: usize) -> bool {
+        let sleeping_is_slow =
+            self.sleep_mean_ns == 0 || 2 * self.sleep_mean_ns >= 3 * self.catch_mean_ns;
+        sleeping_is_slow && (inflight <= 1 || self.catch_mean_ns <= SPIN_WORTH_NS)
+    }
+
+    /// Does spinning pay now (the mode, apart from the probes)?
+    fn spinning(&self, inflight: usize) -> bool {
+        self.hit_rate >= 512 && self.worth(inflight)
+    }
+
+    /// How long a spin lasts in spinning mode.
+    fn spin_ns(&self) -> u64 {
+        (self.catch_ns + self.catch_ns / 4).clamp(2_000, SPIN_MAX_NS)
+    }
+
+    /// How long to spin before the next sleep, with `inflight` IOs outstanding (0: do not).
+    fn budget(&mut self, inflight: usize) -> u64 {
+        self.worth = self.worth(inflight);
+        if self.spinning(inflight) {
+            if self.since_sleep >= PROBE_EVERY {
+                self.since_sleep = 0;
+                return 0;
+            }
+            self.since_sleep += 1;
+            self.spin_ns()
+        } else if self.since_spin >= PROBE_EVERY {
+            SPIN_MAX_NS
+        } else {
+            self.since_spin += 1;
+            0
+        }
+    }
+
+    /// A wait ended after `waited` ns; it spun first if `spun`, the spin saw a completion if
+    /// `caught`, and the wait returned completions (not just a deadline) if `completed`.
+    fn observe(&mut self, waited: u64, spun: bool, caught: bool, completed: bool) {
+        if !spun {
+            if completed {
+                self.sleep_mean_ns = ewma(self.sleep_mean_ns, waited);
+            }
+            return;
+        }
+        self.since_spin = 0;
+        if caught {
+            self.catch_ns = waited.max(self.catch_ns - self.catch_ns / 64);
+            self.catch_mean_ns = ewma(self.catch_mean_ns, waited);
+            self.hit_rate = (7 * self.hit_rate + 1024) / 8;
+            if self.worth {
+                // Catching pays: probe again right away, to start spinning soon.
+                self.since_spin = PROBE_EVERY;
+            }
+        } else if completed {
+            // Missed: the completion came later than the spin lasted. Spin longer next time,
+            // up to the limit; if that does not help, the hit rate drops and spinning stops.
+            self.hit_rate = 7 * self.hit_rate / 8;
+            self.catch_ns = waited.min(SPIN_MAX_NS).max(self.catch_ns);
+        }
+    }
+}
+
+/// Moving average over about 8 values; the first value stands alone.
+fn ewma(avg: u64, value: u64) -> u64 {
+    if avg == 0 {
+        value
+    } else {
+        (7 * avg + value) / 8
+    }
+}
+
 /// Timeouts and interruptions of a wait are not errors: the loop just goes round again.
 fn ok_or_interrupted(res: io::Result<usize>) -> io::Result<()> {
     match res {
@@ -143,5 +390,103 @@ fn ok_or_interrupted(res: io::Result<usize>) -> io::Result<()> {
             Ok(())
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1000;
+
+    #[test]
+    fn polling_starts_with_a_probe_and_spins_once_probes_catch_completions() {
+        let mut p = Poller::default();
+        assert_eq!(p.budget(1), SPIN_MAX_NS, "the first wait probes");
+        // Completions come 5-16 us after the wait starts: probes catch them.
+        for t in [5, 16, 6, 5, 8, 6] {
+            let budget = p.budget(1);
+            assert!(budget > 0);
+            p.observe(t * US, true, true, true);
+        }
+        assert!(p.spinning(1));
+        assert!(
+            (16 * US..=20 * US).contains(&p.spin_ns()),
+            "{}",
+            p.spin_ns()
+        );
+    }
+
+    #[test]
+    fn polling_stops_when_spins_miss_and_probes_now_and_then() {
+        let mut p = Poller::default();
+        for _ in 0..8 {
+            p.budget(1);
+            p.observe(6 * US, true, true, true);
+        }
+        assert!(p.spinning(1));
+        // Now every spin misses: the completion comes after the spin, much later.
+        let mut spun = 0;
+        for _ in 0..1000 {
+            let budget = p.budget(1);
+            if budget > 0 {
+                spun += 1;
+            }
+            p.observe(500 * US + budget, budget > 0, false, true);
+        }
+        assert!(p.hit_rate < 512);
+        // A handful of misses to drop out, then one probe every PROBE_EVERY waits.
+        assert!(spun <= 10 + 1000 / PROBE_EVERY as usize, "{spun}");
+        assert!(spun >= 1000 / PROBE_EVERY as usize, "{spun}");
+    }
+
+    #[test]
+    fn a_deadline_wakeup_says_nothing_about_the_device() {
+        let mut p = Poller::default();
+        let before = (p.catch_ns, p.hit_rate);
+        p.budget(1);
+        p.observe(SPIN_MAX_NS + 5 * US, true, false, false);
+        assert_eq!((p.catch_ns, p.hit_rate), before);
+    }
+
+    #[test]
+    fn with_other_ios_in_flight_slow_completions_are_not_spun_for() {
+        // Every probe catches its completion, but only after 25 us: more than a sleep costs,
+        // and the other 7 IOs in flight keep the device busy meanwhile.
+        let mut p = Poller::default();
+        let mut spun = 0;
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(8);
+            spun += (budget > 0) as u32;
+            let waited = if budget > 0 { 25 * US } else { 60 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
+        }
+        assert!(p.hit_rate >= 512);
+        assert!(spun <= 8 * 8, "mostly only the probes spin: {spun}");
+        assert!(!p.spinning(8));
+        // With one IO in flight the device waits for the thread: there it spins.
+        assert!(p.spinning(1) && p.spin_ns() >= 25 * US);
+    }
+
+    #[test]
+    fn no_spinning_when_sleeping_waits_are_no_slower() {
+        // Spins catch completions after 12 us, but waits that sleep take 14 us: the sleep
+        // costs no latency, so the spin would only cost CPU.
+        let mut p = Poller::default();
+        let mut spun = 0;
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(1);
+            spun += (budget > 0) as u32;
+            let waited = if budget > 0 { 12 * US } else { 14 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
+        }
+        assert!(spun <= 8 * 8, "mostly only the probes spin: {spun}");
+        // The same catches with 40 us sleeps: spinning pays.
+        for _ in 0..8 * PROBE_EVERY {
+            let budget = p.budget(1);
+            let waited = if budget > 0 { 12 * US } else { 40 * US };
+            p.observe(waited, budget > 0, budget > 0, true);
+        }
+        assert!(p.spinning(1));
     }
 }

@@ -105,6 +105,8 @@ pub struct StreamStats {
     pub ios_issued_late: u64,
     /// IOs in flight when the interval ended (a level, like `behind_ios`).
     pub inflight: u64,
+    /// Age of the oldest IO in flight when the interval ended, 0 if none (a level).
+    pub oldest_inflight_ns: u64,
 }
 
 /// An open-loop IO submitted later than this after its intended time counts as late.
@@ -136,6 +138,7 @@ impl StreamStats {
         // Levels, not sums: the latest one stands.
         self.behind_ios = other.behind_ios;
         self.inflight = other.inflight;
+        self.oldest_inflight_ns = other.oldest_inflight_ns;
         self.ios_issued_late += other.ios_issued_late;
     }
 
@@ -173,6 +176,7 @@ impl Serialize for IndexedStats<'_> {
         } else {
             m.serialize_entry("behind_ios", &self.stats.behind_ios)?;
             m.serialize_entry("inflight", &self.stats.inflight)?;
+            m.serialize_entry("oldest_inflight_ns", &self.stats.oldest_inflight_ns)?;
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
         }
         m.end()

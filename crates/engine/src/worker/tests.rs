@@ -1,0 +1,435 @@
+//! `Worker` on its own, over the null backend and the scripted backend with a manual clock:
+//! every run is a deterministic simulation, so the tests count IOs, never time them.
+
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+
+use super::limits::STOP_DRAIN_NS;
+use super::*;
+use crate::backend::null::NullBackend;
+use crate::backend::script::{Log, Script, ScriptBackend};
+use crate::plan::{Plan, StreamSpec};
+use crate::stats::OpKind;
+use crate::stop::StopReason;
+
+const MS: u64 = 1_000_000;
+
+/// A 1 MiB random 4 KiB read stream, closed loop at QD1, with `extra` keys overriding.
+fn spec(extra: serde_json::Value) -> StreamSpec {
+    let mut stream = serde_json::json!({"name": "s", "target": 0, "length": 1048576,
+        "read_pct": 100, "sizes": [[4096, 1]], "pattern": {"kind": "random"}, "align": 4096,
+        "qd": 1, "arrival": {"kind": "closed"}, "seed": 7});
+    for (k, v) in extra.as_object().expect("an object") {
+        stream[k] = v.clone();
+    }
+    let plan = serde_json::json!({"plan_version": 1, "backend": "null", "threads": 1,
+        "interval_ms": 1000, "targets": [{"path": "/x", "length": 1048576}],
+        "streams": [stream]});
+    Plan::from_json(&plan.to_string())
+        .expect("valid test plan")
+        .streams
+        .remove(0)
+}
+
+fn streams(specs: &[StreamSpec]) -> Vec<StreamState> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| StreamState::new(i, s, 0, 0, 0))
+        .collect()
+}
+
+struct Outcome {
+    result: ThreadResult,
+    intervals: Vec<IntervalMsg>,
+}
+
+impl Outcome {
+    fn total(&self, stream: usize) -> &StreamStats {
+        &self
+            .result
+            .totals
+            .iter()
+            .find(|(i, _)| *i == stream)
+            .unwrap()
+            .1
+    }
+
+    /// Read ops of `stream` in every interval, in order.
+    fn read_ops(&self, stream: usize) -> Vec<u64> {
+        self.intervals
+            .iter()
+            .map(|m| m.streams.iter().find(|(i, _)| *i == stream).unwrap().1.ops[0].ops)
+            .collect()
+    }
+}
+
+fn run(streams: Vec<StreamState>, backend: Box<dyn Backend>, clock: &RunClock) -> Outcome {
+    run_limited(streams, backend, clock, Limits::default())
+}
+
+fn run_limited(
+    streams: Vec<StreamState>,
+    backend: Box<dyn Backend>,
+    clock: &RunClock,
+    limits: Limits,
+) -> Outcome {
+    let (tx, rx) = channel();
+    let result = Worker::new(0, streams, backend)
+        .with_limits(limits)
+        .run(clock.clone(), tx)
+        .expect("run succeeds");
+    Outcome {
+        result,
+        intervals: rx.try_iter().collect(),
+    }
+}
+
+fn scripted(script: Script) -> (Box<dyn Backend>, Arc<Mutex<Log>>) {
+    let (b, log) = ScriptBackend::new(script);
+    (Box::new(b), log)
+}
+
+/// Every n-th data IO fails with EIO; the others take 10 us.
+fn eio_every(n: u64) -> Script {
+    Script {
+        latency_ns: 10_000,
+        fail_every: n,
+        fail_errno: libc::EIO,
+        ..Default::default()
+    }
+}
+
+fn max_errors(n: u64) -> Limits {
+    Limits {
+        max_errors: Some(n),
+        io_timeout_ns: None,
+    }
+}
+
+fn latency(ns: u64) -> Script {
+    Script {
+        latency_ns: ns,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn closed_loop_over_null_issues_exactly_each_streams_io_limit() {
+    let specs = [
+        spec(serde_json::json!({"qd": 4, "io_limit": 1000 * 4096})),
+        spec(serde_json::json!({"qd": 1, "sizes": [[8192, 1]], "io_limit": 500 * 8192})),
+    ];
+    // Time stands still: the run ends because both limits are used up.
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let out = run(streams(&specs), Box::new(NullBackend::default()), &clock);
+    assert_eq!(out.total(0).ops[0].ops, 1000);
+    assert_eq!(out.total(0).ops[0].bytes, 1000 * 4096);
+    assert_eq!(out.total(1).ops[0].ops, 500);
+    assert_eq!(out.total(1).ops[0].bytes, 500 * 8192);
+    assert_eq!(out.total(0).ops[0].service.count(), 1000);
+    assert_eq!(out.result.stop_reason, None);
+    assert!(out.result.hung.is_empty());
+    assert_eq!(out.intervals.len(), 1);
+    assert!(out.intervals[0].last);
+}
+
+#[test]
+fn open_loop_issues_every_scheduled_io_and_warmup_is_not_totalled() {
+    let open = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000,
+        "dist": "constant"}, "qd": 8});
+    let clock = RunClock::manual(1000 * MS, Some(3000 * MS), 1000 * MS);
+    let out = run(
+        streams(&[spec(open)]),
+        Box::new(NullBackend::default()),
+        &clock,
+    );
+    // IOs are due at 0, 1, 2, ... ms; the run ends at 3 s.
+    assert_eq!(out.read_ops(0), vec![1000, 1000, 1000]);
+    let phases: Vec<Phase> = out.intervals.iter().map(|m| m.phase).collect();
+    assert_eq!(phases, [Phase::Warmup, Phase::Measure, Phase::Measure]);
+    let total = out.total(0);
+    assert_eq!(total.ops[0].ops, 2000, "warm-up excluded");
+    let response = total.ops[0]
+        .response
+        .as_ref()
+        .expect("open loop keeps response");
+    assert_eq!(response.count(), 2000);
+    assert_eq!(total.lag_max_ns, 0, "issued on time");
+    assert_eq!(total.ios_issued_late, 0);
+}
+
+#[test]
+fn poisson_arrivals_average_the_requested_rate() {
+    let open = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 2000,
+        "dist": "poisson"}, "qd": 64, "seed": 3});
+    let clock = RunClock::manual(0, Some(10_000 * MS), 1000 * MS);
+    let out = run(
+        streams(&[spec(open)]),
+        Box::new(NullBackend::default()),
+        &clock,
+    );
+    let ops = out.total(0).ops[0].ops as f64;
+    // 20,000 expected; a Poisson count's standard deviation is 141 (0.7%).
+    assert!((ops / 20_000.0 - 1.0).abs() < 0.03, "ops {ops}");
+}
+
+#[test]
+fn closed_loop_keeps_its_depth_and_makes_one_backend_call_per_batch() {
+    let (backend, log) = scripted(latency(100_000));
+    let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
+    let out = run(
+        streams(&[spec(serde_json::json!({"qd": 4}))]),
+        backend,
+        &clock,
+    );
+    // Batches of 4 complete every 100 us: at 0.1, 0.2, ... 1000 ms.
+    let read = &out.total(0).ops[0];
+    assert_eq!(read.ops, 40_000);
+    assert_eq!((read.service.min(), read.service.max()), (100_000, 100_000));
+    let log = log.lock().unwrap();
+    assert_eq!(log.reads, 40_000);
+    // Per batch: submit (and reap what is ready) without waiting, record, then wait.
+    assert_eq!(log.waits, 10_000);
+    assert_eq!(log.submits, 20_000);
+    assert_eq!(log.outstanding, 0, "drained");
+}
+
+#[test]
+fn ios_count_in_the_interval_where_they_complete() {
+    let (backend, _) = scripted(latency(600 * MS));
+    let clock = RunClock::manual(0, Some(3000 * MS), 1000 * MS);
+    let out = run(streams(&[spec(serde_json::json!({}))]), backend, &clock);
+    // Completions at 0.6, 1.2, 1.8, 2.4 and 3.0 s; the last interval stays open to the end.
+    assert_eq!(out.read_ops(0), vec![1, 2, 2]);
+    assert_eq!(out.intervals.last().unwrap().end_ns, 3000 * MS);
+}
+
+#[test]
+fn an_open_loop_stream_that_falls_behind_reports_lag_and_response_time() {
+    // 1,000 IOs/s requested, one at a time, each taking 2.5 ms: 400 IOs/s are possible.
+    let open = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000,
+        "dist": "constant"}, "qd": 1});
+    let (backend, _) = scripted(latency(2_500_000));
+    let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
+    let out = run(streams(&[spec(open)]), backend, &clock);
+    let total = out.total(0);
+    let read = &total.ops[0];
+    assert_eq!(read.ops, 400);
+    assert_eq!(
+        (read.service.min(), read.service.max()),
+        (2_500_000, 2_500_000)
+    );
+    // IO i is due at i ms and issued at 2.5 i ms: it waited 1.5 i ms for the device.
+    let response = read.response.as_ref().unwrap();
+    assert_eq!(response.max(), 1_500_000 * 399 + 2_500_000);
+    assert_eq!(total.lag_max_ns, 1_500_000 * 399);
+    assert_eq!(
+        total.ios_issued_late, 399,
+        "all but the first later than 1 ms"
+    );
+    // At the end 1,000 were due and 400 issued.
+    let last = &out.intervals.last().unwrap().streams[0].1;
+    assert_eq!(last.behind_ios, 601);
+}
+
+#[test]
+fn stop_ends_the_run_drains_in_flight_ios_and_marks_it_stopped() {
+    let (backend, log) = scripted(latency(100_000));
+    let clock = RunClock::manual(0, None, 10 * MS);
+    let stop = clock.stop.clone();
+    let (tx, rx) = channel();
+    let specs = [spec(serde_json::json!({"qd": 8}))];
+    let worker = Worker::new(0, streams(&specs), backend);
+    let handle = std::thread::spawn({
+        let clock = clock.clone();
+        move || worker.run(clock, tx)
+    });
+    // Runs until told otherwise: stop after the first interval is reported.
+    let first = rx.recv().expect("an interval");
+    assert!(!first.last);
+    stop.stop(StopReason::Requested);
+    let result = handle.join().unwrap().expect("run succeeds");
+    assert_eq!(result.stop_reason, Some(StopReason::Requested));
+    assert!(result.hung.is_empty());
+    let rest: Vec<IntervalMsg> = rx.try_iter().collect();
+    assert!(
+        rest.last().unwrap().last,
+        "the partial interval is reported"
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(log.outstanding, 0, "every in-flight IO was reaped");
+    let reported: u64 = std::iter::once(&first)
+        .chain(&rest)
+        .map(|m| m.streams[0].1.ops[0].ops)
+        .sum();
+    assert_eq!(reported, log.reads, "every IO issued is accounted for");
+}
+
+#[test]
+fn failed_ios_count_by_errno_and_not_as_ops() {
+    let (backend, _) = scripted(eio_every(10));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({"qd": 2, "io_limit": 1000 * 4096}))];
+    let out = run(streams(&specs), backend, &clock);
+    let read = &out.total(0).ops[0];
+    assert_eq!(read.ops, 900);
+    assert_eq!(read.bytes, 900 * 4096);
+    assert_eq!(read.errors, vec![(libc::EIO, 100)]);
+    assert_eq!(read.service.count(), 900);
+}
+
+#[test]
+fn fsync_follows_every_nth_write() {
+    let (backend, log) = scripted(latency(20_000));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({"read_pct": 0, "qd": 4,
+        "sync": {"kind": "fsync", "every": 4}, "io_limit": 400 * 4096}))];
+    let out = run(streams(&specs), backend, &clock);
+    let total = out.total(0);
+    assert_eq!(total.ops[OpKind::Write as usize].ops, 400);
+    assert_eq!(total.ops[OpKind::Sync as usize].ops, 100);
+    assert_eq!(log.lock().unwrap().fsyncs, 100);
+}
+
+#[test]
+fn a_burst_issues_its_ios_then_waits_the_transfer_delay() {
+    let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
+    let specs = [spec(
+        serde_json::json!({"qd": 5, "burst": {"ios": 5, "delay_ms": 10}}),
+    )];
+    let out = run(streams(&specs), Box::new(NullBackend::default()), &clock);
+    // Bursts of 5 at 0, 10, ... 990 ms.
+    assert_eq!(out.total(0).ops[0].ops, 500);
+}
+
+#[test]
+fn streams_on_one_thread_keep_their_own_statistics() {
+    let specs = [
+        spec(serde_json::json!({"qd": 2})),
+        spec(serde_json::json!({"qd": 1, "read_pct": 0})),
+        spec(
+            serde_json::json!({"arrival": {"kind": "open", "rate_iops": 100,
+            "dist": "constant"}}),
+        ),
+    ];
+    let (backend, log) = scripted(latency(MS));
+    let clock = RunClock::manual(0, Some(1000 * MS), 500 * MS);
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.total(0).ops[0].ops, 2000);
+    assert_eq!(out.total(0).ops[1].ops, 0);
+    assert_eq!(out.total(1).ops[1].ops, 1000);
+    assert_eq!(out.total(1).ops[0].ops, 0);
+    assert_eq!(out.total(2).ops[0].ops, 100);
+    assert!(out.total(2).ops[0].response.is_some());
+    assert!(out.total(0).ops[0].response.is_none());
+    assert_eq!(out.intervals.len(), 2);
+    let log = log.lock().unwrap();
+    assert_eq!(log.reads + log.writes, 2000 + 1000 + 100);
+}
+
+#[test]
+fn more_errors_than_max_errors_stop_the_run() {
+    let (backend, log) = scripted(eio_every(1));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({}))];
+    let out = run_limited(streams(&specs), backend, &clock, max_errors(10));
+    assert_eq!(out.result.stop_reason, Some(StopReason::Errors));
+    // One at a time: the 11th error exceeds the limit. It is counted after the IO that
+    // replaces it went out (statistics are kept off the critical path), so that one is the
+    // last: it fails too while the run drains.
+    assert_eq!(out.total(0).ops[0].errors, vec![(libc::EIO, 12)]);
+    assert_eq!(log.lock().unwrap().reads, 12);
+}
+
+#[test]
+fn errors_up_to_max_errors_do_not_stop_the_run() {
+    let (backend, _) = scripted(eio_every(100));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({"io_limit": 1000 * 4096}))];
+    let out = run_limited(streams(&specs), backend, &clock, max_errors(10));
+    assert_eq!(out.result.stop_reason, None);
+    assert_eq!(out.total(0).ops[0].errors, vec![(libc::EIO, 10)]);
+}
+
+#[test]
+fn an_io_outstanding_longer_than_the_timeout_stops_the_run_and_is_listed() {
+    // IOs take 1 ms; the sixth never completes.
+    let (backend, log) = scripted(Script {
+        latency_ns: MS,
+        hang_from: Some(5),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let limits = Limits {
+        max_errors: None,
+        io_timeout_ns: Some(100 * MS),
+    };
+    let out = run_limited(
+        streams(&[spec(serde_json::json!({}))]),
+        backend,
+        &clock,
+        limits,
+    );
+    assert_eq!(out.result.stop_reason, Some(StopReason::Hung));
+    assert_eq!(out.total(0).ops[0].ops, 5);
+    let hung = &out.result.hung;
+    assert_eq!(hung.len(), 1);
+    let log = log.lock().unwrap();
+    assert_eq!((hung[0].stream, hung[0].op), (0, "read"));
+    assert_eq!((hung[0].offset, hung[0].len), (log.offsets[5], 4096));
+    assert!(hung[0].age_ns > 100 * MS, "age {}", hung[0].age_ns);
+    // Submitted at 5 ms: seen hung within a check period (25 ms) of the timeout, then the
+    // drain waits one more timeout for the IOs in flight, no longer.
+    assert!(out.result.end_ns <= 5 * MS + 100 * MS + 25 * MS + 100 * MS);
+    assert_eq!(
+        log.outstanding, 1,
+        "the hung IO was given up on, not reaped"
+    );
+}
+
+#[test]
+fn oldest_inflight_age_grows_across_snapshots() {
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, Some(40 * MS), 10 * MS);
+    let out = run(streams(&[spec(serde_json::json!({}))]), backend, &clock);
+    let oldest: Vec<u64> = out
+        .intervals
+        .iter()
+        .map(|m| m.streams[0].1.oldest_inflight_ns)
+        .collect();
+    assert_eq!(oldest[..3], [10 * MS, 20 * MS, 30 * MS]);
+    // The planned end came, the IO never completed: after the drain it is listed as hung.
+    assert_eq!(out.result.stop_reason, Some(StopReason::Hung));
+    assert_eq!(out.result.hung.len(), 1);
+    assert_eq!(*oldest.last().unwrap(), out.result.hung[0].age_ns);
+}
+
+#[test]
+fn after_stop_the_drain_waits_seconds_not_minutes_for_a_silent_device() {
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    clock.stop.stop(StopReason::Requested);
+    let specs = [spec(serde_json::json!({"qd": 3}))];
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.result.stop_reason, Some(StopReason::Requested));
+    assert_eq!(out.result.hung.len(), 0, "stopped before issuing anything");
+
+    // Three IOs in flight on a device that never answers; the user stops at 2 s.
+    let (backend, _) = scripted(Script {
+        hang_from: Some(0),
+        stop_at_ns: Some(2000 * MS),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.result.stop_reason, Some(StopReason::Requested));
+    assert_eq!(out.result.hung.len(), 3);
+    assert!(out.result.end_ns <= 2000 * MS + STOP_DRAIN_NS + MAX_WAIT_NS);
+}
