@@ -60,6 +60,8 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
         "warmup_ms": 0,
         "duration_ms": 60000,
         "poll_us": 0,
+        "max_errors": 0,  # the first IO error stops the run
+        "io_timeout_ms": 30000,
         "targets": [{"path": "/data/tm.dat", "offset": 4096, "length": GIB, "direct": True}],
         "streams": [
             {

@@ -45,6 +45,8 @@ MAX_THREADS = 1024
 MAX_COPIES = 256
 MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
 MAX_POLL_US = 1_000_000
+MAX_ERRORS = 1 << 53
+MAX_IO_TIMEOUT_S = 86_400  # the engine accepts at most a day
 
 # rw -> (read % or None for a mix, random by default)
 RW_MODES: dict[str, tuple[float | None, bool]] = {
@@ -240,6 +242,14 @@ def positive_duration(value: object, label: str) -> float:
     return seconds
 
 
+def parse_io_timeout(value: object, label: str) -> float:
+    """A duration from 0 (never) to a day."""
+    seconds = parse_duration(value, label)
+    if seconds > MAX_IO_TIMEOUT_S:
+        raise UsageError(f"{label} must be at most 1 day (86400 s), got {shown(value)}.")
+    return seconds
+
+
 def text(value: object, label: str) -> str:
     """Any text (checked where it is used)."""
     return str(value)
@@ -318,10 +328,18 @@ OPTIONS: tuple[Option, ...] = (
     _o("buffered", "run", "Use the page cache (no O_DIRECT); sets direct = false.",
        flag="--buffered", modes=ALL, kind="switch"),
     _o("poll_us", "run", "uring: spin up to US microseconds for completions before sleeping; "
-       "more IOPS and lower latency on fast devices for more CPU.", flag="--poll-us",
-       metavar="US", modes=ALL, toml=True, parse=int_range(0, MAX_POLL_US), default="0"),
+       "0 spins adaptively, only while it catches completions that sleeping would wake late "
+       "for (bench/README.md).", flag="--poll-us", metavar="US", modes=ALL, toml=True,
+       parse=int_range(0, MAX_POLL_US), default="0 (adaptive)"),
     _o("seed", "run", "Run seed; stream seeds derive from it.", flag="--seed", metavar="N",
        modes=ALL, toml=True, parse=parse_seed, default="1"),
+    _o("max_errors", "run", "Stop the run once more than N IOs have failed; -1 never stops. "
+       "Any failed IO fails the run (exit 1); like fio's default and Jetstress, the first one "
+       "ends it.", flag="--max-errors", metavar="N", modes=ALL, toml=True,
+       parse=int_range(-1, MAX_ERRORS), default="0"),
+    _o("io_timeout", "run", "An IO outstanding longer than this is hung: the run stops and is "
+       "stored as hung, naming the IO; 0 never.", flag="--io-timeout", metavar="TIME",
+       modes=ALL, toml=True, parse=parse_io_timeout, default="30s"),
     # -- one stream -----------------------------------------------------------------------------
     _o("name", "stream", "Stream name.", flag="--name", metavar="NAME", modes=WORKLOAD,
        toml=True, parse=parse_name, default="the rw mode", dest="stream_name"),

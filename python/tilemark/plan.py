@@ -69,6 +69,7 @@ DEFAULT_ALIGN = 4096
 DEFAULT_DURATION_S = 60.0
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SEED = 1  # fixed like fio's randrepeat: the same workload replays the same offsets
+DEFAULT_IO_TIMEOUT_S = 30.0
 DEFAULT_OPEN_LOOP_QD = 64  # an open-loop stream should rarely be capped by its own queue
 
 TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream")
@@ -139,7 +140,9 @@ class Workload:
     direct: bool
     seed: int
     streams: list[StreamSpec]
-    poll_us: int = 0  # uring: spin this long for completions before sleeping
+    poll_us: int = 0  # uring: spin this long for completions before sleeping (0: adaptive)
+    max_errors: int | None = 0  # stop once more IOs failed; None: never
+    io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -371,6 +374,8 @@ def parse_workload(
     direct = run_value("direct", True)
     seed = run_value("seed", DEFAULT_SEED)
     poll_us = run_value("poll_us", 0)
+    max_errors = run_value("max_errors", 0)
+    io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
     else:
@@ -399,6 +404,8 @@ def parse_workload(
         seed=seed,
         streams=streams,
         poll_us=poll_us,
+        max_errors=None if max_errors < 0 else max_errors,
+        io_timeout_s=io_timeout_s,
     )
 
 
@@ -565,6 +572,8 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
         "warmup_ms": round(workload.warmup_s * 1000),
         "duration_ms": round(workload.duration_s * 1000),
         "poll_us": workload.poll_us,
+        "max_errors": workload.max_errors,
+        "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
         "targets": [{**target.plan_target(), "direct": workload.direct}],
         "streams": streams,
     }

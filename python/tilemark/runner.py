@@ -120,6 +120,7 @@ def inspect_and_compile(
         destroy_data=destroy_data,
         force=force,
         fill=fill,
+        io_timeout_s=workload.io_timeout_s,
     )
     return info, plan.compile_plan(workload, info)
 

@@ -22,6 +22,7 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,11 +149,46 @@ def encode_header(header: dict[str, Any]) -> bytes:
     return body.ljust(HEADER_SIZE, b"\0")
 
 
-def read_header(path: str) -> dict[str, Any] | None:
-    """The marker header of a file, or None if the file does not start with the marker."""
+# How long the first-block read of a target may take before the storage counts as not
+# answering: the run's --io-timeout, but never less than HEADER_READ_FLOOR_S (this one read
+# goes through the page cache and may queue behind other work on a slow device).
+HEADER_READ_TIMEOUT_S = 30.0
+HEADER_READ_FLOOR_S = 5.0
+
+
+def _read_first_block(path: str, timeout_s: float) -> bytes:
+    """The first HEADER_SIZE bytes, on a helper thread: a device that stops answering must not
+    hold tilemark before the run's own IO timeout can act (the thread is left behind)."""
+    box: dict[str, Any] = {}
+
+    def read() -> None:
+        try:
+            with open(path, "rb") as f:
+                box["raw"] = f.read(HEADER_SIZE)
+        except BaseException as e:  # re-raised on the caller's thread
+            box["error"] = e
+
+    reader = threading.Thread(target=read, name="tilemark-header-read", daemon=True)
+    reader.start()
+    if timeout_s > 0:
+        timeout_s = max(timeout_s, HEADER_READ_FLOOR_S)
+    reader.join(timeout_s if timeout_s > 0 else None)
+    if reader.is_alive():
+        raise RunError(
+            f"target {path} did not answer a {HEADER_SIZE}-byte read of its first block within "
+            f"{timeout_s:g} s; the storage may have stopped answering."
+        )
+    if "error" in box:
+        raise box["error"]
+    return box["raw"]
+
+
+def read_header(path: str, timeout_s: float = HEADER_READ_TIMEOUT_S) -> dict[str, Any] | None:
+    """The marker header of a file, or None if the file does not start with the marker.
+    A read that takes longer than `timeout_s` (at least HEADER_READ_FLOOR_S; 0: no limit) is
+    a RunError."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(HEADER_SIZE)
+        raw = _read_first_block(path, timeout_s)
     except (FileNotFoundError, PermissionError):
         raise
     except OSError as e:
@@ -447,6 +483,7 @@ def inspect_target(
     force: bool = False,
     size_flag: str = "--size",
     fill: bool = False,
+    io_timeout_s: float = HEADER_READ_TIMEOUT_S,
 ) -> TargetInfo:
     """Check a target against the safety rules and work out its data area; never writes.
     `size_flag` is how messages name the size (--size, or --capacity for tiles); `fill` asks
@@ -485,7 +522,7 @@ def inspect_target(
         )
     if st is None:
         return _inspect_new_file(target, size, direct, size_flag)
-    info = _inspect_existing_file(target, st, size, writes, direct, size_flag)
+    info = _inspect_existing_file(target, st, size, writes, direct, size_flag, io_timeout_s)
     if fill and not info.tilemark:
         raise UsageError(
             f"--fill writes the target, and tilemark never writes a file it did not create "
@@ -552,11 +589,17 @@ def _inspect_new_file(target: Path, size: int | None, direct: bool, size_flag: s
 
 
 def _inspect_existing_file(
-    target: Path, st: os.stat_result, size: int | None, writes: bool, direct: bool, size_flag: str
+    target: Path,
+    st: os.stat_result,
+    size: int | None,
+    writes: bool,
+    direct: bool,
+    size_flag: str,
+    io_timeout_s: float = HEADER_READ_TIMEOUT_S,
 ) -> TargetInfo:
     shown = str(target)
     try:
-        header = read_header(shown)
+        header = read_header(shown, io_timeout_s)
     except PermissionError:
         raise UsageError(f"target {shown} cannot be read: permission denied.") from None
     alignment = file_dio_alignment(target)

@@ -58,6 +58,8 @@ class TileRunSettings:
     poll_us: int = 0
     max_duration: str | float | None = None  # None: measure exactly `duration`
     warmup_defaulted: bool = False  # the warm-up is the tile default, not asked for
+    max_errors: int = 0  # -1: never stop on IO errors
+    io_timeout: float = 30.0  # seconds; 0: never
 
     @property
     def duration_s(self) -> float:
@@ -81,6 +83,8 @@ class TileRunSettings:
             "direct": self.direct,
             "seed": self.seed,
             "poll_us": self.poll_us,
+            "max_errors": self.max_errors,
+            "io_timeout": self.io_timeout,
         }
         if self.threads:
             d["threads"] = self.threads
@@ -148,6 +152,8 @@ def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRun
         poll_us=parsed("run", "poll_us", 0),
         max_duration=max_s,
         warmup_defaulted=values.get("warmup") is None and warmup_s > 0,
+        max_errors=parsed("run", "max_errors", 0),
+        io_timeout=parsed("run", "io_timeout", 30.0),
     )
 
 
@@ -183,6 +189,7 @@ def inspect_tile_target(
         force=force,
         size_flag="--capacity",
         fill=fill,
+        io_timeout_s=settings.io_timeout,
     )
 
 

@@ -67,3 +67,70 @@ def test_failing_storage_fails_the_run_with_errno_names(tmp_path, capsys):
     assert "IOs failed (EIO" in stored["error"]
     assert "(IO errors)" in err and "EIO" in err and "run failed:" in err
     assert "Traceback" not in err
+
+
+def test_the_first_io_error_stops_a_run_by_default_and_max_errors_tolerates_more(tmp_path, capsys):
+    import json
+
+    args = ("error-pread=EIO", "error-pread-rate=10%")
+    common = ("--rw", "randread", "--qd", "4", "--json", "--results", str(tmp_path / "r"))
+    with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
+        status, out, err = _cli(capsys, "run", "--target", str(disk), "--duration", "20", *common)
+        first = json.loads(out)
+        status2, out2, _ = _cli(
+            capsys, "run", "--target", str(disk), "--duration", "1", "--max-errors", "-1",
+            *common,
+        )  # fmt: skip
+        tolerated = json.loads(out2)
+    # Stopped at once by the first failed read (one more per stream may already be out).
+    assert status == 1 and first["summary"]["duration_s"] < 5
+    assert 1 <= first["summary"]["total"]["errors"] <= 5
+    assert "exceeded --max-errors" in err
+    # --max-errors -1: the whole second, with errors at the injected rate.
+    assert status2 == 1 and tolerated["summary"]["duration_s"] >= 0.9
+    assert tolerated["summary"]["total"]["errors"] > 10
+
+
+def test_a_device_that_stops_answering_is_stored_as_hung_within_the_timeout(tmp_path, capsys):
+    import json
+    import time
+    from datetime import datetime
+    from pathlib import Path
+
+    # Every read takes 3 s: the marker check before the run waits for its one read (it may take
+    # up to 5 s), then the run's first read passes the 0.5 s IO timeout.
+    with failing_storage(tmp_path / "mnt", "16M", "rdelay=3", nbd_filter="delay") as disk:
+        t0 = time.monotonic()
+        status, out, err = _cli(
+            capsys, "run", "--target", str(disk), "--rw", "randread", "--duration", "60",
+            "--io-timeout", "500ms", "--json", "--results", str(tmp_path / "r"),
+        )  # fmt: skip
+        elapsed = time.monotonic() - t0
+    assert status == 1, err
+    doc = json.loads(out)
+    stored = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+    assert stored["status"] == "hung"
+    assert "never completed: stream randread read at offset" in stored["error"]
+    assert "(IO hung)" in err and "Traceback" not in err
+    # The run ended within the timeout plus a little, not the device's 3 s or the planned 60 s.
+    started = datetime.fromisoformat(stored["started_at"])
+    ended = datetime.fromisoformat(stored["ended_at"])
+    assert (ended - started).total_seconds() < 2.5, (started, ended)
+    assert elapsed < 3 + 4, elapsed
+
+
+def test_a_target_whose_first_block_does_not_answer_is_one_sentence(tmp_path, capsys):
+    import time
+
+    with failing_storage(tmp_path / "mnt", "16M", "rdelay=8", nbd_filter="delay") as disk:
+        t0 = time.monotonic()
+        status, _, err = _cli(
+            capsys, "run", "--target", str(disk), "--rw", "randread", "--duration", "60",
+            "--io-timeout", "1", "--results", str(tmp_path / "r"),
+        )  # fmt: skip
+        elapsed = time.monotonic() - t0
+    assert status == 1 and elapsed < 7, (status, elapsed)  # the 5 s floor, not the 8 s read
+    assert err.strip().splitlines() == [
+        f"tilemark: error: target {disk} did not answer a 4096-byte read of its first block "
+        "within 5 s; the storage may have stopped answering."
+    ]
