@@ -134,3 +134,39 @@ def test_a_target_whose_first_block_does_not_answer_is_one_sentence(tmp_path, ca
         f"tilemark: error: target {disk} did not answer a 4096-byte read of its first block "
         "within 5 s; the storage may have stopped answering."
     ]
+
+
+def test_sigterm_ends_a_run_on_a_device_that_stopped_answering(tmp_path):
+    """Reads take 20 s and no IO timeout is set: SIGTERM still ends the run within a few
+    seconds (it used to take SIGKILL, which loses data), and the run is stored."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("tilemark")
+    with failing_storage(tmp_path / "mnt", "16M", "rdelay=20", nbd_filter="delay") as disk:
+        proc = subprocess.Popen(
+            [str(exe), "run", "--target", str(disk), "--rw", "randread", "--duration", "60",
+             "--io-timeout", "0", "--results", str(tmp_path / "r")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        runs = tmp_path / "r"
+        deadline = time.monotonic() + 40  # the marker check's own read waits 20 s first
+        while not (runs.exists() and any(runs.glob("*/run.json"))):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        stopped_in = time.monotonic() - t0
+    assert proc.returncode == 143, proc.stderr.read()
+    assert stopped_in < 8, stopped_in
+    # The read still outstanding when the engine gave up waiting for it is named: the run is
+    # stored as hung, with the exit status of the signal that ended it.
+    (run_json,) = runs.glob("*/run.json")
+    stored = json.loads(run_json.read_text())
+    assert stored["status"] == "hung" and "never completed" in stored["error"]
