@@ -36,6 +36,25 @@ def test_eio_and_enospc_are_counted_per_stream_and_the_run_ends(tmp_path):
     assert reader["write"]["errors"] == {} and writer["read"]["errors"] == {}
 
 
+def _errors_once_running(trigger, results):
+    """nbdkit's error filter injects errors only while `trigger` exists (error-file=): create
+    it once the run has started, after tilemark's marker check read the first block."""
+    import threading
+    import time
+
+    def watch():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if results.exists() and any(results.glob("*/run.json")):
+                trigger.touch()
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    return t
+
+
 def _cli(capsys, *args):
     from tilemark.cli import main
 
@@ -50,8 +69,10 @@ def test_failing_storage_fails_the_run_with_errno_names(tmp_path, capsys):
     import json
     from pathlib import Path
 
-    args = ("error-pread=EIO", "error-pread-rate=10%")
+    trigger = tmp_path / "inject"
+    args = ("error-pread=EIO", "error-pread-rate=10%", f"error-file={trigger}")
     with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
+        _errors_once_running(trigger, tmp_path / "r")
         status, out, err = _cli(
             capsys, "run", "--target", str(disk), "--rw", "randread", "--qd", "4",
             "--duration", "1", "--json", "--results", str(tmp_path / "r"),
@@ -72,14 +93,21 @@ def test_failing_storage_fails_the_run_with_errno_names(tmp_path, capsys):
 def test_the_first_io_error_stops_a_run_by_default_and_max_errors_tolerates_more(tmp_path, capsys):
     import json
 
-    args = ("error-pread=EIO", "error-pread-rate=10%")
-    common = ("--rw", "randread", "--qd", "4", "--json", "--results", str(tmp_path / "r"))
+    trigger = tmp_path / "inject"
+    args = ("error-pread=EIO", "error-pread-rate=10%", f"error-file={trigger}")
+    common = ("--rw", "randread", "--qd", "4", "--json")
     with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
-        status, out, err = _cli(capsys, "run", "--target", str(disk), "--duration", "20", *common)
+        _errors_once_running(trigger, tmp_path / "r1")
+        status, out, err = _cli(
+            capsys, "run", "--target", str(disk), "--duration", "20", *common,
+            "--results", str(tmp_path / "r1"),
+        )  # fmt: skip
         first = json.loads(out)
+        trigger.unlink()  # no errors again until the second run has started
+        _errors_once_running(trigger, tmp_path / "r2")
         status2, out2, _ = _cli(
             capsys, "run", "--target", str(disk), "--duration", "1", "--max-errors", "-1",
-            *common,
+            *common, "--results", str(tmp_path / "r2"),
         )  # fmt: skip
         tolerated = json.loads(out2)
     # Stopped at once by the first failed read (one more per stream may already be out).
