@@ -152,3 +152,16 @@ def test_an_inconclusive_interval_does_not_fail_a_per_interval_criterion():
     v = check(P99, edge, "interval 3")
     assert v.decision == "inconclusive" and v.passed
     assert not check(P99, window([20.0] * 5000), "interval 3").passed
+
+
+def test_a_mean_interval_stays_within_the_observed_values():
+    # Few batches, wildly different: the t interval would reach below zero.
+    h = Histogram()
+    batches = []
+    for level_ms in (1, 1, 1, 400):
+        values = [int(level_ms * MS)] * 10
+        for v in values:
+            h.record(v)
+        batches.append((10, sum(values)))
+    ci = mean_interval(h, batches)
+    assert h.min <= ci.low < h.mean() < ci.high <= h.max

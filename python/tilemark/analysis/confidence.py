@@ -161,11 +161,17 @@ def mean_interval(
         # Variance of a ratio of sums over k batches (the delta method).
         var = k / (k - 1) * sum((s - ratio * n) ** 2 for n, s in used) / total**2
         half = t95(k - 1) * math.sqrt(var)
-        return Interval(ratio - half, ratio + half)
+        return _within_observed(h, ratio - half, ratio + half)
     if h.n < 2:
         return Interval(mean, mean, bounded=False)
     half = Z95 * _histogram_sd(h) / math.sqrt(h.n)
-    return Interval(mean - half, mean + half)
+    return _within_observed(h, mean - half, mean + half)
+
+
+def _within_observed(h: Histogram, low: float, high: float) -> Interval:
+    # A mean lies between the smallest and largest value: a symmetric t interval over few,
+    # spread-out batches can reach below zero, which no latency does.
+    return Interval(max(low, float(h.min)), min(high, float(h.max)))
 
 
 class BatchSeries:

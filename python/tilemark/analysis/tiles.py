@@ -228,6 +228,11 @@ def failure_text(v: Verdict) -> str:
     return f"{v.description} ({v.scope}: {got})"
 
 
+def _ms(v: float) -> str:
+    """Milliseconds as people read them: 0.412, 7.75, 39.1, 4,591."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
 def margin_text(c: dict[str, Any]) -> str:
     """'read p99 39.1 ms vs 30 ms limit (+30%, CI 33.0-45.2 ms)' from criterion_json."""
     if c["unit"] == "fraction":
@@ -235,13 +240,13 @@ def margin_text(c: dict[str, Any]) -> str:
     elif c["value"] is None:
         return f"{c['criterion']}: no IO completed (limit {c['limit']:g} ms)"
     else:
-        what = f"{c['criterion']} {c['value']:.3g} ms vs {c['limit']:g} ms limit"
+        what = f"{c['criterion']} {_ms(c['value'])} ms vs {c['limit']:g} ms limit"
     extra = []
     if c.get("margin_pct") is not None:
         extra.append(f"{c['margin_pct']:+.0f}%")
     if c.get("ci_low") is not None and c["unit"] == "ms" and c["ci_low"] != c["ci_high"]:
         bound = "" if c.get("ci_bounded", True) else ", few samples"
-        extra.append(f"CI {c['ci_low']:.3g}-{c['ci_high']:.3g} ms{bound}")
+        extra.append(f"CI {_ms(c['ci_low'])}-{_ms(c['ci_high'])} ms{bound}")
     if c.get("decision") == "inconclusive":
         extra.append("within noise")
     if c.get("scope", "window") != "window":
