@@ -378,3 +378,25 @@ def test_knob_study_report_uses_the_knob_as_its_axis(tmp_path):
     tables = {t.id: t for sec in report.sections for t in sec.items if hasattr(t, "rows")}
     assert tables["study-table"].columns[0] == "oltp.iops"
     assert tables["study-table"].title.startswith("Per oltp.iops value")
+
+
+def test_run_report_names_io_errors_by_errno(tmp_path):
+    import json
+
+    from report_runs import simple_plan, write_run
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+    from tilemark.summary import summarize
+
+    run_dir = write_run(tmp_path, simple_plan(("randrw",)))
+    doc = json.loads((run_dir / "run.json").read_text())
+    doc["result"]["streams"][0]["read"]["errors"] = {"5": 4, "28": 1}
+    doc["summary"] = summarize(doc["plan"], doc["result"])
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    report = build_report(load_source(run_dir))
+    assert any("5 IOs failed (EIO 4, ENOSPC 1)" in n for n in report.verdict.notes)
+    streams = next(
+        t for sec in report.sections for t in sec.items if getattr(t, "id", "") == "streams"
+    )
+    errors = [row[streams.columns.index("errors")].text for row in streams.rows]
+    assert errors[0] == "EIO 4, ENOSPC 1"
