@@ -73,7 +73,7 @@ def test_rates_are_ops_and_bytes_over_the_measurement_window(data):
     assert read0["mbps"] == 1000 * 8192 / 10 / 1e6
     assert s["streams"][0]["write"]["errors"] == {"5": 3}
     assert s["streams"][0]["errors_by_name"] == {"EIO": 3}
-    assert s["total"]["errors_by_name"] == {"EIO": 3}
+    assert s["total"]["errors_by_name"] == {"EIO": 3, "ENOSPC": 2}
     assert s["streams"][0]["total"] == {
         "iops": 150.0,
         "mbps": 1500 * 8192 / 10 / 1e6,
