@@ -9,6 +9,7 @@ from typer import _click as click  # typer vendors click; parse errors are its e
 
 from tilemark.cli.compare import compare
 from tilemark.cli.export import export
+from tilemark.cli.fio import import_fio
 from tilemark.cli.profiles import profiles_app
 from tilemark.cli.report import report
 from tilemark.cli.run import run
@@ -38,6 +39,7 @@ app.command("scale", no_args_is_help=True)(scale)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)
+app.command("import-fio", no_args_is_help=True)(import_fio)
 app.add_typer(profiles_app, name="profiles")
 
 

@@ -1,4 +1,5 @@
-"""`tilemark export`: a run's interval rows and summaries (or a study's steps) as CSV."""
+"""`tilemark export`: a run's interval rows and summaries (or a study's steps) as CSV, or a run
+as the fio job that issues the same IO (`--fio`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.cli.report import note_damage, refusing_unwritable
 from tilemark.errors import UsageError
+from tilemark.fio import job_text
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source
 
@@ -23,13 +25,28 @@ def export(
         Path | None,
         typer.Option("--csv", metavar="DIR", help="Directory to write the CSV files into."),
     ] = None,
+    fio_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--fio",
+            metavar="FILE",
+            help="Write the run's workload as a fio job file, to cross-check with fio.",
+        ),
+    ] = None,
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
 ) -> None:
-    """Export interval rows and per-stream (and per-application) summaries as CSV."""
-    if csv_dir is None:
-        raise UsageError("--csv DIR is required: the directory to write the CSV files into.")
+    """Export interval rows and per-stream (and per-application) summaries as CSV, or a run as
+    a fio job file."""
+    if csv_dir is None and fio_file is None:
+        raise UsageError(
+            "--csv DIR or --fio FILE is required: where to write the CSV files or the fio job."
+        )
+    if fio_file is not None:
+        export_fio(name, fio_file, results)
+        if csv_dir is None:
+            return
     if csv_dir.exists() and not csv_dir.is_dir():
         raise UsageError(f"--csv must be a directory, but {csv_dir} is a file.")
     source = load_source(name, results)
@@ -41,3 +58,21 @@ def export(
         written = CsvExporter().export(shell, csv_dir)
     for path in written:
         typer.echo(str(path))
+
+
+def export_fio(name: str, fio_file: Path, results: Path) -> None:
+    """The run's engine plan as a fio job file (tilemark.fio.export)."""
+    source = load_source(name, results)
+    if not isinstance(source, RunData):
+        raise UsageError(
+            f"--fio exports one run, but {name} is a study; pass the id of one of its runs."
+        )
+    doc = source.doc
+    if not doc.get("plan"):
+        raise UsageError(f"run {doc.get('run_id', name)} has no engine plan to export.")
+    title = (
+        f"the workload of tilemark run {doc.get('run_id')} ({doc.get('workload', {}).get('name')})"
+    )
+    with refusing_unwritable(f"--fio {fio_file}", "choose a file you can write"):
+        fio_file.write_text(job_text(doc["plan"], title=title))
+    typer.echo(str(fio_file))

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tilemark import plan, targets
+from tilemark import fio, plan, targets
 from tilemark.cli.common import (
     DEFAULT_TARGET,
     EXIT_QOS,
@@ -54,10 +54,11 @@ def build_workload(
     *,
     use_default: bool,
     overridden: list[str] | None = None,
+    notes: list[str] | None = None,
 ) -> plan.Workload:
     """The validated workload from a TOML file, the built-in default, or flags alone.
     `overridden` receives 'flag value overrides key = value' for flags that replace values of
-    the workload file."""
+    the workload file; `notes` what the translation of a fio job file (JOB.fio) changed."""
     flag_keys = frozenset(run_flags) | frozenset(stream_flags)
     if use_default:
         if workload_file is not None:
@@ -81,7 +82,13 @@ def build_workload(
         return plan.parse_workload(doc, source="default", flag_keys=flag_keys)
 
     if workload_file is not None:
-        doc = plan.load_toml(workload_file)
+        if workload_file.suffix == ".fio":
+            translation = fio.translate(workload_file)
+            doc = translation.doc
+            if notes is not None:
+                notes += translation.notes
+        else:
+            doc = plan.load_toml(workload_file)
         if overridden is not None:
             overridden += _overrides(doc, run_flags)
         doc.update(run_flags)
@@ -146,15 +153,19 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
         run_flags["direct"] = False
     stream_flags = scoped(values, "stream", RUN)
     overridden: list[str] = []
+    notes: list[str] = []
     workload = build_workload(
         workload_file,
         run_flags,
         stream_flags,
         use_default=bool(values.get("use_default")),
         overridden=overridden,
+        notes=notes,
     )
     info, compiled = inspect_and_compile(workload, **safety(values))
     out, err = consoles(bool(values.get("json_out")))
+    for note in notes:
+        err.print(f"note: {note}", markup=False, soft_wrap=True)
     if overridden:
         err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True)
     argv = argv_of(ctx)
@@ -218,8 +229,9 @@ def _without_layout(summary: dict) -> dict:
 WORKLOAD_ARG = argument(
     "workload_file",
     "WORKLOAD.toml",
-    "Workload file: run-wide keys, an optional [defaults] table and [[stream]] tables. "
-    "Without it, the flags describe one stream.",
+    "Workload file: run-wide keys, an optional [defaults] table and [[stream]] tables; or a "
+    "fio job file (JOB.fio, translated as `tilemark import-fio` does). Without it, the flags "
+    "describe one stream.",
 )
 
 run = table_command(

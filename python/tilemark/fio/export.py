@@ -1,0 +1,106 @@
+"""A stored run's engine plan as a fio job file, for cross-checking tilemark against fio.
+
+The job reproduces what the engine was told to do: the same file region (tilemark's data area
+starts after the target's header block, so `offset` includes it), sizes, mix, placement, queue
+depth, rate and syncs. What fio cannot express is written as a comment at the top, never
+dropped silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
+
+
+def _rw(stream: dict[str, Any]) -> str:
+    random = stream["random_pct"] > 0
+    read = stream["read_pct"]
+    if read >= 100:
+        return "randread" if random else "read"
+    if read <= 0:
+        return "randwrite" if random else "write"
+    return "randrw" if random else "rw"
+
+
+def _split(sizes: list[list[float]]) -> str:
+    """tilemark's weighted sizes as fio's bssplit, whose shares are whole percents adding to 100."""
+    total = sum(w for _, w in sizes)
+    shares = [int(w * 100 // total) for _, w in sizes]
+    # Hand the rounding remainder to the largest weights, as whole percents must add up to 100.
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i][1])[: 100 - sum(shares)]:
+        shares[i] += 1
+    return ":".join(f"{int(size)}/{share}" for (size, _), share in zip(sizes, shares, strict=True))
+
+
+def job_text(plan: dict[str, Any], *, title: str) -> str:
+    """A fio job file equivalent to an engine plan (plan_version 1)."""
+    notes: list[str] = []
+    lines = [f"; {title}", "; written by tilemark export --fio; run it with: fio FILE"]
+    body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
+    directs = {t["direct"] for t in plan["targets"]}
+    body.append(f"direct={1 if directs == {True} else 0}")
+    body += ["time_based", f"runtime={plan['duration_ms'] / 1000:g}s"]
+    if plan.get("warmup_ms"):
+        body.append(f"ramp_time={plan['warmup_ms'] / 1000:g}s")
+    if plan.get("max_errors") not in (0, None):
+        notes.append(f"tilemark allowed {plan['max_errors']} IO errors; fio stops at the first")
+    for stream in plan["streams"]:
+        target = plan["targets"][stream["target"]]
+        rw = _rw(stream)
+        body += ["", f"[{stream['name']}]", f"filename={target['path']}", f"rw={rw}"]
+        if rw in ("rw", "randrw"):
+            body.append(f"rwmixread={stream['read_pct']:g}")
+        sizes = stream["sizes"]
+        body.append(f"bs={int(sizes[0][0])}" if len(sizes) == 1 else f"bssplit={_split(sizes)}")
+        body.append(f"blockalign={stream['align']}")
+        body.append(f"offset={target['offset'] + stream['offset']}")
+        body.append(f"size={stream['length']}")
+        if 0 < stream["random_pct"] < 100:
+            body.append(f"percentage_random={stream['random_pct']:g}")
+        pattern = stream["pattern"]
+        if pattern["kind"] == "zipf":
+            body.append(f"random_distribution=zipf:{pattern['theta']:g}")
+        elif pattern["kind"] == "hotspot":
+            io, region = pattern["io_pct"], pattern["region_pct"]
+            body.append(
+                f"random_distribution=zoned:{io:g}/{region:g}:{100 - io:g}/{100 - region:g}"
+            )
+        if stream["random_pct"] > 0:
+            body.append("norandommap")
+        body.append(f"iodepth={stream['qd']}")
+        arrival = stream["arrival"]
+        if arrival["kind"] == "open":
+            read = stream["read_pct"] / 100
+            total = arrival["rate_iops"]
+            # fio caps each direction separately; the caps together give the mix.
+            if 0 < read < 1:
+                body.append(f"rate_iops={total * read:.0f},{total * (1 - read):.0f}")
+            else:
+                body.append(f"rate_iops={total:.0f}")
+            if arrival.get("dist") == "poisson":
+                body.append("rate_process=poisson")
+            notes.append(
+                f"stream {stream['name']}: tilemark's latency is response time from the intended "
+                "issue time; compare it with fio's lat only while the rate is reached"
+            )
+        sync = stream["sync"]
+        if sync["kind"] == "fsync":
+            body.append(f"fsync={sync['every']}")
+        elif sync["kind"] == "dsync":
+            body.append("sync=dsync")
+        if stream.get("burst"):
+            burst = stream["burst"]
+            body += [
+                f"thinktime={burst['delay_ms'] * 1000:.0f}",
+                f"thinktime_blocks={burst['ios']}",
+            ]
+            notes.append(
+                f"stream {stream['name']}: a burst waits for its IOs before pausing; fio's "
+                "thinktime pauses after the blocks are issued"
+            )
+        if stream.get("compress_pct"):
+            body.append(f"buffer_compress_percentage={stream['compress_pct']:g}")
+            body.append("refill_buffers")
+    lines += [f"; note: {n}" for n in notes]
+    return "\n".join(lines + [""] + body) + "\n"
