@@ -93,6 +93,14 @@ def test_fio_defaults_are_written_out():
     assert t.doc["direct"] is True
 
 
+def test_invalidate_0_keeps_the_page_cache(tmp_path):
+    # fio drops a buffered job's cached pages first (invalidate=1, its default), as tilemark
+    # does unless keep_cache is set.
+    assert "keep_cache" not in translate(EXAMPLES / "fio-rand-read.fio").doc
+    path = write(tmp_path, "[j]\nfilename=/x\nrw=read\ninvalidate=0\n")
+    assert translate(path).doc["keep_cache"] is True
+
+
 def test_jobs_with_their_own_files_get_regions_of_one_target():
     t = translate(EXAMPLES / "aio-read.fio")  # four jobs, no filename, size=512m each
     got = [(s["name"], s["qd"], s.get("offset", "0"), s["length"]) for s in t.doc["stream"]]

@@ -327,6 +327,11 @@ OPTIONS: tuple[Option, ...] = (
        default="true"),
     _o("buffered", "run", "Use the page cache (no O_DIRECT); sets direct = false.",
        flag="--buffered", modes=ALL, kind="switch"),
+    _o("keep_cache", "run", "Buffered IO: start with the target's pages as the page cache holds "
+       "them. By default they are written back and dropped before the run, as fio does "
+       "(invalidate=1), so a run does not measure what an earlier one left cached.",
+       flag="--keep-cache", modes=WORKLOAD, kind="switch", toml=True, parse=parse_bool,
+       default="off"),
     _o("poll_us", "run", "uring: spin up to US microseconds for completions before sleeping; "
        "0 spins adaptively, only while it catches completions that sleeping would wake late "
        "for (bench/README.md).", flag="--poll-us", metavar="US", modes=ALL, toml=True,

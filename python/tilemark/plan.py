@@ -143,6 +143,7 @@ class Workload:
     poll_us: int = 0  # uring: spin this long for completions before sleeping (0: adaptive)
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
+    keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -376,6 +377,7 @@ def parse_workload(
     poll_us = run_value("poll_us", 0)
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
+    keep_cache = run_value("keep_cache", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
     else:
@@ -406,6 +408,7 @@ def parse_workload(
         poll_us=poll_us,
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
+        keep_cache=keep_cache,
     )
 
 

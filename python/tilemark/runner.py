@@ -217,6 +217,19 @@ def run_plan(
     for target_note in info.notes():
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 
+    if not workload.keep_cache:
+        for t in compiled["targets"]:
+            if t["direct"]:
+                continue
+            try:
+                targets.drop_cached(t["path"], t["offset"], t["length"])
+            except OSError as e:
+                console.print(
+                    f"note: the page cache of {t['path']} could not be dropped "
+                    f"({e.strerror or e}); buffered reads may start warm",
+                    markup=False,
+                    soft_wrap=True,
+                )
     with SignalStopper() as stopper:
         try:
             handle = engine.start(compiled)

@@ -840,6 +840,17 @@ def _fill(fd: int, info: TargetInfo, header: dict[str, Any], progress: Progress 
 LOCK_DIRS = ("/run/lock/tilemark", os.path.join("/tmp", "tilemark-locks"))
 
 
+def drop_cached(path: str, offset: int, length: int) -> None:
+    """Write back and drop the page cache's pages of [offset, offset + length) of a file or
+    block device, so buffered IO starts cold (fio's invalidate). OSError when it cannot."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fdatasync(fd)  # dirty pages are not dropped; write them back first
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def _lock_dir() -> Path:
     """Where target locks live: /run/lock/tilemark when it can be used, else /tmp (sticky)."""
     for candidate in LOCK_DIRS:

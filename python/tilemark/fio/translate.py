@@ -72,7 +72,6 @@ BY_DESIGN = {
     "randrepeat": "tilemark's placement is fixed by --seed",
     "allrandrepeat": "tilemark's placement is fixed by --seed",
     "randseed": "tilemark's placement is fixed by --seed",
-    "invalidate": "tilemark measures after its own warm-up; use direct IO to bypass the cache",
     "iodepth_batch": "tilemark keeps the queue full and submits as completions arrive",
     "iodepth_batch_submit": "tilemark keeps the queue full and submits as completions arrive",
     "iodepth_batch_complete": "tilemark keeps the queue full and submits as completions arrive",
@@ -320,6 +319,9 @@ def _read_job(job: Job, notes: list[str]) -> _Job:
             sync_engine = engine in SYNC_ENGINES
             if engine in ("libaio", "posixaio"):
                 tj.ignored.append(f"ioengine={engine} runs on io_uring at the same queue depth")
+        elif key == "invalidate":
+            if not _flag(opt):
+                run["keep_cache"] = (True, opt)
         elif key == "direct":
             run["direct"] = (_flag(opt), opt)
         elif key == "buffered":
@@ -422,6 +424,11 @@ def _read_job(job: Job, notes: list[str]) -> _Job:
         stream.setdefault("arrival", "constant")
     elif "arrival" in stream:
         stream.pop("arrival")  # rate_process without a rate does nothing in fio either
+    if time_based and not run["direct"][0] and "norandommap" not in opts:
+        notes.append(
+            f"job {tj.name}: buffered and time_based, fio drops the page cache after every "
+            "pass over the file; tilemark drops it once, before the run (compare with direct=1)"
+        )
     if not time_based and "duration" in run:
         notes.append(
             f"job {tj.name}: without time_based fio stops once size bytes are done; tilemark "
@@ -466,7 +473,7 @@ def translate(path: str | os.PathLike[str]) -> Translation:
                 "must differ."
             )
     doc: dict[str, Any] = {"name": re.sub(r"[^A-Za-z0-9_.:+-]", "_", Path(path).stem)[:64] or "fio"}
-    for key in ("backend", "direct", "duration", "warmup"):
+    for key in ("backend", "direct", "keep_cache", "duration", "warmup"):
         value, present = _run_value(jobs, key)
         if present:
             doc[key] = value
