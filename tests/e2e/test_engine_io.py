@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from pathlib import Path
 
 import pytest
 
@@ -44,9 +45,20 @@ def test_bytes_written_are_what_the_file_holds(data_file):
     assert len(blocks) == region[1] // 4096, "written blocks never repeat (no dedupe)"
 
 
+def cpu_stall_s() -> float:
+    """Seconds in which some runnable task waited for a CPU (PSI), since boot."""
+    line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    return int(line.rsplit("total=", 1)[1]) / 1e6
+
+
 def test_open_loop_rate_is_within_2_percent_when_unsaturated(data_file):
     s = stream("paced", arrival=open_loop(1500.0), qd=32)
+    stalled = cpu_stall_s()
+    started = time.monotonic()
     snaps, result = run(plan(data_file, [s], duration_ms=3000, interval_ms=500))
+    # The share of the run in which runnable tasks waited for a CPU: an IO whose time falls
+    # while the engine waits for a CPU cannot be issued on time (other work on the machine).
+    stall_share = (cpu_stall_s() - stalled) / (time.monotonic() - started)
     r = result["streams"][0]["read"]
     achieved = r["ops"] / measured_s(result)
     assert abs(achieved - 1500) / 1500 < 0.02, achieved
@@ -54,8 +66,10 @@ def test_open_loop_rate_is_within_2_percent_when_unsaturated(data_file):
     for snap in full:
         rate = snap["streams"][0]["read"]["ops"] / ((snap["end_ns"] - snap["start_ns"]) / 1e9)
         assert abs(rate - 1500) / 1500 < 0.05, (snap["interval"], rate)
-    # Late = submitted > 1 ms after its intended time; on a busy 2-core VM a few are.
-    assert result["streams"][0]["ios_issued_late"] < r["ops"] * 0.05
+    # Late = submitted > 1 ms after its intended time; on a busy 2-core VM a few are, and
+    # more while other tasks compete for the CPUs.
+    late = result["streams"][0]["ios_issued_late"]
+    assert late < r["ops"] * (0.05 + stall_share), (late, stall_share)
 
 
 def _dispersion(snaps: list[dict]) -> tuple[float, float]:
