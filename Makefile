@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-rust test-python lint fmt bench clean system-deps docs
+.PHONY: help build run test test-rust test-python lint fmt bench clean system-deps docs wheel
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,6 +24,10 @@ $(VENV)/.engine: $(ENGINE_SRC) $(VENV)/.deps
 	touch $@
 
 build: $(VENV)/.engine ## virtualenv in .venv, release build of the engine, `tilemark` on .venv/bin
+
+WHEEL_DIR ?= dist
+wheel: $(VENV)/.deps ## abi3 manylinux wheel with the engine inside, in dist/ (pip install needs no Rust)
+	$(BIN)/maturin build --release --strip -q -o $(WHEEL_DIR)
 
 system-deps: ## install Debian packages the rigs use (fio, nbdkit, nbdfuse) when missing and root
 	@bash scripts/system-deps.sh
@@ -53,4 +57,4 @@ bench: build system-deps ## tilemark vs fio side by side; results under bench/re
 
 clean: ## remove build products (keeps results)
 	cargo clean
-	rm -rf $(VENV) python/tilemark/_engine*.so
+	rm -rf $(VENV) dist python/tilemark/_engine*.so

@@ -87,7 +87,10 @@ def test_poisson_arrivals_have_poisson_counts(data_file):
     mean_c, disp_c = _dispersion(constant)
     assert abs(mean_p - 200) < 10 and abs(mean_c - 200) < 2
     assert 0.6 < disp_p < 1.5, disp_p
-    assert disp_c < 0.1, disp_c
+    # A constant schedule is far below Poisson's 1: 0.02-0.08 on a quiet VM. When other work
+    # holds the CPUs, IOs due in a stalled window go out in the next one (0.135 measured with
+    # four builds running), still a quarter of the Poisson stream's lowest accepted value.
+    assert disp_c < 0.25, disp_c
 
 
 def test_response_time_is_never_below_service_time(data_file):
