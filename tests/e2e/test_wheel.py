@@ -72,14 +72,38 @@ def test_a_fresh_virtualenv_installs_the_wheel_and_runs_without_rust(wheel, tmp_
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout)
 
-    null = tilemark("run", "--target", str(tmp_path / "n.dat"), "--size", "16m", "--backend",
-                    "null", "--duration", "1")
+    null = tilemark(
+        "run",
+        "--target",
+        str(tmp_path / "n.dat"),
+        "--size",
+        "16m",
+        "--backend",
+        "null",
+        "--duration",
+        "1",
+    )
     assert null["summary"]["total"]["iops"] > 1000
-    real = tilemark("run", "--target", str(tmp_path / "r.dat"), "--size", "32m", "--rw",
-                    "randrw", "--duration", "2", "--qd", "4")
+    real = tilemark(
+        "run",
+        "--target",
+        str(tmp_path / "r.dat"),
+        "--size",
+        "32m",
+        "--rw",
+        "randrw",
+        "--duration",
+        "2",
+        "--qd",
+        "4",
+    )
     total = real["summary"]["total"]
     assert total["read_iops"] > 0 and total["write_iops"] > 0
     assert (tmp_path / "r.dat").stat().st_size == 4096 + 32 * 2**20
+    profiles = subprocess.run(
+        [bin_dir / "tilemark", "profiles"], capture_output=True, text=True, env=clean, check=False
+    )
+    assert profiles.returncode == 0 and "mail" in profiles.stdout, profiles.stderr
     # The installed package is the wheel's, not this checkout's.
     where = subprocess.run(
         [bin_dir / "python", "-c", "import tilemark, sys; print(tilemark.__file__)"],
