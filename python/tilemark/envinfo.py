@@ -310,3 +310,162 @@ def collect(target_paths: list[str]) -> dict[str, Any]:
         info = _safe(lambda p=path: target_info(p, mounts))
         targets.append(info if info is not None else {"path": str(path), "exists": None})
     return {**host_info(), "targets": targets}
+
+
+# ---------------------------------------------------------------------------------------------
+# The block devices that serve a target (telemetry samples their /proc/diskstats)
+
+# Filesystems that have no block device of their own: what to say instead of a device.
+NO_BLOCK_DEVICE = {
+    "tmpfs": "tmpfs keeps its data in memory",
+    "ramfs": "ramfs keeps its data in memory",
+    "overlay": "overlay stacks other filesystems",
+    "nfs": "a network filesystem",
+    "nfs4": "a network filesystem",
+    "cifs": "a network filesystem",
+    "fuse": "a FUSE filesystem",
+}
+# Loop devices over files on loop devices...: deeper than this is a cycle or absurd.
+MAX_DEPTH = 8
+
+
+def _kind(node: Path) -> str:
+    if (node / "partition").exists():
+        return "partition"
+    if (node / "loop").is_dir() or node.name.startswith("loop"):
+        return "loop"
+    if (node / "dm").is_dir():
+        return "dm"
+    if (node / "md").is_dir():
+        return "md"
+    return "disk"
+
+
+def _dev_text(node: Path) -> str | None:
+    return _read(node / "dev")
+
+
+def _node_of_name(name: str, parent: Path) -> Path | None:
+    # A slave is named by its kernel name; /sys/class/block has them all, partitions too.
+    candidate = parent / "slaves" / name
+    if candidate.exists():
+        return candidate.resolve()
+    return None
+
+
+def _device_node(node: Path, depth: int, seen: set[str], mounts: list[dict[str, str]]) -> dict:
+    """One block device and, recursively, what serves it."""
+    kind = _kind(node)
+    out: dict[str, Any] = {"name": node.name, "dev": _dev_text(node), "kind": kind}
+    if kind == "dm":
+        out["dm_name"] = _read(node / "dm" / "name")
+    out["children"] = []
+    if out["dev"] in seen or depth >= MAX_DEPTH:
+        out["note"] = "already listed above" if out["dev"] in seen else "nested too deep"
+        return out
+    seen.add(out["dev"] or node.name)
+    children: list[dict] = out["children"]
+    if kind == "partition":
+        children.append(_device_node(node.parent, depth + 1, seen, mounts))
+        return out
+    slaves = node / "slaves"
+    if slaves.is_dir():
+        for name in sorted(os.listdir(slaves)):
+            child = _node_of_name(name, node)
+            if child is not None:
+                children.append(_device_node(child, depth + 1, seen, mounts))
+    if kind == "loop":
+        backing = _read(node / "loop" / "backing_file")
+        out["backing_file"] = backing
+        if backing is not None:
+            # "(deleted)" marks a backing file unlinked after the loop device was set up.
+            path = backing.removesuffix(" (deleted)")
+            below = _file_devices(path, depth + 1, seen, mounts)
+            out["backing"] = {k: v for k, v in below.items() if k != "devices"}
+            children.extend(below["devices"])
+    return out
+
+
+def _file_devices(
+    path: str, depth: int, seen: set[str], mounts: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The filesystem holding a file and the block devices under it."""
+    out: dict[str, Any] = {"fs_type": None, "mount_point": None, "devices": [], "note": None}
+    real = os.path.realpath(path)
+    anchor = _existing_ancestor(Path(real))
+    if anchor is None:
+        out["note"] = f"{path} does not exist"
+        return out
+    mount = mount_for(str(real), mounts)
+    if mount:
+        out.update(fs_type=mount["fs_type"], mount_point=mount["mount_point"])
+    st = os.stat(anchor)
+    node = _sysfs_node(os.major(st.st_dev), os.minor(st.st_dev))
+    if node is None and mount and mount["source"].startswith("/dev/"):
+        # btrfs reports an anonymous st_dev; its mount source names the device.
+        rdev = _safe(lambda: _rdev_of(mount["source"]))
+        node = _sysfs_node(*rdev) if rdev else None
+    if node is not None:
+        out["devices"].append(_device_node(node, depth, seen, mounts))
+        return out
+    fs = out["fs_type"] or "unknown"
+    why = NO_BLOCK_DEVICE.get(fs.split(".")[0])
+    if why is not None:
+        out["note"] = f"no block device: {path} is on {fs} ({why})"
+    else:
+        out["note"] = (
+            f"no block device found in sysfs for {path} (filesystem {fs}, "
+            f"device {os.major(st.st_dev)}:{os.minor(st.st_dev)})"
+        )
+    return out
+
+
+def device_tree(path: str, mounts: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The block devices that really serve a target, as a tree.
+
+    A file goes to its filesystem's device; a partition to its whole disk; device-mapper and
+    md devices to their slaves; a loop device to the filesystem device of its backing file,
+    recursively. Each node: name, dev ("major:minor"), kind (disk, partition, loop, dm, md),
+    children; loops add backing_file and backing (fs_type, mount_point, note). `note` says
+    why there is no device (tmpfs, a device missing in sysfs). Never raises.
+    """
+    mounts = read_mounts() if mounts is None else mounts
+    out: dict[str, Any] = {"path": str(path), "devices": [], "note": None}
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real) if os.path.exists(real) else None
+        if st is not None and stat.S_ISBLK(st.st_mode):
+            out["kind"] = "block"
+            node = _sysfs_node(os.major(st.st_rdev), os.minor(st.st_rdev))
+            if node is None:
+                out["note"] = (
+                    f"{path} (device {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}) is not in sysfs"
+                )
+            else:
+                out["devices"].append(_device_node(node, 0, set(), mounts))
+            return out
+        out["kind"] = "file"
+        below = _file_devices(real, 0, set(), mounts)
+    except Exception as e:  # provenance is best effort: say why, never fail the run
+        out["note"] = f"the devices under {path} could not be resolved: {e}"
+        return out
+    out.update(fs_type=below["fs_type"], mount_point=below["mount_point"], note=below["note"])
+    out["devices"] = below["devices"]
+    return out
+
+
+def flat_devices(tree: dict[str, Any]) -> list[dict[str, Any]]:
+    """The devices of a tree once each, depth first: name, dev, kind, depth (0 = the device
+    that serves the target directly)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def walk(nodes: list[dict], depth: int) -> None:
+        for n in nodes:
+            if n.get("dev") and n["dev"] not in seen:
+                seen.add(n["dev"])
+                out.append({"name": n["name"], "dev": n["dev"], "kind": n["kind"], "depth": depth})
+            walk(n.get("children") or [], depth + 1)
+
+    walk(tree.get("devices") or [], 0)
+    return out

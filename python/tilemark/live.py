@@ -124,6 +124,7 @@ class LiveDisplay:
         self.total_s = (plan.get("warmup_ms", 0) + (plan.get("duration_ms") or 0)) / 1000
         self._live: Live | None = None
         self._rows: list[dict[str, Any]] = []
+        self._telemetry: str | None = None
 
     def __enter__(self) -> LiveDisplay:
         if self.tty:
@@ -138,13 +139,20 @@ class LiveDisplay:
             self._live.__exit__(None, None, None)
             self._live = None
 
+    def telemetry(self, line: str | None) -> None:
+        """The devices and host line (telemetry.live_line) shown with the next update."""
+        self._telemetry = line or None
+
     def update(self, snapshots: list[dict[str, Any]]) -> None:
         """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
-        for snapshot in snapshots:
+        for i, snapshot in enumerate(snapshots):
             self._rows = interval_rows(self.plan, snapshot)
             if self._live is None:
                 # Written directly: a log line must not be wrapped at the console width.
-                self.console.file.write(plain_line(self._rows) + "\n")
+                line = plain_line(self._rows)
+                if self._telemetry and i == len(snapshots) - 1:
+                    line += " | " + self._telemetry
+                self.console.file.write(line + "\n")
                 self.console.file.flush()
         if self._live is not None and snapshots:
             self._live.update(self._table(), refresh=True)
@@ -166,7 +174,13 @@ class LiveDisplay:
             )
         else:
             title = "starting…"
-        table = Table(title=title, title_justify="left", expand=False)
+        table = Table(
+            title=title,
+            title_justify="left",
+            expand=False,
+            caption=self._telemetry,
+            caption_justify="left",
+        )
         table.add_column("stream", no_wrap=True)
         table.add_column("arrival", no_wrap=True)
         table.add_column("IOPS", justify="right")

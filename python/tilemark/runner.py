@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from tilemark import engine, plan, targets
+from tilemark import telemetry as tm
 from tilemark.errors import RunError, UsageError
 from tilemark.live import LiveDisplay
 from tilemark.store import RunWriter
@@ -201,6 +202,7 @@ def run_plan(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
+    telemetry = tm.Telemetry(compiled, [info.path])
     try:
         writer = RunWriter(
             results,
@@ -209,12 +211,14 @@ def run_plan(
             targets=[info.record()],
             argv=argv,
             kind=kind,
+            telemetry=telemetry.record(),
         )
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
+    telemetry.run_id = writer.run_id
     extra = f"; {note}" if note else ""
     console.print(f"run {writer.run_id}: {_describe(compiled, info)}{extra}", markup=False)
-    for target_note in info.notes():
+    for target_note in info.notes() + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 
     if not workload.keep_cache:
@@ -237,6 +241,7 @@ def run_plan(
             writer.finish(None, summary=None, complete=False, error=str(e))
             raise
         stopper.attach(handle)
+        telemetry.start()
         result, error, ended_by = _drive(
             handle,
             writer,
@@ -245,6 +250,7 @@ def run_plan(
             console.is_terminal,
             stopper,
             monitor,
+            telemetry,
         )
         if error is not None:
             writer.finish(None, summary=None, complete=False, error=error)
@@ -259,8 +265,10 @@ def run_plan(
             raise
         if ended_by is not None:
             summary["ended_by"] = ended_by
-        if info.notes():
-            summary["notes"] = info.notes()
+        summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
+        summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
+        if info.notes() or telemetry.notes:
+            summary["notes"] = info.notes() + telemetry.notes
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         storage_failure, storage_error = storage_verdict(result, summary)
         run_dir = writer.finish(
@@ -327,6 +335,7 @@ def _drive(
     tty: bool,
     stopper: SignalStopper,
     monitor: RunMonitor | None = None,
+    telemetry: tm.Telemetry | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -334,9 +343,15 @@ def _drive(
     ended_by: str | None = None
     store_stopped = False
 
+    def sample(snapshots: list[dict[str, Any]], final: bool = False) -> None:
+        if telemetry is not None:
+            writer.add_telemetry(*telemetry.rows(snapshots, final=final))
+            display.telemetry(telemetry.live_line())
+
     def take(snapshots: list[dict[str, Any]]) -> None:
         nonlocal ended_by
         writer.add_snapshots(snapshots)
+        sample(snapshots)
         display.update(snapshots)
         if monitor is not None:
             monitor.add(snapshots)
@@ -367,19 +382,29 @@ def _drive(
                     noted = stopper.count
                 if finished:
                     break
+            if telemetry is not None:
+                telemetry.stop()
             # Snapshots published while the run ended.
             snapshots = handle.poll()
             if snapshots:
                 take(snapshots)
+            sample([], final=True)
         return handle.result(), None, ended_by
     except engine.EngineError as e:
+        if telemetry is not None:
+            telemetry.stop()
         return None, str(e), None
     except BaseException as e:
         # Whatever went wrong on our side, stop the IO and keep what was measured.
         handle.stop()
         handle.wait(30.0)
+        if telemetry is not None:
+            telemetry.stop()
         try:
-            writer.add_snapshots(handle.poll())
+            snapshots = handle.poll()
+            writer.add_snapshots(snapshots)
+            if telemetry is not None:
+                writer.add_telemetry(*telemetry.rows(snapshots, final=True))
         finally:
             writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
         raise

@@ -215,14 +215,15 @@ class IntervalLog:
     what to do next.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, schema: pa.Schema = INTERVAL_SCHEMA):
         self.path = Path(path)
+        self.schema = schema
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         self._pending = _Pending()
         self._writer = pa.ipc.new_stream(
-            self._pending, INTERVAL_SCHEMA, options=pa.ipc.IpcWriteOptions(compression="zstd")
+            self._pending, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")
         )
-        self._schema = INTERVAL_SCHEMA.serialize().to_pybytes()
+        self._schema = schema.serialize().to_pybytes()
         self._size = 0  # bytes of complete messages on disk
         self._rows: list[dict[str, Any]] = []
         self._span_start: int | None = None
@@ -253,7 +254,7 @@ class IntervalLog:
             return
         if self._fd < 0:
             raise OSError(errno.EBADF, "the interval log is closed")
-        self._writer.write_batch(pa.RecordBatch.from_pylist(self._rows, schema=INTERVAL_SCHEMA))
+        self._writer.write_batch(pa.RecordBatch.from_pylist(self._rows, schema=self.schema))
         data = self._pending.take()
         if self.batches == 0:
             # The stream writer starts with the schema, which is on disk already.
@@ -297,13 +298,19 @@ class IntervalLog:
             raise
         self._size += len(data)
 
+    def abandon(self) -> None:
+        """Close the file as it is (after a failure: up to its last complete batch)."""
+        self._abandon()
+
     def _abandon(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
 
-def _row_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+def _row_groups(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema = INTERVAL_SCHEMA
+) -> Iterator[pa.Table]:
     group: list[pa.RecordBatch] = []
     intervals: set[int] = set()
     rows = 0
@@ -312,7 +319,7 @@ def _row_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
         intervals.update(batch.column("interval").to_pylist())
         rows += batch.num_rows
         while len(intervals) >= ROW_GROUP_INTERVALS or rows >= ROW_GROUP_ROWS:
-            table = pa.Table.from_batches(group, schema=INTERVAL_SCHEMA)
+            table = pa.Table.from_batches(group, schema=schema)
             cut = _row_group_cut(table)
             yield table.slice(0, cut)
             rest = table.slice(cut)
@@ -322,7 +329,7 @@ def _row_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
             if not rows:
                 break
     if rows:
-        yield pa.Table.from_batches(group, schema=INTERVAL_SCHEMA)
+        yield pa.Table.from_batches(group, schema=schema)
 
 
 def _row_group_cut(table: pa.Table) -> int:
@@ -383,6 +390,20 @@ def seal(run_dir: Path) -> Path:
         except OSError:
             pass
     fsync_dir(run_dir)
+    return final
+
+
+def seal_log(log: Path, final: Path, schema: pa.Schema) -> Path | None:
+    """Turn another per-interval log of a run (telemetry) into its Parquet file and remove
+    the log; None when there is no log. As seal(): the Parquet file appears whole before the
+    log goes, and an OSError keeps the log."""
+    if not log.exists():
+        return final if final.exists() else None
+    with atomic_file(final) as f, pq.ParquetWriter(f, schema, compression="zstd") as w:
+        for group in _row_groups(log_batches(log), schema):
+            w.write_table(group)
+    log.unlink(missing_ok=True)
+    fsync_dir(log.parent)
     return final
 
 

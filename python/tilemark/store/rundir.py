@@ -17,6 +17,7 @@ from typing import Any
 
 import tilemark
 from tilemark import envinfo
+from tilemark import telemetry as tm
 from tilemark.store import catalog, process
 from tilemark.store.intervals import (
     INTERVAL_LOG,
@@ -25,6 +26,7 @@ from tilemark.store.intervals import (
     IntervalLog,
     describe_os_error,
     seal,
+    seal_log,
     snapshot_rows,
 )
 from tilemark.store.rundoc import (  # the reading side; re-exported for the writer's callers
@@ -101,6 +103,7 @@ class RunWriter:
         targets: list[dict],
         argv: list[str],
         kind: str = "run",
+        telemetry: dict[str, Any] | None = None,
     ):
         self.results_root = Path(results_root)
         self.run_id, self.path, started = _new_run_dir(self.results_root)
@@ -131,12 +134,23 @@ class RunWriter:
             "result": None,
             "files": {"intervals": INTERVALS_FILE, "intervals_log": INTERVAL_LOG},
         }
+        self._telemetry_logs: dict[str, IntervalLog] = {}
+        if telemetry is not None:
+            self.doc["telemetry"] = telemetry
+            self.doc["files"].update(
+                {"devices": tm.DEVICES_FILE, "host": tm.HOST_FILE},
+            )
         streams = len(plan.get("streams") or [])
         reserve = min(RESERVE_MAX, RESERVE_BASE + RESERVE_PER_STREAM * streams)
         try:
             # Written now, so even a run killed before its first interval leaves a trace.
             write_json_atomic(self.path / RUN_JSON, self.doc)
             self._log = IntervalLog(self.path / INTERVAL_LOG)
+            if telemetry is not None:
+                self._telemetry_logs = {
+                    "devices": IntervalLog(self.path / tm.DEVICES_LOG, tm.DEVICE_SCHEMA),
+                    "host": IntervalLog(self.path / tm.HOST_LOG, tm.HOST_SCHEMA),
+                }
             _reserve(self.path / RESERVE_FILE, reserve)
         except OSError:
             # Nothing was measured yet: leave no half-made run behind.
@@ -160,6 +174,22 @@ class RunWriter:
                 self._log.add(rows, int(snap["start_ns"]), int(snap["end_ns"]))
             except OSError as exc:
                 self._fail(f"writing {self._log.path}", exc, first_lost=int(snap["interval"]))
+
+    def add_telemetry(self, device_rows: list[dict], host_rows: list[dict]) -> None:
+        """Append telemetry rows (telemetry.Telemetry.rows) to their logs."""
+        if self._finished or self.failure is not None or not host_rows:
+            return
+        start = min(int(r["start_ns"]) for r in host_rows)
+        end = max(int(r["end_ns"]) for r in host_rows)
+        for name, rows in (("devices", device_rows), ("host", host_rows)):
+            log = self._telemetry_logs.get(name)
+            if log is None:
+                continue
+            try:
+                log.add(rows, start, end)
+            except OSError as exc:
+                self._fail(f"writing {log.path}", exc)
+                return
 
     def flush(self) -> None:
         """Write buffered intervals now (the log otherwise groups short ones into ~1 s)."""
@@ -202,8 +232,19 @@ class RunWriter:
             except OSError as exc:
                 self._fail(f"writing {self._log.path}", exc)
         self._log.discard_buffer()
+        for log in self._telemetry_logs.values():
+            if self.failure is None:
+                try:
+                    log.close()
+                except OSError as exc:
+                    self._fail(f"writing {log.path}", exc)
+            log.discard_buffer()
+            log.abandon()
         try:
             seal(self.path)
+            if self.failure is None:
+                seal_log(self.path / tm.DEVICES_LOG, self.path / tm.DEVICES_FILE, tm.DEVICE_SCHEMA)
+                seal_log(self.path / tm.HOST_LOG, self.path / tm.HOST_FILE, tm.HOST_SCHEMA)
         except OSError as exc:
             if self.failure is None:
                 self.failure = (

@@ -1,0 +1,633 @@
+"""What the devices underneath and the host did while a run ran (docs/results-schema.md,
+telemetry).
+
+tilemark sees only the IOs it issues (the front end). The block devices that serve a target
+(envinfo.device_tree: file -> filesystem -> device, partition -> disk, dm/md/loop -> slaves
+and backing files) show what reached storage (the back end): the page cache absorbing
+reads, a RAID's write penalty, another tenant's IO. A sampler thread reads /proc/diskstats,
+/proc/stat, the engine threads' CPU time and /proc/pressure at the engine's interval
+boundaries, so every interval of the run has a device row per device and one host row.
+
+Device figures follow iostat -x (sysstat), over the time between two samples dt (s):
+
+    r/s = d(reads completed) / dt             w/s likewise
+    MB/s = d(sectors) * 512 / 1e6 / dt        (MB = 10^6 bytes, as everywhere in tilemark)
+    rrqm/s = d(reads merged) / dt             wrqm/s likewise
+    r_await = d(ms reading) / d(reads)        w_await likewise (ms; null without IOs)
+    aqu-sz = d(weighted ms doing IO) / (dt * 1000)
+    %util = d(ms doing IO) / (dt * 1000) * 100
+
+Host CPU is the share of all CPUs' time in /proc/stat: user (user + nice), system (system +
+irq + softirq), iowait, steal and idle (guest time is already inside user). busy = 100 - idle
+- iowait: the CPUs did work (or were taken by the hypervisor, steal) rather than wait. The
+engine's CPU is the utime + stime of its threads ("tilemark-engine"), in % of one CPU, like
+top. Pressure (PSI): avg10 as the kernel reports it at the sample, and the share of the
+interval some (or all, "full") runnable tasks stalled on the resource, from the `total`
+counter.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tilemark import envinfo
+from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY
+
+PROC_DISKSTATS = Path("/proc/diskstats")
+PROC_STAT = Path("/proc/stat")
+PROC_PRESSURE = Path("/proc/pressure")
+PROC_TASKS = Path("/proc/self/task")
+ENGINE_THREAD = "tilemark-engine"
+SECTOR_BYTES = 512
+PSI_RESOURCES = ("io", "cpu", "memory")
+# A run whose host CPUs were busier than this on average is tool-bound.
+TOOL_BOUND_CPU_PCT = 85.0
+# ... or one of whose open-loop streams issued more than this share of its IOs > 1 ms late.
+TOOL_BOUND_LATE_SHARE = 0.01
+
+DEVICES_FILE = "devices.parquet"
+DEVICES_LOG = "devices.arrows"
+HOST_FILE = "host.parquet"
+HOST_LOG = "host.arrows"
+
+_META = {VERSION_KEY: str(SCHEMA_VERSION).encode()}
+_INTERVAL_COLUMNS = [
+    ("run_id", pa.string()),
+    ("interval", pa.int32()),
+    ("phase", pa.string()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("sample_ns", pa.int64()),
+]
+DEVICE_COUNTERS = (
+    "reads",
+    "read_merges",
+    "read_sectors",
+    "read_ms",
+    "writes",
+    "write_merges",
+    "write_sectors",
+    "write_ms",
+    "in_flight",
+    "io_ms",
+    "weighted_ms",
+)
+DEVICE_RATES = (
+    "read_iops",
+    "write_iops",
+    "read_mbps",
+    "write_mbps",
+    "read_merges_s",
+    "write_merges_s",
+    "r_await_ms",
+    "w_await_ms",
+    "aqu_sz",
+    "util_pct",
+)
+DEVICE_SCHEMA = pa.schema(
+    [
+        *_INTERVAL_COLUMNS,
+        ("device", pa.string()),
+        ("dev", pa.string()),
+        ("kind", pa.string()),
+        ("depth", pa.int32()),
+        *[(c, pa.int64()) for c in DEVICE_COUNTERS],
+        *[(c, pa.float64()) for c in DEVICE_RATES],
+    ],
+    metadata=_META,
+)
+CPU_FIELDS = ("user", "system", "iowait", "steal", "idle", "busy")
+PSI_COLUMNS = tuple(
+    f"{res}_{kind}_{stat}"
+    for res in PSI_RESOURCES
+    for kind in ("some", "full")
+    for stat in ("avg10", "pct")
+)
+HOST_SCHEMA = pa.schema(
+    [
+        *_INTERVAL_COLUMNS,
+        *[(f"cpu_{f}_pct", pa.float64()) for f in CPU_FIELDS],
+        ("engine_cpu_pct", pa.float64()),
+        ("process_cpu_pct", pa.float64()),
+        *[(c, pa.float64()) for c in PSI_COLUMNS],
+    ],
+    metadata=_META,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading /proc
+
+
+def read_diskstats(devs: set[str]) -> dict[str, tuple[int, ...]]:
+    """The first 11 counters of /proc/diskstats for the devices named "major:minor"."""
+    out: dict[str, tuple[int, ...]] = {}
+    try:
+        text = PROC_DISKSTATS.read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) < 14:
+            continue
+        dev = f"{fields[0]}:{fields[1]}"
+        if dev in devs:
+            out[dev] = tuple(int(v) for v in fields[3:14])
+    return out
+
+
+def read_cpu() -> tuple[int, ...] | None:
+    """The aggregate `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal."""
+    try:
+        with open(PROC_STAT) as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu" or len(first) < 9:
+        return None
+    return tuple(int(v) for v in first[1:9])
+
+
+def _thread_ticks() -> tuple[int | None, int | None]:
+    """utime + stime clock ticks of the engine's threads and of the whole process."""
+    engine = 0
+    found = False
+    process = None
+    try:
+        with open(PROC_TASKS.parent / "stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        process = int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+        for task in os.listdir(PROC_TASKS):
+            try:
+                with open(PROC_TASKS / task / "stat") as f:
+                    text = f.read()
+            except OSError:
+                continue  # the thread ended
+            name = text[text.index("(") + 1 : text.rindex(")")]
+            if name == ENGINE_THREAD:
+                fields = text.rsplit(")", 1)[1].split()
+                engine += int(fields[11]) + int(fields[12])
+                found = True
+    except (OSError, ValueError, IndexError):
+        return None, process
+    return (engine if found else None), process
+
+
+def read_pressure() -> dict[str, float]:
+    """PSI of io, cpu and memory: {"io_some_avg10": 0.4, "io_some_total": us, ...}."""
+    out: dict[str, float] = {}
+    for res in PSI_RESOURCES:
+        try:
+            text = (PROC_PRESSURE / res).read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            kind, *pairs = line.split()
+            for pair in pairs:
+                key, _, value = pair.partition("=")
+                if key in ("avg10", "total"):
+                    out[f"{res}_{kind}_{key}"] = float(value)
+    return out
+
+
+class Sample:
+    """Counters at one moment (run time ns)."""
+
+    __slots__ = ("t_ns", "disks", "cpu", "engine_ticks", "process_ticks", "psi")
+
+    def __init__(self, t_ns: int, devs: set[str]):
+        self.t_ns = t_ns
+        self.disks = read_diskstats(devs)
+        self.cpu = read_cpu()
+        self.engine_ticks, self.process_ticks = _thread_ticks()
+        self.psi = read_pressure()
+
+
+# ---------------------------------------------------------------------------------------------
+# per-interval figures
+
+
+def _div(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def device_figures(a: tuple[int, ...], b: tuple[int, ...], dt_s: float) -> dict[str, Any]:
+    """Counter deltas and iostat -x figures of one device between two samples."""
+    d = [max(0, y - x) for x, y in zip(a, b, strict=True)]
+    counters = dict(zip(DEVICE_COUNTERS, d, strict=True))
+    counters["in_flight"] = b[8]  # a gauge, not a counter: the value at the end
+    reads, writes = counters["reads"], counters["writes"]
+    return {
+        **counters,
+        "read_iops": _div(reads, dt_s),
+        "write_iops": _div(writes, dt_s),
+        "read_mbps": _div(counters["read_sectors"] * SECTOR_BYTES / 1e6, dt_s),
+        "write_mbps": _div(counters["write_sectors"] * SECTOR_BYTES / 1e6, dt_s),
+        "read_merges_s": _div(counters["read_merges"], dt_s),
+        "write_merges_s": _div(counters["write_merges"], dt_s),
+        "r_await_ms": _div(counters["read_ms"], reads),
+        "w_await_ms": _div(counters["write_ms"], writes),
+        "aqu_sz": _div(counters["weighted_ms"], dt_s * 1000),
+        "util_pct": _div(counters["io_ms"] * 100.0, dt_s * 1000),
+    }
+
+
+def cpu_figures(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> dict[str, Any]:
+    """Host CPU shares in % between two /proc/stat samples (None when unreadable)."""
+    if a is None or b is None:
+        return {f"cpu_{f}_pct": None for f in CPU_FIELDS}
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        max(0, y - x) for x, y in zip(a, b, strict=True)
+    )
+    total = user + nice + system + idle + iowait + irq + softirq + steal
+    if total <= 0:
+        return {f"cpu_{f}_pct": None for f in CPU_FIELDS}
+
+    def pct(v: int) -> float:
+        return 100.0 * v / total
+
+    return {
+        "cpu_user_pct": pct(user + nice),
+        "cpu_system_pct": pct(system + irq + softirq),
+        "cpu_iowait_pct": pct(iowait),
+        "cpu_steal_pct": pct(steal),
+        "cpu_idle_pct": pct(idle),
+        "cpu_busy_pct": pct(total - idle - iowait),
+    }
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def host_figures(a: Sample, b: Sample) -> dict[str, Any]:
+    dt_s = (b.t_ns - a.t_ns) / 1e9
+    out: dict[str, Any] = cpu_figures(a.cpu, b.cpu)
+    for key, ticks_a, ticks_b in (
+        ("engine_cpu_pct", a.engine_ticks, b.engine_ticks),
+        ("process_cpu_pct", a.process_ticks, b.process_ticks),
+    ):
+        if ticks_b is None or dt_s <= 0:
+            out[key] = None
+        else:
+            # An engine thread appears after the first sample: it started from 0 ticks.
+            out[key] = 100.0 * (ticks_b - (ticks_a or 0)) / _TICK / dt_s
+    for res in PSI_RESOURCES:
+        for kind in ("some", "full"):
+            base = f"{res}_{kind}"
+            out[f"{base}_avg10"] = b.psi.get(f"{base}_avg10")
+            t0, t1 = a.psi.get(f"{base}_total"), b.psi.get(f"{base}_total")
+            out[f"{base}_pct"] = (
+                None if t0 is None or t1 is None or dt_s <= 0 else (t1 - t0) / 1e4 / dt_s
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# the sampler
+
+
+def boundaries(plan: dict[str, Any]) -> Callable[[int], int]:
+    """The engine's interval rule (crates/engine clock.rs boundary_after): the end of the
+    interval that starts at run time `start` (ns)."""
+    interval = int(plan.get("interval_ms") or 1000) * 1_000_000
+    warmup = int(plan.get("warmup_ms") or 0) * 1_000_000
+
+    def after(start: int) -> int:
+        return min(start + interval, warmup) if start < warmup else start + interval
+
+    return after
+
+
+class Telemetry:
+    """Resolves a run's devices, samples them at the engine's interval boundaries, and turns
+    interval snapshots into device and host rows.
+
+    start() right after the engine started (its run time 0 is then, to well under a
+    millisecond); rows(snapshots) returns the rows of the snapshots whose closing sample is
+    taken (the others wait for the next call); finish() takes the last sample and returns the
+    rest.
+    """
+
+    def __init__(self, plan: dict[str, Any], target_paths: list[str], run_id: str = ""):
+        self.plan = plan
+        self.run_id = run_id
+        self.trees = [envinfo.device_tree(p) for p in target_paths]
+        self.devices: list[dict[str, Any]] = []
+        seen: dict[str, dict[str, Any]] = {}
+        for i, tree in enumerate(self.trees):
+            for dev in envinfo.flat_devices(tree):
+                if dev["dev"] in seen:
+                    seen[dev["dev"]]["targets"].append(i)
+                    seen[dev["dev"]]["depth"] = min(seen[dev["dev"]]["depth"], dev["depth"])
+                    continue
+                seen[dev["dev"]] = {**dev, "targets": [i]}
+                self.devices.append(seen[dev["dev"]])
+        self.notes: list[str] = []
+        for tree in self.trees:
+            if not tree["devices"]:
+                why = tree.get("note") or f"no block device found for {tree['path']}"
+                self.notes.append(f"device telemetry unavailable for {tree['path']}: {why}")
+        self._devs = {d["dev"] for d in self.devices}
+        first = read_diskstats(self._devs)
+        for d in self.devices:
+            if d["dev"] not in first:
+                self.notes.append(
+                    f"device telemetry unavailable for {d['name']} ({d['dev']}): "
+                    "not in /proc/diskstats"
+                )
+        self._devs &= set(first)
+        self.devices = [d for d in self.devices if d["dev"] in self._devs]
+        if read_cpu() is None:
+            self.notes.append("host CPU telemetry unavailable: /proc/stat cannot be read")
+        if not read_pressure():
+            self.notes.append(
+                "pressure stall information unavailable: /proc/pressure cannot be read "
+                "(kernel without CONFIG_PSI, or psi=0)"
+            )
+        self._after = boundaries(plan)
+        self._samples: list[Sample] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0
+        self._pending: list[dict[str, Any]] = []
+        self.latest: dict[str, Any] | None = None  # last interval's figures, for the live view
+        self.totals = Totals()
+
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps: the device trees of the targets, the sampled devices, notes."""
+        return {
+            "targets": self.trees,
+            "devices": self.devices,
+            "notes": self.notes,
+            "files": {"devices": DEVICES_FILE, "host": HOST_FILE},
+        }
+
+    # sampling
+
+    def start(self) -> None:
+        self._t0 = time.monotonic_ns()
+        self._take(0)
+        self._thread = threading.Thread(target=self._loop, name="tilemark-telemetry", daemon=True)
+        self._thread.start()
+
+    def _take(self, t_ns: int | None = None) -> None:
+        now = time.monotonic_ns() - self._t0 if t_ns is None else t_ns
+        sample = Sample(now, self._devs)
+        with self._lock:
+            self._samples.append(sample)
+
+    def _loop(self) -> None:
+        boundary = self._after(0)
+        while not self._stop.is_set():
+            wait = (self._t0 + boundary - time.monotonic_ns()) / 1e9
+            if wait > 0 and self._stop.wait(wait):
+                return
+            self._take()
+            boundary = self._after(boundary)
+
+    def stop(self) -> None:
+        """Stop sampling and take the closing sample of the run's last interval."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._take()
+
+    # rows
+
+    def _nearest(self, t_ns: int) -> Sample:
+        return min(self._samples, key=lambda s: abs(s.t_ns - t_ns))
+
+    def rows(
+        self, snapshots: list[dict[str, Any]], *, final: bool = False
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Device and host rows of the snapshots (and earlier ones held back) whose closing
+        sample exists; all of them when `final`."""
+        self._pending.extend(snapshots)
+        dev_rows: list[dict[str, Any]] = []
+        host_rows: list[dict[str, Any]] = []
+        with self._lock:
+            if not self._samples:
+                return dev_rows, host_rows
+            last = self._samples[-1].t_ns
+            while self._pending:
+                snap = self._pending[0]
+                start, end = int(snap["start_ns"]), int(snap["end_ns"])
+                # The sampler wakes at the boundary the engine reports at; give it 2 ms.
+                if not final and last < end - 2_000_000:
+                    break
+                self._pending.pop(0)
+                a, b = self._nearest(start), self._nearest(end)
+                if b.t_ns <= a.t_ns:
+                    continue
+                dt_s = (b.t_ns - a.t_ns) / 1e9
+                base = {
+                    "run_id": self.run_id,
+                    "interval": int(snap["interval"]),
+                    "phase": snap.get("phase"),
+                    "start_ns": start,
+                    "end_ns": end,
+                    "sample_ns": b.t_ns - a.t_ns,
+                }
+                devices = []
+                for d in self.devices:
+                    x, y = a.disks.get(d["dev"]), b.disks.get(d["dev"])
+                    if x is None or y is None:
+                        continue
+                    row = {
+                        **base,
+                        "device": d["name"],
+                        "dev": d["dev"],
+                        "kind": d["kind"],
+                        "depth": d["depth"],
+                        **device_figures(x, y, dt_s),
+                    }
+                    devices.append(row)
+                host = {**base, **host_figures(a, b)}
+                dev_rows.extend(devices)
+                host_rows.append(host)
+                self.latest = {"devices": devices, "host": host}
+            self.totals.add(dev_rows, host_rows)
+            # Samples before the oldest interval still to come are no longer needed.
+            keep_from = int(self._pending[0]["start_ns"]) if self._pending else last
+            older = [s for s in self._samples if s.t_ns <= keep_from]
+            if len(older) > 1:
+                drop = len(older) - 1
+                self._samples = self._samples[drop:]
+        return dev_rows, host_rows
+
+    def live_line(self) -> str | None:
+        """One line for the live view: device util and IOPS, host CPU, IO pressure."""
+        if self.latest is None:
+            return None
+        return live_line(self.latest["devices"], self.latest["host"])
+
+
+def live_line(devices: list[dict[str, Any]], host: dict[str, Any]) -> str:
+    parts = []
+    for d in devices:
+        iops = (d["read_iops"] or 0) + (d["write_iops"] or 0)
+        parts.append(f"{d['device']} {d['util_pct'] or 0:.0f}% util {iops:,.0f} IOPS")
+    if host.get("cpu_busy_pct") is not None:
+        parts.append(f"host CPU {host['cpu_busy_pct']:.0f}%")
+    if host.get("io_some_pct") is not None:
+        parts.append(f"io pressure {host['io_some_pct']:.0f}%")
+    return "devices: " + " | ".join(parts) if parts else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# totals: front end vs back end, and the tool-bound verdict
+
+
+class Totals:
+    """Figures over the measurement intervals, accumulated row by row (a long run's rows are
+    not kept in memory): device counters summed over their time, host figures weighted by
+    each interval's length, the highest avg10 of each pressure."""
+
+    HOST_MEANS = (
+        *[f"cpu_{f}_pct" for f in CPU_FIELDS],
+        "engine_cpu_pct",
+        "process_cpu_pct",
+        *[c for c in PSI_COLUMNS if c.endswith("_pct")],
+    )
+    HOST_MAXES = tuple(c for c in PSI_COLUMNS if c.endswith("_avg10"))
+
+    def __init__(self) -> None:
+        self._devices: dict[str, dict[str, Any]] = {}
+        self._sums: dict[str, list[float]] = {c: [0.0, 0.0] for c in self.HOST_MEANS}
+        self._maxes: dict[str, float | None] = dict.fromkeys(self.HOST_MAXES)
+        self.host_rows = 0
+
+    def add(self, dev_rows: list[dict[str, Any]], host_rows: list[dict[str, Any]]) -> None:
+        for r in dev_rows:
+            if r.get("phase") != "measure":
+                continue
+            acc = self._devices.setdefault(
+                r["dev"],
+                {
+                    "device": r["device"],
+                    "dev": r["dev"],
+                    "kind": r["kind"],
+                    "depth": r["depth"],
+                    "sample_ns": 0,
+                    **{c: 0 for c in DEVICE_COUNTERS},
+                },
+            )
+            acc["sample_ns"] += int(r["sample_ns"])
+            for c in DEVICE_COUNTERS:
+                acc[c] += int(r.get(c) or 0)
+        for r in host_rows:
+            if r.get("phase") != "measure":
+                continue
+            self.host_rows += 1
+            for c in self.HOST_MEANS:
+                if r.get(c) is not None:
+                    self._sums[c][0] += r[c] * r["sample_ns"]
+                    self._sums[c][1] += r["sample_ns"]
+            for c in self.HOST_MAXES:
+                v = r.get(c)
+                if v is not None:
+                    self._maxes[c] = v if self._maxes[c] is None else max(self._maxes[c], v)
+
+    def devices(self) -> list[dict[str, Any]]:
+        out = []
+        for acc in self._devices.values():
+            dt_s = acc["sample_ns"] / 1e9
+            zeros = (0,) * len(DEVICE_COUNTERS)
+            figures = device_figures(zeros, tuple(acc[c] for c in DEVICE_COUNTERS), dt_s)
+            out.append(
+                {
+                    "device": acc["device"],
+                    "dev": acc["dev"],
+                    "kind": acc["kind"],
+                    "depth": acc["depth"],
+                    "seconds": dt_s,
+                    "reads": acc["reads"],
+                    "writes": acc["writes"],
+                    **{k: figures[k] for k in DEVICE_RATES},
+                }
+            )
+        return sorted(out, key=lambda d: (d["depth"], d["device"]))
+
+    def host(self) -> dict[str, Any] | None:
+        if not self.host_rows:
+            return None
+        out: dict[str, Any] = {c: (s / w if w else None) for c, (s, w) in self._sums.items()}
+        out.update({f"{c}_max": v for c, v in self._maxes.items()})
+        return out
+
+
+def _ratio(back: float | None, front: float | None) -> float | None:
+    return back / front if back is not None and front else None
+
+
+def front_vs_back(total: dict[str, Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The seed 001 table: tilemark's IOPS and MB/s (front end) beside each device's (back
+    end), with back/front ratios (1.0: every IO reached the device; < 1: a cache absorbed
+    some; > 1: the device did more, such as a RAID's write penalty or other tenants)."""
+    rows = [
+        {
+            "side": "front end",
+            "name": "tilemark",
+            "depth": None,
+            **{k: total.get(k) for k in ("read_iops", "write_iops", "read_mbps", "write_mbps")},
+        }
+    ]
+    for d in devices:
+        row = {
+            "side": "back end",
+            "name": d["device"],
+            "depth": d["depth"],
+            **{k: d.get(k) for k in ("read_iops", "write_iops", "read_mbps", "write_mbps")},
+        }
+        for k in ("read_iops", "write_iops", "read_mbps", "write_mbps"):
+            row[f"{k}_ratio"] = _ratio(d.get(k), total.get(k))
+        row["util_pct"] = d.get("util_pct")
+        rows.append(row)
+    return rows
+
+
+def tool_bound(
+    summary: dict[str, Any], host: dict[str, Any] | None, cpu_count: int | None = None
+) -> dict[str, Any]:
+    """Whether a run measured the host rather than the storage: its CPUs were more than
+    TOOL_BOUND_CPU_PCT busy on average over the measurement window, or an open-loop stream
+    issued more than TOOL_BOUND_LATE_SHARE of its IOs more than 1 ms after their time (the
+    engine fell behind its schedule)."""
+    reasons = []
+    busy = (host or {}).get("cpu_busy_pct")
+    if busy is not None and busy > TOOL_BOUND_CPU_PCT:
+        reasons.append(
+            f"host CPU {busy:.0f}% busy on average (above {TOOL_BOUND_CPU_PCT:.0f}%): the "
+            "numbers describe the host, not the storage"
+        )
+    for s in summary.get("streams") or []:
+        if s.get("arrival") != "open":
+            continue
+        ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in ("read", "write"))
+        late = int(s.get("ios_issued_late") or 0)
+        if ops and late / ops > TOOL_BOUND_LATE_SHARE:
+            reasons.append(
+                f"stream {s.get('name')} issued {100 * late / ops:.1f}% of its IOs more than "
+                "1 ms late: the engine fell behind its schedule (a host too busy, or every "
+                "slot of its queue depth in use)"
+            )
+    return {"tool_bound": bool(reasons), "reasons": reasons}
+
+
+def summarize_telemetry(summary: dict[str, Any], totals: Totals) -> dict[str, Any]:
+    """The run summary's telemetry: per-device totals, front end vs back end, host totals."""
+    devices = totals.devices()
+    return {
+        "devices": devices,
+        "front_vs_back": front_vs_back(summary.get("total") or {}, devices),
+        "host": totals.host(),
+    }
