@@ -278,3 +278,69 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
         style="bold",
     )
     return table
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def front_back_table(summary: dict[str, Any]) -> Table | None:
+    """Front end (tilemark) vs back end (each device underneath) over the measurement
+    window, read and write separately, with back/front ratios; None without device rows."""
+    rows = (summary.get("telemetry") or {}).get("front_vs_back") or []
+    if len(rows) < 2:
+        return None
+    table = Table(
+        title="front end (tilemark) vs back end (devices)",
+        title_justify="left",
+        caption="ratio = device / tilemark: < 1 a cache absorbed IOs, > 1 the device did "
+        "more (write penalty, other IO); depth 0 serves the target directly",
+        caption_justify="left",
+    )
+    for name in (
+        "",
+        "depth",
+        "read IOPS",
+        "ratio",
+        "write IOPS",
+        "ratio",
+        "read MB/s",
+        "write MB/s",
+        "util %",
+    ):
+        table.add_column(name, justify="left" if not name else "right", no_wrap=True)
+    for row in rows:
+        back = row["side"] == "back end"
+        table.add_row(
+            escape(row["name"]),
+            "" if row["depth"] is None else str(row["depth"]),
+            fmt_rate(row.get("read_iops")),
+            _ratio(row.get("read_iops_ratio")) if back else "",
+            fmt_rate(row.get("write_iops")),
+            _ratio(row.get("write_iops_ratio")) if back else "",
+            fmt_rate(row.get("read_mbps"), 1),
+            fmt_rate(row.get("write_mbps"), 1),
+            fmt_rate(row.get("util_pct")) if back else "",
+        )
+    return table
+
+
+def host_line(summary: dict[str, Any]) -> str | None:
+    """Host CPU, engine CPU and pressure over the measurement window, one line."""
+    host = (summary.get("telemetry") or {}).get("host")
+    if not host:
+        return None
+    parts = []
+    if host.get("cpu_busy_pct") is not None:
+        parts.append(
+            f"CPU {host['cpu_busy_pct']:.0f}% busy (user {host['cpu_user_pct']:.0f}%, system "
+            f"{host['cpu_system_pct']:.0f}%, iowait {host['cpu_iowait_pct']:.0f}%, steal "
+            f"{host['cpu_steal_pct']:.0f}%)"
+        )
+    if host.get("engine_cpu_pct") is not None:
+        parts.append(f"engine threads {host['engine_cpu_pct']:.0f}% of a CPU")
+    for res in ("io", "cpu", "memory"):
+        value = host.get(f"{res}_some_pct")
+        if value is not None:
+            parts.append(f"{res} pressure {value:.1f}%")
+    return "host: " + ", ".join(parts) if parts else None

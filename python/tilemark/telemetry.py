@@ -273,11 +273,12 @@ def host_figures(a: Sample, b: Sample) -> dict[str, Any]:
         ("engine_cpu_pct", a.engine_ticks, b.engine_ticks),
         ("process_cpu_pct", a.process_ticks, b.process_ticks),
     ):
-        if ticks_b is None or dt_s <= 0:
+        # The engine's threads are gone at the closing sample of a run's last interval when
+        # they ended first: that interval's engine CPU is unknown (None).
+        if ticks_a is None or ticks_b is None or dt_s <= 0:
             out[key] = None
         else:
-            # An engine thread appears after the first sample: it started from 0 ticks.
-            out[key] = 100.0 * (ticks_b - (ticks_a or 0)) / _TICK / dt_s
+            out[key] = 100.0 * (ticks_b - ticks_a) / _TICK / dt_s
     for res in PSI_RESOURCES:
         for kind in ("some", "full"):
             base = f"{res}_{kind}"

@@ -84,6 +84,12 @@ def _artifacts(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind", ["run", "tiles", "study", "repeated", "knob", "compare"])
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
+    check_report(browser, reports[kind], kind, tmp_path)
+
+
+def check_report(browser, report: Path, kind: str, tmp_path: Path) -> None:
+    """Open a report: every chart renders, no console error, no request leaves the file;
+    a screenshot is kept."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems: list[str] = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
@@ -91,7 +97,7 @@ def test_report_renders_every_chart_without_console_errors(browser, reports, kin
     # Offline: any request that is not the file itself fails the test.
     requests: list[str] = []
     page.on("request", lambda r: requests.append(r.url))
-    page.goto(reports[kind].resolve().as_uri())
+    page.goto(report.resolve().as_uri())
     page.wait_for_function(
         "Array.from(document.querySelectorAll('.chart')).every("
         "e => e.dataset.rendered || e.textContent.includes('failed'))",

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from tilemark import targets
 from tilemark.analysis.tiles import margin_text
-from tilemark.live import results_table
+from tilemark.live import front_back_table, host_line, results_table
 from tilemark.runner import RunOutcome, make_console
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
@@ -65,6 +65,14 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     status_word = {"errors": "IO errors", "hung": "IO hung"}.get(outcome.status, outcome.status)
     title = f"run {outcome.run_id} ({status_word})"
     out.print(results_table(outcome.compiled, outcome.summary, title))
+    front_back = front_back_table(outcome.summary)
+    if front_back is not None:
+        out.print(front_back)
+    host = host_line(outcome.summary)
+    if host is not None:
+        out.print(host, markup=False, soft_wrap=True)
+    for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
+        err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
     out.print(f"results: {outcome.run_dir}", markup=False)
     for note in outcome.summary.get("notes") or []:
         err.print(f"note: {note}", markup=False, soft_wrap=True)

@@ -26,6 +26,7 @@ from tilemark.report.format import (
     run_links,
     tested_on,
 )
+from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.summary import errors_by_name, errors_text
 
 # Groups drawn individually in a latency distribution plot; more are merged into one line.
@@ -51,6 +52,9 @@ def run_report(run: RunData) -> Report:
     if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
         series = compute_series(run)
         sections.extend(time_series_sections(run, series))
+    devices = telemetry_section(run)
+    if devices is not None:
+        sections.append(devices)
     sections.append(
         Section(
             "distribution",
@@ -96,6 +100,10 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         notes.append(
             f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency"
         )
+    bound = tool_bound_notes(summary)
+    if bound:
+        status = "warn" if status == "info" else status
+        notes.extend(bound)
     read = merged_run_hist(run, None, "read")
     write = merged_run_hist(run, None, "write")
     read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
@@ -196,6 +204,7 @@ def run_details(run: RunData) -> dict[str, Any]:
         "workload": run.doc.get("workload"),
         "plan": run.plan,
         "targets": run.doc.get("targets"),
+        "devices underneath": run.doc.get("telemetry"),
         "command line": run.doc.get("argv"),
     }
 

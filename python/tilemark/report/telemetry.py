@@ -1,0 +1,328 @@
+"""The report section on the devices underneath and the host (telemetry.py's rows).
+
+Front end (what tilemark issued, from the intervals) beside back end (what each device
+underneath completed, from devices.parquet), per interval and in total, and the host's CPU
+and pressure stall information over time (host.parquet).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tilemark import telemetry as tm
+from tilemark.report import charts
+from tilemark.report.base import Cell, Figure, Section, Table
+from tilemark.report.data import RunData
+from tilemark.report.format import num
+from tilemark.store.intervals import IntervalsUnreadable, log_batches
+
+# Intervals listed one by one in the per-interval table; a longer run shows its charts only.
+MAX_TABLE_INTERVALS = 120
+HOST_SERIES = {
+    "cpu_busy_pct": "host CPU busy %",
+    "cpu_iowait_pct": "host CPU iowait %",
+    "cpu_steal_pct": "host CPU steal %",
+    "engine_cpu_pct": "engine threads CPU % (of one CPU)",
+    "io_some_pct": "io pressure (some) %",
+    "io_full_pct": "io pressure (full) %",
+    "cpu_some_pct": "cpu pressure (some) %",
+    "memory_some_pct": "memory pressure (some) %",
+}
+
+
+def read_rows(run_dir: Path, final: str, log: str) -> list[dict[str, Any]]:
+    """A telemetry file's rows: the sealed Parquet file, else the log of a run that did not
+    finish; [] when neither can be read."""
+    try:
+        if (run_dir / final).is_file():
+            return pq.read_table(run_dir / final).to_pylist()
+        if (run_dir / log).is_file():
+            batches = list(log_batches(run_dir / log))
+            return pa.Table.from_batches(batches).to_pylist() if batches else []
+    except (OSError, pa.ArrowException, IntervalsUnreadable):
+        return []
+    return []
+
+
+def front_end_rows(run: RunData) -> dict[int, dict[str, Any]]:
+    """Per interval: tilemark's read and write IOs and the interval's span."""
+    table = run.read_intervals(["interval", "phase", "start_ns", "end_ns", "op", "ops"])
+    out: dict[int, dict[str, Any]] = {}
+    for r in table.to_pylist():
+        row = out.setdefault(
+            r["interval"],
+            {
+                "interval": r["interval"],
+                "phase": r["phase"],
+                "start_ns": r["start_ns"],
+                "end_ns": r["end_ns"],
+                "reads": 0,
+                "writes": 0,
+            },
+        )
+        if r["op"] == "read":
+            row["reads"] += r["ops"] or 0
+        elif r["op"] == "write":
+            row["writes"] += r["ops"] or 0
+    return out
+
+
+def front_back_series(
+    front: dict[int, dict[str, Any]], devices: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Chart rows (t_s, group, iops): tilemark's and each device's reads and writes/s."""
+    rows = []
+    for f in front.values():
+        seconds = (f["end_ns"] - f["start_ns"]) / 1e9
+        if seconds <= 0:
+            continue
+        t = f["end_ns"] / 1e9
+        rows.append({"t_s": t, "group": "tilemark reads", "iops": f["reads"] / seconds})
+        rows.append({"t_s": t, "group": "tilemark writes", "iops": f["writes"] / seconds})
+    for d in devices:
+        t = d["end_ns"] / 1e9
+        rows.append({"t_s": t, "group": f"{d['device']} reads", "iops": d["read_iops"]})
+        rows.append({"t_s": t, "group": f"{d['device']} writes", "iops": d["write_iops"]})
+    return rows
+
+
+def host_series(host: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chart rows (t_s, series, pct) of the host's CPU shares and pressure."""
+    rows = []
+    for h in host:
+        for key, label in HOST_SERIES.items():
+            if h.get(key) is not None:
+                rows.append({"t_s": h["end_ns"] / 1e9, "series": label, "pct": h[key]})
+    return rows
+
+
+def host_chart(rows: list[dict[str, Any]], warmup_s: float) -> alt.TopLevelMixin:
+    data = charts.dataset(charts.compact(rows, ("t_s", "series", "pct")))
+    order = [label for label in HOST_SERIES.values() if any(r["series"] == label for r in rows)]
+    line = (
+        alt.Chart(data)
+        .mark_line(strokeWidth=1.5)
+        .encode(
+            x=alt.X("t_s:Q", title=charts.TIME_TITLE, scale=alt.Scale(nice=False)),
+            y=alt.Y("pct:Q", title="% (engine: of one CPU)"),
+            color=alt.Color("series:N", title="series", sort=order),
+            tooltip=[
+                alt.Tooltip("series:N"),
+                alt.Tooltip("t_s:Q", title="t (s)"),
+                alt.Tooltip("pct:Q", title="%", format=",.4~g"),
+            ],
+        )
+    )
+    warm = charts._warmup_layer(warmup_s)
+    layered = (warm + line) if warm is not None else line
+    return layered.properties(
+        title="Host CPU and pressure stall information", width=charts.WIDTH, height=charts.HEIGHT
+    )
+
+
+def _ratio(back: float | None, front: float | None) -> str:
+    return f"{back / front:.2f}" if back is not None and front else "-"
+
+
+def totals_table(summary: dict[str, Any]) -> Table | None:
+    rows = ((summary.get("telemetry") or {}).get("front_vs_back")) or []
+    if len(rows) < 2:
+        return None
+    cells = []
+    for r in rows:
+        back = r["side"] == "back end"
+        cells.append(
+            [
+                Cell(r["side"]),
+                Cell(r["name"]),
+                Cell("" if r["depth"] is None else str(r["depth"]), "num"),
+                Cell(num(r.get("read_iops")), "num"),
+                Cell(num(r.get("read_iops_ratio")) if back else "", "num"),
+                Cell(num(r.get("write_iops")), "num"),
+                Cell(num(r.get("write_iops_ratio")) if back else "", "num"),
+                Cell(num(r.get("read_mbps")), "num"),
+                Cell(num(r.get("write_mbps")), "num"),
+                Cell(num(r.get("util_pct")) if back else "", "num"),
+            ]
+        )
+    return Table(
+        "front-vs-back",
+        "Front end (tilemark) vs back end (devices), measurement phase",
+        [
+            "side",
+            "name",
+            "depth",
+            "read IOPS",
+            "read ratio",
+            "write IOPS",
+            "write ratio",
+            "read MB/s",
+            "write MB/s",
+            "util %",
+        ],
+        cells,
+        caption=(
+            "ratio = device / tilemark. Below 1 a cache (the page cache, a controller) absorbed "
+            "IOs; above 1 the device did more than tilemark asked (a RAID write penalty, "
+            "read-ahead, other processes). Depth 0 serves the target directly; deeper devices "
+            "are under it (a loop device's backing filesystem, a dm device's slaves)."
+        ),
+    )
+
+
+def device_table(summary: dict[str, Any]) -> Table | None:
+    devices = (summary.get("telemetry") or {}).get("devices") or []
+    if not devices:
+        return None
+    cells = [
+        [
+            Cell(d["device"]),
+            Cell(d["kind"]),
+            Cell(str(d["depth"]), "num"),
+            *[
+                Cell(num(d.get(k)), "num")
+                for k in (
+                    "read_iops",
+                    "write_iops",
+                    "read_mbps",
+                    "write_mbps",
+                    "read_merges_s",
+                    "write_merges_s",
+                    "r_await_ms",
+                    "w_await_ms",
+                    "aqu_sz",
+                    "util_pct",
+                )
+            ],
+        ]
+        for d in devices
+    ]
+    return Table(
+        "devices",
+        "Devices underneath (iostat -x figures, measurement phase)",
+        [
+            "device",
+            "kind",
+            "depth",
+            "r/s",
+            "w/s",
+            "read MB/s",
+            "write MB/s",
+            "rrqm/s",
+            "wrqm/s",
+            "r_await ms",
+            "w_await ms",
+            "aqu-sz",
+            "util %",
+        ],
+        cells,
+        caption="From /proc/diskstats sampled at every interval boundary, with iostat -x's "
+        "formulas (docs/results-schema.md, telemetry).",
+    )
+
+
+def interval_table(front: dict[int, dict[str, Any]], devices: list[dict[str, Any]]) -> Table | None:
+    """Per interval: tilemark's and the depth-0 devices' read and write IOPS and ratios."""
+    if not devices or len(front) > MAX_TABLE_INTERVALS:
+        return None
+    back: dict[int, list[float]] = {}
+    for d in devices:
+        if d["depth"] == 0:
+            acc = back.setdefault(d["interval"], [0.0, 0.0])
+            acc[0] += d["read_iops"] or 0.0
+            acc[1] += d["write_iops"] or 0.0
+    cells = []
+    for i in sorted(front):
+        f = front[i]
+        seconds = (f["end_ns"] - f["start_ns"]) / 1e9
+        if seconds <= 0:
+            continue
+        fr, fw = f["reads"] / seconds, f["writes"] / seconds
+        br, bw = back.get(i, (None, None))
+        cells.append(
+            [
+                Cell(str(i), "num"),
+                Cell(f["phase"] or ""),
+                Cell(num(f["end_ns"] / 1e9), "num"),
+                Cell(num(fr), "num"),
+                Cell(num(br), "num"),
+                Cell(_ratio(br, fr), "num"),
+                Cell(num(fw), "num"),
+                Cell(num(bw), "num"),
+                Cell(_ratio(bw, fw), "num"),
+            ]
+        )
+    return Table(
+        "front-vs-back-intervals",
+        "Front end vs back end per interval (devices at depth 0)",
+        [
+            "interval",
+            "phase",
+            "end s",
+            "tilemark r/s",
+            "device r/s",
+            "read ratio",
+            "tilemark w/s",
+            "device w/s",
+            "write ratio",
+        ],
+        cells,
+    )
+
+
+def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
+    """The devices-and-host section of a run report; None for a run without telemetry."""
+    record = run.doc.get("telemetry")
+    if not record:
+        return None
+    summary = run.summary or {}
+    devices = read_rows(run.run_dir, tm.DEVICES_FILE, tm.DEVICES_LOG)
+    host = read_rows(run.run_dir, tm.HOST_FILE, tm.HOST_LOG)
+    front = front_end_rows(run)
+    warm = run.warmup_s()
+    items: list[Figure | Table] = []
+    if devices:
+        items.append(
+            Figure(
+                f"{prefix}front-vs-back",
+                "Front end vs back end",
+                charts.throughput_over_time(
+                    front_back_series(front, devices),
+                    field="iops",
+                    title="Front end (tilemark) vs back end (devices): IOs per second",
+                    warmup_s=warm,
+                    group_title="side",
+                ),
+                caption="tilemark's reads and writes per second beside what each device "
+                "underneath completed in the same interval.",
+            )
+        )
+    if host:
+        items.append(
+            Figure(
+                f"{prefix}host",
+                "Host CPU and pressure",
+                host_chart(host_series(host), warm),
+                caption="busy = 100 - idle - iowait (user, system, irq, steal); pressure = "
+                "share of the interval some tasks stalled on the resource (/proc/pressure).",
+            )
+        )
+    for table in (totals_table(summary), device_table(summary), interval_table(front, devices)):
+        if table is not None:
+            items.append(table)
+    notes = list(record.get("notes") or [])
+    intro = " ".join(notes) if notes else ""
+    if not items and not intro:
+        return None
+    return Section(f"{prefix}telemetry", "Devices underneath and the host", items, intro)
+
+
+def tool_bound_notes(summary: dict[str, Any] | None) -> list[str]:
+    """The verdict's tool-bound sentences."""
+    verdict = (summary or {}).get("tool_bound") or {}
+    return [f"tool-bound: {reason}" for reason in verdict.get("reasons") or []]
