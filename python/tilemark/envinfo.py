@@ -151,7 +151,9 @@ def _existing_ancestor(path: Path) -> Path | None:
     return None
 
 
-def _sysfs_node(major: int, minor: int) -> Path | None:
+def sysfs_node(major: int, minor: int) -> Path | None:
+    """The sysfs directory of a block device number (a disk's, or a partition's inside its
+    disk's), or None when sysfs does not know it."""
     node = SYS_DEV_BLOCK / f"{major}:{minor}"
     return node.resolve() if node.exists() else None
 
@@ -190,7 +192,7 @@ def _scheduler(disk: Path) -> str | None:
 
 def block_device_info(major: int, minor: int) -> dict[str, Any] | None:
     """Model, vendor, queue settings of the disk behind a block device number, or None."""
-    node = _sysfs_node(major, minor)
+    node = sysfs_node(major, minor)
     if node is None:
         return None
     disk, partition = _disk_of(node)
@@ -400,11 +402,11 @@ def _file_devices(
     if mount:
         out.update(fs_type=mount["fs_type"], mount_point=mount["mount_point"])
     st = os.stat(anchor)
-    node = _sysfs_node(os.major(st.st_dev), os.minor(st.st_dev))
+    node = sysfs_node(os.major(st.st_dev), os.minor(st.st_dev))
     if node is None and mount and mount["source"].startswith("/dev/"):
         # btrfs reports an anonymous st_dev; its mount source names the device.
         rdev = _safe(lambda: _rdev_of(mount["source"]))
-        node = _sysfs_node(*rdev) if rdev else None
+        node = sysfs_node(*rdev) if rdev else None
     if node is not None:
         out["devices"].append(_device_node(node, depth, seen, mounts))
         return out
@@ -418,6 +420,16 @@ def _file_devices(
             f"device {os.major(st.st_dev)}:{os.minor(st.st_dev)})"
         )
     return out
+
+
+def block_tree(
+    major: int, minor: int, mounts: list[dict[str, str]] | None = None
+) -> dict[str, Any] | None:
+    """The tree of one block device number (see device_tree), or None if sysfs lacks it."""
+    node = sysfs_node(major, minor)
+    if node is None:
+        return None
+    return _device_node(node, 0, set(), read_mounts() if mounts is None else mounts)
 
 
 def device_tree(path: str, mounts: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -436,13 +448,13 @@ def device_tree(path: str, mounts: list[dict[str, str]] | None = None) -> dict[s
         st = os.stat(real) if os.path.exists(real) else None
         if st is not None and stat.S_ISBLK(st.st_mode):
             out["kind"] = "block"
-            node = _sysfs_node(os.major(st.st_rdev), os.minor(st.st_rdev))
+            node = block_tree(os.major(st.st_rdev), os.minor(st.st_rdev), mounts)
             if node is None:
                 out["note"] = (
                     f"{path} (device {os.major(st.st_rdev)}:{os.minor(st.st_rdev)}) is not in sysfs"
                 )
             else:
-                out["devices"].append(_device_node(node, 0, set(), mounts))
+                out["devices"].append(node)
             return out
         out["kind"] = "file"
         below = _file_devices(real, 0, set(), mounts)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tilemark import envinfo
 from tilemark.errors import RunError, UsageError
 from tilemark.plan import default_align
 from tilemark.units import GIB, MIB, format_size
@@ -298,11 +299,6 @@ def _block_size(path: str) -> int:
         os.close(fd)
 
 
-def _sysfs_dir(rdev: int) -> Path | None:
-    path = Path(f"/sys/dev/block/{os.major(rdev)}:{os.minor(rdev)}")
-    return path.resolve() if path.exists() else None
-
-
 def _read_dev_number(sysfs_dir: Path) -> int | None:
     try:
         major, minor = (sysfs_dir / "dev").read_text().strip().split(":")
@@ -314,7 +310,7 @@ def _read_dev_number(sysfs_dir: Path) -> int | None:
 def related_devices(rdev: int) -> dict[str, int]:
     """The device, its partitions and (recursively) their holders: kernel name -> dev number."""
     found: dict[str, int] = {}
-    root = _sysfs_dir(rdev)
+    root = envinfo.sysfs_node(os.major(rdev), os.minor(rdev))
     if root is None:
         return found
     pending = [root]

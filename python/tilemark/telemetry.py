@@ -56,6 +56,7 @@ DEVICES_FILE = "devices.parquet"
 DEVICES_LOG = "devices.arrows"
 HOST_FILE = "host.parquet"
 HOST_LOG = "host.arrows"
+TELEMETRY_FILES = (DEVICES_FILE, DEVICES_LOG, HOST_FILE, HOST_LOG)
 
 _META = {VERSION_KEY: str(SCHEMA_VERSION).encode()}
 _INTERVAL_COLUMNS = [

@@ -9,6 +9,7 @@ from typing import Any
 import tilemark
 from tilemark.report.base import Cell
 from tilemark.report.data import RunData
+from tilemark.telemetry import TELEMETRY_FILES
 from tilemark.units import format_size
 
 
@@ -145,11 +146,15 @@ def tested_on(run: RunData) -> list[tuple[str, str]]:
 
 
 def run_links(run: RunData) -> list[tuple[str, Path]]:
-    """A run's raw files (run.json, intervals.parquet when written), labelled by run id."""
+    """A run's raw files (run.json, intervals and telemetry when written), labelled by run
+    id."""
     out = [(f"{run.run_id}/run.json", run.run_dir / "run.json")]
     path = run.intervals_path()
     if path.exists():
         out.append((f"{run.run_id}/{path.name}", path))
+    for name in TELEMETRY_FILES:  # the devices underneath and the host (telemetry)
+        if (run.run_dir / name).is_file():
+            out.append((f"{run.run_id}/{name}", run.run_dir / name))
     return out
 
 

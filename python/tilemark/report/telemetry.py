@@ -23,6 +23,8 @@ from tilemark.store.intervals import IntervalsUnreadable, log_batches
 
 # Intervals listed one by one in the per-interval table; a longer run shows its charts only.
 MAX_TABLE_INTERVALS = 120
+# Points per chart line; a longer run's intervals are merged for display (the files keep all).
+MAX_POINTS = 600
 HOST_SERIES = {
     "cpu_busy_pct": "host CPU busy %",
     "cpu_iowait_pct": "host CPU iowait %",
@@ -72,33 +74,65 @@ def front_end_rows(run: RunData) -> dict[int, dict[str, Any]]:
     return out
 
 
+def _per_bucket(count: int) -> int:
+    """Intervals merged into one chart point so a long run draws at most MAX_POINTS."""
+    return max(1, -(-count // MAX_POINTS))
+
+
 def front_back_series(
     front: dict[int, dict[str, Any]], devices: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """Chart rows (t_s, group, iops): tilemark's and each device's reads and writes/s."""
-    rows = []
+    """Chart rows (t_s, group, iops): tilemark's and each device's reads and writes/s, with
+    consecutive intervals merged (counts and time summed) beyond MAX_POINTS."""
+    k = _per_bucket(len(front))
+    sums: dict[tuple[str, int], list[float]] = {}  # (group, bucket) -> [t_sum, n, ios, seconds]
+
+    def add(group: str, interval: int, t: float, ios: float, seconds: float) -> None:
+        acc = sums.setdefault((group, interval // k), [0.0, 0, 0.0, 0.0])
+        acc[0] += t
+        acc[1] += 1
+        acc[2] += ios
+        acc[3] += seconds
+
     for f in front.values():
         seconds = (f["end_ns"] - f["start_ns"]) / 1e9
-        if seconds <= 0:
-            continue
-        t = f["end_ns"] / 1e9
-        rows.append({"t_s": t, "group": "tilemark reads", "iops": f["reads"] / seconds})
-        rows.append({"t_s": t, "group": "tilemark writes", "iops": f["writes"] / seconds})
+        t = (f["start_ns"] + f["end_ns"]) / 2e9
+        add("tilemark reads", f["interval"], t, f["reads"], seconds)
+        add("tilemark writes", f["interval"], t, f["writes"], seconds)
     for d in devices:
-        t = d["end_ns"] / 1e9
-        rows.append({"t_s": t, "group": f"{d['device']} reads", "iops": d["read_iops"]})
-        rows.append({"t_s": t, "group": f"{d['device']} writes", "iops": d["write_iops"]})
-    return rows
+        t = (d["start_ns"] + d["end_ns"]) / 2e9
+        seconds = d["sample_ns"] / 1e9
+        add(f"{d['device']} reads", d["interval"], t, d["reads"], seconds)
+        add(f"{d['device']} writes", d["interval"], t, d["writes"], seconds)
+    return [
+        {"t_s": t_sum / n, "group": group, "iops": ios / seconds}
+        for (group, _), (t_sum, n, ios, seconds) in sorted(sums.items(), key=lambda kv: kv[0][1])
+        if seconds > 0
+    ]
 
 
 def host_series(host: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Chart rows (t_s, series, pct) of the host's CPU shares and pressure."""
-    rows = []
+    """Chart rows (t_s, series, pct) of the host's CPU shares and pressure, with consecutive
+    intervals merged (weighted by their length) beyond MAX_POINTS."""
+    k = _per_bucket(len(host))
+    sums: dict[tuple[str, int], list[float]] = {}  # -> [t_sum, n, pct * s, s]
     for h in host:
+        t = (h["start_ns"] + h["end_ns"]) / 2e9
+        seconds = h["sample_ns"] / 1e9
         for key, label in HOST_SERIES.items():
             if h.get(key) is not None:
-                rows.append({"t_s": h["end_ns"] / 1e9, "series": label, "pct": h[key]})
-    return rows
+                acc = sums.setdefault((label, h["interval"] // k), [0.0, 0, 0.0, 0.0])
+                acc[0] += t
+                acc[1] += 1
+                acc[2] += h[key] * seconds
+                acc[3] += seconds
+    return [
+        {"t_s": t_sum / n, "series": label, "pct": weighted / seconds}
+        for (label, _), (t_sum, n, weighted, seconds) in sorted(
+            sums.items(), key=lambda kv: kv[0][1]
+        )
+        if seconds > 0
+    ]
 
 
 def host_chart(rows: list[dict[str, Any]], warmup_s: float) -> alt.TopLevelMixin:

@@ -25,9 +25,17 @@ from tilemark.store.intervals import (
 )
 from tilemark.store.rundir import RESERVE_FILE
 from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run
+from tilemark.telemetry import TELEMETRY_FILES
 
 # What tilemark writes into a run directory (report.html: `tilemark report`'s default).
-RUN_FILES = {RUN_JSON, INTERVALS_FILE, INTERVAL_LOG, RESERVE_FILE, "report.html"}
+RUN_FILES = {
+    RUN_JSON,
+    INTERVALS_FILE,
+    INTERVAL_LOG,
+    RESERVE_FILE,
+    "report.html",
+    *TELEMETRY_FILES,
+}
 TEMPORARY = re.compile(r"^\..+\.tmp$")
 PART = re.compile(r"^part-\d+\.parquet$")
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -33,6 +33,14 @@ RUN_JSON = "run.json"
 MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
     # 2 records the writing process (pid, boot id) to tell killed runs from running ones.
     1: lambda doc: {**doc, "process": None},
+    # 3 records the devices under the targets and the host's telemetry (telemetry.py).
+    2: lambda doc: {
+        **doc,
+        "telemetry": None,
+        "summary": None
+        if doc.get("summary") is None
+        else {"telemetry": None, "tool_bound": None, **doc["summary"]},
+    },
 }
 
 
