@@ -136,6 +136,11 @@ def test_rows_wait_for_the_closing_sample_of_their_interval(tmp_path, monkeypatc
     assert table[1]["read_iops_ratio"] == pytest.approx(400 / 0.501 / 1600)
     assert table[1]["write_iops_ratio"] is None  # tilemark wrote nothing: no ratio
     assert "vda" in tele.live_line() and "util" in tele.live_line()
+    summary = {"total": {"read_iops": 1600.0}}
+    summary["telemetry"] = tm.summarize_telemetry(summary, tele.totals)
+    back = tm.back_end(summary)
+    assert back["device_read_iops"] == pytest.approx(400 / 0.501) and back["device_util"] > 0
+    assert tm.back_end({})["device_iops"] is None
 
 
 def _sysfs(root: Path) -> Path:

@@ -382,7 +382,13 @@ class Telemetry:
 
     def _take(self, t_ns: int | None = None) -> None:
         now = time.monotonic_ns() - self._t0 if t_ns is None else t_ns
-        sample = Sample(now, self._devs)
+        try:
+            sample = Sample(now, self._devs)
+        except Exception as e:  # telemetry must never cost a run: say so and stop sampling
+            if not self._stop.is_set():
+                self.notes.append(f"telemetry stopped: reading /proc failed: {e}")
+            self._stop.set()
+            return
         with self._lock:
             self._samples.append(sample)
 
@@ -623,6 +629,30 @@ def tool_bound(
                 "slot of its queue depth in use)"
             )
     return {"tool_bound": bool(reasons), "reasons": reasons}
+
+
+def back_end(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the devices serving the targets directly (depth 0) did over the measurement
+    window, for tables of many runs (sweeps, curves): device_iops, device_read_iops,
+    device_write_iops, device_mbps (sums) and device_util (the busiest one's %); all None
+    for a run without device telemetry."""
+    devices = [
+        d for d in ((summary.get("telemetry") or {}).get("devices") or []) if d["depth"] == 0
+    ]
+    if not devices:
+        return dict.fromkeys(
+            ("device_iops", "device_read_iops", "device_write_iops", "device_mbps", "device_util")
+        )
+    read = sum(d.get("read_iops") or 0.0 for d in devices)
+    write = sum(d.get("write_iops") or 0.0 for d in devices)
+    mbps = sum((d.get("read_mbps") or 0.0) + (d.get("write_mbps") or 0.0) for d in devices)
+    return {
+        "device_iops": read + write,
+        "device_read_iops": read,
+        "device_write_iops": write,
+        "device_mbps": mbps,
+        "device_util": max(d.get("util_pct") or 0.0 for d in devices),
+    }
 
 
 def summarize_telemetry(summary: dict[str, Any], totals: Totals) -> dict[str, Any]:
