@@ -419,7 +419,11 @@ class Telemetry:
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Device and host rows of the snapshots (and earlier ones held back) whose closing
         sample exists; all of them when `final`."""
-        self._pending.extend(snapshots)
+        # Only the interval's identity is kept (not its histograms) while it waits.
+        self._pending.extend(
+            {k: snap.get(k) for k in ("interval", "phase", "start_ns", "end_ns")}
+            for snap in snapshots
+        )
         dev_rows: list[dict[str, Any]] = []
         host_rows: list[dict[str, Any]] = []
         with self._lock:
