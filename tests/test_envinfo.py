@@ -201,3 +201,20 @@ def test_loop_partition_resolves_to_the_loop_disk(loop_device):
     assert info["kind"] == "block"
     assert info["device"]["name"] == Path(loop).name
     assert info["device"]["partition"] == partition.name
+
+
+@pytest.mark.root
+@needs_root_losetup
+def test_loop_partition_device_tree_goes_to_the_loop_disk(loop_device):
+    loop, image = loop_device
+    partition = Path(f"{loop}p1")
+    deadline = time.monotonic() + 1
+    while not partition.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not partition.exists():
+        pytest.skip("this kernel made no partition node (CONFIG_MSDOS_PARTITION unset?)")
+    (node,) = envinfo.device_tree(str(partition))["devices"]
+    assert (node["name"], node["kind"]) == (partition.name, "partition")
+    (disk,) = node["children"]
+    assert (disk["name"], disk["kind"]) == (Path(loop).name, "loop")
+    assert disk["backing_file"] == str(image)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tilemark import telemetry as tm
+from tilemark.report.telemetry import read_rows
 from tilemark.store import inspect_run, read_intervals
 
 from .rigs import need_root, remount_read_only, small_filesystem
@@ -102,6 +104,11 @@ def test_sigkill_loses_at_most_one_interval_and_the_run_shows_killed(tmp_path):
     # The interval in progress is lost; a finished one is on disk within the 0.2 s poll.
     assert run_s - kept_s < 1.0 + 1.0, (run_s, kept_s)
     assert (run_dir / "intervals.arrows").is_file() and not (run_dir / "intervals.parquet").exists()
+    # Telemetry is logged the same way: the host rows of the kept intervals are on disk.
+    assert (run_dir / "host.arrows").is_file() and not (run_dir / "host.parquet").exists()
+    host_rows = read_rows(run_dir, tm.HOST_FILE, tm.HOST_LOG)
+    assert len(host_rows) >= len(intervals) - 1
+    assert {r["interval"] for r in host_rows} <= set(intervals)
 
     state = inspect_run(run_dir)
     assert state.status == "killed" and f"process {proc.pid}" in state.problem
@@ -115,10 +122,13 @@ def test_sigkill_loses_at_most_one_interval_and_the_run_shows_killed(tmp_path):
     assert report.returncode == 0, report.stderr
     assert "is killed" in report.stderr and "process" in report.stderr
     assert f"{len(intervals)} intervals" in (tmp_path / "k.html").read_text()
+    assert "Host CPU and pressure" in (tmp_path / "k.html").read_text()
     export = cli("export", run_dir.name, "--results", str(results), "--csv", str(tmp_path / "c"))
     assert export.returncode == 0, export.stderr
     csv_rows = (tmp_path / "c" / "intervals.csv").read_text().splitlines()
     assert len(csv_rows) - 1 == table.num_rows
+    host_csv = (tmp_path / "c" / "host.csv").read_text().splitlines()
+    assert len(host_csv) - 1 == len(host_rows) and "cpu_busy_pct" in host_csv[0]
 
     # Once killed it may be deleted: directory and catalog row together.
     deleted = cli("runs", "rm", "--results", str(results), run_dir.name)

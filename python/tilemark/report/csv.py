@@ -1,8 +1,9 @@
 """CSV export: interval rows and summaries of a run (or a study's steps), for spreadsheets.
 
 intervals.csv holds every intervals.parquet column except the histogram JSON; streams.csv one
-row per stream; tile runs add applications.csv, instances.csv and qos.csv. A study exports
-steps.csv and study_applications.csv. Numbers are written unrounded.
+row per stream; tile runs add applications.csv, instances.csv and qos.csv; runs with
+telemetry add devices.csv and host.csv (the columns of devices.parquet and host.parquet). A
+study exports steps.csv and study_applications.csv. Numbers are written unrounded.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from tilemark import telemetry as tm
 from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
+from tilemark.report.telemetry import read_rows
 from tilemark.store import INTERVAL_SCHEMA
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
@@ -120,6 +123,13 @@ class CsvExporter:
             written.append(_write_rows(dest / "applications.csv", per_app))
             written.append(_write_rows(dest / "instances.csv", instances))
             written.append(_write_rows(dest / "qos.csv", verdicts))
+        for final, log, name in (
+            (tm.DEVICES_FILE, tm.DEVICES_LOG, "devices.csv"),
+            (tm.HOST_FILE, tm.HOST_LOG, "host.csv"),
+        ):
+            rows = read_rows(run.run_dir, final, log)
+            if rows:
+                written.append(_write_rows(dest / name, rows))
         return written
 
     def _study(self, study: StudyData, dest: Path) -> list[Path]:
