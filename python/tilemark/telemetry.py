@@ -399,7 +399,12 @@ class Telemetry:
             if wait > 0 and self._stop.wait(wait):
                 return
             self._take()
+            # Late (a busy host): skip the boundaries already past rather than sample them
+            # all at once, which would give intervals of almost no time and absurd rates.
+            now = time.monotonic_ns() - self._t0
             boundary = self._after(boundary)
+            while boundary <= now:
+                boundary = self._after(boundary)
 
     def stop(self) -> None:
         """Stop sampling and take the closing sample of the run's last interval."""
