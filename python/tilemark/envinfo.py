@@ -347,14 +347,6 @@ def _dev_text(node: Path) -> str | None:
     return _read(node / "dev")
 
 
-def _node_of_name(name: str, parent: Path) -> Path | None:
-    # A slave is named by its kernel name; /sys/class/block has them all, partitions too.
-    candidate = parent / "slaves" / name
-    if candidate.exists():
-        return candidate.resolve()
-    return None
-
-
 def _device_node(node: Path, depth: int, seen: set[str], mounts: list[dict[str, str]]) -> dict:
     """One block device and, recursively, what serves it."""
     kind = _kind(node)
@@ -372,10 +364,11 @@ def _device_node(node: Path, depth: int, seen: set[str], mounts: list[dict[str, 
         return out
     slaves = node / "slaves"
     if slaves.is_dir():
+        # Each entry links to the slave's own directory (a partition's inside its disk's).
         for name in sorted(os.listdir(slaves)):
-            child = _node_of_name(name, node)
-            if child is not None:
-                children.append(_device_node(child, depth + 1, seen, mounts))
+            child = slaves / name
+            if child.exists():
+                children.append(_device_node(child.resolve(), depth + 1, seen, mounts))
     if kind == "loop":
         backing = _read(node / "loop" / "backing_file")
         out["backing_file"] = backing
