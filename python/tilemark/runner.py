@@ -19,6 +19,7 @@ from rich.console import Console
 
 from tilemark import engine, plan, targets
 from tilemark import telemetry as tm
+from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
 from tilemark.live import LiveDisplay
 from tilemark.store import RunWriter
@@ -234,6 +235,7 @@ def run_plan(
                     markup=False,
                     soft_wrap=True,
                 )
+    changes = ChangeTracker()
     with SignalStopper() as stopper:
         try:
             handle = engine.start(compiled)
@@ -251,12 +253,14 @@ def run_plan(
             stopper,
             monitor,
             telemetry,
+            changes,
         )
         if error is not None:
             writer.finish(None, summary=None, complete=False, error=error)
             raise engine.EngineError(error)
         try:
             summary = summarize(compiled, result)
+            summary["change_points"] = changes.detect(result.get("started_at_ns"))
             if analyze is not None:
                 analyze(compiled, result, summary)
         except Exception as e:
@@ -336,6 +340,7 @@ def _drive(
     stopper: SignalStopper,
     monitor: RunMonitor | None = None,
     telemetry: tm.Telemetry | None = None,
+    changes: ChangeTracker | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -353,6 +358,8 @@ def _drive(
         writer.add_snapshots(snapshots)
         sample(snapshots)
         display.update(snapshots)
+        if changes is not None:
+            changes.add(snapshots)
         if monitor is not None:
             monitor.add(snapshots)
             if ended_by is None and stopper.signum is None:

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from tilemark import targets
+from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
 from tilemark.live import front_back_table, host_line, results_table
 from tilemark.runner import RunOutcome, make_console
@@ -74,6 +75,8 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
         err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
     out.print(f"results: {outcome.run_dir}", markup=False)
+    for change in outcome.summary.get("change_points") or []:
+        out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:
         err.print(f"note: {note}", markup=False, soft_wrap=True)
     if outcome.catalog_error:

@@ -121,6 +121,45 @@ def _warmup_layer(warmup_s: float) -> alt.Chart | None:
     return band + label
 
 
+def change_layer(changes: Sequence[dict[str, Any]]) -> alt.Chart | None:
+    """Vertical rules where the run changed level (summary.change_points), labelled."""
+    from tilemark.analysis.changepoints import change_text
+
+    if not changes:
+        return None
+    data = dataset(
+        [
+            {"t_s": rounded(c["t_s"]), "change": change_text(c), "label": _change_label(c)}
+            for c in changes
+        ]
+    )
+    rule = (
+        alt.Chart(data)
+        .mark_rule(color="#6a1b9a", strokeDash=[4, 3], strokeWidth=1.5)
+        .encode(x=alt.X("t_s:Q"), tooltip=[alt.Tooltip("change:N", title="change point")])
+    )
+    label = (
+        alt.Chart(data)
+        .mark_text(align="left", baseline="top", dx=3, dy=14, color="#6a1b9a", fontSize=10)
+        .encode(x="t_s:Q", y=alt.value(0), text="label:N")
+    )
+    return rule + label
+
+
+def _change_label(c: dict[str, Any]) -> str:
+    word = "IOPS" if c["metric"] == "iops" else "p99"
+    pct = c.get("change_pct")
+    return f"{word} {pct:+.0f}%" if pct is not None else word
+
+
+def _layers(chart: alt.Chart, warmup_s: float, changes: Sequence[dict[str, Any]]) -> Any:
+    """The chart with the warm-up band under it and change-point rules over it."""
+    warm = _warmup_layer(warmup_s)
+    rules = change_layer(changes)
+    layered = (warm + chart) if warm is not None else chart
+    return (layered + rules) if rules is not None else layered
+
+
 def _group_picker(groups: list[str], label: str) -> alt.Parameter:
     return alt.param(
         name="pick_" + label.replace(" ", "_"),
@@ -138,8 +177,10 @@ def throughput_over_time(
     group_title: str = "stream",
     stacked: bool = False,
     order: Sequence[str] | None = None,
+    changes: Sequence[dict[str, Any]] = (),
 ) -> alt.TopLevelMixin:
-    """IOPS or MB/s (`field`) per group over time (stacked areas per group when `stacked`)."""
+    """IOPS or MB/s (`field`) per group over time (stacked areas per group when `stacked`),
+    with the run's change points as rules."""
     y_title = Y_TITLES[field]
     groups = _groups(rows, order)
     data = dataset(compact(rows, SERIES_FIELDS))
@@ -168,9 +209,7 @@ def throughput_over_time(
         chart = mark.encode(
             x=x, y=y, color=alt.Color("group:N", title=group_title, sort=groups), tooltip=tooltip
         )
-    warm = _warmup_layer(warmup_s)
-    layered = (warm + chart) if warm is not None else chart
-    return layered.properties(title=title, width=WIDTH, height=HEIGHT)
+    return _layers(chart, warmup_s, changes).properties(title=title, width=WIDTH, height=HEIGHT)
 
 
 LATENCY_STATS = {
@@ -191,8 +230,10 @@ def latency_over_time(
     warmup_s: float,
     group_title: str = "stream",
     order: Sequence[str] | None = None,
+    changes: Sequence[dict[str, Any]] = (),
 ) -> alt.TopLevelMixin:
-    """Latency percentiles per group over time (log scale); one line per group and stat."""
+    """Latency percentiles per group over time (log scale); one line per group and stat, with
+    the run's change points as rules."""
     groups = _groups(rows, order)
     data = dataset(compact(rows, tuple(dict.fromkeys((*SERIES_FIELDS, *stats)))))
     labels = {s: LATENCY_STATS.get(s, s) for s in stats}
@@ -230,9 +271,7 @@ def latency_over_time(
             strokeDash=stat_dash,
             tooltip=tooltip,
         )
-    warm = _warmup_layer(warmup_s)
-    layered = (warm + chart) if warm is not None else chart
-    return layered.properties(title=title, width=WIDTH, height=HEIGHT)
+    return _layers(chart, warmup_s, changes).properties(title=title, width=WIDTH, height=HEIGHT)
 
 
 def _groups(rows: list[dict[str, Any]], order: Sequence[str] | None) -> list[str]:

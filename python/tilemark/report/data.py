@@ -415,6 +415,7 @@ class SeriesSet:
     intervals_per_point: dict[str, int]
     warmup_s: float
     open_loop: dict[str, set[str]]  # level -> groups with an open-loop stream
+    changes: list[dict[str, Any]] = field(default_factory=list)  # summary.change_points
 
 
 _HIST_TYPE = '{"n":"UBIGINT","sum":"DOUBLE","min":"UBIGINT","max":"UBIGINT","b":"UINTEGER[][]"}'
@@ -491,6 +492,7 @@ def compute_series(run: RunData) -> SeriesSet:
         intervals_per_point=levels,
         warmup_s=run.warmup_s(),
         open_loop=open_groups,
+        changes=list((run.summary or {}).get("change_points") or []),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
@@ -104,6 +105,8 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     if bound:
         status = "warn" if status == "info" else status
         notes.extend(bound)
+    for change in summary.get("change_points") or []:
+        notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
     read = merged_run_hist(run, None, "read")
     write = merged_run_hist(run, None, "write")
     read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
@@ -388,6 +391,7 @@ def _applications_over_time(series: SeriesSet, prefix: str, note: str) -> Sectio
                 field=field,
                 title=title,
                 warmup_s=warm,
+                changes=series.changes,
                 group_title="application",
                 stacked=True,
             ),
@@ -407,6 +411,7 @@ def _applications_over_time(series: SeriesSet, prefix: str, note: str) -> Sectio
                 stats=stats,
                 title=f"{what} p50 / p99 per application ({scope})",
                 warmup_s=warm,
+                changes=series.changes,
                 group_title="application",
             ),
         )
@@ -431,6 +436,7 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
             field=field,
             title=f"Total {unit} (all streams)",
             warmup_s=warm,
+            changes=series.changes,
             group_title="streams",
         )
         for field, unit in (("iops", "IOPS"), ("mbps", "MB/s"))
@@ -446,6 +452,7 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
                 + (["svc_p99", "svc_p50"] if _has_svc(series, "total") else []),
                 title="Response time p50 / p99 of all streams (merged histograms)",
                 warmup_s=warm,
+                changes=series.changes,
                 group_title="streams",
             ),
         ),
@@ -463,7 +470,12 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
             f"{prefix}streams-{field}",
             title,
             charts.throughput_over_time(
-                rows, field=field, title=title, warmup_s=warm, order=run.stream_names
+                rows,
+                field=field,
+                title=title,
+                warmup_s=warm,
+                changes=series.changes,
+                order=run.stream_names,
             ),
         )
         for field, title in (("iops", "IOPS per stream"), ("mbps", "MB/s per stream"))
@@ -478,6 +490,7 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
                 title="Response time p50 / p99 per stream"
                 + (" (service time where it differs: open loop)" if len(stats) > 2 else ""),
                 warmup_s=warm,
+                changes=series.changes,
                 order=run.stream_names,
             ),
             caption="Pick a stream in the list under the chart." if many else "",

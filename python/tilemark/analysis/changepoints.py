@@ -1,0 +1,243 @@
+"""Change points inside a run: where the storage left the level it held (docs/results-schema.md).
+
+A run that holds 1,000 IOPS for ten minutes and 690 after that has two results, not one mean.
+`ChangeTracker` sees every interval snapshot of a run as it arrives and keeps, per measured
+interval, its length and IO count (total IOPS) and, per window of `P99_WINDOW` intervals, the
+p99 of the window's merged response-time histogram. At the end of the run `detect` looks for
+shifts of level in both series with `ruptures` (PELT, least-squares cost):
+
+- **Penalty scaled to the noise.** The noise sigma of a series is estimated robustly from its
+  first differences (median absolute deviation / 0.6745 / sqrt 2: a level shift moves one
+  difference, noise moves all of them), floored at 1% of the series' median. The penalty is
+  `PENALTY_BETA * sigma^2 * log(n)` (BIC-like), so a noisy series needs a bigger shift.
+- **Only changes that matter.** A change is kept when the segments on both sides last at least
+  `MIN_SEGMENT` points, their means differ by at least `MIN_CHANGE_PCT` percent, and by at
+  least `MIN_T` standard errors of that difference. The weakest change that fails is dropped
+  and its neighbours' segments merged, until every change left passes. A steady run has none.
+- **Long runs stay cheap.** Series longer than `MAX_POINTS` are binned (IOPS by summing IOs and
+  time, p99 by merging windows), so detection is fast whatever the run's length; a change's
+  time is then known to one bin.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tilemark.hist import Histogram, latency_hist
+
+P99_WINDOW = 5  # intervals merged for one p99 point
+MIN_SEGMENT = 3  # points on each side of a change
+MIN_CHANGE_PCT = 15.0
+MIN_T = 4.0  # |after - before| / its standard error
+PENALTY_BETA = 2.0
+MAX_POINTS = 600
+NOISE_FLOOR = 0.01  # sigma at least 1% of the median: a flat series has no zero noise
+METHOD = (
+    f"ruptures PELT (l2 cost), penalty {PENALTY_BETA:g} x sigma^2 x log(n) with sigma from the "
+    f"MAD of first differences; kept: >= {MIN_CHANGE_PCT:g}% and >= {MIN_T:g} standard errors "
+    f"between segments of >= {MIN_SEGMENT} points; p99 per {P99_WINDOW} intervals"
+)
+METRIC_WORDS = {"iops": "IOPS", "p99_ms": "p99 latency"}
+
+
+@dataclass
+class _Point:
+    start_ns: int
+    end_ns: int
+    value: float
+
+
+class ChangeTracker:
+    """Keeps the per-interval series of a run (bounded: three numbers per interval, one open
+    histogram) and finds its change points at the end (module doc)."""
+
+    def __init__(self, p99_window: int = P99_WINDOW):
+        self.p99_window = p99_window
+        self.intervals: list[tuple[int, int, int]] = []  # (start_ns, end_ns, ops)
+        self.p99: list[_Point] = []
+        self._window = Histogram()
+        self._window_start: int | None = None
+        self._window_count = 0
+        self._last_end = 0
+
+    def add(self, snapshots: list[dict[str, Any]]) -> None:
+        for snap in snapshots:
+            if snap.get("phase") != "measure":
+                continue
+            start, end = int(snap["start_ns"]), int(snap["end_ns"])
+            ops = 0
+            for s in snap.get("streams", []):
+                for kind in ("read", "write"):
+                    op = s.get(kind)
+                    if op:
+                        ops += int(op.get("ops", 0))
+                        self._window.merge(latency_hist(op))
+            self.intervals.append((start, end, ops))
+            if self._window_start is None:
+                self._window_start = start
+            self._window_count += 1
+            self._last_end = end
+            if self._window_count >= self.p99_window:
+                self._close_window()
+
+    def _close_window(self) -> None:
+        p99 = self._window.percentile(99.0) if self._window.n else None
+        if p99 is not None and self._window_start is not None:
+            self.p99.append(_Point(self._window_start, self._last_end, p99 / 1e6))
+        self._window = Histogram()
+        self._window_start = None
+        self._window_count = 0
+
+    def detect(self, started_at_ns: int | None = None) -> list[dict[str, Any]]:
+        """The significant change points of the run, in time order."""
+        found = find_changes(_binned_rates(self.intervals), "iops", started_at_ns)
+        found += find_changes(_binned(self.p99), "p99_ms", started_at_ns)
+        return sorted(found, key=lambda c: (c["t_s"], c["metric"]))
+
+
+def iops_series(rows: list[tuple[int, int, int]]) -> list[_Point]:
+    """IOPS per measured interval; a last interval shorter than half the others (the run's
+    end) is left out: its rate says little."""
+    if not rows:
+        return []
+    lengths = sorted(e - s for s, e, _ in rows)
+    typical = lengths[len(lengths) // 2]
+    return [
+        _Point(s, e, ops / ((e - s) / 1e9))
+        for s, e, ops in rows
+        if e > s and (e - s) >= typical / 2
+    ]
+
+
+def _binned_rates(rows: list[tuple[int, int, int]]) -> list[_Point]:
+    points = iops_series(rows)
+    if len(points) <= MAX_POINTS:
+        return points
+    k = math.ceil(len(points) / MAX_POINTS)
+    out = []
+    for i in range(0, len(points), k):
+        chunk = points[i : i + k]
+        seconds = sum(p.end_ns - p.start_ns for p in chunk) / 1e9
+        ios = sum(p.value * (p.end_ns - p.start_ns) / 1e9 for p in chunk)
+        out.append(_Point(chunk[0].start_ns, chunk[-1].end_ns, ios / seconds))
+    return out
+
+
+def _binned(points: list[_Point]) -> list[_Point]:
+    # p99 windows binned further for very long runs: the median of each bin's windows.
+    if len(points) <= MAX_POINTS:
+        return points
+    k = math.ceil(len(points) / MAX_POINTS)
+    out = []
+    for i in range(0, len(points), k):
+        chunk = points[i : i + k]
+        values = sorted(p.value for p in chunk)
+        out.append(_Point(chunk[0].start_ns, chunk[-1].end_ns, values[len(values) // 2]))
+    return out
+
+
+def noise_sigma(values: list[float]) -> float:
+    """Robust noise level of a series: the MAD of its first differences, as a sigma."""
+    if len(values) < 3:
+        return 0.0
+    diffs = sorted(abs(b - a) for a, b in zip(values, values[1:], strict=False))
+    mad = diffs[len(diffs) // 2]
+    median = sorted(values)[len(values) // 2]
+    return max(mad / 0.6745 / math.sqrt(2.0), NOISE_FLOOR * abs(median))
+
+
+def _segments_ok(values: list[float], breaks: list[int], sigma: float) -> int | None:
+    """Index (into `breaks`) of the weakest change that is not significant, or None."""
+    bounds = [0, *breaks, len(values)]
+    worst: tuple[float, int] | None = None
+    for i in range(1, len(bounds) - 1):
+        left = values[bounds[i - 1] : bounds[i]]
+        right = values[bounds[i] : bounds[i + 1]]
+        before, after = sum(left) / len(left), sum(right) / len(right)
+        rel = abs(after - before) / abs(before) * 100 if before else math.inf
+        se = sigma * math.sqrt(1 / len(left) + 1 / len(right))
+        t = abs(after - before) / se if se > 0 else math.inf
+        ok = len(left) >= MIN_SEGMENT and len(right) >= MIN_SEGMENT
+        ok = ok and rel >= MIN_CHANGE_PCT and t >= MIN_T
+        if not ok:
+            strength = min(rel / MIN_CHANGE_PCT, t / MIN_T)
+            if worst is None or strength < worst[0]:
+                worst = (strength, i - 1)
+    return None if worst is None else worst[1]
+
+
+def change_points(values: list[float]) -> list[int]:
+    """Indices where a significant change of level starts (module doc)."""
+    n = len(values)
+    if n < 2 * MIN_SEGMENT:
+        return []
+    import numpy as np
+    import ruptures as rpt
+
+    sigma = noise_sigma(values)
+    if sigma <= 0:
+        return []
+    signal = np.asarray(values, dtype=float).reshape(-1, 1)
+    penalty = PENALTY_BETA * sigma * sigma * math.log(n)
+    algo = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(signal)
+    breaks = [int(b) for b in algo.predict(pen=penalty) if b < n]
+    while breaks:
+        weakest = _segments_ok(values, breaks, sigma)
+        if weakest is None:
+            break
+        del breaks[weakest]
+    return breaks
+
+
+def find_changes(
+    points: list[_Point], metric: str, started_at_ns: int | None = None
+) -> list[dict[str, Any]]:
+    """The change points of one series as run.json keeps them."""
+    values = [p.value for p in points]
+    breaks = change_points(values)
+    bounds = [0, *breaks, len(values)]
+    out = []
+    for i in range(1, len(bounds) - 1):
+        left = values[bounds[i - 1] : bounds[i]]
+        right = values[bounds[i] : bounds[i + 1]]
+        before, after = sum(left) / len(left), sum(right) / len(right)
+        at_ns = points[bounds[i]].start_ns
+        out.append(
+            {
+                "metric": metric,
+                "t_s": at_ns / 1e9,
+                "at": _iso(started_at_ns + at_ns) if started_at_ns else None,
+                "before": before,
+                "after": after,
+                "change_pct": (after / before - 1.0) * 100.0 if before else None,
+                "before_s": (points[bounds[i]].start_ns - points[bounds[i - 1]].start_ns) / 1e9,
+                "after_s": (points[bounds[i + 1] - 1].end_ns - at_ns) / 1e9,
+            }
+        )
+    return out
+
+
+def _iso(ns: int) -> str:
+    moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def change_text(c: dict[str, Any]) -> str:
+    """'IOPS fell 31% at 14:02:10 UTC (12.3 s into the run): 1,000 -> 690'."""
+    word = METRIC_WORDS.get(c["metric"], c["metric"])
+    pct = c.get("change_pct")
+    verb = "rose" if pct is not None and pct > 0 else "fell"
+    amount = f" {abs(pct):.0f}%" if pct is not None else ""
+    when = (
+        f"at {c['at'][11:19]} UTC ({c['t_s']:.1f} s into the run)"
+        if c.get("at")
+        else (f"at {c['t_s']:.1f} s into the run")
+    )
+    unit = " ms" if c["metric"] == "p99_ms" else ""
+    digits = ",.3g" if c["metric"] == "p99_ms" else ",.0f"
+    return (
+        f"{word} {verb}{amount} {when}: {c['before']:{digits}}{unit} -> {c['after']:{digits}}{unit}"
+    )
