@@ -15,7 +15,8 @@ Scopes:
 - `safety`, `output`: what may be written, where results go and how they are printed.
 
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
-`scale` is `tilemark scale`.
+`scale` is `tilemark scale`, `repeat` is `tilemark repeat N` (which also takes every option of
+`run` and `tiles`: each repetition is such a run).
 
 Parsers check one value's syntax and raise UsageError with one sentence that names the field
 (`label`) and what is allowed. Checks that involve several fields live in plan.py.
@@ -250,6 +251,20 @@ def parse_io_timeout(value: object, label: str) -> float:
     return seconds
 
 
+MAX_LABEL = 80
+
+
+def parse_label(value: object, label: str) -> str:
+    """A one-line label of 1 to 80 printable characters."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or len(text) > MAX_LABEL or not text.isprintable():
+        raise UsageError(
+            f"{label} must be 1 to {MAX_LABEL} printable characters on one line, got "
+            f"{shown(value)}."
+        )
+    return text
+
+
 def text(value: object, label: str) -> str:
     """Any text (checked where it is used)."""
     return str(value)
@@ -288,8 +303,9 @@ class Option:
         return f"{self.help.rstrip('.')} (default {self.default})."
 
 
-RUN, TILES, SCALE = "run", "tiles", "scale"
+RUN, TILES, SCALE, REPEAT = "run", "tiles", "scale", "repeat"
 ALL = frozenset({RUN, TILES, SCALE})
+MODES = (RUN, TILES, SCALE, REPEAT)
 WORKLOAD = frozenset({RUN})
 TILE_MODES = frozenset({TILES, SCALE})
 
@@ -435,6 +451,12 @@ OPTIONS: tuple[Option, ...] = (
        kind="switch", default="on"),
     _o("settle_max", "study", "Longest settling probe.", flag="--settle-max", metavar="TIME",
        modes={SCALE}, parse=positive_duration, default="60s"),
+    _o("pause", "study", "Wait this long between repetitions (a countdown is shown; Ctrl-C "
+       "keeps the repetitions that ran): 30m, 24h.", flag="--pause", metavar="TIME",
+       modes={REPEAT}, parse=parse_duration, default="0"),
+    _o("between", "study", "Shell command run between repetitions (after the pause), its "
+       "output shown; a failing command stops the repeat, keeping what ran, with its exit "
+       "status.", flag="--between", metavar="CMD", modes={REPEAT}),
     # -- safety ---------------------------------------------------------------------------------
     _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
        "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
@@ -447,8 +469,11 @@ OPTIONS: tuple[Option, ...] = (
     _o("json", "output", "Print only the JSON summary on stdout (tables go to stderr).",
        flag="--json", modes=ALL, kind="switch", dest="json_out"),
     _o("report", "output", "Write report.html in the study directory.", flag="--report",
-       off_flag="--no-report", modes={SCALE}, kind="switch", default="on",
+       off_flag="--no-report", modes={SCALE, REPEAT}, kind="switch", default="on",
        dest="write_report"),
+    _o("label", "output", "A label for the run or study ('before tiering'), stored with it and "
+       "shown by `runs`, `studies`, reports and `compare`.", flag="--label", metavar="TEXT",
+       modes={RUN, TILES, SCALE, REPEAT}, parse=parse_label),
     _o("results", "output", "Results directory.", flag="--results", metavar="DIR", modes=ALL,
        default="tilemark-results"),
 )  # fmt: skip
@@ -505,7 +530,7 @@ def markdown() -> str:
         "run": "Run-wide (workload file top level)",
         "stream": "Streams (`[[stream]]` and `[defaults]` tables; flags describe one stream)",
         "tile": "Tiles (`run --tiles N` and `scale`)",
-        "study": "Studies (`scale`)",
+        "study": "Studies (`scale`, `repeat`)",
         "safety": "Safety",
         "output": "Output",
     }
@@ -516,7 +541,8 @@ def markdown() -> str:
         "(`make docs`); do not edit by hand.",
         "",
         "Modes: `run` = `tilemark run` with a workload, `tiles` = `tilemark run --tiles N`, "
-        "`scale` = `tilemark scale`. A flag given where it does not apply is refused with "
+        "`scale` = `tilemark scale`, `repeat` = `tilemark repeat N` (which also takes every "
+        "option of `run` and `tiles`). A flag given where it does not apply is refused with "
         "one sentence.",
     ]
     for scope, title in titles.items():
@@ -529,7 +555,7 @@ def markdown() -> str:
                 flag = f"`{o.flag} {o.metavar}`"
             if o.off_flag:
                 flag += f" / `{o.off_flag}`"
-            modes = ", ".join(m for m in (RUN, TILES, SCALE) if m in o.modes) or "files only"
+            modes = ", ".join(m for m in MODES if m in o.modes) or "files only"
             default = o.default or "-"
             lines.append(f"| {key} | {flag} | {modes} | {default} | {o.help} |")
     return "\n".join(lines) + "\n"

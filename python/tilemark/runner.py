@@ -192,6 +192,7 @@ def run_plan(
     analyze: Analyzer | None = None,
     monitor: RunMonitor | None = None,
     note: str | None = None,
+    label: str | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on a prepared target and store it.
 
@@ -213,12 +214,16 @@ def run_plan(
             argv=argv,
             kind=kind,
             telemetry=telemetry.record(),
+            label=label,
         )
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     telemetry.run_id = writer.run_id
     extra = f"; {note}" if note else ""
-    console.print(f"run {writer.run_id}: {_describe(compiled, info)}{extra}", markup=False)
+    labelled = f" ({label})" if label else ""
+    console.print(
+        f"run {writer.run_id}{labelled}: {_describe(compiled, info)}{extra}", markup=False
+    )
     for target_note in info.notes() + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 

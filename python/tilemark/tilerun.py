@@ -264,6 +264,7 @@ def run_tiles(
     argv: list[str],
     console: Console,
     kind: str = "tiles",
+    label: str | None = None,
 ) -> RunOutcome:
     """Run N tiles on a prepared target; the summary gains an `applications` section."""
     workload, layout = tile_workload(
@@ -323,6 +324,7 @@ def run_tiles(
         analyze=analyze,
         monitor=monitor,
         note="; ".join(settings.notes()) or None,
+        label=label,
     )
 
 

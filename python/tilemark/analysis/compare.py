@@ -87,6 +87,13 @@ class Comparison:
     metrics: list[Metric]
     differences: list[tuple[str, list[str]]]
     workload: str
+    labels: list[str | None] = field(default_factory=list)  # --label of each run or study
+
+    @property
+    def shown(self) -> list[str]:
+        """Each id with its label: '20261123-101500-ab12 (before tiering)'."""
+        labels = self.labels or [None] * len(self.names)
+        return [f"{n} ({lb})" if lb else n for n, lb in zip(self.names, labels, strict=True)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +101,7 @@ class Comparison:
             "workload": self.workload,
             "baseline": self.names[self.baseline],
             "ids": self.names,
+            "labels": self.labels or [None] * len(self.names),
             "metrics": [m.to_json(self.names) for m in self.metrics],
             "differences": [{"field": f, "values": v} for f, v in self.differences],
         }
@@ -307,6 +315,7 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
         metrics=metrics,
         differences=differences([r.doc for r in runs]),
         workload=workload,
+        labels=[r.doc.get("label") for r in runs],
     )
 
 
@@ -340,4 +349,5 @@ def compare_studies(studies: list[Any], baseline: int) -> Comparison:
         metrics=metrics,
         differences=differences(docs) if len(docs) == len(studies) else [],
         workload=str((studies[baseline].doc.get("tile") or {}).get("name")),
+        labels=[s.doc.get("label") for s in studies],
     )

@@ -44,6 +44,14 @@ def safety(values: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def label_of(values: dict[str, Any]) -> str | None:
+    """--label, checked (one line of printable text), or None."""
+    from tilemark.options import option
+
+    raw = values.get("label")
+    return None if raw is None else option("output", "label").parse(raw, "--label")
+
+
 def results_path(values: dict[str, Any]) -> Path:
     raw = values.get("results")
     return Path(raw) if raw is not None else DEFAULT_RESULTS

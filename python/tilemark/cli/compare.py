@@ -39,16 +39,18 @@ def _label(m) -> str:
 def comparison_table(c: Comparison) -> Table:
     """Rich table: every metric of every run, with its change from the baseline."""
     b = c.baseline
+    labels = c.labels or [None] * len(c.names)
+    heads = [f"{n}\n{lb}" if lb else n for n, lb in zip(c.names, labels, strict=True)]
     table = Table(
-        title=f"{c.workload}: change from baseline {c.names[b]} (↓ lower is better)",
+        title=f"{c.workload}: change from baseline {c.shown[b]} (↓ lower is better)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     table.add_column("metric", no_wrap=True)
-    table.add_column(f"{c.names[b]}\n(baseline)", justify="right", no_wrap=True)
+    table.add_column(f"{heads[b]}\n(baseline)", justify="right", no_wrap=True)
     others = [i for i in range(len(c.names)) if i != b]
     for i in others:
-        table.add_column(c.names[i], justify="right", no_wrap=True)
+        table.add_column(heads[i], justify="right", no_wrap=True)
     for m in c.metrics:
         row = [_label(m), num(m.values[b])]
         for i in others:

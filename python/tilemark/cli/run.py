@@ -20,6 +20,7 @@ from tilemark.cli.common import (
     EXIT_QOS,
     argv_of,
     consoles,
+    label_of,
     print_run,
     qos_lines,
     results_path,
@@ -163,6 +164,7 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
         notes=notes,
     )
     info, compiled = inspect_and_compile(workload, **safety(values))
+    label = label_of(values)
     out, err = consoles(bool(values.get("json_out")))
     for note in notes:
         err.print(f"note: {note}", markup=False, soft_wrap=True)
@@ -173,7 +175,13 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
         if not prepare(info, err):
             return 130
         outcome = run_plan(
-            workload, info, compiled, results=results_path(values), argv=argv, console=err
+            workload,
+            info,
+            compiled,
+            results=results_path(values),
+            argv=argv,
+            console=err,
+            label=label,
         )
     if values.get("json_out"):
         write_json(outcome, {"summary": outcome.summary})
@@ -191,6 +199,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     info = inspect_tile_target(tile, settings, tiles, **safety(values))
     # Validate the whole plan before any IO.
     tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
+    label = label_of(values)
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)
@@ -206,6 +215,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
             results=results_path(values),
             argv=argv,
             console=err,
+            label=label,
         )
     apps = outcome.summary["applications"]
     if json_out:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
@@ -59,6 +60,7 @@ STATUS_STYLES = {
 COLUMNS = (
     "id",
     "kind",
+    "label",
     "started",
     "status",
     "backend",
@@ -70,8 +72,10 @@ COLUMNS = (
 )
 # Dropped in this order when the terminal is too narrow: the run directory is results/<id>,
 # the id itself starts with the UTC start time, and `--json` has everything.
-OPTIONAL_COLUMNS = ("path", "started", "backend", "streams")
+OPTIONAL_COLUMNS = ("path", "started", "backend", "streams", "label")
 NUMERIC = ("streams", "duration", "IOPS", "MB/s", "errors")
+# A label is cut to this width (with an ellipsis) so the table keeps to 80 columns.
+LABEL_WIDTH = 16
 MAX_NOTES = 5
 
 
@@ -88,6 +92,7 @@ def _cells(r: dict[str, Any]) -> dict[str, str]:
     return {
         "id": r["run_id"],
         "kind": kind_label(r.get("kind")),
+        "label": escape(r.get("label") or ""),
         "started": _started(r.get("started_at")),
         "status": f"[{STATUS_STYLES.get(status, 'cyan')}]{status}[/]",
         "backend": r.get("backend") or "-",
@@ -114,7 +119,13 @@ def listing_table(
     )
     for name in names:
         header = "started (UTC)" if name == "started" else name
-        table.add_column(header, justify="right" if name in right else "left", no_wrap=True)
+        table.add_column(
+            header,
+            justify="right" if name in right else "left",
+            no_wrap=True,
+            max_width=LABEL_WIDTH if name == "label" else None,
+            overflow="ellipsis" if name == "label" else "fold",
+        )
     for cells in rows:
         table.add_row(*(cells[n] for n in names))
     return table
@@ -123,7 +134,17 @@ def listing_table(
 def runs_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...] = ()) -> Table:
     """A rich table of catalog rows (newest first as given), without the `drop` columns."""
     names = [n for n in (*COLUMNS, "path") if n not in drop]
-    return listing_table(f"runs under {results}", names, [_cells(r) for r in rows], NUMERIC)
+    cells = [_cells(r) for r in rows]
+    if "label" in drop:
+        # Narrow terminals: the label goes under the run id instead of a column of its own.
+        for c, r in zip(cells, rows, strict=True):
+            if r.get("label"):
+                c["id"] += f"\n[dim]{escape(_short(r['label']))}[/]"
+    return listing_table(f"runs under {results}", names, cells, NUMERIC)
+
+
+def _short(label: str, width: int = 20) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def print_fitted(

@@ -23,6 +23,7 @@ from tilemark.cli.common import (
     EXIT_QOS,
     argv_of,
     consoles,
+    label_of,
     qos_lines,
     results_path,
     safety,
@@ -99,6 +100,7 @@ def _clash(o: Option) -> str:  # every option of scale applies to scale
 def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     tile_file = values.pop("tile_file_arg")
     check_mode(values, SCALE, {SCALE}, _clash)
+    label = label_of(values)
     knob = values.get("knob")
     for key in ("knob_range", "knob_precision"):
         if values.get(key) is not None and knob is None:
@@ -145,6 +147,7 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
             repeat=repeat,
             settle_max_s=settle_max,
             events=_Progress(err, "scale", repeat),
+            label=label,
         )
     if isinstance(outcome, int):  # interrupted while preparing or settling
         raise typer.Exit(outcome)

@@ -7,13 +7,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
 from tilemark.cli.runs import STATUS_STYLES, listing_table, print_fitted
 from tilemark.store.studies import list_studies
 
-COLUMNS = ("id", "kind", "started", "tile", "steps", "result", "status")
+COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")
 OPTIONAL_COLUMNS = ("path", "started", "tile")
 
 
@@ -35,6 +36,7 @@ def _cells(r: dict[str, Any]) -> dict[str, str]:
     return {
         "id": r["study_id"],
         "kind": r.get("kind") or "-",
+        "label": escape(r.get("label") or ""),
         "started": (r.get("started_at") or "-").replace("T", " ")[:19],
         "tile": str(r.get("tile") or "-"),
         "steps": "-" if steps is None else f"{steps}" + (f" ({missing} gone)" if missing else ""),

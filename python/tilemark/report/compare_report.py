@@ -25,7 +25,7 @@ KEY_METRICS = (
 
 def compare_report(comparison: Comparison) -> Report:
     """Side-by-side report of runs or studies normalized to the baseline."""
-    names = comparison.names
+    names = comparison.shown
     verdict = compare_verdict(comparison)
     items: list[Figure | Table] = [normalized_figure(comparison), compare_table(comparison)]
     sections = [Section("comparison", "Comparison", items)]
@@ -77,7 +77,7 @@ def _change_text(m: Metric, i: int) -> tuple[str, str]:
 
 def compare_verdict(comparison: Comparison) -> Verdict:
     """What was compared with what, the key changes, and the setting differences."""
-    names = comparison.names
+    names = comparison.shown
     b = comparison.baseline
     others = _others(comparison)
     facts = []
@@ -102,7 +102,7 @@ def compare_verdict(comparison: Comparison) -> Verdict:
 
 def compare_table(comparison: Comparison) -> Table:
     """Every metric: the baseline's value, then each other's value, ratio and change."""
-    names = comparison.names
+    names = comparison.shown
     b = comparison.baseline
     columns = ["metric", "unit", f"{names[b]} (baseline)"]
     others = _others(comparison)

@@ -65,7 +65,8 @@ def run_report(run: RunData) -> Report:
     )
     return Report(
         kind="tiles" if run.is_tile_run else "run",
-        title=f"tilemark report: run {run.run_id}",
+        title=f"tilemark report: run {run.run_id}"
+        + (f" ({run.doc['label']})" if run.doc.get("label") else ""),
         verdict=verdict,
         sections=sections,
         details=run_details(run),
@@ -144,6 +145,8 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             + (f", write p99 {write_p99}" if write_p99 else "")
             + f" over {num(summary.get('duration_s'))} s"
         )
+    if doc.get("label"):
+        headline = f"{doc['label']}: {headline}"
     return headline, status, facts, notes
 
 

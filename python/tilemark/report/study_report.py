@@ -39,7 +39,8 @@ def study_report(study: StudyData) -> Report:
     sections += shown_step_sections(study)
     return Report(
         kind="study",
-        title=f"tilemark report: {'knob' if study.is_knob else 'scaling'} study {study.study_id}",
+        title=f"tilemark report: {'knob' if study.is_knob else 'scaling'} study {study.study_id}"
+        + (f" ({study.doc['label']})" if study.doc.get("label") else ""),
         verdict=verdict,
         sections=sections,
         details=study_details(study),

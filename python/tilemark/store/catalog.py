@@ -37,7 +37,7 @@ CATALOG_FILE = "catalog.duckdb"
 MARKER_TABLE = "tilemark_catalog"
 MARKER_FORMAT = "tilemark run catalog"
 # Bumped when the table layout changes; an older catalog of ours is rebuilt from run dirs.
-CATALOG_VERSION = "2"
+CATALOG_VERSION = "3"
 # Catalog version 1 had no marker table; it is recognised by its exact tables and version.
 LEGACY_TABLES = {"runs", "run_files", "catalog_meta"}
 OWN_TABLES = ("runs", "run_files", MARKER_TABLE)
@@ -51,6 +51,7 @@ COLUMNS = (
     ("status", "TEXT"),
     ("complete", "BOOLEAN"),
     ("kind", "TEXT"),
+    ("label", "TEXT"),
     ("workload_name", "TEXT"),
     ("target", "TEXT"),
     ("backend", "TEXT"),
@@ -248,6 +249,7 @@ def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "status": run_json.get("status"),
         "complete": bool(run_json.get("complete")),
         "kind": run_json.get("kind") or "run",
+        "label": run_json.get("label"),
         "workload_name": workload.get("name") if isinstance(workload, dict) else None,
         "target": ", ".join(target_paths) or None,
         "backend": plan.get("backend"),

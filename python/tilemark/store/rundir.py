@@ -104,6 +104,7 @@ class RunWriter:
         argv: list[str],
         kind: str = "run",
         telemetry: dict[str, Any] | None = None,
+        label: str | None = None,
     ):
         self.results_root = Path(results_root)
         self.run_id, self.path, started = _new_run_dir(self.results_root)
@@ -119,6 +120,7 @@ class RunWriter:
             "engine_version": _engine_version(),
             "run_id": self.run_id,
             "kind": kind,
+            "label": label,
             "status": "running",
             "complete": False,
             "error": None,

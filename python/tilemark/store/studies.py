@@ -63,6 +63,7 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         **row,
         "study_id": str(doc.get("study_id") or study_dir.name),
         "kind": doc.get("kind"),
+        "label": doc.get("label"),
         "started_at": doc.get("started_at"),
         "ended_at": doc.get("ended_at"),
         "tile": tile.get("name") if isinstance(tile, dict) else tile,

@@ -132,16 +132,24 @@ class TileStepRunner:
         tile_of: Callable[[StepSpec], TileSpec],
         settings: TileRunSettings,
         info: targets.TargetInfo,
+        *,
+        label: str | None = None,
         **run_options: Any,
     ):
         self.tile_of = tile_of
         self.settings = settings
         self.info = info
+        self.label = label
         self.run_options = {"kind": "scale-step", **run_options}
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
         outcome = run_tiles(
-            self.tile_of(spec), spec.params["tiles"], self.settings, self.info, **self.run_options
+            self.tile_of(spec),
+            spec.params["tiles"],
+            self.settings,
+            self.info,
+            label=f"{self.label}, {spec.label}" if self.label else None,
+            **self.run_options,
         )
         return attempt_of(outcome, reason)
 
@@ -542,6 +550,7 @@ def run_tile_study(
     repeat: int,
     settle_max_s: float | None,
     events: StudyEvents | None = None,
+    label: str | None = None,
 ) -> StudyOutcome | int:
     """Prepare the target, settle it after a fill (unless `settle_max_s` is None), and run the
     study; the exit status (128 + signal) when interrupted before the first step."""
@@ -561,8 +570,9 @@ def run_tile_study(
         results=results,
         argv=argv,
         console=console,
+        label=label,
     )
-    record = StudyRecord(results, {"kind": setup.make_study().kind, "argv": argv})
+    record = StudyRecord(results, {"kind": setup.make_study().kind, "argv": argv, "label": label})
     return run_study(
         setup.make_study,
         runner,
