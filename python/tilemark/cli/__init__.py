@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import typer
@@ -11,6 +12,7 @@ from tilemark.cli.compare import compare
 from tilemark.cli.export import export
 from tilemark.cli.fio import import_fio
 from tilemark.cli.profiles import profiles_app
+from tilemark.cli.repeat import repeat
 from tilemark.cli.report import report
 from tilemark.cli.run import run
 from tilemark.cli.runs import runs_app
@@ -36,6 +38,7 @@ app.command("run", no_args_is_help=True)(run)
 app.add_typer(runs_app, name="runs")
 app.command("studies")(studies)
 app.command("scale", no_args_is_help=True)(scale)
+app.command("repeat", no_args_is_help=True)(repeat)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)
@@ -53,6 +56,15 @@ def _error(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the CLI and return the exit status (2 bad input, 1 failure)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) > 1 and args[0] == "repeat" and re.fullmatch(r"-\d+(\.\d*)?", args[1]):
+        # The parser would take a negative count for an unknown option.
+        from tilemark.study.repeat import MAX_REPETITIONS
+
+        _error(
+            f"N (the number of repetitions) must be an integer from 1 to {MAX_REPETITIONS}, "
+            f"got {args[1]}"
+        )
+        return USAGE_EXIT
     command = typer.main.get_command(app)
     try:
         status = command.main(

@@ -68,12 +68,31 @@ def comparison_table(c: Comparison) -> Table:
     return table
 
 
+def _first_and_last(name: str, results: Path) -> list[str]:
+    """The first and last complete repetition of a repeat study (as run directories)."""
+    source = load_source(name, results)
+    if not (isinstance(source, StudyData) and source.doc.get("kind") == "repeat"):
+        raise UsageError(
+            "compare needs at least two runs or studies, e.g. RUN_A RUN_B (or one repeat study)."
+        )
+    first, last = source.doc.get("first_run_id"), source.doc.get("last_run_id")
+    if not first or not last:
+        raise UsageError(
+            f"repeat study {source.study_id} has fewer than two complete repetitions to compare."
+        )
+    runs = {s.step.get("run_id"): s.run for s in source.steps}
+    if runs.get(first) is None or runs.get(last) is None:
+        raise UsageError(f"the runs of repeat study {source.study_id} are no longer stored.")
+    return [str(runs[first].run_dir), str(runs[last].run_dir)]
+
+
 def compare(
     names: Annotated[
         list[str],
         typer.Argument(
             metavar="RUN_A RUN_B [RUN_C ...]",
-            help="Runs (or scaling studies) of the same workload: ids, prefixes or directories.",
+            help="Runs (or scaling studies) of the same workload: ids, prefixes or directories. "
+            "A repeat study alone compares its first and last repetition.",
         ),
     ],
     baseline: Annotated[
@@ -96,6 +115,8 @@ def compare(
     ] = DEFAULT_RESULTS,
 ) -> None:
     """Compare runs or studies of one workload, normalized to a baseline."""
+    if len(names) == 1:
+        names = _first_and_last(names[0], results)
     if len(names) < 2:
         raise UsageError("compare needs at least two runs or studies, e.g. RUN_A RUN_B.")
     sources = [load_source(n, results) for n in names]

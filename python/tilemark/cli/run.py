@@ -133,10 +133,7 @@ def _clash(mode: str) -> Any:
 
 def _run(ctx: typer.Context, values: dict[str, Any]) -> None:
     workload_file = values.pop("workload_file")
-    mode = TILES if values.get("tile_count") is not None else RUN
-    if mode == TILES and workload_file is not None:
-        raise UsageError(_clash(TILES)(Option("workload", "run", "", flag=str(workload_file))))
-    check_mode(values, mode, {RUN, TILES}, _clash(mode))
+    mode = run_mode(values, workload_file, {RUN, TILES})
     status = (
         run_tiles_command(ctx, values)
         if mode == TILES
@@ -146,8 +143,20 @@ def _run(ctx: typer.Context, values: dict[str, Any]) -> None:
         raise typer.Exit(status)
 
 
-def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
-    """`tilemark run` with a workload: inspect and prepare the target, run, store, print."""
+def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: set[str]) -> str:
+    """RUN or TILES, from --tiles; refuses options that do not apply to the mode chosen."""
+    mode = TILES if values.get("tile_count") is not None else RUN
+    if mode == TILES and workload_file is not None:
+        raise UsageError(_clash(TILES)(Option("workload", "run", "", flag=str(workload_file))))
+    check_mode(values, mode, command_modes, _clash(mode))
+    return mode
+
+
+def workload_setup(
+    values: dict[str, Any], workload_file: Path | None
+) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str]]:
+    """The workload of a file, --default or the flags; its target inspected and its plan
+    compiled (no IO yet); and which flags overrode values of the file."""
     given = scoped(values, "run", RUN)
     run_flags = {k: v for k, v in given.items() if option("run", k).toml}
     if values.get("buffered"):
@@ -164,6 +173,25 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
         notes=notes,
     )
     info, compiled = inspect_and_compile(workload, **safety(values))
+    return workload, info, compiled, overridden
+
+
+def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetInfo]:
+    """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet)."""
+    tiles = values["tile_count"]
+    if not 1 <= tiles <= MAX_TILES:
+        raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
+    tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
+    settings = tile_settings(values, extend_by_default=False)
+    info = inspect_tile_target(tile, settings, tiles, **safety(values))
+    # Validate the whole plan before any IO.
+    tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
+    return tile, tiles, settings, info
+
+
+def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
+    """`tilemark run` with a workload: inspect and prepare the target, run, store, print."""
+    workload, info, compiled, overridden = workload_setup(values, workload_file)
     label = label_of(values)
     out, err = consoles(bool(values.get("json_out")))
     for note in notes:
@@ -191,14 +219,7 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
 
 def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     """`tilemark run --tiles N`: one tile count, per-application results."""
-    tiles = values["tile_count"]
-    if not 1 <= tiles <= MAX_TILES:
-        raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
-    tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
-    settings = tile_settings(values, extend_by_default=False)
-    info = inspect_tile_target(tile, settings, tiles, **safety(values))
-    # Validate the whole plan before any IO.
-    tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
+    tile, tiles, settings, info = tiles_setup(values)
     label = label_of(values)
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)

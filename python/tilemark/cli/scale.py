@@ -165,14 +165,14 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         out.print(line, markup=False)
     out.print(f"study: {outcome.path}", markup=False)
     if values.get("write_report", True) and doc["steps"]:
-        _write_report(outcome.path, results_path(values), err, out)
+        write_study_report(outcome.path, results_path(values), err, out)
     if outcome.interrupted is not None:
         raise typer.Exit(outcome.interrupted)
     if doc.get(setup.make_study().answer_key) is None:
         raise typer.Exit(EXIT_QOS)
 
 
-def _write_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:
+def write_study_report(study_dir: Path, results: Path, err: Console, out: Console) -> None:
     """The study's HTML report; a failure here never loses the study, which is already saved."""
     from tilemark.report import REPORT_FILE, HtmlExporter, build_report
     from tilemark.report.data import load_source

@@ -19,7 +19,10 @@ OPTIONAL_COLUMNS = ("path", "started", "tile")
 
 
 def _result(r: dict[str, Any]) -> str:
-    """The study's answer: the largest passing tile count, or knob value."""
+    """The study's answer: the largest passing tile count, or knob value; a repeat study's
+    verdict."""
+    if r.get("kind") == "repeat":
+        return r.get("verdict") or "no verdict"
     if r.get("knob"):
         best = r.get("max_passing_value")
         return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"

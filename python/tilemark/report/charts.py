@@ -578,3 +578,36 @@ def _ordered(values: Iterable[str]) -> list[str]:
         if v not in seen:
             seen.append(v)
     return seen
+
+
+def decay_curve(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
+    """Metrics per repetition as % of the first (100 = first), with each metric's
+    least-squares trend line dashed: the decay curve of a repeat study."""
+    data = dataset([{k: rounded(v) for k, v in r.items()} for r in rows])
+    metrics = _ordered(r["metric"] for r in rows)
+    base = alt.Chart(data)
+    x = alt.X("repetition:Q", title="repetition", axis=alt.Axis(tickMinStep=1, format="d"))
+    color = alt.Color("metric:N", title="metric", sort=metrics)
+    tooltip = [
+        alt.Tooltip("metric:N"),
+        alt.Tooltip("repetition:Q"),
+        alt.Tooltip("value:Q", title="value", format=",.4~g"),
+        alt.Tooltip("pct:Q", title="% of first", format=".1f"),
+    ]
+    measured = base.mark_line(point=True, strokeWidth=2).encode(
+        x=x,
+        y=alt.Y("pct:Q", title="% of the first repetition", scale=alt.Scale(zero=False)),
+        color=color,
+        tooltip=tooltip,
+    )
+    trend = (
+        base.transform_filter("isValid(datum.trend_pct)")
+        .mark_line(strokeDash=[5, 4], strokeWidth=1.2, opacity=0.8)
+        .encode(x=x, y="trend_pct:Q", color=color)
+    )
+    reference = (
+        alt.Chart(dataset([{"pct": 100}]))
+        .mark_rule(color="#9e9e9e", strokeDash=[2, 2])
+        .encode(y="pct:Q")
+    )
+    return (reference + measured + trend).properties(title=title, width=WIDTH, height=HEIGHT)

@@ -176,8 +176,9 @@ class StudyStep:
 
     @property
     def key(self) -> float:
-        """The step's position on the study's axis: its knob value, else its tile count."""
-        return float(self.step.get("value", self.tiles))
+        """The step's position on the study's axis: its knob value, else its tile count (a
+        repetition's number in a repeat study)."""
+        return float(self.step.get("value", self.step.get("key", self.tiles)))
 
     @property
     def repeat(self) -> int:
@@ -257,7 +258,7 @@ def _read_study(study_dir: Path, results: Path | None) -> StudyData:
                 run = RunData.load(run_dir)
             except StoreError:
                 pass  # a step whose run.json is damaged is shown like a missing one
-        steps.append(StudyStep(int(step["tiles"]), step, run))
+        steps.append(StudyStep(int(step.get("tiles") or 0), step, run))
     return StudyData(study_dir, doc, steps)
 
 

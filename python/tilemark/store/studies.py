@@ -74,6 +74,7 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         "knob": doc.get("knob"),  # studies of an application knob (study.json 2)
         "max_passing_value": doc.get("max_passing_value"),
         "score_at_max": doc.get("score_at_max"),
+        "verdict": doc.get("verdict"),  # repeat studies: stable, decaying or improving
         "status": status,
         "problem": None,
         "run_ids": [s.get("run_id") for s in steps],

@@ -171,6 +171,10 @@ class StepBook:
         self._steps[step.key] = step
         return step
 
+    def discard(self, key: float) -> None:
+        """Forget a step that never ran."""
+        self._steps.pop(key, None)
+
     def by_key(self) -> list[StepRecord]:
         return [self._steps[k] for k in sorted(self._steps)]
 
@@ -207,6 +211,9 @@ class Study(ABC):
     kind: str = "study"
     # The answer's main value, reported as a distribution over repeats (e.g. max_passing_tiles).
     answer_key: str = "answer"
+    # Whether study.json reports the answer over whole-study repeats (distribution, median,
+    # `stable`); a study that is itself a series of repetitions reports its own answer only.
+    combines_repeats: bool = True
 
     @abstractmethod
     def definition(self) -> dict[str, Any]:
@@ -237,6 +244,17 @@ class Study(ABC):
             "complete": all(a.complete for a in step.attempts),
             "runs": [a.to_json() for a in step.attempts],
         }
+
+
+class StudyStopped(Exception):
+    """Raised by a step runner before it starts a run, to end the study there (a command
+    between repetitions failed, a signal during a pause): what ran is kept, the study is
+    incomplete, and `status` is the exit status."""
+
+    def __init__(self, status: int, why: str):
+        super().__init__(why)
+        self.status = status
+        self.why = why
 
 
 class StepRunner(Protocol):
@@ -279,6 +297,7 @@ class StudyOutcome:
     doc: dict[str, Any]
     path: Path
     interrupted: int | None
+    stopped: str | None = None  # why a StudyStopped ended it
 
 
 def combine(answers: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -313,9 +332,13 @@ def run_study(
     study.json is saved after every run. `extra()` adds fields (e.g. settling) to study.json."""
     books: list[tuple[Study, StepBook]] = []
     interrupted: int | None = None
+    stopped: str | None = None
 
     def save(complete: bool) -> dict[str, Any]:
-        return record.save(_body(books, extra() if extra else {}), complete=complete)
+        body = _body(books, extra() if extra else {})
+        if stopped is not None:
+            body["stopped"] = stopped
+        return record.save(body, complete=complete)
 
     for r in range(1, repeat + 1):
         study, book = make_study(), StepBook()
@@ -328,7 +351,13 @@ def run_study(
             while True:
                 if events is not None:
                     events.starting(spec, reason, r, len(step.attempts) + 1)
-                attempt = runner.run(spec, reason)
+                try:
+                    attempt = runner.run(spec, reason)
+                except StudyStopped as stop:
+                    interrupted, stopped = stop.status, stop.why
+                    if not step.attempts:
+                        book.discard(spec.key)
+                    break
                 step.attempts.append(attempt)
                 save(False)
                 if events is not None:
@@ -342,7 +371,7 @@ def run_study(
         if interrupted is not None:
             break
     doc = save(interrupted is None)
-    return StudyOutcome(doc, record.path, interrupted)
+    return StudyOutcome(doc, record.path, interrupted, stopped)
 
 
 def _body(books: list[tuple[Study, StepBook]], extra: dict[str, Any]) -> dict[str, Any]:
@@ -350,6 +379,14 @@ def _body(books: list[tuple[Study, StepBook]], extra: dict[str, Any]) -> dict[st
         return {"steps": [], **extra}
     study = books[0][0]
     answers = [s.answer(b) for s, b in books]
+    if not study.combines_repeats:
+        return {
+            **study.definition(),
+            **extra,
+            **answers[-1],
+            "runs_used": sum(len(step.attempts) for _, b in books for step in b),
+            "steps": [s.step_json(step) for s, b in books for step in b],
+        }
     combined = combine(answers, study.answer_key)
     # The headline fields come from the first repeat whose answer is the median.
     median = combined[study.answer_key]

@@ -1,0 +1,281 @@
+"""`tilemark repeat N`: the same workload (or N tiles) run N times, and how it decays.
+
+Every option of `tilemark run` works after `repeat N` (each repetition is such a run), plus
+`--pause TIME` and `--between CMD` between repetitions. The study runs on the framework
+(study/repeat.py); this module parses, calls and prints: the table of repetitions, the trend of
+the key metrics, the verdict (stable / decaying / improving) and the `compare` command for the
+first and last repetition. Exit status: 0 when every repetition ran, 1 when a run failed, 3
+when a tile repetition failed QoS, the --between command's status when it failed, 128 + signal
+when interrupted; what ran is always kept.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tilemark import targets
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles, label_of, results_path
+from tilemark.cli.params import table_command
+from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup, workload_setup
+from tilemark.cli.scale import write_study_report
+from tilemark.errors import UsageError
+from tilemark.options import REPEAT, RUN, TILES, option, parse_int
+from tilemark.runner import prepare, run_plan
+from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
+from tilemark.study.base import Attempt
+from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
+from tilemark.tilerun import run_tiles
+
+
+class _Progress:
+    """One line per repetition as it starts, and its IOPS when it ends (stderr)."""
+
+    def __init__(self, console: Console, count: int):
+        self.console = console
+        self.count = count
+
+    def starting(self, spec: StepSpec, reason: str, repeat: int, attempt: int) -> None:
+        self.console.print(f"repeat: repetition {int(spec.key)} of {self.count}", markup=False)
+
+    def finished(self, step: StepRecord, attempt: Attempt) -> None:
+        total = attempt.detail.get("total") or {}
+        state = "" if attempt.complete else f" ({attempt.detail.get('status') or 'incomplete'})"
+        self.console.print(
+            f"repeat: repetition {int(step.key)}: {total.get('iops', 0):,.0f} IOPS, "
+            f"{total.get('mbps', 0):,.1f} MB/s{state}",
+            markup=False,
+        )
+
+
+def _own_options(values: dict[str, Any]) -> tuple[float, str | None, bool]:
+    """--pause, --between and --report, taken out of the run options."""
+    pause_raw = values.pop("pause", None)
+    between = values.pop("between", None)
+    write_report = values.pop(option("output", "report").param, True)
+    o = option("study", "pause")
+    pause_s = 0.0 if pause_raw is None else o.parse(pause_raw, "--pause")
+    if between is not None and not between.strip():
+        raise UsageError("--between must be a shell command, got an empty string.")
+    return pause_s, between, write_report
+
+
+def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
+    count = parse_int(values.pop("count_arg"), "N (the number of repetitions)", 1, MAX_REPETITIONS)
+    workload_file = values.pop("workload_file")
+    pause_s, between, write_report = _own_options(values)
+    mode = run_mode(values, workload_file, {RUN, TILES})
+    label = label_of(values)
+    results = results_path(values)
+    json_out = bool(values.get("json_out"))
+    out, err = consoles(json_out)
+    argv = argv_of(ctx)
+
+    def run_label(n: int) -> str:
+        return f"{label}, repetition {n}" if label else f"repetition {n}"
+
+    definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
+    if mode == RUN:
+        workload, info, compiled, overridden = workload_setup(values, workload_file)
+        if overridden:
+            err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False)
+        definition.update(mode="workload", workload=workload.name, target=info.path)
+
+        def run_once(n: int):  # noqa: ANN202 - a RunOutcome
+            return run_plan(
+                workload,
+                info,
+                compiled,
+                results=results,
+                argv=argv,
+                console=err,
+                kind="repeat-step",
+                label=run_label(n),
+            )
+
+    else:
+        tile, tiles, settings, info = tiles_setup(values)
+        definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
+
+        def run_once(n: int):  # noqa: ANN202 - a RunOutcome
+            return run_tiles(
+                tile,
+                tiles,
+                settings,
+                info,
+                max_tiles=tiles,
+                results=results,
+                argv=argv,
+                console=err,
+                kind="repeat-step",
+                label=run_label(n),
+            )
+
+    with targets.lock_target(info, argv):
+        if not prepare(info, err):
+            raise typer.Exit(130)
+        runner = RepeatStepRunner(run_once, pause_s=pause_s, between=between, console=err)
+        record = StudyRecord(results, {"kind": RepeatStudy.kind, "argv": argv, "label": label})
+        outcome = run_study(
+            lambda: RepeatStudy(count, definition),
+            runner,
+            record,
+            confirm_runs=0,
+            events=_Progress(err, count),
+        )
+    doc = outcome.doc
+    if json_out:
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    out.print(repetitions_table(doc))
+    for line in trend_lines(doc):
+        out.print(line, markup=False)
+    out.print(f"study: {outcome.path}", markup=False)
+    if doc.get("first_run_id") and doc.get("last_run_id"):
+        out.print(
+            f"first vs last: tilemark compare {doc['first_run_id']} {doc['last_run_id']} "
+            f"--results {results}",
+            markup=False,
+        )
+    if write_report and doc["steps"]:
+        write_study_report(outcome.path, results, err, out)
+    if outcome.stopped:
+        err.print(
+            f"repeat stopped: {outcome.stopped}; the repetitions that ran are kept", markup=False
+        )
+    elif outcome.interrupted is not None:
+        why = "a run failed" if outcome.interrupted == 1 else "interrupted"
+        err.print(f"{why}: the repetitions so far are kept, the study is incomplete", markup=False)
+    if outcome.interrupted is not None:
+        raise typer.Exit(outcome.interrupted)
+    if any(s.get("qos") not in (None, "pass") for s in doc["steps"]):
+        raise typer.Exit(EXIT_QOS)
+
+
+# -----------------------------------------------------------------------------------------------
+# Terminal output
+
+# Columns of the repetitions table: (metric, scope) -> header.
+TABLE_METRICS = (
+    ("IOPS", "IOPS"),
+    ("MB/s", "MB/s"),
+    ("read latency mean", "read mean ms"),
+    ("read latency p99", "read p99 ms"),
+    ("write latency mean", "write mean ms"),
+    ("write latency p99", "write p99 ms"),
+)
+
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
+
+
+def repetitions_table(doc: dict[str, Any]) -> Table:
+    """Per repetition: its run, the total metrics, IOPS as % change from the first, status."""
+    label = f" ({doc['label']})" if doc.get("label") else ""
+    table = Table(
+        title=f"repeat study {doc['study_id']}{label}: {len(doc['steps'])} of "
+        f"{doc['repetitions']} repetition(s)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    by_key = {(m["metric"], m["scope"]): m for m in doc.get("metrics") or []}
+    shown = [(name, head) for name, head in TABLE_METRICS if (name, "total") in by_key]
+    table.add_column("rep", justify="right")
+    table.add_column("run")
+    for _, head in shown:
+        table.add_column(head, justify="right")
+    table.add_column("IOPS vs 1st", justify="right")
+    table.add_column("status")
+    complete = doc.get("repetitions_complete") or []
+    iops = by_key.get(("IOPS", "total"))
+    for step in doc["steps"]:
+        n = step["repetition"]
+        metrics = {(m["metric"], m["scope"]): m for m in step.get("metrics") or []}
+        row = [str(n), step.get("run_id") or "-"]
+        for name, _ in shown:
+            m = metrics.get((name, "total"))
+            row.append(_fmt(m["value"] if m else None, m["unit"] if m else ""))
+        change = None
+        if iops is not None and n in complete:
+            change = iops["change_pct"][complete.index(n)]
+        row.append("-" if change is None else f"{change:+.1f}%")
+        status = step.get("status") or ("complete" if step.get("complete") else "incomplete")
+        if step.get("qos") is not None:
+            status += f", QoS {step['qos']}"
+        row.append(status)
+        table.add_row(*row)
+    return table
+
+
+def trend_text(m: dict[str, Any]) -> str:
+    """'IOPS: 1,000 -> 700 (-30.0%), trend -6.9%/rep (95% CI -13.3..-0.4%): decaying'."""
+    scope = "" if m["scope"] == "total" else f" ({m['scope']})"
+    values = [v for v in m["values"] if v is not None]
+    unit = f" {m['unit']}" if m["unit"] == "ms" else ""
+    first_last = ""
+    if values:
+        first_last = f"{_fmt(values[0], m['unit'])} -> {_fmt(values[-1], m['unit'])}{unit}"
+    t = m.get("trend")
+    if not t:
+        return f"{m['metric']}{scope}: {first_last} (no trend: too few repetitions)"
+    change = t.get("last_vs_first_pct")
+    text = f"{m['metric']}{scope}: {first_last}"
+    if change is not None:
+        text += f" ({change:+.1f}%)"
+    low, high = t["slope_ci_pct"]
+    if t.get("slope_pct") is not None and low is not None and high is not None:
+        text += f", trend {t['slope_pct']:+.1f}%/rep (95% CI {low:+.1f}..{high:+.1f}%)"
+    return text + (f": {m['verdict']}" if m.get("verdict") else "")
+
+
+def trend_lines(doc: dict[str, Any]) -> list[str]:
+    """The headline metrics' trends, any other metric that moved, and the verdict."""
+    metrics = doc.get("metrics") or []
+    lines = [trend_text(m) for m in metrics if m["headline"]]
+    moved = [
+        m for m in metrics if not m["headline"] and m.get("verdict") in ("decaying", "improving")
+    ]
+    lines += [trend_text(m) for m in moved]
+    v = doc.get("verdict")
+    complete = len(doc.get("repetitions_complete") or [])
+    if v is None:
+        lines.append(f"verdict: none ({complete} complete repetition(s); a trend needs at least 3)")
+    else:
+        floor = doc.get("noise_floor_pct")
+        why = f", decided by {doc['deciding_metric']}" if doc.get("deciding_metric") else ""
+        lines.append(
+            f"verdict: {v} over {complete} repetitions{why} (95% CI of the trend, noise floor "
+            f"{floor:g}% from first to last)"
+        )
+    if not doc.get("complete"):
+        lines.append(f"incomplete: {complete} of {doc['repetitions']} repetitions complete")
+    return lines
+
+
+COUNT_ARG = inspect.Parameter(
+    "count_arg",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
+        str, typer.Argument(metavar="N", help="How many times to run the workload (1 or more).")
+    ],
+)
+
+repeat = table_command(
+    "repeat",
+    "Run the same workload (or --tiles N) N times and report its decay: metrics per "
+    "repetition, change from the first, trend and a verdict (stable, decaying, improving).",
+    {RUN, TILES, REPEAT},
+    _repeat,
+    [COUNT_ARG, WORKLOAD_ARG],
+)

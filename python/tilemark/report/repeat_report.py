@@ -1,0 +1,207 @@
+"""The report of a repeat study: the verdict (stable / decaying / improving), the decay curve
+(every headline metric per repetition as % of the first, with its trend line), the table of
+repetitions and the trends of every metric, then the last repetition's time series."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilemark.analysis.changepoints import change_text
+from tilemark.report import charts
+from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.data import StudyData, compute_series
+from tilemark.report.format import generated_by, num, tested_on
+from tilemark.report.run_report import time_series_sections
+from tilemark.report.study_report import study_details, study_links
+
+VERDICT_STATUS = {"stable": "pass", "decaying": "fail", "improving": "info", None: "warn"}
+
+
+def repeat_report(study: StudyData) -> Report:
+    """The report of a repeat study (module doc)."""
+    doc = study.doc
+    label = f" ({doc['label']})" if doc.get("label") else ""
+    sections = [decay_section(study), trends_section(study)]
+    sections += last_run_sections(study)
+    return Report(
+        kind="study",
+        title=f"tilemark report: repeat study {study.study_id}{label}",
+        verdict=repeat_verdict(study),
+        sections=sections,
+        details=study_details(study),
+        links=study_links(study),
+        home=study.study_dir,
+        source=study,
+        generated_by=generated_by(),
+    )
+
+
+def _metric(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next(
+        (m for m in doc.get("metrics") or [] if m["metric"] == name and m["scope"] == "total"),
+        None,
+    )
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}%"
+
+
+def repeat_verdict(study: StudyData) -> Verdict:
+    """The verdict, how much the deciding metric moved, and the repetitions' setup."""
+    doc = study.doc
+    verdict = doc.get("verdict")
+    done = doc.get("repetitions_complete") or []
+    label = f"{doc['label']}: " if doc.get("label") else ""
+    if verdict is None:
+        headline = f"{label}no verdict: {len(done)} complete repetition(s), a trend needs 3"
+    else:
+        headline = f"{label}{verdict} over {len(done)} repetitions"
+        deciding = _metric(doc, doc.get("deciding_metric") or "")
+        if deciding and deciding.get("trend"):
+            change = deciding["trend"]["last_vs_first_pct"]
+            headline += f" ({deciding['metric']} {_pct(change)} from first to last)"
+    iops = _metric(doc, "IOPS") or {}
+    trend = iops.get("trend") or {}
+    low, high = trend.get("slope_ci_pct") or (None, None)
+    facts = [
+        ("verdict", verdict or "none"),
+        ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
+        ("IOPS last vs first", _pct(trend.get("last_vs_first_pct"))),
+        ("IOPS trend / rep", _pct(trend.get("slope_pct"))),
+        ("95% CI", "-" if low is None else f"{low:+.1f}..{high:+.1f}%"),
+    ]
+    notes = [
+        "decaying: the 95% interval of a headline metric's least-squares slope lies wholly on "
+        f"the worse side of zero and its last repetition is more than "
+        f"{doc.get('noise_floor_pct', 5):g}% worse than its first; improving likewise; "
+        "headline metrics: total IOPS, MB/s, mean read and write latency"
+    ]
+    if doc.get("stopped"):
+        notes.append(f"stopped: {doc['stopped']}")
+    elif not doc.get("complete", True):
+        notes.append("the study was interrupted: the repetitions that ran are shown")
+    for st in study.steps:
+        for c in st.step.get("change_points") or []:
+            notes.append(f"repetition {st.key:g}: {change_text(c)}")
+    setup = f"{doc.get('repetitions')} repetitions of {doc.get('workload') or doc.get('mode')}"
+    if doc.get("pause_s"):
+        setup += f", {num(doc['pause_s'])} s apart"
+    if doc.get("between"):
+        setup += f", running `{doc['between']}` between them"
+    tested = [("study", setup)]
+    first = study.first_run()
+    if first is not None:
+        tested += tested_on(first)
+    return Verdict(
+        headline=headline,
+        status=VERDICT_STATUS.get(verdict, "warn"),
+        facts=facts,
+        tested=tested,
+        notes=notes,
+    )
+
+
+def decay_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per headline metric and repetition: value, % of the first, trend line in %."""
+    reps = doc.get("repetitions_complete") or []
+    rows = []
+    for m in doc.get("metrics") or []:
+        if not m["headline"]:
+            continue
+        first = next((v for v in m["values"] if v is not None), None)
+        trend = m.get("trend") or {}
+        slope_pct = trend.get("slope_pct")
+        for n, value, change in zip(reps, m["values"], m["change_pct"], strict=True):
+            if value is None or change is None:
+                continue
+            row = {"metric": m["metric"], "repetition": n, "value": value, "pct": 100 + change}
+            if slope_pct is not None and first:
+                # The fitted line, as % of the first repetition's measured value.
+                mean_x = sum(reps) / len(reps)
+                mean_pct = sum(100 + c for c in m["change_pct"] if c is not None) / len(reps)
+                row["trend_pct"] = mean_pct + slope_pct * (n - mean_x)
+            rows.append(row)
+    return rows
+
+
+def decay_section(study: StudyData) -> Section:
+    """The decay curve and the table of repetitions."""
+    doc = study.doc
+    items: list[Figure | Table] = []
+    rows = decay_rows(doc)
+    if rows:
+        items.append(
+            Figure(
+                "decay-curve",
+                "Decay curve",
+                charts.decay_curve(rows, title="Headline metrics per repetition (% of the first)"),
+                caption="Dashed: each metric's least-squares trend. For latency, above 100% "
+                "is worse; for throughput, below.",
+            )
+        )
+    metric_names = [m for m in doc.get("metrics") or [] if m["scope"] == "total"]
+    columns = ["repetition", "run", *[f"{m['metric']} ({m['unit']})" for m in metric_names]]
+    table_rows = []
+    reps = doc.get("repetitions_complete") or []
+    for st in study.steps:
+        n = int(st.key)
+        cells = [Cell(str(n), "num"), Cell(st.step.get("run_id") or "-")]
+        for m in metric_names:
+            if n in reps:
+                i = reps.index(n)
+                value, change = m["values"][i], m["change_pct"][i]
+                text = num(value) + ("" if change is None or i == 0 else f" ({change:+.1f}%)")
+            else:
+                text = st.step.get("status") or "incomplete"
+            cells.append(Cell(text, "num"))
+        table_rows.append(cells)
+    items.append(
+        Table(
+            "repetitions",
+            "Repetitions (change from the first in parentheses)",
+            columns,
+            table_rows,
+        )
+    )
+    return Section("decay", "Repetitions and decay", items)
+
+
+def trends_section(study: StudyData) -> Section:
+    """Every metric's trend and verdict (headline metrics decide the study's verdict)."""
+    rows = []
+    for m in study.doc.get("metrics") or []:
+        t = m.get("trend") or {}
+        low, high = t.get("slope_ci_pct") or (None, None)
+        state = {"decaying": "fail", "improving": "pass"}.get(m.get("verdict") or "", "")
+        rows.append(
+            [
+                Cell(m["metric"] + (" *" if m["headline"] else "")),
+                Cell(m["scope"]),
+                Cell(m["unit"]),
+                Cell(_pct(t.get("last_vs_first_pct")), "num"),
+                Cell(_pct(t.get("slope_pct")), "num"),
+                Cell("-" if low is None else f"{low:+.1f}..{high:+.1f}%", "num"),
+                Cell(m.get("verdict") or "-", state),
+            ]
+        )
+    table = Table(
+        "trends",
+        "Trend of every metric (* headline: decides the verdict)",
+        ["metric", "scope", "unit", "last vs first", "trend / rep", "95% CI", "verdict"],
+        rows,
+        caption="Trend: least-squares slope per repetition as % of the first repetition, with "
+        "its 95% Student t interval.",
+    )
+    return Section("trends", "Trends", [table])
+
+
+def last_run_sections(study: StudyData) -> list[Section]:
+    """Time series of the last repetition's run (with its change points)."""
+    shown = next((s for s in reversed(study.steps) if s.run is not None), None)
+    if shown is None or not shown.run.intervals_path().exists():
+        return []
+    sections = time_series_sections(shown.run, compute_series(shown.run), prefix="last-")
+    for sec in sections:
+        sec.title = f"{sec.title}: repetition {shown.key:g} (run {shown.run.run_id})"
+    return sections
