@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,3 +157,20 @@ def small_filesystem(mountpoint: Path, size: str, kind: str = "tmpfs") -> Iterat
 def remount_read_only(mountpoint: Path) -> None:
     """Make a mounted filesystem read-only (EROFS for every write, even root's)."""
     subprocess.run(["mount", "-o", "remount,ro", str(mountpoint)], check=True)
+
+
+def tilemark_exe() -> str:
+    """The tilemark command of this environment."""
+    exe = Path(sys.executable).with_name("tilemark")
+    return str(exe) if exe.exists() else shutil.which("tilemark") or "tilemark"
+
+
+def in_cgroup(cg: Path, cmd: list[str]) -> list[str]:
+    """`cmd` wrapped so that it runs inside the cgroup `cg` (for subprocess.run/Popen)."""
+    joined = f'echo 0 > "{cg}/cgroup.procs" && exec "$@"'
+    return ["sh", "-c", joined, "sh", *cmd]
+
+
+def set_read_iops(cg: Path, dev: str, read_iops: int) -> None:
+    """Change the read IOPS cap of `dev` in `cg` (takes effect at once, even mid-run)."""
+    (cg / "blkio.throttle.read_iops_device").write_text(f"{dev_numbers(dev)} {read_iops}\n")

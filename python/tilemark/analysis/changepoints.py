@@ -29,7 +29,7 @@ from typing import Any
 from tilemark.hist import Histogram, latency_hist
 
 P99_WINDOW = 5  # intervals merged for one p99 point
-MIN_SEGMENT = 3  # points on each side of a change
+MIN_SEGMENT = 4  # points on each side of a change
 MIN_CHANGE_PCT = 15.0
 MIN_T = 4.0  # |after - before| / its standard error
 PENALTY_BETA = 2.0

@@ -1,0 +1,159 @@
+"""Results that last, on a device with known capacity: a blkio-throttled loop device.
+
+- `tilemark repeat` whose --between command lowers the read IOPS cap from 1,000 to 700 before
+  repetition 3 must call the storage decaying, with the drop measured within 5% of the cap's;
+  the same repeat with the cap left alone must call it stable.
+- A run during which the test lowers the cap must show an IOPS change point within two
+  intervals of the moment the cap changed; a run at a constant cap must show none.
+
+The workload is closed-loop 4 KiB random reads at QD 4: the device delivers its cap.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+from .engine_helpers import MiB
+from .rigs import dev_numbers, in_cgroup, loop_device, set_read_iops, throttled_cgroup, tilemark_exe
+
+CAP = 1000
+LOWER_CAP = 700
+INTERVAL_S = 0.2
+
+
+def workload(dev: str, results: Path, *extra: str) -> list[str]:
+    return [
+        "--target", dev, "--size", "32m", "--rw", "randread", "--bs", "4k", "--qd", "4",
+        "--interval", str(INTERVAL_S), "--warmup", "0.5", "--results", str(results), *extra,
+    ]  # fmt: skip
+
+
+def repeat(cg: Path, dev: str, tmp: Path, count: int, *extra: str) -> tuple[dict, str]:
+    cmd = [tilemark_exe(), "repeat", str(count), *workload(dev, tmp / "results"), "--json"]
+    out = subprocess.run(
+        in_cgroup(cg, [*cmd, "--duration", "2", *extra]),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout), out.stderr
+
+
+def metric(doc: dict, name: str) -> dict:
+    return next(m for m in doc["metrics"] if m["metric"] == name and m["scope"] == "total")
+
+
+def test_repeat_sees_the_cap_lowered_between_repetitions_as_decay(tmp_path):
+    counter = tmp_path / "between-count"
+    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+        with throttled_cgroup(dev, read_iops=CAP) as cg:
+            # Runs before repetitions 2..N; the second time (before repetition 3) it lowers
+            # the cap.
+            script = tmp_path / "between.sh"
+            script.write_text(
+                f'n=$(cat "{counter}" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "{counter}"\n'
+                f'echo "between: call $n"\n'
+                f'if [ "$n" -eq 2 ]; then echo "{dev_numbers(dev)} {LOWER_CAP}" > '
+                f'"{cg}/blkio.throttle.read_iops_device"; fi\n'
+            )
+            doc, stderr = repeat(
+                cg, dev, tmp_path, 8, "--between", f"sh {script}", "--label", "tiering test"
+            )
+
+    assert "between: call 2" in stderr  # the command's output is shown
+    assert doc["kind"] == "repeat" and doc["complete"] and doc["label"] == "tiering test"
+    iops = metric(doc, "IOPS")
+    values = iops["values"]
+    assert len(values) == 8
+    # Repetitions 1-2 ran at the first cap, 3-8 at the lower one.
+    for v in values[:2]:
+        assert abs(v / CAP - 1) < 0.05, values
+    for v in values[2:]:
+        assert abs(v / LOWER_CAP - 1) < 0.05, values
+    measured = 1 + iops["trend"]["last_vs_first_pct"] / 100
+    assert abs(measured / (LOWER_CAP / CAP) - 1) <= 0.05, (measured, values)
+    assert iops["verdict"] == "decaying", iops["trend"]
+    assert iops["trend"]["slope_ci_pct"][1] < 0
+    assert doc["verdict"] == "decaying"
+    # Every repetition is a stored run, labelled, listed in study.json.
+    for i, step in enumerate(doc["steps"], start=1):
+        run = json.loads((tmp_path / "results" / step["run_id"] / "run.json").read_text())
+        assert run["label"] == f"tiering test, repetition {i}"
+        assert run["kind"] == "repeat-step"
+    assert doc["first_run_id"] == doc["steps"][0]["run_id"]
+    assert doc["last_run_id"] == doc["steps"][-1]["run_id"]
+    # compare of the study shows the drop of the first and last repetition, normalized.
+    cmp = subprocess.run(
+        [tilemark_exe(), "compare", doc["study_id"], "--json", "--results", "results"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert cmp.returncode == 0, cmp.stderr
+    compared = json.loads(cmp.stdout)
+    assert compared["ids"] == [doc["first_run_id"], doc["last_run_id"]]
+    assert compared["labels"] == ["tiering test, repetition 1", "tiering test, repetition 8"]
+    change = next(m for m in compared["metrics"] if m["metric"] == "IOPS")["runs"][1]
+    assert abs(change["normalized"] - measured) < 1e-9
+
+
+def test_repeat_at_a_constant_cap_is_stable(tmp_path):
+    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+        with throttled_cgroup(dev, read_iops=CAP) as cg:
+            doc, _ = repeat(cg, dev, tmp_path, 4)
+    iops = metric(doc, "IOPS")
+    for v in iops["values"]:
+        assert abs(v / CAP - 1) < 0.05, iops["values"]
+    assert iops["verdict"] == "stable", iops["trend"]
+    assert doc["verdict"] == "stable", [(m["metric"], m["verdict"]) for m in doc["metrics"]]
+
+
+def run_with_cap_change(cg: Path, dev: str, tmp: Path, lower_at_s: float | None) -> dict:
+    """A 3 s run; when `lower_at_s` is given, the cap is lowered once the live view reports
+    that much measured time. Returns run.json and, under "lowered_at", when the cap changed."""
+    cmd = [tilemark_exe(), "run", *workload(dev, tmp / "results"), "--duration", "3"]
+    proc = subprocess.Popen(
+        in_cgroup(cg, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp
+    )
+    lowered_at = None
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        # Live lines: "[   1.2s measure] total ..."
+        if lowered_at is None and lower_at_s is not None and "s measure]" in line:
+            t = float(line.split("]")[0].strip("[ ").split("s")[0])
+            if t >= lower_at_s:
+                set_read_iops(cg, dev, CAP // 2)
+                lowered_at = time.time()
+    assert proc.wait(timeout=60) == 0
+    run_dir = next(d for d in (tmp / "results").iterdir() if (d / "run.json").exists())
+    doc = json.loads((run_dir / "run.json").read_text())
+    doc["lowered_at"] = lowered_at
+    return doc
+
+
+def test_a_cap_change_mid_run_is_a_change_point(tmp_path):
+    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+        with throttled_cgroup(dev, read_iops=CAP) as cg:
+            doc = run_with_cap_change(cg, dev, tmp_path, 1.2)
+    changes = [c for c in doc["summary"]["change_points"] if c["metric"] == "iops"]
+    assert len(changes) == 1, doc["summary"]["change_points"]
+    (change,) = changes
+    at = datetime.fromisoformat(change["at"].replace("Z", "+00:00")).timestamp()
+    assert abs(at - doc["lowered_at"]) <= 2 * INTERVAL_S, (change, doc["lowered_at"])
+    assert -60 < change["change_pct"] < -40, change
+    assert abs(change["before"] / CAP - 1) < 0.1 and abs(change["after"] / (CAP / 2) - 1) < 0.1
+
+
+def test_a_steady_run_has_no_change_point(tmp_path):
+    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+        with throttled_cgroup(dev, read_iops=CAP) as cg:
+            doc = run_with_cap_change(cg, dev, tmp_path, None)
+    total = doc["summary"]["total"]
+    assert abs(total["iops"] / CAP - 1) < 0.1, total  # the device held its cap
+    assert doc["summary"]["change_points"] == []
