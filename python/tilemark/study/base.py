@@ -349,12 +349,17 @@ def run_study(
             if reason == RECHECK:
                 step.rechecked = True
             while True:
-                if events is not None:
-                    events.starting(spec, reason, r, len(step.attempts) + 1)
                 try:
+                    if events is not None:
+                        events.starting(spec, reason, r, len(step.attempts) + 1)
                     attempt = runner.run(spec, reason)
-                except StudyStopped as stop:
-                    interrupted, stopped = stop.status, stop.why
+                except (StudyStopped, KeyboardInterrupt) as stop:
+                    # A signal between runs (no run is under way to stop in order) ends the
+                    # study like one during a run: what ran is kept.
+                    if isinstance(stop, StudyStopped):
+                        interrupted, stopped = stop.status, stop.why
+                    else:
+                        interrupted = 130
                     if not step.attempts:
                         book.discard(spec.key)
                     break

@@ -213,14 +213,14 @@ def pause(seconds: float, before: int, console: Console) -> None:
     """Wait `seconds` before repetition `before`, with a countdown; a signal raises
     StudyStopped (what ran is kept)."""
     tty = console.is_terminal
-    console.print(
-        f"pausing {_clock(seconds)} before repetition {before} (Ctrl-C stops here and keeps "
-        "what ran)",
-        markup=False,
-    )
     end = time.monotonic() + seconds
     shown_at = time.monotonic()
     with SignalStopper() as stopper:
+        console.print(
+            f"pausing {_clock(seconds)} before repetition {before} (Ctrl-C stops here and keeps "
+            "what ran)",
+            markup=False,
+        )
         while stopper.signum is None and (left := end - time.monotonic()) > 0:
             if tty:
                 sys.stderr.write(f"\rrepetition {before} in {_clock(left)} ")
@@ -240,12 +240,12 @@ def pause(seconds: float, before: int, console: Console) -> None:
 def run_between(command: str, before: int, console: Console) -> None:
     """Run the --between shell command before repetition `before`; its output goes to
     stderr. A failure (or a signal) raises StudyStopped with the command's exit status."""
-    console.print(f"before repetition {before}: running {command}", markup=False)
     try:
         sink: Any = sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):
         sink = None  # no file descriptor (captured output): pass the output on by hand
     with SignalStopper() as stopper:
+        console.print(f"before repetition {before}: running {command}", markup=False)
         done = subprocess.run(
             command,
             shell=True,
