@@ -11,8 +11,9 @@ shifts of level in both series with `ruptures` (PELT, least-squares cost):
   difference, noise moves all of them), floored at 1% of the series' median. The penalty is
   `PENALTY_BETA * sigma^2 * log(n)` (BIC-like), so a noisy series needs a bigger shift.
 - **Only changes that matter.** A change is kept when the segments on both sides last at least
-  `MIN_SEGMENT` points, their means differ by at least `MIN_CHANGE_PCT` percent, and by at
-  least `MIN_T` standard errors of that difference. The weakest change that fails is dropped
+  `MIN_SEGMENT` points, their means differ by at least `MIN_CHANGE_PCT` percent and by at
+  least `MIN_T` standard errors of that difference, and at least `MIN_CONSISTENT` of each
+  side's points lie nearer their own side's mean (a level that lasts, not a short blip). The weakest change that fails is dropped
   and its neighbours' segments merged, until every change left passes. A steady run has none.
 - **Long runs stay cheap.** Series longer than `MAX_POINTS` are binned (IOPS by summing IOs and
   time, p99 by merging windows), so detection is fast whatever the run's length; a change's
@@ -32,14 +33,10 @@ P99_WINDOW = 5  # intervals merged for one p99 point
 MIN_SEGMENT = 4  # points on each side of a change
 MIN_CHANGE_PCT = 15.0
 MIN_T = 4.0  # |after - before| / its standard error
+MIN_CONSISTENT = 0.75  # share of a side's points nearer its own mean than the other side's
 PENALTY_BETA = 2.0
 MAX_POINTS = 600
 NOISE_FLOOR = 0.01  # sigma at least 1% of the median: a flat series has no zero noise
-METHOD = (
-    f"ruptures PELT (l2 cost), penalty {PENALTY_BETA:g} x sigma^2 x log(n) with sigma from the "
-    f"MAD of first differences; kept: >= {MIN_CHANGE_PCT:g}% and >= {MIN_T:g} standard errors "
-    f"between segments of >= {MIN_SEGMENT} points; p99 per {P99_WINDOW} intervals"
-)
 METRIC_WORDS = {"iops": "IOPS", "p99_ms": "p99 latency"}
 
 
@@ -149,6 +146,11 @@ def noise_sigma(values: list[float]) -> float:
     return max(mad / 0.6745 / math.sqrt(2.0), NOISE_FLOOR * abs(median))
 
 
+def _consistent(points: list[float], own: float, other: float) -> bool:
+    near = sum(abs(p - own) < abs(p - other) for p in points)
+    return near >= MIN_CONSISTENT * len(points)
+
+
 def _segments_ok(values: list[float], breaks: list[int], sigma: float) -> int | None:
     """Index (into `breaks`) of the weakest change that is not significant, or None."""
     bounds = [0, *breaks, len(values)]
@@ -162,6 +164,9 @@ def _segments_ok(values: list[float], breaks: list[int], sigma: float) -> int | 
         t = abs(after - before) / se if se > 0 else math.inf
         ok = len(left) >= MIN_SEGMENT and len(right) >= MIN_SEGMENT
         ok = ok and rel >= MIN_CHANGE_PCT and t >= MIN_T
+        # A level that lasts: most points of each side are nearer their own side's mean (a
+        # two-interval blip inside a four-point segment is not a new level).
+        ok = ok and _consistent(left, before, after) and _consistent(right, after, before)
         if not ok:
             strength = min(rel / MIN_CHANGE_PCT, t / MIN_T)
             if worst is None or strength < worst[0]:

@@ -133,18 +133,28 @@ def listing_table(
 
 def runs_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...] = ()) -> Table:
     """A rich table of catalog rows (newest first as given), without the `drop` columns."""
-    names = [n for n in (*COLUMNS, "path") if n not in drop]
-    cells = [_cells(r) for r in rows]
-    if "label" in drop:
-        # Narrow terminals: the label goes under the run id instead of a column of its own.
-        for c, r in zip(cells, rows, strict=True):
-            if r.get("label"):
-                c["id"] += f"\n[dim]{escape(_short(r['label']))}[/]"
+    names = columns_shown(COLUMNS, rows, drop)
+    cells = label_under_id([_cells(r) for r in rows], rows, drop)
     return listing_table(f"runs under {results}", names, cells, NUMERIC)
 
 
-def _short(label: str, width: int = 20) -> str:
-    return label if len(label) <= width else label[: width - 1] + "…"
+def columns_shown(columns: tuple[str, ...], rows: list[dict[str, Any]], drop: tuple[str, ...]):
+    """The columns of a listing: without `drop`, and without a label column nobody uses."""
+    if not any(r.get("label") for r in rows):
+        drop = (*drop, "label")
+    return [n for n in (*columns, "path") if n not in drop]
+
+
+def label_under_id(
+    cells: list[dict[str, str]], rows: list[dict[str, Any]], drop: tuple[str, ...]
+) -> list[dict[str, str]]:
+    """On narrow terminals (label column dropped) the label goes under the id."""
+    if "label" in drop:
+        for c, r in zip(cells, rows, strict=True):
+            if r.get("label"):
+                label = r["label"] if len(r["label"]) <= 20 else r["label"][:19] + "…"
+                c["id"] += f"\n[dim]{escape(label)}[/]"
+    return cells
 
 
 def print_fitted(

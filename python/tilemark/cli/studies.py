@@ -11,11 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
-from tilemark.cli.runs import STATUS_STYLES, listing_table, print_fitted
+from tilemark.cli.runs import (
+    STATUS_STYLES,
+    columns_shown,
+    label_under_id,
+    listing_table,
+    print_fitted,
+)
 from tilemark.store.studies import list_studies
 
 COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")
-OPTIONAL_COLUMNS = ("path", "started", "tile")
+OPTIONAL_COLUMNS = ("path", "started", "tile", "label")
 
 
 def _result(r: dict[str, Any]) -> str:
@@ -51,8 +57,9 @@ def _cells(r: dict[str, Any]) -> dict[str, str]:
 
 def studies_table(rows: list[dict[str, Any]], results: Path, *, drop: tuple[str, ...]) -> Table:
     """A rich table of studies, without the `drop` columns."""
-    names = [n for n in (*COLUMNS, "path") if n not in drop]
-    return listing_table(f"studies under {results}", names, [_cells(r) for r in rows], ("steps",))
+    names = columns_shown(COLUMNS, rows, drop)
+    cells = label_under_id([_cells(r) for r in rows], rows, drop)
+    return listing_table(f"studies under {results}", names, cells, ("steps",))
 
 
 def studies(

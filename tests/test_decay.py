@@ -1,0 +1,235 @@
+"""Results that last, without IO: the trend and verdict over repetitions, the repeat study on a
+fake runner (interrupted, stopped by a failing --between), and change points on synthetic
+interval series."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from test_study import NullRecord
+from tilemark.analysis.changepoints import (
+    MIN_SEGMENT,
+    ChangeTracker,
+    change_points,
+    change_text,
+    find_changes,
+    iops_series,
+)
+from tilemark.analysis.trend import fit, overall, verdict
+from tilemark.study import Attempt, StepSpec, StudyStopped, run_study
+from tilemark.study.repeat import RepeatStudy
+
+# -----------------------------------------------------------------------------------------------
+# Trend and verdict
+
+
+def test_slope_and_its_interval_of_a_clean_line():
+    t = fit([1, 2, 3, 4], [100.0, 90.0, 80.0, 70.0])
+    assert t.slope == pytest.approx(-10.0)
+    assert t.ci_low == pytest.approx(-10.0) and t.ci_high == pytest.approx(-10.0)
+    assert t.to_json()["slope_pct"] == pytest.approx(-10.0)
+    assert t.change_pct == pytest.approx(-30.0)
+    assert verdict(t, "higher") == "decaying"
+    # For a latency, falling is improving.
+    assert verdict(t, "lower") == "improving"
+
+
+def test_the_interval_uses_students_t_with_n_minus_2_degrees_of_freedom():
+    # Residuals +-1 around slope 0: s^2 = 4/2 = 2, Sxx = 5, t(2) = 4.303.
+    t = fit([1, 2, 3, 4], [101.0, 99.0, 99.0, 101.0])
+    assert t.slope == pytest.approx(0.0)
+    assert t.ci_high == pytest.approx(4.303 * (2 / 5) ** 0.5, rel=1e-3)
+    assert verdict(t, "higher") == "stable"
+
+
+def test_a_sure_but_small_slope_is_stable_below_the_noise_floor():
+    t = fit([1, 2, 3, 4, 5], [100.0, 99.0, 98.0, 97.0, 96.0])  # certain, but only -4%
+    assert t.ci_high < 0
+    assert verdict(t, "higher") == "stable"
+
+
+def test_one_bad_last_repetition_is_not_decay():
+    t = fit([1, 2, 3, 4], [100.0, 101.0, 99.0, 80.0])
+    assert t.ci_high > 0 and t.change_pct == pytest.approx(-20.0)
+    assert verdict(t, "higher") == "stable"
+
+
+def test_fewer_than_three_repetitions_have_no_verdict():
+    assert verdict(fit([1, 2], [100.0, 50.0]), "higher") is None
+    assert verdict(fit([1], [100.0]), "higher") is None
+    assert overall([None, None]) is None
+
+
+def test_the_study_verdict_is_decaying_if_any_headline_metric_decays():
+    assert overall(["stable", "decaying", "improving"]) == "decaying"
+    assert overall(["stable", "improving", None]) == "improving"
+    assert overall(["stable", None]) == "stable"
+
+
+# -----------------------------------------------------------------------------------------------
+# The repeat study on a fake runner
+
+
+class Repetitions:
+    """Repetition n measures iops(n) (and a mean read latency of 4000/iops ms); `stop_at`
+    raises StudyStopped before that repetition; `interrupt_at` ends that one by a signal."""
+
+    def __init__(self, iops, *, stop_at=None, interrupt_at=None):
+        self.iops = iops
+        self.stop_at = stop_at
+        self.interrupt_at = interrupt_at
+        self.ran: list[int] = []
+
+    def run(self, spec: StepSpec, reason: str) -> Attempt:
+        n = int(spec.key)
+        if n == self.stop_at:
+            raise StudyStopped(5, f"the --between command failed before repetition {n}")
+        self.ran.append(n)
+        value = self.iops(n)
+        interrupted = n == self.interrupt_at
+        metrics = [
+            {"metric": "IOPS", "scope": "total", "unit": "IOPS", "better": "higher",
+             "headline": True, "value": value},
+            {"metric": "read latency mean", "scope": "total", "unit": "ms", "better": "lower",
+             "headline": True, "value": 4000 / value},
+            {"metric": "read latency p99", "scope": "total", "unit": "ms", "better": "lower",
+             "headline": False, "value": 9.0 + (n % 2)},
+        ]  # fmt: skip
+        return Attempt(
+            run_id=f"run-{n}",
+            run_dir=f"/results/run-{n}",
+            verdict=None,
+            complete=not interrupted,
+            interrupted=130 if interrupted else None,
+            reason=reason,
+            detail={"metrics": metrics, "total": {"iops": value}, "status": "complete"},
+        )
+
+
+def repeat_study(count, runner):
+    record = NullRecord()
+    outcome = run_study(lambda: RepeatStudy(count, {"label": "x"}), runner, record, confirm_runs=0)
+    return outcome, outcome.doc
+
+
+def metric(doc, name):
+    return next(m for m in doc["metrics"] if m["metric"] == name)
+
+
+def test_a_step_down_after_repetition_2_decays_by_its_size():
+    runner = Repetitions(lambda n: 1000.0 if n <= 2 else 700.0)
+    outcome, doc = repeat_study(8, runner)
+    assert outcome.interrupted is None and doc["complete"]
+    assert runner.ran == list(range(1, 9))
+    iops = metric(doc, "IOPS")
+    assert iops["change_pct"][-1] == pytest.approx(-30.0)
+    assert iops["verdict"] == "decaying"
+    assert metric(doc, "read latency mean")["verdict"] == "decaying"
+    assert metric(doc, "read latency p99")["verdict"] == "stable"
+    assert doc["verdict"] == "decaying" and doc["deciding_metric"] == "read latency mean"
+    assert doc["first_run_id"] == "run-1" and doc["last_run_id"] == "run-8"
+    assert [s["repetition"] for s in doc["steps"]] == list(range(1, 9))
+    assert doc["kind"] == "repeat" and doc["repetitions"] == 8 and doc["label"] == "x"
+    # A repeat study's own answer, not a distribution over whole-study repeats.
+    assert "distribution" not in doc and "stable" not in doc
+
+
+def test_a_constant_result_is_stable():
+    _, doc = repeat_study(5, Repetitions(lambda n: 1000.0 + (7 if n % 2 else -7)))
+    assert doc["verdict"] == "stable"
+
+
+def test_a_signal_in_repetition_7_of_10_keeps_1_to_6():
+    runner = Repetitions(lambda n: 1000.0, interrupt_at=7)
+    outcome, doc = repeat_study(10, runner)
+    assert outcome.interrupted == 130 and not doc["complete"]
+    assert runner.ran == [1, 2, 3, 4, 5, 6, 7]
+    assert doc["repetitions_complete"] == [1, 2, 3, 4, 5, 6]
+    assert metric(doc, "IOPS")["trend"]["n"] == 6
+    assert doc["steps"][-1]["complete"] is False
+
+
+def test_a_failing_between_command_stops_the_study_before_its_repetition():
+    runner = Repetitions(lambda n: 1000.0, stop_at=3)
+    outcome, doc = repeat_study(5, runner)
+    assert outcome.interrupted == 5 and not doc["complete"]
+    assert outcome.stopped == doc["stopped"] == "the --between command failed before repetition 3"
+    assert [s["repetition"] for s in doc["steps"]] == [1, 2]  # no empty third step
+    assert doc["verdict"] is None  # two repetitions: no trend
+
+
+# -----------------------------------------------------------------------------------------------
+# Change points
+
+
+def noisy(level: float, n: int, rng: random.Random, sd: float = 0.04) -> list[float]:
+    return [level * rng.gauss(1.0, sd) for _ in range(n)]
+
+
+def test_flat_and_noisy_flat_series_have_no_change_point():
+    rng = random.Random(7)
+    assert change_points([1000.0] * 40) == []
+    for _ in range(100):
+        assert change_points(noisy(1000, 40, rng)) == []
+
+
+def test_a_step_is_found_where_it_is():
+    rng = random.Random(3)
+    for at in (MIN_SEGMENT, 10, 25):
+        series = noisy(1000, at, rng) + noisy(690, 40 - at, rng)
+        assert change_points(series) == [at]
+
+
+def test_small_or_short_changes_are_not_marked():
+    rng = random.Random(5)
+    assert change_points(noisy(1000, 20, rng, 0.02) + noisy(940, 20, rng, 0.02)) == []  # -6%
+    blip = noisy(1000, 20, rng, 0.02) + [500.0, 500.0] + noisy(1000, 20, rng, 0.02)
+    assert change_points(blip) == []
+
+
+def test_a_slow_ramp_is_not_a_storm_of_change_points():
+    series = [1000.0 - 5 * i for i in range(60)]  # -30% over the run
+    assert len(change_points(series)) <= 2
+
+
+def test_the_tracker_finds_a_step_in_snapshots_and_says_when():
+    def snap(i: int, ops: int, latency_ns: int) -> dict:
+        hist = {"n": ops, "sum": ops * latency_ns, "min": latency_ns, "max": latency_ns,
+                "b": [[_bucket(latency_ns), ops]]}  # fmt: skip
+        return {
+            "interval": i,
+            "phase": "warmup" if i < 2 else "measure",
+            "start_ns": i * 100_000_000,
+            "end_ns": (i + 1) * 100_000_000,
+            "streams": [{"stream": 0, "read": {"ops": ops, "bytes": 4096 * ops,
+                                               "service": hist, "response": None}}],
+        }  # fmt: skip
+
+    tracker = ChangeTracker()
+    tracker.add([snap(i, 100 if i < 22 else 50, 4_000_000 if i < 22 else 8_000_000)
+                 for i in range(42)])  # fmt: skip
+    assert len(iops_series(tracker.intervals)) == 40  # warm-up left out
+    changes = tracker.detect(started_at_ns=1_790_000_000_000_000_000)
+    iops = [c for c in changes if c["metric"] == "iops"]
+    assert len(iops) == 1
+    (c,) = iops
+    assert c["t_s"] == pytest.approx(2.2)
+    assert c["before"] == pytest.approx(1000.0) and c["after"] == pytest.approx(500.0)
+    assert c["change_pct"] == pytest.approx(-50.0)
+    assert c["at"].endswith("Z")
+    assert change_text(c).startswith("IOPS fell 50% at ")
+    p99 = [c for c in changes if c["metric"] == "p99_ms"]
+    assert len(p99) == 1 and p99[0]["change_pct"] == pytest.approx(100.0, rel=0.02)
+
+
+def _bucket(value_ns: int) -> int:
+    from tilemark.hist import bucket_index
+
+    return bucket_index(value_ns)
+
+
+def test_find_changes_of_an_empty_or_short_series():
+    assert find_changes([], "iops") == []
+    assert ChangeTracker().detect() == []
