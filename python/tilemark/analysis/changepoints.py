@@ -13,8 +13,9 @@ shifts of level in both series with `ruptures` (PELT, least-squares cost):
 - **Only changes that matter.** A change is kept when the segments on both sides last at least
   `MIN_SEGMENT` points, their means differ by at least `MIN_CHANGE_PCT` percent and by at
   least `MIN_T` standard errors of that difference, and at least `MIN_CONSISTENT` of each
-  side's points lie nearer their own side's mean (a level that lasts, not a short blip). The weakest change that fails is dropped
-  and its neighbours' segments merged, until every change left passes. A steady run has none.
+  side's points lie nearer their own side's mean (a level that lasts, not a short blip). The
+  weakest change that fails is dropped and its neighbours' segments merged, until every change
+  left passes. A steady run has none.
 - **Long runs stay cheap.** Series longer than `MAX_POINTS` are binned (IOPS by summing IOs and
   time, p99 by merging windows), so detection is fast whatever the run's length; a change's
   time is then known to one bin.
