@@ -17,6 +17,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from tilemark.analysis.changepoints import change_text
+from tilemark.report import build_report
+from tilemark.report.data import load_source
+
 from .engine_helpers import MiB
 from .rigs import dev_numbers, in_cgroup, loop_device, set_read_iops, throttled_cgroup, tilemark_exe
 
@@ -106,7 +110,7 @@ def test_repeat_sees_the_cap_lowered_between_repetitions_as_decay(tmp_path):
 def test_repeat_at_a_constant_cap_is_stable(tmp_path):
     with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
         with throttled_cgroup(dev, read_iops=CAP) as cg:
-            doc, _ = repeat(cg, dev, tmp_path, 4)
+            doc, _ = repeat(cg, dev, tmp_path, 3)
     iops = metric(doc, "IOPS")
     for v in iops["values"]:
         assert abs(v / CAP - 1) < 0.05, iops["values"]
@@ -133,7 +137,7 @@ def run_with_cap_change(cg: Path, dev: str, tmp: Path, lower_at_s: float | None)
     assert proc.wait(timeout=60) == 0
     run_dir = next(d for d in (tmp / "results").iterdir() if (d / "run.json").exists())
     doc = json.loads((run_dir / "run.json").read_text())
-    doc["lowered_at"] = lowered_at
+    doc.update(lowered_at=lowered_at, run_dir=run_dir, stdout=proc.stdout.read())
     return doc
 
 
@@ -148,6 +152,12 @@ def test_a_cap_change_mid_run_is_a_change_point(tmp_path):
     assert abs(at - doc["lowered_at"]) <= 2 * INTERVAL_S, (change, doc["lowered_at"])
     assert -60 < change["change_pct"] < -40, change
     assert abs(change["before"] / CAP - 1) < 0.1 and abs(change["after"] / (CAP / 2) - 1) < 0.1
+    # The summary says it, and the report's time charts mark it.
+    assert "IOPS fell " in doc["stdout"] and "into the run)" in doc["stdout"]
+    report = build_report(load_source(doc["run_dir"]))
+    assert any("change point: IOPS fell" in n for n in report.verdict.notes)
+    marked = [f.id for f in report.figures() if change_text(change) in json.dumps(f.spec())]
+    assert "streams-iops" in marked and "streams-latency" in marked, marked
 
 
 def test_a_steady_run_has_no_change_point(tmp_path):

@@ -4,11 +4,15 @@ what ran; bad input is one sentence with exit 2 and nothing written."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tilemark.report import build_report
+from tilemark.report.data import load_source
 
 from .rigs import tilemark_exe
 
@@ -84,6 +88,39 @@ def test_ctrl_c_during_the_pause_keeps_what_ran(tmp_path):
     doc = study(tmp_path)
     assert doc["complete"] is False and [s["repetition"] for s in doc["steps"]] == [1]
     assert doc["stopped"] == "interrupted during the pause before repetition 2"
+
+
+def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path):
+    cmd = args(tmp_path, "3", "--duration", "0.3", "--backend", "null", "--label", "before")
+    cmd.remove("--no-report")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    doc = study(tmp_path)
+    report = build_report(load_source(str(tmp_path / "results" / "studies" / doc["study_id"])))
+    assert report.title.endswith(f"repeat study {doc['study_id']} (before)")
+    assert report.verdict.headline.startswith(f"before: {doc['verdict']} over 3 repetitions")
+    (curve,) = [f for f in report.figures() if f.id == "decay-curve"]
+    rows = [r for rows in curve.spec()["datasets"].values() for r in rows]
+    spec = json.dumps(curve.spec())
+    assert "trend_pct" in spec and "% of the first repetition" in spec
+    assert {r["repetition"] for r in rows if r.get("metric") == "IOPS"} == {1, 2, 3}
+    assert (tmp_path / "results" / "studies" / doc["study_id"] / "report.html").stat().st_size
+    listed = subprocess.run(
+        [tilemark_exe(), "studies", "--results", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    assert "before" in listed.stdout and doc["verdict"] in listed.stdout
+    runs = subprocess.run(
+        [tilemark_exe(), "runs", "--results", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    lines = runs.stdout.splitlines()
+    assert max(len(line) for line in lines if not line.startswith("run directories")) <= 80
+    assert sum("before, repetition" in line for line in lines) == 3
 
 
 @pytest.mark.parametrize(
