@@ -226,6 +226,8 @@ def study_tables(doc: dict) -> list[Table]:
         else f"knob study {doc['study_id']} ({doc['knob']}, {doc['tiles_per_step']} tile(s)): "
         "application metrics"
     )
+    if doc.get("label"):
+        title = f"{doc['label']}: {title}"
     metrics = Table(title=title, title_justify="left")
     latency = Table(
         title="QoS latency, worst instance (ms, margin to the limit)", title_justify="left"
