@@ -268,7 +268,21 @@ def test_a_version_1_catalog_is_recognised_and_upgraded(tmp_path):
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     marker = dict(con.execute("SELECT * FROM tilemark_catalog").fetchall())
     con.close()
-    assert marker == {"format": "tilemark run catalog", "catalog_version": "2"}
+    assert marker == {"format": "tilemark run catalog", "catalog_version": "3"}
+
+
+def test_a_version_2_catalog_is_rebuilt_with_the_labels(tmp_path):
+    root = tmp_path / "results"
+    w = finished(root)
+    doc = json.loads((w.path / "run.json").read_text())
+    doc["label"] = "before tiering"
+    (w.path / "run.json").write_text(json.dumps(doc))
+    con = duckdb.connect(str(root / "catalog.duckdb"))
+    con.execute("ALTER TABLE runs DROP COLUMN label")
+    con.execute("UPDATE tilemark_catalog SET value = '2' WHERE key = 'catalog_version'")
+    con.close()
+    (row,) = list_runs(root)
+    assert row["run_id"] == w.run_id and row["label"] == "before tiering"
 
 
 # -----------------------------------------------------------------------------------------------

@@ -265,7 +265,7 @@ def run_plan(
             raise engine.EngineError(error)
         try:
             summary = summarize(compiled, result)
-            summary["change_points"] = changes.detect(result.get("started_at_ns"))
+            summary["change_points"] = _change_points(changes, result, summary)
             if analyze is not None:
                 analyze(compiled, result, summary)
         except Exception as e:
@@ -277,7 +277,7 @@ def run_plan(
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         if info.notes() or telemetry.notes:
-            summary["notes"] = info.notes() + telemetry.notes
+            summary["notes"] = [*info.notes(), *telemetry.notes, *summary.get("notes", [])]
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         storage_failure, storage_error = storage_verdict(result, summary)
         run_dir = writer.finish(
@@ -302,6 +302,17 @@ def run_plan(
         error=writer.doc.get("error") if failed else None,
         status=status,
     )
+
+
+def _change_points(
+    changes: ChangeTracker, result: dict[str, Any], summary: dict[str, Any]
+) -> list[dict[str, Any]] | None:
+    """The run's change points; a failure to find them is a note, never a lost run."""
+    try:
+        return changes.detect(result.get("started_at_ns"))
+    except Exception as e:
+        summary.setdefault("notes", []).append(f"change points could not be computed: {e}")
+        return None
 
 
 def storage_verdict(
