@@ -83,7 +83,9 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
 
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
-        workload, info, compiled, overridden = workload_setup(values, workload_file)
+        workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
+        for note in notes:
+            err.print(f"note: {note}", markup=False, soft_wrap=True)
         if overridden:
             err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False)
         definition.update(mode="workload", workload=workload.name, target=info.path)

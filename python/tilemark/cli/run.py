@@ -154,9 +154,9 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
 
 def workload_setup(
     values: dict[str, Any], workload_file: Path | None
-) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str]]:
+) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str], list[str]]:
     """The workload of a file, --default or the flags; its target inspected and its plan
-    compiled (no IO yet); and which flags overrode values of the file."""
+    compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
     given = scoped(values, "run", RUN)
     run_flags = {k: v for k, v in given.items() if option("run", k).toml}
     if values.get("buffered"):
@@ -173,7 +173,7 @@ def workload_setup(
         notes=notes,
     )
     info, compiled = inspect_and_compile(workload, **safety(values))
-    return workload, info, compiled, overridden
+    return workload, info, compiled, overridden, notes
 
 
 def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetInfo]:
@@ -191,7 +191,7 @@ def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetIn
 
 def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
     """`tilemark run` with a workload: inspect and prepare the target, run, store, print."""
-    workload, info, compiled, overridden = workload_setup(values, workload_file)
+    workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
     label = label_of(values)
     out, err = consoles(bool(values.get("json_out")))
     for note in notes:
