@@ -50,7 +50,13 @@ def repetition_metrics(summary: dict[str, Any], result: dict[str, Any] | None) -
         for (name, scope), (value, unit, better) in values.items()
     ]
     streams = summary.get("streams") or []
-    if summary.get("applications") is None and len(streams) > 1:
+    apps = (summary.get("applications") or {}).get("applications") or []
+    for a in apps:
+        out.append(_metric("IOPS", a["app"], "IOPS", "higher", a.get("iops")))
+        out.append(_metric("MB/s", a["app"], "MB/s", "higher", a.get("mbps")))
+        for criterion, value in (a.get("worst_latency_ms") or {}).items():
+            out.append(_metric(f"{criterion} (worst instance)", a["app"], "ms", "lower", value))
+    if not apps and len(streams) > 1:
         for s in streams:
             out.append(
                 _metric("IOPS", s["name"], "IOPS", "higher", (s.get("total") or {}).get("iops"))
