@@ -48,14 +48,25 @@ class _Point:
     value: float
 
 
+def _pairs(points: list[Any], merge: Any) -> list[Any]:
+    return [merge(points[i : i + 2]) for i in range(0, len(points), 2)]
+
+
 class ChangeTracker:
-    """Keeps the per-interval series of a run (bounded: three numbers per interval, one open
-    histogram) and finds its change points at the end (module doc)."""
+    """Keeps the series of a run and finds its change points at the end (module doc).
+
+    Memory is bounded whatever the run's length: at most 2 x MAX_POINTS IOPS points (three
+    numbers each) and p99 windows, and one open histogram. When a series fills up, adjacent
+    points are merged pairwise and later points cover twice as many intervals: IOPS by adding
+    IOs and time; p99 windows keep the larger p99 of the two (the merged window's p99 lies
+    between them, so this errs towards the tail)."""
 
     def __init__(self, p99_window: int = P99_WINDOW):
         self.p99_window = p99_window
         self.intervals: list[tuple[int, int, int]] = []  # (start_ns, end_ns, ops)
         self.p99: list[_Point] = []
+        self._per_point = 1  # measured intervals per IOPS point
+        self._pending: list[tuple[int, int, int]] = []
         self._window = Histogram()
         self._window_start: int | None = None
         self._window_count = 0
@@ -73,7 +84,13 @@ class ChangeTracker:
                     if op:
                         ops += int(op.get("ops", 0))
                         self._window.merge(latency_hist(op))
-            self.intervals.append((start, end, ops))
+            self._pending.append((start, end, ops))
+            if len(self._pending) >= self._per_point:
+                self.intervals.append(_merged_interval(self._pending))
+                self._pending = []
+                if len(self.intervals) >= 2 * MAX_POINTS:
+                    self.intervals = _pairs(self.intervals, _merged_interval)
+                    self._per_point *= 2
             if self._window_start is None:
                 self._window_start = start
             self._window_count += 1
@@ -85,15 +102,26 @@ class ChangeTracker:
         p99 = self._window.percentile(99.0) if self._window.n else None
         if p99 is not None and self._window_start is not None:
             self.p99.append(_Point(self._window_start, self._last_end, p99 / 1e6))
+            if len(self.p99) >= 2 * MAX_POINTS:
+                self.p99 = _pairs(
+                    self.p99,
+                    lambda w: _Point(w[0].start_ns, w[-1].end_ns, max(p.value for p in w)),
+                )
+                self.p99_window *= 2
         self._window = Histogram()
         self._window_start = None
         self._window_count = 0
 
     def detect(self, started_at_ns: int | None = None) -> list[dict[str, Any]]:
         """The significant change points of the run, in time order."""
-        found = find_changes(_binned_rates(self.intervals), "iops", started_at_ns)
+        rows = self.intervals + ([_merged_interval(self._pending)] if self._pending else [])
+        found = find_changes(_binned_rates(rows), "iops", started_at_ns)
         found += find_changes(_binned(self.p99), "p99_ms", started_at_ns)
         return sorted(found, key=lambda c: (c["t_s"], c["metric"]))
+
+
+def _merged_interval(rows: list[tuple[int, int, int]]) -> tuple[int, int, int]:
+    return rows[0][0], rows[-1][1], sum(r[2] for r in rows)
 
 
 def iops_series(rows: list[tuple[int, int, int]]) -> list[_Point]:
