@@ -233,3 +233,32 @@ def _bucket(value_ns: int) -> int:
 def test_find_changes_of_an_empty_or_short_series():
     assert find_changes([], "iops") == []
     assert ChangeTracker().detect() == []
+
+
+def test_a_long_run_keeps_the_tracker_bounded_and_still_finds_its_change():
+    from tilemark.analysis.changepoints import MAX_POINTS
+    from tilemark.hist import bucket_index
+
+    tracker = ChangeTracker()
+    for i in range(20_000):  # 200 s of 10 ms intervals; the change at 120 s
+        ops, lat = (100, 1_000_000) if i < 12_000 else (60, 3_000_000)
+        hist = {"n": ops, "sum": ops * lat, "min": lat, "max": lat, "b": [[bucket_index(lat), ops]]}
+        read = {"ops": ops, "bytes": 4096 * ops, "service": hist, "response": None}
+        tracker.add(
+            [
+                {
+                    "interval": i,
+                    "phase": "measure",
+                    "start_ns": i * 10_000_000,
+                    "end_ns": (i + 1) * 10_000_000,
+                    "streams": [{"stream": 0, "read": read}],
+                }
+            ]
+        )
+    assert len(tracker.intervals) < 2 * MAX_POINTS and len(tracker.p99) < 2 * MAX_POINTS
+    changes = {c["metric"]: c for c in tracker.detect()}
+    assert set(changes) == {"iops", "p99_ms"}
+    point_s = 20_000 * 0.01 / len(tracker.intervals)
+    assert abs(changes["iops"]["t_s"] - 120.0) <= point_s
+    assert changes["iops"]["change_pct"] == pytest.approx(-40.0, abs=0.5)
+    assert changes["p99_ms"]["after"] == pytest.approx(3.0, rel=0.01)
