@@ -105,6 +105,17 @@ def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path):
     assert "trend_pct" in spec and "% of the first repetition" in spec
     assert {r["repetition"] for r in rows if r.get("metric") == "IOPS"} == {1, 2, 3}
     assert (tmp_path / "results" / "studies" / doc["study_id"] / "report.html").stat().st_size
+    exported = subprocess.run(
+        [tilemark_exe(), "export", doc["study_id"], "--csv", str(tmp_path / "csv"),
+         "--results", str(tmp_path / "results")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    trends = (tmp_path / "csv" / "trends.csv").read_text().splitlines()
+    assert trends[0].startswith("study_id,metric,scope,unit,better,headline,repetitions")
+    assert any(line.split(",")[1:3] == ["IOPS", "total"] for line in trends[1:])
+    repetitions = (tmp_path / "csv" / "repetitions.csv").read_text().splitlines()
+    assert sum(",IOPS,total," in line for line in repetitions) == 3
     listed = subprocess.run(
         [tilemark_exe(), "studies", "--results", str(tmp_path / "results")],
         capture_output=True,

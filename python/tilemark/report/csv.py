@@ -3,7 +3,9 @@
 intervals.csv holds every intervals.parquet column except the histogram JSON; streams.csv one
 row per stream; tile runs add applications.csv, instances.csv and qos.csv; runs with
 telemetry add devices.csv and host.csv (the columns of devices.parquet and host.parquet). A
-study exports steps.csv and study_applications.csv. Numbers are written unrounded.
+scaling study exports steps.csv and study_applications.csv; a repeat study repetitions.csv (one
+row per repetition and metric: value, change from the first) and trends.csv (one row per
+metric: trend, interval, verdict). Numbers are written unrounded.
 """
 
 from __future__ import annotations
@@ -132,7 +134,48 @@ class CsvExporter:
                 written.append(_write_rows(dest / name, rows))
         return written
 
+    def _repeat(self, study: StudyData, dest: Path) -> list[Path]:
+        doc = study.doc
+        reps = doc.get("repetitions_complete") or []
+        by_rep = {s.step.get("repetition"): s.step for s in study.steps}
+        values, trends = [], []
+        for m in doc.get("metrics") or []:
+            head = {"study_id": study.study_id, "metric": m["metric"], "scope": m["scope"]}
+            for n, value, change in zip(reps, m["values"], m["change_pct"], strict=True):
+                values.append(
+                    {
+                        **head,
+                        "repetition": n,
+                        "run_id": (by_rep.get(n) or {}).get("run_id"),
+                        "unit": m["unit"],
+                        "value": value,
+                        "change_from_first_pct": change,
+                    }
+                )
+            t = m.get("trend") or {}
+            low, high = t.get("slope_ci_pct") or (None, None)
+            trends.append(
+                {
+                    **head,
+                    "unit": m["unit"],
+                    "better": m["better"],
+                    "headline": m["headline"],
+                    "repetitions": t.get("n"),
+                    "last_vs_first_pct": t.get("last_vs_first_pct"),
+                    "slope_pct_per_repetition": t.get("slope_pct"),
+                    "slope_ci_low_pct": low,
+                    "slope_ci_high_pct": high,
+                    "verdict": m.get("verdict"),
+                }
+            )
+        return [
+            _write_rows(dest / "repetitions.csv", values),
+            _write_rows(dest / "trends.csv", trends),
+        ]
+
     def _study(self, study: StudyData, dest: Path) -> list[Path]:
+        if study.doc.get("kind") == "repeat":
+            return self._repeat(study, dest)
         steps, apps = [], []
         for st in study.steps:
             s = st.step
