@@ -479,6 +479,22 @@ OPTIONS: tuple[Option, ...] = (
 )  # fmt: skip
 
 
+def safety(values: dict[str, Any]) -> dict[str, Any]:
+    """What the user allowed to be written (--destroy-data, --force, --fill), from option
+    values, as the target inspections take it."""
+    return {
+        "destroy_data": values.get("destroy_data"),
+        "force": bool(values.get("force")),
+        "fill": bool(values.get("fill")),
+    }
+
+
+def label_of(values: dict[str, Any]) -> str | None:
+    """--label from option values, checked (one line of printable text), or None."""
+    raw = values.get("label")
+    return None if raw is None else option("output", "label").parse(raw, "--label")
+
+
 def options(scope: str | None = None, *, mode: str | None = None) -> list[Option]:
     """Options of a scope and/or accepted in a mode, in table order."""
     return [

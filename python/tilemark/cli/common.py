@@ -35,23 +35,6 @@ def consoles(json_out: bool) -> tuple[Console, Console]:
     return (err if json_out else make_console(stderr=False)), err
 
 
-def safety(values: dict[str, Any]) -> dict[str, Any]:
-    """What the user allowed to be written: --destroy-data, --force, --fill."""
-    return {
-        "destroy_data": values.get("destroy_data"),
-        "force": bool(values.get("force")),
-        "fill": bool(values.get("fill")),
-    }
-
-
-def label_of(values: dict[str, Any]) -> str | None:
-    """--label, checked (one line of printable text), or None."""
-    from tilemark.options import option
-
-    raw = values.get("label")
-    return None if raw is None else option("output", "label").parse(raw, "--label")
-
-
 def results_path(values: dict[str, Any]) -> Path:
     raw = values.get("results")
     return Path(raw) if raw is not None else DEFAULT_RESULTS

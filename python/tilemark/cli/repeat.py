@@ -22,12 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 from tilemark import targets
-from tilemark.cli.common import EXIT_QOS, argv_of, consoles, label_of, results_path
+from tilemark.api import workload_setup
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
-from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup, workload_setup
+from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
-from tilemark.options import REPEAT, RUN, TILES, option, parse_int
+from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
 from tilemark.runner import prepare, run_plan
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt

@@ -14,24 +14,22 @@ from typing import Any
 
 import typer
 
-from tilemark import fio, plan, targets
+from tilemark import targets
+from tilemark.api import execute_workload
 from tilemark.cli.common import (
-    DEFAULT_TARGET,
     EXIT_QOS,
     argv_of,
     consoles,
-    label_of,
     print_run,
     qos_lines,
     results_path,
-    safety,
     verdict_line,
     write_json,
 )
-from tilemark.cli.params import argument, check_mode, scoped, table_command
+from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
-from tilemark.options import RUN, TILES, Option, option
-from tilemark.runner import inspect_and_compile, prepare, run_plan
+from tilemark.options import RUN, TILES, Option, label_of, safety
+from tilemark.runner import prepare
 from tilemark.tilerun import (
     MAX_TILES,
     applications_table,
@@ -41,82 +39,6 @@ from tilemark.tilerun import (
     tile_settings,
     tile_workload,
 )
-from tilemark.units import parse_size
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def build_workload(
-    workload_file: Path | None,
-    run_flags: dict[str, Any],
-    stream_flags: dict[str, Any],
-    *,
-    use_default: bool,
-    overridden: list[str] | None = None,
-    notes: list[str] | None = None,
-) -> plan.Workload:
-    """The validated workload from a TOML file, the built-in default, or flags alone.
-    `overridden` receives 'flag value overrides key = value' for flags that replace values of
-    the workload file; `notes` what the translation of a fio job file (JOB.fio) changed."""
-    flag_keys = frozenset(run_flags) | frozenset(stream_flags)
-    if use_default:
-        if workload_file is not None:
-            raise UsageError(
-                "--default runs the built-in workload and cannot be combined with a workload "
-                f"file ({workload_file}); pass one or the other."
-            )
-        if stream_flags:
-            key = next(iter(stream_flags))
-            raise UsageError(
-                f"{_flag(key)} sets a single stream and cannot be combined with --default, "
-                "which runs several; write a workload file to change its streams."
-            )
-        target = run_flags.get("target", DEFAULT_TARGET)
-        if "size" in run_flags:
-            size = parse_size(run_flags["size"], "--size")
-        else:
-            size = targets.default_size(target)
-        doc = plan.default_workload_doc(target, size)
-        doc.update({key: value for key, value in run_flags.items() if key != "size"})
-        return plan.parse_workload(doc, source="default", flag_keys=flag_keys)
-
-    if workload_file is not None:
-        if workload_file.suffix == ".fio":
-            translation = fio.translate(workload_file)
-            doc = translation.doc
-            if notes is not None:
-                notes += translation.notes
-        else:
-            doc = plan.load_toml(workload_file)
-        if overridden is not None:
-            overridden += _overrides(doc, run_flags)
-        doc.update(run_flags)
-        if stream_flags:
-            tables = doc.get("stream")
-            if not (isinstance(tables, list) and len(tables) == 1 and isinstance(tables[0], dict)):
-                count = len(tables) if isinstance(tables, list) else 0
-                key = next(iter(stream_flags))
-                raise UsageError(
-                    f"{_flag(key)} sets a single stream, but {workload_file} has {count} "
-                    "streams; set it in the file ([defaults] applies to every stream)."
-                )
-            if overridden is not None:
-                overridden += _overrides(tables[0], stream_flags)
-            tables[0].update(stream_flags)
-        return plan.parse_workload(doc, source=str(workload_file), flag_keys=flag_keys)
-
-    doc = {**run_flags, "stream": [dict(stream_flags)]}
-    return plan.parse_workload(doc, source="flags", flag_keys=flag_keys)
-
-
-def _overrides(table: dict[str, Any], flags: dict[str, Any]) -> list[str]:
-    return [
-        f"{_flag(k)} {v} overrides {k} = {table[k]!r}"
-        for k, v in flags.items()
-        if k in table and str(table[k]) != str(v)
-    ]
 
 
 def _clash(mode: str) -> Any:
@@ -152,30 +74,6 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
     return mode
 
 
-def workload_setup(
-    values: dict[str, Any], workload_file: Path | None
-) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str], list[str]]:
-    """The workload of a file, --default or the flags; its target inspected and its plan
-    compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
-    given = scoped(values, "run", RUN)
-    run_flags = {k: v for k, v in given.items() if option("run", k).toml}
-    if values.get("buffered"):
-        run_flags["direct"] = False
-    stream_flags = scoped(values, "stream", RUN)
-    overridden: list[str] = []
-    notes: list[str] = []
-    workload = build_workload(
-        workload_file,
-        run_flags,
-        stream_flags,
-        use_default=bool(values.get("use_default")),
-        overridden=overridden,
-        notes=notes,
-    )
-    info, compiled = inspect_and_compile(workload, **safety(values))
-    return workload, info, compiled, overridden, notes
-
-
 def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetInfo]:
     """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet)."""
     tiles = values["tile_count"]
@@ -191,26 +89,10 @@ def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetIn
 
 def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
     """`tilemark run` with a workload: inspect and prepare the target, run, store, print."""
-    workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
-    label = label_of(values)
     out, err = consoles(bool(values.get("json_out")))
-    for note in notes:
-        err.print(f"note: {note}", markup=False, soft_wrap=True)
-    if overridden:
-        err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True)
-    argv = argv_of(ctx)
-    with targets.lock_target(info, argv):
-        if not prepare(info, err):
-            return 130
-        outcome = run_plan(
-            workload,
-            info,
-            compiled,
-            results=results_path(values),
-            argv=argv,
-            console=err,
-            label=label,
-        )
+    outcome = execute_workload(values, workload_file, argv=argv_of(ctx), console=err)
+    if isinstance(outcome, int):
+        return outcome
     if values.get("json_out"):
         write_json(outcome, {"summary": outcome.summary})
     print_run(outcome, out, err)

@@ -17,42 +17,25 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import targets
 from tilemark.analysis.tiles import margin_text
 from tilemark.cli.common import (
     EXIT_QOS,
     argv_of,
     consoles,
-    label_of,
     qos_lines,
     results_path,
-    safety,
     verdict_line,
 )
 from tilemark.cli.params import argument, check_mode, table_command
-from tilemark.errors import UsageError
-from tilemark.options import SCALE, Option, option
+from tilemark.options import SCALE, Option
 from tilemark.study import (
     CONFIRM,
     RECHECK,
     Attempt,
     StepRecord,
     StepSpec,
-    parse_tile_counts,
 )
-from tilemark.study.scale import (
-    DEFAULT_COUNTS,
-    knob_setup,
-    run_tile_study,
-    tile_count_setup,
-)
-from tilemark.tilerun import inspect_tile_target, load_tile_spec, tile_settings
-
-
-def _value(values: dict[str, Any], key: str, default: Any) -> Any:
-    o = option("study", key)
-    raw = values.get(o.param)
-    return default if raw is None else o.parse(raw, o.flag or key)
+from tilemark.study.scale import execute_scale, study_value
 
 
 class _Progress:
@@ -100,55 +83,15 @@ def _clash(o: Option) -> str:  # every option of scale applies to scale
 def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     tile_file = values.pop("tile_file_arg")
     check_mode(values, SCALE, {SCALE}, _clash)
-    label = label_of(values)
-    knob = values.get("knob")
-    for key in ("knob_range", "knob_precision"):
-        if values.get(key) is not None and knob is None:
-            raise UsageError(f"{option('study', key).flag} applies to a knob search; add --knob.")
-    confirm = _value(values, "confirm", 1)
-    confirm_runs = _value(values, "confirm_runs", 1)
-    repeat = _value(values, "repeat", 1)
-    settle_max = _value(values, "settle_max", 60.0) if values.get("settle", True) else None
-    counts = parse_tile_counts(values.get("counts") or (DEFAULT_COUNTS if not knob else "1"))
-    tile_path = str(tile_file) if tile_file else None
-    sets = list(values.get("sets") or [])
-    settings = tile_settings(values, extend_by_default=True)
-    if knob is None:
-        setup = tile_count_setup(
-            load_tile_spec(tile_path, sets),
-            settings,
-            counts,
-            search=bool(values.get("search")),
-            confirm=confirm,
-        )
-    else:
-        setup = knob_setup(
-            lambda extra: load_tile_spec(tile_path, sets + extra),
-            settings,
-            counts,
-            knob=knob,
-            knob_range=values.get("knob_range"),
-            precision_pct=_value(values, "knob_precision", 5.0),
-        )
-    info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
-    setup.check_compiles(info)
-
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
-    argv = argv_of(ctx)
-    with targets.lock_target(info, argv):
-        outcome = run_tile_study(
-            setup,
-            info,
-            results=results_path(values),
-            argv=argv,
-            console=err,
-            confirm_runs=confirm_runs,
-            repeat=repeat,
-            settle_max_s=settle_max,
-            events=_Progress(err, "scale", repeat),
-            label=label,
-        )
+    outcome, setup = execute_scale(
+        values,
+        tile_file,
+        argv=argv_of(ctx),
+        console=err,
+        events=_Progress(err, "scale", study_value(values, "repeat", 1)),
+    )
     if isinstance(outcome, int):  # interrupted while preparing or settling
         raise typer.Exit(outcome)
     doc = outcome.doc

@@ -27,6 +27,7 @@ from rich.console import Console
 from tilemark import targets
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
+from tilemark.options import label_of, option, safety
 from tilemark.runner import RunOutcome, prepare
 from tilemark.study.base import (
     NEW,
@@ -42,7 +43,15 @@ from tilemark.study.base import (
     run_study,
 )
 from tilemark.study.settle import settle
-from tilemark.tilerun import MAX_TILES, TileRunSettings, run_tiles, tile_workload
+from tilemark.tilerun import (
+    MAX_TILES,
+    TileRunSettings,
+    inspect_tile_target,
+    load_tile_spec,
+    run_tiles,
+    tile_settings,
+    tile_workload,
+)
 
 DEFAULT_COUNTS = "1..8"
 KNOB_SPAN_DOWN = 64  # default knob range: the profile's value / 64 .. x 1024
@@ -586,3 +595,68 @@ def run_tile_study(
             "settle": settling.to_json() if settling else None,
         },
     )
+
+
+def study_value(values: dict[str, Any], key: str, default: Any) -> Any:
+    o = option("study", key)
+    raw = values.get(o.param)
+    return default if raw is None else o.parse(raw, o.flag or key)
+
+
+def execute_scale(
+    values: dict[str, Any],
+    tile_file: Path | None,
+    *,
+    argv: list[str],
+    console: Console,
+    events: StudyEvents | None,
+) -> tuple[StudyOutcome | int, TileStudySetup]:
+    """`tilemark scale` from its option values (the CLI's and tilemark.api's): validate
+    everything before any IO, lock the target, and run the study. Returns the outcome (or the
+    exit status of an interruption while preparing) and the study's setup."""
+    label = label_of(values)
+    knob = values.get("knob")
+    for key in ("knob_range", "knob_precision"):
+        if values.get(key) is not None and knob is None:
+            raise UsageError(f"{option('study', key).flag} applies to a knob search; add --knob.")
+    confirm = study_value(values, "confirm", 1)
+    confirm_runs = study_value(values, "confirm_runs", 1)
+    repeat = study_value(values, "repeat", 1)
+    settle_max = study_value(values, "settle_max", 60.0) if values.get("settle", True) else None
+    counts = parse_tile_counts(values.get("counts") or (DEFAULT_COUNTS if not knob else "1"))
+    tile_path = str(tile_file) if tile_file else None
+    sets = list(values.get("sets") or [])
+    settings = tile_settings(values, extend_by_default=True)
+    if knob is None:
+        setup = tile_count_setup(
+            load_tile_spec(tile_path, sets),
+            settings,
+            counts,
+            search=bool(values.get("search")),
+            confirm=confirm,
+        )
+    else:
+        setup = knob_setup(
+            lambda extra: load_tile_spec(tile_path, sets + extra),
+            settings,
+            counts,
+            knob=knob,
+            knob_range=values.get("knob_range"),
+            precision_pct=study_value(values, "knob_precision", 5.0),
+        )
+    info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
+    setup.check_compiles(info)
+    with targets.lock_target(info, argv):
+        outcome = run_tile_study(
+            setup,
+            info,
+            results=Path(values.get("results") or "tilemark-results"),
+            argv=argv,
+            console=console,
+            confirm_runs=confirm_runs,
+            repeat=repeat,
+            settle_max_s=settle_max,
+            events=events,
+            label=label,
+        )
+    return outcome, setup
