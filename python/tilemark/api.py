@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from rich.console import Console
 
-from tilemark import fio, plan, targets
+from tilemark import fio, metrics, plan, targets
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.options import OPTIONS, RUN, SCALE, label_of, option, safety
@@ -184,6 +184,7 @@ def execute_workload(
     130 when interrupted while the target was being prepared. Notes go to `console`."""
     workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
     label = label_of(values)
+    metrics.from_values(values)
     for note in notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
     if overridden:

@@ -474,6 +474,12 @@ OPTIONS: tuple[Option, ...] = (
     _o("label", "output", "A label for the run or study ('before tiering'), stored with it and "
        "shown by `runs`, `studies`, reports and `compare`.", flag="--label", metavar="TEXT",
        modes={RUN, TILES, SCALE, REPEAT}, parse=parse_label),
+    _o("metrics_port", "output", "Serve Prometheus metrics of the running run or study on this "
+       "port (per stream and application IOPS, MB/s, latency quantiles, errors, lag, device "
+       "utilization, study progress; docs/metrics.md).", flag="--metrics-port", metavar="PORT",
+       modes=ALL, parse=int_range(1, 65535)),
+    _o("metrics_bind", "output", "Address the metrics endpoint listens on.", flag="--metrics-bind",
+       metavar="ADDR", modes=ALL, parse=text, default="127.0.0.1 (this host only)"),
     _o("results", "output", "Results directory.", flag="--results", metavar="DIR", modes=ALL,
        default="tilemark-results"),
 )  # fmt: skip

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import engine, plan, targets
+from tilemark import engine, metrics, plan, targets
 from tilemark import telemetry as tm
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
@@ -193,6 +193,7 @@ def run_plan(
     monitor: RunMonitor | None = None,
     note: str | None = None,
     label: str | None = None,
+    apps: dict[int, str] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on a prepared target and store it.
 
@@ -219,6 +220,9 @@ def run_plan(
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     telemetry.run_id = writer.run_id
+    served = metrics.current()
+    if served is not None:
+        served.run_started(writer.run_id, compiled, apps or {})
     extra = f"; {note}" if note else ""
     labelled = f" ({label})" if label else ""
     console.print(
@@ -364,14 +368,20 @@ def _drive(
     ended_by: str | None = None
     store_stopped = False
 
+    served = metrics.current()
+
     def sample(snapshots: list[dict[str, Any]], final: bool = False) -> None:
         if telemetry is not None:
             writer.add_telemetry(*telemetry.rows(snapshots, final=final))
             display.telemetry(telemetry.live_line())
+            if served is not None and telemetry.latest is not None:
+                served.observe_telemetry(telemetry.latest["devices"], telemetry.latest["host"])
 
     def take(snapshots: list[dict[str, Any]]) -> None:
         nonlocal ended_by
         writer.add_snapshots(snapshots)
+        if served is not None:
+            served.observe(snapshots)
         sample(snapshots)
         display.update(snapshots)
         if changes is not None:
@@ -412,6 +422,8 @@ def _drive(
             if snapshots:
                 take(snapshots)
             sample([], final=True)
+        if served is not None:
+            served.run_ended()
         return handle.result(), None, ended_by
     except engine.EngineError as e:
         if telemetry is not None:

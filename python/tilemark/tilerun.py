@@ -325,6 +325,7 @@ def run_tiles(
         monitor=monitor,
         note="; ".join(settings.notes()) or None,
         label=label,
+        apps={t.index: t.app for t in layout.tags},
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tilemark import targets
+from tilemark import metrics, targets
 from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -103,6 +103,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     """`tilemark run --tiles N`: one tile count, per-application results."""
     tile, tiles, settings, info = tiles_setup(values)
     label = label_of(values)
+    metrics.from_values(values)
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import tilemark
+from tilemark import metrics
 from tilemark.store.rundir import allocate_dir
 from tilemark.store.rundoc import utc_now_iso, write_json_atomic
 
@@ -352,6 +353,11 @@ def run_study(
                 try:
                     if events is not None:
                         events.starting(spec, reason, r, len(step.attempts) + 1)
+                    served = metrics.current()
+                    if served is not None:
+                        served.study_step(
+                            getattr(study, "kind", "study"), spec.label, float(spec.key), r
+                        )
                     attempt = runner.run(spec, reason)
                 except (StudyStopped, KeyboardInterrupt) as stop:
                     # A signal between runs (no run is under way to stop in order) ends the

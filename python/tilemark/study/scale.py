@@ -24,7 +24,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import targets
+from tilemark import metrics, targets
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
@@ -646,6 +646,7 @@ def execute_scale(
         )
     info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
     setup.check_compiles(info)
+    metrics.from_values(values)
     with targets.lock_target(info, argv):
         outcome = run_tile_study(
             setup,
