@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import targets
+from tilemark import metrics, targets
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -82,6 +82,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
     def run_label(n: int) -> str:
         return f"{label}, repetition {n}" if label else f"repetition {n}"
 
+    metrics.from_values(values)
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
         workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
