@@ -86,10 +86,19 @@ def tilemark_iops(results: Path, child: vs_fio.ChildRun) -> float | None:
     return json.loads(newest.read_text())["summary"]["total"]["iops"]
 
 
+def same_engine(text: str) -> str:
+    """The job with fio's async engines set to io_uring, the engine tilemark runs them on, so
+    that the comparison is of the translation and the engines' io_uring loops, not of libaio
+    against io_uring (fio's sync engines and null are kept: tilemark uses the same)."""
+    return re.sub(r"(?m)^(\s*ioengine\s*=\s*)(libaio|posixaio)\b", r"\g<1>io_uring", text)
+
+
 def run_job(args: argparse.Namespace, name: str, device: str, work: Path) -> dict[str, Any]:
     text = on_ramdisk(
         EXAMPLES / name, device, args.size, args.runtime, args.ramp, as_written=args.as_written
     )
+    if args.same_engine:
+        text = same_engine(text)
     job = work / name
     job.write_text(text)
     results = work / "results"
@@ -133,6 +142,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"`{doc['command']}`; RAM disk {doc['ramdisk']}; {doc['reps']} alternating "
         f"repetitions of {doc['runtime']:g} s after {doc['ramp']:g} s ramp; "
         f"{'direct/buffered as the jobs say' if doc['as_written'] else 'every job direct=1'}; "
+        f"{'fio on io_uring where the job says libaio; ' if doc.get('same_engine') else ''}"
         "IOPS from each "
         "tool's own report. Within noise: tilemark's median inside fio's range of its own "
         f"repetitions widened by {NOISE_MARGIN:.0%}.",
@@ -166,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", default=",".join(JOBS), help="comma-separated example job files")
     p.add_argument("--fio", default=vs_fio.DEFAULT_FIO)
     p.add_argument(
+        "--same-engine",
+        action="store_true",
+        help="run fio's libaio/posixaio jobs on io_uring too, as tilemark does",
+    )
+    p.add_argument(
         "--as-written",
         action="store_true",
         help="keep each job's direct/buffered setting (default: direct=1, comparing engines)",
@@ -198,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         "ramp": args.ramp,
         "ramdisk": f"{args.ramdisk / 2**30:g} GiB, jobs on its first {args.size / 2**20:g} MiB",
         "as_written": args.as_written,
+        "same_engine": args.same_engine,
         "pressure_after": {k: vs_fio.read_text(f"/proc/pressure/{k}") for k in ("cpu", "io")},
         "loadavg_after": vs_fio.read_text("/proc/loadavg"),
         "jobs": rows,
@@ -205,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     kind = "fio-jobs-as-written" if args.as_written else "fio-jobs"
+    kind += "-same-engine" if args.same_engine else ""
     stem = RESULTS / f"{date:%Y-%m-%d}-{time.strftime('%H%M%S')}-{kind}"
     stem.with_suffix(".json").write_text(json.dumps(doc, indent=1, default=str))
     stem.with_suffix(".md").write_text(markdown(doc))
