@@ -16,7 +16,8 @@ Scopes:
 
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
 `scale` is `tilemark scale`, `repeat` is `tilemark repeat N` (which also takes every option of
-`run` and `tiles`: each repetition is such a run).
+`run` and `tiles`: each repetition is such a run); `sweep`, `matrix` and `curve` are the studies
+of one workload's parameters (study/points.py, study/curve.py).
 
 Parsers check one value's syntax and raise UsageError with one sentence that names the field
 (`label`) and what is allowed. Checks that involve several fields live in plan.py.
@@ -304,8 +305,10 @@ class Option:
 
 
 RUN, TILES, SCALE, REPEAT = "run", "tiles", "scale", "repeat"
-ALL = frozenset({RUN, TILES, SCALE})
-MODES = (RUN, TILES, SCALE, REPEAT)
+SWEEP, MATRIX, CURVE = "sweep", "matrix", "curve"
+POINT_STUDIES = frozenset({SWEEP, MATRIX, CURVE})  # studies of one workload's parameters
+ALL = frozenset({RUN, TILES, SCALE}) | POINT_STUDIES
+MODES = (RUN, TILES, SCALE, REPEAT, SWEEP, MATRIX, CURVE)
 WORKLOAD = frozenset({RUN})
 TILE_MODES = frozenset({TILES, SCALE})
 
@@ -325,7 +328,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("target", "run", "File (created and filled if missing) or block device.", flag="--target",
        metavar="PATH", modes=ALL, toml=True, parse=parse_path),
     _o("size", "run", "Data area to use or create, e.g. 1g (binary units).", flag="--size",
-       metavar="SIZE", modes=WORKLOAD, toml=True, parse=positive_size,
+       metavar="SIZE", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=positive_size,
        default="the existing data area, else min(2 GiB, 10% of free space)"),
     _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m.", flag="--duration",
        metavar="TIME", modes=ALL, toml=True, parse=parse_run_duration,
@@ -365,14 +368,14 @@ OPTIONS: tuple[Option, ...] = (
     _o("name", "stream", "Stream name.", flag="--name", metavar="NAME", modes=WORKLOAD,
        toml=True, parse=parse_name, default="the rw mode", dest="stream_name"),
     _o("rw", "stream", "read, write, randread, randwrite, rw/readwrite (sequential mix), randrw.",
-       flag="--rw", metavar="MODE", modes=WORKLOAD, toml=True, parse=choice(tuple(RW_MODES)),
+       flag="--rw", metavar="MODE", modes=WORKLOAD | {CURVE}, toml=True, parse=choice(tuple(RW_MODES)),
        default="randread"),
     _o("read", "stream", "Read percentage of a mix.", flag="--read", metavar="PCT",
-       modes=WORKLOAD, toml=True, parse=parse_percent, default="50"),
+       modes=WORKLOAD | {CURVE}, toml=True, parse=parse_percent, default="50"),
     _o("bs", "stream", "IO size or weighted mix '512:22,1k:15,4k:23'.", flag="--bs",
-       metavar="SIZE[:W,...]", modes=WORKLOAD, toml=True, parse=parse_bs, default="4k"),
+       metavar="SIZE[:W,...]", modes=WORKLOAD | {CURVE}, toml=True, parse=parse_bs, default="4k"),
     _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10.",
-       flag="--pattern", metavar="PATTERN", modes=WORKLOAD, toml=True, parse=parse_pattern,
+       flag="--pattern", metavar="PATTERN", modes=WORKLOAD | {SWEEP, CURVE}, toml=True, parse=parse_pattern,
        default="uniform"),
     _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
        metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
@@ -386,7 +389,7 @@ OPTIONS: tuple[Option, ...] = (
        "(binary).", flag="--rate-bytes", metavar="RATE", modes=WORKLOAD, toml=True,
        parse=parse_byte_rate),
     _o("arrival", "stream", "closed, constant or poisson.", flag="--arrival", metavar="KIND",
-       modes=WORKLOAD, toml=True, parse=choice(ARRIVALS),
+       modes=WORKLOAD | {CURVE}, toml=True, parse=choice(ARRIVALS),
        default="closed without a rate, constant with one"),
     _o("burst", "stream", "Issue IOS IOs, wait for them, pause: 10/5ms.", flag="--burst",
        metavar="IOS/DELAY", modes=WORKLOAD, toml=True, parse=parse_burst),
@@ -399,7 +402,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("align", "stream", "Offset alignment.", flag="--align", metavar="SIZE", modes=WORKLOAD,
        toml=True, parse=positive_size, default="the O_DIRECT alignment, at least 4k"),
     _o("compress", "stream", "Zeroed share of write data, 0..99.", flag="--compress",
-       metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_compress, default="0"),
+       metavar="PCT", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=parse_compress, default="0"),
     _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME0, "
        "NAME1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
        parse=int_range(1, MAX_COPIES), default="1"),
@@ -433,10 +436,10 @@ OPTIONS: tuple[Option, ...] = (
        "the study.", flag="--confirm", metavar="N", modes={SCALE}, parse=int_range(0, 64),
        default="1"),
     _o("confirm_runs", "study", "Re-runs of a failing step before its failure counts (the "
-       "majority of its runs decides).", flag="--confirm-runs", metavar="N", modes={SCALE},
+       "majority of its runs decides).", flag="--confirm-runs", metavar="N", modes={SCALE, CURVE},
        parse=int_range(0, 16), default="1"),
     _o("repeat", "study", "Run the whole study N times and report the distribution of its "
-       "answer.", flag="--repeat", metavar="N", modes={SCALE}, parse=int_range(1, 100),
+       "answer.", flag="--repeat", metavar="N", modes={SCALE} | POINT_STUDIES, parse=int_range(1, 100),
        default="1"),
     _o("knob", "study", "Search this numeric profile knob (APP.KNOB, e.g. mail.mailboxes) "
        "instead of the tile count: the largest value at which every application meets QoS.",
@@ -457,6 +460,41 @@ OPTIONS: tuple[Option, ...] = (
     _o("between", "study", "Shell command run between repetitions (after the pause), its "
        "output shown; a failing command stops the repeat, keeping what ran, with its exit "
        "status.", flag="--between", metavar="CMD", modes={REPEAT}),
+    # -- sweeps, matrices and curves (one workload's parameters) --------------------------------
+    _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k,128k,256k,512k,1m.",
+       flag="--bs", metavar="LIST", modes={SWEEP}, default="4k"),
+    _o("sweep_qd", "study", "Queue depths to sweep: 1,2,4,8 or 1,2,4,...,256 (a doubling or "
+       "even step continued up to the last value).", flag="--qd", metavar="LIST",
+       modes={SWEEP}, default="1"),
+    _o("sweep_read", "study", "Read percentages to sweep, e.g. 0,30,70,100.", flag="--read",
+       metavar="LIST", modes={SWEEP}, default="100"),
+    _o("sweep_region", "study", "Regions to sweep, each from the start of the data area: a size "
+       "(1g: a hot region the cache may hold) or a percentage of the data area (100%).",
+       flag="--region", metavar="LIST", modes={SWEEP}, default="100%"),
+    _o("yes", "study", "Run a sweep of more than 500 points.", flag="--yes", modes={SWEEP},
+       kind="switch"),
+    _o("small_bs", "study", "Matrix: size of the small random IOs.", flag="--small-bs",
+       metavar="SIZE", modes={MATRIX}, parse=positive_size, default="8k"),
+    _o("small_read", "study", "Matrix: read percentage of the small random IOs.",
+       flag="--small-read", metavar="PCT", modes={MATRIX}, parse=parse_percent, default="100"),
+    _o("small_qd", "study", "Matrix: outstanding small IOs per column (0: none).",
+       flag="--small-qd", metavar="LIST", modes={MATRIX}, default="1,2,4,...,32"),
+    _o("large_bs", "study", "Matrix: size of the large sequential IOs.", flag="--large-bs",
+       metavar="SIZE", modes={MATRIX}, parse=positive_size, default="1m"),
+    _o("large_read", "study", "Matrix: read percentage of the large sequential streams.",
+       flag="--large-read", metavar="PCT", modes={MATRIX}, parse=parse_percent, default="100"),
+    _o("large_streams", "study", "Matrix: large sequential streams per row (0: none), each on "
+       "its own slice of the data area.", flag="--large-streams", metavar="LIST",
+       modes={MATRIX}, default="0,1,2,4"),
+    _o("large_qd", "study", "Matrix: queue depth of each large stream.", flag="--large-qd",
+       metavar="N", modes={MATRIX}, parse=int_range(1, MAX_QD), default="1"),
+    _o("max_qd", "study", "Curve: highest queue depth of the search for the maximum IOPS.",
+       flag="--max-qd", metavar="N", modes={CURVE}, parse=int_range(1, MAX_QD), default="256"),
+    _o("loads", "study", "Curve: offered loads in percent of the maximum IOPS.",
+       flag="--loads", metavar="LIST", modes={CURVE}, default="10,20,...,100,110"),
+    _o("slo", "study", "Curve: find the highest rate that meets this objective, to 1% of the "
+       "maximum, e.g. 'p99<=2ms' (mean, p50, p90, p95, p99, p999 or max; several joined by ,).",
+       flag="--slo", metavar="STAT<=TIME", modes={CURVE}),
     # -- safety ---------------------------------------------------------------------------------
     _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
        "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
@@ -469,7 +507,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("json", "output", "Print only the JSON summary on stdout (tables go to stderr).",
        flag="--json", modes=ALL, kind="switch", dest="json_out"),
     _o("report", "output", "Write report.html in the study directory.", flag="--report",
-       off_flag="--no-report", modes={SCALE, REPEAT}, kind="switch", default="on",
+       off_flag="--no-report", modes={SCALE, REPEAT} | POINT_STUDIES, kind="switch", default="on",
        dest="write_report"),
     _o("label", "output", "A label for the run or study ('before tiering'), stored with it and "
        "shown by `runs`, `studies`, reports and `compare`.", flag="--label", metavar="TEXT",
@@ -552,7 +590,7 @@ def markdown() -> str:
         "run": "Run-wide (workload file top level)",
         "stream": "Streams (`[[stream]]` and `[defaults]` tables; flags describe one stream)",
         "tile": "Tiles (`run --tiles N` and `scale`)",
-        "study": "Studies (`scale`, `repeat`)",
+        "study": "Studies (`scale`, `repeat`, `sweep`, `matrix`, `curve`)",
         "safety": "Safety",
         "output": "Output",
     }
@@ -564,7 +602,8 @@ def markdown() -> str:
         "",
         "Modes: `run` = `tilemark run` with a workload, `tiles` = `tilemark run --tiles N`, "
         "`scale` = `tilemark scale`, `repeat` = `tilemark repeat N` (which also takes every "
-        "option of `run` and `tiles`). A flag given where it does not apply is refused with "
+        "option of `run` and `tiles`); `sweep`, `matrix` and `curve` are those studies. A flag "
+        "given where it does not apply is refused with "
         "one sentence.",
     ]
     for scope, title in titles.items():

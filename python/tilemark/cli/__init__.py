@@ -11,6 +11,7 @@ from typer import _click as click  # typer vendors click; parse errors are its e
 from tilemark.cli.compare import compare
 from tilemark.cli.export import export
 from tilemark.cli.fio import import_fio
+from tilemark.cli.points import curve, matrix, sweep
 from tilemark.cli.profiles import profiles_app
 from tilemark.cli.repeat import repeat
 from tilemark.cli.report import report
@@ -39,6 +40,9 @@ app.add_typer(runs_app, name="runs")
 app.command("studies")(studies)
 app.command("scale", no_args_is_help=True)(scale)
 app.command("repeat", no_args_is_help=True)(repeat)
+app.command("sweep", no_args_is_help=True)(sweep)
+app.command("matrix", no_args_is_help=True)(matrix)
+app.command("curve", no_args_is_help=True)(curve)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)

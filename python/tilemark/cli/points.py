@@ -1,0 +1,598 @@
+"""`tilemark sweep`, `tilemark matrix` and `tilemark curve`: studies of one workload's
+parameters on one target.
+
+Each parses its lists (study/points.py, study/curve.py), checks every point's workload before
+any IO, runs the study on the framework (study/base.py) and prints its tables; study.json, CSV
+files and the report are written in `<results>/studies/<id>/`. Exit status: 0 done, 2 bad
+input (nothing written), 3 when `curve --slo` finds no rate that meets the objective, 1 when a
+run failed, 128 + signal when interrupted (the points so far are kept).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tilemark import plan, targets
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path, safety
+from tilemark.cli.params import check_mode, scoped, table_command
+from tilemark.cli.scale import write_study_report
+from tilemark.errors import UsageError
+from tilemark.options import CURVE, MATRIX, SWEEP, Option, option
+from tilemark.runner import prepare
+from tilemark.study.base import Attempt, StepRecord, StepSpec, Study, StudyRecord, run_study
+from tilemark.study.curve import CurveStudy, judge_slo, parse_slo
+from tilemark.study.points import (
+    MAX_POINTS,
+    MAX_STREAMS,
+    MatrixStudy,
+    SweepAxes,
+    SweepStudy,
+    WorkloadStepRunner,
+    count_item,
+    matrix_groups,
+    matrix_streams,
+    parse_list,
+    percent_item,
+    qd_item,
+    region_bytes,
+    region_item,
+    size_item,
+    sweep_stream,
+    workload_from,
+)
+from tilemark.units import format_size
+
+Build = Callable[[StepSpec, int | None], list[dict[str, Any]]]
+
+
+def _study_value(values: dict[str, Any], key: str, default: Any) -> Any:
+    o = option("study", key)
+    raw = values.get(o.param)
+    return default if raw is None else o.parse(raw, o.flag or key)
+
+
+def _run_doc(values: dict[str, Any], mode: str) -> tuple[dict[str, Any], set[str]]:
+    """Run-wide keys the user gave (target, size, duration, ...), as a workload file has them."""
+    given = scoped(values, "run", mode)
+    doc = {k: v for k, v in given.items() if option("run", k).toml}
+    if values.get("buffered"):
+        doc["direct"] = False
+    return doc, set(doc)
+
+
+class _Progress:
+    """One line as each point starts and one with what it measured (stderr)."""
+
+    def __init__(self, console: Console, kind: str, total: int | None):
+        self.console = console
+        self.kind = kind
+        self.total = total
+        self.n = 0
+
+    def starting(self, spec: StepSpec, reason: str, repeat: int, attempt: int) -> None:
+        self.n += 1
+        of = f"/{self.total}" if self.total else ""
+        why = f" (run {attempt}: confirming a failure)" if attempt > 1 else ""
+        self.console.print(f"{self.kind} {self.n}{of}: {spec.label}{why}", markup=False)
+
+    def finished(self, step: StepRecord, attempt: Attempt) -> None:
+        groups = attempt.detail.get("groups") or {}
+        parts = []
+        for name, g in groups.items():
+            if not g.get("ios"):
+                continue
+            p99 = g.get("p99_ms")
+            parts.append(
+                f"{name} {g['iops']:,.0f} IOPS {g['mbps']:,.1f} MB/s p99 "
+                f"{'-' if p99 is None else f'{p99:.3g}'} ms"
+            )
+        verdict = attempt.detail.get("slo_verdict")
+        tail = f"; SLO {verdict}" if verdict else ""
+        self.console.print("  " + ("; ".join(parts) or "no IO completed") + tail, markup=False)
+
+
+def _run_points(
+    ctx: typer.Context,
+    values: dict[str, Any],
+    mode: str,
+    make_study: Callable[[], Study],
+    build: Build,
+    groups_of: Callable[[list[dict[str, Any]]], dict[str, list[int]]],
+    *,
+    writes: bool,
+    judge: Any = None,
+    total: int | None = None,
+) -> tuple[dict[str, Any], Path, int | None, Console]:
+    """Inspect the target, compile every point, run the study; (study.json, its directory,
+    the exit status of an interruption, the output console)."""
+    run_doc, flag_keys = _run_doc(values, mode)
+    probe_study = make_study()
+    first = probe_study.next_step(_empty_book())
+    assert first is not None
+    probe = workload_from(run_doc, build(first[0], None), flag_keys)
+    info = targets.inspect_target(
+        probe.target,
+        size=probe.size,
+        writes=writes,
+        direct=probe.direct,
+        io_timeout_s=probe.io_timeout_s,
+        **safety(values),
+    )
+
+    def workload_of(spec: StepSpec) -> plan.Workload:
+        return workload_from(run_doc, build(spec, info.data_length), flag_keys)
+
+    def groups(spec: StepSpec) -> dict[str, list[int]]:
+        return groups_of(build(spec, info.data_length))
+
+    # Every point must compile before any IO (sweeps and matrices know all their points).
+    for spec in getattr(probe_study, "specs", [first[0]]):
+        plan.compile_plan(workload_of(spec), info)
+
+    json_out = bool(values.get("json_out"))
+    out, err = consoles(json_out)
+    argv = argv_of(ctx)
+    results = results_path(values)
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
+    with targets.lock_target(info, argv):
+        if not prepare(info, err):
+            raise typer.Exit(130)
+        runner = WorkloadStepRunner(
+            workload_of,
+            groups,
+            info,
+            results=results,
+            argv=argv,
+            console=err,
+            kind=f"{mode}-step",
+            judge=judge,
+        )
+        record = StudyRecord(results, {"kind": probe_study.kind, "argv": argv})
+        repeat = _study_value(values, "repeat", 1)
+        confirm_runs = _study_value(values, "confirm_runs", 1) if mode == CURVE else 0
+        outcome = run_study(
+            make_study,
+            runner,
+            record,
+            confirm_runs=confirm_runs,
+            repeat=repeat,
+            events=_Progress(err, mode, total),
+            extra=lambda: {
+                "target": info.record(),
+                "workload": _workload_settings(probe),
+                "repeat": repeat,
+                "confirm_runs": confirm_runs,
+            },
+        )
+    if outcome.interrupted is not None:
+        why = "a run failed" if outcome.interrupted == 1 else "interrupted"
+        err.print(f"{why}: the study so far is kept, marked incomplete", markup=False)
+    return outcome.doc, outcome.path, outcome.interrupted, out
+
+
+def _empty_book():
+    from tilemark.study.base import StepBook
+
+    return StepBook()
+
+
+def _workload_settings(w: plan.Workload) -> dict[str, Any]:
+    """What every point shares (study.json `workload`; compare checks it)."""
+    return {
+        "duration": w.duration_s,
+        "warmup": w.warmup_s,
+        "interval": w.interval_s,
+        "backend": w.backend,
+        "direct": w.direct,
+        "seed": w.seed,
+    }
+
+
+def _finish(
+    doc: dict[str, Any],
+    path: Path,
+    interrupted: int | None,
+    values: dict[str, Any],
+    out: Console,
+    tables: list[Table],
+    lines: list[str],
+    json_body: dict[str, Any],
+) -> None:
+    err = Console(stderr=True, highlight=False)
+    _write_csvs(doc, path)
+    if values.get("json_out"):
+        body = {"study_id": doc["study_id"], "study_dir": str(path.resolve()), **json_body}
+        sys.stdout.write(json.dumps(body, indent=2) + "\n")
+    for t in tables:
+        out.print(t)
+    for line in lines:
+        out.print(line, markup=False)
+    out.print(f"study: {path}", markup=False)
+    if values.get("write_report", True) and doc.get("steps"):
+        write_study_report(path, results_path(values), err, out)
+    if interrupted is not None:
+        raise typer.Exit(interrupted)
+
+
+def _write_csvs(doc: dict[str, Any], path: Path) -> None:
+    """points.csv for every study; a matrix also gets Orion's three matrices as CSV files."""
+    points = doc.get("points") or []
+    if points:
+        fields = [k for k in points[0] if not isinstance(points[0][k], dict | list)]
+        with open(path / "points.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+            w.writeheader()
+            w.writerows(points)
+    if doc.get("kind") == "matrix":
+        for name in ("small_iops", "large_mbps", "small_latency_ms"):
+            with open(path / f"{name}.csv", "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["large streams \\ small QD", *doc["small_levels"]])
+                for n, row in zip(doc["large_levels"], doc[name], strict=True):
+                    w.writerow([n, *("" if v is None else f"{v:.6g}" for v in row)])
+
+
+def _num(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}"
+
+
+def _clash(mode: str) -> Callable[[Option], str]:
+    return lambda o: f"{o.flag} does not apply to {mode}."
+
+
+# -----------------------------------------------------------------------------------------------
+# sweep
+
+
+def sweep_axes(values: dict[str, Any]) -> SweepAxes:
+    return SweepAxes(
+        bs=parse_list(
+            values.get("sweep_bs") or "4k", "--bs", size_item, "IO sizes", "8k,64k,1m"
+        ),
+        qd=parse_list(
+            values.get("sweep_qd") or "1", "--qd", qd_item, "queue depths from 1 to 4096",
+            "1,2,4,...,256", ellipsis=True,
+        ),
+        read=parse_list(
+            values.get("sweep_read") or "100", "--read", percent_item,
+            "read percentages from 0 to 100", "0,30,70,100", ellipsis=True,
+        ),
+        region=parse_list(
+            values.get("sweep_region") or "100%", "--region", region_item,
+            "sizes or percentages of the data area", "1g,10g,100%",
+        ),
+    )  # fmt: skip
+
+
+def _sweep(ctx: typer.Context, values: dict[str, Any]) -> None:
+    check_mode(values, SWEEP, {SWEEP}, _clash("sweep"))
+    axes = sweep_axes(values)
+    points = axes.points()
+    if len(points) > MAX_POINTS and not values.get("yes"):
+        raise UsageError(
+            f"this sweep has {len(points)} points ({len(axes.bs)} sizes x {len(axes.qd)} queue "
+            f"depths x {len(axes.read)} read mixes x {len(axes.region)} regions), more than "
+            f"{MAX_POINTS}; shorten the lists or add --yes."
+        )
+    stream_flags = scoped(values, "stream", SWEEP)
+    pattern = stream_flags.pop("pattern", None)
+    if pattern is not None:
+        pattern = option("stream", "pattern").parse(pattern, "--pattern")
+    extra = dict(stream_flags)
+
+    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+        p = spec.params["point"]
+        region = tuple(p["region_spec"])
+        length = None
+        if data_length is not None:
+            length = region_bytes(region, data_length)  # type: ignore[arg-type]
+            if length > data_length:
+                raise UsageError(
+                    f"--region {p['region']} is larger than the target's data area of "
+                    f"{format_size(data_length)}; use a smaller region or a percentage."
+                )
+        table = sweep_stream(p, pattern, length or 0, extra)
+        if length is None:
+            del table["length"]
+        return [table]
+
+    def make_study() -> SweepStudy:
+        return SweepStudy(axes, {"pattern": pattern or "uniform", **extra})
+
+    doc, path, interrupted, out = _run_points(
+        ctx,
+        values,
+        SWEEP,
+        make_study,
+        build,
+        lambda streams: {"stream": [0]},
+        writes=any(r < 100 for r in axes.read),
+        total=len(points),
+    )
+    fields = (
+        "bs", "qd", "read", "region", "iops", "mbps", "p50_ms", "p99_ms", "device_iops",
+        "device_util",
+    )  # fmt: skip
+    _finish(
+        doc,
+        path,
+        interrupted,
+        values,
+        out,
+        [sweep_table(doc)],
+        [],
+        {"points": [{k: p.get(k) for k in fields} for p in doc.get("points") or []]},
+    )
+
+
+def sweep_table(doc: dict[str, Any]) -> Table:
+    """The seed-001 table: per point IOPS, MB/s, latency, and what the devices did."""
+    t = Table(title=f"sweep {doc['study_id']}", title_justify="left")
+    for c in ("point", "IO size", "QD", "read %", "region", "IOPS", "MB/s", "p50 ms", "p99 ms",
+              "device IOPS", "device util %"):  # fmt: skip
+        t.add_column(c, justify="left" if c in ("region",) else "right")
+    for i, p in enumerate(doc.get("points") or [], 1):
+        t.add_row(
+            str(i),
+            format_size(p["bs"]),
+            str(p["qd"]),
+            f"{p['read']:g}",
+            p["region"],
+            _num(p["iops"]),
+            _num(p["mbps"], 1),
+            _ms(p["p50_ms"]),
+            _ms(p["p99_ms"]),
+            _num(p["device_iops"]),
+            _num(p["device_util"], 1),
+        )
+    return t
+
+
+# -----------------------------------------------------------------------------------------------
+# matrix
+
+
+def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
+    check_mode(values, MATRIX, {MATRIX}, _clash("matrix"))
+    small = parse_list(
+        values.get("small_qd") or "1,2,4,...,32", "--small-qd", count_item(4096),
+        "outstanding IO counts from 0 to 4096", "1,2,4,...,32", ellipsis=True,
+    )  # fmt: skip
+    large = parse_list(
+        values.get("large_streams") or "0,1,2,4", "--large-streams", count_item(MAX_STREAMS),
+        f"stream counts from 0 to {MAX_STREAMS}", "0,1,2,4", ellipsis=True,
+    )  # fmt: skip
+    if small == [0] and large == [0]:
+        raise UsageError("--small-qd 0 and --large-streams 0 leave no IO to run; add a level.")
+    small_bs = _study_value(values, "small_bs", 8192)
+    large_bs = _study_value(values, "large_bs", 1 << 20)
+    small_read = _study_value(values, "small_read", 100.0)
+    large_read = _study_value(values, "large_read", 100.0)
+    large_qd = _study_value(values, "large_qd", 1)
+    extra = scoped(values, "stream", MATRIX)
+    settings = {
+        "small_bs": small_bs, "small_read": small_read, "large_bs": large_bs,
+        "large_read": large_read, "large_qd": large_qd,
+    }  # fmt: skip
+
+    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+        p = spec.params["point"]
+        return matrix_streams(
+            p["small"], p["large"], data_length=data_length or (1 << 62), extra=extra, **settings
+        )
+
+    def make_study() -> MatrixStudy:
+        return MatrixStudy(small, large, {**settings, **extra})
+
+    cells = len(make_study().specs)
+    writes = (small_read < 100 and any(small)) or (large_read < 100 and any(large))
+    doc, path, interrupted, out = _run_points(
+        ctx, values, MATRIX, make_study, build, matrix_groups, writes=writes, total=cells
+    )
+    keys = ("small_levels", "large_levels", "small_iops", "large_mbps", "small_latency_ms")
+    _finish(
+        doc,
+        path,
+        interrupted,
+        values,
+        out,
+        matrix_tables(doc),
+        [],
+        {k: doc.get(k) for k in keys},
+    )
+
+
+def matrix_tables(doc: dict[str, Any]) -> list[Table]:
+    """Orion's three matrices: rows are large streams, columns small outstanding IOs."""
+    out = []
+    for name, title, digits in (
+        ("small_iops", "small IOPS", 0),
+        ("large_mbps", "large MB/s", 1),
+        ("small_latency_ms", "small latency (mean ms)", 3),
+    ):
+        t = Table(title=f"matrix {doc['study_id']}: {title}", title_justify="left")
+        t.add_column("large \\ small QD", justify="right")
+        for q in doc.get("small_levels") or []:
+            t.add_column(str(q), justify="right")
+        for n, row in zip(doc.get("large_levels") or [], doc.get(name) or [], strict=False):
+            cells = [_ms(v) if digits == 3 else _num(v, digits) for v in row]
+            t.add_row(str(n), *cells)
+        out.append(t)
+    return out
+
+
+# -----------------------------------------------------------------------------------------------
+# curve
+
+
+def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
+    check_mode(values, CURVE, {CURVE}, _clash("curve"))
+    stream_flags = scoped(values, "stream", CURVE)
+    arrival = stream_flags.pop("arrival", "poisson")
+    if option("stream", "arrival").parse(arrival, "--arrival") == "closed":
+        raise UsageError(
+            "--arrival for curve must be constant or poisson: the loads are offered rates "
+            "(the maximum is found closed loop)."
+        )
+    loads = parse_list(
+        values.get("loads") or "10,20,...,100,110", "--loads", _load_item,
+        "percentages of the maximum IOPS above 0 (up to 1000)", "10,20,...,100,110",
+        ellipsis=True,
+    )  # fmt: skip
+    loads = sorted(loads)
+    max_qd = _study_value(values, "max_qd", 256)
+    slo = parse_slo(values.get("slo"))
+    base = {"name": "curve", **stream_flags}
+    # The stream must parse on its own (rw, read, bs, pattern agree) before anything else.
+    plan._parse_stream(base, "curve", frozenset(base))
+    writes = plan._parse_stream(base, "curve", frozenset(base)).writes()
+
+    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+        p = spec.params
+        table = dict(base)
+        if p["phase"] == "max":
+            table["qd"] = p["qd"]
+        else:
+            table.update(
+                rate=p["rate"],
+                arrival=arrival,
+                qd=min(max(64, 4 * p["qd"]), 4096),
+            )
+        return [table]
+
+    def make_study() -> CurveStudy:
+        return CurveStudy(
+            loads_pct=loads,
+            max_qd=max_qd,
+            slo=slo,
+            definition={"stream": {k: v for k, v in base.items() if k != "name"},
+                        "arrival": arrival},
+        )  # fmt: skip
+
+    def judge(spec: StepSpec, outcome, compactor):
+        if spec.params["phase"] == "max" or not slo:
+            return None, {}
+        verdict, extra = judge_slo(slo, outcome, compactor)
+        return (verdict if spec.params["phase"] == "slo" else None), extra
+
+    doc, path, interrupted, out = _run_points(
+        ctx, values, CURVE, make_study, build, lambda s: {"stream": [0]}, writes=writes,
+        judge=judge,
+    )  # fmt: skip
+    points = [
+        {
+            "phase": p["phase"],
+            "qd": p["qd"],
+            "offered_pct": p["offered_pct"],
+            "offered_iops": p["offered_iops"],
+            "iops": p["iops"],
+            "p50_ms": p["p50_ms"],
+            "p99_ms": p["p99_ms"],
+            "p999_ms": p["p999_ms"],
+            "verdict": p["verdict"],
+        }
+        for p in doc.get("points") or []
+    ]
+    body = {
+        "max_iops": doc.get("max_iops"),
+        "qd_at_max": doc.get("qd_at_max"),
+        "slo": doc.get("slo"),
+        "slo_iops": doc.get("slo_iops"),
+        "knee": doc.get("knee"),
+        "points": points,
+    }
+    try:
+        _finish(doc, path, interrupted, values, out, [curve_table(doc)], curve_lines(doc), body)
+    except typer.Exit:
+        raise
+    if slo and doc.get("slo_iops") is None and interrupted is None:
+        raise typer.Exit(EXIT_QOS)
+
+
+def _load_item(text: str, label: str) -> float:
+    try:
+        v = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise UsageError(f"{label} {text!r} is not a percentage.") from None
+    if not 0 < v <= 1000:
+        raise UsageError(f"{label} {text!r} is not a percentage from above 0 to 1000.")
+    return v
+
+
+def curve_table(doc: dict[str, Any]) -> Table:
+    t = Table(title=f"curve {doc['study_id']}", title_justify="left")
+    for c in ("step", "phase", "QD", "offered %", "offered IOPS", "IOPS", "p50 ms", "p99 ms",
+              "p99.9 ms", "SLO"):  # fmt: skip
+        t.add_column(c, justify="left" if c in ("phase", "SLO") else "right")
+    for i, p in enumerate(doc.get("points") or [], 1):
+        t.add_row(
+            str(i),
+            {"max": "closed loop", "load": "offered load", "slo": "SLO search"}[p["phase"]],
+            str(p["qd"]),
+            "-" if p["offered_pct"] is None else f"{p['offered_pct']:.4g}",
+            _num(p["offered_iops"]),
+            _num(p["iops"]),
+            _ms(p["p50_ms"]),
+            _ms(p["p99_ms"]),
+            _ms(p["p999_ms"]),
+            p["verdict"] or "-",
+        )
+    return t
+
+
+def curve_lines(doc: dict[str, Any]) -> list[str]:
+    lines = []
+    if doc.get("max_iops") is not None:
+        lines.append(f"max IOPS: {doc['max_iops']:,.0f} (closed loop, QD{doc['qd_at_max']})")
+    knee = doc.get("knee")
+    if knee:
+        lines.append(
+            f"knee: at {knee['offered_pct']:.4g}% of max ({knee['iops']:,.0f} IOPS) p99 "
+            f"{knee['p99_ms']:.3g} ms is over {2:g}x its {knee['base_p99_ms']:.3g} ms at the "
+            "lowest load"
+        )
+    if doc.get("slo"):
+        if doc.get("slo_iops") is None:
+            lines.append(f"no offered rate meets {doc['slo']}")
+        else:
+            limited = " (every load met it; the highest load is the answer)" if doc.get(
+                "slo_limited_by_loads"
+            ) else ""
+            lines.append(f"{doc['slo_iops']:,.0f} IOPS at {doc['slo']}{limited}")
+    return lines
+
+
+sweep = table_command(
+    "sweep",
+    "Sweep one stream's IO size, queue depth, read % and region (Cartesian product).",
+    {SWEEP},
+    _sweep,
+)
+matrix = table_command(
+    "matrix",
+    "Orion's matrix: small random IOs at outstanding-IO levels x large sequential streams.",
+    {MATRIX},
+    _matrix,
+)
+curve = table_command(
+    "curve",
+    "The load/latency curve: the maximum IOPS, then offered loads up to 110% of it.",
+    {CURVE},
+    _curve,
+)

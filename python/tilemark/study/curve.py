@@ -1,0 +1,262 @@
+"""The load/latency curve of one workload, and the highest rate that meets an objective.
+
+1. **Maximum IOPS** (closed loop): queue depth 1, 2, 4, ... until IOPS grow by no more than
+   2% over the previous depth (or `max_qd`); the maximum is the highest IOPS seen.
+2. **Offered loads** (open loop, rate-driven arrivals): each load is a percentage of that
+   maximum (default 10, 20, ... 100 and 110%). Latency is response time: from each IO's
+   scheduled arrival, so queueing in front of the device is counted (no coordinated omission).
+3. **The objective** (`--slo 'p99<=2ms'`): every open-loop step is judged against it with the
+   QoS machinery (analysis/qos.py): each latency bound by its 95% confidence interval (pass,
+   fail, or inconclusive = failed within noise), and the offered rate must be achieved (at
+   least 95% of the IOs that came due completed). Between the highest passing load and the
+   lowest failing one above it, rates are bisected (judged steps, failures confirmed like any
+   study step) until the two are within 1% of the maximum IOPS.
+
+The knee is the first offered load whose p99 response time exceeds twice the p99 at the lowest
+load: where queueing starts to dominate (docs/studies.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tilemark.analysis.qos import (
+    LATENCY_STATS,
+    Criterion,
+    SnapshotCompactor,
+    evaluate,
+)
+from tilemark.errors import UsageError
+from tilemark.runner import RunOutcome
+from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
+from tilemark.units import parse_duration
+
+GROWTH = 0.02  # the maximum is found when IOPS grow by no more than this
+PRECISION = 0.01  # the SLO search ends when pass and fail are this close (of the maximum)
+MAX_BISECTIONS = 16
+THROUGHPUT_FRACTION = 0.95  # an objective also needs the offered rate delivered
+KNEE_FACTOR = 2.0  # the knee: p99 above this multiple of its value at the lowest load
+STREAM = "curve"
+
+
+def parse_slo(text: str | None) -> list[Criterion]:
+    """'p99<=2ms' or 'p99<=2ms,p50<=0.5ms' -> latency criteria of the curve's stream."""
+    if text is None:
+        return []
+    allowed = ", ".join(sorted(LATENCY_STATS))
+    criteria = []
+    for part in str(text).split(","):
+        m = re.fullmatch(r"\s*([a-z0-9]+)\s*(<=|<)\s*(\S+)\s*", part.lower())
+        if not m or m[1] not in LATENCY_STATS:
+            raise UsageError(
+                f"--slo must be STAT<=TIME with STAT one of {allowed}, e.g. 'p99<=2ms' (several "
+                f"joined by commas), got {text!r}."
+            )
+        limit_s = parse_duration(m[3], "--slo")
+        if limit_s <= 0:
+            raise UsageError(f"--slo limits must be above 0, got {text!r}.")
+        criteria.append(Criterion(id=m[1], streams=(STREAM,), stat=m[1], max_ms=limit_s * 1000))
+    return criteria
+
+
+def slo_text(criteria: list[Criterion]) -> str:
+    return ",".join(f"{c.stat}<={c.max_ms:g}ms" for c in criteria)
+
+
+def judge_slo(
+    criteria: list[Criterion], outcome: RunOutcome, compactor: SnapshotCompactor
+) -> tuple[str, dict[str, Any]]:
+    """pass / fail / noise of an open-loop run against the objective, and the verdicts."""
+    throughput = Criterion(
+        id="throughput", streams=(STREAM,), stat="throughput", min_fraction=THROUGHPUT_FRACTION
+    )
+    snapshots = compactor.snapshots()
+    verdicts = evaluate([*criteria, throughput], {STREAM: 0}, snapshots, outcome.result)
+    window = [v for v in verdicts if v.scope == "window"]
+    if all(v.decision == "pass" for v in window):
+        verdict = PASS
+    elif any(v.decision == "fail" for v in window):
+        verdict = FAIL
+    else:
+        verdict = NOISE
+    return verdict, {"slo_verdict": verdict, "slo_criteria": [v.to_json() for v in window]}
+
+
+class CurveStudy(Study):
+    """Maximum IOPS, the offered-load ladder, and the SLO bisection (module doc)."""
+
+    kind = "curve"
+    answer_key = "max_iops"
+
+    def __init__(
+        self,
+        *,
+        loads_pct: list[float],
+        max_qd: int,
+        slo: list[Criterion],
+        definition: dict[str, Any],
+    ):
+        self.loads = loads_pct
+        self.max_qd = max_qd
+        self.slo = slo
+        self._definition = definition
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            **self._definition,
+            "kind": self.kind,
+            "loads_pct": self.loads,
+            "max_qd": self.max_qd,
+            "growth_pct": GROWTH * 100,
+            "slo": slo_text(self.slo) if self.slo else None,
+            "slo_precision_pct": PRECISION * 100,
+            "knee_rule": f"first load whose p99 exceeds {KNEE_FACTOR:g}x the p99 at the lowest "
+            "load",
+        }
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def _spec(self, book: StepBook, label: str, **params: Any) -> StepSpec:
+        return StepSpec(key=len(book) + 1, label=label, params=params)
+
+    @staticmethod
+    def _phase(book: StepBook, phase: str) -> list[StepRecord]:
+        return [s for s in book.by_key() if s.spec.params["phase"] == phase]
+
+    @staticmethod
+    def _iops(step: StepRecord) -> float:
+        last = step.attempts[-1] if step.attempts else None
+        stats = ((last.detail if last else {}).get("groups") or {}).get("stream") or {}
+        return float(stats.get("iops") or 0.0)
+
+    def maximum(self, book: StepBook) -> tuple[float, int] | None:
+        """(max IOPS, its queue depth) once the search has ended, else None."""
+        probes = self._phase(book, "max")
+        if not probes:
+            return None
+        iops = [self._iops(s) for s in probes]
+        last_qd = probes[-1].spec.params["qd"]
+        flat = len(iops) >= 2 and iops[-1] <= iops[-2] * (1 + GROWTH)
+        if not (flat or last_qd >= self.max_qd):
+            return None
+        best = max(range(len(iops)), key=lambda i: iops[i])
+        return iops[best], probes[best].spec.params["qd"]
+
+    def _judged(self, step: StepRecord) -> str | None:
+        """A step's verdict against the objective: judged steps by their runs' majority,
+        load steps by their one run."""
+        if step.spec.params["phase"] == "slo":
+            return step.verdict
+        last = step.attempts[-1] if step.attempts else None
+        v = (last.detail if last else {}).get("slo_verdict")
+        return None if v is None else (PASS if v == PASS else FAIL)
+
+    def bracket(self, book: StepBook) -> tuple[float | None, float | None]:
+        """(highest passing rate, lowest failing rate above it) among open-loop steps."""
+        judged = [
+            (s.spec.params["rate"], self._judged(s))
+            for s in book.by_key()
+            if s.spec.params["phase"] in ("load", "slo")
+        ]
+        passed = [r for r, v in judged if v == PASS]
+        best = max(passed, default=None)
+        failed = [r for r, v in judged if v == FAIL and (best is None or r > best)]
+        return best, min(failed, default=None)
+
+    def next_step(self, book: StepBook) -> tuple[StepSpec, str] | None:
+        probes = self._phase(book, "max")
+        found = self.maximum(book)
+        if found is None:
+            qd = 1 if not probes else min(probes[-1].spec.params["qd"] * 2, self.max_qd)
+            return self._spec(book, f"closed loop QD{qd}", phase="max", qd=qd), NEW
+        max_iops, qd_at_max = found
+        if max_iops <= 0:
+            return None
+        done = {s.spec.params.get("pct") for s in self._phase(book, "load")}
+        for pct in self.loads:
+            if pct not in done:
+                rate = max_iops * pct / 100.0
+                label = f"open loop {pct:g}% of max: {rate:,.0f} IOPS"
+                return self._spec(book, label, phase="load", pct=pct, rate=rate, qd=qd_at_max), NEW
+        if not self.slo or len(self._phase(book, "slo")) >= MAX_BISECTIONS:
+            return None
+        best, worst = self.bracket(book)
+        if worst is None:
+            return None  # every load meets it (or none was judged)
+        low = best if best is not None else 0.0
+        if worst - low <= PRECISION * max_iops:
+            return None
+        rate = (low + worst) / 2
+        label = f"SLO search: {rate:,.0f} IOPS ({rate / max_iops:.1%} of max)"
+        return (
+            self._spec(book, label, phase="slo", pct=rate / max_iops * 100, rate=rate, qd=qd_at_max),
+            NEW,
+        )
+
+    # -- answer ------------------------------------------------------------------------------
+
+    def point(self, step: StepRecord) -> dict[str, Any]:
+        p = step.spec.params
+        last = step.attempts[-1] if step.attempts else None
+        stats = ((last.detail if last else {}).get("groups") or {}).get("stream") or {}
+        return {
+            "phase": p["phase"],
+            "qd": p["qd"],
+            "offered_pct": p.get("pct"),
+            "offered_iops": p.get("rate"),
+            "iops": stats.get("iops"),
+            "mbps": stats.get("mbps"),
+            "mean_ms": stats.get("mean_ms"),
+            "p50_ms": stats.get("p50_ms"),
+            "p99_ms": stats.get("p99_ms"),
+            "p999_ms": stats.get("p999_ms"),
+            "verdict": self._judged(step) if self.slo and p["phase"] != "max" else None,
+            "run_id": last.run_id if last else None,
+        }
+
+    def knee(self, book: StepBook) -> dict[str, Any] | None:
+        loads = sorted(
+            (self.point(s) for s in self._phase(book, "load")), key=lambda p: p["offered_pct"]
+        )
+        loads = [p for p in loads if p["p99_ms"] is not None]
+        if len(loads) < 2:
+            return None
+        base = loads[0]["p99_ms"]
+        for p in loads[1:]:
+            if p["p99_ms"] > KNEE_FACTOR * base:
+                return {
+                    "offered_pct": p["offered_pct"],
+                    "offered_iops": p["offered_iops"],
+                    "iops": p["iops"],
+                    "p99_ms": p["p99_ms"],
+                    "base_p99_ms": base,
+                }
+        return None
+
+    def answer(self, book: StepBook) -> dict[str, Any]:
+        found = self.maximum(book)
+        best, worst = self.bracket(book) if self.slo else (None, None)
+        return {
+            "max_iops": found[0] if found else None,
+            "qd_at_max": found[1] if found else None,
+            "slo_iops": best if self.slo else None,
+            "slo_first_failing_iops": worst if self.slo else None,
+            "slo_limited_by_loads": bool(self.slo) and best is not None and worst is None,
+            "knee": self.knee(book),
+            "points": [self.point(s) for s in book.by_key()],
+        }
+
+    def step_json(self, step: StepRecord) -> dict[str, Any]:
+        out = super().step_json(step)
+        last = step.attempts[-1] if step.attempts else None
+        detail = last.detail if last else {}
+        return {
+            **out,
+            "point": self.point(step),
+            "groups": detail.get("groups"),
+            "total": detail.get("total"),
+            "measured_s": detail.get("measured_s"),
+            "slo_criteria": detail.get("slo_criteria"),
+            "error": detail.get("error"),
+        }
