@@ -49,7 +49,7 @@ from tilemark.study.points import (
     sweep_stream,
     workload_from,
 )
-from tilemark.units import format_size
+from tilemark.units import MAX_IOPS, format_size
 
 Build = Callable[[StepSpec, int | None], list[dict[str, Any]]]
 
@@ -567,13 +567,21 @@ def curve_lines(doc: dict[str, Any]) -> list[str]:
             f"{knee['p99_ms']:.3g} ms is over {2:g}x its {knee['base_p99_ms']:.3g} ms at the "
             "lowest load"
         )
+    skipped = doc.get("loads_skipped_pct") or []
+    if skipped:
+        lines.append(
+            f"note: loads {', '.join(f'{p:g}%' for p in skipped)} were skipped: above the "
+            f"{MAX_IOPS:,.0f} IOs/s one stream can schedule"
+        )
     if doc.get("slo"):
         if doc.get("slo_iops") is None:
             lines.append(f"no offered rate meets {doc['slo']}")
         else:
-            limited = " (every load met it; the highest load is the answer)" if doc.get(
-                "slo_limited_by_loads"
-            ) else ""
+            limited = (
+                " (every load met it; the highest load is the answer)"
+                if doc.get("slo_limited_by_loads")
+                else ""
+            )
             lines.append(f"{doc['slo_iops']:,.0f} IOPS at {doc['slo']}{limited}")
     return lines
 

@@ -30,7 +30,7 @@ from tilemark.analysis.qos import (
 from tilemark.errors import UsageError
 from tilemark.runner import RunOutcome
 from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
-from tilemark.units import parse_duration
+from tilemark.units import MAX_IOPS, parse_duration
 
 GROWTH = 0.02  # the maximum is found when IOPS grow by no more than this
 PRECISION = 0.01  # the SLO search ends when pass and fail are this close (of the maximum)
@@ -177,6 +177,8 @@ class CurveStudy(Study):
         for pct in self.loads:
             if pct not in done:
                 rate = max_iops * pct / 100.0
+                if rate > MAX_IOPS:
+                    continue  # beyond what one stream can schedule; the answer notes it
                 label = f"open loop {pct:g}% of max: {rate:,.0f} IOPS"
                 return self._spec(book, label, phase="load", pct=pct, rate=rate, qd=qd_at_max), NEW
         if not self.slo or len(self._phase(book, "slo")) >= MAX_BISECTIONS:
@@ -189,10 +191,8 @@ class CurveStudy(Study):
             return None
         rate = (low + worst) / 2
         label = f"SLO search: {rate:,.0f} IOPS ({rate / max_iops:.1%} of max)"
-        return (
-            self._spec(book, label, phase="slo", pct=rate / max_iops * 100, rate=rate, qd=qd_at_max),
-            NEW,
-        )
+        pct = rate / max_iops * 100
+        return self._spec(book, label, phase="slo", pct=pct, rate=rate, qd=qd_at_max), NEW
 
     # -- answer ------------------------------------------------------------------------------
 
@@ -244,6 +244,9 @@ class CurveStudy(Study):
             "slo_first_failing_iops": worst if self.slo else None,
             "slo_limited_by_loads": bool(self.slo) and best is not None and worst is None,
             "knee": self.knee(book),
+            "loads_skipped_pct": [
+                p for p in self.loads if found and found[0] * p / 100.0 > MAX_IOPS
+            ],
             "points": [self.point(s) for s in book.by_key()],
         }
 

@@ -275,7 +275,9 @@ class WorkloadStepRunner:
         )
 
 
-def workload_from(run_doc: dict[str, Any], streams: list[dict[str, Any]], flag_keys) -> plan.Workload:
+def workload_from(
+    run_doc: dict[str, Any], streams: list[dict[str, Any]], flag_keys: set[str]
+) -> plan.Workload:
     """A validated workload of run-wide keys and stream tables."""
     return plan.parse_workload(
         {**run_doc, "stream": streams}, source="flags", flag_keys=frozenset(flag_keys)
@@ -474,9 +476,7 @@ class MatrixStudy(PointStudy):
         cells = {(p["large"], p["small"]): p for p in out["points"]}
 
         def grid(field: str) -> list[list[float | None]]:
-            return [
-                [(cells.get((n, q)) or {}).get(field) for q in self.small] for n in self.large
-            ]
+            return [[(cells.get((n, q)) or {}).get(field) for q in self.small] for n in self.large]
 
         return {
             "cells_measured": out["points_measured"],

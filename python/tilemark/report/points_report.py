@@ -1,0 +1,426 @@
+"""The report of a sweep, an Orion matrix or a load/latency curve (study/points.py, curve.py).
+
+The points table is the study; charts draw it: a sweep's IOPS and MB/s against IO size (two
+panels) and latency against queue depth; a matrix's three matrices as heatmaps; a curve's
+response-time percentiles against achieved IOPS, with the knee and the objective marked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+from tilemark.report import charts
+from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.charts import SMALL_HEIGHT, SMALL_WIDTH, compact, dataset
+from tilemark.report.data import StudyData
+from tilemark.report.format import generated_by, num, tested_on
+from tilemark.report.study_report import study_details, study_links
+from tilemark.units import format_size
+
+POINT_KINDS = ("sweep", "matrix", "curve")
+
+
+def points_report(study: StudyData) -> Report:
+    kind = study.doc.get("kind")
+    build = {"sweep": _sweep, "matrix": _matrix, "curve": _curve}[kind]
+    verdict, sections = build(study)
+    verdict.tested = _tested(study) + verdict.tested
+    if not study.doc.get("complete", True):
+        verdict.notes.append("the study was interrupted: the points so far are shown")
+        verdict.status = "warn"
+    return Report(
+        kind="study",
+        title=f"tilemark report: {kind} {study.study_id}",
+        verdict=verdict,
+        sections=sections,
+        details=study_details(study),
+        links=study_links(study),
+        home=study.study_dir,
+        source=study,
+        generated_by=generated_by(),
+    )
+
+
+def _tested(study: StudyData) -> list[tuple[str, str]]:
+    w = study.doc.get("workload") or {}
+    timing = (
+        f"{num(w.get('duration'))} s measured + {num(w.get('warmup'))} s warm-up per point, "
+        f"backend {w.get('backend')}, {'O_DIRECT' if w.get('direct', True) else 'buffered'}"
+    )
+    out = [("points", timing)]
+    first = study.first_run()
+    if first is not None:
+        out += tested_on(first)
+    return out
+
+
+def _num_cell(v: float | None, digits: int | None = None) -> Cell:
+    if v is None:
+        return Cell("-", "num")
+    return Cell(num(v) if digits is None else f"{v:,.{digits}f}", "num")
+
+
+def _ms_cell(v: float | None) -> Cell:
+    return Cell("-" if v is None else f"{v:.3g}", "num")
+
+
+# ---------------------------------------------------------------------------------------------
+# sweep
+
+
+def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
+    doc = study.doc
+    points = doc.get("points") or []
+    measured = [p for p in points if p.get("iops") is not None]
+    best_iops = max(measured, key=lambda p: p["iops"], default=None)
+    best_mbps = max(measured, key=lambda p: p["mbps"], default=None)
+
+    def at(p: dict[str, Any] | None) -> str:
+        return "-" if p is None else f"{format_size(p['bs'])} QD{p['qd']} read {p['read']:g}%"
+
+    facts = [
+        ("points", f"{len(measured)} of {len(points)}"),
+        ("max IOPS", num(best_iops["iops"]) if best_iops else "-"),
+        ("at", at(best_iops)),
+        ("max MB/s", num(best_mbps["mbps"]) if best_mbps else "-"),
+        ("at", at(best_mbps)),
+    ]
+    axes = doc.get("axes") or {}
+    varied = ", ".join(doc.get("varied") or []) or "nothing (one point)"
+    verdict = Verdict(
+        headline=f"Sweep of {len(points)} point(s) over {varied}",
+        status="info",
+        facts=facts,
+        tested=[
+            (
+                "swept",
+                f"IO sizes {', '.join(format_size(b) for b in axes.get('bs', []))}; QD "
+                f"{', '.join(map(str, axes.get('qd', [])))}; read % "
+                f"{', '.join(f'{r:g}' for r in axes.get('read', []))}; regions "
+                f"{', '.join(axes.get('region', []))}; pattern {doc.get('pattern')}",
+            )
+        ],
+    )
+    rows = [
+        {
+            **p,
+            "bs_kib": p["bs"] / 1024,
+            "series": f"QD{p['qd']} read {p['read']:g}% {p['region']}",
+            "by_qd": f"{format_size(p['bs'])} read {p['read']:g}% {p['region']}",
+        }
+        for p in measured
+    ]
+    items: list[Figure | Table] = []
+    if rows:
+        items.append(Figure("sweep-size", "IOPS and MB/s vs IO size", sweep_size_chart(rows)))
+        items.append(Figure("sweep-qd", "Latency vs queue depth", sweep_qd_chart(rows)))
+    items.append(sweep_table(points))
+    return verdict, [Section("points", "Points", items)]
+
+
+def sweep_size_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    data = dataset(compact(rows, ("bs_kib", "iops", "mbps", "series", "qd", "read", "region")))
+    panels = []
+    for field, title in (("iops", "IOPS"), ("mbps", "MB/s (10^6 B/s)")):
+        panels.append(
+            alt.Chart(data)
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("bs_kib:Q", title="IO size (KiB, log scale)", scale=alt.Scale(type="log")),
+                y=alt.Y(f"{field}:Q", title=title),
+                color=alt.Color("series:N", title="point"),
+                tooltip=[
+                    alt.Tooltip("bs_kib:Q", title="KiB"),
+                    alt.Tooltip(f"{field}:Q", title=title, format=",.4~g"),
+                    alt.Tooltip("series:N", title="point"),
+                ],
+            )
+            .properties(title=f"{title} vs IO size", width=SMALL_WIDTH, height=SMALL_HEIGHT)
+        )
+    return alt.hconcat(*panels)
+
+
+def sweep_qd_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    long = []
+    for r in rows:
+        for stat in ("p50_ms", "p99_ms"):
+            if r.get(stat) is not None:
+                long.append({"qd": r["qd"], "ms": r[stat], "line": f"{r['by_qd']} {stat[:3]}"})
+    data = dataset(compact(long, ("qd", "ms", "line")))
+    return (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("qd:Q", title="queue depth (log scale)", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="log")),
+            color=alt.Color("line:N", title="point and percentile"),
+            tooltip=["qd:Q", alt.Tooltip("ms:Q", format=",.4~g"), "line:N"],
+        )
+        .properties(title="p50 and p99 latency vs queue depth", width=charts.WIDTH, height=240)
+    )
+
+
+def sweep_table(points: list[dict[str, Any]]) -> Table:
+    rows = []
+    for i, p in enumerate(points, 1):
+        rows.append(
+            [
+                Cell(str(i), "num"),
+                Cell(format_size(p["bs"]), "num"),
+                Cell(str(p["qd"]), "num"),
+                Cell(f"{p['read']:g}", "num"),
+                Cell(p["region"]),
+                _num_cell(p.get("iops"), 0),
+                _num_cell(p.get("mbps"), 1),
+                _ms_cell(p.get("p50_ms")),
+                _ms_cell(p.get("p99_ms")),
+                _num_cell(p.get("device_iops"), 0),
+                _num_cell(p.get("device_util"), 1),
+                Cell(p.get("run_id") or "-"),
+            ]
+        )
+    return Table(
+        "sweep-points",
+        "Every point: what tilemark measured and what the devices did",
+        ["point", "IO size", "QD", "read %", "region", "IOPS", "MB/s", "p50 ms", "p99 ms",
+         "device IOPS", "device util %", "run"],
+        rows,
+        caption="Latency is per IO, from submission to completion (closed loop). Device columns "
+        "are filled when device telemetry is recorded.",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix
+
+MATRICES = (
+    ("small_iops", "small IOPS", "IOPS"),
+    ("large_mbps", "large MB/s", "MB/s"),
+    ("small_latency_ms", "small latency (mean ms)", "ms"),
+)
+
+
+def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
+    doc = study.doc
+    small, large = doc.get("small_levels") or [], doc.get("large_levels") or []
+
+    def peak(name: str) -> float | None:
+        values = [v for row in doc.get(name) or [] for v in row if v is not None]
+        return max(values) if values else None
+
+    lat = [v for row in doc.get("small_latency_ms") or [] for v in row if v is not None]
+    verdict = Verdict(
+        headline=f"Orion matrix: {len(small)} small-IO level(s) x {len(large)} large-stream "
+        "level(s)",
+        status="info",
+        facts=[
+            ("cells", str(doc.get("cells_measured"))),
+            ("max small IOPS", num(peak("small_iops"))),
+            ("max large MB/s", num(peak("large_mbps"))),
+            ("min small latency ms", "-" if not lat else f"{min(lat):.3g}"),
+        ],
+        tested=[
+            (
+                "matrix",
+                f"small {format_size(doc.get('small_bs', 0))} random, read "
+                f"{num(doc.get('small_read'))}%, QD {', '.join(map(str, small))}; large "
+                f"{format_size(doc.get('large_bs', 0))} sequential, read "
+                f"{num(doc.get('large_read'))}%, QD {doc.get('large_qd')} per stream, streams "
+                f"{', '.join(map(str, large))}",
+            )
+        ],
+    )
+    items: list[Figure | Table] = []
+    for name, title, unit in MATRICES:
+        cells = [
+            {"small": str(q), "large": str(n), "value": v}
+            for n, row in zip(large, doc.get(name) or [], strict=False)
+            for q, v in zip(small, row, strict=False)
+            if v is not None
+        ]
+        if cells:
+            items.append(Figure(f"matrix-{name}", title, heatmap(cells, small, large, title, unit)))
+        items.append(matrix_table(name, title, small, large, doc.get(name) or []))
+    return verdict, [Section("matrix", "Matrices", items)]
+
+
+def heatmap(
+    cells: list[dict[str, Any]], small: list[int], large: list[int], title: str, unit: str
+) -> alt.TopLevelMixin:
+    data = dataset(compact(cells, ("small", "large", "value")))
+    base = alt.Chart(data).encode(
+        x=alt.X("small:O", title="small outstanding IOs", sort=[str(q) for q in small]),
+        y=alt.Y("large:O", title="large streams", sort=[str(n) for n in large]),
+    )
+    rect = base.mark_rect().encode(
+        color=alt.Color("value:Q", title=unit, scale=alt.Scale(scheme="blues")),
+        tooltip=["small:O", "large:O", alt.Tooltip("value:Q", title=unit, format=",.4~g")],
+    )
+    text = base.mark_text(fontSize=10).encode(text=alt.Text("value:Q", format=",.3~g"))
+    return alt.layer(rect, text).properties(title=title, width=SMALL_WIDTH, height=SMALL_HEIGHT)
+
+
+def matrix_table(
+    name: str, title: str, small: list[int], large: list[int], grid: list[list[float | None]]
+) -> Table:
+    rows = []
+    for n, row in zip(large, grid, strict=False):
+        cells = [Cell(str(n), "num")]
+        for v in row:
+            cells.append(_ms_cell(v) if name == "small_latency_ms" else _num_cell(v, 0))
+        rows.append(cells)
+    return Table(
+        f"matrix-{name}-table",
+        f"{title}: rows are large streams, columns small outstanding IOs",
+        ["large \\ small", *map(str, small)],
+        rows,
+        caption=f"Also in {name}.csv in the study directory.",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# curve
+
+
+def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
+    doc = study.doc
+    points = doc.get("points") or []
+    knee = doc.get("knee")
+    facts = [
+        ("max IOPS", num(doc.get("max_iops"))),
+        ("at QD", str(doc.get("qd_at_max") or "-")),
+        ("knee", "-" if not knee else f"{num(knee['iops'])} IOPS ({knee['offered_pct']:g}%)"),
+    ]
+    notes = [f"knee rule: {doc.get('knee_rule')}"]
+    headline = f"Maximum {num(doc.get('max_iops'))} IOPS"
+    status = "info"
+    if doc.get("slo"):
+        if doc.get("slo_iops") is None:
+            headline += f"; no offered rate meets {doc['slo']}"
+            status = "fail"
+        else:
+            headline += f"; {num(doc['slo_iops'])} IOPS at {doc['slo']}"
+            status = "pass"
+        facts.append(("SLO", f"{num(doc.get('slo_iops'))} IOPS at {doc['slo']}"))
+        notes.append(
+            f"the SLO search bisects between passing and failing rates to "
+            f"{num(doc.get('slo_precision_pct'))}% of the maximum; each latency bound is judged "
+            "by its 95% confidence interval, and the offered rate must be delivered"
+        )
+    verdict = Verdict(
+        headline=headline,
+        status=status,
+        facts=facts,
+        notes=notes,
+        tested=[
+            (
+                "curve",
+                f"stream {doc.get('stream')}, arrivals {doc.get('arrival')}, loads "
+                f"{', '.join(f'{x:g}' for x in doc.get('loads_pct') or [])}% of the maximum",
+            )
+        ],
+    )
+    items: list[Figure | Table] = []
+    open_loop = [p for p in points if p["phase"] != "max" and p.get("iops") is not None]
+    if open_loop:
+        items.append(
+            Figure(
+                "curve",
+                "Response time vs achieved IOPS",
+                curve_chart(open_loop, knee, doc.get("slo_iops"), doc.get("max_iops")),
+                caption="Response time counts queueing from each IO's scheduled arrival.",
+            )
+        )
+    items.append(curve_table(points))
+    return verdict, [Section("curve", "Load/latency curve", items)]
+
+
+def curve_chart(
+    points: list[dict[str, Any]],
+    knee: dict[str, Any] | None,
+    slo_iops: float | None,
+    max_iops: float | None,
+) -> alt.TopLevelMixin:
+    long = []
+    for p in points:
+        for stat, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+            if p.get(stat) is not None:
+                long.append(
+                    {
+                        "iops": p["iops"],
+                        "ms": p[stat],
+                        "stat": label,
+                        "phase": p["phase"],
+                        "offered": p.get("offered_iops"),
+                    }
+                )
+    data = dataset(compact(long, ("iops", "ms", "stat", "phase", "offered")))
+    lines = (
+        alt.Chart(data)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("iops:Q", title="achieved IOPS"),
+            y=alt.Y("ms:Q", title="response time (ms, log scale)", scale=alt.Scale(type="log")),
+            color=alt.Color("stat:N", title="percentile", sort=["p50", "p99", "p99.9"]),
+            order="iops:Q",
+            tooltip=[
+                alt.Tooltip("iops:Q", format=",.0f"),
+                alt.Tooltip("offered:Q", title="offered IOPS", format=",.0f"),
+                alt.Tooltip("ms:Q", format=",.4~g"),
+                "stat:N",
+                "phase:N",
+            ],
+        )
+    )
+    layers: list[Any] = [lines]
+    marks = []
+    if knee:
+        marks.append({"iops": knee["iops"], "label": "knee"})
+    if slo_iops is not None:
+        marks.append({"iops": slo_iops, "label": "SLO"})
+    if max_iops is not None:
+        marks.append({"iops": max_iops, "label": "max (closed loop)"})
+    if marks:
+        m = alt.Chart(dataset(compact(marks, ("iops", "label"))))
+        layers.append(m.mark_rule(strokeDash=[6, 4], color="#6d4c41").encode(x="iops:Q"))
+        layers.append(
+            m.mark_text(angle=270, align="right", dx=-4, dy=-6, fontSize=10).encode(
+                x="iops:Q", y=alt.value(0), text="label:N"
+            )
+        )
+    return alt.layer(*layers).properties(
+        title="Response time percentiles vs achieved IOPS", width=charts.WIDTH, height=280
+    )
+
+
+def curve_table(points: list[dict[str, Any]]) -> Table:
+    phases = {"max": "closed loop", "load": "offered load", "slo": "SLO search"}
+    rows = []
+    for i, p in enumerate(points, 1):
+        verdict = p.get("verdict")
+        rows.append(
+            [
+                Cell(str(i), "num"),
+                Cell(phases.get(p["phase"], p["phase"])),
+                Cell(str(p["qd"]), "num"),
+                _num_cell(p.get("offered_pct"), 1),
+                _num_cell(p.get("offered_iops"), 0),
+                _num_cell(p.get("iops"), 0),
+                _ms_cell(p.get("p50_ms")),
+                _ms_cell(p.get("p99_ms")),
+                _ms_cell(p.get("p999_ms")),
+                Cell(verdict or "-", {"pass": "pass", "fail": "fail"}.get(verdict or "", "")),
+                Cell(p.get("run_id") or "-"),
+            ]
+        )
+    return Table(
+        "curve-points",
+        "Every step: the search for the maximum, the offered loads, the SLO search",
+        ["step", "phase", "QD", "offered %", "offered IOPS", "IOPS", "p50 ms", "p99 ms",
+         "p99.9 ms", "SLO", "run"],
+        rows,
+        caption="Open-loop QD is the cap on IOs in flight; IOs beyond it wait in the schedule "
+        "and their wait counts in the response time.",
+    )  # fmt: skip
