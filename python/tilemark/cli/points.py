@@ -60,6 +60,12 @@ def _study_value(values: dict[str, Any], key: str, default: Any) -> Any:
     return default if raw is None else o.parse(raw, o.flag or key)
 
 
+def _raw(values: dict[str, Any], param: str, default: str) -> Any:
+    """A list flag's text as given (an empty one is an error, not the default)."""
+    raw = values.get(param)
+    return default if raw is None else raw
+
+
 def _run_doc(values: dict[str, Any], mode: str) -> tuple[dict[str, Any], set[str]]:
     """Run-wide keys the user gave (target, size, duration, ...), as a workload file has them."""
     given = scoped(values, "run", mode)
@@ -263,18 +269,18 @@ def _clash(mode: str) -> Callable[[Option], str]:
 def sweep_axes(values: dict[str, Any]) -> SweepAxes:
     return SweepAxes(
         bs=parse_list(
-            values.get("sweep_bs") or "4k", "--bs", size_item, "IO sizes", "8k,64k,1m"
+            _raw(values, "sweep_bs", "4k"), "--bs", size_item, "IO sizes", "8k,64k,1m"
         ),
         qd=parse_list(
-            values.get("sweep_qd") or "1", "--qd", qd_item, "queue depths from 1 to 4096",
+            _raw(values, "sweep_qd", "1"), "--qd", qd_item, "queue depths from 1 to 4096",
             "1,2,4,...,256", ellipsis=True,
         ),
         read=parse_list(
-            values.get("sweep_read") or "100", "--read", percent_item,
+            _raw(values, "sweep_read", "100"), "--read", percent_item,
             "read percentages from 0 to 100", "0,30,70,100", ellipsis=True,
         ),
         region=parse_list(
-            values.get("sweep_region") or "100%", "--region", region_item,
+            _raw(values, "sweep_region", "100%"), "--region", region_item,
             "sizes or percentages of the data area", "1g,10g,100%",
         ),
     )  # fmt: skip
@@ -371,11 +377,11 @@ def sweep_table(doc: dict[str, Any]) -> Table:
 def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
     check_mode(values, MATRIX, {MATRIX}, _clash("matrix"))
     small = parse_list(
-        values.get("small_qd") or "1,2,4,...,32", "--small-qd", count_item(4096),
+        _raw(values, "small_qd", "1,2,4,...,32"), "--small-qd", count_item(4096),
         "outstanding IO counts from 0 to 4096", "1,2,4,...,32", ellipsis=True,
     )  # fmt: skip
     large = parse_list(
-        values.get("large_streams") or "0,1,2,4", "--large-streams", count_item(MAX_STREAMS),
+        _raw(values, "large_streams", "0,1,2,4"), "--large-streams", count_item(MAX_STREAMS),
         f"stream counts from 0 to {MAX_STREAMS}", "0,1,2,4", ellipsis=True,
     )  # fmt: skip
     if small == [0] and large == [0]:
@@ -451,7 +457,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
             "(the maximum is found closed loop)."
         )
     loads = parse_list(
-        values.get("loads") or "10,20,...,100,110", "--loads", _load_item,
+        _raw(values, "loads", "10,20,...,100,110"), "--loads", _load_item,
         "percentages of the maximum IOPS above 0 (up to 1000)", "10,20,...,100,110",
         ellipsis=True,
     )  # fmt: skip

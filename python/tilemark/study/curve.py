@@ -30,7 +30,7 @@ from tilemark.analysis.qos import (
 from tilemark.errors import UsageError
 from tilemark.runner import RunOutcome
 from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
-from tilemark.units import MAX_IOPS, parse_duration
+from tilemark.units import MAX_IOPS
 
 GROWTH = 0.02  # the maximum is found when IOPS grow by no more than this
 PRECISION = 0.01  # the SLO search ends when pass and fail are this close (of the maximum)
@@ -53,10 +53,16 @@ def parse_slo(text: str | None) -> list[Criterion]:
                 f"--slo must be STAT<=TIME with STAT one of {allowed}, e.g. 'p99<=2ms' (several "
                 f"joined by commas), got {text!r}."
             )
-        limit_s = parse_duration(m[3], "--slo")
-        if limit_s <= 0:
+        limit = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(us|ms|s)?", m[3])
+        if not limit:
+            raise UsageError(
+                f"--slo limits are times such as 2ms, 500us or 0.01s (a bare number is ms), got "
+                f"{text!r}."
+            )
+        max_ms = float(limit[1]) * {"us": 1e-3, "ms": 1.0, "s": 1e3, None: 1.0}[limit[2]]
+        if max_ms <= 0:
             raise UsageError(f"--slo limits must be above 0, got {text!r}.")
-        criteria.append(Criterion(id=m[1], streams=(STREAM,), stat=m[1], max_ms=limit_s * 1000))
+        criteria.append(Criterion(id=m[1], streams=(STREAM,), stat=m[1], max_ms=max_ms))
     return criteria
 
 

@@ -1,0 +1,169 @@
+"""`tilemark sweep`, `matrix` and `curve`: their lists, their refusals of bad input (one
+sentence naming the flag, exit 2, nothing written), and whole studies on the null backend (the
+engine schedules and completes IOs without touching storage), down to study.json, CSV files,
+JSON output and the report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tilemark._engine", reason="the engine is not built (make build)")
+
+from tilemark.cli import main  # noqa: E402
+from tilemark.errors import UsageError  # noqa: E402
+from tilemark.study.curve import parse_slo  # noqa: E402
+from tilemark.study.points import parse_list, percent_item, qd_item, size_item  # noqa: E402
+
+FAST = ["--duration", "0.2", "--interval", "0.1", "--backend", "null", "--size", "4m"]
+
+
+def test_lists_continue_a_doubling_or_an_even_step():
+    assert parse_list("1,2,4,...,256", "--qd", qd_item, "q", "x", ellipsis=True) == [
+        1, 2, 4, 8, 16, 32, 64, 128, 256,
+    ]  # fmt: skip
+    reads = parse_list("0,10,...,50,70", "--read", percent_item, "p", "x", ellipsis=True)
+    assert reads == [0, 10, 20, 30, 40, 50, 70]
+    assert parse_list("8k, 1m,8k", "--bs", size_item, "s", "x") == [8192, 1 << 20]
+
+
+def test_slo_parses_bounds_in_ms():
+    (c,) = parse_slo("p99<=2ms")
+    assert (c.stat, c.max_ms) == ("p99", 2.0)
+    slo = parse_slo("p50<=500us, p999<=0.01s,mean<=3")
+    assert [(x.stat, x.max_ms) for x in slo] == [("p50", 0.5), ("p999", 10.0), ("mean", 3.0)]
+    with pytest.raises(UsageError, match="--slo"):
+        parse_slo("p98<=2ms")
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["sweep", "--bs", ""], "--bs"),
+        (["sweep", "--bs", "3k,x"], "--bs"),
+        (["sweep", "--bs", "4k,,8k"], "--bs"),
+        (["sweep", "--qd", "1,0"], "--qd"),
+        (["sweep", "--qd", "1,...,8"], "--qd"),
+        (["sweep", "--read", "0,130"], "--read"),
+        (["sweep", "--region", "0%"], "--region"),
+        (["sweep", "--region", "1g"], "--region"),  # larger than the 4 MiB data area
+        (
+            [
+                "sweep",
+                "--bs",
+                "4k,8k,16k,32k,64k",
+                "--qd",
+                "1,2,...,4096",
+                "--read",
+                "0,30,70,100",
+                "--region",
+                "50%,100%",
+            ],
+            "--yes",
+        ),  # fmt: skip
+        (["matrix", "--small-qd", ""], "--small-qd"),
+        (["matrix", "--large-streams", "1,x"], "--large-streams"),
+        (["matrix", "--small-qd", "0", "--large-streams", "0"], "--small-qd"),
+        (["curve", "--slo", "p98<=2ms"], "--slo"),
+        (["curve", "--slo", "p99<=0ms"], "--slo"),
+        (["curve", "--arrival", "closed"], "--arrival"),
+        (["curve", "--loads", "0,50"], "--loads"),
+        (["curve", "--rw", "write", "--read", "50"], "--read"),
+    ],
+)
+def test_bad_input_is_one_sentence_naming_the_flag_and_writes_nothing(tmp_path, capsys, args, flag):
+    target, results = tmp_path / "t.dat", tmp_path / "results"
+    status = main([*args, "--target", str(target), *FAST, "--results", str(results)])
+    err = capsys.readouterr().err.strip()
+    assert status == 2, err
+    assert err.startswith("tilemark: error:") and flag in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not target.exists() and not results.exists()
+
+
+def test_a_flag_of_another_study_is_refused(tmp_path, capsys):
+    assert main(["sweep", "--small-qd", "1", "--target", str(tmp_path / "t")]) == 2
+    assert "--small-qd" in capsys.readouterr().err
+
+
+def _study(results: Path) -> tuple[Path, dict]:
+    (study_dir,) = (results / "studies").iterdir()
+    return study_dir, json.loads((study_dir / "study.json").read_text())
+
+
+def test_sweep_runs_every_point_and_stores_it(tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["sweep", "--target", str(tmp_path / "t.dat"), "--bs", "4k,64k", "--qd", "1,2",
+            "--read", "100", "--region", "1m,100%", *FAST, "--results", str(results),
+            "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    points = out["points"]
+    assert [(p["bs"], p["qd"], p["region"]) for p in points] == [
+        (4096, 1, "1 MiB"), (4096, 1, "100%"), (4096, 2, "1 MiB"), (4096, 2, "100%"),
+        (65536, 1, "1 MiB"), (65536, 1, "100%"), (65536, 2, "1 MiB"), (65536, 2, "100%"),
+    ]  # fmt: skip
+    for p in points:
+        assert set(p) == {"bs", "qd", "read", "region", "iops", "mbps", "p50_ms", "p99_ms",
+                          "device_iops", "device_util"}  # fmt: skip
+        assert p["iops"] > 0 and p["mbps"] == pytest.approx(p["iops"] * p["bs"] / 1e6, rel=1e-6)
+    study_dir, doc = _study(results)
+    assert doc["kind"] == "sweep" and doc["complete"] and len(doc["steps"]) == 8
+    assert doc["varied"] == ["bs", "qd", "region"]
+    for step in doc["steps"]:
+        run = json.loads((results / step["run_id"] / "run.json").read_text())
+        stream = run["plan"]["streams"][0]
+        point = step["point"]
+        assert stream["sizes"] == [[point["bs"], 1.0]] and stream["qd"] == point["qd"]
+        assert stream["length"] == (1 << 20 if point["region"] == "1 MiB" else 4 << 20)
+    assert (study_dir / "points.csv").read_text().count("\n") == 9
+    assert (study_dir / "report.html").stat().st_size > 0
+
+
+def test_matrix_runs_small_and_large_streams_together(tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["matrix", "--target", str(tmp_path / "t.dat"), "--small-qd", "0,1,2",
+            "--large-streams", "0,2", *FAST, "--results", str(results), "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["small_levels"] == [0, 1, 2] and out["large_levels"] == [0, 2]
+    # [large][small]; no small IOs in column 0, no large streams in row 0, no cell (0, 0).
+    assert out["small_iops"][0][0] is None and out["large_mbps"][0] == [None, None, None]
+    assert out["small_iops"][1][0] is None and out["large_mbps"][1][0] > 0
+    assert all(v > 0 for v in out["small_iops"][0][1:] + out["small_latency_ms"][1][1:])
+    study_dir, doc = _study(results)
+    assert [(s["point"]["large"], s["point"]["small"]) for s in doc["steps"]] == [
+        (0, 1), (0, 2), (2, 0), (2, 1), (2, 2),
+    ]  # fmt: skip
+    runs = [json.loads((results / s["run_id"] / "run.json").read_text()) for s in doc["steps"]]
+    names = [[st["name"] for st in r["plan"]["streams"]] for r in runs]
+    assert names == [["small"], ["small"], ["large0", "large1"], ["small", "large0", "large1"],
+                     ["small", "large0", "large1"]]  # fmt: skip
+    large = runs[2]["plan"]["streams"]
+    assert large[0]["offset"] == 0 and large[1]["offset"] == large[0]["length"] == 2 << 20
+    assert large[0]["sizes"] == [[1 << 20, 1.0]] and large[0]["pattern"]["kind"] == "sequential"
+    csv = (study_dir / "small_iops.csv").read_text().splitlines()
+    assert csv[0].endswith(",0,1,2") and csv[1].startswith("0,,")
+
+
+def test_curve_finds_a_maximum_then_offers_loads(tmp_path, capsys):
+    results = tmp_path / "results"
+    args = ["curve", "--target", str(tmp_path / "t.dat"), "--max-qd", "2", "--loads", "0.1,0.2",
+            *FAST, "--results", str(results), "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    phases = [p["phase"] for p in out["points"]]
+    assert phases[-2:] == ["load", "load"] and set(phases[:-2]) == {"max"}
+    assert out["max_iops"] == max(p["iops"] for p in out["points"] if p["phase"] == "max")
+    assert out["slo_iops"] is None
+    for p in out["points"][-2:]:
+        assert p["offered_iops"] == pytest.approx(out["max_iops"] * p["offered_pct"] / 100)
+        assert p["iops"] == pytest.approx(p["offered_iops"], rel=0.1)
+        assert p["p50_ms"] is not None and p["p999_ms"] >= p["p99_ms"] >= p["p50_ms"]
+    _, doc = _study(results)
+    run = json.loads((results / doc["steps"][-1]["run_id"] / "run.json").read_text())
+    arrival = run["plan"]["streams"][0]["arrival"]
+    assert arrival["kind"] == "open" and arrival["dist"] == "poisson"
