@@ -73,6 +73,22 @@ def reports(tmp_path_factory) -> dict[str, Path]:
         HtmlExporter().export(build_report(load_source(source)), paths[name])
     paths["compare"] = out / "compare.html"
     assert main(["compare", str(base), str(faster), "-o", str(paths["compare"])]) == 0
+    # Studies of one workload's parameters, run on the null backend (no storage IO).
+    points_root = tmp_path_factory.mktemp("points")
+    fast = ["--target", str(points_root / "t.dat"), "--size", "4m", "--backend", "null",
+            "--duration", "0.2", "--interval", "0.1", "--results", str(points_root / "r"),
+            "--no-report"]  # fmt: skip
+    for kind, args in (
+        ("sweep", ["--bs", "4k,64k", "--qd", "1,2"]),
+        ("matrix", ["--small-qd", "1,2", "--large-streams", "0,1"]),
+        ("curve", ["--max-qd", "2", "--loads", "0.1,0.2", "--slo", "p99<=1ms"]),
+    ):
+        studies = points_root / "r" / "studies"
+        before = set(studies.iterdir()) if studies.is_dir() else set()
+        assert main([kind, *args, *fast]) in (0, 3)
+        (study,) = set(studies.iterdir()) - before
+        paths[kind] = out / f"{kind}.html"
+        HtmlExporter().export(build_report(load_source(study)), paths[kind])
     return paths
 
 
@@ -82,7 +98,9 @@ def _artifacts(tmp_path: Path) -> Path:
     return where
 
 
-@pytest.mark.parametrize("kind", ["run", "tiles", "study", "repeated", "knob", "compare"])
+@pytest.mark.parametrize(
+    "kind", ["run", "tiles", "study", "repeated", "knob", "compare", "sweep", "matrix", "curve"]
+)
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
     check_report(browser, reports[kind], kind, tmp_path)
 

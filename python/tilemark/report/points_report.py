@@ -107,8 +107,8 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         {
             **p,
             "bs_kib": p["bs"] / 1024,
-            "series": f"QD{p['qd']} read {p['read']:g}% {p['region']}",
-            "by_qd": f"{format_size(p['bs'])} read {p['read']:g}% {p['region']}",
+            "series": f"QD{p['qd']} read {p['read']:g}% region {p['region']}",
+            "by_qd": f"{format_size(p['bs'])} read {p['read']:g}% region {p['region']}",
         }
         for p in measured
     ]
