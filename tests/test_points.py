@@ -167,3 +167,52 @@ def test_curve_finds_a_maximum_then_offers_loads(tmp_path, capsys):
     run = json.loads((results / doc["steps"][-1]["run_id"] / "run.json").read_text())
     arrival = run["plan"]["streams"][0]["arrival"]
     assert arrival["kind"] == "open" and arrival["dist"] == "poisson"
+
+
+def _sweeps(tmp_path: Path, *lists: list[str]) -> tuple[Path, list[str]]:
+    results = tmp_path / "results"
+    ids = []
+    for extra in lists:
+        studies = results / "studies"
+        before = set(studies.iterdir()) if studies.is_dir() else set()
+        args = ["sweep", "--target", str(tmp_path / "t.dat"), *extra, *FAST,
+                "--results", str(results), "--no-report"]  # fmt: skip
+        assert main(args) == 0
+        (new,) = set(studies.iterdir()) - before
+        ids.append(new.name)
+    return results, ids
+
+
+def test_compare_two_sweeps_point_by_point_or_to_one_point(tmp_path, capsys):
+    same = ["--bs", "4k,64k", "--qd", "1"]
+    results, ids = _sweeps(tmp_path, same, same, ["--bs", "4k", "--qd", "1"])
+    capsys.readouterr()
+    assert main(["compare", "--results", str(results), ids[0], ids[1], "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kind"] == "points" and doc["normalized_to"] is None
+    by = {(m["metric"], m["scope"]): m["runs"] for m in doc["metrics"]}
+    a, b = by[("IOPS", "64KiB/qd1/r100/100%")]
+    assert a["normalized"] == 1.0 and b["normalized"] == pytest.approx(b["value"] / a["value"])
+
+    # VMmark style: every value relative to the baseline's first point.
+    args = ["compare", "--results", str(results), ids[0], ids[1], "--normalize-to", "1", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["normalized_to"] == "4KiB/qd1/r100/100%"
+    by = {(m["metric"], m["scope"]): m["runs"] for m in doc["metrics"]}
+    ref = by[("IOPS", "4KiB/qd1/r100/100%")][0]["value"]
+    for run in by[("IOPS", "64KiB/qd1/r100/100%")]:
+        assert run["normalized"] == pytest.approx(run["value"] / ref)
+    report = tmp_path / "compare.html"
+    args = ["compare", "--results", str(results), ids[0], ids[1], "--normalize-to",
+            "64KiB/qd1/r100/100%", "-o", str(report)]  # fmt: skip
+    assert main(args) == 0 and report.stat().st_size > 0
+
+    for args, flag in (
+        ([ids[0], ids[2]], "different definitions"),  # other IO sizes
+        ([ids[0], ids[1], "--normalize-to", "9"], "--normalize-to"),
+    ):
+        capsys.readouterr()
+        assert main(["compare", "--results", str(results), *args]) == 2
+        err = capsys.readouterr().err
+        assert flag in err and len(err.strip().splitlines()) == 1, err

@@ -89,6 +89,12 @@ def reports(tmp_path_factory) -> dict[str, Path]:
         (study,) = set(studies.iterdir()) - before
         paths[kind] = out / f"{kind}.html"
         HtmlExporter().export(build_report(load_source(study)), paths[kind])
+        if kind == "sweep":  # a second sweep of the same definition, compared point by point
+            assert main([kind, *args, *fast]) == 0
+            (again,) = set(studies.iterdir()) - before - {study}
+            paths["compare-sweep"] = out / "compare-sweep.html"
+            cmd = ["compare", str(study), str(again), "-o", str(paths["compare-sweep"])]
+            assert main(cmd) == 0
     return paths
 
 
@@ -99,7 +105,19 @@ def _artifacts(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    "kind", ["run", "tiles", "study", "repeated", "knob", "compare", "sweep", "matrix", "curve"]
+    "kind",
+    [
+        "run",
+        "tiles",
+        "study",
+        "repeated",
+        "knob",
+        "compare",
+        "sweep",
+        "matrix",
+        "curve",
+        "compare-sweep",
+    ],
 )
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
     check_report(browser, reports[kind], kind, tmp_path)

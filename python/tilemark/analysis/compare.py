@@ -1,4 +1,8 @@
-"""Comparing runs (or scaling studies) of the same workload, normalized to a baseline.
+"""Comparing runs (or studies) of the same workload, normalized to a baseline.
+
+Scaling studies align on tile counts; sweeps, matrices and curves of the same definition align
+point by point, normalized to the baseline's same point or, VMmark style, every value to one
+baseline point (`normalize_to`).
 
 Runs are comparable when they ran the same workload: the same streams with the same op mix,
 sizes, access pattern, queue depth, arrival and rate, sync mode and compressibility. Where
@@ -61,6 +65,18 @@ class Metric:
                 self.normalized.append(v / base)
                 self.change_pct.append((v / base - 1.0) * 100.0)
 
+    def normalize_to(self, reference: float | None) -> None:
+        """Every value relative to one reference value (VMmark: the baseline's 1-tile score)."""
+        self.normalized = []
+        self.change_pct = []
+        for v in self.values:
+            if v is None or reference is None or reference == 0:
+                self.normalized.append(None)
+                self.change_pct.append(None)
+            else:
+                self.normalized.append(v / reference)
+                self.change_pct.append((v / reference - 1.0) * 100.0)
+
     def to_json(self, names: list[str]) -> dict[str, Any]:
         return {
             "metric": self.name,
@@ -80,7 +96,7 @@ class Metric:
 class Comparison:
     """Aligned runs or studies, the baseline, metrics and the setting differences."""
 
-    kind: str  # "runs" or "studies"
+    kind: str  # "runs", "studies" (scaling) or "points" (sweeps, matrices, curves)
     names: list[str]
     baseline: int
     sources: list[Any]
@@ -88,6 +104,7 @@ class Comparison:
     differences: list[tuple[str, list[str]]]
     workload: str
     labels: list[str | None] = field(default_factory=list)  # --label of each run or study
+    normalized_to: str | None = None  # points: the one baseline point every value is divided by
 
     @property
     def shown(self) -> list[str]:
@@ -100,6 +117,7 @@ class Comparison:
             "kind": self.kind,
             "workload": self.workload,
             "baseline": self.names[self.baseline],
+            "normalized_to": self.normalized_to,
             "ids": self.names,
             "labels": self.labels or [None] * len(self.names),
             "metrics": [m.to_json(self.names) for m in self.metrics],
@@ -350,4 +368,155 @@ def compare_studies(studies: list[Any], baseline: int) -> Comparison:
         differences=differences(docs) if len(docs) == len(studies) else [],
         workload=str((studies[baseline].doc.get("tile") or {}).get("name")),
         labels=[s.doc.get("label") for s in studies],
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# sweeps, matrices and curves (study/points.py, study/curve.py)
+
+# What makes two point studies the same study, per kind (study.json fields).
+POINT_DEFINITION = {
+    "sweep": ("axes", "pattern", "compress"),
+    "matrix": (
+        "small_levels", "large_levels", "small_bs", "small_read", "large_bs", "large_read",
+        "large_qd", "compress",
+    ),
+    "curve": ("stream", "arrival", "loads_pct", "max_qd", "slo"),
+}  # fmt: skip
+# Per kind: (point field, metric name, unit, better) compared at every point.
+POINT_METRICS = {
+    "sweep": (
+        ("iops", "IOPS", "IOPS", HIGHER),
+        ("mbps", "MB/s", "MB/s", HIGHER),
+        ("p50_ms", "p50 latency", "ms", LOWER),
+        ("p99_ms", "p99 latency", "ms", LOWER),
+    ),
+    "matrix": (
+        ("small_iops", "small IOPS", "IOPS", HIGHER),
+        ("large_mbps", "large MB/s", "MB/s", HIGHER),
+        ("small_latency_ms", "small latency", "ms", LOWER),
+    ),
+    "curve": (
+        ("iops", "IOPS", "IOPS", HIGHER),
+        ("p50_ms", "p50 response", "ms", LOWER),
+        ("p99_ms", "p99 response", "ms", LOWER),
+        ("p999_ms", "p99.9 response", "ms", LOWER),
+    ),
+}
+
+
+def point_key(kind: str, p: dict[str, Any]) -> str | None:
+    """A point's name within its study, the same in every study of the same definition:
+    sweep '4KiB/qd1/r100/100%', matrix 'L1/S4' (large streams, small outstanding IOs), curve
+    '50%' (offered loads; the search steps of a curve have no counterpart and no name)."""
+    if kind == "sweep":
+        size = format_size(p["bs"]).replace(" ", "")
+        return f"{size}/qd{p['qd']}/r{p['read']:g}/{p['region'].replace(' ', '')}"
+    if kind == "matrix":
+        return f"L{p['large']}/S{p['small']}"
+    if p.get("phase") == "load":
+        return f"{p['offered_pct']:g}%"
+    return None
+
+
+def _points_by_key(study: Any) -> dict[str, dict[str, Any]]:
+    kind = study.doc.get("kind")
+    out = {}
+    for p in study.doc.get("points") or []:
+        key = point_key(kind, p)
+        if key is not None:
+            out[key] = p
+    return out
+
+
+def _check_points(studies: list[tuple[str, dict]]) -> None:
+    (base_id, base), *others = studies
+    kind = base.get("kind")
+    for other_id, doc in others:
+        if doc.get("kind") != kind:
+            raise UsageError(
+                f"{base_id} is a {kind} and {other_id} a {doc.get('kind')}; compare studies of "
+                "one kind."
+            )
+        diffs = [f for f in POINT_DEFINITION[kind] if base.get(f) != doc.get(f)]
+        if diffs:
+            shown = "; ".join(f"{f} ({_brief(base.get(f))} vs {_brief(doc.get(f))})" for f in diffs)
+            raise UsageError(
+                f"studies {base_id} and {other_id} are {kind} studies of different definitions "
+                f"and cannot be compared point by point: {shown}."
+            )
+
+
+def _brief(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def resolve_point(study: Any, point: str) -> str:
+    """The key of POINT in a study: its number in the study's points table, or its key."""
+    keys = list(_points_by_key(study))
+    text = point.strip()
+    if text.isdigit():
+        points = study.doc.get("points") or []
+        n = int(text)
+        if 1 <= n <= len(points):
+            key = point_key(study.doc.get("kind"), points[n - 1])
+            if key is not None:
+                return key
+    for k in keys:
+        if k.lower() == text.lower().replace(" ", ""):
+            return k
+    shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+    raise UsageError(
+        f"--normalize-to {point!r} is not a point of {study.study_id}; give its number in the "
+        f"points table or its name ({shown})."
+    )
+
+
+def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) -> Comparison:
+    """Sweeps, matrices or curves of the same definition, point by point, normalized to the
+    baseline's same point, or (`normalize_to`) every value to the baseline's one point."""
+    order = [baseline] + [i for i in range(len(studies)) if i != baseline]
+    _check_points([(studies[i].study_id, studies[i].doc) for i in order])
+    kind = studies[baseline].doc["kind"]
+    per_study = [_points_by_key(s) for s in studies]
+    keys: list[str] = []
+    for points in [per_study[baseline], *per_study]:
+        for k in points:
+            if k not in keys:
+                keys.append(k)
+    metrics: list[Metric] = []
+    if kind == "curve":
+        for field, name in (("max_iops", "max IOPS"), ("slo_iops", "IOPS at the SLO")):
+            if field == "slo_iops" and not studies[baseline].doc.get("slo"):
+                continue
+            metrics.append(Metric(name, "IOPS", HIGHER, [s.doc.get(field) for s in studies]))
+    for k in keys:
+        for field, name, unit, better in POINT_METRICS[kind]:
+            values = [(points.get(k) or {}).get(field) for points in per_study]
+            if all(v is None for v in values):
+                continue
+            metrics.append(Metric(name, unit, better, values, scope=k))
+    if normalize_to is None:
+        for m in metrics:
+            m.normalize(baseline)
+    else:
+        ref_key = resolve_point(studies[baseline], normalize_to)
+        refs = {m.name: m.values[baseline] for m in metrics if m.scope == ref_key}
+        for m in metrics:
+            ref = refs.get(m.name, m.values[baseline] if m.scope == "total" else None)
+            m.normalize_to(ref)
+    docs = [s.first_run().doc for s in studies if s.first_run() is not None]
+    return Comparison(
+        kind="points",
+        names=[s.study_id for s in studies],
+        baseline=baseline,
+        sources=studies,
+        metrics=metrics,
+        differences=differences(docs) if len(docs) == len(studies) else [],
+        workload=kind,
+        labels=[s.doc.get("label") for s in studies],
+        normalized_to=None
+        if normalize_to is None
+        else resolve_point(studies[baseline], normalize_to),
     )

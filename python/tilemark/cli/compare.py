@@ -11,12 +11,13 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark.analysis.compare import Comparison, compare_runs, compare_studies
+from tilemark.analysis.compare import Comparison, compare_points, compare_runs, compare_studies
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import HtmlExporter, compare_report
 from tilemark.report.data import RunData, StudyData, load_source
 from tilemark.report.format import num
+from tilemark.report.points_report import POINT_KINDS
 
 
 def _key(source: RunData | StudyData) -> Path:
@@ -41,8 +42,9 @@ def comparison_table(c: Comparison) -> Table:
     b = c.baseline
     labels = c.labels or [None] * len(c.names)
     heads = [f"{n}\n{lb}" if lb else n for n, lb in zip(c.names, labels, strict=True)]
+    to = f" at {c.normalized_to}" if c.normalized_to else ""
     table = Table(
-        title=f"{c.workload}: change from baseline {c.shown[b]} (↓ lower is better)",
+        title=f"{c.workload}: change from baseline {c.shown[b]}{to} (↓ lower is better)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
@@ -91,7 +93,8 @@ def compare(
         list[str],
         typer.Argument(
             metavar="RUN_A RUN_B [RUN_C ...]",
-            help="Runs (or scaling studies) of the same workload: ids, prefixes or directories. "
+            help="Runs, or studies (scaling, sweep, matrix, curve) of the same definition: ids, "
+            "prefixes or directories. "
             "A repeat study alone compares its first and last repetition.",
         ),
     ],
@@ -113,6 +116,16 @@ def compare(
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
+    normalize_to: Annotated[
+        str | None,
+        typer.Option(
+            "--normalize-to",
+            metavar="POINT",
+            help="Sweeps, matrices, curves: divide every value by the baseline's value at this "
+            "point (its number in the points table, or its name such as 8KiB/qd1/r100/100%, "
+            "L0/S1 or 50%) instead of the baseline's same point.",
+        ),
+    ] = None,
 ) -> None:
     """Compare runs or studies of one workload, normalized to a baseline."""
     if len(names) == 1:
@@ -136,8 +149,16 @@ def compare(
         if wanted not in keys:
             raise UsageError(f"--baseline {baseline!r} is not one of the compared runs or studies.")
         base = keys.index(wanted)
+    point_studies = isinstance(sources[0], StudyData) and sources[0].doc.get("kind") in POINT_KINDS
+    if normalize_to is not None and not point_studies:
+        raise UsageError(
+            "--normalize-to applies to sweeps, matrices and curves; runs and scaling studies "
+            "are normalized to the baseline."
+        )
     if isinstance(sources[0], RunData):
         comparison = compare_runs(sources, base)  # type: ignore[arg-type]
+    elif point_studies or any(s.doc.get("kind") in POINT_KINDS for s in sources):  # type: ignore[union-attr]
+        comparison = compare_points(sources, base, normalize_to)
     else:
         comparison = compare_studies(sources, base)  # type: ignore[arg-type]
     if json_out:

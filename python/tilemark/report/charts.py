@@ -526,7 +526,12 @@ def stacked_bars(
 
 
 def normalized_bars(
-    rows: list[dict[str, Any]], *, runs: list[str], title: str, x: str = "run"
+    rows: list[dict[str, Any]],
+    *,
+    runs: list[str],
+    title: str,
+    x: str = "run",
+    x_title: str = "tiles",
 ) -> alt.TopLevelMixin:
     """One small bar chart per metric: each run's value / the baseline's (rule at 1.00)."""
     charts = []
@@ -541,7 +546,12 @@ def normalized_bars(
         encode_x = (
             alt.X("run:N", title=None, sort=runs, axis=alt.Axis(labelAngle=-20))
             if x == "run"
-            else alt.X(f"{x}:O", title="tiles", axis=alt.Axis(labelAngle=0))
+            else alt.X(
+                f"{x}:O",
+                title=x_title,
+                sort=_ordered(r[x] for r in mine),
+                axis=alt.Axis(labelAngle=0 if x == "tiles" else -30),
+            )
         )
         extra = {} if x == "run" else {"xOffset": alt.XOffset("run:N", sort=runs)}
         bars = base.mark_bar().encode(

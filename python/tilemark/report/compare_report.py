@@ -31,7 +31,7 @@ def compare_report(comparison: Comparison) -> Report:
     sections = [Section("comparison", "Comparison", items)]
     if comparison.kind == "runs":
         sections.append(runs_side_by_side(comparison))
-    else:
+    elif comparison.kind == "studies":
         sections.append(studies_side_by_side(comparison))
     links: list[tuple[str, Path]] = []
     details: dict[str, Any] = {"comparison": comparison.to_json()}
@@ -87,9 +87,10 @@ def compare_verdict(comparison: Comparison) -> Verdict:
                 text, _state = _change_text(m, i)
                 label = m.name if len(others) == 1 else f"{m.name}, {names[i]}"
                 facts.append((label, text))
-    what = "runs" if comparison.kind == "runs" else "scaling studies"
+    what = {"runs": "runs", "studies": "scaling studies"}.get(comparison.kind, "studies")
+    to = f" at point {comparison.normalized_to}" if comparison.normalized_to else ""
     return Verdict(
-        headline=f"{len(names)} {what} of {comparison.workload}, normalized to {names[b]}",
+        headline=f"{len(names)} {what} of {comparison.workload}, normalized to {names[b]}{to}",
         status="info",
         facts=facts,
         tested=[(("baseline" if i == b else "compared"), names[i]) for i in range(len(names))]
@@ -171,6 +172,22 @@ def normalized_figure(comparison: Comparison) -> Figure:
             "Normalized to the baseline",
             charts.normalized_bars(
                 total_rows, runs=names, title=f"Relative to {baseline} (= 1.00)"
+            ),
+        )
+    if comparison.kind == "points":
+        per_point = [{**r, "point": r["scope"]} for r in rows if r["scope"] != "total"]
+        to = comparison.normalized_to
+        return Figure(
+            "compare-normalized",
+            "Normalized to the baseline per point",
+            charts.normalized_bars(
+                per_point,
+                runs=names,
+                x="point",
+                x_title="point",
+                title=f"Relative to {baseline} at point {to} (= 1.00)"
+                if to
+                else f"Relative to {baseline} at the same point (= 1.00)",
             ),
         )
     per_tile = [r for r in rows if r["tiles"] is not None]
