@@ -35,6 +35,11 @@ def _result(r: dict[str, Any]) -> str:
     if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
         best = r.get("max_passing_tiles")
         return "no tile count passed" if best is None else f"max {best} tiles"
+    if r.get("kind") in ("sweep", "matrix"):
+        return f"{r.get('points_measured') or 0} points"
+    if r.get("kind") == "curve" and r.get("max_iops") is not None:
+        slo = f", {r['slo_iops']:,.0f} at {r['slo']}" if r.get("slo_iops") is not None else ""
+        return f"max {r['max_iops']:,.0f} IOPS{slo}"
     return "-"
 
 

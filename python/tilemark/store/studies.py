@@ -75,6 +75,11 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         "max_passing_value": doc.get("max_passing_value"),
         "score_at_max": doc.get("score_at_max"),
         "verdict": doc.get("verdict"),  # repeat studies: stable, decaying or improving
+        # sweeps, matrices and curves (study/points.py, study/curve.py)
+        "points_measured": doc.get("points_measured", doc.get("cells_measured")),
+        "max_iops": doc.get("max_iops"),
+        "slo": doc.get("slo"),
+        "slo_iops": doc.get("slo_iops"),
         "status": status,
         "problem": None,
         "run_ids": [s.get("run_id") for s in steps],

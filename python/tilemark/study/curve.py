@@ -217,9 +217,19 @@ class CurveStudy(Study):
             "p50_ms": stats.get("p50_ms"),
             "p99_ms": stats.get("p99_ms"),
             "p999_ms": stats.get("p999_ms"),
-            "verdict": self._judged(step) if self.slo and p["phase"] != "max" else None,
+            "verdict": self._shown_verdict(step) if self.slo and p["phase"] != "max" else None,
             "run_id": last.run_id if last else None,
         }
+
+    def _shown_verdict(self, step: StepRecord) -> str | None:
+        """pass, fail, or noise (failed within noise: a bound's interval straddled its limit)."""
+        verdict = self._judged(step)
+        if verdict != FAIL:
+            return verdict
+        if step.spec.params["phase"] == "slo":
+            return NOISE if step.within_noise else FAIL
+        last = step.attempts[-1] if step.attempts else None
+        return (last.detail if last else {}).get("slo_verdict") or FAIL
 
     def knee(self, book: StepBook) -> dict[str, Any] | None:
         loads = sorted(
