@@ -77,7 +77,7 @@ def test_sweep_curve_and_matrix_find_the_throttled_caps(tmp_path):
     above = [
         p for p in curve["points"] if p["phase"] != "max" and p["offered_iops"] > curve["slo_iops"]
     ]
-    assert above and all(p["verdict"] == "fail" for p in above), above
+    assert above and all(p["verdict"] in ("fail", "noise") for p in above), above
     # The search ended within 1% of the maximum: the lowest failing rate is that close.
     closest = min(p["offered_iops"] for p in above)
     assert closest - curve["slo_iops"] <= 0.01 * curve["max_iops"] + 1e-6, (closest, curve)
