@@ -28,6 +28,8 @@ def test_lists_continue_a_doubling_or_an_even_step():
     reads = parse_list("0,10,...,50,70", "--read", percent_item, "p", "x", ellipsis=True)
     assert reads == [0, 10, 20, 30, 40, 50, 70]
     assert parse_list("8k, 1m,8k", "--bs", size_item, "s", "x") == [8192, 1 << 20]
+    sizes = parse_list("8k,16k,...,1m", "--bs", size_item, "s", "x", ellipsis=True)
+    assert sizes == [8192 << i for i in range(8)]
 
 
 def test_slo_parses_bounds_in_ms():

@@ -464,7 +464,7 @@ OPTIONS: tuple[Option, ...] = (
        "output shown; a failing command stops the repeat, keeping what ran, with its exit "
        "status.", flag="--between", metavar="CMD", modes={REPEAT}),
     # -- sweeps, matrices and curves (one workload's parameters) --------------------------------
-    _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k,128k,256k,512k,1m.",
+    _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k or 8k,16k,...,1m.",
        flag="--bs", metavar="LIST", modes={SWEEP}, default="4k"),
     _o("sweep_qd", "study", "Queue depths to sweep: 1,2,4,8 or 1,2,4,...,256 (a doubling or "
        "even step continued up to the last value).", flag="--qd", metavar="LIST",

@@ -269,7 +269,8 @@ def _clash(mode: str) -> Callable[[Option], str]:
 def sweep_axes(values: dict[str, Any]) -> SweepAxes:
     return SweepAxes(
         bs=parse_list(
-            _raw(values, "sweep_bs", "4k"), "--bs", size_item, "IO sizes", "8k,64k,1m"
+            _raw(values, "sweep_bs", "4k"), "--bs", size_item, "IO sizes", "8k,16k,...,1m",
+            ellipsis=True,
         ),
         qd=parse_list(
             _raw(values, "sweep_qd", "1"), "--qd", qd_item, "queue depths from 1 to 4096",

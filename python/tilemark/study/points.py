@@ -99,7 +99,10 @@ def parse_list(
         numbers: list[float | str] = []
         for p in parts:
             numbers.append(p if p == "..." else _item(item, p, flag, what, example))
-        parts_out: list[Any] = [item(f"{v:g}", flag) for v in _expand(numbers, flag, example)]
+        parts_out: list[Any] = [
+            item(str(int(v)) if v.is_integer() else f"{v:g}", flag)
+            for v in _expand(numbers, flag, example)
+        ]
     else:
         parts_out = [_item(item, p, flag, what, example) for p in parts]
     for v in parts_out:
