@@ -66,7 +66,11 @@ def test_slo_parses_bounds_in_ms():
             ],
             "--yes",
         ),  # fmt: skip
+        (["sweep", "--bs", "1000"], "--bs"),  # not a multiple of the O_DIRECT alignment
         (["matrix", "--small-qd", ""], "--small-qd"),
+        (["matrix", "--small-bs", "1000"], "--small-bs"),
+        (["matrix", "--large-bs", "1000", "--large-streams", "0,2"], "--large-bs"),
+        (["curve", "--bs", "1000"], "--bs"),
         (["matrix", "--large-streams", "1,x"], "--large-streams"),
         (["matrix", "--small-qd", "0", "--large-streams", "0"], "--small-qd"),
         (["curve", "--slo", "p98<=2ms"], "--slo"),

@@ -117,6 +117,7 @@ def _run_points(
     writes: bool,
     judge: Any = None,
     total: int | None = None,
+    stream_flags: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], Path, int | None, Console]:
     """Inspect the target, compile every point, run the study; (study.json, its directory,
     the exit status of an interruption, the output console)."""
@@ -124,7 +125,14 @@ def _run_points(
     probe_study = make_study()
     first = probe_study.next_step(_empty_book())
     assert first is not None
-    probe = workload_from(run_doc, build(first[0], None), flag_keys)
+
+    def workload(streams: list[dict[str, Any]]) -> plan.Workload:
+        try:
+            return workload_from(run_doc, streams, flag_keys)
+        except UsageError as e:
+            raise UsageError(_named(str(e), stream_flags or {})) from None
+
+    probe = workload(build(first[0], None))
     info = targets.inspect_target(
         probe.target,
         size=probe.size,
@@ -135,14 +143,17 @@ def _run_points(
     )
 
     def workload_of(spec: StepSpec) -> plan.Workload:
-        return workload_from(run_doc, build(spec, info.data_length), flag_keys)
+        return workload(build(spec, info.data_length))
 
     def groups(spec: StepSpec) -> dict[str, list[int]]:
         return groups_of(build(spec, info.data_length))
 
     # Every point must compile before any IO (sweeps and matrices know all their points).
     for spec in getattr(probe_study, "specs", [first[0]]):
-        plan.compile_plan(workload_of(spec), info)
+        try:
+            plan.compile_plan(workload_of(spec), info)
+        except UsageError as e:
+            raise UsageError(_named(str(e), stream_flags or {})) from None
 
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
@@ -186,6 +197,14 @@ def _run_points(
         why = "a run failed" if outcome.interrupted == 1 else "interrupted"
         err.print(f"{why}: the study so far is kept, marked incomplete", markup=False)
     return outcome.doc, outcome.path, outcome.interrupted, out
+
+
+def _named(message: str, flags: dict[str, str]) -> str:
+    """A message about a stream the study built ("stream 'small': bs ...") naming the flag the
+    user gave instead ("--small-bs ...")."""
+    for where, flag in flags.items():
+        message = message.replace(where, flag)
+    return message
 
 
 def _empty_book():
@@ -331,7 +350,9 @@ def _sweep(ctx: typer.Context, values: dict[str, Any]) -> None:
         lambda streams: {"stream": [0]},
         writes=any(r < 100 for r in axes.read),
         total=len(points),
-    )
+        stream_flags={f"stream 'stream': {k}": f"--{k}" for k in ("bs", "qd", "read", "pattern",
+                      "compress", "rw")} | {"stream 'stream': length": "--region"},
+    )  # fmt: skip
     fields = (
         "bs", "qd", "read", "region", "iops", "mbps", "p50_ms", "p99_ms", "device_iops",
         "device_util",
@@ -409,9 +430,21 @@ def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
 
     cells = len(make_study().specs)
     writes = (small_read < 100 and any(small)) or (large_read < 100 and any(large))
+    named = {
+        "stream 'small': bs": "--small-bs",
+        "stream 'small': read": "--small-read",
+        "stream 'small': compress": "--compress",
+    }
+    named |= {
+        f"stream 'large{i}': {k}": f"--large-{k}"
+        for i in range(max(large) or 1)
+        for k in ("bs", "read", "qd")
+    }
+    named["stream 'large"] = "large stream '"
     doc, path, interrupted, out = _run_points(
-        ctx, values, MATRIX, make_study, build, matrix_groups, writes=writes, total=cells
-    )
+        ctx, values, MATRIX, make_study, build, matrix_groups, writes=writes, total=cells,
+        stream_flags=named,
+    )  # fmt: skip
     keys = ("small_levels", "large_levels", "small_iops", "large_mbps", "small_latency_ms")
     _finish(
         doc,
@@ -501,6 +534,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
     doc, path, interrupted, out = _run_points(
         ctx, values, CURVE, make_study, build, lambda s: {"stream": [0]}, writes=writes,
         judge=judge,
+        stream_flags={f"stream 'curve': {k}": f"--{k}" for k in stream_flags},
     )  # fmt: skip
     points = [
         {
