@@ -222,3 +222,35 @@ def test_compare_two_sweeps_point_by_point_or_to_one_point(tmp_path, capsys):
         assert main(["compare", "--results", str(results), *args]) == 2
         err = capsys.readouterr().err
         assert flag in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sigterm_keeps_the_points_measured_so_far(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exe = Path(sys.executable).with_name("tilemark")
+    results = tmp_path / "results"
+    cmd = [str(exe), "sweep", "--target", str(tmp_path / "t.dat"), "--bs", "4k,8k,16k,32k",
+           "--backend", "null", "--size", "4m", "--duration", "1", "--interval", "0.25",
+           "--results", str(results), "--no-report"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    studies = results / "studies"
+    deadline = time.monotonic() + 60
+    # Once the first point is in study.json, the second one is running: stop it.
+    while time.monotonic() < deadline:
+        found = list(studies.glob("*/study.json")) if studies.is_dir() else []
+        if found and json.loads(found[0].read_text() or "{}").get("steps"):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    _, doc = _study(results)
+    assert doc["complete"] is False and 1 <= len(doc["steps"]) < 4
+    first = doc["steps"][0]
+    assert first["complete"] and doc["points"][0]["iops"] > 0
+    last = json.loads((results / doc["steps"][-1]["run_id"] / "run.json").read_text())
+    assert last["status"] == "incomplete" and last["summary"]["total"]["iops"] > 0

@@ -118,6 +118,7 @@ def _run_points(
     judge: Any = None,
     total: int | None = None,
     stream_flags: dict[str, str] | None = None,
+    checks: list[StepSpec] | None = None,
 ) -> tuple[dict[str, Any], Path, int | None, Console]:
     """Inspect the target, compile every point, run the study; (study.json, its directory,
     the exit status of an interruption, the output console)."""
@@ -149,7 +150,8 @@ def _run_points(
         return groups_of(build(spec, info.data_length))
 
     # Every point must compile before any IO (sweeps and matrices know all their points).
-    for spec in getattr(probe_study, "specs", [first[0]]):
+    # A curve's steps depend on what it measures; `checks` stand for them.
+    for spec in getattr(probe_study, "specs", checks or [first[0]]):
         try:
             plan.compile_plan(workload_of(spec), info)
         except UsageError as e:
@@ -535,6 +537,10 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
         ctx, values, CURVE, make_study, build, lambda s: {"stream": [0]}, writes=writes,
         judge=judge,
         stream_flags={f"stream 'curve': {k}": f"--{k}" for k in stream_flags},
+        checks=[
+            StepSpec(1, "closed loop", {"phase": "max", "qd": max_qd}),
+            StepSpec(2, "open loop", {"phase": "load", "qd": max_qd, "pct": 10, "rate": 1000.0}),
+        ],
     )  # fmt: skip
     points = [
         {
