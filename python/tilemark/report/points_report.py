@@ -122,13 +122,15 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
 
 def sweep_size_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
     data = dataset(compact(rows, ("bs_kib", "iops", "mbps", "series", "qd", "read", "region")))
+    sizes = [r["bs_kib"] for r in rows]
+    x_scale = alt.Scale(type="log", base=2, nice=False, domain=[min(sizes), max(sizes)])
     panels = []
     for field, title in (("iops", "IOPS"), ("mbps", "MB/s (10^6 B/s)")):
         panels.append(
             alt.Chart(data)
             .mark_line(point=True)
             .encode(
-                x=alt.X("bs_kib:Q", title="IO size (KiB, log scale)", scale=alt.Scale(type="log")),
+                x=alt.X("bs_kib:Q", title="IO size (KiB, log scale)", scale=x_scale),
                 y=alt.Y(f"{field}:Q", title=title),
                 color=alt.Color("series:N", title="point"),
                 tooltip=[
@@ -149,11 +151,13 @@ def sweep_qd_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
             if r.get(stat) is not None:
                 long.append({"qd": r["qd"], "ms": r[stat], "line": f"{r['by_qd']} {stat[:3]}"})
     data = dataset(compact(long, ("qd", "ms", "line")))
+    qds = [r["qd"] for r in long] or [1]
+    x_scale = alt.Scale(type="log", base=2, nice=False, domain=[min(qds), max(max(qds), 2)])
     return (
         alt.Chart(data)
         .mark_line(point=True)
         .encode(
-            x=alt.X("qd:Q", title="queue depth (log scale)", scale=alt.Scale(type="log", base=2)),
+            x=alt.X("qd:Q", title="queue depth (log scale)", scale=x_scale),
             y=alt.Y("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="log")),
             color=alt.Color("line:N", title="point and percentile"),
             tooltip=["qd:Q", alt.Tooltip("ms:Q", format=",.4~g"), "line:N"],
