@@ -27,8 +27,13 @@ def test_lists_continue_a_doubling_or_an_even_step():
     ]  # fmt: skip
     reads = parse_list("0,10,...,50,70", "--read", percent_item, "p", "x", ellipsis=True)
     assert reads == [0, 10, 20, 30, 40, 50, 70]
+    # Two values step evenly; three with a constant ratio multiply.
+    assert parse_list("10,20,...,60", "--qd", qd_item, "q", "x", ellipsis=True) == [
+        10, 20, 30, 40, 50, 60,
+    ]  # fmt: skip
+    assert parse_list("2,4,8,...,32", "--qd", qd_item, "q", "x", ellipsis=True) == [2, 4, 8, 16, 32]
     assert parse_list("8k, 1m,8k", "--bs", size_item, "s", "x") == [8192, 1 << 20]
-    sizes = parse_list("8k,16k,...,1m", "--bs", size_item, "s", "x", ellipsis=True)
+    sizes = parse_list("8k,16k,32k,...,1m", "--bs", size_item, "s", "x", ellipsis=True)
     assert sizes == [8192 << i for i in range(8)]
 
 
@@ -49,6 +54,7 @@ def test_slo_parses_bounds_in_ms():
         (["sweep", "--bs", "4k,,8k"], "--bs"),
         (["sweep", "--qd", "1,0"], "--qd"),
         (["sweep", "--qd", "1,...,8"], "--qd"),
+        (["sweep", "--qd", "4,2,...,8"], "--qd"),
         (["sweep", "--read", "0,130"], "--read"),
         (["sweep", "--region", "0%"], "--region"),
         (["sweep", "--region", "1g"], "--region"),  # larger than the 4 MiB data area
@@ -58,7 +64,7 @@ def test_slo_parses_bounds_in_ms():
                 "--bs",
                 "4k,8k,16k,32k,64k",
                 "--qd",
-                "1,2,...,4096",
+                "1,2,4,...,4096",
                 "--read",
                 "0,30,70,100",
                 "--region",

@@ -464,11 +464,11 @@ OPTIONS: tuple[Option, ...] = (
        "output shown; a failing command stops the repeat, keeping what ran, with its exit "
        "status.", flag="--between", metavar="CMD", modes={REPEAT}),
     # -- sweeps, matrices and curves (one workload's parameters) --------------------------------
-    _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k or 8k,16k,...,1m.",
+    _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k or 8k,16k,32k,...,1m.",
        flag="--bs", metavar="LIST", modes={SWEEP}, default="4k"),
-    _o("sweep_qd", "study", "Queue depths to sweep: 1,2,4,8 or 1,2,4,...,256 (a doubling or "
-       "even step continued up to the last value).", flag="--qd", metavar="LIST",
-       modes={SWEEP}, default="1"),
+    _o("sweep_qd", "study", "Queue depths to sweep: 1,2,4,8 or 1,2,4,...,256 ('...' continues "
+       "a constant ratio of three values, else the step of two, up to the value after it).",
+       flag="--qd", metavar="LIST", modes={SWEEP}, default="1"),
     _o("sweep_read", "study", "Read percentages to sweep, e.g. 0,30,70,100.", flag="--read",
        metavar="LIST", modes={SWEEP}, default="100"),
     _o("sweep_region", "study", "Regions to sweep, each from the start of the data area: a size "

@@ -290,7 +290,7 @@ def _clash(mode: str) -> Callable[[Option], str]:
 def sweep_axes(values: dict[str, Any]) -> SweepAxes:
     return SweepAxes(
         bs=parse_list(
-            _raw(values, "sweep_bs", "4k"), "--bs", size_item, "IO sizes", "8k,16k,...,1m",
+            _raw(values, "sweep_bs", "4k"), "--bs", size_item, "IO sizes", "8k,16k,32k,...,1m",
             ellipsis=True,
         ),
         qd=parse_list(
@@ -511,11 +511,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
         if p["phase"] == "max":
             table["qd"] = p["qd"]
         else:
-            table.update(
-                rate=p["rate"],
-                arrival=arrival,
-                qd=min(max(64, 4 * p["qd"]), 4096),
-            )
+            table.update(rate=p["rate"], arrival=arrival, qd=p["qd"])
         return [table]
 
     def make_study() -> CurveStudy:

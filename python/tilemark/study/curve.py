@@ -28,6 +28,7 @@ from tilemark.analysis.qos import (
     evaluate,
 )
 from tilemark.errors import UsageError
+from tilemark.options import MAX_QD
 from tilemark.runner import RunOutcome
 from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
 from tilemark.units import MAX_IOPS
@@ -37,6 +38,7 @@ PRECISION = 0.01  # the SLO search ends when pass and fail are this close (of th
 MAX_BISECTIONS = 16
 THROUGHPUT_FRACTION = 0.95  # an objective also needs the offered rate delivered
 KNEE_FACTOR = 2.0  # the knee: p99 above this multiple of its value at the lowest load
+OPEN_LOOP_QD = 64  # at least this many IOs in flight in open loop (plan.DEFAULT_OPEN_LOOP_QD)
 STREAM = "curve"
 
 
@@ -179,6 +181,8 @@ class CurveStudy(Study):
         max_iops, qd_at_max = found
         if max_iops <= 0:
             return None
+        # Open loop: the queue depth caps IOs in flight; arrivals beyond it wait (and count).
+        cap = min(max(OPEN_LOOP_QD, 4 * qd_at_max), MAX_QD)
         done = {s.spec.params.get("pct") for s in self._phase(book, "load")}
         for pct in self.loads:
             if pct not in done:
@@ -186,7 +190,7 @@ class CurveStudy(Study):
                 if rate > MAX_IOPS:
                     continue  # beyond what one stream can schedule; the answer notes it
                 label = f"open loop {pct:g}% of max: {rate:,.0f} IOPS"
-                return self._spec(book, label, phase="load", pct=pct, rate=rate, qd=qd_at_max), NEW
+                return self._spec(book, label, phase="load", pct=pct, rate=rate, qd=cap), NEW
         if not self.slo or len(self._phase(book, "slo")) >= MAX_BISECTIONS:
             return None
         best, worst = self.bracket(book)
@@ -198,7 +202,7 @@ class CurveStudy(Study):
         rate = (low + worst) / 2
         label = f"SLO search: {rate:,.0f} IOPS ({rate / max_iops:.1%} of max)"
         pct = rate / max_iops * 100
-        return self._spec(book, label, phase="slo", pct=pct, rate=rate, qd=qd_at_max), NEW
+        return self._spec(book, label, phase="slo", pct=pct, rate=rate, qd=cap), NEW
 
     # -- answer ------------------------------------------------------------------------------
 

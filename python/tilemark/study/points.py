@@ -41,7 +41,9 @@ NS_PER_MS = 1e6
 
 
 def _expand(values: list[float | str], flag: str, example: str) -> list[float]:
-    """Numbers with `...` items continued: 1,2,4,...,64 doubles, 10,20,...,100 steps by 10."""
+    """Numbers with `...` items continued up to the value after them: three or more values
+    before with a constant ratio (1,2,4,...,64) keep multiplying; otherwise the last two values'
+    difference keeps adding (10,20,...,100)."""
     out: list[float] = []
     i = 0
     while i < len(values):
@@ -52,27 +54,20 @@ def _expand(values: list[float | str], flag: str, example: str) -> list[float]:
             continue
         if len(out) < 2 or i + 1 >= len(values) or values[i + 1] == "...":
             raise UsageError(
-                f"{flag}: '...' continues the two values before it up to the one after it, "
+                f"{flag}: '...' continues the values before it up to the one after it, "
                 f"e.g. {example}."
             )
         a, b, end = out[-2], out[-1], float(values[i + 1])
-        if a > 0 and b / a > 1 and b / a == int(b / a) and b != a:
-            ratio = b / a
-            nxt = b * ratio
-            while nxt < end:
-                out.append(nxt)
-                nxt *= ratio
-        elif b > a:
-            step = b - a
-            nxt = b + step
-            while nxt < end - 1e-9:
-                out.append(nxt)
-                nxt += step
-        else:
+        geometric = len(out) >= 3 and out[-3] > 0 and a / out[-3] == b / a and b / a > 1
+        if b <= a:
             raise UsageError(
                 f"{flag}: '...' needs rising values before it, e.g. {example}; got "
                 f"{a:g},{b:g},...,{end:g}."
             )
+        nxt = b * (b / a) if geometric else b + (b - a)
+        while nxt < end - 1e-9:
+            out.append(nxt)
+            nxt = nxt * (b / a) if geometric else nxt + (b - a)
         i += 1  # the end value is appended as a plain item next
     return out
 
