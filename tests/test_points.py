@@ -260,3 +260,27 @@ def test_sigterm_keeps_the_points_measured_so_far(tmp_path):
     assert first["complete"] and doc["points"][0]["iops"] > 0
     last = json.loads((results / doc["steps"][-1]["run_id"] / "run.json").read_text())
     assert last["status"] == "incomplete" and last["summary"]["total"]["iops"] > 0
+
+
+def test_the_knee_is_where_p99_stays_above_twice_its_low_load_value():
+    from tilemark.study.base import Attempt, StepBook, StepRecord, StepSpec
+    from tilemark.study.curve import CurveStudy
+
+    study = CurveStudy(loads_pct=[10, 20, 50, 80, 90, 100], max_qd=4, slo=[], definition={})
+    book = StepBook()
+
+    def add(params: dict, iops: float, p99: float) -> None:
+        spec = StepSpec(len(book) + 1, "", params)
+        stats = {"iops": iops, "p99_ms": p99, "p50_ms": p99 / 4, "p999_ms": p99 * 2}
+        attempt = Attempt("r", "d", None, True, detail={"groups": {"stream": stats}})
+        book.add(StepRecord(spec, 1, 0, [attempt]))
+
+    add({"phase": "max", "qd": 1}, 1000, 1.0)
+    add({"phase": "max", "qd": 2}, 1010, 1.0)
+    # A noisy light load (10%), the low-load p99 at 20%, a blip at 50%, then queueing from 90%.
+    for pct, p99 in ((10, 9.0), (20, 1.0), (50, 3.0), (80, 1.5), (90, 2.5), (100, 8.0)):
+        add({"phase": "load", "pct": pct, "rate": 10.1 * pct, "qd": 64}, 10 * pct, p99)
+    answer = study.answer(book)
+    assert answer["max_iops"] == 1010 and answer["qd_at_max"] == 2
+    assert answer["knee"]["offered_pct"] == 90 and answer["knee"]["base_p99_ms"] == 1.0
+    assert study.next_step(book) is None  # no SLO: the loads were the last steps

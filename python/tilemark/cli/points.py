@@ -606,9 +606,9 @@ def curve_lines(doc: dict[str, Any]) -> list[str]:
     knee = doc.get("knee")
     if knee:
         lines.append(
-            f"knee: at {knee['offered_pct']:.4g}% of max ({knee['iops']:,.0f} IOPS) p99 "
-            f"{knee['p99_ms']:.3g} ms is over {2:g}x its {knee['base_p99_ms']:.3g} ms at the "
-            "lowest load"
+            f"knee: from {knee['offered_pct']:.4g}% of max ({knee['iops']:,.0f} IOPS) on, p99 "
+            f"({knee['p99_ms']:.3g} ms there) stays over 2x its {knee['base_p99_ms']:.3g} ms at "
+            f"{knee['base_offered_pct']:.4g}%"
         )
     skipped = doc.get("loads_skipped_pct") or []
     if skipped:

@@ -12,8 +12,9 @@
    lowest failing one above it, rates are bisected (judged steps, failures confirmed like any
    study step) until the two are within 1% of the maximum IOPS.
 
-The knee is the first offered load whose p99 response time exceeds twice the p99 at the lowest
-load: where queueing starts to dominate (docs/studies.md).
+The knee is the first offered load from which on the p99 response time stays above twice its
+low-load value (the smallest p99 at loads up to half the maximum): where queueing starts to
+dominate (docs/studies.md).
 """
 
 from __future__ import annotations
@@ -119,8 +120,8 @@ class CurveStudy(Study):
             "growth_pct": GROWTH * 100,
             "slo": slo_text(self.slo) if self.slo else None,
             "slo_precision_pct": PRECISION * 100,
-            "knee_rule": f"first load whose p99 exceeds {KNEE_FACTOR:g}x the p99 at the lowest "
-            "load",
+            "knee_rule": f"the first load from which on p99 stays above {KNEE_FACTOR:g}x the "
+            "smallest p99 at loads up to 50% of the maximum",
         }
 
     # -- steps -------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ class CurveStudy(Study):
 
     def point(self, step: StepRecord) -> dict[str, Any]:
         p = step.spec.params
-        last = step.attempts[-1] if step.attempts else None
+        last = step.deciding()  # the run that stands for the step
         stats = ((last.detail if last else {}).get("groups") or {}).get("stream") or {}
         return {
             "phase": p["phase"],
@@ -236,23 +237,34 @@ class CurveStudy(Study):
         return (last.detail if last else {}).get("slo_verdict") or FAIL
 
     def knee(self, book: StepBook) -> dict[str, Any] | None:
+        """The first offered load from which on p99 stays above KNEE_FACTOR x the low-load p99
+        (the smallest p99 at loads up to half the maximum: one noisy light load does not set
+        it)."""
         loads = sorted(
             (self.point(s) for s in self._phase(book, "load")), key=lambda p: p["offered_pct"]
         )
         loads = [p for p in loads if p["p99_ms"] is not None]
         if len(loads) < 2:
             return None
-        base = loads[0]["p99_ms"]
-        for p in loads[1:]:
-            if p["p99_ms"] > KNEE_FACTOR * base:
-                return {
-                    "offered_pct": p["offered_pct"],
-                    "offered_iops": p["offered_iops"],
-                    "iops": p["iops"],
-                    "p99_ms": p["p99_ms"],
-                    "base_p99_ms": base,
-                }
-        return None
+        light = [p for p in loads if p["offered_pct"] <= 50] or loads[:1]
+        base_point = min(light, key=lambda p: p["p99_ms"])
+        base = base_point["p99_ms"]
+        above = [p for p in loads if p["offered_pct"] > base_point["offered_pct"]]
+        knee = None
+        for p in reversed(above):
+            if p["p99_ms"] <= KNEE_FACTOR * base:
+                break
+            knee = p
+        if knee is None:
+            return None
+        return {
+            "offered_pct": knee["offered_pct"],
+            "offered_iops": knee["offered_iops"],
+            "iops": knee["iops"],
+            "p99_ms": knee["p99_ms"],
+            "base_p99_ms": base,
+            "base_offered_pct": base_point["offered_pct"],
+        }
 
     def answer(self, book: StepBook) -> dict[str, Any]:
         found = self.maximum(book)
@@ -272,7 +284,7 @@ class CurveStudy(Study):
 
     def step_json(self, step: StepRecord) -> dict[str, Any]:
         out = super().step_json(step)
-        last = step.attempts[-1] if step.attempts else None
+        last = step.deciding()
         detail = last.detail if last else {}
         return {
             **out,

@@ -317,7 +317,7 @@ class PointStudy(Study):
 
     def step_json(self, step: StepRecord) -> dict[str, Any]:
         out = super().step_json(step)
-        last = step.attempts[-1] if step.attempts else None
+        last = step.deciding()
         detail = last.detail if last else {}
         return {
             **out,
@@ -330,8 +330,13 @@ class PointStudy(Study):
 
 
 def _stats(step: StepRecord, group: str) -> dict[str, Any]:
-    last = step.attempts[-1] if step.attempts else None
+    last = step.deciding()
     return ((last.detail if last else {}).get("groups") or {}).get(group) or {}
+
+
+def _run_id(step: StepRecord) -> str | None:
+    deciding = step.deciding()
+    return deciding.run_id if deciding else None
 
 
 def device_fields() -> dict[str, Any]:
@@ -406,7 +411,7 @@ class SweepStudy(PointStudy):
             "p50_ms": s.get("p50_ms"),
             "p99_ms": s.get("p99_ms"),
             **device_fields(),
-            "run_id": step.attempts[-1].run_id if step.attempts else None,
+            "run_id": _run_id(step),
         }
 
 
@@ -466,7 +471,7 @@ class MatrixStudy(PointStudy):
             "large_mbps": large.get("mbps") if p["large"] else None,
             "large_iops": large.get("iops") if p["large"] else None,
             **device_fields(),
-            "run_id": step.attempts[-1].run_id if step.attempts else None,
+            "run_id": _run_id(step),
         }
 
     def answer(self, book: StepBook) -> dict[str, Any]:
