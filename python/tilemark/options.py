@@ -481,7 +481,7 @@ OPTIONS: tuple[Option, ...] = (
     _o("small_read", "study", "Matrix: read percentage of the small random IOs.",
        flag="--small-read", metavar="PCT", modes={MATRIX}, parse=parse_percent, default="100"),
     _o("small_qd", "study", "Matrix: outstanding small IOs per column (0: none).",
-       flag="--small-qd", metavar="LIST", modes={MATRIX}, default="1,2,4,...,32"),
+       flag="--small-qd", metavar="LIST", modes={MATRIX}, default="0,1,2,4,...,32"),
     _o("large_bs", "study", "Matrix: size of the large sequential IOs.", flag="--large-bs",
        metavar="SIZE", modes={MATRIX}, parse=positive_size, default="1m"),
     _o("large_read", "study", "Matrix: read percentage of the large sequential streams.",

@@ -401,7 +401,7 @@ def sweep_table(doc: dict[str, Any]) -> Table:
 def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
     check_mode(values, MATRIX, {MATRIX}, _clash("matrix"))
     small = parse_list(
-        _raw(values, "small_qd", "1,2,4,...,32"), "--small-qd", count_item(4096),
+        _raw(values, "small_qd", "0,1,2,4,...,32"), "--small-qd", count_item(4096),
         "outstanding IO counts from 0 to 4096", "1,2,4,...,32", ellipsis=True,
     )  # fmt: skip
     large = parse_list(
