@@ -284,3 +284,31 @@ def test_the_knee_is_where_p99_stays_above_twice_its_low_load_value():
     assert answer["max_iops"] == 1010 and answer["qd_at_max"] == 2
     assert answer["knee"]["offered_pct"] == 90 and answer["knee"]["base_p99_ms"] == 1.0
     assert study.next_step(book) is None  # no SLO: the loads were the last steps
+
+
+@pytest.mark.parametrize(
+    ("kind", "args", "metric", "point"),
+    [
+        ("matrix", ["--small-qd", "0,1", "--large-streams", "0,1"], "large MB/s", "L1/S0"),
+        ("curve", ["--max-qd", "2", "--loads", "0.1,0.2"], "IOPS", "0.2%"),
+    ],
+)
+def test_compare_matrices_and_curves_point_by_point(tmp_path, capsys, kind, args, metric, point):
+    results = tmp_path / "results"
+    studies = results / "studies"
+    ids = []
+    for _ in range(2):
+        before = set(studies.iterdir()) if studies.is_dir() else set()
+        cmd = [kind, "--target", str(tmp_path / "t.dat"), *args, *FAST, "--results",
+               str(results), "--no-report"]  # fmt: skip
+        assert main(cmd) == 0
+        ids += [p.name for p in set(studies.iterdir()) - before]
+    capsys.readouterr()
+    assert main(["compare", "--results", str(results), *ids, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by = {(m["metric"], m["scope"]): m["runs"] for m in doc["metrics"]}
+    base, other = by[(metric, point)]
+    assert base["normalized"] == 1.0
+    assert other["normalized"] == pytest.approx(other["value"] / base["value"])
+    if kind == "curve":
+        assert ("max IOPS", "total") in by

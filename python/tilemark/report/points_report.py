@@ -333,7 +333,9 @@ def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
             Figure(
                 "curve",
                 "Response time vs achieved IOPS",
-                curve_chart(open_loop, knee, doc.get("slo_iops"), doc.get("max_iops")),
+                curve_chart(
+                    open_loop, knee, doc.get("slo_iops"), doc.get("max_iops"), _slo_limits(doc)
+                ),
                 caption="Response time counts queueing from each IO's scheduled arrival.",
             )
         )
@@ -341,11 +343,22 @@ def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
     return verdict, [Section("curve", "Load/latency curve", items)]
 
 
+def _slo_limits(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objective's percentile bounds as horizontal lines: {"ms", "label"}."""
+    out = []
+    for part in (doc.get("slo") or "").split(","):
+        stat, _, limit = part.partition("<=")
+        if stat in ("p50", "p99", "p999") and limit.endswith("ms"):
+            out.append({"ms": float(limit[:-2]), "label": f"SLO {stat} <= {limit}"})
+    return out
+
+
 def curve_chart(
     points: list[dict[str, Any]],
     knee: dict[str, Any] | None,
     slo_iops: float | None,
     max_iops: float | None,
+    limits: list[dict[str, Any]] | None = None,
 ) -> alt.TopLevelMixin:
     long = []
     for p in points:
@@ -392,6 +405,14 @@ def curve_chart(
         layers.append(
             m.mark_text(angle=270, align="right", dx=-4, dy=-6, fontSize=10).encode(
                 x="iops:Q", y=alt.value(0), text="label:N"
+            )
+        )
+    if limits:
+        lim = alt.Chart(dataset(compact(limits, ("ms", "label"))))
+        layers.append(lim.mark_rule(strokeDash=[2, 2], color="#c62828").encode(y="ms:Q"))
+        layers.append(
+            lim.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#c62828").encode(
+                y="ms:Q", x=alt.value(0), text="label:N"
             )
         )
     return alt.layer(*layers).properties(
