@@ -28,7 +28,15 @@ from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, option
 from tilemark.runner import prepare
-from tilemark.study.base import Attempt, StepRecord, StepSpec, Study, StudyRecord, run_study
+from tilemark.study.base import (
+    Attempt,
+    StepBook,
+    StepRecord,
+    StepSpec,
+    Study,
+    StudyRecord,
+    run_study,
+)
 from tilemark.study.curve import CurveStudy, judge_slo, parse_slo
 from tilemark.study.points import (
     MAX_POINTS,
@@ -124,7 +132,7 @@ def _run_points(
     the exit status of an interruption, the output console)."""
     run_doc, flag_keys = _run_doc(values, mode)
     probe_study = make_study()
-    first = probe_study.next_step(_empty_book())
+    first = probe_study.next_step(StepBook())
     assert first is not None
 
     def workload(streams: list[dict[str, Any]]) -> plan.Workload:
@@ -207,12 +215,6 @@ def _named(message: str, flags: dict[str, str]) -> str:
     for where, flag in flags.items():
         message = message.replace(where, flag)
     return message
-
-
-def _empty_book():
-    from tilemark.study.base import StepBook
-
-    return StepBook()
 
 
 def _workload_settings(w: plan.Workload) -> dict[str, Any]:
@@ -560,10 +562,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
         "knee": doc.get("knee"),
         "points": points,
     }
-    try:
-        _finish(doc, path, interrupted, values, out, [curve_table(doc)], curve_lines(doc), body)
-    except typer.Exit:
-        raise
+    _finish(doc, path, interrupted, values, out, [curve_table(doc)], curve_lines(doc), body)
     if slo and doc.get("slo_iops") is None and interrupted is None:
         raise typer.Exit(EXIT_QOS)
 

@@ -1,7 +1,9 @@
 """Studies: sequences of stored runs with a purpose, on one framework (base.py).
 
-One module per kind of study: scale.py (tile count and knob searches). settle.py waits for
-storage to settle after a fill. docs/studies.md describes the design and study.json.
+One module per kind of study: scale.py (tile count and knob searches), points.py (sweeps of one
+stream's parameters and Orion's matrix), curve.py (the load/latency curve and the highest rate
+that meets an objective). settle.py waits for storage to settle after a fill. docs/studies.md
+describes the design and study.json.
 """
 
 from tilemark.study.base import (

@@ -14,8 +14,8 @@ an `Attempt`: one stored run and, for judged studies, its verdict. `run_study` d
   study keeps its steps and says it is incomplete.
 
 Kinds of study are small modules on this: scale.py (tile count, or a profile knob, by linear
-search or doubling and bisection). A sweep, an Orion matrix, a rate ladder or N repetitions of
-one workload are a `Study` whose steps are workloads and whose runner compiles them.
+search or doubling and bisection), points.py (a sweep, an Orion matrix: steps are workloads that
+the runner compiles), curve.py (a rate ladder with bisection).
 docs/studies.md describes the design and the study.json format.
 """
 
