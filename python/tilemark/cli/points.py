@@ -10,7 +10,6 @@ run failed, 128 + signal when interrupted (the points so far are kept).
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, option
+from tilemark.report.csv import point_csvs
 from tilemark.runner import prepare
 from tilemark.study.base import (
     Attempt,
@@ -240,7 +240,7 @@ def _finish(
     json_body: dict[str, Any],
 ) -> None:
     err = Console(stderr=True, highlight=False)
-    _write_csvs(doc, path)
+    point_csvs(doc, path)
     if values.get("json_out"):
         body = {"study_id": doc["study_id"], "study_dir": str(path.resolve()), **json_body}
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
@@ -253,24 +253,6 @@ def _finish(
         write_study_report(path, results_path(values), err, out)
     if interrupted is not None:
         raise typer.Exit(interrupted)
-
-
-def _write_csvs(doc: dict[str, Any], path: Path) -> None:
-    """points.csv for every study; a matrix also gets Orion's three matrices as CSV files."""
-    points = doc.get("points") or []
-    if points:
-        fields = [k for k in points[0] if not isinstance(points[0][k], dict | list)]
-        with open(path / "points.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(points)
-    if doc.get("kind") == "matrix":
-        for name in ("small_iops", "large_mbps", "small_latency_ms"):
-            with open(path / f"{name}.csv", "w", newline="") as f:
-                w = csv.writer(f)
-                w.writerow(["large streams \\ small QD", *doc["small_levels"]])
-                for n, row in zip(doc["large_levels"], doc[name], strict=True):
-                    w.writerow([n, *("" if v is None else f"{v:.6g}" for v in row)])
 
 
 def _num(v: float | None, digits: int = 0) -> str:

@@ -5,7 +5,8 @@ row per stream; tile runs add applications.csv, instances.csv and qos.csv; runs 
 telemetry add devices.csv and host.csv (the columns of devices.parquet and host.parquet). A
 scaling study exports steps.csv and study_applications.csv; a repeat study repetitions.csv (one
 row per repetition and metric: value, change from the first) and trends.csv (one row per
-metric: trend, interval, verdict). Numbers are written unrounded.
+metric: trend, interval, verdict); a sweep, matrix or curve points.csv (a matrix also its three
+matrices). Numbers are written unrounded.
 """
 
 from __future__ import annotations
@@ -176,6 +177,8 @@ class CsvExporter:
     def _study(self, study: StudyData, dest: Path) -> list[Path]:
         if study.doc.get("kind") == "repeat":
             return self._repeat(study, dest)
+        if study.doc.get("kind") in ("sweep", "matrix", "curve"):
+            return point_csvs(study.doc, dest)
         steps, apps = [], []
         for st in study.steps:
             s = st.step
@@ -201,3 +204,25 @@ class CsvExporter:
             _write_rows(dest / "steps.csv", steps),
             _write_rows(dest / "study_applications.csv", apps),
         ]
+
+
+def point_csvs(doc: dict[str, Any], dest: Path) -> list[Path]:
+    """A sweep's, matrix's or curve's points.csv; a matrix also gets Orion's three matrices
+    (small_iops.csv, large_mbps.csv, small_latency_ms.csv: rows are large streams, columns
+    small outstanding IOs)."""
+    written = []
+    points = doc.get("points") or []
+    if points:
+        fields = [k for k in points[0] if not isinstance(points[0][k], dict | list)]
+        rows = [{k: p.get(k) for k in fields} for p in points]
+        written.append(_write_rows(dest / "points.csv", rows))
+    if doc.get("kind") == "matrix":
+        for name in ("small_iops", "large_mbps", "small_latency_ms"):
+            path = dest / f"{name}.csv"
+            with open(path, "w", newline="") as f:
+                w = csv.writer(f)
+                w.writerow(["large streams \\ small QD", *doc["small_levels"]])
+                for n, row in zip(doc["large_levels"], doc[name], strict=True):
+                    w.writerow([n, *("" if v is None else f"{v:.6g}" for v in row)])
+            written.append(path)
+    return written
