@@ -159,6 +159,10 @@ def test_matrix_runs_small_and_large_streams_together(tmp_path, capsys):
     assert large[0]["sizes"] == [[1 << 20, 1.0]] and large[0]["pattern"]["kind"] == "sequential"
     csv = (study_dir / "small_iops.csv").read_text().splitlines()
     assert csv[0].endswith(",0,1,2") and csv[1].startswith("0,,")
+    exported = tmp_path / "exported"
+    assert main(["export", str(study_dir), "--csv", str(exported)]) == 0
+    assert (exported / "small_iops.csv").read_text().splitlines() == csv
+    assert (exported / "points.csv").read_text().count("\n") == 6
 
 
 def test_curve_finds_a_maximum_then_offers_loads(tmp_path, capsys):
