@@ -55,6 +55,8 @@ def test_sweep_curve_and_matrix_find_the_throttled_caps(tmp_path):
     assert sorted(points) == [4096, 16384, 256 * 1024, 512 * 1024]
     for bs in (4096, 16384):  # the IOPS plateau
         assert abs(points[bs]["iops"] / IOPS_CAP - 1) < 0.05, points[bs]
+        # What the loop device saw (diskstats) is what tilemark issued: O_DIRECT, no cache.
+        assert abs(points[bs]["device_iops"] / points[bs]["iops"] - 1) < 0.05, points[bs]
     for bs in (256 * 1024, 512 * 1024):  # the bandwidth plateau (MB/s are 10^6 B/s)
         assert abs(points[bs]["mbps"] * 1e6 / BPS_CAP - 1) < 0.05, points[bs]
     for p in sweep["points"]:

@@ -109,9 +109,16 @@ class _Progress:
                 f"{name} {g['iops']:,.0f} IOPS {g['mbps']:,.1f} MB/s p99 "
                 f"{'-' if p99 is None else f'{p99:.3g}'} ms"
             )
+        device = attempt.detail.get("device") or {}
+        if device.get("device_iops") is not None:
+            parts.append(
+                f"devices {device['device_iops']:,.0f} IOPS {device['device_util']:.0f}% util"
+            )
         verdict = attempt.detail.get("slo_verdict")
         tail = f"; SLO {verdict}" if verdict else ""
         self.console.print("  " + ("; ".join(parts) or "no IO completed") + tail, markup=False)
+        for reason in (attempt.detail.get("tool_bound") or {}).get("reasons") or []:
+            self.console.print(f"  note: tool-bound: {reason}", markup=False)
 
 
 def _run_points(
@@ -246,13 +253,24 @@ def _finish(
         sys.stdout.write(json.dumps(body, indent=2) + "\n")
     for t in tables:
         out.print(t)
-    for line in lines:
+    for line in lines + _tool_bound_lines(doc):
         out.print(line, markup=False)
     out.print(f"study: {path}", markup=False)
     if values.get("write_report", True) and doc.get("steps"):
         write_study_report(path, results_path(values), err, out)
     if interrupted is not None:
         raise typer.Exit(interrupted)
+
+
+def _tool_bound_lines(doc: dict[str, Any]) -> list[str]:
+    """Points whose run measured the host rather than the storage (telemetry.tool_bound)."""
+    bound = [i for i, p in enumerate(doc.get("points") or [], 1) if p.get("tool_bound")]
+    if not bound:
+        return []
+    return [
+        f"note: point(s) {', '.join(map(str, bound))} were tool-bound (host CPU or the engine's "
+        "schedule): their numbers describe the host, not the storage"
+    ]
 
 
 def _num(v: float | None, digits: int = 0) -> str:
@@ -562,7 +580,7 @@ def _load_item(text: str, label: str) -> float:
 def curve_table(doc: dict[str, Any]) -> Table:
     t = Table(title=f"curve {doc['study_id']}", title_justify="left")
     for c in ("step", "phase", "QD", "offered %", "offered IOPS", "IOPS", "p50 ms", "p99 ms",
-              "p99.9 ms", "SLO"):  # fmt: skip
+              "p99.9 ms", "SLO", "device IOPS", "device util %"):  # fmt: skip
         t.add_column(c, justify="left" if c in ("phase", "SLO") else "right")
     for i, p in enumerate(doc.get("points") or [], 1):
         t.add_row(
@@ -576,6 +594,8 @@ def curve_table(doc: dict[str, Any]) -> Table:
             _ms(p["p99_ms"]),
             _ms(p["p999_ms"]),
             p["verdict"] or "-",
+            _num(p.get("device_iops")),
+            _num(p.get("device_util"), 1),
         )
     return t
 

@@ -27,6 +27,13 @@ def points_report(study: StudyData) -> Report:
     build = {"sweep": _sweep, "matrix": _matrix, "curve": _curve}[kind]
     verdict, sections = build(study)
     verdict.tested = _tested(study) + verdict.tested
+    bound = [i for i, p in enumerate(study.doc.get("points") or [], 1) if p.get("tool_bound")]
+    if bound:
+        verdict.notes.append(
+            f"point(s) {', '.join(map(str, bound))} were tool-bound (host CPU above 85% or the "
+            "engine behind its schedule): their numbers describe the host, not the storage"
+        )
+        verdict.status = "warn"
     if not study.doc.get("complete", True):
         verdict.notes.append("the study was interrupted: the points so far are shown")
         verdict.status = "warn"
@@ -191,8 +198,8 @@ def sweep_table(points: list[dict[str, Any]]) -> Table:
         ["point", "IO size", "QD", "read %", "region", "IOPS", "MB/s", "p50 ms", "p99 ms",
          "device IOPS", "device util %", "run"],
         rows,
-        caption="Latency is per IO, from submission to completion (closed loop). Device columns "
-        "are filled when device telemetry is recorded.",
+        caption="Latency is per IO, from submission to completion (closed loop). Device columns: "
+        "what the devices serving the target did (/proc/diskstats), blank without telemetry.",
     )  # fmt: skip
 
 
@@ -437,6 +444,8 @@ def curve_table(points: list[dict[str, Any]]) -> Table:
                 _ms_cell(p.get("p99_ms")),
                 _ms_cell(p.get("p999_ms")),
                 Cell(verdict or "-", {"pass": "pass", "fail": "fail"}.get(verdict or "", "")),
+                _num_cell(p.get("device_iops"), 0),
+                _num_cell(p.get("device_util"), 1),
                 Cell(p.get("run_id") or "-"),
             ]
         )
@@ -444,7 +453,7 @@ def curve_table(points: list[dict[str, Any]]) -> Table:
         "curve-points",
         "Every step: the search for the maximum, the offered loads, the SLO search",
         ["step", "phase", "QD", "offered %", "offered IOPS", "IOPS", "p50 ms", "p99 ms",
-         "p99.9 ms", "SLO", "run"],
+         "p99.9 ms", "SLO", "device IOPS", "device util %", "run"],
         rows,
         caption="Open-loop QD is the cap on IOs in flight; IOs beyond it wait in the schedule "
         "and their wait counts in the response time.",

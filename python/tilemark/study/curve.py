@@ -32,6 +32,7 @@ from tilemark.errors import UsageError
 from tilemark.options import MAX_QD
 from tilemark.runner import RunOutcome
 from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
+from tilemark.study.points import device_fields
 from tilemark.units import MAX_IOPS
 
 GROWTH = 0.02  # the maximum is found when IOPS grow by no more than this
@@ -223,6 +224,7 @@ class CurveStudy(Study):
             "p99_ms": stats.get("p99_ms"),
             "p999_ms": stats.get("p999_ms"),
             "verdict": self._shown_verdict(step) if self.slo and p["phase"] != "max" else None,
+            **device_fields(step),
             "run_id": last.run_id if last else None,
         }
 
@@ -291,6 +293,8 @@ class CurveStudy(Study):
             "point": self.point(step),
             "groups": detail.get("groups"),
             "total": detail.get("total"),
+            "device": detail.get("device"),
+            "tool_bound": detail.get("tool_bound"),
             "measured_s": detail.get("measured_s"),
             "slo_criteria": detail.get("slo_criteria"),
             "error": detail.get("error"),

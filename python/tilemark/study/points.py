@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import plan, targets
+from tilemark import plan, targets, telemetry
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
@@ -254,6 +254,8 @@ class WorkloadStepRunner:
         detail: dict[str, Any] = {
             "groups": {g: group_stats(outcome, idx) for g, idx in self.groups_of(spec).items()},
             "total": outcome.summary.get("total"),
+            "device": telemetry.back_end(outcome.summary),
+            "tool_bound": outcome.summary.get("tool_bound"),
             "measured_s": outcome.summary.get("duration_s"),
             "error": outcome.error,
             "status": outcome.status,
@@ -324,6 +326,8 @@ class PointStudy(Study):
             "point": dict(step.spec.params.get("point", {})),
             "groups": detail.get("groups"),
             "total": detail.get("total"),
+            "device": detail.get("device"),
+            "tool_bound": detail.get("tool_bound"),
             "measured_s": detail.get("measured_s"),
             "error": detail.get("error"),
         }
@@ -339,9 +343,18 @@ def _run_id(step: StepRecord) -> str | None:
     return deciding.run_id if deciding else None
 
 
-def device_fields() -> dict[str, Any]:
-    """What the devices underneath did at a point; filled when telemetry is recorded."""
-    return {"device_iops": None, "device_util": None}
+def device_fields(step: StepRecord) -> dict[str, Any]:
+    """What the devices serving the target did at a point (telemetry.back_end: null without
+    device telemetry), and whether the run measured the host rather than the storage."""
+    deciding = step.deciding()
+    detail = deciding.detail if deciding else {}
+    device = detail.get("device") or {}
+    return {
+        "device_iops": device.get("device_iops"),
+        "device_util": device.get("device_util"),
+        "device_mbps": device.get("device_mbps"),
+        "tool_bound": bool((detail.get("tool_bound") or {}).get("tool_bound")),
+    }
 
 
 @dataclass(frozen=True)
@@ -410,7 +423,7 @@ class SweepStudy(PointStudy):
             "mbps": s.get("mbps"),
             "p50_ms": s.get("p50_ms"),
             "p99_ms": s.get("p99_ms"),
-            **device_fields(),
+            **device_fields(step),
             "run_id": _run_id(step),
         }
 
@@ -470,7 +483,7 @@ class MatrixStudy(PointStudy):
             "small_p99_ms": small.get("p99_ms") if p["small"] else None,
             "large_mbps": large.get("mbps") if p["large"] else None,
             "large_iops": large.get("iops") if p["large"] else None,
-            **device_fields(),
+            **device_fields(step),
             "run_id": _run_id(step),
         }
 
