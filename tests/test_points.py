@@ -110,7 +110,7 @@ def test_sweep_runs_every_point_and_stores_it(tmp_path, capsys):
     results = tmp_path / "results"
     args = ["sweep", "--target", str(tmp_path / "t.dat"), "--bs", "4k,64k", "--qd", "1,2",
             "--read", "100", "--region", "1m,100%", *FAST, "--results", str(results),
-            "--json"]  # fmt: skip
+            "--json", "--label", "cache test"]  # fmt: skip
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     points = out["points"]
@@ -124,13 +124,14 @@ def test_sweep_runs_every_point_and_stores_it(tmp_path, capsys):
         assert p["iops"] > 0 and p["mbps"] == pytest.approx(p["iops"] * p["bs"] / 1e6, rel=1e-6)
     study_dir, doc = _study(results)
     assert doc["kind"] == "sweep" and doc["complete"] and len(doc["steps"]) == 8
-    assert doc["varied"] == ["bs", "qd", "region"]
+    assert doc["varied"] == ["bs", "qd", "region"] and doc["label"] == "cache test"
     for step in doc["steps"]:
         run = json.loads((results / step["run_id"] / "run.json").read_text())
         stream = run["plan"]["streams"][0]
         point = step["point"]
         assert stream["sizes"] == [[point["bs"], 1.0]] and stream["qd"] == point["qd"]
         assert stream["length"] == (1 << 20 if point["region"] == "1 MiB" else 4 << 20)
+        assert run["label"] == f"cache test, {step['label']}"
     assert (study_dir / "points.csv").read_text().count("\n") == 9
     assert (study_dir / "report.html").stat().st_size > 0
 

@@ -514,7 +514,7 @@ OPTIONS: tuple[Option, ...] = (
        dest="write_report"),
     _o("label", "output", "A label for the run or study ('before tiering'), stored with it and "
        "shown by `runs`, `studies`, reports and `compare`.", flag="--label", metavar="TEXT",
-       modes={RUN, TILES, SCALE, REPEAT}, parse=parse_label),
+       modes={RUN, TILES, SCALE, REPEAT} | POINT_STUDIES, parse=parse_label),
     _o("metrics_port", "output", "Serve Prometheus metrics of the running run or study on this "
        "port (per stream and application IOPS, MB/s, latency quantiles, errors, lag, device "
        "utilization, study progress; docs/metrics.md).", flag="--metrics-port", metavar="PORT",

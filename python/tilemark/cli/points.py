@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tilemark import plan, targets
-from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path, safety
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles, label_of, results_path, safety
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
@@ -138,6 +138,7 @@ def _run_points(
     """Inspect the target, compile every point, run the study; (study.json, its directory,
     the exit status of an interruption, the output console)."""
     run_doc, flag_keys = _run_doc(values, mode)
+    label = label_of(values)
     probe_study = make_study()
     first = probe_study.next_step(StepBook())
     assert first is not None
@@ -192,8 +193,9 @@ def _run_points(
             console=err,
             kind=f"{mode}-step",
             judge=judge,
+            label=label,
         )
-        record = StudyRecord(results, {"kind": probe_study.kind, "argv": argv})
+        record = StudyRecord(results, {"kind": probe_study.kind, "argv": argv, "label": label})
         repeat = _study_value(values, "repeat", 1)
         confirm_runs = _study_value(values, "confirm_runs", 1) if mode == CURVE else 0
         outcome = run_study(
@@ -260,6 +262,11 @@ def _finish(
         write_study_report(path, results_path(values), err, out)
     if interrupted is not None:
         raise typer.Exit(interrupted)
+
+
+def _titled(doc: dict[str, Any], title: str) -> str:
+    """A table title headed by the study's --label."""
+    return f"{doc['label']}: {title}" if doc.get("label") else title
 
 
 def _tool_bound_lines(doc: dict[str, Any]) -> list[str]:
@@ -375,7 +382,7 @@ def _sweep(ctx: typer.Context, values: dict[str, Any]) -> None:
 
 def sweep_table(doc: dict[str, Any]) -> Table:
     """The seed-001 table: per point IOPS, MB/s, latency, and what the devices did."""
-    t = Table(title=f"sweep {doc['study_id']}", title_justify="left")
+    t = Table(title=_titled(doc, f"sweep {doc['study_id']}"), title_justify="left")
     for c in ("point", "IO size", "QD", "read %", "region", "IOPS", "MB/s", "p50 ms", "p99 ms",
               "device IOPS", "device util %"):  # fmt: skip
         t.add_column(c, justify="left" if c in ("region",) else "right")
@@ -470,7 +477,7 @@ def matrix_tables(doc: dict[str, Any]) -> list[Table]:
         ("large_mbps", "large MB/s", 1),
         ("small_latency_ms", "small latency (mean ms)", 3),
     ):
-        t = Table(title=f"matrix {doc['study_id']}: {title}", title_justify="left")
+        t = Table(title=_titled(doc, f"matrix {doc['study_id']}: {title}"), title_justify="left")
         t.add_column("large \\ small QD", justify="right")
         for q in doc.get("small_levels") or []:
             t.add_column(str(q), justify="right")
@@ -578,7 +585,7 @@ def _load_item(text: str, label: str) -> float:
 
 
 def curve_table(doc: dict[str, Any]) -> Table:
-    t = Table(title=f"curve {doc['study_id']}", title_justify="left")
+    t = Table(title=_titled(doc, f"curve {doc['study_id']}"), title_justify="left")
     for c in ("step", "phase", "QD", "offered %", "offered IOPS", "IOPS", "p50 ms", "p99 ms",
               "p99.9 ms", "SLO", "device IOPS", "device util %"):  # fmt: skip
         t.add_column(c, justify="left" if c in ("phase", "SLO") else "right")

@@ -39,7 +39,8 @@ def points_report(study: StudyData) -> Report:
         verdict.status = "warn"
     return Report(
         kind="study",
-        title=f"tilemark report: {kind} {study.study_id}",
+        title=f"tilemark report: {kind} {study.study_id}"
+        + (f" ({study.doc['label']})" if study.doc.get("label") else ""),
         verdict=verdict,
         sections=sections,
         details=study_details(study),

@@ -226,6 +226,7 @@ class WorkloadStepRunner:
         console: Console,
         kind: str,
         judge: Judge | None = None,
+        label: str | None = None,
     ):
         self.workload_of = workload_of
         self.groups_of = groups_of
@@ -235,6 +236,7 @@ class WorkloadStepRunner:
         self.console = console
         self.kind = kind
         self.judge = judge
+        self.label = label  # the study's --label; each run is labelled with it and its point
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
         workload = self.workload_of(spec)
@@ -250,6 +252,7 @@ class WorkloadStepRunner:
             kind=self.kind,
             monitor=collector,
             note=spec.label,
+            label=f"{self.label}, {spec.label}" if self.label else None,
         )
         detail: dict[str, Any] = {
             "groups": {g: group_stats(outcome, idx) for g, idx in self.groups_of(spec).items()},
