@@ -20,12 +20,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import plan, targets
-from tilemark.cli.common import EXIT_QOS, argv_of, consoles, label_of, results_path, safety
+from tilemark import metrics, plan, targets
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
-from tilemark.options import CURVE, MATRIX, SWEEP, Option, option
+from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, safety
 from tilemark.report.csv import point_csvs
 from tilemark.runner import prepare
 from tilemark.study.base import (
@@ -177,6 +177,7 @@ def _run_points(
     out, err = consoles(json_out)
     argv = argv_of(ctx)
     results = results_path(values)
+    metrics.from_values(values)  # --metrics-port: every point's run and the study's progress
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
