@@ -20,32 +20,12 @@ from typing import Any
 from rich.console import Console
 
 from tilemark import engine, plan, targets
+from tilemark.analysis.steady import RULE, steady
 from tilemark.hist import latency_hist
 from tilemark.runner import SignalStopper
 
-WINDOW = 5  # rounds in the steady-state window
-MAX_RANGE = 0.20  # of the window's mean
-MAX_DRIFT = 0.10  # of the window's mean, over the window
 ROUND_S = 1.0
 PROBE = "4 KiB random reads, QD1, over the data area"
-
-
-def steady(rounds: list[float]) -> bool:
-    """True when the last WINDOW round means meet the range and drift limits."""
-    if len(rounds) < WINDOW:
-        return False
-    window = rounds[-WINDOW:]
-    mean = sum(window) / WINDOW
-    if mean <= 0:
-        return True
-    if max(window) - min(window) > MAX_RANGE * mean:
-        return False
-    xs = range(WINDOW)
-    x_mean = (WINDOW - 1) / 2
-    slope = sum((x - x_mean) * (y - mean) for x, y in zip(xs, window, strict=True)) / sum(
-        (x - x_mean) ** 2 for x in xs
-    )
-    return abs(slope) * (WINDOW - 1) <= MAX_DRIFT * mean
 
 
 @dataclass
@@ -63,7 +43,7 @@ class Settling:
             "seconds": round(self.seconds, 2),
             "steady": self.steady,
             "rounds_mean_ms": [round(r, 4) for r in self.rounds_ms],
-            "rule": f"last {WINDOW} rounds: range <= {MAX_RANGE:.0%}, drift <= {MAX_DRIFT:.0%}",
+            "rule": RULE,
         }
 
     def describe(self) -> str:
