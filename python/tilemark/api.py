@@ -32,6 +32,7 @@ from tilemark.report.data import (
     merged_run_hist,
 )
 from tilemark.runner import RunOutcome, inspect_and_compile, prepare, run_plan
+from tilemark.steadyrun import RoundMonitor, steady_settings, steady_workload
 from tilemark.store import catalog
 from tilemark.units import parse_size
 
@@ -169,6 +170,9 @@ def workload_setup(
         overridden=overridden,
         notes=notes,
     )
+    steady = steady_settings(values)
+    if steady is not None:
+        workload = steady_workload(workload, steady)
     info, compiled = inspect_and_compile(workload, **safety(values))
     return workload, info, compiled, overridden, notes
 
@@ -185,6 +189,8 @@ def execute_workload(
     workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
     label = label_of(values)
     metrics.from_values(values)
+    steady = steady_settings(values)
+    monitor = RoundMonitor(compiled, steady) if steady is not None else None
     for note in notes:
         console.print(f"note: {note}", markup=False, soft_wrap=True)
     if overridden:
@@ -196,7 +202,16 @@ def execute_workload(
         if not prepare(info, console):
             return 130
         return run_plan(
-            workload, info, compiled, results=results, argv=argv, console=console, label=label
+            workload,
+            info,
+            compiled,
+            results=results,
+            argv=argv,
+            console=console,
+            label=label,
+            analyze=monitor.analyze if monitor is not None else None,
+            monitor=monitor,
+            note=steady.describe() if steady is not None else None,
         )
 
 

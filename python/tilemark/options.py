@@ -12,6 +12,7 @@ Scopes:
 - `stream`: one stream's IO (a `[[stream]]` or `[defaults]` table; the flags describe one stream).
 - `tile`: tile runs (`run --tiles N`) and scaling studies.
 - `study`: how a study chooses, repeats and judges its steps.
+- `steady`: `run --until-steady` (rounds until the SNIA PTS steady-state rule holds).
 - `safety`, `output`: what may be written, where results go and how they are printed.
 
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
@@ -49,6 +50,9 @@ MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
 MAX_POLL_US = 1_000_000
 MAX_ERRORS = 1 << 53
 MAX_IO_TIMEOUT_S = 86_400  # the engine accepts at most a day
+STEADY_WINDOW = 5  # rounds in the SNIA PTS steady-state window (analysis/steady.py)
+MAX_ROUNDS = 10_000
+STEADY_METRICS = ("iops", "p99")
 
 # rw -> (read % or None for a mix, random by default)
 RW_MODES: dict[str, tuple[float | None, bool]] = {
@@ -264,6 +268,17 @@ def parse_label(value: object, label: str) -> str:
             f"{shown(value)}."
         )
     return text
+
+
+def parse_max_rounds(value: object, label: str) -> int:
+    """At least STEADY_WINDOW rounds: the steady-state window needs that many."""
+    try:
+        return parse_int(value, label, STEADY_WINDOW, MAX_ROUNDS)
+    except UsageError:
+        raise UsageError(
+            f"{label} must be an integer from {STEADY_WINDOW} to {MAX_ROUNDS} (the steady-state "
+            f"window needs {STEADY_WINDOW} rounds), got {shown(value)}."
+        ) from None
 
 
 def text(value: object, label: str) -> str:
@@ -498,6 +513,20 @@ OPTIONS: tuple[Option, ...] = (
     _o("slo", "study", "Curve: find the highest rate that meets this objective, to 1% of the "
        "maximum, e.g. 'p99<=2ms' (mean, p50, p90, p95, p99, p999 or max; several joined by ,).",
        flag="--slo", metavar="STAT<=TIME", modes={CURVE}),
+    # -- steady state ---------------------------------------------------------------------------
+    _o("until_steady", "steady", "Measure in rounds until the SNIA PTS steady-state rule holds "
+       "over the last 5 rounds (range <= 20% of their mean, least-squares slope <= 10%), at most "
+       "--max-rounds; the summary then covers those 5 rounds.", flag="--until-steady",
+       modes=WORKLOAD, kind="switch"),
+    _o("round", "steady", "Length of one round (a whole number of --interval).", flag="--round",
+       metavar="TIME", modes=WORKLOAD, parse=positive_duration, default="60s",
+       dest="round_time"),
+    _o("max_rounds", "steady", "Rounds after which a run that is not steady ends (SNIA PTS: "
+       "25).", flag="--max-rounds", metavar="N", modes=WORKLOAD, parse=parse_max_rounds,
+       default="25"),
+    _o("metric", "steady", "The tracked metric: iops (all streams) or p99 (latency of all "
+       "reads and writes, merged).", flag="--metric", metavar="NAME", modes=WORKLOAD,
+       parse=choice(STEADY_METRICS), default="iops", dest="steady_metric"),
     # -- safety ---------------------------------------------------------------------------------
     _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
        "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
@@ -594,6 +623,7 @@ def markdown() -> str:
         "stream": "Streams (`[[stream]]` and `[defaults]` tables; flags describe one stream)",
         "tile": "Tiles (`run --tiles N` and `scale`)",
         "study": "Studies (`scale`, `repeat`, `sweep`, `matrix`, `curve`)",
+        "steady": "Steady state (`run --until-steady`)",
         "safety": "Safety",
         "output": "Output",
     }

@@ -29,7 +29,10 @@ from tilemark.units import format_size
 
 POLL_S = 0.2
 # What the live view says when a monitor ends a run early.
-ENDED_BY = {"decided": "every QoS criterion is decided: stopping the run"}
+ENDED_BY = {
+    "decided": "every QoS criterion is decided: stopping the run",
+    "steady": "steady state reached: stopping the run",
+}
 
 
 class SignalStopper:
@@ -178,6 +181,10 @@ class RunMonitor(Protocol):
     def add(self, snapshots: list[engine.Snapshot]) -> None: ...
 
     def should_stop(self) -> str | None: ...
+
+    def messages(self) -> list[str]:
+        """Progress lines to show since the last call (rounds of a steady-state run)."""
+        ...
 
 
 def run_plan(
@@ -388,6 +395,8 @@ def _drive(
             changes.add(snapshots)
         if monitor is not None:
             monitor.add(snapshots)
+            for line in monitor.messages():
+                display.note(line)
             if ended_by is None and stopper.signum is None:
                 ended_by = monitor.should_stop()
                 if ended_by is not None:

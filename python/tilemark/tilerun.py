@@ -217,6 +217,9 @@ class QosMonitor:
     def add(self, snapshots: list[dict[str, Any]]) -> None:
         self.windows.extend(snapshots)
 
+    def messages(self) -> list[str]:
+        return []
+
     def should_stop(self) -> str | None:
         """ "decided" once every whole-window criterion is decided after `duration`."""
         if self.max_duration_s <= self.duration_s:

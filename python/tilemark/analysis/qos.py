@@ -334,13 +334,13 @@ class SnapshotCompactor:
             }
         )
         if self._totals is None:
-            self._totals = _copy_snapshot(snap)
+            self._totals = copy_snapshot(snap)
         else:
-            self._merge(self._totals, snap)
+            merge_snapshot(self._totals, snap)
         if self._current is None:
-            self._current = _copy_snapshot(snap)
+            self._current = copy_snapshot(snap)
         else:
-            self._merge(self._current, snap)
+            merge_snapshot(self._current, snap)
         if (self._current["end_ns"] - self._current["start_ns"]) / 1e9 >= self.window_s - 1e-6:
             self._done.append(self._current)
             self._current = None
@@ -367,37 +367,40 @@ class SnapshotCompactor:
             "streams": t["streams"],
         }
 
-    @staticmethod
-    def _merge(into: dict, snap: dict) -> None:
-        into["end_ns"] = snap["end_ns"]
-        into["interval"] = snap["interval"]
-        by_stream = {s["stream"]: s for s in into["streams"]}
-        for s in snap["streams"]:
-            mine = by_stream.get(s["stream"])
-            if mine is None:
-                into["streams"].append(dict(s))
-                continue
-            for op in OPS:
-                a, b = mine[op], s[op]
-                errors = dict(a["errors"])
-                for errno, n in b["errors"].items():
-                    errors[errno] = errors.get(errno, 0) + n
-                merged = {
-                    "ops": a["ops"] + b["ops"],
-                    "bytes": a["bytes"] + b["bytes"],
-                    "errors": errors,
-                }
-                for kind in ("service", "response"):
-                    if a.get(kind) is None and b.get(kind) is None:
-                        merged[kind] = None
-                    else:
-                        merged[kind] = Histogram.merged([a.get(kind), b.get(kind)]).to_json()
-                mine[op] = merged
-            mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
-            mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
-            for level in ("behind_ios", "inflight"):
-                mine[level] = s.get(level, 0)
+
+def merge_snapshot(into: dict, snap: dict) -> None:
+    """Add `snap` to the merged snapshot `into`: counts summed, histograms merged, backlog
+    levels from the later one."""
+    into["end_ns"] = snap["end_ns"]
+    into["interval"] = snap["interval"]
+    by_stream = {s["stream"]: s for s in into["streams"]}
+    for s in snap["streams"]:
+        mine = by_stream.get(s["stream"])
+        if mine is None:
+            into["streams"].append(dict(s))
+            continue
+        for op in OPS:
+            a, b = mine[op], s[op]
+            errors = dict(a["errors"])
+            for errno, n in b["errors"].items():
+                errors[errno] = errors.get(errno, 0) + n
+            merged = {
+                "ops": a["ops"] + b["ops"],
+                "bytes": a["bytes"] + b["bytes"],
+                "errors": errors,
+            }
+            for kind in ("service", "response"):
+                if a.get(kind) is None and b.get(kind) is None:
+                    merged[kind] = None
+                else:
+                    merged[kind] = Histogram.merged([a.get(kind), b.get(kind)]).to_json()
+            mine[op] = merged
+        mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
+        mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
+        for level in ("behind_ios", "inflight"):
+            mine[level] = s.get(level, 0)
 
 
-def _copy_snapshot(snap: dict) -> dict:
+def copy_snapshot(snap: dict) -> dict:
+    """A snapshot to merge others into (its stream entries copied)."""
     return {**snap, "streams": [dict(s) for s in snap["streams"]]}

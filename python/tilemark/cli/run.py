@@ -96,6 +96,9 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
     if values.get("json_out"):
         write_json(outcome, {"summary": outcome.summary})
     print_run(outcome, out, err)
+    state = outcome.summary.get("steady_state")
+    if state is not None:
+        out.print(f"steady state: {state['verdict']}", markup=False, soft_wrap=True)
     return outcome.exit_status or 0
 
 

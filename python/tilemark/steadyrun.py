@@ -1,0 +1,294 @@
+"""`run --until-steady`: one engine run measured in rounds until it is steady (SNIA PTS).
+
+The run's measurement phase is cut into consecutive rounds of `--round` (a whole number of
+snapshot intervals). After each round the tracked metric (total IOPS, or the p99 of every read
+and write, merged) is added to the series and the steady-state rule (analysis/steady.py) is
+applied to the last five rounds; once it holds, the monitor stops the run. The engine is planned
+for `--max-rounds` rounds, so a run that never settles ends there ("not steady after N rounds",
+with its trend).
+
+When steady, the run's summary covers the measurement window (the last five rounds), computed
+from their merged interval snapshots (histograms merged, never percentiles averaged); the whole
+run's totals are kept beside it. Memory holds the current round and the window's five merged
+rounds, whatever the run's length. A round cut short by Ctrl-C is not a round: the rounds before
+it are kept and reported, and the run is incomplete as any interrupted run.
+
+An open-loop workload is steady only at the rate it asked for: a window whose achieved IO rate
+is below RATE_REACHED of the requested one is reported as not reaching it, and is not steady.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilemark import plan
+from tilemark.analysis.qos import copy_snapshot, merge_snapshot
+from tilemark.analysis.steady import RULE, WINDOW, WindowCheck, check_window, trend_pct_per_round
+from tilemark.errors import UsageError
+from tilemark.hist import Histogram, latency_hist
+from tilemark.options import option
+from tilemark.summary import summarize, target_iops
+
+DEFAULT_ROUND_S = 60.0
+DEFAULT_MAX_ROUNDS = 25  # SNIA PTS
+RATE_REACHED = 0.95  # of an open-loop workload's requested IO rate
+METRIC_UNITS = {"iops": "IOPS", "p99": "ms"}
+
+
+@dataclass(frozen=True)
+class SteadySettings:
+    """How an until-steady run is measured."""
+
+    round_s: float = DEFAULT_ROUND_S
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    metric: str = "iops"
+
+    @property
+    def max_s(self) -> float:
+        return self.round_s * self.max_rounds
+
+    def describe(self) -> str:
+        return (
+            f"until {self.metric} is steady: rounds of {self.round_s:g}s, at most "
+            f"{self.max_rounds} ({self.max_s:g}s)"
+        )
+
+
+def steady_settings(values: dict[str, Any]) -> SteadySettings | None:
+    """--until-steady and its round settings from option values, checked; None without it."""
+    opts = [option("steady", k) for k in ("round", "max_rounds", "metric")]
+    if not values.get("until_steady"):
+        for o in opts:
+            if values.get(o.param) is not None:
+                raise UsageError(f"{o.flag} applies to steady-state runs; add --until-steady.")
+        return None
+    if values.get("duration") is not None:
+        raise UsageError(
+            "--duration does not apply with --until-steady: the run measures until it is steady, "
+            "at most --max-rounds rounds of --round."
+        )
+    parsed = {o.key: o.parse(values[o.param], o.flag) for o in opts if values.get(o.param)}
+    return SteadySettings(
+        round_s=parsed.get("round", SteadySettings.round_s),
+        max_rounds=parsed.get("max_rounds", SteadySettings.max_rounds),
+        metric=parsed.get("metric", SteadySettings.metric),
+    )
+
+
+def steady_workload(workload: plan.Workload, settings: SteadySettings) -> plan.Workload:
+    """The workload planned for `max_rounds` rounds; a round must be whole intervals."""
+    ratio = settings.round_s / workload.interval_s
+    if ratio < 1 - 1e-9 or abs(ratio - round(ratio)) > 1e-6:
+        raise UsageError(
+            f"--round {settings.round_s:g}s must be a whole number of snapshot intervals "
+            f"(--interval {workload.interval_s:g}s), so every round has the same length."
+        )
+    return dataclasses.replace(workload, duration_s=settings.max_s)
+
+
+def metric_value(snap: dict[str, Any], metric: str) -> float | None:
+    """The tracked metric of a merged snapshot: total data IOPS, or the p99 in ms of every
+    read and write (response time for open loop, service time for closed loop), merged."""
+    seconds = (snap["end_ns"] - snap["start_ns"]) / 1e9
+    if metric == "iops":
+        ops = sum(s[op]["ops"] for s in snap["streams"] for op in ("read", "write"))
+        return ops / seconds if seconds > 0 else 0.0
+    hist = Histogram.merged(
+        latency_hist(s[op]) for s in snap["streams"] for op in ("read", "write")
+    )
+    p99 = hist.percentile(99.0)
+    return None if p99 is None else p99 / 1e6
+
+
+def shown_value(value: float | None, metric: str) -> str:
+    """A metric value as people read it: '51,452 IOPS', '0.113 ms'."""
+    if value is None:
+        return "-"
+    if metric == "iops":
+        return f"{value:,.0f} IOPS"
+    return f"{value:.3g} ms"
+
+
+@dataclass
+class Round:
+    """One finished round: when, its metric and how many data IOs it completed."""
+
+    index: int  # 1-based
+    start_s: float  # from the start of the run's clock
+    end_s: float
+    value: float | None
+    ops: int
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class RoundMonitor:
+    """A RunMonitor (runner.py) that aggregates interval snapshots into rounds, applies the
+    steady-state rule after each round and stops the run once it holds."""
+
+    compiled: dict[str, Any]
+    settings: SteadySettings
+    rounds: list[Round] = field(default_factory=list)
+    check: WindowCheck | None = None
+    _current: dict[str, Any] | None = None
+    _window: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
+    _lines: list[str] = field(default_factory=list)
+
+    @property
+    def steady(self) -> bool:
+        return self.check is not None and self.check.steady
+
+    def values(self) -> list[float]:
+        """The metric per round (a round without IO counts as 0)."""
+        return [r.value or 0.0 for r in self.rounds]
+
+    def add(self, snapshots: list[dict[str, Any]]) -> None:
+        for snap in snapshots:
+            if snap["phase"] != "measure" or self.steady:
+                continue
+            if self._current is None:
+                self._current = copy_snapshot(snap)
+            else:
+                merge_snapshot(self._current, snap)
+            current = self._current
+            if (current["end_ns"] - current["start_ns"]) / 1e9 >= self.settings.round_s - 1e-6:
+                self._finish_round(current)
+                self._current = None
+
+    def _finish_round(self, snap: dict[str, Any]) -> None:
+        ops = sum(s[op]["ops"] for s in snap["streams"] for op in ("read", "write"))
+        value = metric_value(snap, self.settings.metric)
+        self.rounds.append(
+            Round(len(self.rounds) + 1, snap["start_ns"] / 1e9, snap["end_ns"] / 1e9, value, ops)
+        )
+        self._window.append(snap)
+        self.check = check_window(self.values())
+        self._lines.append(self.progress_line())
+
+    def progress_line(self) -> str:
+        """Rounds done, this round's metric, the window's status and the longest it may take."""
+        r = self.rounds[-1]
+        shown = shown_value(r.value, self.settings.metric)
+        left = (self.settings.max_rounds - len(self.rounds)) * self.settings.round_s
+        line = f"round {r.index}/{self.settings.max_rounds}: {self.settings.metric} {shown}"
+        c = self.check
+        if c is None:
+            line += f"; window needs {WINDOW - len(self.rounds)} more round(s)"
+        else:
+            state = "steady" if c.steady else "not steady"
+            line += (
+                f"; window rounds {c.first + 1}-{c.last + 1}: range {c.range_pct:.1f}% "
+                f"({'ok' if c.range_ok else '> 20%'}), slope {c.slope_pct:+.1f}% "
+                f"({'ok' if c.slope_ok else '> 10%'}): {state}"
+            )
+        if not self.steady and left > 0:
+            line += f"; at most {left:g}s more"
+        return line
+
+    def messages(self) -> list[str]:
+        out, self._lines = self._lines, []
+        return out
+
+    def should_stop(self) -> str | None:
+        return "steady" if self.steady else None
+
+    def window_result(self) -> dict[str, Any] | None:
+        """The steady window's merged snapshots in the engine's result format."""
+        if not self._window:
+            return None
+        merged = copy_snapshot(self._window[0])
+        for snap in list(self._window)[1:]:
+            merge_snapshot(merged, snap)
+        return {
+            "complete": True,
+            "measure_start_ns": merged["start_ns"],
+            "measure_end_ns": merged["end_ns"],
+            "streams": merged["streams"],
+        }
+
+    def analyze(self, compiled: dict[str, Any], result: dict[str, Any], summary: dict) -> None:
+        """The Analyzer of runner.run_plan: a steady run's summary covers its window."""
+        record = self.record()
+        window = self.window_result() if self.steady else None
+        if window is not None:
+            whole = {"duration_s": summary["duration_s"], "total": summary["total"]}
+            summary.clear()
+            summary.update(summarize(compiled, window))
+            summary["whole_run"] = whole
+        rate = _rate_check(compiled, summary)
+        if rate is not None:
+            record["rate"] = rate
+            if not rate["reached"] and record["steady"]:
+                record["steady"] = False
+        record["verdict"] = _verdict(record, self.settings)
+        summary["steady_state"] = record
+        if not record["steady"]:
+            summary.setdefault("notes", []).append(record["verdict"])
+
+    def record(self) -> dict[str, Any]:
+        """What run.json keeps (summary.steady_state; docs/results-schema.md)."""
+        c = self.check
+        return {
+            "metric": self.settings.metric,
+            "unit": METRIC_UNITS[self.settings.metric],
+            "round_s": self.settings.round_s,
+            "max_rounds": self.settings.max_rounds,
+            "rule": RULE,
+            "rounds": [r.to_json() for r in self.rounds],
+            "steady": self.steady,
+            "rule_met": self.steady,
+            "window": c.to_json() if c is not None else None,
+            "summary_covers": "window" if self.steady else "whole run",
+            "trend_pct_per_round": trend_pct_per_round(self.values()),
+        }
+
+
+def _rate_check(compiled: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any] | None:
+    """Requested and achieved IO rate of the open-loop streams over what the summary covers."""
+    requested = achieved = 0.0
+    for s in summary.get("streams") or []:
+        index = s["stream"]
+        want = target_iops(compiled["streams"][index]) if index < len(compiled["streams"]) else None
+        if want:
+            requested += want
+            achieved += s["total"]["iops"]
+    if requested <= 0:
+        return None
+    return {
+        "requested_iops": requested,
+        "achieved_iops": achieved,
+        "achieved_pct": achieved / requested * 100,
+        "reached": achieved >= RATE_REACHED * requested,
+    }
+
+
+def _verdict(record: dict[str, Any], settings: SteadySettings) -> str:
+    """One sentence: steady (where), or not, with the trend."""
+    rounds = len(record["rounds"])
+    w = record["window"]
+    rate = record.get("rate")
+    if rate is not None and not rate["reached"]:
+        return (
+            f"the requested open-loop rate was not reached: {rate['achieved_iops']:,.0f} of "
+            f"{rate['requested_iops']:,.0f} IOPS ({rate['achieved_pct']:.0f}%); steady at an "
+            "unreachable rate is meaningless, so the run is not steady at that rate"
+        )
+    if record["steady"]:
+        return (
+            f"steady after {rounds} rounds: rounds {w['first_round']}-{w['last_round']} "
+            f"average {shown_value(w['mean'], record['metric'])} (range {w['range_pct']:.1f}%, "
+            f"slope {w['slope_pct']:+.1f}%); the summary covers these {WINDOW} rounds"
+        )
+    trend = record["trend_pct_per_round"]
+    moving = f"; trend {trend:+.1f}% per round over the last rounds" if trend is not None else ""
+    if rounds < WINDOW:
+        return f"not steady: only {rounds} round(s) measured, the window needs {WINDOW}{moving}"
+    return (
+        f"not steady after {rounds} rounds (range {w['range_pct']:.1f}%, slope "
+        f"{w['slope_pct']:+.1f}% over the last {WINDOW}){moving}"
+    )
