@@ -18,7 +18,8 @@ Scopes:
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
 `scale` is `tilemark scale`, `repeat` is `tilemark repeat N` (which also takes every option of
 `run` and `tiles`: each repetition is such a run); `sweep`, `matrix` and `curve` are the studies
-of one workload's parameters (study/points.py, study/curve.py).
+of one workload's parameters (study/points.py, study/curve.py); `precondition` is
+`tilemark precondition`.
 
 Parsers check one value's syntax and raise UsageError with one sentence that names the field
 (`label`) and what is allowed. Checks that involve several fields live in plan.py.
@@ -322,8 +323,9 @@ class Option:
 RUN, TILES, SCALE, REPEAT = "run", "tiles", "scale", "repeat"
 SWEEP, MATRIX, CURVE = "sweep", "matrix", "curve"
 POINT_STUDIES = frozenset({SWEEP, MATRIX, CURVE})  # studies of one workload's parameters
+PRECONDITION = "precondition"
 ALL = frozenset({RUN, TILES, SCALE}) | POINT_STUDIES
-MODES = (RUN, TILES, SCALE, REPEAT, SWEEP, MATRIX, CURVE)
+MODES = (RUN, TILES, SCALE, REPEAT, SWEEP, MATRIX, CURVE, PRECONDITION)
 WORKLOAD = frozenset({RUN})
 TILE_MODES = frozenset({TILES, SCALE})
 
@@ -343,7 +345,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("target", "run", "File (created and filled if missing) or block device.", flag="--target",
        metavar="PATH", modes=ALL, toml=True, parse=parse_path),
     _o("size", "run", "Data area to use or create, e.g. 1g (binary units).", flag="--size",
-       metavar="SIZE", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=positive_size,
+       metavar="SIZE", modes=WORKLOAD | POINT_STUDIES | {PRECONDITION}, toml=True,
+       parse=positive_size,
        default="the existing data area, else min(2 GiB, 10% of free space)"),
     _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m.", flag="--duration",
        metavar="TIME", modes=ALL, toml=True, parse=parse_run_duration,
@@ -527,14 +530,25 @@ OPTIONS: tuple[Option, ...] = (
     _o("metric", "steady", "The tracked metric: iops (all streams) or p99 (latency of all "
        "reads and writes, merged).", flag="--metric", metavar="NAME", modes=WORKLOAD,
        parse=choice(STEADY_METRICS), default="iops", dest="steady_metric"),
+    # -- preconditioning -------------------------------------------------------------------------
+    _o("targets", "precondition", "File (created at --size if missing) or block device to "
+       "precondition (repeatable).", flag="--target", metavar="PATH", modes={PRECONDITION},
+       kind="list", dest="precondition_targets"),
+    _o("passes", "precondition", "Sequential write passes over the whole data area (SNIA PTS: "
+       "2).", flag="--passes", metavar="N", modes={PRECONDITION}, parse=int_range(1, 100),
+       default="2"),
+    _o("bs", "precondition", "Write size.", flag="--bs", metavar="SIZE", modes={PRECONDITION},
+       parse=positive_size, default="128k", dest="precondition_bs"),
     # -- safety ---------------------------------------------------------------------------------
     _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
        "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
        "always filled.", flag="--fill", modes=ALL, kind="switch"),
     _o("destroy_data", "safety", "Allow writing the block device PATH (must name the target); "
-       "destroys its data.", flag="--destroy-data", metavar="PATH", modes=ALL),
+       "destroys its data.", flag="--destroy-data", metavar="PATH",
+       modes=ALL | {PRECONDITION}),
     _o("force", "safety", "With --destroy-data: write even if the device is in use or carries "
-       "a partition table or filesystem signature.", flag="--force", modes=ALL, kind="switch"),
+       "a partition table or filesystem signature.", flag="--force", modes=ALL | {PRECONDITION},
+       kind="switch"),
     # -- output ---------------------------------------------------------------------------------
     _o("json", "output", "Print only the JSON summary on stdout (tables go to stderr).",
        flag="--json", modes=ALL, kind="switch", dest="json_out"),
@@ -624,6 +638,7 @@ def markdown() -> str:
         "tile": "Tiles (`run --tiles N` and `scale`)",
         "study": "Studies (`scale`, `repeat`, `sweep`, `matrix`, `curve`)",
         "steady": "Steady state (`run --until-steady`)",
+        "precondition": "Preconditioning (`tilemark precondition`)",
         "safety": "Safety",
         "output": "Output",
     }
@@ -635,9 +650,9 @@ def markdown() -> str:
         "",
         "Modes: `run` = `tilemark run` with a workload, `tiles` = `tilemark run --tiles N`, "
         "`scale` = `tilemark scale`, `repeat` = `tilemark repeat N` (which also takes every "
-        "option of `run` and `tiles`); `sweep`, `matrix` and `curve` are those studies. A flag "
-        "given where it does not apply is refused with "
-        "one sentence.",
+        "option of `run` and `tiles`); `sweep`, `matrix` and `curve` are those studies; "
+        "`precondition` = `tilemark precondition`. A flag given where it does not apply is "
+        "refused with one sentence.",
     ]
     for scope, title in titles.items():
         lines += ["", f"## {title}", "", "| key | flag | modes | default | meaning |"]

@@ -235,7 +235,11 @@ def run_plan(
     console.print(
         f"run {writer.run_id}{labelled}: {_describe(compiled, info)}{extra}", markup=False
     )
-    for target_note in info.notes() + telemetry.notes:
+    target_notes = info.notes()
+    if compiled["backend"] != "null" and info.precondition_note():
+        # The null backend touches no storage: whether it was preconditioned does not matter.
+        target_notes.append(str(info.precondition_note()))
+    for target_note in target_notes + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 
     if not workload.keep_cache:
@@ -287,8 +291,9 @@ def run_plan(
             summary["ended_by"] = ended_by
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
-        if info.notes() or telemetry.notes:
-            summary["notes"] = [*info.notes(), *telemetry.notes, *summary.get("notes", [])]
+        summary["preconditioning"] = {"target": info.path, "record": info.preconditioning}
+        if target_notes or telemetry.notes:
+            summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
         storage_failure, storage_error = storage_verdict(result, summary)
         run_dir = writer.finish(

@@ -76,6 +76,7 @@ class TargetInfo:
     created: bool = False  # set by prepare_target when it created the file
     fill_device: bool = False  # --fill: write the whole data area of a block device first
     holes: int = 0  # foreign file: bytes of its data area that are holes (read as zeros)
+    preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
 
     @property
     def will_fill(self) -> bool:
@@ -120,7 +121,23 @@ class TargetInfo:
             "data_length": self.data_length,
             "direct": self.direct,
             "dio_alignment": self.dio_alignment,
+            "preconditioning": self.preconditioning,
         }
+
+    @property
+    def can_precondition(self) -> bool:
+        """True for targets tilemark may write and keeps a preconditioning record for: its own
+        files and block devices."""
+        return self.kind == "block" or self.tilemark
+
+    def precondition_note(self) -> str | None:
+        """The note of a run on a target `tilemark precondition` never wrote."""
+        if not self.can_precondition or self.preconditioning is not None:
+            return None
+        return (
+            f"target {self.path} was never preconditioned (SNIA PTS): results on fresh storage "
+            "may not last; see `tilemark precondition`"
+        )
 
 
 def probe_dio_alignment(path: str) -> int:
@@ -651,6 +668,7 @@ def _inspect_existing_file(
         tilemark=True,
         file_data_length=file_data_length,
         filled_length=filled,
+        preconditioning=header.get("preconditioning"),
     )
 
 
@@ -685,6 +703,7 @@ def _inspect_block(
         dio_alignment=probe_dio_alignment(shown),
         exists=True,
         tilemark=False,
+        preconditioning=read_device_record(st.st_rdev, device_size),
     )
 
 
@@ -750,9 +769,12 @@ def fill_device(info: TargetInfo, progress: Progress | None = None) -> None:
             progress(info.path, done, total)
 
 
-def prepare_target(info: TargetInfo, *, progress: Progress | None = None) -> None:
+def prepare_target(
+    info: TargetInfo, *, progress: Progress | None = None, fill: bool = True
+) -> None:
     """Create, grow and fill a tilemark file target as inspected; a block device is filled only
-    with --fill; foreign files are left untouched."""
+    with --fill; foreign files are left untouched. `fill=False` creates and grows a file
+    without filling it (preconditioning writes the data area itself)."""
     if info.kind == "block" and info.fill_device:
         try:
             fill_device(info, progress)
@@ -797,7 +819,8 @@ def prepare_target(info: TargetInfo, *, progress: Progress | None = None) -> Non
                 header["data_length"] = info.file_data_length
                 _write_header(fd, header)
         try:
-            _fill(fd, info, header, progress)
+            if fill:
+                _fill(fd, info, header, progress)
         finally:
             os.close(fd)
     except PermissionError as e:
@@ -827,6 +850,78 @@ def _fill(fd: int, info: TargetInfo, header: dict[str, Any], progress: Progress 
         info.filled_length = filled
         if progress is not None:
             progress(info.path, to_fill - (total - filled), to_fill)
+
+
+# ---------------------------------------------------------------------------------------------
+# Preconditioning records
+
+STATE_DIR_ENV = "TILEMARK_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """Where tilemark keeps what it knows about block devices (their preconditioning):
+    $TILEMARK_STATE_DIR, else /var/lib/tilemark for root, else ~/.local/state/tilemark."""
+    if os.environ.get(STATE_DIR_ENV):
+        return Path(os.environ[STATE_DIR_ENV])
+    if os.geteuid() == 0:
+        return Path("/var/lib/tilemark")
+    return Path.home() / ".local" / "state" / "tilemark"
+
+
+def _device_record_path(rdev: int, size: int) -> Path:
+    # The device number and size: a different device attached at the same number (a loop
+    # device re-used for another image of another size) does not inherit the record.
+    return state_dir() / "devices" / f"{os.major(rdev)}:{os.minor(rdev)}-{size}.json"
+
+
+def read_device_record(rdev: int, size: int) -> dict[str, Any] | None:
+    """The preconditioning record of a block device kept in the state directory, if any."""
+    try:
+        doc = json.loads(_device_record_path(rdev, size).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc.get("preconditioning") if isinstance(doc, dict) else None
+
+
+def describe_precondition(record: dict[str, Any] | None) -> str:
+    """A preconditioning record in one line ('never' when there is none)."""
+    if not record:
+        return "never (see `tilemark precondition`)"
+    speeds = ", ".join(f"{v:,.0f}" for v in record.get("mbps_per_pass") or [])
+    return (
+        f"{record.get('at')}: {record.get('passes_completed')} pass(es) of "
+        f"{format_size(int(record.get('bs', 0)))} sequential writes over "
+        f"{format_size(int(record.get('data_length', 0)))}, "
+        f"{format_size(int(record.get('bytes_written', 0)))} written"
+        + (f" at {speeds} MB/s" if speeds else "")
+    )
+
+
+def write_precondition_record(info: TargetInfo, record: dict[str, Any]) -> None:
+    """Keep a preconditioning record with the target: in a tilemark file's header (the rest of
+    the header unchanged; a completed pass over the whole data area also counts as its fill),
+    for a block device in the state directory (a device has no header)."""
+    if info.kind == "block":
+        st = os.stat(info.path)
+        path = _device_record_path(st.st_rdev, _block_size(info.path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"path": info.path, "preconditioning": record}, indent=2))
+        os.replace(tmp, path)
+        info.preconditioning = record
+        return
+    fd = os.open(info.path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        header = read_header(info.path)
+        if header is None:
+            raise RunError(f"target {info.path} lost its tilemark marker while preconditioning.")
+        header["preconditioning"] = record
+        if record.get("passes_completed", 0) >= 1:
+            header["filled_length"] = max(header["filled_length"], record["data_length"])
+        _write_header(fd, header)
+    finally:
+        os.close(fd)
+    info.preconditioning = record
 
 
 # -----------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from tilemark.cli.compare import compare
 from tilemark.cli.export import export
 from tilemark.cli.fio import import_fio
 from tilemark.cli.points import curve, matrix, sweep
+from tilemark.cli.precondition import precondition_command
 from tilemark.cli.profiles import profiles_app
 from tilemark.cli.repeat import repeat
 from tilemark.cli.report import report
@@ -43,6 +44,7 @@ app.command("repeat", no_args_is_help=True)(repeat)
 app.command("sweep", no_args_is_help=True)(sweep)
 app.command("matrix", no_args_is_help=True)(matrix)
 app.command("curve", no_args_is_help=True)(curve)
+app.command("precondition", no_args_is_help=True)(precondition_command)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)

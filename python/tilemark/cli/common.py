@@ -66,6 +66,10 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
         err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
     out.print(f"results: {outcome.run_dir}", markup=False)
+    pre = outcome.summary.get("preconditioning") or {}
+    if pre.get("record"):
+        shown = targets.describe_precondition(pre["record"])
+        out.print(f"target preconditioned {shown}", markup=False)
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:

@@ -9,6 +9,7 @@ from typing import Any
 import tilemark
 from tilemark.report.base import Cell
 from tilemark.report.data import RunData
+from tilemark.targets import describe_precondition
 from tilemark.telemetry import TELEMETRY_FILES
 from tilemark.units import format_size
 
@@ -141,6 +142,9 @@ def tested_on(run: RunData) -> list[tuple[str, str]]:
             + (f" (engine {run.doc['engine_version']})" if run.doc.get("engine_version") else ""),
         )
     )
+    for t in run.doc.get("targets") or []:
+        if t.get("kind") == "block" or "preconditioning" in t:
+            out.append(("preconditioned", describe_precondition(t.get("preconditioning"))))
     out.append(("started", str(run.doc.get("started_at") or "-")))
     return out
 
