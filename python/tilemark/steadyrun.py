@@ -255,6 +255,7 @@ class RoundMonitor:
             summary.clear()
             summary.update(summarize(compiled, window))
             summary["whole_run"] = whole
+            record["window_streams"] = window["streams"]  # its merged counters and histograms
         rate = self.rate_check(self.rounds[-WINDOW:] if self.steady else self.rounds)
         if rate is not None:
             record["rate"] = rate

@@ -58,7 +58,20 @@ def test_an_open_loop_run_is_steady_and_its_summary_covers_the_last_five_rounds(
     assert 0.5 * len(rounds) - 0.05 <= summary["whole_run"]["duration_s"] < 0.5 * len(rounds) + 0.5
     assert st["rate"]["reached"]
     assert doc["summary"]["ended_by"] == "steady"
-    assert f"steady after {len(rounds)} rounds" in err or "steady after" in out
+    assert f"steady after {len(rounds)} rounds" in st["verdict"]
+
+    # The report draws the rounds with the window, its band and slope line.
+    from tilemark.report.data import RunData
+    from tilemark.report.run_report import run_report
+
+    report = run_report(RunData.load(Path(json.loads(out)["run_dir"])))
+    figure = next(f for f in report.figures() if f.id == "steady-rounds")
+    spec = json.dumps(figure.spec())
+    assert "measurement window" in spec and "least-squares fit" in spec
+    assert "110% of window mean" in spec and "90% of window mean" in spec
+    first, last = window["first_round"], window["last_round"]
+    assert f"(the steady window, rounds {first}-{last})" in report.verdict.headline
+    assert st["verdict"] in report.verdict.notes
 
 
 @pytest.mark.parametrize(

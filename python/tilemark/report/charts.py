@@ -621,3 +621,77 @@ def decay_curve(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
         .encode(y="pct:Q")
     )
     return (reference + measured + trend).properties(title=title, width=WIDTH, height=HEIGHT)
+
+
+def steady_rounds(
+    rounds: list[dict[str, Any]], window: dict[str, Any] | None, *, title: str, y_title: str
+) -> alt.TopLevelMixin:
+    """The tracked metric per round, as the SNIA PTS reports draw it: the measurement window
+    shaded, its mean with the +-10% band, and the least-squares line across the window."""
+    points = dataset(
+        [{"round": r["index"], "value": rounded(r["value"])} for r in rounds if r.get("value")]
+    )
+    last_round = max((r["index"] for r in rounds), default=1)
+    x = alt.X(
+        "round:Q",
+        title="round",
+        scale=alt.Scale(domain=[0.5, last_round + 0.5], nice=False),
+        axis=alt.Axis(tickMinStep=1),
+    )
+    y = alt.Y("value:Q", title=y_title, scale=alt.Scale(zero=False))
+    line = (
+        alt.Chart(points)
+        .mark_line(point=True, strokeWidth=1.5, color="#1565c0")
+        .encode(
+            x=x,
+            y=y,
+            tooltip=[
+                alt.Tooltip("round:Q"),
+                alt.Tooltip("value:Q", title=y_title, format=",.4~g"),
+            ],
+        )
+    )
+    if not window:
+        return line.properties(title=title, width=WIDTH, height=HEIGHT)
+    first, last, mean = window["first_round"], window["last_round"], window["mean"]
+    shade = (
+        alt.Chart(
+            dataset([{"start": first - 0.5, "end": last + 0.5, "label": "measurement window"}])
+        )
+        .mark_rect(color="#9e9e9e", opacity=0.12)
+        .encode(x="start:Q", x2="end:Q")
+    )
+    levels = dataset(
+        [
+            {"from": first, "to": last, "level": rounded(mean * f), "what": what}
+            for f, what in ((1.1, "110% of window mean"), (1.0, "window mean"),
+                            (0.9, "90% of window mean"))
+        ]
+    )  # fmt: skip
+    band = (
+        alt.Chart(levels)
+        .mark_rule(strokeDash=[4, 3], color="#616161")
+        .encode(
+            x="from:Q",
+            x2="to:Q",
+            y=alt.Y("level:Q"),
+            tooltip=[alt.Tooltip("what:N"), alt.Tooltip("level:Q", format=",.4~g")],
+        )
+    )
+    slope = window["slope_per_round"]
+    fit = dataset(
+        [
+            {"round": first, "fit": rounded(window["intercept"]), "what": "least-squares fit"},
+            {
+                "round": last,
+                "fit": rounded(window["intercept"] + slope * (last - first)),
+                "what": "least-squares fit",
+            },
+        ]
+    )
+    slope_line = (
+        alt.Chart(fit)
+        .mark_line(color="#c62828", strokeWidth=1.5)
+        .encode(x="round:Q", y="fit:Q", tooltip=[alt.Tooltip("what:N")])
+    )
+    return (shade + band + slope_line + line).properties(title=title, width=WIDTH, height=HEIGHT)

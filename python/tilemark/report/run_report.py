@@ -27,6 +27,7 @@ from tilemark.report.format import (
     run_links,
     tested_on,
 )
+from tilemark.report.steady_report import steady_section, window_hist
 from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.summary import errors_by_name, errors_text
 
@@ -48,6 +49,9 @@ def run_report(run: RunData) -> Report:
         criteria=criteria_table(run),
     )
     sections: list[Section] = []
+    steady = (run.summary or {}).get("steady_state")
+    if steady:
+        sections.append(steady_section(steady))
     if run.is_tile_run:
         sections.append(Section("applications", "Applications", applications_tables(run)))
     if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
@@ -108,8 +112,13 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         notes.extend(bound)
     for change in summary.get("change_points") or []:
         notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
-    read = merged_run_hist(run, None, "read")
-    write = merged_run_hist(run, None, "write")
+    steady = summary.get("steady_state")
+    if steady:
+        notes.append(steady["verdict"])
+        if not steady["steady"] and status == "info":
+            status = "warn"
+    read = (steady and window_hist(steady, "read")) or merged_run_hist(run, None, "read")
+    write = (steady and window_hist(steady, "write")) or merged_run_hist(run, None, "write")
     read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
     write_p99 = ms(latency_stats_ms(write)["p99"]) if write.n else None
     facts = [
@@ -145,6 +154,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             + (f", write p99 {write_p99}" if write_p99 else "")
             + f" over {num(summary.get('duration_s'))} s"
         )
+        if steady and steady.get("window_streams"):
+            w = steady["window"]
+            headline += f" (the steady window, rounds {w['first_round']}-{w['last_round']})"
     if doc.get("label"):
         headline = f"{doc['label']}: {headline}"
     return headline, status, facts, notes
