@@ -82,6 +82,7 @@ def test_new_file_gets_marker_header_and_exact_filled_data_area(tmp_path):
         "data_length": 8 * MIB,
         "direct": True,
         "dio_alignment": info.dio_alignment,
+        "preconditioning": None,  # never preconditioned (tilemark precondition)
     }
 
 
