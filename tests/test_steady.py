@@ -1,4 +1,5 @@
-"""The SNIA PTS steady-state rule (analysis/steady.py) on synthetic series."""
+"""The SNIA PTS steady-state rule (analysis/steady.py) on synthetic series, and the rounds of
+`run --until-steady` (steadyrun.RoundMonitor) from synthetic snapshots."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import random
 
 import pytest
 
+from engine_data import op
 from tilemark.analysis.steady import check_window, least_squares, steady, trend_pct_per_round
+from tilemark.hist import Histogram
+from tilemark.steadyrun import RoundMonitor, SteadySettings
 
 
 def test_fewer_than_five_rounds_are_never_steady():
@@ -61,3 +65,71 @@ def test_least_squares_recovers_a_line():
     slope, intercept = least_squares([3.0 + 2.0 * x for x in range(5)])
     assert slope == pytest.approx(2.0)
     assert intercept == pytest.approx(3.0)
+
+
+# -- RoundMonitor: snapshots into rounds -----------------------------------------------------
+
+
+STEP_NS = 100_000_000  # 0.1 s intervals
+
+
+def snapshot(i: int, reads: int, latency_ns: int, *, behind: int = 0, phase="measure") -> dict:
+    return {
+        "interval": i,
+        "phase": phase,
+        "start_ns": i * STEP_NS,
+        "end_ns": (i + 1) * STEP_NS,
+        "streams": [
+            {
+                "stream": 0,
+                "read": op([latency_ns] * reads, 4096, response_ns=[latency_ns] * reads),
+                "write": op([], 4096),
+                "sync": op([], 0),
+                "lag_max_ns": 0,
+                "behind_ios": behind,
+                "inflight": 0,
+                "ios_issued_late": 0,
+            }
+        ],
+    }
+
+
+def open_plan(rate: float) -> dict:
+    arrival = {"kind": "open", "rate_iops": rate, "dist": "constant"}
+    return {"streams": [{"name": "r", "sizes": [[4096, 1]], "arrival": arrival}]}
+
+
+def test_rounds_are_whole_intervals_and_the_window_is_their_merge():
+    monitor = RoundMonitor(open_plan(100.0), SteadySettings(round_s=0.5, max_rounds=10))
+    # Warm-up, then 7 rounds of 5 intervals (2 rounds at 50 reads/interval, then 5 at 10 with
+    # 1 ms each), then 2 intervals that arrive while the steady run is being stopped.
+    snaps = [snapshot(0, 99, 9_000_000, phase="warmup")]
+    counts = [50] * 10 + [10] * 25 + [10, 10]
+    snaps += [snapshot(i + 1, n, 1_000_000 if n == 10 else 5_000_000) for i, n in enumerate(counts)]
+    for snap in snaps:
+        monitor.add([snap])
+    assert [r.ops for r in monitor.rounds] == [250, 250, 50, 50, 50, 50, 50]
+    assert [r.value for r in monitor.rounds] == pytest.approx([500, 500, 100, 100, 100, 100, 100])
+    assert monitor.steady and monitor.should_stop() == "steady"
+    assert monitor.check.first == 2  # rounds 3-7: the five after the drop
+    lines = monitor.messages()
+    assert len(lines) == 7 and lines[-1].startswith("round 7/10: iops 100 IOPS; window rounds 3-7")
+    window = monitor.window_result()
+    assert window["measure_end_ns"] - window["measure_start_ns"] == 25 * STEP_NS
+    read = window["streams"][0]["read"]
+    assert read["ops"] == 250
+    assert Histogram.from_json(read["response"]).percentile(99.0) == pytest.approx(1e6, rel=0.01)
+
+
+def test_an_open_loop_schedule_falling_behind_is_not_steady_at_its_rate():
+    monitor = RoundMonitor(open_plan(200.0), SteadySettings(round_s=0.5, max_rounds=10))
+    # 10 IOs per 0.1 s completed while 20 came due: the backlog grows by 10 per interval.
+    monitor.add([snapshot(i, 10, 1_000_000, behind=10 * (i + 1)) for i in range(25)])
+    assert monitor.check is not None and monitor.check.steady  # 100 IOPS, flat
+    summary = {"duration_s": 2.5, "total": {}, "streams": []}
+    monitor.analyze(open_plan(200.0), {}, summary)
+    st = summary["steady_state"]
+    assert st["rule_met"] and not st["steady"]
+    assert st["rate"]["achieved_pct"] == pytest.approx(50.0, abs=1)
+    assert not st["rate"]["reached"]
+    assert st["verdict"].startswith("the requested open-loop rate was not reached: 100 IOPS")
