@@ -220,6 +220,7 @@ class ProgressView:
 
     def stop(self) -> None:
         if self._progress is not None:
+            self._progress.refresh()  # the last update, not the last timed redraw
             self._progress.stop()
             self._progress = None
 
