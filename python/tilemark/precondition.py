@@ -110,6 +110,12 @@ def inspect(
 
 def pass_plan(info: targets.TargetInfo, bs: int) -> engine.Plan:
     """One pass: sequential writes of `bs` over the data area, each byte exactly once."""
+    align = max(info.dio_alignment, 1) if info.direct else 1
+    if bs % align:
+        raise UsageError(
+            f"--bs {bs} is not a multiple of {align}, the O_DIRECT alignment of {info.path}; "
+            "use a multiple of it (default 128k)."
+        )
     whole = info.data_length // bs * bs
     tail = info.data_length - whole
     streams: list[dict[str, Any]] = []

@@ -111,6 +111,16 @@ def test_passes_below_one_is_one_sentence_and_nothing_is_written(tmp_path, capsy
     assert not target.exists()
 
 
+def test_a_write_size_off_the_o_direct_alignment_is_one_sentence(tmp_path, capsys):
+    target = tmp_path / "t.dat"
+    status, _, err = cli(
+        capsys, "precondition", "--target", str(target), "--size", "4m", "--bs", "3k"
+    )
+    assert status == 2
+    assert err.strip().startswith("tilemark: error: --bs 3072 is not a multiple of ")
+    assert len(err.strip().splitlines()) == 1 and not target.exists()
+
+
 def test_foreign_files_and_unnamed_devices_are_refused(tmp_path, capsys):
     foreign = tmp_path / "mine.dat"
     foreign.write_bytes(b"precious" * 1024)
