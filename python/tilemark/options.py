@@ -534,9 +534,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("targets", "precondition", "File (created at --size if missing) or block device to "
        "precondition (repeatable).", flag="--target", metavar="PATH", modes={PRECONDITION},
        kind="list", dest="precondition_targets"),
-    _o("passes", "precondition", "Sequential write passes over the whole data area (SNIA PTS: "
-       "2).", flag="--passes", metavar="N", modes={PRECONDITION}, parse=int_range(1, 100),
-       default="2"),
+    _o("passes", "precondition", "Sequential write passes over the whole data area.",
+       flag="--passes", metavar="N", modes={PRECONDITION}, parse=int_range(1, 100),
+       default="2, as SNIA PTS"),
     _o("bs", "precondition", "Write size.", flag="--bs", metavar="SIZE", modes={PRECONDITION},
        parse=positive_size, default="128k", dest="precondition_bs"),
     # -- safety ---------------------------------------------------------------------------------
