@@ -151,7 +151,7 @@ def _scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:
 
 
 def workload_setup(
-    values: dict[str, Any], workload_file: Path | None
+    values: dict[str, Any], workload_file: Path | None, *, until_steady: bool = False
 ) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str], list[str]]:
     """The workload of a file, --default or the flags; its target inspected and its plan
     compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
@@ -172,6 +172,11 @@ def workload_setup(
     )
     steady = steady_settings(values)
     if steady is not None:
+        if not until_steady:
+            raise UsageError(
+                "--until-steady applies to `tilemark run`; each repetition of a repeat measures "
+                "for --duration."
+            )
         workload = steady_workload(workload, steady)
     info, compiled = inspect_and_compile(workload, **safety(values))
     return workload, info, compiled, overridden, notes
@@ -186,7 +191,9 @@ def execute_workload(
 ) -> RunOutcome | int:
     """Validate, prepare the target, run and store a workload; the stored run's outcome, or
     130 when interrupted while the target was being prepared. Notes go to `console`."""
-    workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
+    workload, info, compiled, overridden, notes = workload_setup(
+        values, workload_file, until_steady=True
+    )
     label = label_of(values)
     metrics.from_values(values)
     steady = steady_settings(values)

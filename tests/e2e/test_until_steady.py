@@ -178,3 +178,15 @@ def test_ctrl_c_in_round_seven_keeps_rounds_one_to_six(tmp_path):
     assert [r["index"] for r in st["rounds"]] == [1, 2, 3, 4, 5, 6]
     assert not st["steady"]
     assert st["verdict"].startswith("not steady after 6 rounds")
+
+
+def test_a_repeat_refuses_until_steady_in_one_sentence(tmp_path, capsys):
+    target = tmp_path / "t.dat"
+    status, _, err = cli(capsys, "repeat", "2", "--target", str(target), "--size", "4m",
+                         "--until-steady")  # fmt: skip
+    assert status == 2
+    assert err.strip() == (
+        "tilemark: error: --until-steady applies to `tilemark run`; each repetition of a repeat "
+        "measures for --duration."
+    )
+    assert not target.exists()
