@@ -179,6 +179,9 @@ class _Collector:
     def should_stop(self) -> str | None:
         return None
 
+    def messages(self) -> list[str]:
+        return []
+
 
 def group_stats(outcome: RunOutcome, indices: list[int]) -> dict[str, Any]:
     """Rates and latency (response time: queueing included in open loop) of some streams."""
