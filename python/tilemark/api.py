@@ -32,7 +32,12 @@ from tilemark.report.data import (
     merged_run_hist,
 )
 from tilemark.runner import RunOutcome, inspect_and_compile, prepare, run_plan
-from tilemark.steadyrun import RoundMonitor, steady_settings, steady_workload
+from tilemark.steadyrun import (
+    NOT_PER_REPETITION,
+    RoundMonitor,
+    steady_settings,
+    steady_workload,
+)
 from tilemark.store import catalog
 from tilemark.units import parse_size
 
@@ -173,10 +178,7 @@ def workload_setup(
     steady = steady_settings(values)
     if steady is not None:
         if not until_steady:
-            raise UsageError(
-                "--until-steady applies to `tilemark run`; each repetition of a repeat measures "
-                "for --duration."
-            )
+            raise UsageError(NOT_PER_REPETITION)
         workload = steady_workload(workload, steady)
     info, compiled = inspect_and_compile(workload, **safety(values))
     return workload, info, compiled, overridden, notes

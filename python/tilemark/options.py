@@ -12,7 +12,8 @@ Scopes:
 - `stream`: one stream's IO (a `[[stream]]` or `[defaults]` table; the flags describe one stream).
 - `tile`: tile runs (`run --tiles N`) and scaling studies.
 - `study`: how a study chooses, repeats and judges its steps.
-- `steady`: `run --until-steady` (rounds until the SNIA PTS steady-state rule holds).
+- `steady`: `--until-steady` on `run`, `run --tiles` and `scale` (rounds until the SNIA PTS
+  steady-state rule holds; for a study, in every step).
 - `safety`, `output`: what may be written, where results go and how they are printed.
 
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
@@ -328,6 +329,7 @@ ALL = frozenset({RUN, TILES, SCALE}) | POINT_STUDIES
 MODES = (RUN, TILES, SCALE, REPEAT, SWEEP, MATRIX, CURVE, PRECONDITION)
 WORKLOAD = frozenset({RUN})
 TILE_MODES = frozenset({TILES, SCALE})
+STEADY_MODES = WORKLOAD | TILE_MODES  # run, run --tiles and every step of scale
 
 
 def _o(key: str, scope: str, help: str, **kw: Any) -> Option:
@@ -520,15 +522,15 @@ OPTIONS: tuple[Option, ...] = (
     _o("until_steady", "steady", "Measure in rounds until the SNIA PTS steady-state rule holds "
        "over the last 5 rounds (range <= 20% of their mean, least-squares slope <= 10%), at most "
        "--max-rounds; the summary then covers those 5 rounds.", flag="--until-steady",
-       modes=WORKLOAD, kind="switch"),
+       modes=STEADY_MODES, kind="switch"),
     _o("round", "steady", "Length of one round (a whole number of --interval).", flag="--round",
-       metavar="TIME", modes=WORKLOAD, parse=positive_duration, default="60s",
+       metavar="TIME", modes=STEADY_MODES, parse=positive_duration, default="60s",
        dest="round_time"),
     _o("max_rounds", "steady", "Rounds after which a run that is not steady ends (SNIA PTS: "
-       "25).", flag="--max-rounds", metavar="N", modes=WORKLOAD, parse=parse_max_rounds,
+       "25).", flag="--max-rounds", metavar="N", modes=STEADY_MODES, parse=parse_max_rounds,
        default="25"),
     _o("metric", "steady", "The tracked metric: iops (all streams) or p99 (latency of all "
-       "reads and writes, merged).", flag="--metric", metavar="NAME", modes=WORKLOAD,
+       "reads and writes, merged).", flag="--metric", metavar="NAME", modes=STEADY_MODES,
        parse=choice(STEADY_METRICS), default="iops", dest="steady_metric"),
     # -- preconditioning -------------------------------------------------------------------------
     _o("targets", "precondition", "File (created at --size if missing) or block device to "
@@ -637,7 +639,7 @@ def markdown() -> str:
         "stream": "Streams (`[[stream]]` and `[defaults]` tables; flags describe one stream)",
         "tile": "Tiles (`run --tiles N` and `scale`)",
         "study": "Studies (`scale`, `repeat`, `sweep`, `matrix`, `curve`)",
-        "steady": "Steady state (`run --until-steady`)",
+        "steady": "Steady state (`--until-steady` on run, run --tiles and scale)",
         "precondition": "Preconditioning (`tilemark precondition`)",
         "safety": "Safety",
         "output": "Output",

@@ -36,6 +36,10 @@ DEFAULT_ROUND_S = 60.0
 DEFAULT_MAX_ROUNDS = 25  # SNIA PTS
 RATE_REACHED = 0.95  # of an open-loop workload's requested IO rate
 METRIC_UNITS = {"iops": "IOPS", "p99": "ms"}
+NOT_PER_REPETITION = (
+    "--until-steady applies to `tilemark run` and `tilemark scale`; each repetition of a repeat "
+    "measures for --duration."
+)
 
 
 @dataclass(frozen=True)
@@ -78,14 +82,19 @@ def steady_settings(values: dict[str, Any]) -> SteadySettings | None:
     )
 
 
-def steady_workload(workload: plan.Workload, settings: SteadySettings) -> plan.Workload:
-    """The workload planned for `max_rounds` rounds; a round must be whole intervals."""
-    ratio = settings.round_s / workload.interval_s
+def check_round(settings: SteadySettings, interval_s: float) -> None:
+    """A round must be a whole number of snapshot intervals."""
+    ratio = settings.round_s / interval_s
     if ratio < 1 - 1e-9 or abs(ratio - round(ratio)) > 1e-6:
         raise UsageError(
             f"--round {settings.round_s:g}s must be a whole number of snapshot intervals "
-            f"(--interval {workload.interval_s:g}s), so every round has the same length."
+            f"(--interval {interval_s:g}s), so every round has the same length."
         )
+
+
+def steady_workload(workload: plan.Workload, settings: SteadySettings) -> plan.Workload:
+    """The workload planned for `max_rounds` rounds; a round must be whole intervals."""
+    check_round(settings, workload.interval_s)
     return dataclasses.replace(workload, duration_s=settings.max_s)
 
 
@@ -252,8 +261,13 @@ class RoundMonitor:
         window = self.window_result() if self.steady else None
         if window is not None:
             whole = {"duration_s": summary["duration_s"], "total": summary["total"]}
+            # What describes the whole run stays: its change points and notes.
+            change_points, notes = summary.get("change_points"), summary.get("notes") or []
             summary.clear()
             summary.update(summarize(compiled, window))
+            summary["change_points"] = change_points
+            if notes:
+                summary["notes"] = notes + [n for n in summary.get("notes", []) if n not in notes]
             summary["whole_run"] = whole
             record["window_streams"] = window["streams"]  # its merged counters and histograms
         rate = self.rate_check(self.rounds[-WINDOW:] if self.steady else self.rounds)

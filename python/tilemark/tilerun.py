@@ -7,10 +7,17 @@ A tile run measures for `duration`. When `max_duration` is longer, the engine is
 as soon as no whole-window criterion's confidence interval straddles its limit, the run is
 stopped ("decided"), and also as soon as a criterion has decidedly failed; otherwise it
 measures on until `max_duration`, where an undecided criterion counts as failed, within noise.
+
+With `--until-steady` a tile run (and every step of a scaling study) measures in rounds until
+the SNIA PTS steady-state rule holds (steadyrun.py), and its applications are judged over the
+steady window: the last five rounds, the same window its summary covers. A run that is not
+steady after `--max-rounds` is judged over everything it measured and says so.
 """
 
 from __future__ import annotations
 
+import collections
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +26,9 @@ from rich.console import Console
 from rich.table import Table
 
 from tilemark import plan, targets
+from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
+from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
 from tilemark.apps import (
     TileLayout,
@@ -33,6 +42,13 @@ from tilemark.apps import (
 from tilemark.errors import UsageError
 from tilemark.options import option
 from tilemark.runner import RunOutcome, run_plan
+from tilemark.steadyrun import (
+    NOT_PER_REPETITION,
+    RoundMonitor,
+    SteadySettings,
+    check_round,
+    steady_settings,
+)
 from tilemark.units import format_size, parse_duration
 
 DEFAULT_TILE_DURATION = "60s"
@@ -60,6 +76,7 @@ class TileRunSettings:
     warmup_defaulted: bool = False  # the warm-up is the tile default, not asked for
     max_errors: int = 0  # -1: never stop on IO errors
     io_timeout: float = 30.0  # seconds; 0: never
+    steady: SteadySettings | None = None  # --until-steady: rounds until steady, at most max_s
 
     @property
     def duration_s(self) -> float:
@@ -93,6 +110,8 @@ class TileRunSettings:
     def notes(self) -> list[str]:
         """What the line announcing a tile run should add about its timing."""
         out = []
+        if self.steady is not None:
+            out.append(self.steady.describe())
         if self.warmup_defaulted:
             warmup = parse_duration(self.warmup, "warmup")
             out.append(f"the {warmup:g}s warm-up is the tile-run default (--warmup 0 for none)")
@@ -110,12 +129,22 @@ class TileRunSettings:
             "max_duration": self.max_duration_s,
             "warmup": parse_duration(self.warmup, "warmup"),
             "qos_interval_s": self.qos_interval_s,
+            "until_steady": None
+            if self.steady is None
+            else {
+                "round_s": self.steady.round_s,
+                "max_rounds": self.steady.max_rounds,
+                "metric": self.steady.metric,
+            },
         }
 
 
-def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRunSettings:
+def tile_settings(
+    values: dict[str, Any], *, extend_by_default: bool, until_steady: bool = True
+) -> TileRunSettings:
     """Tile-run settings from the CLI's option values (parameter name -> raw value), checked
-    with the option table's parsers; nothing is touched yet."""
+    with the option table's parsers; nothing is touched yet. `until_steady` False refuses
+    --until-steady (repeat measures each repetition for --duration)."""
     target = values.get("target")
     if not target:
         raise UsageError("--target is required: a file (created if missing) or a block device.")
@@ -126,13 +155,28 @@ def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRun
         return default if raw is None else o.parse(raw, o.flag or key)
 
     capacity = parsed("tile", "capacity", None) or targets.default_size(target)
+    interval_s = parsed("run", "interval", 1.0)
+    steady = steady_settings(values)
+    if steady is not None and not until_steady:
+        raise UsageError(NOT_PER_REPETITION)
     duration_s = parsed("run", "duration", parse_duration(DEFAULT_TILE_DURATION, "duration"))
+    if steady is not None:
+        if values.get("max_duration") is not None:
+            raise UsageError(
+                "--max-duration does not apply with --until-steady: a tile run measures until it "
+                "is steady, at most --max-rounds rounds of --round."
+            )
+        check_round(steady, interval_s)
+        duration_s = steady.max_s
     warmup_s = parsed("run", "warmup", parse_duration(DEFAULT_TILE_WARMUP, "warmup"))
     qos_s = parsed("tile", "qos_interval", None)
-    if qos_s is None:
+    if steady is not None:
+        qos_s = _steady_qos_interval(steady.round_s, qos_s)
+    elif qos_s is None:
         # 60 s intervals (methodology 11.2), but at least four of them in a short run.
         qos_s = min(DEFAULT_QOS_INTERVAL_S, max(duration_s / 4, 1.0))
-    max_s = parsed("tile", "max_duration", 4 * duration_s if extend_by_default else duration_s)
+    default_max = 4 * duration_s if extend_by_default and steady is None else duration_s
+    max_s = parsed("tile", "max_duration", default_max)
     if max_s < duration_s:
         raise UsageError(
             f"--max-duration {values.get('max_duration')!r} is shorter than --duration "
@@ -143,7 +187,7 @@ def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRun
         capacity=capacity,
         duration=duration_s,
         warmup=warmup_s,
-        interval=parsed("run", "interval", 1.0),
+        interval=interval_s,
         backend=parsed("run", "backend", "uring"),
         threads=parsed("run", "threads", None),
         direct=not values.get("buffered"),
@@ -154,7 +198,23 @@ def tile_settings(values: dict[str, Any], *, extend_by_default: bool) -> TileRun
         warmup_defaulted=values.get("warmup") is None and warmup_s > 0,
         max_errors=parsed("run", "max_errors", 0),
         io_timeout=parsed("run", "io_timeout", 30.0),
+        steady=steady,
     )
+
+
+def _steady_qos_interval(round_s: float, given: float | None) -> float:
+    """The QoS interval of an until-steady tile run: it must divide a round, so the steady
+    window (whole rounds) is whole QoS intervals; by default the round, cut into equal parts of
+    at most 60 s (methodology 11.2)."""
+    if given is None:
+        return round_s / math.ceil(round_s / DEFAULT_QOS_INTERVAL_S - 1e-9)
+    parts = round_s / given
+    if parts < 1 - 1e-9 or abs(parts - round(parts)) > 1e-6:
+        raise UsageError(
+            f"--qos-interval {given:g}s must divide --round {round_s:g}s into whole intervals, "
+            "so the steady window is whole QoS intervals."
+        )
+    return given
 
 
 def load_tile_spec(tile_file: str | None, sets: list[str] | None) -> TileSpec:
@@ -241,6 +301,60 @@ class QosMonitor:
         return self.windows.measured_s() > self.duration_s + self.check_every_s
 
 
+class SteadyTileMonitor:
+    """The RunMonitor of a tile run with --until-steady: rounds until the SNIA PTS rule holds
+    (steadyrun.RoundMonitor), and per round the QoS inputs (snapshots compacted to QoS
+    intervals, latency sums for the confidence intervals of means) of the last WINDOW rounds,
+    so the applications are judged over the steady window the summary covers. Memory holds
+    WINDOW rounds of QoS-interval snapshots, whatever the run's length."""
+
+    def __init__(self, compiled: dict[str, Any], steady: SteadySettings, qos_interval_s: float):
+        self.rounds = RoundMonitor(compiled, steady)
+        self.whole = SnapshotCompactor(qos_interval_s)
+        self.qos_interval_s = qos_interval_s
+        self._parts: collections.deque[SnapshotCompactor] = collections.deque(maxlen=WINDOW)
+        self._part: SnapshotCompactor | None = None
+        self._previous: dict[str, Any] | None = None
+
+    def add(self, snapshots: list[dict[str, Any]]) -> None:
+        self.whole.extend(snapshots)
+        for snap in snapshots:
+            in_round = snap["phase"] == "measure" and not self.rounds.steady
+            rounds_before = len(self.rounds.rounds)
+            self.rounds.add([snap])
+            if in_round:
+                if self._part is None:
+                    self._part = SnapshotCompactor(self.qos_interval_s)
+                    if self._previous is not None:
+                        # The backlog level as the round begins, for throughput criteria.
+                        self._part.add({**self._previous, "phase": "warmup"})
+                self._part.add(snap)
+                if len(self.rounds.rounds) > rounds_before:
+                    self._parts.append(self._part)
+                    self._part = None
+            self._previous = snap
+
+    def messages(self) -> list[str]:
+        return self.rounds.messages()
+
+    def should_stop(self) -> str | None:
+        return self.rounds.should_stop()
+
+    def judged(
+        self, result: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any], BatchSeries, bool]:
+        """(snapshots, result, batches, over the steady window?) that the applications are
+        judged on: the steady window when the rule held, else the whole measurement."""
+        window = self.rounds.window_result() if self.rounds.steady else None
+        if window is None or len(self._parts) < WINDOW:
+            return self.whole.snapshots(), result, self.whole.batches, False
+        parts = list(self._parts)
+        snapshots = parts[0].snapshots() + [
+            snap for part in parts[1:] for snap in part.snapshots() if snap["phase"] == "measure"
+        ]
+        return snapshots, window, BatchSeries.joined(p.batches for p in parts), True
+
+
 def tile_workload(
     tile: TileSpec, tiles: int, settings: TileRunSettings, *, max_tiles: int, dio_alignment: int
 ) -> tuple[plan.Workload, TileLayout]:
@@ -274,8 +388,13 @@ def run_tiles(
         tile, tiles, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment
     )
     compiled = plan.compile_plan(workload, info)
-    windows = SnapshotCompactor(settings.qos_interval_s)
-    monitor = QosMonitor(
+    steady = (
+        SteadyTileMonitor(compiled, settings.steady, settings.qos_interval_s)
+        if settings.steady is not None
+        else None
+    )
+    windows = steady.whole if steady is not None else SnapshotCompactor(settings.qos_interval_s)
+    qos_monitor = QosMonitor(
         windows,
         lambda: application_results(
             tile,
@@ -291,22 +410,41 @@ def run_tiles(
     )
 
     def analyze(compiled: dict, result: dict, summary: dict) -> None:
+        snapshots, judged, batches, over_window = (
+            windows.snapshots(),
+            result,
+            windows.batches,
+            False,
+        )
+        if steady is not None:
+            steady.rounds.analyze(compiled, result, summary)
+            snapshots, judged, batches, over_window = steady.judged(result)
         apps = application_results(
             tile,
             layout,
             compiled,
-            windows.snapshots(),
-            result,
+            snapshots,
+            judged,
             qos_interval_s=settings.qos_interval_s,
-            batches=windows.batches,
+            batches=batches,
         )
         apps["measurement"] = {
             "duration_s": settings.duration_s,
             "max_duration_s": settings.max_duration_s,
-            "measured_s": (result["measure_end_ns"] - result["measure_start_ns"]) / 1e9,
-            "extended": monitor.extended(),
-            "checks": monitor.checks,
+            "measured_s": (judged["measure_end_ns"] - judged["measure_start_ns"]) / 1e9,
+            "extended": qos_monitor.extended(),
+            "checks": qos_monitor.checks,
         }
+        if steady is not None:
+            state = summary["steady_state"]
+            apps["measurement"]["steady"] = {
+                "steady": state["steady"],
+                "rule_met": state["rule_met"],
+                "rounds": len(state["rounds"]),
+                "judged_over": "steady window" if over_window else "whole run",
+                "window": state["window"],
+                "verdict": state["verdict"],
+            }
         apps["layout"] = {
             "tile": tile.name,
             "max_tiles": max_tiles,
@@ -325,7 +463,7 @@ def run_tiles(
         console=console,
         kind=kind,
         analyze=analyze,
-        monitor=monitor,
+        monitor=steady if steady is not None else qos_monitor,
         note="; ".join(settings.notes()) or None,
         label=label,
         apps={t.index: t.app for t in layout.tags},

@@ -180,13 +180,16 @@ def test_ctrl_c_in_round_seven_keeps_rounds_one_to_six(tmp_path):
     assert st["verdict"].startswith("not steady after 6 rounds")
 
 
-def test_a_repeat_refuses_until_steady_in_one_sentence(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "what", [["--size", "4m"], ["--tiles", "1", "--capacity", "16m"]], ids=["workload", "tiles"]
+)
+def test_a_repeat_refuses_until_steady_in_one_sentence(tmp_path, capsys, what):
     target = tmp_path / "t.dat"
-    status, _, err = cli(capsys, "repeat", "2", "--target", str(target), "--size", "4m",
+    status, _, err = cli(capsys, "repeat", "2", "--target", str(target), *what,
                          "--until-steady")  # fmt: skip
     assert status == 2
     assert err.strip() == (
-        "tilemark: error: --until-steady applies to `tilemark run`; each repetition of a repeat "
-        "measures for --duration."
+        "tilemark: error: --until-steady applies to `tilemark run` and `tilemark scale`; each "
+        "repetition of a repeat measures for --duration."
     )
     assert not target.exists()

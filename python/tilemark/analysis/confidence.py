@@ -229,3 +229,14 @@ class BatchSeries:
 
     def __len__(self) -> int:
         return len(self._batches)
+
+    @classmethod
+    def joined(cls, parts: Iterable[BatchSeries]) -> BatchSeries:
+        """The batches of consecutive series one after the other (the rounds of a steady-state
+        window, each batched on its own)."""
+        out = cls()
+        for part in parts:
+            out._batches += [{k: list(v) for k, v in b.items()} for b in part._batches]
+        out.max_batches = max(out.max_batches, len(out._batches))
+        out._filled = out.width
+        return out

@@ -105,7 +105,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
             )
 
     else:
-        tile, tiles, settings, info = tiles_setup(values)
+        tile, tiles, settings, info = tiles_setup(values, until_steady=False)
         definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
 
         def run_once(n: int):  # noqa: ANN202 - a RunOutcome

@@ -74,13 +74,16 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
     return mode
 
 
-def tiles_setup(values: dict[str, Any]) -> tuple[Any, int, Any, targets.TargetInfo]:
-    """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet)."""
+def tiles_setup(
+    values: dict[str, Any], *, until_steady: bool = True
+) -> tuple[Any, int, Any, targets.TargetInfo]:
+    """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet);
+    `until_steady` False refuses --until-steady."""
     tiles = values["tile_count"]
     if not 1 <= tiles <= MAX_TILES:
         raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
     tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
-    settings = tile_settings(values, extend_by_default=False)
+    settings = tile_settings(values, extend_by_default=False, until_steady=until_steady)
     info = inspect_tile_target(tile, settings, tiles, **safety(values))
     # Validate the whole plan before any IO.
     tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
@@ -132,6 +135,9 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     out.print(verdict_line(apps), markup=False)
     for line in qos_lines(apps):
         out.print(line, markup=False)
+    state = outcome.summary.get("steady_state")
+    if state is not None:
+        out.print(f"steady state: {state['verdict']}", markup=False, soft_wrap=True)
     if outcome.exit_status is not None:
         return outcome.exit_status
     return 0 if apps["passed"] else EXIT_QOS

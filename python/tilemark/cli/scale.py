@@ -28,6 +28,7 @@ from tilemark.cli.common import (
 )
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.options import SCALE, Option
+from tilemark.report.format import steady_cell
 from tilemark.study import (
     CONFIRM,
     RECHECK,
@@ -181,8 +182,9 @@ def study_tables(doc: dict) -> list[Table]:
         t.add_column(axis_title, justify="right")
         for a in apps:
             t.add_column(a, justify="right")
-    for col in ("IOPS", "MB/s", "score", "QoS"):
-        metrics.add_column(col, justify="left" if col == "QoS" else "right")
+    steady = any(s.get("steady") for s in doc["steps"])
+    for col in ("IOPS", "MB/s", "score", "QoS") + (("steady",) if steady else ()):
+        metrics.add_column(col, justify="left" if col in ("QoS", "steady") else "right")
     for s in doc["steps"]:
         by_app = {a["app"]: a for a in s.get("applications") or []}
         key = s[axis_field]
@@ -206,6 +208,8 @@ def study_tables(doc: dict) -> list[Table]:
             "-" if s.get("score") is None else f"{s['score']:.2f}",
             _step_qos(s),
         ]
+        if steady:
+            mrow.append(steady_cell(s.get("steady")))
         metrics.add_row(*mrow)
         latency.add_row(*lrow)
     return [metrics, latency]
@@ -292,6 +296,18 @@ def headline(doc: dict) -> list[str]:
         lines.append(
             f"  note: not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} "
             "passed (after a re-check); the storage's answer is within its noise there"
+        )
+    unsteady = [
+        s
+        for s in doc["steps"]
+        if s.get("steady") and not s["steady"]["steady"] and not s["steady"].get("rule_met")
+    ]
+    if unsteady:
+        axis_title, axis_field = _axis(doc)
+        listed = ", ".join(f"{s[axis_field]:g}" for s in unsteady)
+        lines.append(
+            f"  note: not steady at {axis_title} {listed}: those steps were judged over all they "
+            "measured while the storage was still changing"
         )
     if doc.get("settle"):
         st = doc["settle"]

@@ -165,3 +165,15 @@ def run_links(run: RunData) -> list[tuple[str, Path]]:
 def generated_by() -> str:
     """Who made the report (the HTML header adds when)."""
     return f"tilemark {tilemark.__version__}"
+
+
+def steady_cell(state: dict | None) -> str:
+    """A step's steady state in a few characters: the window's rounds, or 'no (N rounds)'."""
+    if not state:
+        return "-"
+    if state["steady"]:
+        w = state["window"]
+        return f"rounds {w['first_round']}-{w['last_round']}"
+    if state.get("rule_met"):
+        return "rate not reached"
+    return f"no ({state['rounds']} rounds)"

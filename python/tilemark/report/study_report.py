@@ -22,7 +22,7 @@ from tilemark.report.data import (
     relpath,
     run_groups,
 )
-from tilemark.report.format import generated_by, mark, num, run_links, tested_on
+from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
 
 
@@ -146,6 +146,15 @@ def study_notes(study: StudyData) -> list[str]:
             f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed after a "
             "re-check; the storage's answer is within its noise there"
         )
+    unsteady = [
+        st for st in study.steps if st.step.get("steady") and not st.step["steady"]["rule_met"]
+    ]
+    if unsteady:
+        notes.append(
+            f"not steady after {doc['until_steady']['max_rounds']} rounds at "
+            + ", ".join(_axis_value(study, st.key) for st in unsteady)
+            + ": those steps were judged over all they measured while the storage was changing"
+        )
     settle = doc.get("settle")
     if settle and not settle["steady"]:
         notes.append(
@@ -189,7 +198,13 @@ def _study_setup(study: StudyData) -> str:
     else:
         what = f"{doc.get('mode')} over {doc.get('tile_counts')} tiles"
     timing = f"{num(doc.get('duration'))} s measured"
-    if doc.get("max_duration") and doc.get("max_duration") != doc.get("duration"):
+    steady = doc.get("until_steady")
+    if steady:
+        timing = (
+            f"measured until steady ({steady['metric']}, rounds of {num(steady['round_s'])} s, "
+            f"at most {steady['max_rounds']}; judged over the steady window)"
+        )
+    elif doc.get("max_duration") and doc.get("max_duration") != doc.get("duration"):
         timing += f" (up to {num(doc['max_duration'])} s while undecided)"
     return (
         f"{what}, {timing} + {num(doc.get('warmup'))} s warm-up per step, QoS interval "
@@ -423,6 +438,7 @@ def steps_table(study: StudyData, home: Path) -> Table:
     lives (relative to `home`)."""
     rows = []
     repeats = study.repeats > 1
+    steady = any(r.get("steady") for st in study.steps for r in st.step.get("runs") or [])
     for st in sorted(study.steps, key=lambda s: (s.repeat, s.key)):
         runs = st.step.get("runs") or [
             {"run_id": st.step["run_id"], "verdict": None, "passed": st.step["passed"]}
@@ -438,11 +454,17 @@ def steps_table(study: StudyData, home: Path) -> Table:
                 Cell(r.get("reason", "new")),
                 _verdict_cell(r.get("verdict"), r.get("passed", False)),
                 Cell(num(r.get("measured_s")), "num"),
-                Cell(relpath(run_dir, home) if run_dir and run_dir.exists() else "(missing)"),
             ]
+            if steady:
+                row.append(Cell(steady_cell(r.get("steady"))))
+            row.append(
+                Cell(relpath(run_dir, home) if run_dir and run_dir.exists() else "(missing)")
+            )
             rows.append(row)
     columns = ["repeat"] if repeats else []
-    columns += [study.axis, "run (* stands for the step)", "why", "QoS", "measured s", "directory"]
+    columns += [study.axis, "run (* stands for the step)", "why", "QoS", "measured s"]
+    columns += ["steady state"] if steady else []
+    columns += ["directory"]
     return Table(
         "steps",
         "Every run of every step (`tilemark report RUN_ID` shows one in detail)",

@@ -74,7 +74,7 @@ class Attempt:
             "passed": self.passed,
             "complete": self.complete,
             "reason": self.reason,
-            **{k: self.detail[k] for k in ("measured_s", "extended") if k in self.detail},
+            **{k: self.detail[k] for k in ("measured_s", "extended", "steady") if k in self.detail},
         }
 
 

@@ -118,6 +118,7 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
         ],
         "measured_s": measurement.get("measured_s"),
         "extended": measurement.get("extended", False),
+        "steady": measurement.get("steady"),
         "measurement": measurement,
         "error": outcome.error,
     }
@@ -186,6 +187,7 @@ class _TileStudy(Study):
             "instances",
             "measured_s",
             "extended",
+            "steady",
         ):
             out[k] = detail.get(k)
         if not out["complete"] and not detail.get("failed"):
