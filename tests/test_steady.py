@@ -133,3 +133,40 @@ def test_an_open_loop_schedule_falling_behind_is_not_steady_at_its_rate():
     assert st["rate"]["achieved_pct"] == pytest.approx(50.0, abs=1)
     assert not st["rate"]["reached"]
     assert st["verdict"].startswith("the requested open-loop rate was not reached: 100 IOPS")
+
+
+def test_a_steady_tile_run_is_judged_over_the_window_with_its_own_backlog_and_batches():
+    from tilemark.analysis.qos import windows_from_snapshots
+    from tilemark.tilerun import SteadyTileMonitor
+
+    settings = SteadySettings(round_s=0.5, max_rounds=10)
+    monitor = SteadyTileMonitor(open_plan(100.0), settings, qos_interval_s=0.25)
+    # 2 rounds at 50 reads/interval (backlog 7), then 5 steady rounds at 10 (backlog 3).
+    snaps = [snapshot(0, 99, 9_000_000, phase="warmup")]
+    counts = [50] * 10 + [10] * 25
+    snaps += [
+        snapshot(i + 1, n, 1_000_000, behind=7 if n == 50 else 3) for i, n in enumerate(counts)
+    ]
+    for snap in snaps:
+        monitor.add([snap])
+    assert monitor.should_stop() == "steady"
+    judged, result, batches, over_window = monitor.judged({"unused": True})
+    assert over_window
+    # The window's QoS snapshots: the backlog as it began (the last interval of round 2, now a
+    # warm-up snapshot), then its 25 intervals compacted into 0.25 s windows (whole rounds).
+    assert judged[0]["phase"] == "warmup" and judged[0]["streams"][0]["behind_ios"] == 7
+    measured = [s for s in judged if s["phase"] == "measure"]
+    assert measured[0]["start_ns"] == 11 * STEP_NS and measured[-1]["end_ns"] == 36 * STEP_NS
+    assert sum(s["streams"][0]["read"]["ops"] for s in measured) == 250
+    windows = windows_from_snapshots(judged, [0], 0.25)
+    assert windows[0].backlog_start == 7
+    assert result["measure_end_ns"] - result["measure_start_ns"] == 25 * STEP_NS
+    # Batch sums of the window only: 250 reads of 1 ms.
+    series = batches.series([(0, "read")])
+    assert sum(n for n, _ in series) == 250
+    assert sum(s for _, s in series) == 250 * 1_000_000
+    # The whole run, when the rule never held, is what a fixed-length run would judge.
+    unsteady = SteadyTileMonitor(open_plan(100.0), settings, qos_interval_s=0.25)
+    unsteady.add(snaps[:15])
+    _, whole, _, over = unsteady.judged({"engine": "result"})
+    assert not over and whole == {"engine": "result"}
