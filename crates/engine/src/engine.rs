@@ -18,7 +18,7 @@ use crate::error::{EngineError, Result};
 use crate::plan::{Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
-use crate::stream::StreamState;
+use crate::stream::{StreamState, TargetFiles};
 use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
 
 /// The result lists at most this many hung IOs (the oldest), plus their total count.
@@ -86,10 +86,9 @@ impl Engine {
         plan.validate()?;
         // File table: per target a plain fd, plus an O_DSYNC fd if any stream asks for it.
         let mut files = Vec::new();
-        let mut plain_idx = Vec::new();
-        let mut dsync_idx = Vec::new();
+        let mut target_files = Vec::with_capacity(plan.targets.len());
         for (ti, t) in plan.targets.iter().enumerate() {
-            let on_target = || plan.streams.iter().filter(move |s| s.target == ti);
+            let on_target = || plan.streams.iter().filter(move |s| s.uses_target(ti));
             let writes = on_target().any(|s| s.writes());
             let wants_dsync = on_target().any(|s| s.sync == SyncMode::Dsync);
             let open = |dsync: bool| -> Result<File> {
@@ -107,28 +106,26 @@ impl Engine {
                     .open(&t.path)
                     .map_err(|e| EngineError::io(format!("cannot open target {}", t.path), e))
             };
-            plain_idx.push(files.len() as u32);
+            let file = files.len() as u32;
             files.push(open(false)?);
-            if wants_dsync {
-                dsync_idx.push(files.len() as u32);
+            let file_dsync = if wants_dsync {
                 files.push(open(true)?);
+                files.len() as u32 - 1
             } else {
-                dsync_idx.push(*plain_idx.last().unwrap());
-            }
+                file
+            };
+            target_files.push(TargetFiles {
+                offset: t.offset,
+                file,
+                file_dsync,
+            });
         }
         let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
 
         let nthreads = plan.threads.min(plan.streams.len()).max(1);
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
         for (i, spec) in plan.streams.iter().enumerate() {
-            let t = &plan.targets[spec.target];
-            per_thread[i % nthreads].push(StreamState::new(
-                i,
-                spec,
-                t.offset,
-                plain_idx[spec.target],
-                dsync_idx[spec.target],
-            ));
+            per_thread[i % nthreads].push(StreamState::new(i, spec, &target_files));
         }
         // Each thread sets up its own backend (an io_uring ring belongs to the thread that
         // submits to it), reports whether that worked, then waits for the common clock.
@@ -216,7 +213,7 @@ impl Engine {
             let _ = go.send(Some(clock.clone()));
         }
         Ok(Engine {
-            aggregator: Aggregator::new(nthreads, plan.streams.len()),
+            aggregator: Aggregator::new(nthreads, stream_targets(&plan)),
             plan,
             clock: clock.clone(),
             started_at_ns,
@@ -286,6 +283,7 @@ impl Engine {
             }
         }
         let result = if errors.is_empty() {
+            let targets = self.aggregator.stream_targets.clone();
             let streams: Vec<IndexedStats> = totals
                 .iter()
                 .enumerate()
@@ -293,6 +291,7 @@ impl Engine {
                     stream: i,
                     stats: s.as_ref().expect("every stream belongs to a thread"),
                     totals: true,
+                    targets: &targets[i],
                 })
                 .collect();
             let measure_start = self.clock.warmup_ns.min(end_ns);
@@ -317,6 +316,18 @@ impl Engine {
         self.result = Some(result);
         out
     }
+}
+
+/// The plan target of every region of every stream with more than one (for the per-target
+/// breakdown of results); empty for one-region streams.
+fn stream_targets(plan: &Plan) -> Vec<Vec<usize>> {
+    plan.streams
+        .iter()
+        .map(|s| match s.regions.len() {
+            1 => Vec::new(),
+            _ => s.regions.iter().map(|r| r.target).collect(),
+        })
+        .collect()
 }
 
 fn clone_result(r: &Result<String>) -> Result<String> {
@@ -352,6 +363,8 @@ struct ResultJson<'a> {
 /// once every thread has sent k or has ended before k.
 struct Aggregator {
     nstreams: usize,
+    /// Plan targets of each stream's regions (empty for one region).
+    stream_targets: Vec<Vec<usize>>,
     pending: BTreeMap<u64, Partial>,
     last_sent: Vec<Option<u64>>,
     ended_at: Vec<Option<u64>>,
@@ -374,9 +387,10 @@ struct SnapshotJson<'a> {
 }
 
 impl Aggregator {
-    fn new(nthreads: usize, nstreams: usize) -> Self {
+    fn new(nthreads: usize, stream_targets: Vec<Vec<usize>>) -> Self {
         Aggregator {
-            nstreams,
+            nstreams: stream_targets.len(),
+            stream_targets,
             pending: BTreeMap::new(),
             last_sent: vec![None; nthreads],
             ended_at: vec![None; nthreads],
@@ -425,6 +439,7 @@ impl Aggregator {
                         stream: *i,
                         stats: s,
                         totals: false,
+                        targets: &self.stream_targets[*i],
                     })
                     .collect(),
             };
@@ -465,7 +480,7 @@ mod tests {
 
     #[test]
     fn an_interval_is_published_once_every_thread_has_sent_it() {
-        let mut agg = Aggregator::new(2, 3);
+        let mut agg = Aggregator::new(2, vec![Vec::new(); 3]);
         agg.add(msg(0, 0, &[0, 2], 5, false));
         assert!(
             take(&mut agg).is_empty(),
@@ -499,7 +514,7 @@ mod tests {
 
     #[test]
     fn a_thread_that_ended_does_not_hold_back_later_intervals() {
-        let mut agg = Aggregator::new(2, 2);
+        let mut agg = Aggregator::new(2, vec![Vec::new(); 2]);
         agg.add(msg(1, 0, &[1], 1, false));
         agg.add(msg(1, 1, &[1], 1, true));
         for k in 0..4 {

@@ -4,9 +4,13 @@ use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
 
-pub const PLAN_VERSION: u32 = 1;
+/// 2: a stream covers a list of regions (target, offset, length) and may start and stop
+/// within the run (`regions`, `spread`, `start_ms`, `stop_ms`).
+pub const PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
 pub const MAX_QD: u32 = 4096;
+/// Upper bound on the regions (targets) of one stream.
+pub const MAX_REGIONS: usize = 1024;
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -46,6 +50,9 @@ pub struct Plan {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
+    /// How results name the target; the engine only uses it in messages.
+    #[serde(default)]
+    pub name: String,
     pub path: String,
     #[serde(default)]
     pub offset: u64,
@@ -102,14 +109,42 @@ pub enum SyncMode {
     Fsync { every: u32 },
 }
 
-#[derive(Clone, Debug, Deserialize)]
+/// Where a stream's IOs may land on one target: offset and length relative to the target's
+/// offset.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
-pub struct StreamSpec {
-    pub name: String,
+pub struct Region {
     pub target: usize,
     #[serde(default)]
     pub offset: u64,
     pub length: u64,
+}
+
+/// How a stream over several regions picks the region of each IO.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Spread {
+    /// Every region equally often (Orion over its LUN list).
+    #[default]
+    Uniform,
+    /// In proportion to the regions' lengths (every byte equally often).
+    Size,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamSpec {
+    pub name: String,
+    /// One region per target the stream uses; the region of each IO is drawn by `spread`.
+    pub regions: Vec<Region>,
+    #[serde(default)]
+    pub spread: Spread,
+    /// Run time (warm-up included) before which the stream issues nothing; None = 0.
+    #[serde(default)]
+    pub start_ms: Option<u64>,
+    /// Run time from which the stream issues nothing more; None = the end of the run.
+    #[serde(default)]
+    pub stop_ms: Option<u64>,
     pub read_pct: f64,
     pub sizes: Vec<(u64, f64)>,
     pub pattern: Pattern,
@@ -146,6 +181,20 @@ impl StreamSpec {
 
     pub fn max_size(&self) -> u64 {
         self.sizes.iter().map(|s| s.0).max().unwrap_or(0)
+    }
+
+    /// Does any region of this stream lie on target `t`?
+    pub fn uses_target(&self, t: usize) -> bool {
+        self.regions.iter().any(|r| r.target == t)
+    }
+
+    /// Run time (ns) of the stream's first and past its last IO issue: [start, stop).
+    pub fn active_ns(&self) -> (u64, u64) {
+        (
+            self.start_ms.unwrap_or(0).saturating_mul(1_000_000),
+            self.stop_ms
+                .map_or(u64::MAX, |s| s.saturating_mul(1_000_000)),
+        )
     }
 
     /// Mean IO size of the weighted size mix.
@@ -220,17 +269,53 @@ impl Plan {
         }
         for s in &self.streams {
             let name = &s.name;
-            let Some(t) = self.targets.get(s.target) else {
+            if s.regions.is_empty() {
+                return bad(format!("stream '{name}': regions must not be empty"));
+            }
+            if s.regions.len() > MAX_REGIONS {
                 return bad(format!(
-                    "stream '{name}': target {} does not exist",
-                    s.target
+                    "stream '{name}': at most {MAX_REGIONS} regions, got {}",
+                    s.regions.len()
                 ));
-            };
-            if s.length == 0 || s.offset.checked_add(s.length).is_none_or(|e| e > t.length) {
+            }
+            for (k, r) in s.regions.iter().enumerate() {
+                let Some(t) = self.targets.get(r.target) else {
+                    return bad(format!(
+                        "stream '{name}': target {} does not exist",
+                        r.target
+                    ));
+                };
+                if r.length == 0 || r.offset.checked_add(r.length).is_none_or(|e| e > t.length) {
+                    return bad(format!(
+                        "stream '{name}': region offset {} length {} is outside target length {}",
+                        r.offset, r.length, t.length
+                    ));
+                }
+                if s.regions[..k].iter().any(|o| o.target == r.target) {
+                    return bad(format!(
+                        "stream '{name}': target {} is listed twice in its regions",
+                        r.target
+                    ));
+                }
+                if s.max_size() > r.length {
+                    return bad(format!(
+                        "stream '{name}': an IO size is larger than the region on target {}",
+                        r.target
+                    ));
+                }
+            }
+            let (start, stop) = (s.start_ms.unwrap_or(0), s.stop_ms.unwrap_or(u64::MAX));
+            if start >= stop {
                 return bad(format!(
-                    "stream '{name}': region offset {} length {} is outside target length {}",
-                    s.offset, s.length, t.length
+                    "stream '{name}': start_ms {start} must be before stop_ms {stop}"
                 ));
+            }
+            if let Some(end) = self.duration_ms.map(|d| d + self.warmup_ms) {
+                if start >= end || s.stop_ms.is_some_and(|t| t > end) {
+                    return bad(format!(
+                        "stream '{name}': start_ms and stop_ms must lie within the run's {end} ms"
+                    ));
+                }
             }
             if !(0.0..=100.0).contains(&s.read_pct) {
                 return bad(format!("stream '{name}': read_pct must be 0..100"));
@@ -261,11 +346,6 @@ impl Plan {
             }
             if s.sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
                 return bad(format!("stream '{name}': size weights sum to 0"));
-            }
-            if s.max_size() > s.length {
-                return bad(format!(
-                    "stream '{name}': an IO size is larger than the region"
-                ));
             }
             if s.max_size() > u32::MAX as u64 / 2 {
                 return bad(format!("stream '{name}': IO sizes must be under 2 GiB"));
@@ -313,5 +393,73 @@ impl Plan {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan of two 1 MiB targets and one stream with `stream` keys over the defaults.
+    fn plan(stream: serde_json::Value) -> Result<Plan> {
+        let mut s = serde_json::json!({"name": "s", "regions": [{"target": 0, "length": 1048576}],
+            "read_pct": 100, "sizes": [[4096, 1]], "pattern": {"kind": "random"}, "align": 4096,
+            "qd": 1, "arrival": {"kind": "closed"}});
+        for (k, v) in stream.as_object().expect("an object") {
+            s[k] = v.clone();
+        }
+        let p = serde_json::json!({"plan_version": 2, "backend": "null", "threads": 1,
+            "interval_ms": 100, "warmup_ms": 1000, "duration_ms": 9000,
+            "targets": [{"path": "/a", "length": 1048576}, {"path": "/b", "length": 1048576}],
+            "streams": [s]});
+        Plan::from_json(&p.to_string())
+    }
+
+    fn refused(stream: serde_json::Value, why: &str) {
+        match plan(stream) {
+            Err(EngineError::Plan(m)) => assert!(m.contains(why), "{m}"),
+            other => panic!("expected a plan error about {why}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_stream_over_both_targets_with_a_phase_is_valid() {
+        let p = plan(
+            serde_json::json!({"regions": [{"target": 0, "length": 1048576},
+            {"target": 1, "offset": 4096, "length": 8192}], "spread": "size",
+            "start_ms": 2000, "stop_ms": 10000}),
+        )
+        .expect("valid");
+        let s = &p.streams[0];
+        assert_eq!(s.spread, Spread::Size);
+        assert_eq!(s.active_ns(), (2_000_000_000, 10_000_000_000));
+        assert!(s.uses_target(1));
+    }
+
+    #[test]
+    fn bad_regions_and_phases_are_refused() {
+        refused(
+            serde_json::json!({"regions": []}),
+            "regions must not be empty",
+        );
+        refused(
+            serde_json::json!({"regions": [{"target": 2, "length": 4096}]}),
+            "target 2 does not exist",
+        );
+        refused(
+            serde_json::json!({"regions": [{"target": 0, "length": 4096},
+                {"target": 0, "offset": 8192, "length": 4096}]}),
+            "listed twice",
+        );
+        refused(
+            serde_json::json!({"regions": [{"target": 1, "offset": 4096, "length": 1048576}]}),
+            "outside target length",
+        );
+        refused(
+            serde_json::json!({"start_ms": 5000, "stop_ms": 5000}),
+            "must be before stop_ms",
+        );
+        refused(serde_json::json!({"start_ms": 10000}), "within the run");
+        refused(serde_json::json!({"stop_ms": 10001}), "within the run");
     }
 }

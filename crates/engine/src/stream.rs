@@ -2,11 +2,11 @@
 //! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
 
 use crate::buf::AlignedBuf;
-use crate::plan::{Arrival, Dist, Pattern, StreamSpec, SyncMode};
+use crate::plan::{Arrival, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::rng::{Rng, Zipf};
 use crate::stats::{OpKind, StreamStats};
 
-/// Where random offsets land.
+/// Where random offsets land within a region.
 #[derive(Clone, Debug)]
 enum Placement {
     Sequential,
@@ -21,6 +21,23 @@ enum Placement {
         hot_blocks: u64,
         hot_frac: f64,
     },
+}
+
+impl Placement {
+    fn new(pattern: &Pattern, blocks: u64) -> Self {
+        match pattern {
+            Pattern::Sequential => Placement::Sequential,
+            Pattern::Random => Placement::Uniform,
+            Pattern::Zipf { theta } => Placement::Zipf {
+                zipf: Zipf::new(blocks, *theta),
+                scramble: coprime_multiplier(blocks),
+            },
+            Pattern::Hotspot { io_pct, region_pct } => Placement::Hotspot {
+                hot_blocks: ((blocks as f64 * region_pct / 100.0) as u64).clamp(1, blocks),
+                hot_frac: io_pct / 100.0,
+            },
+        }
+    }
 }
 
 /// Open-loop schedule: intended issue times, kept in f64 ns so a constant rate never drifts.
@@ -72,32 +89,134 @@ pub enum BurstState {
 pub struct NextIo {
     pub kind: OpKind,
     pub len: u32,
-    /// Offset relative to the stream's region.
+    /// Offset relative to the region.
     pub offset: u64,
+    /// Index of the region (in the stream's `regions`) the IO goes to.
+    pub region: u32,
+}
+
+/// Where a plan target is in an engine thread's file table, and where its data starts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TargetFiles {
+    pub offset: u64,
+    /// File-table indices for plain and O_DSYNC access.
+    pub file: u32,
+    pub file_dsync: u32,
+}
+
+/// One region of a stream: which target, where, and its own placement state (a sequential
+/// stream keeps one cursor per region).
+#[derive(Clone, Debug)]
+pub struct RegionState {
+    /// Index of the target in the plan.
+    pub target: u32,
+    pub file: u32,
+    pub file_dsync: u32,
+    /// Absolute offset of the region in the target's file or device.
+    pub base: u64,
+    pub length: u64,
+    /// Candidate block count for random placement (based on the largest size, so every IO fits).
+    blocks: u64,
+    placement: Placement,
+    seq_next: u64,
+}
+
+impl RegionState {
+    fn random_block(&self, rng: &mut Rng) -> u64 {
+        match &self.placement {
+            Placement::Sequential | Placement::Uniform => rng.below(self.blocks),
+            Placement::Zipf { zipf, scramble } => {
+                let rank = zipf.sample(rng) - 1;
+                ((rank as u128 * *scramble as u128) % self.blocks as u128) as u64
+            }
+            Placement::Hotspot {
+                hot_blocks,
+                hot_frac,
+            } => {
+                let (hot, frac) = (*hot_blocks, *hot_frac);
+                if hot >= self.blocks || rng.next_f64() < frac {
+                    rng.below(hot)
+                } else {
+                    hot + rng.below(self.blocks - hot)
+                }
+            }
+        }
+    }
+}
+
+/// How the region of each IO is drawn. One region costs no draw at all.
+#[derive(Clone, Debug)]
+enum RegionPick {
+    One,
+    Uniform(u64),
+    /// Cumulative region lengths: every byte of every region is equally likely to be chosen.
+    Size {
+        cumulative: Vec<u64>,
+        total: u64,
+    },
+}
+
+impl RegionPick {
+    fn new(spec: &StreamSpec) -> Self {
+        let n = spec.regions.len();
+        if n == 1 {
+            return RegionPick::One;
+        }
+        match spec.spread {
+            Spread::Uniform => RegionPick::Uniform(n as u64),
+            Spread::Size => {
+                let mut total = 0u64;
+                let cumulative = spec
+                    .regions
+                    .iter()
+                    .map(|r| {
+                        total += r.length;
+                        total
+                    })
+                    .collect();
+                RegionPick::Size { cumulative, total }
+            }
+        }
+    }
+
+    #[inline]
+    fn pick(&self, rng: &mut Rng) -> usize {
+        match self {
+            RegionPick::One => 0,
+            RegionPick::Uniform(n) => rng.below(*n) as usize,
+            RegionPick::Size { cumulative, total } => {
+                let x = rng.below(*total);
+                cumulative.partition_point(|&c| c <= x)
+            }
+        }
+    }
 }
 
 pub struct StreamState {
     /// Index in the plan.
     pub index: usize,
-    pub base_offset: u64,
-    pub length: u64,
+    pub regions: Vec<RegionState>,
+    pick: RegionPick,
     align: u64,
-    /// Candidate block count for random placement (based on the largest size, so every IO fits).
-    blocks: u64,
     read_frac: f64,
     random_frac: f64,
+    /// Every IO is sequential (the pattern is sequential).
+    sequential_only: bool,
     size_cdf: Vec<(f64, u32)>,
-    placement: Placement,
-    seq_next: u64,
     pub qd: u32,
     pub inflight: u32,
     pub schedule: Option<Schedule>,
+    /// Run time (ns) from which the stream issues IO, and from which it issues no more.
+    pub start_ns: u64,
+    pub stop_ns: u64,
     burst: Option<(u32, u64)>,
     burst_issued: u32,
     pub burst_state: BurstState,
     fsync_every: u32,
     writes_since_fsync: u32,
     pub pending_fsyncs: u32,
+    /// The region whose write completed the last fsync cadence: where pending fsyncs go.
+    pub fsync_region: u32,
     pub dsync: bool,
     zero_per_4k: usize,
     io_limit: Option<u64>,
@@ -106,9 +225,6 @@ pub struct StreamState {
     read_bufs: Vec<AlignedBuf>,
     write_bufs: Vec<AlignedBuf>,
     pub rng: Rng,
-    /// File-table indices for plain and O_DSYNC access.
-    pub file: u32,
-    pub file_dsync: u32,
     pub interval: StreamStats,
     pub totals: StreamStats,
     /// Open loop: an IO is due but the in-flight cap is reached.
@@ -117,15 +233,9 @@ pub struct StreamState {
 }
 
 impl StreamState {
-    pub fn new(
-        index: usize,
-        spec: &StreamSpec,
-        target_offset: u64,
-        file: u32,
-        file_dsync: u32,
-    ) -> Self {
+    /// The state of plan stream `index`; `targets` says where every plan target is.
+    pub fn new(index: usize, spec: &StreamSpec, targets: &[TargetFiles]) -> Self {
         let max_size = spec.max_size();
-        let blocks = (spec.length - max_size) / spec.align + 1;
         let total_w: f64 = spec.sizes.iter().map(|s| s.1).sum();
         let mut acc = 0.0;
         let size_cdf = spec
@@ -137,45 +247,55 @@ impl StreamState {
                 (acc, size as u32)
             })
             .collect();
-        let placement = match &spec.pattern {
-            Pattern::Sequential => Placement::Sequential,
-            Pattern::Random => Placement::Uniform,
-            Pattern::Zipf { theta } => Placement::Zipf {
-                zipf: Zipf::new(blocks, *theta),
-                scramble: coprime_multiplier(blocks),
-            },
-            Pattern::Hotspot { io_pct, region_pct } => Placement::Hotspot {
-                hot_blocks: ((blocks as f64 * region_pct / 100.0) as u64).clamp(1, blocks),
-                hot_frac: io_pct / 100.0,
-            },
-        };
+        let regions = spec
+            .regions
+            .iter()
+            .map(|r| {
+                let t = targets[r.target];
+                let blocks = (r.length - max_size) / spec.align + 1;
+                RegionState {
+                    target: r.target as u32,
+                    file: t.file,
+                    file_dsync: t.file_dsync,
+                    base: t.offset + r.offset,
+                    length: r.length,
+                    blocks,
+                    placement: Placement::new(&spec.pattern, blocks),
+                    seq_next: 0,
+                }
+            })
+            .collect();
         let open = !matches!(spec.arrival, Arrival::Closed);
+        let (start_ns, stop_ns) = spec.active_ns();
         let schedule = match &spec.arrival {
             Arrival::Closed => None,
             Arrival::Open { dist, .. } => Some(Schedule {
                 mean_gap_ns: 1e9 / spec.rate_iops().expect("validated open rate"),
                 poisson: *dist == Dist::Poisson,
-                next_intended_ns: 0.0,
+                // An open-loop schedule starts with the stream's phase.
+                next_intended_ns: start_ns as f64,
             }),
         };
         let fsync_every = match spec.sync {
             SyncMode::Fsync { every } => every,
             _ => 0,
         };
+        let nregions = spec.regions.len();
+        let stats = || StreamStats::with_regions(open, nregions);
         StreamState {
             index,
-            base_offset: target_offset + spec.offset,
-            length: spec.length,
+            regions,
+            pick: RegionPick::new(spec),
             align: spec.align,
-            blocks,
             read_frac: spec.read_pct / 100.0,
             random_frac: spec.random_pct / 100.0,
+            sequential_only: spec.pattern == Pattern::Sequential,
             size_cdf,
-            placement,
-            seq_next: 0,
             qd: spec.qd,
             inflight: 0,
             schedule,
+            start_ns,
+            stop_ns,
             burst: spec
                 .burst
                 .as_ref()
@@ -185,6 +305,7 @@ impl StreamState {
             fsync_every,
             writes_since_fsync: 0,
             pending_fsyncs: 0,
+            fsync_region: 0,
             dsync: spec.sync == SyncMode::Dsync,
             zero_per_4k: (4096.0 * spec.compress_pct / 100.0) as usize,
             io_limit: spec.io_limit,
@@ -193,10 +314,8 @@ impl StreamState {
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),
             rng: Rng::new(spec.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index as u64),
-            file,
-            file_dsync,
-            interval: StreamStats::new(open),
-            totals: StreamStats::new(open),
+            interval: stats(),
+            totals: stats(),
             blocked: false,
             queued_ready: false,
         }
@@ -206,14 +325,36 @@ impl StreamState {
         self.schedule.is_some()
     }
 
+    /// Empty statistics shaped for this stream (per-region counters when it has several).
+    pub fn new_stats(&self) -> StreamStats {
+        StreamStats::with_regions(self.is_open_loop(), self.regions.len())
+    }
+
     /// True once the stream's IO limit is used up.
     pub fn exhausted(&self) -> bool {
         self.io_limit.is_some_and(|l| self.bytes_issued >= l)
     }
 
-    /// May the stream issue a data IO now (ignoring its schedule)?
+    /// Is run time `now` inside the stream's phase [start, stop)?
+    #[inline]
+    pub fn active(&self, now: u64) -> bool {
+        now >= self.start_ns && now < self.stop_ns
+    }
+
+    /// May the stream issue a data IO now (ignoring its schedule and phase)?
     pub fn can_issue(&self) -> bool {
         self.inflight < self.qd && self.burst_state == BurstState::Active && !self.exhausted()
+    }
+
+    /// Open loop: IOs due by `now` and not yet issued, counting only those intended before the
+    /// stream's stop (nothing is due after it).
+    pub fn behind(&self, now: u64) -> u64 {
+        match &self.schedule {
+            Some(sched) if !self.exhausted() => {
+                sched.behind(now.min(self.stop_ns.saturating_sub(1)))
+            }
+            _ => 0,
+        }
     }
 
     /// Decide the next data IO and account for it (burst, limit, sequential position).
@@ -224,17 +365,19 @@ impl StreamState {
         } else {
             OpKind::Write
         };
-        let sequential = matches!(self.placement, Placement::Sequential)
+        let sequential = self.sequential_only
             || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac);
+        let r = self.pick.pick(&mut self.rng);
+        let region = &mut self.regions[r];
         let offset = if sequential {
-            if self.seq_next + len as u64 > self.length {
-                self.seq_next = 0;
+            if region.seq_next + len as u64 > region.length {
+                region.seq_next = 0;
             }
-            self.seq_next
+            region.seq_next
         } else {
-            self.random_block() * self.align
+            region.random_block(&mut self.rng) * self.align
         };
-        self.seq_next = (offset + len as u64).next_multiple_of(self.align);
+        region.seq_next = (offset + len as u64).next_multiple_of(self.align);
         self.bytes_issued += len as u64;
         if let Some((ios, _)) = self.burst {
             self.burst_issued += 1;
@@ -242,7 +385,12 @@ impl StreamState {
                 self.burst_state = BurstState::Draining;
             }
         }
-        NextIo { kind, len, offset }
+        NextIo {
+            kind,
+            len,
+            offset,
+            region: r as u32,
+        }
     }
 
     fn pick_size(&mut self) -> u32 {
@@ -257,34 +405,14 @@ impl StreamState {
             .1
     }
 
-    fn random_block(&mut self) -> u64 {
-        match &self.placement {
-            Placement::Sequential | Placement::Uniform => self.rng.below(self.blocks),
-            Placement::Zipf { zipf, scramble } => {
-                let rank = zipf.sample(&mut self.rng) - 1;
-                ((rank as u128 * *scramble as u128) % self.blocks as u128) as u64
-            }
-            Placement::Hotspot {
-                hot_blocks,
-                hot_frac,
-            } => {
-                let (hot, frac) = (*hot_blocks, *hot_frac);
-                if hot >= self.blocks || self.rng.next_f64() < frac {
-                    self.rng.below(hot)
-                } else {
-                    hot + self.rng.below(self.blocks - hot)
-                }
-            }
-        }
-    }
-
-    /// A write completed: count it toward the fsync cadence.
-    pub fn on_write_done(&mut self) {
+    /// A write to `region` completed: count it toward the fsync cadence.
+    pub fn on_write_done(&mut self, region: u32) {
         if self.fsync_every > 0 {
             self.writes_since_fsync += 1;
             if self.writes_since_fsync >= self.fsync_every {
                 self.writes_since_fsync = 0;
                 self.pending_fsyncs += 1;
+                self.fsync_region = region;
             }
         }
     }
@@ -381,7 +509,7 @@ mod tests {
     /// A stream spec: a small random-read stream with `extra` fields overriding the defaults.
     fn spec(extra: &str) -> StreamSpec {
         let mut stream: serde_json::Value = serde_json::from_str(
-            r#"{"name":"s","target":0,"length":1048576,"read_pct":100,"sizes":[[4096,1]],
+            r#"{"name":"s","regions":[{"target":0,"length":1048576}],"read_pct":100,"sizes":[[4096,1]],
                 "pattern":{"kind":"random"},"align":4096,"qd":1,"arrival":{"kind":"closed"},
                 "seed":9}"#,
         )
@@ -391,8 +519,9 @@ mod tests {
         for (k, v) in extra.as_object().unwrap() {
             stream[k] = v.clone();
         }
-        let plan = serde_json::json!({"plan_version":1,"backend":"null","threads":1,"interval_ms":1000,
-            "targets":[{"path":"/x","length":1048576}],"streams":[stream]});
+        let plan = serde_json::json!({"plan_version":2,"backend":"null","threads":1,"interval_ms":1000,
+            "targets":[{"path":"/x","length":1048576},{"path":"/y","length":4194304}],
+            "streams":[stream]});
         Plan::from_json(&plan.to_string())
             .unwrap()
             .streams
@@ -403,15 +532,14 @@ mod tests {
         extra.to_string()
     }
 
+    /// The state of a spec whose targets all start at offset 0 in file 0.
+    fn state(spec: &StreamSpec) -> StreamState {
+        StreamState::new(0, spec, &[TargetFiles::default(); 2])
+    }
+
     #[test]
     fn random_offsets_are_aligned_and_inside_region() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(r#","sizes":[[4096,1],[65536,1]]"#)),
-            4096,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(r#","sizes":[[4096,1],[65536,1]]"#)));
         for _ in 0..10_000 {
             let io = s.next_io();
             assert_eq!(io.offset % 4096, 0);
@@ -421,30 +549,18 @@ mod tests {
 
     #[test]
     fn sequential_wraps_at_region_end() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(
-                r#","pattern":{"kind":"sequential"},"sizes":[[262144,1]]"#,
-            )),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(
+            r#","pattern":{"kind":"sequential"},"sizes":[[262144,1]]"#,
+        )));
         let offs: Vec<u64> = (0..6).map(|_| s.next_io().offset).collect();
         assert_eq!(offs, vec![0, 262144, 524288, 786432, 0, 262144]);
     }
 
     #[test]
     fn size_mix_and_read_share_follow_weights() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(
-                r#","read_pct":70,"sizes":[[512,22],[4096,23],[65536,55]]"#,
-            )),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(
+            r#","read_pct":70,"sizes":[[512,22],[4096,23],[65536,55]]"#,
+        )));
         let n = 100_000;
         let (mut reads, mut small, mut mid) = (0, 0, 0);
         for _ in 0..n {
@@ -461,15 +577,9 @@ mod tests {
 
     #[test]
     fn hotspot_sends_the_share_to_the_hot_region() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(
-                r#","pattern":{"kind":"hotspot","io_pct":90,"region_pct":10}"#,
-            )),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(
+            r#","pattern":{"kind":"hotspot","io_pct":90,"region_pct":10}"#,
+        )));
         let hot_end = 1048576 / 10;
         let n = 50_000;
         let hot = (0..n).filter(|_| s.next_io().offset < hot_end).count();
@@ -481,13 +591,7 @@ mod tests {
 
     #[test]
     fn zipf_concentrates_on_few_blocks() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(r#","pattern":{"kind":"zipf","theta":1.2}"#)),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(r#","pattern":{"kind":"zipf","theta":1.2}"#)));
         let mut counts = std::collections::HashMap::new();
         for _ in 0..50_000 {
             *counts.entry(s.next_io().offset).or_insert(0u32) += 1;
@@ -505,22 +609,16 @@ mod tests {
 
     #[test]
     fn partly_random_stream_continues_sequentially() {
-        let mut s = StreamState::new(0, &spec(&base(r#","random_pct":0"#)), 0, 0, 0);
+        let mut s = state(&spec(&base(r#","random_pct":0"#)));
         let offs: Vec<u64> = (0..4).map(|_| s.next_io().offset).collect();
         assert_eq!(offs, vec![0, 4096, 8192, 12288]);
     }
 
     #[test]
     fn constant_schedule_has_exact_gaps() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(
-                r#","arrival":{"kind":"open","rate_iops":4000,"dist":"constant"}"#,
-            )),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(
+            r#","arrival":{"kind":"open","rate_iops":4000,"dist":"constant"}"#,
+        )));
         let mut rng = Rng::new(1);
         let sched = s.schedule.as_mut().unwrap();
         let times: Vec<u64> = (0..5).map(|_| sched.take(&mut rng)).collect();
@@ -548,7 +646,7 @@ mod tests {
             delay_ms: 5.0,
         });
         sp.qd = 4;
-        let mut s = StreamState::new(0, &sp, 0, 0, 0);
+        let mut s = state(&sp);
         s.next_io();
         s.inflight += 1;
         assert!(s.can_issue());
@@ -565,15 +663,9 @@ mod tests {
 
     #[test]
     fn write_buffers_never_repeat_a_block_and_honour_compressibility() {
-        let mut s = StreamState::new(
-            0,
-            &spec(&base(
-                r#","read_pct":0,"sizes":[[16384,1]],"compress_pct":50"#,
-            )),
-            0,
-            0,
-            0,
-        );
+        let mut s = state(&spec(&base(
+            r#","read_pct":0,"sizes":[[16384,1]],"compress_pct":50"#,
+        )));
         let a = s.take_buf(OpKind::Write);
         let first: Vec<u8> = a.as_slice().to_vec();
         s.return_buf(OpKind::Write, a);
@@ -583,6 +675,102 @@ mod tests {
         assert_eq!(blocks.len(), 4);
         let zeros = b.as_slice().iter().filter(|&&x| x == 0).count();
         assert!((zeros as f64 / 16384.0 - 0.5).abs() < 0.01, "zeros {zeros}");
+    }
+
+    /// Two regions: 1 MiB on target 0, 4 MiB on target 1.
+    fn two_regions(extra: &str) -> StreamSpec {
+        spec(&format!(
+            r#","regions":[{{"target":0,"length":1048576}},{{"target":1,"length":4194304}}]{extra}"#
+        ))
+    }
+
+    /// IOs per region over `n` draws, offsets checked to lie inside their region.
+    fn per_region(s: &mut StreamState, n: usize) -> [usize; 2] {
+        let mut counts = [0; 2];
+        for _ in 0..n {
+            let io = s.next_io();
+            let region = &s.regions[io.region as usize];
+            assert!(io.offset + io.len as u64 <= region.length);
+            assert_eq!(io.offset % 4096, 0);
+            counts[io.region as usize] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn uniform_spread_sends_each_region_the_same_share() {
+        let mut s = state(&two_regions(""));
+        let counts = per_region(&mut s, 100_000);
+        let share = counts[0] as f64 / 100_000.0;
+        assert!((share - 0.5).abs() < 0.01, "region 0 share {share}");
+    }
+
+    #[test]
+    fn size_spread_weighs_regions_by_length() {
+        let mut s = state(&two_regions(r#","spread":"size""#));
+        let counts = per_region(&mut s, 100_000);
+        let share = counts[0] as f64 / 100_000.0;
+        assert!((share - 0.2).abs() < 0.01, "1 MiB of 5 MiB got {share}");
+    }
+
+    #[test]
+    fn a_sequential_stream_keeps_a_cursor_per_region() {
+        let mut s = state(&two_regions(
+            r#","pattern":{"kind":"sequential"},"sizes":[[262144,1]]"#,
+        ));
+        let mut seen: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        for _ in 0..40 {
+            let io = s.next_io();
+            seen[io.region as usize].push(io.offset);
+        }
+        for (r, offsets) in seen.iter().enumerate() {
+            let wrap = s.regions[r].length / 262144;
+            let expected: Vec<u64> = (0..offsets.len() as u64)
+                .map(|k| (k % wrap) * 262144)
+                .collect();
+            assert_eq!(offsets, &expected, "region {r}");
+        }
+        assert!(seen[0].len() > 5 && seen[1].len() > 5, "both regions used");
+    }
+
+    #[test]
+    fn regions_carry_their_target_and_absolute_base() {
+        let sp = spec(
+            r#","regions":[{"target":1,"offset":8192,"length":1048576},{"target":0,"length":1048576}]"#,
+        );
+        let files = [
+            TargetFiles {
+                offset: 4096,
+                file: 0,
+                file_dsync: 2,
+            },
+            TargetFiles {
+                offset: 0,
+                file: 1,
+                file_dsync: 1,
+            },
+        ];
+        let s = StreamState::new(0, &sp, &files);
+        let r: Vec<(u32, u32, u32, u64)> = s
+            .regions
+            .iter()
+            .map(|r| (r.target, r.file, r.file_dsync, r.base))
+            .collect();
+        assert_eq!(r, [(1, 1, 1, 8192), (0, 0, 2, 4096)]);
+        assert_eq!(s.new_stats().regions.len(), 2);
+        assert!(state(&spec("")).new_stats().regions.is_empty());
+    }
+
+    #[test]
+    fn an_open_loop_schedule_starts_with_the_phase_and_is_behind_only_until_stop() {
+        let s = state(&spec(
+            r#","arrival":{"kind":"open","rate_iops":1000,"dist":"constant"},"start_ms":100,"stop_ms":200"#,
+        ));
+        assert_eq!(s.schedule.as_ref().unwrap().next_due(), 100_000_000);
+        assert!(!s.active(99_999_999) && s.active(100_000_000) && !s.active(200_000_000));
+        assert_eq!(s.behind(50_000_000), 0, "nothing due before start");
+        assert_eq!(s.behind(150_000_000), 51);
+        assert_eq!(s.behind(900_000_000), 100, "nothing due after stop");
     }
 
     #[test]

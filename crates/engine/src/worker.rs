@@ -17,7 +17,7 @@ use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
-use crate::stats::{OpKind, StreamStats, LATE_NS};
+use crate::stats::{OpKind, OpStats, StreamStats, LATE_NS};
 use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
 
@@ -67,6 +67,8 @@ pub struct IntervalMsg {
 
 struct Slot {
     stream: u32,
+    /// Region of the stream the IO went to (its target): completions and hung IOs need it.
+    region: u32,
     kind: OpKind,
     buf: Option<AlignedBuf>,
     intended: u64,
@@ -158,8 +160,14 @@ impl Worker {
         }
         self.boundary = clock.boundary_after(0);
         for i in 0..self.streams.len() {
-            if self.streams[i].is_open_loop() {
-                self.timers.push(Reverse((0, i as u32)));
+            let st = &self.streams[i];
+            if st.is_open_loop() {
+                // An open-loop schedule starts at the stream's start (next_due).
+                let due = st.schedule.as_ref().expect("open loop").next_due();
+                self.timers.push(Reverse((due, i as u32)));
+            } else if st.start_ns > 0 {
+                // A closed loop fills its queue when its phase starts.
+                self.timers.push(Reverse((st.start_ns, i as u32)));
             } else {
                 self.mark_ready(i);
             }
@@ -293,8 +301,11 @@ impl Worker {
         }
     }
 
-    /// Closed loop: keep the queue full.
+    /// Closed loop: keep the queue full (inside the stream's phase).
     fn fill_closed(&mut self, s: usize, now: u64) -> Result<()> {
+        if !self.streams[s].active(now) {
+            return Ok(());
+        }
         if self.streams[s].pending_fsyncs > 0 {
             self.issue_fsyncs(s, now)?;
         }
@@ -317,7 +328,12 @@ impl Worker {
         loop {
             let st = &mut self.streams[s];
             let sched = st.schedule.as_ref().expect("open loop");
-            if sched.next_due() > now || st.exhausted() || st.burst_state != BurstState::Active {
+            let due = sched.next_due();
+            if due > now
+                || due >= st.stop_ns
+                || st.exhausted()
+                || st.burst_state != BurstState::Active
+            {
                 break;
             }
             if st.inflight >= st.qd {
@@ -334,8 +350,8 @@ impl Worker {
             self.issue_data(s, now, intended)?;
         }
         let st = &self.streams[s];
-        if !st.exhausted() && st.burst_state == BurstState::Active {
-            let due = st.schedule.as_ref().expect("open loop").next_due();
+        let due = st.schedule.as_ref().expect("open loop").next_due();
+        if !st.exhausted() && st.burst_state == BurstState::Active && due < st.stop_ns {
             self.timers.push(Reverse((due, s as u32)));
         }
         Ok(())
@@ -345,6 +361,7 @@ impl Worker {
         self.free_slots.pop().unwrap_or_else(|| {
             self.slots.push(Slot {
                 stream: 0,
+                region: 0,
                 kind: OpKind::Read,
                 buf: None,
                 intended: 0,
@@ -360,11 +377,13 @@ impl Worker {
         let st = &mut self.streams[s];
         let io = st.next_io();
         let mut buf = st.take_buf(io.kind);
+        let region = &st.regions[io.region as usize];
         let file = if io.kind == OpKind::Write && st.dsync {
-            st.file_dsync
+            region.file_dsync
         } else {
-            st.file
+            region.file
         };
+        let offset = region.base + io.offset;
         let req = IoReq {
             user_data: 0,
             file,
@@ -375,7 +394,7 @@ impl Worker {
             },
             buf: buf.as_mut_ptr(),
             len: io.len,
-            offset: st.base_offset + io.offset,
+            offset,
         };
         if st.is_open_loop() {
             let lag = now.saturating_sub(intended);
@@ -384,28 +403,32 @@ impl Worker {
                 st.interval.ios_issued_late += 1;
             }
         }
-        self.queue_io(s, io.kind, Some(buf), req, now, intended)
+        self.queue_io(s, io.region, io.kind, Some(buf), req, now, intended)
     }
 
     fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
         while self.streams[s].pending_fsyncs > 0 {
-            self.streams[s].pending_fsyncs -= 1;
+            let st = &mut self.streams[s];
+            st.pending_fsyncs -= 1;
+            let region = st.fsync_region;
             let req = IoReq {
                 user_data: 0,
-                file: self.streams[s].file,
+                file: st.regions[region as usize].file,
                 op: Op::Fsync,
                 buf: std::ptr::null_mut(),
                 len: 0,
                 offset: 0,
             };
-            self.queue_io(s, OpKind::Sync, None, req, now, now)?;
+            self.queue_io(s, region, OpKind::Sync, None, req, now, now)?;
         }
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn queue_io(
         &mut self,
         s: usize,
+        region: u32,
         kind: OpKind,
         buf: Option<AlignedBuf>,
         mut req: IoReq,
@@ -416,6 +439,7 @@ impl Worker {
         req.user_data = slot_id as u64;
         let slot = &mut self.slots[slot_id as usize];
         slot.stream = s as u32;
+        slot.region = region;
         slot.kind = kind;
         slot.buf = buf;
         slot.intended = intended;
@@ -453,6 +477,7 @@ impl Worker {
             let slot = &mut self.slots[c.user_data as usize];
             let s = slot.stream as usize;
             let kind = slot.kind;
+            let region = slot.region;
             let buf = slot.buf.take();
             self.inflight -= 1;
             let st = &mut self.streams[s];
@@ -461,7 +486,7 @@ impl Worker {
                 st.return_buf(kind, b);
             }
             if kind == OpKind::Write && c.result >= 0 {
-                st.on_write_done();
+                st.on_write_done(region);
             }
             if let Some(delay) = st.burst_drained() {
                 self.timers.push(Reverse((now + delay, s as u32)));
@@ -488,21 +513,14 @@ impl Worker {
         for c in &self.released {
             let slot = &self.slots[c.user_data as usize];
             let kind = slot.kind;
-            let op = self.streams[slot.stream as usize].interval.op(kind);
+            let stats = &mut self.streams[slot.stream as usize].interval;
             if c.result < 0 {
-                op.add_error(-c.result);
                 errors += 1;
-            } else {
-                op.ops += 1;
-                op.bytes += if kind == OpKind::Sync {
-                    0
-                } else {
-                    c.result as u64
-                };
-                op.service.record(now.saturating_sub(slot.submitted));
-                if let Some(r) = op.response.as_mut() {
-                    r.record(now.saturating_sub(slot.intended));
-                }
+            }
+            record(stats.op(kind), c.result, kind, now, slot);
+            // A stream over several targets also counts the IO for its target.
+            if let Some(part) = stats.regions.get_mut(slot.region as usize) {
+                record(part.op(kind), c.result, kind, now, slot);
             }
             self.free_slots.push(c.user_data as u32);
         }
@@ -516,17 +534,18 @@ impl Worker {
     }
 
     /// Close the current interval at `end` and send it.
+    /// (Each stream's fresh interval statistics have its own shape: per-region or not.)
     fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
         let phase = Phase::of(clock, self.interval_start);
         let oldest = self.oldest_inflight(end);
         let mut streams = Vec::with_capacity(self.streams.len());
         for (st, oldest) in self.streams.iter_mut().zip(oldest) {
-            let open = st.is_open_loop();
-            let mut stats = std::mem::replace(&mut st.interval, StreamStats::new(open));
+            let fresh = st.new_stats();
+            let mut stats = std::mem::replace(&mut st.interval, fresh);
             stats.inflight = st.inflight as u64;
             stats.oldest_inflight_ns = oldest;
-            if let Some(sched) = &st.schedule {
-                stats.behind_ios = if st.exhausted() { 0 } else { sched.behind(end) };
+            if st.is_open_loop() {
+                stats.behind_ios = st.behind(end);
             }
             if phase == Phase::Measure {
                 st.totals.merge(&stats);
@@ -546,6 +565,25 @@ impl Worker {
         self.interval += 1;
         self.interval_start = end;
         self.boundary = clock.boundary_after(end);
+    }
+}
+
+/// Count one completion (of an IO in `slot`, completed at `now`) in `op`.
+#[inline]
+fn record(op: &mut OpStats, result: i32, kind: OpKind, now: u64, slot: &Slot) {
+    if result < 0 {
+        op.add_error(-result);
+        return;
+    }
+    op.ops += 1;
+    op.bytes += if kind == OpKind::Sync {
+        0
+    } else {
+        result as u64
+    };
+    op.service.record(now.saturating_sub(slot.submitted));
+    if let Some(r) = op.response.as_mut() {
+        r.record(now.saturating_sub(slot.intended));
     }
 }
 

@@ -40,6 +40,8 @@ pub struct Log {
     pub waits: u64,
     /// Offsets of the data requests in the order taken.
     pub offsets: Vec<u64>,
+    /// File-table index of every request (data and fsync) in the order taken.
+    pub files: Vec<u32>,
     /// Requests given to the backend that have not completed.
     pub outstanding: u64,
 }
@@ -48,7 +50,7 @@ pub struct ScriptBackend {
     script: Script,
     log: Arc<Mutex<Log>>,
     /// Queued since the last submit (the buffer is never touched, so not kept).
-    queued: Vec<(u64, Op, u32, u64)>,
+    queued: Vec<(u64, Op, u32, u64, u32)>,
     /// Submitted: (completion time or None for never, completion), in submission order.
     inflight: VecDeque<(Option<u64>, Completion)>,
     taken: u64,
@@ -86,7 +88,7 @@ impl ScriptBackend {
 impl Backend for ScriptBackend {
     fn queue(&mut self, req: IoReq) -> io::Result<()> {
         self.queued
-            .push((req.user_data, req.op, req.len, req.offset));
+            .push((req.user_data, req.op, req.len, req.offset, req.file));
         Ok(())
     }
 
@@ -99,7 +101,8 @@ impl Backend for ScriptBackend {
         let now = clock.now();
         let mut log = self.log.lock().unwrap();
         log.submits += 1;
-        for (user_data, op, len, offset) in self.queued.drain(..) {
+        for (user_data, op, len, offset, file) in self.queued.drain(..) {
+            log.files.push(file);
             let hangs = self.script.hang_from.is_some_and(|h| self.taken >= h);
             self.taken += 1;
             let mut result = len as i32;

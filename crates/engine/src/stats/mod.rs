@@ -93,10 +93,36 @@ impl Serialize for OpStats {
     }
 }
 
+/// What one stream did on one of its regions, for streams over several targets (so results
+/// can be broken down per target). One-region streams keep none: their target is known.
+#[derive(Clone, Debug, Default)]
+pub struct RegionStats {
+    pub ops: [OpStats; 3],
+}
+
+impl RegionStats {
+    fn new(open_loop: bool) -> Self {
+        RegionStats {
+            ops: [
+                OpStats::new(open_loop),
+                OpStats::new(open_loop),
+                OpStats::new(open_loop),
+            ],
+        }
+    }
+
+    #[inline]
+    pub fn op(&mut self, kind: OpKind) -> &mut OpStats {
+        &mut self.ops[kind as usize]
+    }
+}
+
 /// Everything measured for one stream over one interval (or a whole phase).
 #[derive(Clone, Debug, Default)]
 pub struct StreamStats {
     pub ops: [OpStats; 3],
+    /// Per region (in the stream's region order), when the stream has more than one.
+    pub regions: Vec<RegionStats>,
     /// Open loop: largest (submit - intended) seen.
     pub lag_max_ns: u64,
     /// Open loop: IOs due but not yet submitted when the interval ended.
@@ -124,6 +150,16 @@ impl StreamStats {
         }
     }
 
+    /// Statistics of a stream over `regions` regions: per-region counters only when there
+    /// are several.
+    pub fn with_regions(open_loop: bool, regions: usize) -> Self {
+        let mut stats = StreamStats::new(open_loop);
+        if regions > 1 {
+            stats.regions = (0..regions).map(|_| RegionStats::new(open_loop)).collect();
+        }
+        stats
+    }
+
     #[inline]
     pub fn op(&mut self, kind: OpKind) -> &mut OpStats {
         &mut self.ops[kind as usize]
@@ -133,6 +169,11 @@ impl StreamStats {
     pub fn merge(&mut self, other: &StreamStats) {
         for (mine, theirs) in self.ops.iter_mut().zip(&other.ops) {
             mine.merge(theirs);
+        }
+        for (mine, theirs) in self.regions.iter_mut().zip(&other.regions) {
+            for (a, b) in mine.ops.iter_mut().zip(&theirs.ops) {
+                a.merge(b);
+            }
         }
         self.lag_max_ns = self.lag_max_ns.max(other.lag_max_ns);
         // Levels, not sums: the latest one stands.
@@ -161,6 +202,25 @@ pub struct IndexedStats<'a> {
     pub stats: &'a StreamStats,
     /// Totals report `ios_issued_late`; intervals report `behind_ios`.
     pub totals: bool,
+    /// The plan target of each region (for the per-target breakdown); empty for one region.
+    pub targets: &'a [usize],
+}
+
+/// One region's counters, named by its plan target.
+struct TargetPart<'a> {
+    target: usize,
+    stats: &'a RegionStats,
+}
+
+impl Serialize for TargetPart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("target", &self.target)?;
+        for k in OpKind::ALL {
+            m.serialize_entry(k.name(), &self.stats.ops[k as usize])?;
+        }
+        m.end()
+    }
 }
 
 impl Serialize for IndexedStats<'_> {
@@ -178,6 +238,16 @@ impl Serialize for IndexedStats<'_> {
             m.serialize_entry("inflight", &self.stats.inflight)?;
             m.serialize_entry("oldest_inflight_ns", &self.stats.oldest_inflight_ns)?;
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
+        }
+        if !self.stats.regions.is_empty() {
+            let parts: Vec<TargetPart> = self
+                .stats
+                .regions
+                .iter()
+                .zip(self.targets)
+                .map(|(stats, &target)| TargetPart { target, stats })
+                .collect();
+            m.serialize_entry("targets", &parts)?;
         }
         m.end()
     }

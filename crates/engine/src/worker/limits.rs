@@ -30,6 +30,8 @@ pub struct Limits {
 #[derive(Clone, Debug, Serialize)]
 pub struct HungIo {
     pub stream: usize,
+    /// The plan target the IO went to (its offset is within it).
+    pub target: usize,
     pub op: &'static str,
     pub offset: u64,
     pub len: u32,
@@ -79,8 +81,10 @@ impl Worker {
             if self.free_mask[i] {
                 continue;
             }
+            let st = &self.streams[slot.stream as usize];
             hung.push(HungIo {
-                stream: self.streams[slot.stream as usize].index,
+                stream: st.index,
+                target: st.regions[slot.region as usize].target as usize,
                 op: slot.kind.name(),
                 offset: slot.offset,
                 len: slot.len,
