@@ -506,10 +506,13 @@ def parse_tilemark(child: ChildRun) -> dict[str, Any]:
         metrics["ios_issued_late"] = sum(int(st.get("ios_issued_late", 0)) for st in streams)
     t0 = int(result["started_at_ns"]) / 1e9
     window = (t0 + int(result["measure_start_ns"]) / 1e9, t0 + int(result["measure_end_ns"]) / 1e9)
-    target, pstream = plan["targets"][0], plan["streams"][0]
+    pstream = plan["streams"][0]
+    # Plan 2 (regions per stream), else plan 1 (one target, offset and length per stream).
+    region = (pstream.get("regions") or [pstream])[0]
+    target = plan["targets"][int(region.get("target", 0))]
     plan_region = {
-        "offset": int(target["offset"]) + int(pstream["offset"]),
-        "length": int(pstream["length"]),
+        "offset": int(target["offset"]) + int(region.get("offset", 0)),
+        "length": int(region["length"]),
         "align": pstream.get("align"),
         "direct": target.get("direct"),
         "seed": pstream.get("seed"),

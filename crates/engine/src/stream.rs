@@ -84,13 +84,15 @@ pub enum BurstState {
     Sleeping,
 }
 
-/// One IO decided by the generator.
+/// One IO decided by the generator, with where it goes, so issuing it needs no other lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NextIo {
     pub kind: OpKind,
     pub len: u32,
-    /// Offset relative to the region.
+    /// Absolute offset in the target's file or device.
     pub offset: u64,
+    /// File-table index (the O_DSYNC one for a write of a dsync stream).
+    pub file: u32,
     /// Index of the region (in the stream's `regions`) the IO goes to.
     pub region: u32,
 }
@@ -122,6 +124,7 @@ pub struct RegionState {
 }
 
 impl RegionState {
+    #[inline(always)]
     fn random_block(&self, rng: &mut Rng) -> u64 {
         match &self.placement {
             Placement::Sequential | Placement::Uniform => rng.below(self.blocks),
@@ -144,9 +147,10 @@ impl RegionState {
     }
 }
 
-/// How the region of each IO is drawn. One region costs no draw at all.
+/// How the region of each IO of a stream over several regions is drawn.
 #[derive(Clone, Debug)]
 enum RegionPick {
+    /// One region: nothing to draw (next_io does not even ask).
     One,
     Uniform(u64),
     /// Cumulative region lengths: every byte of every region is equally likely to be chosen.
@@ -179,7 +183,8 @@ impl RegionPick {
         }
     }
 
-    #[inline]
+    /// Out of line: a one-region stream never calls it (its next_io stays as short as before).
+    #[inline(never)]
     fn pick(&self, rng: &mut Rng) -> usize {
         match self {
             RegionPick::One => 0,
@@ -358,6 +363,8 @@ impl StreamState {
     }
 
     /// Decide the next data IO and account for it (burst, limit, sequential position).
+    /// Inlined into the one place that issues data IOs: no call, no returned struct in memory.
+    #[inline(always)]
     pub fn next_io(&mut self) -> NextIo {
         let len = self.pick_size();
         let kind = if self.read_frac >= 1.0 || self.rng.next_f64() < self.read_frac {
@@ -367,7 +374,11 @@ impl StreamState {
         };
         let sequential = self.sequential_only
             || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac);
-        let r = self.pick.pick(&mut self.rng);
+        let r = if self.regions.len() > 1 {
+            self.pick.pick(&mut self.rng)
+        } else {
+            0
+        };
         let region = &mut self.regions[r];
         let offset = if sequential {
             if region.seq_next + len as u64 > region.length {
@@ -378,6 +389,12 @@ impl StreamState {
             region.random_block(&mut self.rng) * self.align
         };
         region.seq_next = (offset + len as u64).next_multiple_of(self.align);
+        let file = if kind == OpKind::Write && self.dsync {
+            region.file_dsync
+        } else {
+            region.file
+        };
+        let offset = region.base + offset;
         self.bytes_issued += len as u64;
         if let Some((ios, _)) = self.burst {
             self.burst_issued += 1;
@@ -389,6 +406,7 @@ impl StreamState {
             kind,
             len,
             offset,
+            file,
             region: r as u32,
         }
     }
