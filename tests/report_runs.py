@@ -34,6 +34,7 @@ from tilemark.study import (
 )
 from tilemark.summary import summarize, target_iops
 from tilemark.targets import TargetInfo
+from tilemark.targetspec import TargetSpec
 from tilemark.tilerun import TileRunSettings, tile_workload
 
 GIB = 1 << 30
@@ -208,7 +209,7 @@ def write_tile_run(
     overrides; dir and summary."""
     tile = default_tile(parse_sets(sets or []))
     settings = TileRunSettings(
-        target="/tmp/tilemark-report-test.dat",
+        targets=[TargetSpec("tilemark-report-test", "/tmp/tilemark-report-test.dat")],
         capacity=4 * GIB,
         duration=intervals - warmup,
         warmup=warmup,
@@ -216,7 +217,7 @@ def write_tile_run(
     )
     info = target_info()
     workload, layout = tile_workload(
-        tile, tiles, settings, max_tiles=max_tiles or tiles, dio_alignment=info.dio_alignment
+        tile, tiles, settings, max_tiles=max_tiles or tiles, infos=[info]
     )
     plan = compile_plan(workload, info)
     snaps, result = synth_snapshots(plan, intervals=intervals, warmup=warmup, latency=latency)
@@ -285,7 +286,10 @@ class _SyntheticSteps:
 
 def _settings() -> TileRunSettings:
     return TileRunSettings(
-        target="/tmp/tilemark-report-test.dat", capacity=4 * GIB, duration=8, warmup=2
+        targets=[TargetSpec("tilemark-report-test", "/tmp/tilemark-report-test.dat")],
+        capacity=4 * GIB,
+        duration=8,
+        warmup=2,
     )
 
 

@@ -20,7 +20,6 @@ from tilemark.apps import (
     DEFAULT_TILE,
     TileApp,
     TileSpec,
-    compile_tiles,
     default_tile,
     list_profiles,
     load_profile,
@@ -28,11 +27,21 @@ from tilemark.apps import (
     parse_sets,
 )
 from tilemark.errors import UsageError
+from tilemark.targets import TargetInfo
+from tilemark.targetspec import TargetSpec
+from tilemark.tilelayout import compile_tiles
 from tilemark.tilerun import TileRunSettings, tile_workload
 from tilemark.units import parse_size_mix
 
 KIB = 1 << 10
 MIB = 1 << 20
+
+
+def _info(path: str = "/nonexistent/t.dat", length: int = 1 << 30) -> TargetInfo:
+    """An inspected 4 KiB-aligned file target (no IO)."""
+    return TargetInfo(path, "file", 4096, length, True, 4096, False, name="t")
+
+
 GIB = 1 << 30
 BUILTIN = sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 APPLICATIONS = ("mail", "oltp", "dss", "web", "backup")
@@ -80,8 +89,10 @@ def test_every_built_in_profile_loads_and_compiles_alone_and_through_the_plan(na
     assert [s["name"] for s in layout.doc["stream"]] == [
         f"t{t}.{name}.{s}" for t in (1, 2) for s in profile.stream_names()
     ]
-    settings = TileRunSettings(target="/nonexistent/t.dat", capacity=64 * MIB, duration=1, warmup=0)
-    workload, _ = tile_workload(one_app_tile(name), 2, settings, max_tiles=2, dio_alignment=4096)
+    settings = TileRunSettings(
+        targets=[TargetSpec("t", "/nonexistent/t.dat")], capacity=64 * MIB, duration=1, warmup=0
+    )
+    workload, _ = tile_workload(one_app_tile(name), 2, settings, max_tiles=2, infos=[_info()])
     assert len(workload.streams) == 2 * len(profile.stream_names())
 
 
@@ -399,8 +410,10 @@ def test_sizes_below_dio_alignment_are_folded_up_keeping_the_weights():
 
 
 def test_folded_mix_is_a_valid_plan_on_a_4k_device():
-    settings = TileRunSettings(target="/nonexistent/t.dat", capacity=GIB, duration=1, warmup=0)
-    workload, _ = tile_workload(default_tile(), 1, settings, max_tiles=1, dio_alignment=4096)
+    settings = TileRunSettings(
+        targets=[TargetSpec("t", "/nonexistent/t.dat")], capacity=GIB, duration=1, warmup=0
+    )
+    workload, _ = tile_workload(default_tile(), 1, settings, max_tiles=1, infos=[_info()])
     assert isinstance(workload, plan.Workload)
 
 

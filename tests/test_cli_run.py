@@ -95,8 +95,9 @@ def test_run_stores_results_and_prints_only_json_on_stdout(tmp_path, capsys, fak
     assert doc["summary"]["total"]["iops"] == pytest.approx(100.0)
     plan = started[0].plan
     assert plan["targets"] == [
-        {"path": str(tmp_path / "t.dat"), "offset": 4096, "length": 4 * MIB, "direct": True}
-    ]
+        {"name": "t", "path": str(tmp_path / "t.dat"), "offset": 4096, "length": 4 * MIB,
+         "direct": True}
+    ]  # fmt: skip
     assert plan["streams"][0]["qd"] == 8
     run = json.loads((results / doc["run_id"] / "run.json").read_text())
     assert run["status"] == "complete" and run["plan"] == plan

@@ -52,7 +52,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
     compiled = plan.compile_plan(workload, target())
     stream_seed = compiled["streams"][0].pop("seed")
     assert compiled == {
-        "plan_version": 1,
+        "plan_version": 2,
         "backend": "uring",
         "threads": 1,
         "interval_ms": 1000,
@@ -62,13 +62,16 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
         "poll_us": 0,
         "max_errors": 0,  # the first IO error stops the run
         "io_timeout_ms": 30000,
-        "targets": [{"path": "/data/tm.dat", "offset": 4096, "length": GIB, "direct": True}],
+        "targets": [
+            {"name": "tm", "path": "/data/tm.dat", "offset": 4096, "length": GIB, "direct": True}
+        ],
         "streams": [
             {
                 "name": "randrw",
-                "target": 0,
-                "offset": 0,
-                "length": GIB,
+                "regions": [{"target": 0, "offset": 0, "length": GIB}],
+                "spread": "uniform",
+                "start_ms": None,
+                "stop_ms": None,
                 "read_pct": 70.0,
                 "sizes": [[8192, 1.0]],
                 "pattern": {"kind": "random"},
@@ -152,7 +155,7 @@ def test_toml_with_defaults_and_streams(tmp_path, monkeypatch):
         pattern = "sequential"
         """,
     )
-    assert workload.name == "mail" and workload.size == 2 * GIB
+    assert workload.name == "mail" and workload.targets[0].size == 2 * GIB
     compiled = plan.compile_plan(workload, target(2 * GIB))
     assert compiled["backend"] == "psync"
     assert compiled["threads"] == 3
@@ -164,14 +167,15 @@ def test_toml_with_defaults_and_streams(tmp_path, monkeypatch):
     assert db["sizes"] == [[32768, 90.0], [65536, 10.0]]
     assert db["pattern"] == {"kind": "hotspot", "io_pct": 80.0, "region_pct": 20.0}
     assert db["arrival"] == {"kind": "open", "dist": "poisson", "rate_iops": 1200.0}
-    assert (db["offset"], db["length"]) == (0, GIB)
+    assert (db["regions"][0]["offset"], db["regions"][0]["length"]) == (0, GIB)
     assert log["qd"] == 1  # the stream's own value beats [defaults]
     assert log["sync"] == {"kind": "fsync", "every": 8}
     assert log["arrival"] == {"kind": "open", "dist": "constant", "rate_bps": 10e6}
     assert log["burst"] == {"ios": 10, "delay_ms": 5.0}
-    assert (log["offset"], log["length"]) == (GIB, 64 * MIB)
+    assert (log["regions"][0]["offset"], log["regions"][0]["length"]) == (GIB, 64 * MIB)
     assert scan["pattern"] == {"kind": "sequential"}
-    assert (scan["offset"], scan["length"]) == (0, 2 * GIB)  # default: the whole data area
+    # default: the whole data area
+    assert (scan["regions"][0]["offset"], scan["regions"][0]["length"]) == (0, 2 * GIB)
     json.dumps(workload.to_json())
 
 
@@ -239,7 +243,8 @@ def test_default_workload_fits_its_target():
         "web": "closed",
     }
     for s in compiled["streams"]:
-        assert s["offset"] + s["length"] <= 2 * GIB
+        (region,) = s["regions"]
+        assert region["offset"] + region["length"] <= 2 * GIB
         assert all(size % 4096 == 0 for size, _ in s["sizes"])
     # Smallest default size (64 MiB) still compiles.
     small = plan.parse_workload(plan.default_workload_doc("/t", 64 * MIB), source="default")

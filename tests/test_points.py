@@ -130,7 +130,9 @@ def test_sweep_runs_every_point_and_stores_it(tmp_path, capsys):
         stream = run["plan"]["streams"][0]
         point = step["point"]
         assert stream["sizes"] == [[point["bs"], 1.0]] and stream["qd"] == point["qd"]
-        assert stream["length"] == (1 << 20 if point["region"] == "1 MiB" else 4 << 20)
+        assert stream["regions"][0]["length"] == (
+            1 << 20 if point["region"] == "1 MiB" else 4 << 20
+        )
         assert run["label"] == f"cache test, {step['label']}"
     assert (study_dir / "points.csv").read_text().count("\n") == 9
     assert (study_dir / "report.html").stat().st_size > 0
@@ -155,8 +157,10 @@ def test_matrix_runs_small_and_large_streams_together(tmp_path, capsys):
     names = [[st["name"] for st in r["plan"]["streams"]] for r in runs]
     assert names == [["small"], ["small"], ["large0", "large1"], ["small", "large0", "large1"],
                      ["small", "large0", "large1"]]  # fmt: skip
+    regions = [st["regions"][0] for st in runs[2]["plan"]["streams"]]
+    assert regions[0]["offset"] == 0
+    assert regions[1]["offset"] == regions[0]["length"] == 2 << 20
     large = runs[2]["plan"]["streams"]
-    assert large[0]["offset"] == 0 and large[1]["offset"] == large[0]["length"] == 2 << 20
     assert large[0]["sizes"] == [[1 << 20, 1.0]] and large[0]["pattern"]["kind"] == "sequential"
     csv = (study_dir / "small_iops.csv").read_text().splitlines()
     assert csv[0].endswith(",0,1,2") and csv[1].startswith("0,,")

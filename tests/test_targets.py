@@ -75,6 +75,7 @@ def test_new_file_gets_marker_header_and_exact_filled_data_area(tmp_path):
         "direct": True,
     }
     assert info.record() == {
+        "name": None,
         "path": str(path),
         "kind": "file",
         "created": True,

@@ -39,6 +39,8 @@ from tilemark.steadyrun import (
     steady_workload,
 )
 from tilemark.store import catalog
+from tilemark.targetset import lock_targets
+from tilemark.targetspec import split_name
 from tilemark.units import parse_size
 
 DEFAULT_RESULTS = Path("tilemark-results")
@@ -107,7 +109,9 @@ def build_workload(
         if "size" in run_flags:
             size = parse_size(run_flags["size"], "--size")
         else:
-            size = targets.default_size(target)
+            # Every target gets the same layout: the smallest default size fits them all.
+            paths = [split_name(t)[1] for t in ([target] if isinstance(target, str) else target)]
+            size = min(targets.default_size(p) for p in paths)
         doc = plan.default_workload_doc(target, size)
         doc.update({key: value for key, value in run_flags.items() if key != "size"})
         return plan.parse_workload(doc, source="default", flag_keys=flag_keys)
@@ -157,8 +161,8 @@ def _scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:
 
 def workload_setup(
     values: dict[str, Any], workload_file: Path | None, *, until_steady: bool = False
-) -> tuple[plan.Workload, targets.TargetInfo, dict[str, Any], list[str], list[str]]:
-    """The workload of a file, --default or the flags; its target inspected and its plan
+) -> tuple[plan.Workload, list[targets.TargetInfo], dict[str, Any], list[str], list[str]]:
+    """The workload of a file, --default or the flags; its targets inspected and its plan
     compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
     given = _scoped(values, "run", RUN)
     run_flags = {k: v for k, v in given.items() if option("run", k).toml}
@@ -180,8 +184,8 @@ def workload_setup(
         if not until_steady:
             raise UsageError(NOT_PER_REPETITION)
         workload = steady_workload(workload, steady)
-    info, compiled = inspect_and_compile(workload, **safety(values))
-    return workload, info, compiled, overridden, notes
+    infos, compiled = inspect_and_compile(workload, **safety(values))
+    return workload, infos, compiled, overridden, notes
 
 
 def execute_workload(
@@ -193,7 +197,7 @@ def execute_workload(
 ) -> RunOutcome | int:
     """Validate, prepare the target, run and store a workload; the stored run's outcome, or
     130 when interrupted while the target was being prepared. Notes go to `console`."""
-    workload, info, compiled, overridden, notes = workload_setup(
+    workload, infos, compiled, overridden, notes = workload_setup(
         values, workload_file, until_steady=True
     )
     label = label_of(values)
@@ -207,12 +211,12 @@ def execute_workload(
             f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True
         )
     results = Path(values.get("results") or DEFAULT_RESULTS)
-    with targets.lock_target(info, argv):
-        if not prepare(info, console):
+    with lock_targets(infos, argv):
+        if not prepare(infos, console):
             return 130
         return run_plan(
             workload,
-            info,
+            infos,
             compiled,
             results=results,
             argv=argv,

@@ -2,14 +2,15 @@
 
 A *profile* (TOML, see python/tilemark/profiles/) is a workload plus its scale knobs, its
 application metric and its QoS criteria. A *tile* is one instance of each application in a
-mix; N tiles are N instances of each, on disjoint regions of one target. Compiling a tile
-count gives an ordinary workload document (plan.py's TOML layout) plus, for every stream, which
-tile and application it belongs to, so results can be reported per application instance.
+mix; N tiles are N instances of each, on disjoint regions of the targets. Compiling a tile
+count (tilelayout.py) gives an ordinary workload document (plan.py's TOML layout) plus, for
+every stream, which tile and application it belongs to, so results can be reported per
+application instance.
 
-Layout: `capacity` bytes are split into `max_tiles` equal tile slots (so tile k uses the same
-bytes whatever N is, and a scaling study measures the same data at every step); inside a slot
-each application gets a share proportional to its profile's `capacity_weight`; inside that, each
-stream covers its `region = [from, to]` fraction. Every boundary is on 1 MiB.
+An application's streams may be mapped to targets by name: in a tile file (`target = "db1"`
+for the whole application, `target = { db = "db1", log = "log1" }` per stream) or with
+`--set mail.target=db1` / `--set mail.db.target=db1`. Unmapped streams follow their tile
+(tilelayout.py: tile i on the targets in round robin).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from typing import Any
 from tilemark.analysis import expr
 from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
-from tilemark.options import PROFILE_STREAM_KEYS
+from tilemark.options import PROFILE_STREAM_KEYS, parse_name
 from tilemark.plan import parse_workload, read_toml
-from tilemark.units import MIB, check_byte_rate, check_iops, format_size
+from tilemark.units import MIB, check_byte_rate, check_iops
 
 BUILTIN_DIR = Path(__file__).parent / "profiles"
 USER_DIR_ENV = "TILEMARK_PROFILES"
@@ -369,12 +370,45 @@ def _criterion(cid: str, t: Any, profile: Profile, where: str) -> Criterion:
     )
 
 
+WHOLE_APP = "*"  # key of TileApp.targets: every stream of the application
+
+
 @dataclass
 class TileApp:
     """One application of a tile: a profile and its overrides."""
 
     profile: Profile
     label: str  # unique within the tile, e.g. "mail" or "mail2"
+    # Target names by profile stream name (WHOLE_APP: every stream); unmapped streams follow
+    # their tile's target.
+    targets: dict[str, str] = field(default_factory=dict)
+
+    def target_of(self, stream: str) -> str | None:
+        """The target a profile stream is mapped to, or None (its tile's)."""
+        return self.targets.get(stream, self.targets.get(WHOLE_APP))
+
+
+def split_targets(
+    overrides: dict[str, Any], profile: Profile, where: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Target mappings (`target`, `STREAM.target`) taken out of an application's overrides:
+    (the rest, {stream or WHOLE_APP: target name})."""
+    rest: dict[str, Any] = {}
+    mapped: dict[str, str] = {}
+    streams = [s.name for s in profile.streams]
+    for key, value in overrides.items():
+        parts = key.split(".")
+        if parts[-1] != "target" or len(parts) > 2:
+            rest[key] = value
+            continue
+        stream = WHOLE_APP if len(parts) == 1 else parts[0]
+        if stream != WHOLE_APP and stream not in streams:
+            raise UsageError(
+                f"{where}.{key}: {profile.name} has no stream '{stream}' (streams: "
+                f"{', '.join(streams)})."
+            )
+        mapped[stream] = parse_name(str(value).strip(), f"{where}.{key}")
+    return rest, mapped
 
 
 @dataclass
@@ -392,8 +426,12 @@ class TileSpec:
 def default_tile(overrides: dict[str, dict[str, Any]] | None = None) -> TileSpec:
     """mail + oltp + dss + web + backup, like the ESG Lab tile (seed 000)."""
     overrides = overrides or {}
-    apps = [TileApp(load_profile(n).with_overrides(overrides.get(n, {})), n) for n in DEFAULT_TILE]
-    _check_override_targets(overrides, [a.label for a in apps])
+    _check_override_targets(overrides, list(DEFAULT_TILE))
+    apps = []
+    for n in DEFAULT_TILE:
+        profile = load_profile(n)
+        rest, mapped = split_targets(overrides.get(n, {}), profile, f"--set {n}")
+        apps.append(TileApp(profile.with_overrides(rest), n, mapped))
     return TileSpec("default", apps)
 
 
@@ -417,10 +455,10 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
         here = f"tile file {path} [[app]] {i + 1}"
         if not isinstance(a, dict):
             raise UsageError(f"{here} must be a table.")
-        bad = sorted(set(a) - {"profile", "name", "scale", "qos"})
+        bad = sorted(set(a) - {"profile", "name", "scale", "qos", "target"})
         if bad:
             raise UsageError(
-                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos)."
+                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos, target)."
             )
         if not isinstance(a.get("profile"), str):
             raise UsageError(f"{here}: profile is required (a built-in name or a .toml path).")
@@ -442,11 +480,13 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
         for cid, limits in qos.items():
             for attr, v in limits.items():
                 file_over[f"qos.{cid}.{attr}"] = v
+        mapped = _file_targets(a.get("target"), profile, here)
         try:
             tuned = profile.with_overrides(file_over)
         except UsageError as e:
             raise UsageError(f"{here}: {e}") from None
-        apps.append(TileApp(tuned.with_overrides(overrides.get(label, {})), label))
+        rest, set_targets = split_targets(overrides.get(label, {}), profile, f"--set {label}")
+        apps.append(TileApp(tuned.with_overrides(rest), label, {**mapped, **set_targets}))
     labels = [a.label for a in apps]
     if len(set(labels)) != len(labels):
         raise UsageError(
@@ -457,6 +497,29 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
     if not isinstance(name, str) or not name:
         raise UsageError(f"tile file {path}: [tile] name must be a string, got {name!r}.")
     return TileSpec(name, apps, source=str(p))
+
+
+def _file_targets(value: Any, profile: Profile, here: str) -> dict[str, str]:
+    """A tile file's `target`: a name (the whole application) or {stream: name}."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        return {WHOLE_APP: parse_name(value, f"{here}: target")}
+    if not isinstance(value, dict) or not value:
+        raise UsageError(
+            f"{here}: target must be a target name or a table of them by stream, e.g. target = "
+            f'{{ db = "db1", log = "log1" }}.'
+        )
+    streams = [s.name for s in profile.streams]
+    out = {}
+    for stream, name in value.items():
+        if stream not in streams:
+            raise UsageError(
+                f"{here}: target.{stream}: {profile.name} has no stream '{stream}' (streams: "
+                f"{', '.join(streams)})."
+            )
+        out[stream] = parse_name(name, f"{here}: target.{stream}")
+    return out
 
 
 def _relative(profile: str, tile_file: Path) -> str:
@@ -483,113 +546,3 @@ def parse_sets(items: list[str]) -> dict[str, dict[str, Any]]:
             raise UsageError(f"--set {item!r}: use APP.KNOB=VALUE, e.g. mail.mailboxes=2000.")
         out.setdefault(app, {})[rest] = value.strip()
     return out
-
-
-@dataclass
-class StreamTag:
-    """Which tile and application a compiled stream belongs to."""
-
-    index: int
-    tile: int
-    app: str
-    profile: str
-    stream: str
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class TileLayout:
-    """Compiled tiles: a workload document and the tag of every stream."""
-
-    doc: dict[str, Any]
-    tags: list[StreamTag]
-    regions: list[dict[str, Any]] = field(default_factory=list)
-
-    def instances(self) -> dict[tuple[int, str], dict[str, int]]:
-        """(tile, app) -> {stream name: plan index}."""
-        out: dict[tuple[int, str], dict[str, int]] = {}
-        for t in self.tags:
-            out.setdefault((t.tile, t.app), {})[t.stream] = t.index
-        return out
-
-
-def compile_tiles(
-    tile: TileSpec,
-    tiles: int,
-    *,
-    capacity: int,
-    max_tiles: int | None = None,
-    dio_alignment: int = 0,
-) -> TileLayout:
-    """Streams for `tiles` tiles of `tile` laid out in `capacity` bytes (see module doc)."""
-    max_tiles = max(max_tiles or tiles, tiles)
-    slot = capacity // max_tiles // UNIT * UNIT
-    weights = tile.total_weight()
-    tables: list[dict[str, Any]] = []
-    tags: list[StreamTag] = []
-    regions: list[dict[str, Any]] = []
-    for t in range(1, tiles + 1):
-        app_offset = (t - 1) * slot
-        for app in tile.apps:
-            share = int(slot * app.profile.capacity_weight / weights) // UNIT * UNIT
-            if share < UNIT:
-                raise UsageError(
-                    f"--capacity {format_size(capacity)} is too small for {max_tiles} tile(s): "
-                    f"{app.label} would get less than 1 MiB; use at least "
-                    f"{format_size(min_capacity(tile, max_tiles))}."
-                )
-            regions.append({"tile": t, "app": app.label, "offset": app_offset, "length": share})
-            rates = app.profile.rates()
-            for s in app.profile.streams:
-                names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
-                lo = app_offset + int(share * s.region[0]) // UNIT * UNIT
-                hi = app_offset + int(share * s.region[1]) // UNIT * UNIT
-                if hi <= lo:
-                    hi = lo + UNIT
-                for n in names:
-                    table = dict(s.table)
-                    table["name"] = f"t{t}.{app.label}.{n}"
-                    table["offset"] = lo
-                    table["length"] = hi - lo
-                    r = rates[n]
-                    if "iops" in r:
-                        table["rate"] = r["iops"]
-                    if "bps" in r:
-                        table["rate_bytes"] = r["bps"]
-                    if s.qd is not None:
-                        table["qd"] = int(round(app.profile._value(s.qd, f"stream '{s.name}': qd")))
-                    if dio_alignment and "bs" in table:
-                        table["bs"] = _fold_small_sizes(table["bs"], dio_alignment)
-                    tags.append(StreamTag(len(tables), t, app.label, app.profile.name, n))
-                    tables.append(table)
-            app_offset += share
-    doc = {"name": f"{tile.name}-x{tiles}", "stream": tables}
-    return TileLayout(doc=doc, tags=tags, regions=regions)
-
-
-def min_capacity(tile: TileSpec, max_tiles: int) -> int:
-    """The smallest capacity at which every application of every tile gets at least 1 MiB."""
-    weights = tile.total_weight()
-    smallest = min(a.profile.capacity_weight for a in tile.apps)
-    # slot * smallest / weights >= 1 MiB, with the slot a whole number of MiB.
-    slot_mib = math.ceil(weights / smallest - 1e-9)
-    while int(slot_mib * UNIT * smallest / weights) < UNIT:
-        slot_mib += 1
-    return slot_mib * UNIT * max_tiles
-
-
-def _fold_small_sizes(bs: Any, align: int) -> Any:
-    """Round sizes below the O_DIRECT alignment up to it (e.g. the web mix's 512 B on a 4 KiB
-    device), so a profile runs on any device; weights are kept."""
-    from tilemark.units import parse_size_mix
-
-    mix = parse_size_mix(bs, "bs")
-    if all(size >= align for size, _ in mix):
-        return bs
-    folded: dict[int, float] = {}
-    for size, weight in mix:
-        s = max(size, align)
-        folded[s] = folded.get(s, 0.0) + weight
-    return [[s, w] for s, w in sorted(folded.items())]

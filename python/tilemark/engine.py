@@ -29,17 +29,27 @@ class HistogramDoc(TypedDict):
 
 
 class PlanTarget(TypedDict):
+    name: str
     path: str
     offset: int
     length: int
     direct: bool
 
 
-class PlanStream(TypedDict):
-    name: str
+class PlanRegion(TypedDict):
+    """Where a stream's IOs land on one target (offset relative to the target's)."""
+
     target: int
     offset: int
     length: int
+
+
+class PlanStream(TypedDict):
+    name: str
+    regions: list[PlanRegion]
+    spread: Literal["uniform", "size"]
+    start_ms: int | None  # run time of the stream's phase; None: from the run's start
+    stop_ms: int | None  # None: to the run's end
     read_pct: float
     sizes: list[list[float]]
     pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot, ...}
@@ -76,6 +86,15 @@ class OpCounters(TypedDict):
     response: HistogramDoc | None  # None for closed loop: response time is service time
 
 
+class TargetCounters(TypedDict):
+    """What a stream over several targets did on one of them."""
+
+    target: int
+    read: OpCounters
+    write: OpCounters
+    sync: OpCounters
+
+
 class StreamCounters(TypedDict):
     stream: int
     read: OpCounters
@@ -85,6 +104,7 @@ class StreamCounters(TypedDict):
     behind_ios: NotRequired[int]  # snapshots only
     inflight: NotRequired[int]  # snapshots only
     ios_issued_late: int
+    targets: NotRequired[list[TargetCounters]]  # streams over several targets only
 
 
 class Snapshot(TypedDict):

@@ -67,6 +67,7 @@ RW_MODES: dict[str, tuple[float | None, bool]] = {
     "randrw": (None, True),
 }
 ARRIVALS = ("closed", "constant", "poisson")
+SPREADS = ("uniform", "size")
 BACKENDS = ("uring", "psync", "null")
 NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
 
@@ -132,6 +133,22 @@ def parse_name(value: object, label: str) -> str:
             f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {shown(value)}."
         )
     return value
+
+
+def parse_target_names(value: object, label: str) -> list[str]:
+    """A target name or a non-empty list of distinct target names."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names:
+        raise UsageError(
+            f"{label} must be a target name or a list of one or more target names, got "
+            f"{shown(value)}."
+        )
+    for name in names:
+        parse_name(name, label)
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise UsageError(f"{label} names target '{dup}' twice; name each target once.")
+    return list(names)
 
 
 def parse_path(value: object, label: str) -> str:
@@ -344,8 +361,10 @@ OPTIONS: tuple[Option, ...] = (
     _o("default", "run", "Run the built-in mixed workload (OLTP, log, DSS, lookup, web; 5s "
        "warm-up + 30s) on a file of min(2 GiB, 10% of free space).", flag="--default",
        modes=WORKLOAD, kind="switch", dest="use_default"),
-    _o("target", "run", "File (created and filled if missing) or block device.", flag="--target",
-       metavar="PATH", modes=ALL, toml=True, parse=parse_path),
+    _o("target", "run", "File (created and filled if missing) or block device; repeat it for "
+       "several targets (streams spread over all of them unless they name theirs). NAME=PATH "
+       "names a target (default: the file name without its extension, e.g. loop3).",
+       flag="--target", metavar="[NAME=]PATH", modes=ALL, toml=True, kind="list"),
     _o("size", "run", "Data area to use or create, e.g. 1g (binary units).", flag="--size",
        metavar="SIZE", modes=WORKLOAD | POINT_STUDIES | {PRECONDITION}, toml=True,
        parse=positive_size,
@@ -430,6 +449,20 @@ OPTIONS: tuple[Option, ...] = (
        parse=int_range(1, MAX_COPIES), default="1"),
     _o("seed", "stream", "Stream seed (copies add their index).", toml=True, profile=False,
        parse=parse_seed, default="derived from the run seed"),
+    # -- a stream's targets and phase (many targets per run; phases within a run) ---------------
+    _o("target", "stream", "The target (a name of the workload's targets) or list of targets the "
+       "stream's IOs go to.", toml=True, profile=False, parse=parse_target_names,
+       default="every target of the workload"),
+    _o("spread", "stream", "How a stream over several targets spreads its IOs: uniform (each "
+       "target equally often, as Orion over its LUNs) or size (in proportion to the targets' "
+       "data areas).", flag="--spread", metavar="HOW", modes=WORKLOAD | POINT_STUDIES, toml=True,
+       profile=False, parse=choice(SPREADS), default="uniform"),
+    _o("start", "stream", "Run time (warm-up included, as the live view and the report's time "
+       "axis count it) at which the stream starts issuing IO: 5m.", flag="--start",
+       metavar="TIME", modes=WORKLOAD, toml=True, parse=parse_duration, default="0"),
+    _o("stop", "stream", "Run time at which the stream stops issuing IO: 20m.", flag="--stop",
+       metavar="TIME", modes=WORKLOAD, toml=True, parse=positive_duration,
+       default="the end of the run"),
     # -- tiles ----------------------------------------------------------------------------------
     _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
        "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},
@@ -545,9 +578,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("fill", "safety", "Write the whole data area of a block device before the run, so reads "
        "never hit unwritten (thin or trimmed) regions; needs --destroy-data. tilemark files are "
        "always filled.", flag="--fill", modes=ALL, kind="switch"),
-    _o("destroy_data", "safety", "Allow writing the block device PATH (must name the target); "
-       "destroys its data.", flag="--destroy-data", metavar="PATH",
-       modes=ALL | {PRECONDITION}),
+    _o("destroy_data", "safety", "Allow writing the block device PATH (must name a target; "
+       "repeat it for every device written); destroys its data.", flag="--destroy-data",
+       metavar="PATH", modes=ALL | {PRECONDITION}, kind="list"),
     _o("force", "safety", "With --destroy-data: write even if the device is in use or carries "
        "a partition table or filesystem signature.", flag="--force", modes=ALL | {PRECONDITION},
        kind="switch"),

@@ -18,6 +18,11 @@ TOML layout:
     rw = "randrw"
     read = 60
     bs = "32k"
+
+Several targets (targetspec.py): `target = ["/dev/loop1", "/dev/loop2"]`, or one `[[target]]`
+table each (`name`, `path`, `size`). A stream goes to every target unless it names its own
+(`target = "db1"` or a list); over several it spreads its IOs by `spread` (uniform or size).
+A stream's `start` and `stop` (run time, warm-up included) make phases within the run.
 """
 
 from __future__ import annotations
@@ -42,11 +47,13 @@ from tilemark.options import (
     MAX_THREADS,
     RUN_KEYS,
     RW_MODES,
+    SPREADS,
     STREAM_KEYS,
     option,
     parse_name,
     shown,
 )
+from tilemark.targetspec import TargetSpec, parse_targets
 from tilemark.units import MIB, format_size
 
 if TYPE_CHECKING:
@@ -62,7 +69,9 @@ __all__ = [
     "PLAN_VERSION",
     "RUN_KEYS",
     "RW_MODES",
+    "SPREADS",
     "STREAM_KEYS",
+    "TargetSpec",
 ]
 
 DEFAULT_ALIGN = 4096
@@ -106,6 +115,10 @@ class StreamSpec:
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
     compress_pct: float = 0.0
     seed: int | None = None  # None: derived from the run seed
+    targets: list[str] | None = None  # target names; None: every target of the workload
+    spread: str = "uniform"  # over several targets: "uniform" | "size"
+    start_s: float | None = None  # run time of its first IO (phases); None: the run's start
+    stop_s: float | None = None  # run time from which it issues none; None: the run's end
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -126,12 +139,11 @@ class StreamSpec:
 
 @dataclass
 class Workload:
-    """A validated workload: run-wide settings and its streams."""
+    """A validated workload: run-wide settings, its targets (a named list) and its streams."""
 
     name: str
     source: str  # "flags", "default" or the TOML file path
-    target: str
-    size: int | None
+    targets: list[TargetSpec]
     duration_s: float
     warmup_s: float
     interval_s: float
@@ -148,6 +160,17 @@ class Workload:
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
         return any(stream.writes() for stream in self.streams)
+
+    def stream_targets(self, stream: StreamSpec) -> list[int]:
+        """Indices (in `targets`) of the targets a stream goes to."""
+        if stream.targets is None:
+            return list(range(len(self.targets)))
+        names = [t.name for t in self.targets]
+        return [names.index(n) for n in stream.targets]
+
+    def writes_to(self, index: int) -> bool:
+        """True if a stream writes to target `index` (its safety rules depend on it)."""
+        return any(s.writes() and index in self.stream_targets(s) for s in self.streams)
 
     def to_json(self) -> dict[str, Any]:
         """The user-facing spec as plain JSON-able data (recorded with the run)."""
@@ -321,10 +344,47 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         ("align", "align"),
         ("compress", "compress_pct"),
         ("seed", "seed"),
+        ("target", "targets"),
+        ("spread", "spread"),
+        ("start", "start_s"),
+        ("stop", "stop_s"),
     ):
         if key in table:
             setattr(stream, attr, value(key))
     return stream
+
+
+def _check_stream_targets(stream: StreamSpec, targets: list[TargetSpec]) -> None:
+    """A stream names only targets of the workload."""
+    names = [t.name for t in targets]
+    for name in stream.targets or []:
+        if name not in names:
+            raise UsageError(
+                f"{stream.label('target')} '{name}' is not a target of the workload; its "
+                f"targets are {', '.join(names)}."
+            )
+
+
+def _check_phase(stream: StreamSpec, warmup_s: float, duration_s: float, dur_key: str) -> None:
+    """start before stop, both within the run (warm-up + duration)."""
+    start, stop = stream.start_s, stream.stop_s
+    end = warmup_s + duration_s
+    run = f"{end:g} s" + (f" ({warmup_s:g} s warm-up + {duration_s:g} s)" if warmup_s else "")
+    if start is not None and stop is not None and start >= stop:
+        raise UsageError(
+            f"{stream.label('start')} {start:g} s is not before {stream.key('stop')} {stop:g} s; "
+            "a stream issues IO from start until stop (run time)."
+        )
+    if start is not None and start >= end:
+        raise UsageError(
+            f"{stream.label('start')} {start:g} s is not within the run of {run}; start it "
+            f"earlier or raise {dur_key}."
+        )
+    if stop is not None and stop > end + 1e-9:
+        raise UsageError(
+            f"{stream.label('stop')} {stop:g} s is past the end of the run at {run}; stop it "
+            f"earlier or raise {dur_key}."
+        )
 
 
 def parse_workload(
@@ -365,8 +425,8 @@ def parse_workload(
             "target is required: pass --target PATH (a file, created if missing, or a block "
             "device) or set target in the workload file."
         )
-    target = run_value("target", None)
     size = run_value("size", None)
+    target_list = parse_targets(doc["target"], size, flag="target" in flag_keys)
     duration_s = run_value("duration", DEFAULT_DURATION_S)
     warmup_s = run_value("warmup", 0.0)
     interval_s = run_value("interval", DEFAULT_INTERVAL_S)
@@ -392,11 +452,13 @@ def parse_workload(
         _parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
     ]
+    for stream in streams:
+        _check_stream_targets(stream, target_list)
+        _check_phase(stream, warmup_s, duration_s, run_label("duration"))
     return Workload(
         name=name,
         source=source,
-        target=target,
-        size=size,
+        targets=target_list,
         duration_s=duration_s,
         warmup_s=warmup_s,
         interval_s=interval_s,
@@ -524,38 +586,61 @@ def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align
             )
 
 
-def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
-    """The engine plan (docs/engine-boundary.md) for a workload on an inspected target."""
-    direct_align = target.dio_alignment if workload.direct else 0
-    if workload.direct and target.dio_alignment == 0:
+def _direct_align(workload: Workload, target: TargetInfo) -> int:
+    """The O_DIRECT alignment a target imposes (0 for buffered IO), checked to be usable."""
+    if not workload.direct:
+        return 0
+    if target.dio_alignment == 0:
         raise UsageError(
             f"target {target.path} does not support O_DIRECT (tmpfs and some network "
             f"filesystems do not); run with --buffered or set direct = false."
         )
-    if direct_align and target.data_offset % direct_align:
+    if target.data_offset % target.dio_alignment:
         raise UsageError(
-            f"target {target.path} needs O_DIRECT alignment {direct_align}, which its data "
-            f"offset {target.data_offset} does not meet; run with --buffered."
+            f"target {target.path} needs O_DIRECT alignment {target.dio_alignment}, which its "
+            f"data offset {target.data_offset} does not meet; run with --buffered."
         )
+    return target.dio_alignment
+
+
+def _phase_ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> EnginePlan:
+    """The engine plan (docs/engine-boundary.md) for a workload on its inspected targets
+    (`infos[i]` is `workload.targets[i]`; one TargetInfo for a one-target workload)."""
+    if not isinstance(infos, list):
+        infos = [infos]
+    if len(infos) != len(workload.targets):
+        raise ValueError(f"{len(workload.targets)} targets, {len(infos)} inspected")
+    aligns = [_direct_align(workload, info) for info in infos]
     threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
     streams = []
     for index, stream in enumerate(workload.streams):
-        _check_stream_on_target(stream, target, direct_align)
-        length = stream.length if stream.length is not None else target.data_length - stream.offset
+        on = workload.stream_targets(stream)
+        regions = []
+        for t in on:
+            _check_stream_on_target(stream, infos[t], aligns[t])
+            length = (
+                stream.length if stream.length is not None else infos[t].data_length - stream.offset
+            )
+            regions.append({"target": t, "offset": stream.offset, "length": length})
         burst = None
         if stream.burst is not None:
             burst = {"ios": stream.burst[0], "delay_ms": stream.burst[1]}
         streams.append(
             {
                 "name": stream.name,
-                "target": 0,
-                "offset": stream.offset,
-                "length": length,
+                "regions": regions,
+                "spread": stream.spread,
+                "start_ms": _phase_ms(stream.start_s),
+                "stop_ms": _phase_ms(stream.stop_s),
                 "read_pct": stream.read_pct,
                 "sizes": [[size, weight] for size, weight in stream.sizes],
                 "pattern": _pattern_plan(stream),
                 "random_pct": stream.random_pct,
-                "align": stream.align or default_align(target.dio_alignment),
+                "align": stream.align or max(default_align(infos[t].dio_alignment) for t in on),
                 "qd": stream.qd,
                 "arrival": _arrival_plan(stream),
                 "burst": burst,
@@ -577,7 +662,10 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
         "poll_us": workload.poll_us,
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
-        "targets": [{**target.plan_target(), "direct": workload.direct}],
+        "targets": [
+            {**info.plan_target(), "name": spec.name, "direct": workload.direct}
+            for spec, info in zip(workload.targets, infos, strict=True)
+        ],
         "streams": streams,
     }
 

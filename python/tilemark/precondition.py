@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 import tilemark
-from tilemark import engine, plan, targets
+from tilemark import engine, plan, targets, targetset
 from tilemark.errors import RunError, UsageError
 from tilemark.runner import SignalStopper
 from tilemark.summary import errors_by_name, errors_text
@@ -90,21 +90,29 @@ class Preconditioning:
 
 
 def inspect(
-    paths: list[str], *, size: int | None, bs: int, destroy_data: str | None, force: bool
+    paths: list[str], *, size: int | None, bs: int, destroy_data: list[str] | None, force: bool
 ) -> list[targets.TargetInfo]:
     """Check every target as `run` does and plan its first pass (no IO yet)."""
     if not paths:
         raise UsageError("--target is required: a file (created at --size) or a block device.")
+    destroy = list(destroy_data or [])
     infos = []
     for path in paths:
         info = targets.inspect_target(
-            path, size=size, writes=True, direct=True, destroy_data=destroy_data, force=force
+            path,
+            size=size,
+            writes=True,
+            direct=True,
+            destroy_data=targetset.destroy_for(path, destroy),
+            force=force,
         )
         if info.kind == "file":
             info.data_length = info.file_data_length  # the whole data area, whatever --size
         info.direct = info.dio_alignment > 0
         pass_plan(info, bs)  # bad block sizes are refused before any target is written
         infos.append(info)
+    targetset.check_distinct(infos)
+    targetset.check_destroy_named(destroy, infos)
     return infos
 
 
@@ -134,7 +142,7 @@ def pass_plan(info: targets.TargetInfo, bs: int) -> engine.Plan:
         "stream": streams,
     }
     try:
-        compiled = plan.compile_plan(plan.parse_workload(doc, source="precondition"), info)
+        compiled = plan.compile_plan(plan.parse_workload(doc, source="precondition"), [info])
     except UsageError as e:
         raise UsageError(f"--bs {bs}: {e}") from None
     compiled["duration_ms"] = None

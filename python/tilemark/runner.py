@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import engine, metrics, plan, targets
+from tilemark import engine, metrics, plan, targets, targetset
 from tilemark import telemetry as tm
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
@@ -100,57 +100,69 @@ def make_console(*, stderr: bool) -> Console:
     return console
 
 
-def _describe(compiled: dict[str, Any], info: targets.TargetInfo) -> str:
-    mode = "O_DIRECT" if info.direct else "buffered"
+def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
+    mode = "O_DIRECT" if all(i.direct for i in infos) else "buffered"
     timing = f"{compiled['duration_ms'] / 1000:g}s"
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     count = len(compiled["streams"])
+    if len(infos) == 1:
+        where = f"{infos[0].path} ({format_size(infos[0].data_length)}, {mode})"
+    else:
+        shown = ", ".join(
+            f"{i.name} {i.path} ({format_size(i.data_length)})" if i.name != i.path else i.path
+            for i in infos
+        )
+        where = f"{len(infos)} targets: {shown}, {mode}"
     return (
-        f"{count} stream{'s' if count != 1 else ''} on {info.path} "
-        f"({format_size(info.data_length)}, {mode}), backend {compiled['backend']}, "
+        f"{count} stream{'s' if count != 1 else ''} on {where}, backend {compiled['backend']}, "
         f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}, {timing}"
     )
 
 
 def inspect_and_compile(
-    workload: plan.Workload, *, destroy_data: str | None, force: bool, fill: bool = False
-) -> tuple[targets.TargetInfo, engine.Plan]:
-    """Inspect the target (safety checks) and compile the plan; no IO yet."""
-    info = targets.inspect_target(
-        workload.target,
-        size=workload.size,
-        writes=workload.writes(),
+    workload: plan.Workload,
+    *,
+    destroy_data: list[str] | None,
+    force: bool,
+    fill: bool = False,
+) -> tuple[list[targets.TargetInfo], engine.Plan]:
+    """Inspect every target (safety checks) and compile the plan; no IO yet."""
+    infos = targetset.inspect_targets(
+        workload.targets,
+        writes=[workload.writes_to(i) for i in range(len(workload.targets))],
         direct=workload.direct,
         destroy_data=destroy_data,
         force=force,
         fill=fill,
         io_timeout_s=workload.io_timeout_s,
     )
-    return info, plan.compile_plan(workload, info)
+    return infos, plan.compile_plan(workload, infos)
 
 
-def prepare(info: targets.TargetInfo, console: Console) -> bool:
-    """Create/fill the target so reads never hit holes; False if interrupted (fill is kept)."""
-    if info.will_fill:
-        if info.fill_device:
-            todo, verb = info.data_length, "filling"
-        else:
-            todo = info.file_data_length - info.filled_length
-            verb = "creating" if not info.exists else "filling"
-        console.print(
-            f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
-            markup=False,
-        )
-    try:
-        targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))
-    except KeyboardInterrupt:
-        console.print(
-            "interrupted while preparing the target; the part already filled is kept and "
-            "reused next time",
-            markup=False,
-        )
-        return False
+def prepare(infos: list[targets.TargetInfo], console: Console) -> bool:
+    """Create/fill every target so reads never hit holes; False if interrupted (what was
+    filled is kept)."""
+    for info in infos:
+        if info.will_fill:
+            if info.fill_device:
+                todo, verb = info.data_length, "filling"
+            else:
+                todo = info.file_data_length - info.filled_length
+                verb = "creating" if not info.exists else "filling"
+            console.print(
+                f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
+                markup=False,
+            )
+        try:
+            targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))
+        except KeyboardInterrupt:
+            console.print(
+                "interrupted while preparing the target; the part already filled is kept and "
+                "reused next time",
+                markup=False,
+            )
+            return False
     return True
 
 
@@ -189,7 +201,7 @@ class RunMonitor(Protocol):
 
 def run_plan(
     workload: plan.Workload,
-    info: targets.TargetInfo,
+    infos: list[targets.TargetInfo],
     compiled: dict[str, Any],
     *,
     results: Path,
@@ -202,7 +214,7 @@ def run_plan(
     label: str | None = None,
     apps: dict[int, str] | None = None,
 ) -> RunOutcome:
-    """Run a compiled plan on a prepared target and store it.
+    """Run a compiled plan on its prepared targets and store it.
 
     `monitor` sees every batch of interval snapshots as it arrives (nothing is kept here, so
     memory does not grow with the run) and may end the run early; `analyze(plan, result,
@@ -212,13 +224,13 @@ def run_plan(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-    telemetry = tm.Telemetry(compiled, [info.path])
+    telemetry = tm.Telemetry(compiled, [i.path for i in infos])
     try:
         writer = RunWriter(
             results,
             plan=compiled,
             workload=workload.to_json(),
-            targets=[info.record()],
+            targets=[i.record() for i in infos],
             argv=argv,
             kind=kind,
             telemetry=telemetry.record(),
@@ -233,12 +245,13 @@ def run_plan(
     extra = f"; {note}" if note else ""
     labelled = f" ({label})" if label else ""
     console.print(
-        f"run {writer.run_id}{labelled}: {_describe(compiled, info)}{extra}", markup=False
+        f"run {writer.run_id}{labelled}: {_describe(compiled, infos)}{extra}", markup=False
     )
-    target_notes = info.notes()
-    if compiled["backend"] != "null" and info.precondition_note():
-        # The null backend touches no storage: whether it was preconditioned does not matter.
-        target_notes.append(str(info.precondition_note()))
+    target_notes = [note for i in infos for note in i.notes()]
+    for info in infos:
+        if compiled["backend"] != "null" and info.precondition_note():
+            # The null backend touches no storage: whether it was preconditioned does not matter.
+            target_notes.append(str(info.precondition_note()))
     for target_note in target_notes + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
 
@@ -291,7 +304,11 @@ def run_plan(
             summary["ended_by"] = ended_by
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
-        summary["preconditioning"] = {"target": info.path, "record": info.preconditioning}
+        # The first target's record here; every target's is in run.json `targets`.
+        summary["preconditioning"] = {
+            "target": infos[0].path,
+            "record": infos[0].preconditioning,
+        }
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None

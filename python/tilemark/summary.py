@@ -1,9 +1,10 @@
 """Per-stream and run-wide summaries of engine results and interval snapshots.
 
 Input formats are docs/engine-boundary.md. Rates use the window the data covers (the
-measurement phase for a result, the interval's own length for a snapshot); MB/s is 10^6
-bytes per second. Percentiles always come from merged histograms (tilemark.hist), never from
-averaging percentiles. Stream and run totals count data IOs (reads and writes); fsyncs are
+measurement phase for a result, the interval's own length for a snapshot); a stream with a
+phase (start/stop) is rated over the part of the measurement phase it was active in, not over
+time it was idle. MB/s is 10^6 bytes per second. Percentiles always come from merged
+histograms (tilemark.hist), never from averaging percentiles. Stream and run totals count data IOs (reads and writes); fsyncs are
 reported under "sync" and are not counted as IOPS or MB/s.
 """
 
@@ -13,6 +14,7 @@ import errno
 from typing import Any
 
 from tilemark.hist import Histogram, latency_hist
+from tilemark.pertarget import stream_targets, summarize_targets, target_names
 
 OP_KINDS = ("read", "write", "sync")
 DATA_OPS = ("read", "write")
@@ -129,9 +131,30 @@ def _arrival_kind(plan_stream: dict) -> str:
     return "open" if (plan_stream.get("arrival") or {}).get("kind") == "open" else "closed"
 
 
+def phase_ns(plan_stream: dict) -> tuple[int, int | None]:
+    """A stream's phase in run time (ns): [start, stop); stop None = the run's end."""
+    start = plan_stream.get("start_ms")
+    stop = plan_stream.get("stop_ms")
+    return int(start or 0) * 1_000_000, None if stop is None else int(stop) * 1_000_000
+
+
+def is_phased(plan_stream: dict) -> bool:
+    """True when a stream starts after the run or stops before its end."""
+    return bool(plan_stream.get("start_ms")) or plan_stream.get("stop_ms") is not None
+
+
+def active_s(plan_stream: dict, window_start_ns: int, window_end_ns: int) -> float:
+    """Seconds of [window_start, window_end) (run time, ns) inside the stream's phase."""
+    start, stop = phase_ns(plan_stream)
+    end = window_end_ns if stop is None else min(stop, window_end_ns)
+    return max(0, end - max(start, window_start_ns)) / NS_PER_S
+
+
 def summarize(plan: dict, result: dict) -> dict[str, Any]:
-    """Per-stream and run-wide totals, rates and latencies of an engine result."""
-    duration_s = (int(result["measure_end_ns"]) - int(result["measure_start_ns"])) / NS_PER_S
+    """Per-stream, per-target and run-wide totals, rates and latencies of an engine result."""
+    measure = int(result["measure_start_ns"]), int(result["measure_end_ns"])
+    duration_s = (measure[1] - measure[0]) / NS_PER_S
+    names = target_names(plan)
     streams = []
     totals = {"read_ops": 0, "write_ops": 0, "read_bytes": 0, "write_bytes": 0, "errors": 0}
     named: dict[str, int] = {}
@@ -139,7 +162,8 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
         index = int(s["stream"])
         plan_stream = _plan_stream(plan, index)
         arrival = _arrival_kind(plan_stream)
-        ops_by_kind = {kind: op_summary(s.get(kind), duration_s) for kind in OP_KINDS}
+        seconds = active_s(plan_stream, *measure)  # the measurement phase, or its part in phase
+        ops_by_kind = {kind: op_summary(s.get(kind), seconds) for kind in OP_KINDS}
         data_ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in DATA_OPS)
         data_bytes = sum(int((s.get(k) or {}).get("bytes", 0)) for k in DATA_OPS)
         for kind in DATA_OPS:
@@ -149,16 +173,23 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
         stream_errors = errors_by_name(*(s.get(kind) for kind in OP_KINDS))
         for name, count in stream_errors.items():
             named[name] = named.get(name, 0) + count
+        start, stop = phase_ns(plan_stream)
         streams.append(
             {
                 "name": plan_stream.get("name", f"stream{index}"),
                 "stream": index,
                 "arrival": arrival,
                 "target_iops": target_iops(plan_stream),
+                "targets": [
+                    names[t] if t < len(names) else str(t) for t in stream_targets(plan_stream)
+                ],
+                "start_s": start / NS_PER_S if is_phased(plan_stream) else None,
+                "stop_s": None if stop is None else stop / NS_PER_S,
+                "active_s": seconds,
                 **ops_by_kind,
                 "total": {
-                    "iops": _rate(data_ops, duration_s),
-                    "mbps": _rate(data_bytes, duration_s) / BYTES_PER_MB,
+                    "iops": _rate(data_ops, seconds),
+                    "mbps": _rate(data_bytes, seconds) / BYTES_PER_MB,
                 },
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if arrival == "open" else None,
                 "ios_issued_late": int(s.get("ios_issued_late", 0)),
@@ -181,6 +212,7 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
             "errors": totals["errors"],
             "errors_by_name": dict(sorted(named.items(), key=lambda kv: -kv[1])),
         },
+        "targets": summarize_targets(plan, result, duration_s),
         "duration_s": duration_s,
     }
 

@@ -77,6 +77,7 @@ class TargetInfo:
     fill_device: bool = False  # --fill: write the whole data area of a block device first
     holes: int = 0  # foreign file: bytes of its data area that are holes (read as zeros)
     preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
+    name: str = ""  # the workload's name for the target (targetspec.py)
 
     @property
     def will_fill(self) -> bool:
@@ -114,6 +115,7 @@ class TargetInfo:
     def record(self) -> dict[str, Any]:
         """What the run's record keeps about this target."""
         return {
+            "name": self.name or None,
             "path": self.path,
             "kind": self.kind,
             "created": self.created,
@@ -955,7 +957,7 @@ def _lock_dir() -> Path:
     raise RunError(f"no directory for target locks is writable ({', '.join(LOCK_DIRS)}).")
 
 
-def _lock_key(info: TargetInfo) -> str:
+def lock_key(info: TargetInfo) -> str:
     """The same key for a target however it is named: the device number of a block device,
     else the file's real path."""
     if info.kind == "block":
@@ -972,7 +974,7 @@ class TargetLock:
     def __init__(self, info: TargetInfo, argv: list[str]):
         self.info = info
         self.argv = argv
-        self.path = _lock_dir() / f"{_lock_key(info)}.lock"
+        self.path = _lock_dir() / f"{lock_key(info)}.lock"
         self.fd: int | None = None
 
     def __enter__(self) -> TargetLock:

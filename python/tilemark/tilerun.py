@@ -1,4 +1,4 @@
-"""Running tiles: compile N tiles to a workload on one target, run it, judge the applications.
+"""Running tiles: compile N tiles to a workload on the targets, run it, judge the applications.
 
 Shared by `tilemark run --tiles N` and every step of `tilemark scale`.
 
@@ -25,20 +25,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import plan, targets
+from tilemark import plan, targets, targetset
 from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
-from tilemark.apps import (
-    TileLayout,
-    TileSpec,
-    compile_tiles,
-    default_tile,
-    load_tile,
-    min_capacity,
-    parse_sets,
-)
+from tilemark.apps import TileSpec, default_tile, load_tile, parse_sets
 from tilemark.errors import UsageError
 from tilemark.options import option
 from tilemark.runner import RunOutcome, run_plan
@@ -49,6 +41,8 @@ from tilemark.steadyrun import (
     check_round,
     steady_settings,
 )
+from tilemark.targetspec import TargetSpec, parse_targets
+from tilemark.tilelayout import TileLayout, compile_tiles, min_capacity
 from tilemark.units import format_size, parse_duration
 
 DEFAULT_TILE_DURATION = "60s"
@@ -61,8 +55,8 @@ CHECK_EVERY_S = 1.0  # how often an extended step re-judges its applications
 class TileRunSettings:
     """Run-wide settings of a tile run (the same for every step of a study)."""
 
-    target: str
-    capacity: int
+    targets: list[TargetSpec]
+    capacity: int  # of every target
     duration: str | float
     warmup: str | float
     interval: str | float = 1.0
@@ -91,7 +85,7 @@ class TileRunSettings:
 
     def doc(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "target": self.target,
+            "target": [{"name": t.name, "path": t.path} for t in self.targets],
             "size": self.capacity,
             "duration": self.max_duration_s,
             "warmup": self.warmup,
@@ -106,6 +100,16 @@ class TileRunSettings:
         if self.threads:
             d["threads"] = self.threads
         return d
+
+    @property
+    def target_names(self) -> list[str] | None:
+        """The targets' names for the layout; None with one target (it needs no name)."""
+        return [t.name for t in self.targets] if len(self.targets) > 1 else None
+
+    @property
+    def target(self) -> str:
+        """The targets as study.json records them: paths joined by ', '."""
+        return ", ".join(t.path for t in self.targets)
 
     def notes(self) -> list[str]:
         """What the line announcing a tile run should add about its timing."""
@@ -148,13 +152,16 @@ def tile_settings(
     target = values.get("target")
     if not target:
         raise UsageError("--target is required: a file (created if missing) or a block device.")
+    target_specs = parse_targets(list(target), None, flag=True)
 
     def parsed(scope: str, key: str, default: Any) -> Any:
         o = option(scope, key)
         raw = values.get(o.param)
         return default if raw is None else o.parse(raw, o.flag or key)
 
-    capacity = parsed("tile", "capacity", None) or targets.default_size(target)
+    capacity = parsed("tile", "capacity", None) or min(
+        targets.default_size(t.path) for t in target_specs
+    )
     interval_s = parsed("run", "interval", 1.0)
     steady = steady_settings(values)
     if steady is not None and not until_steady:
@@ -183,7 +190,7 @@ def tile_settings(
             f"({duration_s:g} s); it is the longest a step may measure."
         )
     return TileRunSettings(
-        target=target,
+        targets=target_specs,
         capacity=capacity,
         duration=duration_s,
         warmup=warmup_s,
@@ -223,27 +230,29 @@ def load_tile_spec(tile_file: str | None, sets: list[str] | None) -> TileSpec:
     return load_tile(str(tile_file), overrides) if tile_file else default_tile(overrides)
 
 
-def inspect_tile_target(
+def inspect_tile_targets(
     tile: TileSpec,
     settings: TileRunSettings,
     max_tiles: int,
     *,
-    destroy_data: str | None = None,
+    destroy_data: list[str] | None = None,
     force: bool = False,
     fill: bool = False,
-) -> targets.TargetInfo:
-    """Check the layout fits --capacity, then inspect the target (safety checks); no IO."""
-    need = min_capacity(tile, max_tiles)
+) -> list[targets.TargetInfo]:
+    """Check the layout fits --capacity, then inspect every target (safety checks); no IO.
+    Tiles write every target (a target without a stream at this tile count gets one at a
+    larger count)."""
+    need = min_capacity(tile, max_tiles, settings.target_names)
     if settings.capacity < need:
         raise UsageError(
             f"--capacity {format_size(settings.capacity)} is too small for {max_tiles} tile(s) "
             f"of {tile.name}: every application needs at least 1 MiB; use at least "
             f"{format_size(need)}."
         )
-    return targets.inspect_target(
-        settings.target,
-        size=settings.capacity,
-        writes=True,
+    sized = [TargetSpec(t.name, t.path, settings.capacity) for t in settings.targets]
+    return targetset.inspect_targets(
+        sized,
+        writes=[True] * len(sized),
         direct=settings.direct,
         destroy_data=destroy_data,
         force=force,
@@ -356,15 +365,21 @@ class SteadyTileMonitor:
 
 
 def tile_workload(
-    tile: TileSpec, tiles: int, settings: TileRunSettings, *, max_tiles: int, dio_alignment: int
+    tile: TileSpec,
+    tiles: int,
+    settings: TileRunSettings,
+    *,
+    max_tiles: int,
+    infos: list[targets.TargetInfo],
 ) -> tuple[plan.Workload, TileLayout]:
-    """The workload of `tiles` tiles laid out for up to `max_tiles` on the target."""
+    """The workload of `tiles` tiles laid out for up to `max_tiles` on the targets."""
     layout = compile_tiles(
         tile,
         tiles,
         capacity=settings.capacity,
         max_tiles=max_tiles,
-        dio_alignment=dio_alignment if settings.direct else 0,
+        dio_alignment=max(i.dio_alignment for i in infos) if settings.direct else 0,
+        targets=settings.target_names,
     )
     doc = {**settings.doc(), **layout.doc}
     return plan.parse_workload(doc, source=f"tiles:{tile.source}"), layout
@@ -374,7 +389,7 @@ def run_tiles(
     tile: TileSpec,
     tiles: int,
     settings: TileRunSettings,
-    info: targets.TargetInfo,
+    infos: list[targets.TargetInfo],
     *,
     max_tiles: int,
     results: Path,
@@ -383,11 +398,9 @@ def run_tiles(
     kind: str = "tiles",
     label: str | None = None,
 ) -> RunOutcome:
-    """Run N tiles on a prepared target; the summary gains an `applications` section."""
-    workload, layout = tile_workload(
-        tile, tiles, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment
-    )
-    compiled = plan.compile_plan(workload, info)
+    """Run N tiles on the prepared targets; the summary gains an `applications` section."""
+    workload, layout = tile_workload(tile, tiles, settings, max_tiles=max_tiles, infos=infos)
+    compiled = plan.compile_plan(workload, infos)
     steady = (
         SteadyTileMonitor(compiled, settings.steady, settings.qos_interval_s)
         if settings.steady is not None
@@ -456,7 +469,7 @@ def run_tiles(
 
     return run_plan(
         workload,
-        info,
+        infos,
         compiled,
         results=results,
         argv=argv,

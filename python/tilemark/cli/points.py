@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, plan, targets
+from tilemark import metrics, plan, targets, targetset
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
@@ -59,7 +59,8 @@ from tilemark.study.points import (
 )
 from tilemark.units import MAX_IOPS, format_size
 
-Build = Callable[[StepSpec, int | None], list[dict[str, Any]]]
+# A step's stream tables, on the inspected targets (None: before inspection, to probe).
+Build = Callable[[StepSpec, list[targets.TargetInfo] | None], list[dict[str, Any]]]
 
 
 def _study_value(values: dict[str, Any], key: str, default: Any) -> Any:
@@ -150,26 +151,25 @@ def _run_points(
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
     probe = workload(build(first[0], None))
-    info = targets.inspect_target(
-        probe.target,
-        size=probe.size,
-        writes=writes,
+    infos = targetset.inspect_targets(
+        probe.targets,
+        writes=[writes] * len(probe.targets),
         direct=probe.direct,
         io_timeout_s=probe.io_timeout_s,
         **safety(values),
     )
 
     def workload_of(spec: StepSpec) -> plan.Workload:
-        return workload(build(spec, info.data_length))
+        return workload(build(spec, infos))
 
     def groups(spec: StepSpec) -> dict[str, list[int]]:
-        return groups_of(build(spec, info.data_length))
+        return groups_of(build(spec, infos))
 
     # Every point must compile before any IO (sweeps and matrices know all their points).
     # A curve's steps depend on what it measures; `checks` stand for them.
     for spec in getattr(probe_study, "specs", checks or [first[0]]):
         try:
-            plan.compile_plan(workload_of(spec), info)
+            plan.compile_plan(workload_of(spec), infos)
         except UsageError as e:
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
@@ -182,13 +182,13 @@ def _run_points(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-    with targets.lock_target(info, argv):
-        if not prepare(info, err):
+    with targetset.lock_targets(infos, argv):
+        if not prepare(infos, err):
             raise typer.Exit(130)
         runner = WorkloadStepRunner(
             workload_of,
             groups,
-            info,
+            infos,
             results=results,
             argv=argv,
             console=err,
@@ -207,7 +207,8 @@ def _run_points(
             repeat=repeat,
             events=_Progress(err, mode, total),
             extra=lambda: {
-                "target": info.record(),
+                "target": infos[0].record(),
+                "targets": [i.record() for i in infos],
                 "workload": _workload_settings(probe),
                 "repeat": repeat,
                 "confirm_runs": confirm_runs,
@@ -334,11 +335,13 @@ def _sweep(ctx: typer.Context, values: dict[str, Any]) -> None:
         pattern = option("stream", "pattern").parse(pattern, "--pattern")
     extra = dict(stream_flags)
 
-    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
         p = spec.params["point"]
         region = tuple(p["region_spec"])
         length = None
-        if data_length is not None:
+        if infos is not None:
+            # Over several targets a region is the same on each: of the smallest data area.
+            data_length = min(i.data_length for i in infos)
             length = region_bytes(region, data_length)  # type: ignore[arg-type]
             if length > data_length:
                 raise UsageError(
@@ -431,11 +434,14 @@ def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
         "large_read": large_read, "large_qd": large_qd,
     }  # fmt: skip
 
-    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
         p = spec.params["point"]
-        return matrix_streams(
-            p["small"], p["large"], data_length=data_length or (1 << 62), extra=extra, **settings
+        areas = (
+            [(None, 1 << 62)]
+            if infos is None
+            else [(i.name if len(infos) > 1 else None, i.data_length) for i in infos]
         )
+        return matrix_streams(p["small"], p["large"], areas=areas, extra=extra, **settings)
 
     def make_study() -> MatrixStudy:
         return MatrixStudy(small, large, {**settings, **extra})
@@ -515,7 +521,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
     plan._parse_stream(base, "curve", frozenset(base))
     writes = plan._parse_stream(base, "curve", frozenset(base)).writes()
 
-    def build(spec: StepSpec, data_length: int | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
         p = spec.params
         table = dict(base)
         if p["phase"] == "max":

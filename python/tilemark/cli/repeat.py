@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, targets
+from tilemark import metrics
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -33,6 +33,7 @@ from tilemark.runner import prepare, run_plan
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
+from tilemark.targetset import lock_targets
 from tilemark.tilerun import run_tiles
 
 
@@ -85,17 +86,19 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
     metrics.from_values(values)
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
-        workload, info, compiled, overridden, notes = workload_setup(values, workload_file)
+        workload, infos, compiled, overridden, notes = workload_setup(values, workload_file)
         for note in notes:
             err.print(f"note: {note}", markup=False, soft_wrap=True)
         if overridden:
             err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False)
-        definition.update(mode="workload", workload=workload.name, target=info.path)
+        definition.update(
+            mode="workload", workload=workload.name, target=", ".join(i.path for i in infos)
+        )
 
         def run_once(n: int):  # noqa: ANN202 - a RunOutcome
             return run_plan(
                 workload,
-                info,
+                infos,
                 compiled,
                 results=results,
                 argv=argv,
@@ -105,7 +108,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
             )
 
     else:
-        tile, tiles, settings, info = tiles_setup(values, until_steady=False)
+        tile, tiles, settings, infos = tiles_setup(values, until_steady=False)
         definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
 
         def run_once(n: int):  # noqa: ANN202 - a RunOutcome
@@ -113,7 +116,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
                 tile,
                 tiles,
                 settings,
-                info,
+                infos,
                 max_tiles=tiles,
                 results=results,
                 argv=argv,
@@ -122,8 +125,8 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
                 label=run_label(n),
             )
 
-    with targets.lock_target(info, argv):
-        if not prepare(info, err):
+    with lock_targets(infos, argv):
+        if not prepare(infos, err):
             raise typer.Exit(130)
         runner = RepeatStepRunner(run_once, pause_s=pause_s, between=between, console=err)
         record = StudyRecord(results, {"kind": RepeatStudy.kind, "argv": argv, "label": label})

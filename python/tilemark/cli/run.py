@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tilemark import metrics, targets
+from tilemark import metrics, plan, targets
 from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -30,10 +30,11 @@ from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, label_of, safety
 from tilemark.runner import prepare
+from tilemark.targetset import lock_targets
 from tilemark.tilerun import (
     MAX_TILES,
     applications_table,
-    inspect_tile_target,
+    inspect_tile_targets,
     load_tile_spec,
     run_tiles,
     tile_settings,
@@ -76,18 +77,19 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
 
 def tiles_setup(
     values: dict[str, Any], *, until_steady: bool = True
-) -> tuple[Any, int, Any, targets.TargetInfo]:
-    """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet);
+) -> tuple[Any, int, Any, list[targets.TargetInfo]]:
+    """(tile, count, settings, targets) of `--tiles N`, checked and compiled (no IO yet);
     `until_steady` False refuses --until-steady."""
     tiles = values["tile_count"]
     if not 1 <= tiles <= MAX_TILES:
         raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
     tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
     settings = tile_settings(values, extend_by_default=False, until_steady=until_steady)
-    info = inspect_tile_target(tile, settings, tiles, **safety(values))
+    infos = inspect_tile_targets(tile, settings, tiles, **safety(values))
     # Validate the whole plan before any IO.
-    tile_workload(tile, tiles, settings, max_tiles=tiles, dio_alignment=info.dio_alignment)
-    return tile, tiles, settings, info
+    workload, _ = tile_workload(tile, tiles, settings, max_tiles=tiles, infos=infos)
+    plan.compile_plan(workload, infos)
+    return tile, tiles, settings, infos
 
 
 def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
@@ -107,20 +109,20 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
 
 def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     """`tilemark run --tiles N`: one tile count, per-application results."""
-    tile, tiles, settings, info = tiles_setup(values)
+    tile, tiles, settings, infos = tiles_setup(values)
     label = label_of(values)
     metrics.from_values(values)
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)
-    with targets.lock_target(info, argv):
-        if not prepare(info, err):
+    with lock_targets(infos, argv):
+        if not prepare(infos, err):
             return 130
         outcome = run_tiles(
             tile,
             tiles,
             settings,
-            info,
+            infos,
             max_tiles=tiles,
             results=results_path(values),
             argv=argv,

@@ -34,7 +34,7 @@ def _split(sizes: list[list[float]]) -> str:
 
 
 def job_text(plan: dict[str, Any], *, title: str) -> str:
-    """A fio job file equivalent to an engine plan (plan_version 1)."""
+    """A fio job file equivalent to an engine plan (plan_version 1 or 2)."""
     notes: list[str] = []
     lines = [f"; {title}", "; written by tilemark export --fio; run it with: fio FILE"]
     body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
@@ -46,16 +46,40 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
     if plan.get("max_errors") not in (0, None):
         notes.append(f"tilemark allowed {plan['max_errors']} IO errors; fio stops at the first")
     for stream in plan["streams"]:
-        target = plan["targets"][stream["target"]]
+        # Plan 2 lists a stream's regions (one per target); plan 1 had one target.
+        regions = stream.get("regions") or [
+            {"target": stream["target"], "offset": stream["offset"], "length": stream["length"]}
+        ]
+        region = regions[0]
+        target = plan["targets"][region["target"]]
+        files = ":".join(plan["targets"][r["target"]]["path"] for r in regions)
         rw = _rw(stream)
-        body += ["", f"[{stream['name']}]", f"filename={target['path']}", f"rw={rw}"]
+        body += ["", f"[{stream['name']}]", f"filename={files}", f"rw={rw}"]
+        if len(regions) > 1:
+            body.append("file_service_type=random")
+            starts = {plan["targets"][r["target"]]["offset"] + r["offset"] for r in regions}
+            if len(starts) > 1 or len({r["length"] for r in regions}) > 1:
+                notes.append(
+                    f"stream {stream['name']}: its regions differ between targets; fio applies "
+                    "the first one's offset and size to every file"
+                )
+            if stream.get("spread") == "size":
+                notes.append(
+                    f"stream {stream['name']}: spread by size; fio's file_service_type=random "
+                    "picks the files uniformly"
+                )
+        if stream.get("start_ms"):
+            body.append(f"startdelay={stream['start_ms'] / 1000:g}s")
+        if stream.get("stop_ms") is not None:
+            run_s = (stream["stop_ms"] - (stream.get("start_ms") or 0)) / 1000
+            body.append(f"runtime={run_s:g}s")
         if rw in ("rw", "randrw"):
             body.append(f"rwmixread={stream['read_pct']:g}")
         sizes = stream["sizes"]
         body.append(f"bs={int(sizes[0][0])}" if len(sizes) == 1 else f"bssplit={_split(sizes)}")
         body.append(f"blockalign={stream['align']}")
-        body.append(f"offset={target['offset'] + stream['offset']}")
-        body.append(f"size={stream['length']}")
+        body.append(f"offset={target['offset'] + region['offset']}")
+        body.append(f"size={region['length']}")
         if 0 < stream["random_pct"] < 100:
             body.append(f"percentage_random={stream['random_pct']:g}")
         pattern = stream["pattern"]

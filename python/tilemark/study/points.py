@@ -215,14 +215,14 @@ Judge = Callable[[StepSpec, RunOutcome, SnapshotCompactor], tuple[str | None, di
 
 
 class WorkloadStepRunner:
-    """Runs a step: the workload `workload_of(spec)` on the inspected, prepared target. The
+    """Runs a step: the workload `workload_of(spec)` on the inspected, prepared targets. The
     step's results are `group_stats` of each of `groups_of(spec)` (name -> stream indices)."""
 
     def __init__(
         self,
         workload_of: Callable[[StepSpec], plan.Workload],
         groups_of: Callable[[StepSpec], dict[str, list[int]]],
-        info: targets.TargetInfo,
+        infos: list[targets.TargetInfo],
         *,
         results: Path,
         argv: list[str],
@@ -233,7 +233,7 @@ class WorkloadStepRunner:
     ):
         self.workload_of = workload_of
         self.groups_of = groups_of
-        self.info = info
+        self.infos = infos
         self.results = results
         self.argv = argv
         self.console = console
@@ -243,11 +243,11 @@ class WorkloadStepRunner:
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
         workload = self.workload_of(spec)
-        compiled = plan.compile_plan(workload, self.info)
+        compiled = plan.compile_plan(workload, self.infos)
         collector = _Collector()
         outcome = run_plan(
             workload,
-            self.info,
+            self.infos,
             compiled,
             results=self.results,
             argv=self.argv,
@@ -520,12 +520,14 @@ def matrix_streams(
     large_bs: int,
     large_read: float,
     large_qd: int,
-    data_length: int,
+    areas: list[tuple[str | None, int]],
     extra: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """The streams of one matrix cell: 'small' random IOs over the whole data area, and
-    'large0'.. sequential streams each on its own slice (so they do not read each other's
-    data from a cache)."""
+    """The streams of one matrix cell: 'small' random IOs over the whole data area of every
+    target, and 'large0'.. sequential streams each on its own slice (so they do not read each
+    other's data from a cache). `areas` are the targets' (name, data length); over several
+    targets, as Orion over its LUNs, the small IOs spread over all of them and the large
+    streams go to the targets in round robin (large stream i on target i mod T)."""
     streams = []
     if small_qd:
         rw = "randread" if small_read == 100 else "randwrite" if small_read == 0 else "randrw"
@@ -535,24 +537,28 @@ def matrix_streams(
         streams.append(small)
     if large:
         unit = 1 << 20
-        slice_len = data_length // large // unit * unit
-        if slice_len < large_bs:
-            raise UsageError(
-                f"--large-streams {large}: each large stream gets 1/{large} of the data area "
-                f"({format_size(data_length)}), less than one {format_size(large_bs)} IO; raise "
-                "--size or use fewer streams."
-            )
         rw = "read" if large_read == 100 else "write" if large_read == 0 else "rw"
         for i in range(large):
+            name, data_length = areas[i % len(areas)]
+            here = len(range(i % len(areas), large, len(areas)))  # large streams on the target
+            slice_len = data_length // here // unit * unit
+            if slice_len < large_bs:
+                raise UsageError(
+                    f"--large-streams {large}: each large stream gets 1/{here} of a target's "
+                    f"data area ({format_size(data_length)}), less than one "
+                    f"{format_size(large_bs)} IO; raise --size or use fewer streams."
+                )
             s = {
                 "name": f"large{i}",
                 "rw": rw,
                 "bs": large_bs,
                 "qd": large_qd,
-                "offset": i * slice_len,
+                "offset": (i // len(areas)) * slice_len,
                 "length": slice_len,
                 **extra,
             }
+            if name is not None:
+                s["target"] = name
             if rw == "rw":
                 s["read"] = large_read
             streams.append(s)

@@ -28,6 +28,7 @@ from tilemark import metrics, targets
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
+from tilemark.plan import compile_plan
 from tilemark.runner import RunOutcome, prepare
 from tilemark.study.base import (
     NEW,
@@ -43,10 +44,11 @@ from tilemark.study.base import (
     run_study,
 )
 from tilemark.study.settle import settle
+from tilemark.targetset import lock_targets
 from tilemark.tilerun import (
     MAX_TILES,
     TileRunSettings,
-    inspect_tile_target,
+    inspect_tile_targets,
     load_tile_spec,
     run_tiles,
     tile_settings,
@@ -134,21 +136,21 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
 
 
 class TileStepRunner:
-    """Runs a step of a tile study: N tiles of the step's tile on the prepared target.
+    """Runs a step of a tile study: N tiles of the step's tile on the prepared targets.
     `run_options` are run_tiles's keyword arguments (max_tiles, results, argv, console)."""
 
     def __init__(
         self,
         tile_of: Callable[[StepSpec], TileSpec],
         settings: TileRunSettings,
-        info: targets.TargetInfo,
+        infos: list[targets.TargetInfo],
         *,
         label: str | None = None,
         **run_options: Any,
     ):
         self.tile_of = tile_of
         self.settings = settings
-        self.info = info
+        self.infos = infos
         self.label = label
         self.run_options = {"kind": "scale-step", **run_options}
 
@@ -157,7 +159,7 @@ class TileStepRunner:
             self.tile_of(spec),
             spec.params["tiles"],
             self.settings,
-            self.info,
+            self.infos,
             label=f"{self.label}, {spec.label}" if self.label else None,
             **self.run_options,
         )
@@ -484,13 +486,14 @@ class TileStudySetup:
     def max_tiles(self) -> int:
         return self.counts[-1]
 
-    def check_compiles(self, info: targets.TargetInfo) -> None:
+    def check_compiles(self, infos: list[targets.TargetInfo]) -> None:
         """Every step compiles if the extremes do; a UsageError otherwise, before any IO."""
         for t in self.extremes:
             for n in (self.counts[0], self.max_tiles):
-                tile_workload(
-                    t, n, self.settings, max_tiles=self.max_tiles, dio_alignment=info.dio_alignment
+                workload, _ = tile_workload(
+                    t, n, self.settings, max_tiles=self.max_tiles, infos=infos
                 )
+                compile_plan(workload, infos)
 
 
 def tile_count_setup(
@@ -552,7 +555,7 @@ def knob_setup(
 
 def run_tile_study(
     setup: TileStudySetup,
-    info: targets.TargetInfo,
+    infos: list[targets.TargetInfo],
     *,
     results: Path,
     argv: list[str],
@@ -563,20 +566,22 @@ def run_tile_study(
     events: StudyEvents | None = None,
     label: str | None = None,
 ) -> StudyOutcome | int:
-    """Prepare the target, settle it after a fill (unless `settle_max_s` is None), and run the
-    study; the exit status (128 + signal) when interrupted before the first step."""
-    filling = info.will_fill
-    if not prepare(info, console):
+    """Prepare the targets, settle them after a fill (unless `settle_max_s` is None), and run
+    the study; the exit status (128 + signal) when interrupted before the first step."""
+    filling = any(i.will_fill for i in infos)
+    if not prepare(infos, console):
         return 130
     settling = None
     if filling and settle_max_s is not None:
-        settling = settle(info, backend=setup.settings.backend, max_s=settle_max_s, console=console)
+        settling = settle(
+            infos, backend=setup.settings.backend, max_s=settle_max_s, console=console
+        )
         if settling.interrupted is not None:
             return settling.interrupted
     runner = TileStepRunner(
         setup.tile_of,
         setup.settings,
-        info,
+        infos,
         max_tiles=setup.max_tiles,
         results=results,
         argv=argv,
@@ -646,13 +651,13 @@ def execute_scale(
             knob_range=values.get("knob_range"),
             precision_pct=study_value(values, "knob_precision", 5.0),
         )
-    info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
-    setup.check_compiles(info)
+    infos = inspect_tile_targets(setup.tile, settings, setup.max_tiles, **safety(values))
+    setup.check_compiles(infos)
     metrics.from_values(values)
-    with targets.lock_target(info, argv):
+    with lock_targets(infos, argv):
         outcome = run_tile_study(
             setup,
-            info,
+            infos,
             results=Path(values.get("results") or "tilemark-results"),
             argv=argv,
             console=console,

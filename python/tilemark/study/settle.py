@@ -53,27 +53,29 @@ class Settling:
         return f"not steady after {self.seconds:.0f} s{last}; measuring anyway"
 
 
-def probe_plan(info: targets.TargetInfo, *, backend: str, max_s: float) -> dict[str, Any]:
-    """The engine plan of the read probe."""
-    bs = max(4096, info.dio_alignment if info.direct else 0)
+def probe_plan(infos: list[targets.TargetInfo], *, backend: str, max_s: float) -> dict[str, Any]:
+    """The engine plan of the read probe (one stream over every target)."""
+    bs = max(4096, *(i.dio_alignment if i.direct else 0 for i in infos))
     workload = plan.parse_workload(
         {
-            "target": info.path,
+            "target": [{"name": i.name or f"t{k}", "path": i.path} for k, i in enumerate(infos)],
             "duration": max_s,
             "interval": ROUND_S,
             "backend": backend,
-            "direct": info.direct,
+            "direct": all(i.direct for i in infos),
             "threads": 1,
             "stream": [{"name": "settle", "rw": "randread", "bs": bs, "qd": 1}],
         },
         source="settle",
     )
-    return plan.compile_plan(workload, info)
+    return plan.compile_plan(workload, infos)
 
 
-def settle(info: targets.TargetInfo, *, backend: str, max_s: float, console: Console) -> Settling:
+def settle(
+    infos: list[targets.TargetInfo], *, backend: str, max_s: float, console: Console
+) -> Settling:
     """Probe until read latency is steady or `max_s` has passed; Ctrl-C ends it early."""
-    compiled = probe_plan(info, backend=backend, max_s=max_s)
+    compiled = probe_plan(infos, backend=backend, max_s=max_s)
     out = Settling()
     console.print(f"settling: {PROBE} until latency is steady (at most {max_s:g} s)", markup=False)
     started = time.monotonic()
