@@ -4,8 +4,9 @@ Input formats are docs/engine-boundary.md. Rates use the window the data covers 
 measurement phase for a result, the interval's own length for a snapshot); a stream with a
 phase (start/stop) is rated over the part of the measurement phase it was active in, not over
 time it was idle. MB/s is 10^6 bytes per second. Percentiles always come from merged
-histograms (tilemark.hist), never from averaging percentiles. Stream and run totals count data IOs (reads and writes); fsyncs are
-reported under "sync" and are not counted as IOPS or MB/s.
+histograms (tilemark.hist), never from averaging percentiles. Stream and run totals count
+data IOs (reads and writes); fsyncs are reported under "sync" and are not counted as IOPS or
+MB/s.
 """
 
 from __future__ import annotations
