@@ -298,7 +298,11 @@ def v1_results(tmp_path) -> Path:
 
 def test_schema_1_run_json_is_migrated(v1_results):
     doc = load_run(V1_COMPLETE, v1_results)
-    assert doc["schema_version"] == 3 and doc["process"] is None and doc["telemetry"] is None
+    assert doc["schema_version"] == 4 and doc["process"] is None and doc["telemetry"] is None
+    # Schema 4 breaks results down per target: a one-target run's target has its totals.
+    (target,) = doc["summary"]["targets"]
+    assert target["iops"] == doc["summary"]["total"]["iops"] and target["read_latency"]
+    assert all(s["active_s"] == 2.0 and s["start_s"] is None for s in doc["summary"]["streams"])
     assert doc["summary"]["telemetry"] is None and doc["summary"]["tool_bound"] is None
     assert doc["status"] == "complete" and doc["summary"]["duration_s"] == 2.0
     assert read_intervals(v1_results / V1_COMPLETE).num_rows == 3 * 3

@@ -16,7 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tilemark.summary import errors_by_name, errors_text, interval_rows
+from tilemark import pertarget
+from tilemark.summary import errors_by_name, errors_text, interval_rows, phase_ns
 
 
 def fmt_ms(value: float | None) -> str:
@@ -33,6 +34,20 @@ def fmt_ms(value: float | None) -> str:
 def fmt_rate(value: float | None, digits: int = 0) -> str:
     """A rate with thousands separators; '-' when there is no value."""
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def phase_text(plan_stream: dict[str, Any], end_s: float | None = None) -> str:
+    """A phased stream's phase ('5s-20s'), or where it stands at run time `end_s` ('starts at
+    5s', 'ended at 20s'); '' for a stream active over the whole run."""
+    start_ns, stop_ns = phase_ns(plan_stream)
+    if not start_ns and stop_ns is None:
+        return ""
+    start, stop = start_ns / 1e9, None if stop_ns is None else stop_ns / 1e9
+    if end_s is not None and end_s <= start:
+        return f"starts at {start:g}s"
+    if end_s is not None and stop is not None and end_s > stop:
+        return f"ended at {stop:g}s"
+    return f"{start:g}s-{'end' if stop is None else f'{stop:g}s'}"
 
 
 def describe_arrival(plan_stream: dict[str, Any]) -> str:
@@ -86,8 +101,22 @@ def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-def plain_line(rows: list[dict[str, Any]]) -> str:
-    """One log line for an interval's rows (per application when there are many streams)."""
+def target_part(rows: list[dict[str, Any]]) -> str:
+    """'targets: db1 1,200 IOPS 9.8 MB/s, log1 ...' for runs with several targets."""
+    if len(rows) < 2:
+        return ""
+    parts = []
+    for r in rows:
+        part = f"{r['name']} {r['iops']:,.0f} IOPS {r['mbps']:,.1f} MB/s"
+        if r["errors"]:
+            part += f" errors {r['errors']:,}"
+        parts.append(part)
+    return "targets: " + ", ".join(parts)
+
+
+def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -> str:
+    """One log line for an interval's rows (per application when there are many streams);
+    a phased stream outside its phase says where it stands instead of its zeros."""
     if not rows:
         return ""
     grouped = len(rows) > GROUP_ABOVE
@@ -98,7 +127,13 @@ def plain_line(rows: list[dict[str, Any]]) -> str:
     # Whole seconds for full intervals; the shorter last interval shows its tenth.
     elapsed = f"{end_s:4.0f}" if abs(end_s - round(end_s)) < 0.05 else f"{end_s:6.1f}"
     parts = [f"[{elapsed}s {first['phase']}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
+    streams = (plan or {}).get("streams") or []
     for row in group_rows(rows):
+        plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
+        where = phase_text(plan_stream, row["end_s"]) if not grouped else ""
+        if where.startswith(("starts", "ended")):
+            parts.append(f"{row['name']} {where}")
+            continue
         if grouped:
             part = f"{row['name']} {row['iops']:,.0f} IOPS worst p99 {fmt_ms(row['p99_ms'])}ms"
         else:
@@ -124,6 +159,7 @@ class LiveDisplay:
         self.total_s = (plan.get("warmup_ms", 0) + (plan.get("duration_ms") or 0)) / 1000
         self._live: Live | None = None
         self._rows: list[dict[str, Any]] = []
+        self._targets: list[dict[str, Any]] = []
         self._telemetry: str | None = None
 
     def __enter__(self) -> LiveDisplay:
@@ -147,9 +183,12 @@ class LiveDisplay:
         """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
         for i, snapshot in enumerate(snapshots):
             self._rows = interval_rows(self.plan, snapshot)
+            self._targets = pertarget.interval_rows(self.plan, snapshot)
             if self._live is None:
                 # Written directly: a log line must not be wrapped at the console width.
-                line = plain_line(self._rows)
+                line = plain_line(self._rows, self.plan)
+                if len(self._targets) > 1:
+                    line += " | " + target_part(self._targets)
                 if self._telemetry and i == len(snapshots) - 1:
                     line += " | " + self._telemetry
                 self.console.file.write(line + "\n")
@@ -196,9 +235,11 @@ class LiveDisplay:
         grouped = len(self._rows) > GROUP_ABOVE
         for row in group_rows(self._rows):
             plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
+            arrival = describe_arrival(plan_stream)
+            where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),
-                f"{row['streams']} streams" if grouped else describe_arrival(plan_stream),
+                f"{row['streams']} streams" if grouped else f"{arrival} {where}".rstrip(),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),
@@ -209,6 +250,20 @@ class LiveDisplay:
                 if row["errors"]
                 else "0",
             )
+        if len(self._targets) > 1:
+            table.add_section()
+            for t in self._targets:
+                table.add_row(
+                    f"target {escape(t['name'])}",
+                    "",
+                    fmt_rate(t["iops"]),
+                    fmt_rate(t["mbps"], 1),
+                    "",
+                    "",
+                    "",
+                    "",
+                    Text(f"{t['errors']:,}", style="red") if t["errors"] else "0",
+                )
         if len(self._rows) > 1:
             table.add_section()
             table.add_row(
@@ -277,6 +332,42 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
         else "0",
         style="bold",
     )
+    return table
+
+
+def targets_table(summary: dict[str, Any]) -> Table | None:
+    """Per target over the measurement window (runs with several targets): what it received,
+    and its read and write latency (merged histograms: response time for open loop)."""
+    targets = summary.get("targets") or []
+    if len(targets) < 2:
+        return None
+    table = Table(
+        title="per target",
+        title_justify="left",
+        caption="latency in ms, p50/p99/p99.9; MB/s = 10^6 bytes/s",
+        caption_justify="left",
+    )
+    for name in ("target", "path", "IOPS", "MB/s", "read IOPS", "write IOPS", "read ms",
+                 "write ms", "errors"):  # fmt: skip
+        table.add_column(name, justify="left" if name in ("target", "path") else "right")
+    for t in targets:
+        lat = {
+            op: "/".join(fmt_ms((t.get(f"{op}_latency") or {}).get(k)) for k in
+                         ("p50_ms", "p99_ms", "p999_ms"))
+            if t.get(f"{op}_ops") else "-"
+            for op in ("read", "write")
+        }  # fmt: skip
+        table.add_row(
+            escape(str(t["name"])),
+            escape(str(t.get("path") or "")),
+            fmt_rate(t.get("iops")),
+            fmt_rate(t.get("mbps"), 1),
+            fmt_rate(t.get("read_iops")),
+            fmt_rate(t.get("write_iops")),
+            lat["read"],
+            lat["write"],
+            Text(f"{t['errors']:,}", style="red") if t.get("errors") else "0",
+        )
     return table
 
 

@@ -302,7 +302,7 @@ def run_plan(
             raise
         if ended_by is not None:
             summary["ended_by"] = ended_by
-        summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
+        summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         # The first target's record here; every target's is in run.json `targets`.
         summary["preconditioning"] = {

@@ -586,29 +586,69 @@ def _ratio(back: float | None, front: float | None) -> float | None:
     return back / front if back is not None and front else None
 
 
-def front_vs_back(total: dict[str, Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+RATE_KEYS = ("read_iops", "write_iops", "read_mbps", "write_mbps")
+
+
+def _back_row(d: dict[str, Any], front: dict[str, Any]) -> dict[str, Any]:
+    row = {
+        "side": "back end",
+        "name": d["device"],
+        "depth": d["depth"],
+        "targets": d.get("targets"),
+        **{k: d.get(k) for k in RATE_KEYS},
+    }
+    for k in RATE_KEYS:
+        row[f"{k}_ratio"] = _ratio(d.get(k), front.get(k))
+    row["util_pct"] = d.get("util_pct")
+    return row
+
+
+def front_vs_back(
+    total: dict[str, Any],
+    devices: list[dict[str, Any]],
+    targets: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """The seed 001 table: tilemark's IOPS and MB/s (front end) beside each device's (back
     end), with back/front ratios (1.0: every IO reached the device; < 1: a cache absorbed
-    some; > 1: the device did more, such as a RAID's write penalty or other tenants)."""
+    some; > 1: the device did more, such as a RAID's write penalty or other tenants).
+
+    With several targets (summary["targets"]) each target's front end comes with the devices
+    serving it, their ratios against what tilemark sent to the targets they serve (a device
+    under two targets, such as the disk under two files, is set against both together)."""
     rows = [
         {
             "side": "front end",
             "name": "tilemark",
             "depth": None,
-            **{k: total.get(k) for k in ("read_iops", "write_iops", "read_mbps", "write_mbps")},
+            "targets": None,
+            **{k: total.get(k) for k in RATE_KEYS},
         }
     ]
-    for d in devices:
-        row = {
-            "side": "back end",
-            "name": d["device"],
-            "depth": d["depth"],
-            **{k: d.get(k) for k in ("read_iops", "write_iops", "read_mbps", "write_mbps")},
-        }
-        for k in ("read_iops", "write_iops", "read_mbps", "write_mbps"):
-            row[f"{k}_ratio"] = _ratio(d.get(k), total.get(k))
-        row["util_pct"] = d.get("util_pct")
-        rows.append(row)
+    if not targets or len(targets) < 2:
+        return rows + [_back_row(d, total) for d in devices]
+    fronts = {t["name"]: t for t in targets}
+    shown: set[str] = set()
+    for t in targets:
+        rows.append(
+            {
+                "side": "front end",
+                "name": f"tilemark: {t['name']}",
+                "depth": None,
+                "targets": [t["name"]],
+                **{k: t.get(k) for k in RATE_KEYS},
+            }
+        )
+        for d in devices:
+            served = d.get("targets") or []
+            if t["name"] not in served or d["dev"] in shown:
+                continue
+            shown.add(d["dev"])
+            front = {
+                k: sum(fronts[n].get(k) or 0.0 for n in served if n in fronts) for k in RATE_KEYS
+            }
+            rows.append(_back_row(d, front))
+    # Devices that serve no target by name (telemetry without target names).
+    rows += [_back_row(d, total) for d in devices if d["dev"] not in shown]
     return rows
 
 
@@ -664,11 +704,18 @@ def back_end(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def summarize_telemetry(summary: dict[str, Any], totals: Totals) -> dict[str, Any]:
-    """The run summary's telemetry: per-device totals, front end vs back end, host totals."""
+def summarize_telemetry(
+    summary: dict[str, Any], totals: Totals, sampled: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The run summary's telemetry: per-device totals (with the names of the targets each
+    serves, from `sampled`: Telemetry.devices), front end vs back end, host totals."""
     devices = totals.devices()
+    names = [t.get("name") for t in summary.get("targets") or []]
+    serves = {d["dev"]: d.get("targets") or [] for d in sampled or []}
+    for d in devices:
+        d["targets"] = [names[i] for i in serves.get(d["dev"], []) if i < len(names)]
     return {
         "devices": devices,
-        "front_vs_back": front_vs_back(summary.get("total") or {}, devices),
+        "front_vs_back": front_vs_back(summary.get("total") or {}, devices, summary.get("targets")),
         "host": totals.host(),
     }

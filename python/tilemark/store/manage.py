@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tilemark.errors import UsageError
+from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
 from tilemark.store.intervals import (
     INTERVAL_LOG,
@@ -35,6 +36,8 @@ RUN_FILES = {
     RESERVE_FILE,
     "report.html",
     *TELEMETRY_FILES,
+    TARGETS_FILE,
+    TARGETS_LOG,
 }
 TEMPORARY = re.compile(r"^\..+\.tmp$")
 PART = re.compile(r"^part-\d+\.parquet$")

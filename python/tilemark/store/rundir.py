@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import tilemark
-from tilemark import envinfo
+from tilemark import envinfo, pertarget
 from tilemark import telemetry as tm
 from tilemark.store import catalog, process
 from tilemark.store.intervals import (
@@ -137,6 +137,10 @@ class RunWriter:
             "files": {"intervals": INTERVALS_FILE, "intervals_log": INTERVAL_LOG},
         }
         self._telemetry_logs: dict[str, IntervalLog] = {}
+        # Per-target intervals, for runs with several targets (one target: its totals).
+        self._per_target = len(plan.get("targets") or []) > 1
+        if self._per_target:
+            self.doc["files"]["targets"] = pertarget.TARGETS_FILE
         if telemetry is not None:
             self.doc["telemetry"] = telemetry
             self.doc["files"].update(
@@ -153,6 +157,10 @@ class RunWriter:
                     "devices": IntervalLog(self.path / tm.DEVICES_LOG, tm.DEVICE_SCHEMA),
                     "host": IntervalLog(self.path / tm.HOST_LOG, tm.HOST_SCHEMA),
                 }
+            if self._per_target:
+                self._telemetry_logs["targets"] = IntervalLog(
+                    self.path / pertarget.TARGETS_LOG, pertarget.TARGET_SCHEMA
+                )
             _reserve(self.path / RESERVE_FILE, reserve)
         except OSError:
             # Nothing was measured yet: leave no half-made run behind.
@@ -172,10 +180,18 @@ class RunWriter:
             if self.failure is not None:
                 return
             rows = snapshot_rows(self.run_id, self.plan, snap)
+            span = int(snap["start_ns"]), int(snap["end_ns"])
             try:
-                self._log.add(rows, int(snap["start_ns"]), int(snap["end_ns"]))
+                self._log.add(rows, *span)
             except OSError as exc:
                 self._fail(f"writing {self._log.path}", exc, first_lost=int(snap["interval"]))
+                continue
+            log = self._telemetry_logs.get("targets")
+            if log is not None:
+                try:
+                    log.add(pertarget.target_rows(self.run_id, self.plan, snap), *span)
+                except OSError as exc:
+                    self._fail(f"writing {log.path}", exc, first_lost=int(snap["interval"]))
 
     def add_telemetry(self, device_rows: list[dict], host_rows: list[dict]) -> None:
         """Append telemetry rows (telemetry.Telemetry.rows) to their logs."""
@@ -247,6 +263,12 @@ class RunWriter:
             if self.failure is None:
                 seal_log(self.path / tm.DEVICES_LOG, self.path / tm.DEVICES_FILE, tm.DEVICE_SCHEMA)
                 seal_log(self.path / tm.HOST_LOG, self.path / tm.HOST_FILE, tm.HOST_SCHEMA)
+                if self._per_target:
+                    seal_log(
+                        self.path / pertarget.TARGETS_LOG,
+                        self.path / pertarget.TARGETS_FILE,
+                        pertarget.TARGET_SCHEMA,
+                    )
         except OSError as exc:
             if self.failure is None:
                 self.failure = (

@@ -41,7 +41,44 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
         if doc.get("summary") is None
         else {"telemetry": None, "tool_bound": None, **doc["summary"]},
     },
+    # 4 breaks results down per target and gives streams phases (pertarget.py).
+    3: lambda doc: _per_target_v4(doc),
 }
+
+
+def _per_target_v4(doc: dict[str, Any]) -> dict[str, Any]:
+    """4 breaks results down per target (many targets per run) and rates phased streams over
+    their active time. A run of an older tilemark had one target and no phases: its one
+    target's figures are its totals (latency per target was not kept: null), and every stream
+    was active for the whole measurement."""
+    summary = doc.get("summary")
+    targets = [{"name": None, **t} if isinstance(t, dict) else t for t in doc.get("targets") or []]
+    doc = {**doc, "targets": targets}
+    if summary is None:
+        return doc
+    total = summary.get("total") or {}
+    first = (doc.get("plan") or {}).get("targets") or [{}]
+    path = first[0].get("path") or (targets[0].get("path") if targets else None)
+    duration = summary.get("duration_s")
+    streams = [
+        {"targets": [path], "start_s": None, "stop_s": None, "active_s": duration, **s}
+        for s in summary.get("streams") or []
+    ]
+    none = dict.fromkeys(("mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms"))
+    per_target = [
+        {
+            "target": 0,
+            "name": path,
+            "path": path,
+            "streams": [s.get("name") for s in streams],
+            **{k: total.get(k) for k in ("iops", "mbps", "read_iops", "write_iops")},
+            **{k: total.get(k) for k in ("read_mbps", "write_mbps")},
+            "errors": total.get("errors"),
+            "read_latency": dict(none),
+            "write_latency": dict(none),
+        }
+    ]
+    return {**doc, "summary": {"targets": per_target, **summary, "streams": streams}}
 
 
 class StoreError(Exception):
