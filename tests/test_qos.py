@@ -168,3 +168,29 @@ def test_compacted_snapshots_give_the_same_verdicts():
     assert [(v.scope, v.passed, v.value) for v in merged] == [
         (v.scope, v.passed, v.value) for v in raw
     ]
+
+
+def test_a_phased_stream_is_judged_over_its_phase_only():
+    # The stream runs from 3 s to 5 s of a 7-interval run; a per-interval latency criterion
+    # would fail every idle interval (no IO can meet a latency bound) if they were judged.
+    per_interval = Criterion("read_avg", ("db",), "mean", op="read", max_ms=20, per_interval=True)
+    snaps = [snap(0, 0, 5, phase="warmup")]
+    snaps += [snap(k, 100 if 3 <= k < 5 else 0, 5) for k in range(1, 7)]
+    plan = {"streams": [{"name": "db", "start_ms": 3000, "stop_ms": 5000}]}
+    verdicts = evaluate([per_interval], {"db": 0}, snaps, result_from(snaps), 1.0, plan=plan)
+    assert failures(verdicts) == []
+    assert [v.scope for v in verdicts] == ["window", "interval 1", "interval 2"]
+    assert [(v.start_s, v.end_s) for v in verdicts[1:]] == [(3.0, 4.0), (4.0, 5.0)]
+    # Without the phase the idle intervals fail: they are what the phase leaves out.
+    unphased = evaluate([per_interval], {"db": 0}, snaps, result_from(snaps), 1.0)
+    assert len(failures(unphased)) == 4
+
+
+def test_a_phased_streams_rate_counts_its_active_time():
+    from tilemark.analysis.tiles import _achieved
+
+    snaps = [snap(k, 100 if 3 <= k < 5 else 0, 5) for k in range(1, 7)]  # 200 IOs in 2 s
+    result = result_from(snaps)
+    plan = {"streams": [{"name": "db", "start_ms": 3000, "stop_ms": 5000}]}
+    assert _achieved(result, [0], plan)[0] == pytest.approx(100.0)
+    assert _achieved(result, [0])[0] == pytest.approx(200 / 6)  # over the whole window

@@ -127,12 +127,29 @@ def _backlog(stream_snap: dict) -> int:
     return int(stream_snap.get("behind_ios", 0)) + int(stream_snap.get("inflight", 0))
 
 
+# A span of run time in ns, [start, stop); stop None: to the end of the run.
+Span = tuple[int, int | None]
+
+
+def _outside(snap: dict, span: Span | None) -> bool:
+    """A snapshot that ends before the span starts, or starts at or after its stop."""
+    if span is None:
+        return False
+    start, stop = span
+    return snap["end_ns"] <= start or (stop is not None and snap["start_ns"] >= stop)
+
+
 def windows_from_snapshots(
-    snapshots: Sequence[dict], indices: Sequence[int], qos_interval_s: float
+    snapshots: Sequence[dict],
+    indices: Sequence[int],
+    qos_interval_s: float,
+    span: Span | None = None,
 ) -> list[Window]:
     """Group measurement-phase snapshots into QoS intervals for the given plan streams.
 
-    The last window is kept only if it spans at least half a QoS interval.
+    `span` is the phase of the streams (run time): snapshots outside it are left out, so a
+    phased stream is judged over the time it ran, never over time it was idle. The last
+    window is kept only if it spans at least half a QoS interval.
     """
     idx = set(indices)
     backlog = 0
@@ -141,7 +158,7 @@ def windows_from_snapshots(
     for snap in snapshots:
         rows = [s for s in snap["streams"] if s["stream"] in idx]
         level = sum(_backlog(s) for s in rows)
-        if snap["phase"] != "measure":
+        if snap["phase"] != "measure" or _outside(snap, span):
             backlog = level
             continue
         start, end = snap["start_ns"] / 1e9, snap["end_ns"] / 1e9
@@ -252,6 +269,23 @@ def check(
     )
 
 
+def phase_span(plan: dict | None, indices: Iterable[int]) -> Span | None:
+    """The run time over which some plan streams were active: from the earliest start to the
+    latest stop (None when all run for the whole run, or without a plan)."""
+    streams = (plan or {}).get("streams") or []
+    phases = [
+        (int(s.get("start_ms") or 0) * 1_000_000, s.get("stop_ms"))
+        for i in indices
+        if i < len(streams)
+        for s in [streams[i]]
+    ]
+    if not phases or all(start == 0 and stop is None for start, stop in phases):
+        return None
+    stops = [stop for _, stop in phases]
+    stop = None if any(x is None for x in stops) else max(stops) * 1_000_000
+    return min(start for start, _ in phases), stop
+
+
 def evaluate(
     criteria: Iterable[Criterion],
     stream_index: dict[str, int],
@@ -259,9 +293,11 @@ def evaluate(
     result: dict,
     qos_interval_s: float = 60.0,
     batches: BatchSeries | None = None,
+    plan: dict | None = None,
 ) -> list[Verdict]:
     """Every verdict for one application instance; `stream_index` maps its stream names to
-    plan indices. `batches` (from SnapshotCompactor) give means their batch-means CI."""
+    plan indices. `batches` (from SnapshotCompactor) give means their batch-means CI. With
+    the `plan`, per-interval criteria of phased streams cover their phase only."""
     verdicts: list[Verdict] = []
     for c in criteria:
         indices = [stream_index[name] for name in c.streams]
@@ -271,7 +307,8 @@ def evaluate(
         window = window_from_result(result, snapshots, indices)
         verdicts.append(check(c, window, "window", series))
         if c.per_interval:
-            for k, w in enumerate(windows_from_snapshots(snapshots, indices, qos_interval_s)):
+            span = phase_span(plan, indices)
+            for k, w in enumerate(windows_from_snapshots(snapshots, indices, qos_interval_s, span)):
                 verdicts.append(check(c, w, f"interval {k + 1}"))
     return verdicts
 

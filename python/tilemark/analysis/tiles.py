@@ -22,7 +22,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import OPS, Verdict, evaluate, failures, undecided, worst
 from tilemark.apps import Profile, TileSpec
 from tilemark.hist import latency_hist
-from tilemark.summary import errors_by_name, errors_text, mean_io_size
+from tilemark.summary import active_s, errors_by_name, errors_text, mean_io_size
 from tilemark.tilelayout import TileLayout
 
 DEFAULT_QOS_INTERVAL_S = 60.0
@@ -32,17 +32,25 @@ def _measured_s(result: dict) -> float:
     return max((result["measure_end_ns"] - result["measure_start_ns"]) / 1e9, 1e-9)
 
 
-def _achieved(result: dict, indices: list[int]) -> tuple[float, float, int]:
-    """(IOPS of reads+writes, MB/s, errors) of some plan streams over the measured window."""
-    secs = _measured_s(result)
-    ops = nbytes = errors = 0
+def _achieved(
+    result: dict, indices: list[int], compiled: dict | None = None
+) -> tuple[float, float, int]:
+    """(IOPS of reads+writes, MB/s, errors) of some plan streams: each stream's rate over the
+    part of the measured window it was active in (a phased stream is not rated over time it
+    was idle), summed."""
+    streams = (compiled or {}).get("streams") or []
+    window = int(result["measure_start_ns"]), int(result["measure_end_ns"])
+    iops = mbps = 0.0
+    errors = 0
     for i in indices:
         s = result["streams"][i]
+        secs = max(active_s(streams[i], *window), 1e-9) if i < len(streams) else None
+        secs = secs or _measured_s(result)
         for op in ("read", "write"):
-            ops += s[op]["ops"]
-            nbytes += s[op]["bytes"]
+            iops += s[op]["ops"] / secs
+            mbps += s[op]["bytes"] / 1e6 / secs
         errors += sum(sum(s[op]["errors"].values()) for op in ("read", "write", "sync"))
-    return ops / secs, nbytes / 1e6 / secs, errors
+    return iops, mbps, errors
 
 
 def _target(compiled: dict, indices: list[int]) -> tuple[float, float] | None:
@@ -108,8 +116,10 @@ def application_results(
     for (t, app), streams in by_tile_then_app:
         profile = profiles[app]
         idx = list(streams.values())
-        iops, mbps, errors = _achieved(result, idx)
-        verdicts = evaluate(profile.qos, streams, snapshots, result, qos_interval_s, batches)
+        iops, mbps, errors = _achieved(result, idx, compiled)
+        verdicts = evaluate(
+            profile.qos, streams, snapshots, result, qos_interval_s, batches, compiled
+        )
         if errors:
             named = errors_text(
                 errors_by_name(*(result["streams"][i][op] for i in idx for op in OPS))
@@ -125,7 +135,7 @@ def application_results(
                     "errors",
                 )  # fmt: skip
             )
-        metric = _metric(profile, streams, lambda i: _achieved(result, i))
+        metric = _metric(profile, streams, lambda i: _achieved(result, i, compiled))
         target_of = _target(compiled, idx)
         target_metric = ratio = None
         if target_of is not None:
