@@ -21,12 +21,16 @@ def make_file(path: Path, size: int, *, seed: int = 1) -> Path:
 
 
 def stream(name: str = "s", **kw) -> dict:
-    """A stream spec with sensible defaults (4 KiB random read, closed loop QD1)."""
+    """A stream spec with sensible defaults (4 KiB random read, closed loop QD1) on one region
+    of target 0 (`target`, `offset`, `length` set it)."""
+    region = {
+        "target": kw.pop("target", 0),
+        "offset": kw.pop("offset", 0),
+        "length": kw.pop("length", 8 * MiB),
+    }
     s = {
         "name": name,
-        "target": 0,
-        "offset": 0,
-        "length": kw.pop("length", 8 * MiB),
+        "regions": [region],
         "read_pct": 100.0,
         "sizes": [[4096, 1.0]],
         "pattern": {"kind": "random"},

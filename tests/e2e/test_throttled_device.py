@@ -51,8 +51,7 @@ def paced_plan(dev: str, rate: float, qd: int) -> dict:
         "streams": [
             {
                 "name": "paced",
-                "target": 0,
-                "length": 32 * MiB,
+                "regions": [{"target": 0, "length": 32 * MiB}],
                 "read_pct": 100.0,
                 "sizes": [[4096, 1.0]],
                 "pattern": {"kind": "random"},
