@@ -79,6 +79,11 @@ def test_a_stream_over_two_files_spreads_its_ios_and_writes_both(tmp_path, sprea
     measured = [r for r in rows if r["phase"] == "measure" and r["op"] == "write"]
     for name in ("a", "b"):
         assert sum(r["ops"] for r in measured if r["target_name"] == name) == ops[name]
+    # export --csv carries the breakdown too.
+    assert main(["export", str(run_dir), "--csv", str(tmp_path / "csv")]) == 0
+    lines = (tmp_path / "csv" / "targets.csv").read_text().splitlines()
+    assert len(lines) == 3 and lines[1].split(",")[1] == "a"
+    assert (tmp_path / "csv" / "target_intervals.csv").stat().st_size > 0
 
 
 def test_a_phased_stream_issues_ios_only_inside_its_phase(tmp_path):

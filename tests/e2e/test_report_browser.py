@@ -73,6 +73,19 @@ def reports(tmp_path_factory) -> dict[str, Path]:
         HtmlExporter().export(build_report(load_source(source)), paths[name])
     paths["compare"] = out / "compare.html"
     assert main(["compare", str(base), str(faster), "-o", str(paths["compare"])]) == 0
+    # A run on two targets with a phased stream: the per-target section and phase rules.
+    targets_root = tmp_path_factory.mktemp("targets")
+    workload = targets_root / "w.toml"
+    workload.write_text(
+        f'target = ["a={targets_root / "a.dat"}", "b={targets_root / "b.dat"}"]\n'
+        'size = "4m"\nduration = "1s"\ninterval = "0.1s"\nbackend = "null"\n'
+        '[[stream]]\nname = "load"\nrw = "randrw"\n'
+        '[[stream]]\nname = "check"\ntarget = "b"\nstart = "0.3s"\nstop = "0.7s"\n'
+    )
+    assert main(["run", str(workload), "--results", str(targets_root / "r")]) == 0
+    (targets_run,) = [p for p in (targets_root / "r").iterdir() if (p / "run.json").is_file()]
+    paths["targets"] = out / "targets.html"
+    HtmlExporter().export(build_report(load_source(targets_run)), paths["targets"])
     # Studies of one workload's parameters, run on the null backend (no storage IO).
     points_root = tmp_path_factory.mktemp("points")
     fast = ["--target", str(points_root / "t.dat"), "--size", "4m", "--backend", "null",
@@ -117,10 +130,16 @@ def _artifacts(tmp_path: Path) -> Path:
         "matrix",
         "curve",
         "compare-sweep",
+        "targets",
     ],
 )
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
     check_report(browser, reports[kind], kind, tmp_path)
+    if kind == "targets":
+        html = reports[kind].read_text()
+        for figure in ("targets-iops", "targets-mbps", "targets-latency"):
+            assert f'id="chart-{figure}"' in html, figure
+        assert "check starts" in html and "check stops" in html
 
 
 def check_report(browser, report: Path, kind: str, tmp_path: Path) -> None:

@@ -152,12 +152,37 @@ def _change_label(c: dict[str, Any]) -> str:
     return f"{word} {pct:+.0f}%" if pct is not None else word
 
 
-def _layers(chart: alt.Chart, warmup_s: float, changes: Sequence[dict[str, Any]]) -> Any:
-    """The chart with the warm-up band under it and change-point rules over it."""
+def phase_layer(phases: Sequence[dict[str, Any]]) -> alt.Chart | None:
+    """Dotted rules where phased streams start and stop ({t_s, label}), labelled."""
+    if not phases:
+        return None
+    data = dataset([{"t_s": rounded(p["t_s"]), "label": p["label"]} for p in phases])
+    rule = (
+        alt.Chart(data)
+        .mark_rule(color="#00695c", strokeDash=[1, 3], strokeWidth=1.5)
+        .encode(x=alt.X("t_s:Q"), tooltip=[alt.Tooltip("label:N", title="phase")])
+    )
+    label = (
+        alt.Chart(data)
+        .mark_text(align="left", baseline="bottom", dx=3, dy=-3, color="#00695c", fontSize=10)
+        .encode(x="t_s:Q", y=alt.value(HEIGHT), text="label:N")
+    )
+    return rule + label
+
+
+def _layers(
+    chart: alt.Chart,
+    warmup_s: float,
+    changes: Sequence[dict[str, Any]],
+    phases: Sequence[dict[str, Any]] = (),
+) -> Any:
+    """The chart with the warm-up band under it, change-point and phase rules over it."""
     warm = _warmup_layer(warmup_s)
-    rules = change_layer(changes)
     layered = (warm + chart) if warm is not None else chart
-    return (layered + rules) if rules is not None else layered
+    for rules in (change_layer(changes), phase_layer(phases)):
+        if rules is not None:
+            layered = layered + rules
+    return layered
 
 
 def _group_picker(groups: list[str], label: str) -> alt.Parameter:
@@ -178,9 +203,10 @@ def throughput_over_time(
     stacked: bool = False,
     order: Sequence[str] | None = None,
     changes: Sequence[dict[str, Any]] = (),
+    phases: Sequence[dict[str, Any]] = (),
 ) -> alt.TopLevelMixin:
     """IOPS or MB/s (`field`) per group over time (stacked areas per group when `stacked`),
-    with the run's change points as rules."""
+    with the run's change points and its streams' phases as rules."""
     y_title = Y_TITLES[field]
     groups = _groups(rows, order)
     data = dataset(compact(rows, SERIES_FIELDS))
@@ -209,7 +235,9 @@ def throughput_over_time(
         chart = mark.encode(
             x=x, y=y, color=alt.Color("group:N", title=group_title, sort=groups), tooltip=tooltip
         )
-    return _layers(chart, warmup_s, changes).properties(title=title, width=WIDTH, height=HEIGHT)
+    return _layers(chart, warmup_s, changes, phases).properties(
+        title=title, width=WIDTH, height=HEIGHT
+    )
 
 
 LATENCY_STATS = {
@@ -231,9 +259,10 @@ def latency_over_time(
     group_title: str = "stream",
     order: Sequence[str] | None = None,
     changes: Sequence[dict[str, Any]] = (),
+    phases: Sequence[dict[str, Any]] = (),
 ) -> alt.TopLevelMixin:
     """Latency percentiles per group over time (log scale); one line per group and stat, with
-    the run's change points as rules."""
+    the run's change points and its streams' phases as rules."""
     groups = _groups(rows, order)
     data = dataset(compact(rows, tuple(dict.fromkeys((*SERIES_FIELDS, *stats)))))
     labels = {s: LATENCY_STATS.get(s, s) for s in stats}
@@ -271,7 +300,9 @@ def latency_over_time(
             strokeDash=stat_dash,
             tooltip=tooltip,
         )
-    return _layers(chart, warmup_s, changes).properties(title=title, width=WIDTH, height=HEIGHT)
+    return _layers(chart, warmup_s, changes, phases).properties(
+        title=title, width=WIDTH, height=HEIGHT
+    )
 
 
 def _groups(rows: list[dict[str, Any]], order: Sequence[str] | None) -> list[str]:

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from tilemark import telemetry as tm
+from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
@@ -104,6 +105,16 @@ def application_rows(run: RunData) -> tuple[list[dict], list[dict], list[dict]]:
     return per_app, instances, verdicts
 
 
+def _flat(target: dict[str, Any]) -> dict[str, Any]:
+    """A summary.targets entry as one CSV row (latencies as read_p99_ms, ...)."""
+    row = {k: v for k, v in target.items() if not isinstance(v, dict | list)}
+    row["streams"] = " ".join(target.get("streams") or [])
+    for op in ("read", "write"):
+        for k, v in (target.get(f"{op}_latency") or {}).items():
+            row[f"{op}_{k}"] = v
+    return row
+
+
 class CsvExporter:
     """Writes the CSV files of a run or a study into a directory."""
 
@@ -126,9 +137,13 @@ class CsvExporter:
             written.append(_write_rows(dest / "applications.csv", per_app))
             written.append(_write_rows(dest / "instances.csv", instances))
             written.append(_write_rows(dest / "qos.csv", verdicts))
+        targets = (run.summary or {}).get("targets") or []
+        if len(targets) > 1:
+            written.append(_write_rows(dest / "targets.csv", [_flat(t) for t in targets]))
         for final, log, name in (
             (tm.DEVICES_FILE, tm.DEVICES_LOG, "devices.csv"),
             (tm.HOST_FILE, tm.HOST_LOG, "host.csv"),
+            (TARGETS_FILE, TARGETS_LOG, "target_intervals.csv"),
         ):
             rows = read_rows(run.run_dir, final, log)
             if rows:

@@ -417,6 +417,7 @@ class SeriesSet:
     warmup_s: float
     open_loop: dict[str, set[str]]  # level -> groups with an open-loop stream
     changes: list[dict[str, Any]] = field(default_factory=list)  # summary.change_points
+    phases: list[dict[str, Any]] = field(default_factory=list)  # phased streams: {t_s, label}
 
 
 _HIST_TYPE = '{"n":"UBIGINT","sum":"DOUBLE","min":"UBIGINT","max":"UBIGINT","b":"UINTEGER[][]"}'

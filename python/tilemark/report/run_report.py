@@ -28,6 +28,7 @@ from tilemark.report.format import (
     tested_on,
 )
 from tilemark.report.steady_report import steady_section, window_hist
+from tilemark.report.targets_report import targets_section
 from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.summary import errors_by_name, errors_text
 
@@ -56,7 +57,12 @@ def run_report(run: RunData) -> Report:
         sections.append(Section("applications", "Applications", applications_tables(run)))
     if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
         series = compute_series(run)
+        series.phases = phase_marks(run)
         sections.extend(time_series_sections(run, series))
+    warmup_s = float((run.doc.get("plan") or {}).get("warmup_ms") or 0) / 1e3
+    per_target = targets_section(run, warmup_s)
+    if per_target is not None:
+        sections.append(per_target)
     devices = telemetry_section(run)
     if devices is not None:
         sections.append(devices)
@@ -407,6 +413,7 @@ def _applications_over_time(series: SeriesSet, prefix: str, note: str) -> Sectio
                 title=title,
                 warmup_s=warm,
                 changes=series.changes,
+                phases=series.phases,
                 group_title="application",
                 stacked=True,
             ),
@@ -427,6 +434,7 @@ def _applications_over_time(series: SeriesSet, prefix: str, note: str) -> Sectio
                 title=f"{what} p50 / p99 per application ({scope})",
                 warmup_s=warm,
                 changes=series.changes,
+                phases=series.phases,
                 group_title="application",
             ),
         )
@@ -452,6 +460,7 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
             title=f"Total {unit} (all streams)",
             warmup_s=warm,
             changes=series.changes,
+            phases=series.phases,
             group_title="streams",
         )
         for field, unit in (("iops", "IOPS"), ("mbps", "MB/s"))
@@ -468,10 +477,22 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
                 title="Response time p50 / p99 of all streams (merged histograms)",
                 warmup_s=warm,
                 changes=series.changes,
+                phases=series.phases,
                 group_title="streams",
             ),
         ),
     ]
+
+
+def phase_marks(run: RunData) -> list[dict[str, Any]]:
+    """Where phased streams start and stop (run time), for the time charts' rules."""
+    marks = []
+    for s in (run.doc.get("plan") or {}).get("streams") or []:
+        if s.get("start_ms"):
+            marks.append({"t_s": s["start_ms"] / 1e3, "label": f"{s['name']} starts"})
+        if s.get("stop_ms") is not None:
+            marks.append({"t_s": s["stop_ms"] / 1e3, "label": f"{s['name']} stops"})
+    return marks
 
 
 def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figure | Table]:
@@ -490,6 +511,7 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
                 title=title,
                 warmup_s=warm,
                 changes=series.changes,
+                phases=series.phases,
                 order=run.stream_names,
             ),
         )
@@ -506,6 +528,7 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
                 + (" (service time where it differs: open loop)" if len(stats) > 2 else ""),
                 warmup_s=warm,
                 changes=series.changes,
+                phases=series.phases,
                 order=run.stream_names,
             ),
             caption="Pick a stream in the list under the chart." if many else "",
