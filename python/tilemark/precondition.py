@@ -147,7 +147,7 @@ def pass_plan(info: targets.TargetInfo, bs: int) -> engine.Plan:
         raise UsageError(f"--bs {bs}: {e}") from None
     compiled["duration_ms"] = None
     for stream in compiled["streams"]:
-        stream["io_limit"] = stream["length"]  # type: ignore[typeddict-unknown-key]
+        stream["io_limit"] = stream["regions"][0]["length"]  # type: ignore[typeddict-unknown-key]
     return compiled
 
 
