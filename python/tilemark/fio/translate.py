@@ -485,8 +485,9 @@ def translate(path: str | os.PathLike[str]) -> Translation:
     if len(named) > 1 or (named and own):
         files = ", ".join(named + ([f"files of job {own[0].name}"] if own else []))
         raise UsageError(
-            f"fio job file {path}: its jobs use several files ({files}); tilemark runs one "
-            "target per run, so translate the jobs of each file separately."
+            f"fio job file {path}: its jobs use several files ({files}); the translation "
+            "takes one file per job file, so translate the jobs of each file separately (or "
+            "write a workload file with [[target]] tables and a target per stream)."
         )
     tables: list[dict[str, Any]] = []
     if named:
