@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
+use crate::verify::VerifySpec;
 
 pub const PLAN_VERSION: u32 = 1;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
@@ -52,6 +53,9 @@ pub struct Target {
     pub length: u64,
     #[serde(default = "yes")]
     pub direct: bool,
+    /// Write verifiable blocks and judge reads (docs/verification.md); None = off.
+    #[serde(default)]
+    pub verify: Option<VerifySpec>,
 }
 
 fn yes() -> bool {
@@ -124,6 +128,9 @@ pub struct StreamSpec {
     pub sync: SyncMode,
     #[serde(default)]
     pub compress_pct: f64,
+    /// Blocks written / distinct blocks (1 = every block unique).
+    #[serde(default = "one")]
+    pub dedupe_ratio: f64,
     /// Stop issuing after this many bytes (reads + writes); None = no limit.
     #[serde(default)]
     pub io_limit: Option<u64>,
@@ -134,6 +141,13 @@ pub struct StreamSpec {
 fn hundred() -> f64 {
     100.0
 }
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Largest dedupe ratio a stream may ask for.
+pub const MAX_DEDUPE_RATIO: f64 = 100.0;
 
 fn no_sync() -> SyncMode {
     SyncMode::None
@@ -217,6 +231,9 @@ impl Plan {
             if t.length == 0 {
                 return bad(format!("target {i} ({}) has length 0", t.path));
             }
+            if let Some(v) = &t.verify {
+                v.validate(t.length, &format!("target {i} ({})", t.path))?;
+            }
         }
         for s in &self.streams {
             let name = &s.name;
@@ -240,6 +257,20 @@ impl Plan {
             }
             if !(0.0..100.0).contains(&s.compress_pct) {
                 return bad(format!("stream '{name}': compress_pct must be 0..<100"));
+            }
+            if !(1.0..=MAX_DEDUPE_RATIO).contains(&s.dedupe_ratio) {
+                return bad(format!(
+                    "stream '{name}': dedupe_ratio must be 1..{MAX_DEDUPE_RATIO}"
+                ));
+            }
+            if let Some(v) = &t.verify {
+                let b = v.block_size;
+                if s.offset % b != 0 || s.align % b != 0 || s.sizes.iter().any(|x| x.0 % b != 0) {
+                    return bad(format!(
+                        "stream '{name}': with verification, offset, align and sizes must be \
+                         multiples of the {b}-byte verification block"
+                    ));
+                }
             }
             if s.qd == 0 || s.qd > MAX_QD {
                 return bad(format!(

@@ -12,6 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
@@ -20,6 +21,8 @@ use crate::error::{EngineError, Result};
 use crate::stats::{OpKind, StreamStats, LATE_NS};
 use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
+use crate::verify::{Findings, TargetVerify};
+use verify::{unix_now_s, IoCheck};
 
 /// Longest single wait, so a stop request is noticed promptly.
 pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
@@ -67,6 +70,8 @@ pub struct IntervalMsg {
 
 struct Slot {
     stream: u32,
+    /// With verification: the blocks the IO covers and what they held at issue (verify.rs).
+    check: Option<Box<IoCheck>>,
     kind: OpKind,
     buf: Option<AlignedBuf>,
     intended: u64,
@@ -78,6 +83,8 @@ struct Slot {
 
 pub struct ThreadResult {
     pub totals: Vec<(usize, StreamStats)>,
+    /// What the reads of verified targets found.
+    pub findings: Findings,
     pub end_ns: u64,
     /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
     pub stop_reason: Option<StopReason>,
@@ -108,6 +115,14 @@ pub struct Worker {
     next_hung_check: u64,
     /// Scratch for in-flight scans: which slots are free.
     free_mask: Vec<bool>,
+    /// Verified targets by plan index (empty when nothing is verified).
+    verify: Vec<Option<Arc<TargetVerify>>>,
+    findings: Findings,
+    /// Seconds since 1970 at run time 0, for the time written into verified blocks.
+    unix_zero_s: u64,
+    /// Streams that gave back write buffers whose data must be prepared again.
+    to_prepare: Vec<u32>,
+    spare_checks: Vec<Box<IoCheck>>,
     interval: u64,
     interval_start: u64,
     boundary: u64,
@@ -131,6 +146,11 @@ impl Worker {
             limits: Limits::default(),
             next_hung_check: 0,
             free_mask: Vec::new(),
+            verify: Vec::new(),
+            findings: Findings::default(),
+            unix_zero_s: 0,
+            to_prepare: Vec::new(),
+            spare_checks: Vec::new(),
             interval: 0,
             interval_start: 0,
             boundary: 0,
@@ -140,6 +160,12 @@ impl Worker {
     /// Stop the run on too many errors or a hung IO.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Verify the targets that have a `TargetVerify` (indexed by plan target).
+    pub fn with_verify(mut self, verify: Vec<Option<Arc<TargetVerify>>>) -> Self {
+        self.verify = verify;
         self
     }
 
@@ -157,6 +183,7 @@ impl Worker {
             std::thread::sleep(std::time::Duration::from_nanos(left.min(MAX_WAIT_NS)));
         }
         self.boundary = clock.boundary_after(0);
+        self.unix_zero_s = unix_now_s().saturating_sub(clock.now() / 1_000_000_000);
         for i in 0..self.streams.len() {
             if self.streams[i].is_open_loop() {
                 self.timers.push(Reverse((0, i as u32)));
@@ -177,6 +204,7 @@ impl Worker {
             .collect();
         Ok(ThreadResult {
             totals,
+            findings: std::mem::take(&mut self.findings),
             end_ns,
             stop_reason: clock.stop.reason(),
             hung: hung?,
@@ -345,6 +373,7 @@ impl Worker {
         self.free_slots.pop().unwrap_or_else(|| {
             self.slots.push(Slot {
                 stream: 0,
+                check: None,
                 kind: OpKind::Read,
                 buf: None,
                 intended: 0,
@@ -359,12 +388,15 @@ impl Worker {
     fn issue_data(&mut self, s: usize, now: u64, intended: u64) -> Result<()> {
         let st = &mut self.streams[s];
         let io = st.next_io();
-        let mut buf = st.take_buf(io.kind);
-        let file = if io.kind == OpKind::Write && st.dsync {
-            st.file_dsync
-        } else {
-            st.file
+        let mut buf = st.take_buf(io.kind, io.len);
+        let dsync = io.kind == OpKind::Write && st.dsync;
+        let file = if dsync { st.file_dsync } else { st.file };
+        let (target, at, index) = (st.target, st.base_offset + io.offset, st.index);
+        let check = match self.verify.get(target) {
+            Some(Some(_)) => self.verify_issue(target, &mut buf, io.kind, at, io.len, index, dsync, now),
+            _ => None,
         };
+        let st = &mut self.streams[s];
         let req = IoReq {
             user_data: 0,
             file,
@@ -384,7 +416,11 @@ impl Worker {
                 st.interval.ios_issued_late += 1;
             }
         }
-        self.queue_io(s, io.kind, Some(buf), req, now, intended)
+        let slot = self.queue_io(s, io.kind, Some(buf), req, now, intended)?;
+        if check.is_some() {
+            self.slots[slot as usize].check = check;
+        }
+        Ok(())
     }
 
     fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
@@ -411,7 +447,7 @@ impl Worker {
         mut req: IoReq,
         now: u64,
         intended: u64,
-    ) -> Result<()> {
+    ) -> Result<u32> {
         let slot_id = self.take_slot();
         req.user_data = slot_id as u64;
         let slot = &mut self.slots[slot_id as usize];
@@ -428,7 +464,7 @@ impl Worker {
         self.streams[s].inflight += 1;
         self.inflight += 1;
         self.unsubmitted += 1;
-        Ok(())
+        Ok(slot_id)
     }
 
     /// Close every interval that ended before `now`. The interval that reaches the planned end
@@ -453,12 +489,18 @@ impl Worker {
             let slot = &mut self.slots[c.user_data as usize];
             let s = slot.stream as usize;
             let kind = slot.kind;
-            let buf = slot.buf.take();
+            // A read still to be judged keeps its buffer until record_released.
+            let keep = kind == OpKind::Read && slot.check.is_some();
+            let buf = if keep { None } else { slot.buf.take() };
+            let used = slot.len;
             self.inflight -= 1;
             let st = &mut self.streams[s];
             st.inflight -= 1;
             if let Some(b) = buf {
-                st.return_buf(kind, b);
+                if kind == OpKind::Write && !st.has_written_bufs() {
+                    self.to_prepare.push(s as u32);
+                }
+                st.return_buf(kind, b, used);
             }
             if kind == OpKind::Write && c.result >= 0 {
                 st.on_write_done();
@@ -485,6 +527,9 @@ impl Worker {
             return;
         }
         let mut errors = 0;
+        if !self.verify.is_empty() {
+            errors += self.check_released(now);
+        }
         for c in &self.released {
             let slot = &self.slots[c.user_data as usize];
             let kind = slot.kind;
@@ -507,10 +552,15 @@ impl Worker {
             self.free_slots.push(c.user_data as u32);
         }
         self.released.clear();
+        // Fresh data for the write buffers given back, while the device works.
+        while let Some(s) = self.to_prepare.pop() {
+            self.streams[s as usize].prepare_written();
+        }
         if errors > 0 {
             let total = clock.stop.add_errors(errors);
             if self.limits.max_errors.is_some_and(|m| total > m) {
-                clock.stop.stop(StopReason::Errors);
+                let findings = self.findings.total > 0;
+                clock.stop.stop(if findings { StopReason::Findings } else { StopReason::Errors });
             }
         }
     }
@@ -552,5 +602,6 @@ impl Worker {
 mod limits;
 #[cfg(test)]
 mod tests;
+mod verify;
 
 pub use limits::{HungIo, Limits};

@@ -35,7 +35,7 @@ fn streams(specs: &[StreamSpec]) -> Vec<StreamState> {
     specs
         .iter()
         .enumerate()
-        .map(|(i, s)| StreamState::new(i, s, 0, 0, 0))
+        .map(|(i, s)| StreamState::new(i, s, 0, 0, 0, None))
         .collect()
 }
 
