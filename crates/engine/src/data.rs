@@ -71,7 +71,8 @@ impl Layout {
     /// The layout for a compressible share `compress_pct` (0..100) of each block.
     pub fn new(block: usize, compress_pct: f64, verify: bool) -> Layout {
         let overhead = Self::overhead_of(block, verify);
-        let incompressible = (block as f64 * (100.0 - compress_pct) / 100.0 / 8.0).round() as usize * 8;
+        let incompressible =
+            (block as f64 * (100.0 - compress_pct) / 100.0 / 8.0).round() as usize * 8;
         let rand_bytes = incompressible
             .saturating_sub(overhead)
             .min(block - overhead);
@@ -246,6 +247,33 @@ impl BlockGen {
             }
         }
     }
+}
+
+/// `blocks` blocks as a stream with these settings writes them over a region of that many
+/// blocks (headers stamped as for generation 1 of offsets 0, B, 2B...): the sample whose
+/// compressibility and dedupability a run measures and records.
+pub fn sample(
+    block: usize,
+    compress_pct: f64,
+    dedupe_ratio: f64,
+    verify: bool,
+    blocks: usize,
+    seed: u64,
+) -> Vec<u8> {
+    let target_id = mix64(seed ^ 0x73616d706c65);
+    let layout = Layout::new(block, compress_pct, verify);
+    let dedupe = DedupePlan::new(dedupe_ratio, blocks as u64);
+    let mut gen = BlockGen::new(layout, dedupe, target_id, seed);
+    let mut out = vec![0u8; block * blocks];
+    gen.prepare(&mut out);
+    if verify {
+        for (j, b) in out.chunks_exact_mut(block).enumerate() {
+            if !header::is_pool(b) {
+                header::stamp(b, target_id, (j * block) as u64, 1, 1, 0, 0);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -145,7 +145,10 @@ impl Engine {
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
         for (i, spec) in plan.streams.iter().enumerate() {
             let t = &plan.targets[spec.target];
-            let verify = t.verify.as_ref().map(|v| (v.target_id, v.block_size as usize));
+            let verify = t
+                .verify
+                .as_ref()
+                .map(|v| (v.target_id, v.block_size as usize));
             per_thread[i % nthreads].push(StreamState::new(
                 i,
                 spec,
@@ -246,11 +249,15 @@ impl Engine {
         for go in &gos {
             let _ = go.send(Some(clock.clone()));
         }
-        let journal_sync = start_journal_sync(&plan, &verifiers, Arc::new(Control {
-            stop: stop.clone(),
-            finished: finished.clone(),
-            nthreads,
-        }));
+        let journal_sync = start_journal_sync(
+            &plan,
+            &verifiers,
+            Arc::new(Control {
+                stop: stop.clone(),
+                finished: finished.clone(),
+                nthreads,
+            }),
+        );
         Ok(Engine {
             aggregator: Aggregator::new(nthreads, plan.streams.len()),
             plan,
@@ -336,7 +343,11 @@ impl Engine {
             }
         }
         findings.findings.sort_by_key(|f| (f.time_ns, f.offset));
-        let verification = self.verifiers.iter().any(Option::is_some).then_some(findings);
+        let verification = self
+            .verifiers
+            .iter()
+            .any(Option::is_some)
+            .then_some(findings);
         let result = if errors.is_empty() {
             let streams: Vec<IndexedStats> = totals
                 .iter()

@@ -387,7 +387,12 @@ fn block_gen(spec: &StreamSpec, verify: Option<(u64, usize)>) -> BlockGen {
     let (target_id, block) = verify.unwrap_or((0, 4096));
     let layout = Layout::new(block, spec.compress_pct, verify.is_some());
     let dedupe = DedupePlan::new(spec.dedupe_ratio, spec.length / block as u64);
-    BlockGen::new(layout, dedupe, target_id, spec.seed ^ (spec.target as u64) << 32)
+    BlockGen::new(
+        layout,
+        dedupe,
+        target_id,
+        spec.seed ^ (spec.target as u64) << 32,
+    )
 }
 
 /// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
@@ -449,7 +454,9 @@ mod tests {
             &spec(&base(r#","sizes":[[4096,1],[65536,1]]"#)),
             4096,
             0,
-            0, None);
+            0,
+            None,
+        );
         for _ in 0..10_000 {
             let io = s.next_io();
             assert_eq!(io.offset % 4096, 0);
@@ -466,7 +473,9 @@ mod tests {
             )),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let offs: Vec<u64> = (0..6).map(|_| s.next_io().offset).collect();
         assert_eq!(offs, vec![0, 262144, 524288, 786432, 0, 262144]);
     }
@@ -480,7 +489,9 @@ mod tests {
             )),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let n = 100_000;
         let (mut reads, mut small, mut mid) = (0, 0, 0);
         for _ in 0..n {
@@ -504,7 +515,9 @@ mod tests {
             )),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let hot_end = 1048576 / 10;
         let n = 50_000;
         let hot = (0..n).filter(|_| s.next_io().offset < hot_end).count();
@@ -521,7 +534,9 @@ mod tests {
             &spec(&base(r#","pattern":{"kind":"zipf","theta":1.2}"#)),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let mut counts = std::collections::HashMap::new();
         for _ in 0..50_000 {
             *counts.entry(s.next_io().offset).or_insert(0u32) += 1;
@@ -553,7 +568,9 @@ mod tests {
             )),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let mut rng = Rng::new(1);
         let sched = s.schedule.as_mut().unwrap();
         let times: Vec<u64> = (0..5).map(|_| sched.take(&mut rng)).collect();
@@ -605,7 +622,9 @@ mod tests {
             )),
             0,
             0,
-            0, None);
+            0,
+            None,
+        );
         let a = s.take_buf(OpKind::Write, 16384);
         let first: Vec<u8> = a.as_slice().to_vec();
         s.return_buf(OpKind::Write, a, 16384);

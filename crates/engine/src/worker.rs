@@ -393,7 +393,9 @@ impl Worker {
         let file = if dsync { st.file_dsync } else { st.file };
         let (target, at, index) = (st.target, st.base_offset + io.offset, st.index);
         let check = match self.verify.get(target) {
-            Some(Some(_)) => self.verify_issue(target, &mut buf, io.kind, at, io.len, index, dsync, now),
+            Some(Some(_)) => {
+                self.verify_issue(target, &mut buf, io.kind, at, io.len, index, dsync, now)
+            }
             _ => None,
         };
         let st = &mut self.streams[s];
@@ -560,7 +562,11 @@ impl Worker {
             let total = clock.stop.add_errors(errors);
             if self.limits.max_errors.is_some_and(|m| total > m) {
                 let findings = self.findings.total > 0;
-                clock.stop.stop(if findings { StopReason::Findings } else { StopReason::Errors });
+                clock.stop.stop(if findings {
+                    StopReason::Findings
+                } else {
+                    StopReason::Errors
+                });
             }
         }
     }

@@ -257,14 +257,22 @@ pub fn judge(block: &[u8], target_id: u64, offset: u64, expect: &Expect) -> Verd
     let h = match decode(block) {
         Decoded::NotTilemark => return Verdict::NotTilemark,
         Decoded::Damaged => {
-            return finding(Class::Corrupt, None, "the block header's checksum fails".into())
+            return finding(
+                Class::Corrupt,
+                None,
+                "the block header's checksum fails".into(),
+            )
         }
         Decoded::Ok(h) => h,
     };
     if h.sectors as usize * SECTOR != block.len()
         || h.rand_bytes as usize > block.len() - Layout::overhead_of(block.len(), true)
     {
-        let detail = format!("the header describes {} sectors, not {}", h.sectors, block.len() / SECTOR);
+        let detail = format!(
+            "the header describes {} sectors, not {}",
+            h.sectors,
+            block.len() / SECTOR
+        );
         return finding(Class::Corrupt, Some(h), detail);
     }
     if crc32c::crc32c(&block[HEADER_LEN..]) != h.payload_crc {
@@ -278,7 +286,10 @@ pub fn judge(block: &[u8], target_id: u64, offset: u64, expect: &Expect) -> Verd
             Some(foreign) => finding(
                 Class::Torn,
                 Some(h),
-                format!("sectors {} hold another write of the block", ranges(&foreign)),
+                format!(
+                    "sectors {} hold another write of the block",
+                    ranges(&foreign)
+                ),
             ),
             None => finding(
                 Class::Corrupt,
@@ -293,7 +304,9 @@ pub fn judge(block: &[u8], target_id: u64, offset: u64, expect: &Expect) -> Verd
     }
     if h.is_pool() {
         return match expect {
-            Expect::Exact { pool: false, gen, .. } => finding(
+            Expect::Exact {
+                pool: false, gen, ..
+            } => finding(
                 Class::Stale,
                 Some(h),
                 format!("a deduplication pool copy, not generation {gen}"),
@@ -337,7 +350,8 @@ pub fn judge(block: &[u8], target_id: u64, offset: u64, expect: &Expect) -> Verd
                 finding(Class::Unexpected, Some(h), detail)
             }
         }
-        Expect::Loose { epoch } | Expect::Prior {
+        Expect::Loose { epoch }
+        | Expect::Prior {
             before_epoch: epoch,
         } if h.epoch > epoch => Verdict::Later(h.epoch),
         Expect::Prior { before_epoch } if h.epoch == before_epoch => {
@@ -352,7 +366,10 @@ pub fn judge(block: &[u8], target_id: u64, offset: u64, expect: &Expect) -> Verd
 }
 
 fn overlap_allowed(expect: &Expect) -> bool {
-    matches!(expect, Expect::Loose { .. } | Expect::Exact { span: 1.., .. })
+    matches!(
+        expect,
+        Expect::Loose { .. } | Expect::Exact { span: 1.., .. }
+    )
 }
 
 /// When every sector of a block holds whole data of the write its key names and more than
@@ -403,7 +420,12 @@ mod tests {
 
     /// A block written for `offset`, epoch `epoch`, generation `gen`.
     fn written(offset: u64, epoch: u32, gen: u32, compress: f64) -> Vec<u8> {
-        let mut gen_ = BlockGen::new(Layout::new(4096, compress, true), None, T, offset ^ gen as u64);
+        let mut gen_ = BlockGen::new(
+            Layout::new(4096, compress, true),
+            None,
+            T,
+            offset ^ gen as u64,
+        );
         let mut b = vec![0u8; 4096];
         gen_.prepare(&mut b);
         stamp(&mut b, T, offset, epoch, gen, 3, 1_700_000_000);
@@ -440,20 +462,35 @@ mod tests {
         // An older generation: a lost write.
         let old = written(8192, 2, 4, 50.0);
         assert_eq!(class(judge(&old, T, 8192, &exact(5))), Some(Class::Stale));
-        assert_eq!(class(judge(&written(8192, 1, 9, 50.0), T, 8192, &exact(5))), Some(Class::Stale));
+        assert_eq!(
+            class(judge(&written(8192, 1, 9, 50.0), T, 8192, &exact(5))),
+            Some(Class::Stale)
+        );
         // Another offset's block, another target's.
-        assert_eq!(class(judge(&written(4096, 2, 5, 50.0), T, 8192, &exact(5))), Some(Class::Misdirected));
+        assert_eq!(
+            class(judge(&written(4096, 2, 5, 50.0), T, 8192, &exact(5))),
+            Some(Class::Misdirected)
+        );
         let mut other = written(8192, 2, 5, 50.0);
         stamp(&mut other, T + 1, 8192, 2, 5, 3, 0);
-        assert_eq!(class(judge(&other, T, 8192, &exact(5))), Some(Class::Misdirected));
+        assert_eq!(
+            class(judge(&other, T, 8192, &exact(5))),
+            Some(Class::Misdirected)
+        );
         // Half the sectors from an earlier write: torn.
         let mut torn = b.clone();
         torn[2048..].copy_from_slice(&old[2048..]);
         let v = judge(&torn, T, 8192, &exact(5));
         assert_eq!(class(v.clone()), Some(Class::Torn), "{v:?}");
         // Not tilemark data at all; a generation never written.
-        assert_eq!(judge(&[7u8; 4096], T, 8192, &exact(5)), Verdict::NotTilemark);
-        assert_eq!(class(judge(&written(8192, 2, 9, 50.0), T, 8192, &exact(5))), Some(Class::Unexpected));
+        assert_eq!(
+            judge(&[7u8; 4096], T, 8192, &exact(5)),
+            Verdict::NotTilemark
+        );
+        assert_eq!(
+            class(judge(&written(8192, 2, 9, 50.0), T, 8192, &exact(5))),
+            Some(Class::Unexpected)
+        );
     }
 
     #[test]
@@ -471,16 +508,41 @@ mod tests {
         let mut mix = a.clone();
         mix[1024..1536].copy_from_slice(&b[1024..1536]);
         assert_eq!(judge(&mix, T, 0, &two), Verdict::Ok);
-        assert_eq!(class(judge(&written(0, 2, 5, 0.0), T, 0, &two)), Some(Class::Stale));
+        assert_eq!(
+            class(judge(&written(0, 2, 5, 0.0), T, 0, &two)),
+            Some(Class::Stale)
+        );
     }
 
     #[test]
     fn prior_content_and_later_epochs() {
         let fill = written(0, 0, 0, 0.0);
-        assert_eq!(judge(&fill, T, 0, &Expect::Prior { before_epoch: 3 }), Verdict::Ok);
-        assert_eq!(judge(&written(0, 4, 1, 0.0), T, 0, &Expect::Prior { before_epoch: 3 }), Verdict::Later(4));
-        assert_eq!(class(judge(&written(0, 3, 1, 0.0), T, 0, &Expect::Prior { before_epoch: 3 })), Some(Class::Unexpected));
-        assert_eq!(judge(&written(0, 3, 1, 0.0), T, 0, &Expect::Loose { epoch: 3 }), Verdict::Ok);
+        assert_eq!(
+            judge(&fill, T, 0, &Expect::Prior { before_epoch: 3 }),
+            Verdict::Ok
+        );
+        assert_eq!(
+            judge(
+                &written(0, 4, 1, 0.0),
+                T,
+                0,
+                &Expect::Prior { before_epoch: 3 }
+            ),
+            Verdict::Later(4)
+        );
+        assert_eq!(
+            class(judge(
+                &written(0, 3, 1, 0.0),
+                T,
+                0,
+                &Expect::Prior { before_epoch: 3 }
+            )),
+            Some(Class::Unexpected)
+        );
+        assert_eq!(
+            judge(&written(0, 3, 1, 0.0), T, 0, &Expect::Loose { epoch: 3 }),
+            Verdict::Ok
+        );
     }
 
     #[test]
@@ -500,7 +562,10 @@ mod tests {
             pool: true,
         };
         assert_eq!(judge(&a[4096..8192], T, 123 * 4096, &pool_ok), Verdict::Ok);
-        assert_eq!(class(judge(&a[4096..8192], T, 0, &exact(3))), Some(Class::Stale));
+        assert_eq!(
+            class(judge(&a[4096..8192], T, 0, &exact(3))),
+            Some(Class::Stale)
+        );
     }
 
     #[test]

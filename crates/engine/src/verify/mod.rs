@@ -162,8 +162,10 @@ impl TargetVerify {
     ) -> Result<Self> {
         let blocks = (length / spec.block_size) as usize;
         let table = match &spec.journal {
-            Some(path) => GenTable::create_journal(path, blocks, &spec.journal_header(length, false))
-                .map_err(|e| EngineError::io(format!("cannot create journal {path}"), e))?,
+            Some(path) => {
+                GenTable::create_journal(path, blocks, &spec.journal_header(length, false))
+                    .map_err(|e| EngineError::io(format!("cannot create journal {path}"), e))?
+            }
             None => GenTable::in_memory(blocks),
         };
         Ok(TargetVerify {
@@ -212,9 +214,12 @@ impl TargetVerify {
     ) {
         let offset = (block * self.block) as u64;
         out.checked += 1;
-        let (class, found, detail) = match block::judge(data, self.spec.target_id, offset, &expect) {
+        let (class, found, detail) = match block::judge(data, self.spec.target_id, offset, &expect)
+        {
             Verdict::Ok => return,
-            Verdict::NotTilemark if self.spec.prior == Prior::Mixed && matches!(expect, Expect::Prior { .. }) => {
+            Verdict::NotTilemark
+                if self.spec.prior == Prior::Mixed && matches!(expect, Expect::Prior { .. }) =>
+            {
                 out.not_tilemark += 1;
                 return;
             }
@@ -222,7 +227,10 @@ impl TargetVerify {
             Verdict::Later(e) => (
                 Class::Unexpected,
                 None,
-                format!("holds epoch {e}, after this run's epoch {}", self.spec.epoch),
+                format!(
+                    "holds epoch {e}, after this run's epoch {}",
+                    self.spec.epoch
+                ),
             ),
             Verdict::Finding {
                 class,

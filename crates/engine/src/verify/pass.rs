@@ -95,7 +95,9 @@ impl Pass {
     pub fn start(spec: PassSpec) -> Result<Pass> {
         let b = spec.block_size;
         if !(512..=crate::data::MAX_BLOCK as u64).contains(&b) || b % 512 != 0 {
-            return Err(EngineError::Plan(format!("block_size {b} is not a multiple of 512 up to 64 KiB")));
+            return Err(EngineError::Plan(format!(
+                "block_size {b} is not a multiple of 512 up to 64 KiB"
+            )));
         }
         if spec.threads == 0 || spec.threads > 256 {
             return Err(EngineError::Plan("threads must be 1..256".into()));
@@ -165,10 +167,9 @@ impl Pass {
     /// Block until the pass ends; its result as JSON.
     pub fn result_json(&mut self) -> Result<String> {
         if let Some(h) = self.handle.take() {
-            self.result = Some(
-                h.join()
-                    .unwrap_or_else(|_| Err(EngineError::Thread("the verification pass panicked".into()))),
-            );
+            self.result = Some(h.join().unwrap_or_else(|_| {
+                Err(EngineError::Thread("the verification pass panicked".into()))
+            }));
         }
         match self.result.as_ref().expect("joined") {
             Ok(s) => Ok(s.clone()),
@@ -186,7 +187,10 @@ struct Reader {
 
 fn run(s: &Arc<Shared>, journal_closed: Option<bool>) -> Result<String> {
     let started = Instant::now();
-    let threads = s.spec.threads.min(s.spec.data_length.div_ceil(CHUNK).max(1) as usize);
+    let threads = s
+        .spec
+        .threads
+        .min(s.spec.data_length.div_ceil(CHUNK).max(1) as usize);
     let handles: Vec<_> = (0..threads)
         .map(|_| {
             let s = s.clone();
@@ -217,14 +221,19 @@ fn run(s: &Arc<Shared>, journal_closed: Option<bool>) -> Result<String> {
         bytes: total.bytes,
         blocks: total.bytes / s.spec.block_size,
         seconds,
-        mbps: if seconds > 0.0 { total.bytes as f64 / seconds / 1e6 } else { 0.0 },
+        mbps: if seconds > 0.0 {
+            total.bytes as f64 / seconds / 1e6
+        } else {
+            0.0
+        },
         threads,
         journal_closed,
         io_errors: total.io_errors,
         first_io_error: total.first_io_error,
         findings: total.findings,
     };
-    serde_json::to_string(&result).map_err(|e| EngineError::Thread(format!("serializing the pass: {e}")))
+    serde_json::to_string(&result)
+        .map_err(|e| EngineError::Thread(format!("serializing the pass: {e}")))
 }
 
 fn read_all(s: &Shared) -> Result<Reader> {
@@ -258,16 +267,26 @@ fn read_all(s: &Shared) -> Result<Reader> {
         let len = CHUNK.min(spec.data_length - at) as usize;
         match read_exact(&file, &mut buf.as_mut_slice()[..len], spec.data_offset + at) {
             Ok(()) => {
-                for (i, data) in buf.as_slice()[..len].chunks_exact(spec.block_size as usize).enumerate() {
+                for (i, data) in buf.as_slice()[..len]
+                    .chunks_exact(spec.block_size as usize)
+                    .enumerate()
+                {
                     judge(s, at + i as u64 * spec.block_size, data, &mut me.findings);
                 }
                 me.bytes += len as u64;
             }
             Err(e) => {
-                let name = e.raw_os_error().map_or_else(|| e.kind().to_string(), |n| n.to_string());
+                let name = e
+                    .raw_os_error()
+                    .map_or_else(|| e.kind().to_string(), |n| n.to_string());
                 *me.io_errors.entry(name).or_default() += 1;
-                me.first_io_error
-                    .get_or_insert_with(|| format!("reading {} at offset {}: {e}", spec.path, spec.data_offset + at));
+                me.first_io_error.get_or_insert_with(|| {
+                    format!(
+                        "reading {} at offset {}: {e}",
+                        spec.path,
+                        spec.data_offset + at
+                    )
+                });
             }
         }
         s.done.fetch_add(len as u64, Ordering::Relaxed);
@@ -328,7 +347,8 @@ fn judge(s: &Shared, offset: u64, data: &[u8], out: &mut Findings) {
     let (class, found, detail) = match block::judge(data, spec.target_id, offset, &want) {
         Verdict::Ok => return,
         Verdict::NotTilemark
-            if spec.foreign_ok || (spec.prior == Prior::Mixed && matches!(want, Expect::Prior { .. })) =>
+            if spec.foreign_ok
+                || (spec.prior == Prior::Mixed && matches!(want, Expect::Prior { .. })) =>
         {
             out.not_tilemark += 1;
             return;
@@ -341,7 +361,10 @@ fn judge(s: &Shared, offset: u64, data: &[u8], out: &mut Findings) {
         Verdict::Later(e) => (
             Class::Unexpected,
             None,
-            format!("holds epoch {e}, after the target's latest epoch {}", spec.latest_epoch),
+            format!(
+                "holds epoch {e}, after the target's latest epoch {}",
+                spec.latest_epoch
+            ),
         ),
         // After a restart the journal may lag the data it describes by its last sync.
         Verdict::Finding {

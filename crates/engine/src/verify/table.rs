@@ -118,11 +118,17 @@ impl GenTable {
         let len = file.metadata()?.len() as usize;
         let mut page = vec![0u8; JOURNAL_HEADER];
         if len < JOURNAL_HEADER {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "journal too short"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "journal too short",
+            ));
         }
         file.read_exact_at(&mut page, 0)?;
         if !page.starts_with(JOURNAL_MAGIC) {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a tilemark journal"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a tilemark journal",
+            ));
         }
         let text = &page[JOURNAL_MAGIC.len()..];
         let end = text.iter().position(|&b| b == 0).unwrap_or(text.len());
@@ -234,7 +240,8 @@ impl GenTable {
             if inflight == INFLIGHT_MAX || inflight == 0 {
                 return None;
             }
-            let mut new = (w & !(INFLIGHT_MAX << INFLIGHT_SHIFT)) | ((inflight - 1) << INFLIGHT_SHIFT);
+            let mut new =
+                (w & !(INFLIGHT_MAX << INFLIGHT_SHIFT)) | ((inflight - 1) << INFLIGHT_SHIFT);
             if !ok {
                 new = (new | UNKNOWN) & !DURABLE;
             }
@@ -277,7 +284,10 @@ fn header_page(header: &str) -> io::Result<Vec<u8>> {
     let mut page = JOURNAL_MAGIC.to_vec();
     page.extend_from_slice(header.as_bytes());
     if page.len() > JOURNAL_HEADER {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "journal header too long"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "journal header too long",
+        ));
     }
     page.resize(JOURNAL_HEADER, 0);
     Ok(page)
@@ -292,10 +302,16 @@ mod tests {
         let t = GenTable::in_memory(4);
         assert!(!t.word(1).written());
         let g = t.begin_write(1, false, true);
-        assert_eq!((g, t.word(1).inflight(), t.word(1).settled()), (1, 1, false));
+        assert_eq!(
+            (g, t.word(1).inflight(), t.word(1).settled()),
+            (1, 1, false)
+        );
         t.end_write(1, true);
         let w = t.word(1);
-        assert_eq!((w.gen(), w.span(), w.settled(), w.durable()), (1, 0, true, true));
+        assert_eq!(
+            (w.gen(), w.span(), w.settled(), w.durable()),
+            (1, 0, true, true)
+        );
     }
 
     #[test]
@@ -309,7 +325,10 @@ mod tests {
         assert!(!t.word(0).settled());
         t.end_write(0, true);
         let w = t.word(0);
-        assert_eq!((w.gen(), w.span(), w.pool(), w.settled()), (3, 2, true, true));
+        assert_eq!(
+            (w.gen(), w.span(), w.pool(), w.settled()),
+            (3, 2, true, true)
+        );
         // The next busy period starts afresh; a failed write in it leaves the block unknown.
         t.begin_write(0, false, false);
         assert_eq!(t.word(0).span(), 0);

@@ -71,7 +71,15 @@ impl Worker {
                 let gen = v.table.begin_write(blk, pool, dsync);
                 if !pool {
                     let at = (blk * b) as u64;
-                    block::stamp(bytes, v.spec.target_id, at, v.spec.epoch, gen as u32, stream, unix_s);
+                    block::stamp(
+                        bytes,
+                        v.spec.target_id,
+                        at,
+                        v.spec.epoch,
+                        gen as u32,
+                        stream,
+                        unix_s,
+                    );
                 }
             }
         } else {
@@ -90,7 +98,9 @@ impl Worker {
             let Some(check) = slot.check.take() else {
                 continue;
             };
-            let v = self.verify[check.target].as_ref().expect("a verified target");
+            let v = self.verify[check.target]
+                .as_ref()
+                .expect("a verified target");
             let whole = c.result == slot.len as i32;
             let blocks = check.first_block..check.first_block + check.blocks;
             if check.write {
@@ -98,14 +108,19 @@ impl Worker {
                     v.table.end_write(blk, whole);
                 }
             } else {
-                let buf = slot.buf.take().expect("a read being judged keeps its buffer");
+                let buf = slot
+                    .buf
+                    .take()
+                    .expect("a read being judged keeps its buffer");
                 let stream = slot.stream as usize;
                 if whole {
                     let data = buf.as_slice();
                     for (k, blk) in blocks.enumerate() {
                         let (w0, w1) = (Word(check.words[k]), v.table.word(blk));
                         // Judged only if no write was in flight at issue and none since.
-                        let still = w1.gen() == w0.gen() && w1.written() == w0.written() && w1.inflight() == 0;
+                        let still = w1.gen() == w0.gen()
+                            && w1.written() == w0.written()
+                            && w1.inflight() == 0;
                         match v.expect(w0).filter(|_| still) {
                             Some(want) => v.judge_read(
                                 &data[k * v.block..(k + 1) * v.block],
