@@ -71,7 +71,7 @@ def test_writer_leaves_running_run_json_at_start(tmp_path):
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", w.run_id)
     assert w.path == root / w.run_id
     doc = json.loads((w.path / "run.json").read_text())
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
     assert doc["status"] == "running" and doc["complete"] is False
     assert doc["run_id"] == w.run_id
     assert doc["argv"][:2] == ["tilemark", "run"]
@@ -99,7 +99,7 @@ def test_intervals_parquet_has_documented_columns_rows_and_row_groups(tmp_path):
     assert pf.schema_arrow.names == DOCUMENTED_COLUMNS
     assert pf.metadata.num_rows == 25 * 3  # stream 0 read+write, stream 1 read
     assert pf.metadata.num_row_groups == 3  # 10 + 10 + 5 intervals
-    assert pf.schema_arrow.metadata[b"tilemark.schema_version"] == b"3"
+    assert pf.schema_arrow.metadata[b"tilemark.schema_version"] == b"4"
     assert sorted(p.name for p in w.path.iterdir()) == ["intervals.parquet", "run.json"]
 
     table = pf.read().to_pylist()
@@ -290,13 +290,13 @@ def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch)
     root = tmp_path / "results"
     w = finished_run(root, snapshots=1)
 
-    def v3_to_v4(doc):
-        return {**doc, "migrated_from_v3": True}
+    def v4_to_v5(doc):
+        return {**doc, "migrated_from_v4": True}
 
-    monkeypatch.setattr(rundoc, "SCHEMA_VERSION", 4)  # the reading side migrates
-    monkeypatch.setitem(rundoc.MIGRATIONS, 3, v3_to_v4)
+    monkeypatch.setattr(rundoc, "SCHEMA_VERSION", 5)  # the reading side migrates
+    monkeypatch.setitem(rundoc.MIGRATIONS, 4, v4_to_v5)
     doc = load_run(w.path)
-    assert doc["schema_version"] == 4 and doc["migrated_from_v3"] is True
+    assert doc["schema_version"] == 5 and doc["migrated_from_v4"] is True
 
     _set_schema_version(w.path, 0)  # no migration registered from 0
     with pytest.raises(RunFormatError, match="cannot migrate"):

@@ -226,6 +226,22 @@ def parse_compress(value: object, label: str) -> float:
     return pct
 
 
+MAX_DEDUPE = 100.0
+
+
+def parse_dedupe(value: object, label: str) -> float:
+    """A dedupe ratio: blocks written per distinct block, from 1 to 100 (2, 2.5 or 2:1)."""
+    text = str(value).strip() if isinstance(value, int | float | str) else ""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(?::1)?", text)
+    ratio = float(match.group(1)) if match and not isinstance(value, bool) else None
+    if ratio is None or not (1.0 <= ratio <= MAX_DEDUPE):
+        raise UsageError(
+            f"{label} must be a ratio from 1 to {MAX_DEDUPE:g} (blocks written per distinct "
+            f"block, e.g. 2 or 2:1; 1 = every block unique), got {shown(value)}."
+        )
+    return ratio
+
+
 def parse_run_duration(value: object, label: str) -> float:
     """A measured duration: above 0, at least 1 ms."""
     seconds = parse_duration(value, label)
@@ -423,13 +439,24 @@ OPTIONS: tuple[Option, ...] = (
        toml=True, profile=False, parse=positive_size, default="to the end of the data area"),
     _o("align", "stream", "Offset alignment.", flag="--align", metavar="SIZE", modes=WORKLOAD,
        toml=True, parse=positive_size, default="the O_DIRECT alignment, at least 4k"),
-    _o("compress", "stream", "Zeroed share of write data, 0..99.", flag="--compress",
+    _o("compress", "stream", "Share of every written block that compresses away (zeros), 0..99; "
+       "measured with zstd and lz4 at run start (docs/verification.md).", flag="--compress",
        metavar="PCT", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=parse_compress, default="0"),
     _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME0, "
        "NAME1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
        parse=int_range(1, MAX_COPIES), default="1"),
     _o("seed", "stream", "Stream seed (copies add their index).", toml=True, profile=False,
        parse=parse_seed, default="derived from the run seed"),
+    # -- data verification and reduction (docs/verification.md) ---------------------------------
+    _o("verify", "run", "Write verifiable blocks (target, offset, generation, checksums) and "
+       "check every read of a block whose content is known; a finding (corrupt, misdirected, "
+       "stale, torn, unexpected) fails the run. Writing runs keep a journal for `tilemark "
+       "verify RUN`.", flag="--verify", modes=ALL, kind="switch", toml=True, parse=parse_bool,
+       default="off"),
+    _o("dedupe", "stream", "Dedupe ratio of write data: blocks written per distinct 4 KiB "
+       "block, 1..100 (2 or 2:1: half the blocks are copies); measured at run start.",
+       flag="--dedupe", metavar="RATIO", modes=WORKLOAD | POINT_STUDIES, toml=True,
+       parse=parse_dedupe, default="1"),
     # -- tiles ----------------------------------------------------------------------------------
     _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
        "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},

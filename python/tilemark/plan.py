@@ -105,6 +105,7 @@ class StreamSpec:
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
     compress_pct: float = 0.0
+    dedupe: float = 1.0  # blocks written per distinct block
     seed: int | None = None  # None: derived from the run seed
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
@@ -144,6 +145,7 @@ class Workload:
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
+    verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -320,6 +322,7 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         ("length", "length"),
         ("align", "align"),
         ("compress", "compress_pct"),
+        ("dedupe", "dedupe"),
         ("seed", "seed"),
     ):
         if key in table:
@@ -378,6 +381,7 @@ def parse_workload(
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     keep_cache = run_value("keep_cache", False)
+    verify = run_value("verify", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
     else:
@@ -409,6 +413,7 @@ def parse_workload(
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
+        verify=verify,
     )
 
 
@@ -524,6 +529,53 @@ def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align
             )
 
 
+def _check_verify(workload: Workload, target: TargetInfo) -> dict[str, Any] | None:
+    """--verify: the target's verification settings for the plan (its epoch and journal are
+    set when the run starts), after checking the workload fits verification blocks."""
+    from tilemark import targetdata  # needs targets, which imports this module
+
+    if not workload.verify:
+        return None
+    if not workload.writes():
+        reason = targetdata.nothing_to_check(target)
+        if reason is not None:
+            raise UsageError(reason)
+    block = targetdata.block_size(target)
+    overhead = 64 + 8 * (block // 512 - 1)
+    max_compress = int(100 * (1 - overhead / block))
+    for stream in workload.streams:
+        label = stream.label
+        for size, _ in stream.sizes:
+            if size % block:
+                raise UsageError(
+                    f"{label('bs')} {size} bytes is not a whole number of {block}-byte "
+                    "verification blocks; --verify needs IO sizes in whole blocks."
+                )
+        if stream.align is not None and stream.align % block:
+            raise UsageError(
+                f"{label('align')} {stream.align} is not a multiple of the {block}-byte "
+                "verification block; --verify needs whole blocks."
+            )
+        if stream.offset % block:
+            raise UsageError(
+                f"{label('offset')} {stream.offset} is not a multiple of the {block}-byte "
+                "verification block; --verify needs whole blocks."
+            )
+        if stream.writes() and stream.compress_pct > max_compress:
+            raise UsageError(
+                f"{label('compress')} {stream.compress_pct:g} is more than --verify allows: at "
+                f"most {max_compress} (each {block}-byte block carries {overhead} bytes of "
+                "verification header and stamps, which do not compress)."
+            )
+    return {
+        "target_id": 0,  # set with the epoch when the run starts (targetdata.begin_run)
+        "epoch": 0,
+        "block_size": block,
+        "prior": targetdata.prior(target.data),
+        "journal": None,
+    }
+
+
 def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
     """The engine plan (docs/engine-boundary.md) for a workload on an inspected target."""
     direct_align = target.dio_alignment if workload.direct else 0
@@ -538,6 +590,7 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
             f"offset {target.data_offset} does not meet; run with --buffered."
         )
     threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
+    verify = _check_verify(workload, target)
     streams = []
     for index, stream in enumerate(workload.streams):
         _check_stream_on_target(stream, target, direct_align)
@@ -561,6 +614,7 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
                 "burst": burst,
                 "sync": _sync_plan(stream.sync),
                 "compress_pct": stream.compress_pct,
+                "dedupe_ratio": stream.dedupe,
                 "seed": stream.seed
                 if stream.seed is not None
                 else stream_seed(workload.seed, index),
@@ -577,7 +631,7 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
         "poll_us": workload.poll_us,
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
-        "targets": [{**target.plan_target(), "direct": workload.direct}],
+        "targets": [{**target.plan_target(), "direct": workload.direct, "verify": verify}],
         "streams": streams,
     }
 

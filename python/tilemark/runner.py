@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import engine, metrics, plan, targets
+from tilemark import datareduction, engine, metrics, plan, targetdata, targets, verification
 from tilemark import telemetry as tm
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
@@ -227,6 +227,12 @@ def run_plan(
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     telemetry.run_id = writer.run_id
+    try:
+        _begin_data(workload, info, compiled, writer)
+        reduction = datareduction.measure(compiled)
+    except BaseException as e:
+        writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
+        raise
     served = metrics.current()
     if served is not None:
         served.run_started(writer.run_id, compiled, apps or {})
@@ -241,6 +247,15 @@ def run_plan(
         target_notes.append(str(info.precondition_note()))
     for target_note in target_notes + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
+    if reduction is not None:
+        for setting in reduction["settings"]:
+            console.print(
+                f"data: {datareduction.describe(setting)} measured on "
+                f"{format_size(setting['sample_bytes'])} as stream(s) "
+                f"{', '.join(setting['streams'][:5])} write it",
+                markup=False,
+                soft_wrap=True,
+            )
 
     if not workload.keep_cache:
         for t in compiled["targets"]:
@@ -292,6 +307,12 @@ def run_plan(
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         summary["preconditioning"] = {"target": info.path, "record": info.preconditioning}
+        summary["verification"] = verification.run_summary(result, compiled)
+        summary["data_reduction"] = (
+            None
+            if reduction is None
+            else {**reduction, "overall": datareduction.overall(reduction, summary)}
+        )
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
@@ -320,6 +341,24 @@ def run_plan(
     )
 
 
+def _begin_data(
+    workload: plan.Workload, info: targets.TargetInfo, compiled: dict[str, Any], writer: RunWriter
+) -> None:
+    """Record with the target what the run is about to write (targetdata.py): with --verify,
+    the run's epoch and journal go into the plan (and run.json)."""
+    target = compiled["targets"][0]
+    writes = workload.writes() and compiled["backend"] != "null"
+    spec = targetdata.begin_run(
+        info,
+        verify=target.get("verify") is not None,
+        writes=writes,
+        journal=str((writer.path / targetdata.JOURNAL).resolve()),
+    )
+    if spec is not None:
+        target["verify"] = spec
+        writer.rewrite()
+
+
 def _change_points(
     changes: ChangeTracker, result: dict[str, Any], summary: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
@@ -335,7 +374,8 @@ def storage_verdict(
     result: dict[str, Any], summary: dict[str, Any]
 ) -> tuple[str | None, str | None]:
     """Whether the storage under test failed the run: ("hung", why) when an IO never
-    completed, ("errors", why) when IOs failed, else (None, None). Failing storage fails the
+    completed, ("data-errors", why) when verification found data it should not hold,
+    ("errors", why) when IOs failed, else (None, None). Failing storage fails the
     run, like Jetstress, where one error fails the test."""
     hung = result.get("hung") or []
     if result.get("stop_reason") == "hung" or hung:
@@ -353,6 +393,9 @@ def storage_verdict(
             )
         more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
         return "hung", f"{max(len(hung), 1)} IO(s) never completed{shown}{more}"
+    data = verification.verdict(summary)
+    if data is not None:
+        return "data-errors", data
     total = summary.get("total") or {}
     if total.get("errors"):
         named = errors_text(total.get("errors_by_name") or {})

@@ -93,7 +93,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     notes = []
     status = "info"
     if doc.get("status") != "complete":
-        status = "fail" if doc.get("status") in ("failed", "errors", "hung") else "warn"
+        status = (
+            "fail" if doc.get("status") in ("failed", "errors", "hung", "data-errors") else "warn"
+        )
         notes.append(
             f"run status: {doc.get('status')}"
             + (f": {doc['error']}" if doc.get("error") else "")
