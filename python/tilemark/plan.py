@@ -539,7 +539,9 @@ def _check_verify(workload: Workload, target: TargetInfo) -> dict[str, Any] | No
     if not workload.writes():
         reason = targetdata.nothing_to_check(target)
         if reason is not None:
-            raise UsageError(reason)
+            raise UsageError(
+                f"--verify has nothing to check against: {reason}, or add writes to the workload."
+            )
     block = targetdata.block_size(target)
     overhead = 64 + 8 * (block // 512 - 1)
     max_compress = int(100 * (1 - overhead / block))

@@ -75,27 +75,28 @@ def prior(record: dict[str, Any] | None) -> str:
 
 
 def nothing_to_check(info: TargetInfo) -> str | None:
-    """Why a read-only --verify run on this target has nothing to check against, or None."""
+    """Why a target holds nothing verification can check against (a clause naming the target
+    and the way out), or None."""
     record = info.data
     if info.kind == "file" and not info.tilemark:
         return (
-            f"--verify has nothing to check against: target {info.path} was not written by "
-            "tilemark; verify a target tilemark created (its reads are checked against the "
-            "blocks it wrote), or add writes to the workload."
+            f"target {info.path} was not written by tilemark; use a target tilemark created, "
+            "whose blocks carry verification headers"
         )
     if info.kind == "file" and not info.exists:
         return None  # created now, with a verifiable fill
+    if info.kind == "file" and (
+        record is None or record.get("fill") == "random" and record.get("epoch", 0) == 0
+    ):
+        return (
+            f"target {info.path} was filled by an older tilemark with random data, which "
+            "carries no verification headers; remove the file and run again to recreate it "
+            "with verifiable data"
+        )
     if record is None or prior(record) == "unknown":
         return (
-            f"--verify has nothing to check against: block device {info.path} holds no data "
-            f"tilemark wrote; fill it first (--fill --destroy-data {info.path}) or add writes "
-            "to the workload."
-        )
-    if record.get("fill") == "random" and record.get("epoch", 0) == 0:
-        return (
-            f"--verify has nothing to check against: target {info.path} was filled by an older "
-            "tilemark with random data, which carries no verification headers; remove the file "
-            "and run again to recreate it with verifiable data, or add writes to the workload."
+            f"block device {info.path} holds no data tilemark wrote; fill it first "
+            f"(--fill --destroy-data {info.path})"
         )
     return None
 

@@ -176,9 +176,7 @@ def plan_for_target(path: str, threads: int) -> PassPlan:
     why = targetdata.nothing_to_check(info)
     if why is not None or record is None:
         raise UsageError(
-            (why or f"target {info.path} holds no data tilemark can check.").replace(
-                "--verify has nothing to check against", "nothing to verify"
-            )
+            f"nothing to verify: {why or f'target {info.path} holds no tilemark data'}."
         )
     length = info.filled_length if info.kind == "file" else info.data_length
     prior = targetdata.prior(record)
