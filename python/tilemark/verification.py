@@ -10,6 +10,7 @@ that every block is whole tilemark data of that target and offset.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -228,11 +229,14 @@ def plan_pass(run_or_target: str, results: Path, threads: int) -> PassPlan:
 Progress = Callable[[int, int, float], None]  # (bytes done, bytes in all, seconds)
 
 
-def execute(p: PassPlan, progress: Progress | None = None, poll_s: float = 0.25) -> dict[str, Any]:
-    """Run a pass with the target locked; its result, stored with the run it checked."""
+def execute(
+    p: PassPlan, progress: Progress | None = None, poll_s: float = 0.25, *, lock: bool = True
+) -> dict[str, Any]:
+    """Run a pass with the target locked (`lock=False`: the caller holds the lock); its result,
+    stored with the run it checked."""
     argv = ["tilemark", "verify", p.what]
     started_at = utc_now_iso()
-    with targets.lock_target(p.info, argv):
+    with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
         handle = engine.verify_pass(p.spec)
         t0 = time.monotonic()
         try:
@@ -260,6 +264,27 @@ def store(run_dir: Path, result: dict[str, Any]) -> None:
     kept["listed"] = result.get("findings", [])[:LISTED_IN_SUMMARY]
     doc.setdefault("verify_passes", []).append(kept)
     write_json_atomic(path, doc)
+
+
+def after_run(outcome: Any, console: Any) -> None:
+    """The pass after a verified run of a repeated-run study (Jetstress checks its database
+    after every test): timed, stored with the run, and its duration and findings added to the
+    run's summary as the study sees it."""
+    if not (outcome.run_dir / targetdata.JOURNAL).exists():
+        return
+    p = plan_for_run(outcome.run_dir, threads=4)
+    result = execute(p, lock=False)
+    outcome.summary["verify_pass"] = {
+        "seconds": result["seconds"],
+        "mbps": result["mbps"],
+        "findings": result["total"],
+        "by_class": result["by_class"],
+    }
+    console.print(
+        f"verification pass: {format_size(result['bytes'])} in {result['seconds']:.1f} s "
+        f"({result['mbps']:,.0f} MB/s), {result['total']:,} findings",
+        markup=False,
+    )
 
 
 def progress_printer(label: str) -> Progress:
