@@ -633,7 +633,13 @@ def compile_plan(workload: Workload, target: TargetInfo) -> EnginePlan:
         "poll_us": workload.poll_us,
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
-        "targets": [{**target.plan_target(), "direct": workload.direct, "verify": verify}],
+        "targets": [
+            {
+                **target.plan_target(),
+                "direct": workload.direct,
+                **({"verify": verify} if verify else {}),
+            }
+        ],
         "streams": streams,
     }
 
