@@ -122,6 +122,8 @@ pub struct Worker {
     unix_zero_s: u64,
     /// Streams that gave back write buffers whose data must be prepared again.
     to_prepare: Vec<u32>,
+    /// Checks of completed IOs, kept for reuse (boxed: they move in and out of slots).
+    #[allow(clippy::vec_box)]
     spare_checks: Vec<Box<IoCheck>>,
     interval: u64,
     interval_start: u64,
@@ -609,5 +611,7 @@ mod limits;
 #[cfg(test)]
 mod tests;
 mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 pub use limits::{HungIo, Limits};
