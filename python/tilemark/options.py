@@ -393,9 +393,9 @@ OPTIONS: tuple[Option, ...] = (
        parse=int_range(0, MAX_POLL_US), default="0 (adaptive)"),
     _o("seed", "run", "Run seed; stream seeds derive from it.", flag="--seed", metavar="N",
        modes=ALL, toml=True, parse=parse_seed, default="1"),
-    _o("max_errors", "run", "Stop the run once more than N IOs have failed; -1 never stops. "
-       "Any failed IO fails the run (exit 1); like fio's default and Jetstress, the first one "
-       "ends it.", flag="--max-errors", metavar="N", modes=ALL, toml=True,
+    _o("max_errors", "run", "Stop the run once more than N IOs have failed (with --verify, "
+       "data findings count too); -1 never stops. Any failed IO fails the run (exit 1); like "
+       "fio's default and Jetstress, the first one ends it.", flag="--max-errors", metavar="N", modes=ALL, toml=True,
        parse=int_range(-1, MAX_ERRORS), default="0"),
     _o("io_timeout", "run", "An IO outstanding longer than this is hung: the run stops and is "
        "stored as hung, naming the IO; 0 never.", flag="--io-timeout", metavar="TIME",

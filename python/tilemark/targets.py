@@ -957,7 +957,12 @@ def write_data_record(info: TargetInfo, record: dict[str, Any]) -> None:
     if info.kind == "block":
         _update_device_doc(info.path, data=record)
         return
-    fd = os.open(info.path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fd = os.open(info.path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise RunError(
+            f"cannot open target {info.path} to record what it holds: {e.strerror or e}."
+        ) from None
     try:
         header = read_header(info.path)
         if header is None:
