@@ -82,6 +82,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
                 "burst": None,
                 "sync": {"kind": "none"},
                 "compress_pct": 0.0,
+                "dedupe_ratio": 1.0,
             }
         ],
     }

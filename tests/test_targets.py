@@ -44,11 +44,11 @@ class FillRecorder:
         self.calls: list[tuple[int, int]] = []
         self.fail_after = fail_after
 
-    def __call__(self, path, offset, length, *, direct, seed):
+    def __call__(self, path, offset, length, *, direct, seed, verify=None):
         if self.fail_after is not None and len(self.calls) >= self.fail_after:
             raise Interrupted
         self.calls.append((offset, length))
-        return REAL_FILL(path, offset, length, direct=direct, seed=seed)
+        return REAL_FILL(path, offset, length, direct=direct, seed=seed, verify=verify)
 
 
 def test_new_file_gets_marker_header_and_exact_filled_data_area(tmp_path):
@@ -84,7 +84,14 @@ def test_new_file_gets_marker_header_and_exact_filled_data_area(tmp_path):
         "direct": True,
         "dio_alignment": info.dio_alignment,
         "preconditioning": None,  # never preconditioned (tilemark precondition)
+        "data": header["data"],
     }
+    # What the data area holds: verifiable fill blocks of a new target identity.
+    assert header["data"]["fill"] == "verifiable" and header["data"]["epoch"] == 0
+    assert header["data"]["block_size"] == 4096 and header["data"]["target_id"] > 0
+    with open(path, "rb") as f:
+        f.seek(4096)
+        assert f.read(8) == b"TMVERIFY"
 
 
 def test_existing_tilemark_file_is_reused_grown_and_resumed(tmp_path, monkeypatch):

@@ -32,8 +32,39 @@ class Run:
 def start(plan_json: str) -> Run:
     """Validate the plan, open the targets and start the engine threads."""
 
-def fill(path: str, offset: int, length: int, direct: bool, seed: int) -> int:
-    """Write incompressible data over [offset, offset+length); returns bytes written."""
+def fill(
+    path: str,
+    offset: int,
+    length: int,
+    direct: bool,
+    seed: int,
+    target_id: int | None = None,
+    block_size: int = 4096,
+    data_offset: int = 0,
+) -> int:
+    """Write incompressible data over [offset, offset+length); returns bytes written. With
+    `target_id`, verifiable fill blocks (docs/verification.md) whose offsets count from
+    `data_offset`."""
+
+def sample_blocks(
+    block_size: int, compress_pct: float, dedupe_ratio: float, verify: bool, blocks: int, seed: int
+) -> bytes:
+    """`blocks` blocks of write data exactly as a stream with these settings writes them."""
+
+class VerifyPass:
+    """A running verification pass (its reader threads run without the GIL)."""
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes judged so far, bytes in the data area)."""
+    def stop(self) -> None:
+        """Stop early; the result says how much was read."""
+    def wait(self, timeout_s: float) -> bool:
+        """Block (GIL released) up to `timeout_s`; True once the pass has ended."""
+    def result(self) -> str:
+        """Block until the pass ends; its JSON result (docs/engine-boundary.md)."""
+
+def verify_pass(spec_json: str) -> VerifyPass:
+    """Start a verification pass over a data area (docs/engine-boundary.md)."""
 
 def dio_alignment(path: str) -> int:
     """O_DIRECT alignment for `path` (STATX_DIOALIGN or logical block size); 0 if none."""

@@ -28,12 +28,23 @@ class HistogramDoc(TypedDict):
     b: list[list[int]]
 
 
+class PlanVerify(TypedDict):
+    """A verified target (docs/verification.md)."""
+
+    target_id: int
+    epoch: int
+    block_size: int
+    prior: Literal["verified", "mixed", "unknown"]
+    journal: str | None
+
+
 class PlanTarget(TypedDict):
     name: str
     path: str
     offset: int
     length: int
     direct: bool
+    verify: NotRequired[PlanVerify | None]
 
 
 class PlanRegion(TypedDict):
@@ -60,6 +71,7 @@ class PlanStream(TypedDict):
     burst: dict[str, float] | None
     sync: dict[str, Any]
     compress_pct: float
+    dedupe_ratio: NotRequired[float]
     seed: int
 
 
@@ -117,6 +129,7 @@ class Snapshot(TypedDict):
 
 class Result(TypedDict):
     complete: bool
+    verification: NotRequired[dict[str, Any] | None]
     started_at_ns: int
     measure_start_ns: int
     measure_end_ns: int
@@ -156,9 +169,59 @@ def start(plan: Plan) -> Handle:
     return Handle(_engine.start(json.dumps(full)), full)
 
 
-def fill(path: str, offset: int, length: int, *, direct: bool = True, seed: int = 1) -> int:
-    """Write incompressible data over [offset, offset+length) so later reads never hit holes."""
-    return _engine.fill(str(path), int(offset), int(length), bool(direct), int(seed))
+def fill(
+    path: str,
+    offset: int,
+    length: int,
+    *,
+    direct: bool = True,
+    seed: int = 1,
+    verify: tuple[int, int, int] | None = None,
+) -> int:
+    """Write incompressible data over [offset, offset+length) so later reads never hit holes;
+    `verify` = (target identity, block size, data offset) writes verifiable fill blocks."""
+    if verify is None:
+        return _engine.fill(str(path), int(offset), int(length), bool(direct), int(seed))
+    target_id, block_size, data_offset = verify
+    return _engine.fill(
+        str(path), int(offset), int(length), bool(direct), int(seed), target_id, block_size,
+        data_offset,
+    )  # fmt: skip
+
+
+def sample_blocks(
+    block_size: int, compress_pct: float, dedupe_ratio: float, verify: bool, blocks: int, seed: int
+) -> bytes:
+    """Write data exactly as a stream with these settings writes it (docs/verification.md)."""
+    return _engine.sample_blocks(
+        int(block_size), float(compress_pct), float(dedupe_ratio), bool(verify), int(blocks),
+        int(seed),
+    )  # fmt: skip
+
+
+class PassHandle:
+    """A running verification pass over a data area."""
+
+    def __init__(self, handle: _engine.VerifyPass):
+        self._handle = handle
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes judged so far, bytes in the data area)."""
+        return self._handle.progress()
+
+    def stop(self) -> None:
+        self._handle.stop()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._handle.wait(float(timeout_s))
+
+    def result(self) -> dict[str, Any]:
+        return json.loads(self._handle.result())
+
+
+def verify_pass(spec: dict[str, Any]) -> PassHandle:
+    """Start a verification pass (docs/engine-boundary.md, Verification pass)."""
+    return PassHandle(_engine.verify_pass(json.dumps(spec)))
 
 
 def dio_alignment(path: str) -> int:

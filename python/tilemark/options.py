@@ -243,6 +243,22 @@ def parse_compress(value: object, label: str) -> float:
     return pct
 
 
+MAX_DEDUPE = 100.0
+
+
+def parse_dedupe(value: object, label: str) -> float:
+    """A dedupe ratio: blocks written per distinct block, from 1 to 100 (2, 2.5 or 2:1)."""
+    text = str(value).strip() if isinstance(value, int | float | str) else ""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(?::1)?", text)
+    ratio = float(match.group(1)) if match and not isinstance(value, bool) else None
+    if ratio is None or not (1.0 <= ratio <= MAX_DEDUPE):
+        raise UsageError(
+            f"{label} must be a ratio from 1 to {MAX_DEDUPE:g} (blocks written per distinct "
+            f"block, e.g. 2 or 2:1; 1 = every block unique), got {shown(value)}."
+        )
+    return ratio
+
+
 def parse_run_duration(value: object, label: str) -> float:
     """A measured duration: above 0, at least 1 ms."""
     seconds = parse_duration(value, label)
@@ -396,9 +412,10 @@ OPTIONS: tuple[Option, ...] = (
        parse=int_range(0, MAX_POLL_US), default="0 (adaptive)"),
     _o("seed", "run", "Run seed; stream seeds derive from it.", flag="--seed", metavar="N",
        modes=ALL, toml=True, parse=parse_seed, default="1"),
-    _o("max_errors", "run", "Stop the run once more than N IOs have failed; -1 never stops. "
-       "Any failed IO fails the run (exit 1); like fio's default and Jetstress, the first one "
-       "ends it.", flag="--max-errors", metavar="N", modes=ALL, toml=True,
+    _o("max_errors", "run", "Stop the run once more than N IOs have failed (with --verify, "
+       "data findings count too); -1 never stops. Any failed IO fails the run (exit 1); like "
+       "fio's default and Jetstress, the first one ends it.", flag="--max-errors", metavar="N",
+       modes=ALL, toml=True,
        parse=int_range(-1, MAX_ERRORS), default="0"),
     _o("io_timeout", "run", "An IO outstanding longer than this is hung: the run stops and is "
        "stored as hung, naming the IO; 0 never.", flag="--io-timeout", metavar="TIME",
@@ -442,7 +459,8 @@ OPTIONS: tuple[Option, ...] = (
        toml=True, profile=False, parse=positive_size, default="to the end of the data area"),
     _o("align", "stream", "Offset alignment.", flag="--align", metavar="SIZE", modes=WORKLOAD,
        toml=True, parse=positive_size, default="the O_DIRECT alignment, at least 4k"),
-    _o("compress", "stream", "Zeroed share of write data, 0..99.", flag="--compress",
+    _o("compress", "stream", "Share of every written block that compresses away (zeros), 0..99; "
+       "measured with zstd and lz4 at run start (docs/verification.md).", flag="--compress",
        metavar="PCT", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=parse_compress, default="0"),
     _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME0, "
        "NAME1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
@@ -463,6 +481,16 @@ OPTIONS: tuple[Option, ...] = (
     _o("stop", "stream", "Run time at which the stream stops issuing IO: 20m.", flag="--stop",
        metavar="TIME", modes=WORKLOAD, toml=True, parse=positive_duration,
        default="the end of the run"),
+    # -- data verification and reduction (docs/verification.md) ---------------------------------
+    _o("verify", "run", "Write verifiable blocks (target, offset, generation, checksums) and "
+       "check every read of a block whose content is known; a finding (corrupt, misdirected, "
+       "stale, torn, unexpected) fails the run. Writing runs keep a journal for `tilemark "
+       "verify RUN`.", flag="--verify", modes=ALL, kind="switch", toml=True, parse=parse_bool,
+       default="off"),
+    _o("dedupe", "stream", "Dedupe ratio of write data: blocks written per distinct 4 KiB "
+       "block, 1..100 (2 or 2:1: half the blocks are copies); measured at run start.",
+       flag="--dedupe", metavar="RATIO", modes=WORKLOAD | POINT_STUDIES, toml=True,
+       parse=parse_dedupe, default="1"),
     # -- tiles ----------------------------------------------------------------------------------
     _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
        "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},

@@ -114,6 +114,7 @@ class StreamSpec:
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
     compress_pct: float = 0.0
+    dedupe: float = 1.0  # blocks written per distinct block
     seed: int | None = None  # None: derived from the run seed
     targets: list[str] | None = None  # target names; None: every target of the workload
     spread: str = "uniform"  # over several targets: "uniform" | "size"
@@ -156,6 +157,7 @@ class Workload:
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
+    verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -343,6 +345,7 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         ("length", "length"),
         ("align", "align"),
         ("compress", "compress_pct"),
+        ("dedupe", "dedupe"),
         ("seed", "seed"),
         ("target", "targets"),
         ("spread", "spread"),
@@ -438,6 +441,7 @@ def parse_workload(
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     keep_cache = run_value("keep_cache", False)
+    verify = run_value("verify", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
     else:
@@ -471,6 +475,7 @@ def parse_workload(
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
+        verify=verify,
     )
 
 
@@ -586,6 +591,68 @@ def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align
             )
 
 
+def _check_verify(workload: Workload, infos: list[TargetInfo]) -> list[dict[str, Any] | None]:
+    """--verify: every target's verification settings for the plan (its epoch and journal are
+    set when the run starts), after checking the workload fits verification blocks."""
+    from tilemark import targetdata  # needs targets, which imports this module
+
+    if not workload.verify:
+        return [None] * len(infos)
+    if not workload.writes():
+        for target in infos:
+            reason = targetdata.nothing_to_check(target)
+            if reason is not None:
+                raise UsageError(
+                    f"--verify has nothing to check against: {reason}, or add writes to the "
+                    "workload."
+                )
+    blocks = [targetdata.block_size(target) for target in infos]
+    for stream in workload.streams:
+        label = stream.label
+        sizes = sorted({blocks[t] for t in workload.stream_targets(stream)})
+        if len(sizes) > 1:
+            raise UsageError(
+                f"stream '{stream.name}' spans targets whose verification blocks differ "
+                f"({' and '.join(map(str, sizes))} bytes, their O_DIRECT alignments); --verify "
+                "needs one block size per stream: give it targets of one kind."
+            )
+        block = sizes[0]
+        overhead = 64 + 8 * (block // 512 - 1)
+        max_compress = int(100 * (1 - overhead / block))
+        for size, _ in stream.sizes:
+            if size % block:
+                raise UsageError(
+                    f"{label('bs')} {size} bytes is not a whole number of {block}-byte "
+                    "verification blocks; --verify needs IO sizes in whole blocks."
+                )
+        if stream.align is not None and stream.align % block:
+            raise UsageError(
+                f"{label('align')} {stream.align} is not a multiple of the {block}-byte "
+                "verification block; --verify needs whole blocks."
+            )
+        if stream.offset % block:
+            raise UsageError(
+                f"{label('offset')} {stream.offset} is not a multiple of the {block}-byte "
+                "verification block; --verify needs whole blocks."
+            )
+        if stream.writes() and stream.compress_pct > max_compress:
+            raise UsageError(
+                f"{label('compress')} {stream.compress_pct:g} is more than --verify allows: at "
+                f"most {max_compress} (each {block}-byte block carries {overhead} bytes of "
+                "verification header and stamps, which do not compress)."
+            )
+    return [
+        {
+            "target_id": 0,  # set with the epoch when the run starts (targetdata.begin_run)
+            "epoch": 0,
+            "block_size": block,
+            "prior": targetdata.prior(target.data),
+            "journal": None,
+        }
+        for target, block in zip(infos, blocks, strict=True)
+    ]
+
+
 def _direct_align(workload: Workload, target: TargetInfo) -> int:
     """The O_DIRECT alignment a target imposes (0 for buffered IO), checked to be usable."""
     if not workload.direct:
@@ -616,6 +683,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         raise ValueError(f"{len(workload.targets)} targets, {len(infos)} inspected")
     aligns = [_direct_align(workload, info) for info in infos]
     threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
+    verify = _check_verify(workload, infos)
     streams = []
     for index, stream in enumerate(workload.streams):
         on = workload.stream_targets(stream)
@@ -646,6 +714,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 "burst": burst,
                 "sync": _sync_plan(stream.sync),
                 "compress_pct": stream.compress_pct,
+                "dedupe_ratio": stream.dedupe,
                 "seed": stream.seed
                 if stream.seed is not None
                 else stream_seed(workload.seed, index),
@@ -663,8 +732,13 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
         "targets": [
-            {**info.plan_target(), "name": spec.name, "direct": workload.direct}
-            for spec, info in zip(workload.targets, infos, strict=True)
+            {
+                **info.plan_target(),
+                "name": spec.name,
+                "direct": workload.direct,
+                **({"verify": v} if v else {}),
+            }
+            for spec, info, v in zip(workload.targets, infos, verify, strict=True)
         ],
         "streams": streams,
     }

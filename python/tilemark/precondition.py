@@ -30,7 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 import tilemark
-from tilemark import engine, plan, targets, targetset
+from tilemark import engine, plan, targetdata, targets, targetset
 from tilemark.errors import RunError, UsageError
 from tilemark.runner import SignalStopper
 from tilemark.summary import errors_by_name, errors_text
@@ -133,12 +133,16 @@ def pass_plan(info: targets.TargetInfo, bs: int) -> engine.Plan:
         streams.append(
             {"name": "tail", "rw": "write", "bs": tail, "qd": 1, "offset": whole, "length": tail}
         )
+    # Whole verification blocks are written verifiable, so the target stays checkable.
+    block = targetdata.block_size(info)
+    verify = bs % block == 0 and tail % block == 0
     doc = {
         "target": info.path,
         "duration": 1,  # replaced below: a pass ends when its IO limit is written
         "interval": 1,
         "direct": info.direct,
         "threads": 1,
+        "verify": verify,
         "stream": streams,
     }
     try:
@@ -250,6 +254,10 @@ def precondition(
         with targets.lock_target(info, argv):
             targets.prepare_target(info, fill=False)
             compiled = pass_plan(info, bs)
+            verify = compiled["targets"][0].get("verify") is not None
+            spec = targetdata.begin_run(info, verify=verify, writes=True, journal=None)
+            if spec is not None:
+                compiled["targets"][0]["verify"] = spec
             console.print(
                 f"preconditioning {info.path} ({format_size(info.data_length)}, "
                 f"{'O_DIRECT' if info.direct else 'buffered'}): {passes} pass(es) of "

@@ -17,7 +17,16 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import engine, metrics, plan, targets, targetset
+from tilemark import (
+    datareduction,
+    engine,
+    metrics,
+    plan,
+    targetdata,
+    targets,
+    targetset,
+    verification,
+)
 from tilemark import telemetry as tm
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
@@ -239,6 +248,12 @@ def run_plan(
     except OSError as e:
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     telemetry.run_id = writer.run_id
+    try:
+        _begin_data(workload, infos, compiled, writer)
+        reduction = datareduction.measure(compiled)
+    except BaseException as e:
+        writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
+        raise
     served = metrics.current()
     if served is not None:
         served.run_started(writer.run_id, compiled, apps or {})
@@ -254,6 +269,15 @@ def run_plan(
             target_notes.append(str(info.precondition_note()))
     for target_note in target_notes + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
+    if reduction is not None:
+        for setting in reduction["settings"]:
+            console.print(
+                f"data: {datareduction.describe(setting)} measured on "
+                f"{format_size(setting['sample_bytes'])} as stream(s) "
+                f"{', '.join(setting['streams'][:5])} write it",
+                markup=False,
+                soft_wrap=True,
+            )
 
     if not workload.keep_cache:
         for t in compiled["targets"]:
@@ -309,6 +333,12 @@ def run_plan(
             "target": infos[0].path,
             "record": infos[0].preconditioning,
         }
+        summary["verification"] = verification.run_summary(result, compiled)
+        summary["data_reduction"] = (
+            None
+            if reduction is None
+            else {**reduction, "overall": datareduction.overall(reduction, summary)}
+        )
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
@@ -337,6 +367,34 @@ def run_plan(
     )
 
 
+def _begin_data(
+    workload: plan.Workload,
+    infos: list[targets.TargetInfo],
+    compiled: dict[str, Any],
+    writer: RunWriter,
+) -> None:
+    """Record with every target what the run is about to write (targetdata.py): with --verify,
+    the run's epoch and each target's journal go into the plan (and run.json)."""
+    writes = workload.writes() and compiled["backend"] != "null"
+    changed = False
+    for index, (info, target) in enumerate(zip(infos, compiled["targets"], strict=True)):
+        on_target = writes and any(
+            s["read_pct"] < 100 and any(r["target"] == index for r in s["regions"])
+            for s in compiled["streams"]
+        )
+        spec = targetdata.begin_run(
+            info,
+            verify=target.get("verify") is not None,
+            writes=on_target,
+            journal=str((writer.path / targetdata.journal_name(index)).resolve()),
+        )
+        if spec is not None:
+            target["verify"] = spec
+            changed = True
+    if changed:
+        writer.rewrite()
+
+
 def _change_points(
     changes: ChangeTracker, result: dict[str, Any], summary: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
@@ -352,7 +410,8 @@ def storage_verdict(
     result: dict[str, Any], summary: dict[str, Any]
 ) -> tuple[str | None, str | None]:
     """Whether the storage under test failed the run: ("hung", why) when an IO never
-    completed, ("errors", why) when IOs failed, else (None, None). Failing storage fails the
+    completed, ("data-errors", why) when verification found data it should not hold,
+    ("errors", why) when IOs failed, else (None, None). Failing storage fails the
     run, like Jetstress, where one error fails the test."""
     hung = result.get("hung") or []
     if result.get("stop_reason") == "hung" or hung:
@@ -370,6 +429,9 @@ def storage_verdict(
             )
         more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
         return "hung", f"{max(len(hung), 1)} IO(s) never completed{shown}{more}"
+    data = verification.verdict(summary)
+    if data is not None:
+        return "data-errors", data
     total = summary.get("total") or {}
     if total.get("errors"):
         named = errors_text(total.get("errors_by_name") or {})

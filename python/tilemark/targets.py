@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilemark import envinfo
+from tilemark import envinfo, targetdata
 from tilemark.errors import RunError, UsageError
 from tilemark.plan import default_align
 from tilemark.units import GIB, MIB, format_size
@@ -78,6 +78,7 @@ class TargetInfo:
     holes: int = 0  # foreign file: bytes of its data area that are holes (read as zeros)
     preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
     name: str = ""  # the workload's name for the target (targetspec.py)
+    data: dict[str, Any] | None = None  # what the data area holds (targetdata.py)
 
     @property
     def will_fill(self) -> bool:
@@ -124,6 +125,7 @@ class TargetInfo:
             "direct": self.direct,
             "dio_alignment": self.dio_alignment,
             "preconditioning": self.preconditioning,
+            "data": self.data,
         }
 
     @property
@@ -150,11 +152,20 @@ def probe_dio_alignment(path: str) -> int:
     return engine.dio_alignment(path)
 
 
-def fill_region(path: str, offset: int, length: int, *, direct: bool, seed: int) -> int:
-    """Write incompressible data over [offset, offset+length) with the engine."""
+def fill_region(
+    path: str,
+    offset: int,
+    length: int,
+    *,
+    direct: bool,
+    seed: int,
+    verify: tuple[int, int, int] | None = None,
+) -> int:
+    """Write incompressible data over [offset, offset+length) with the engine; with `verify`
+    (target identity, block size, data offset), verifiable fill blocks."""
     from tilemark import engine
 
-    return engine.fill(path, offset, length, direct=direct, seed=seed)
+    return engine.fill(path, offset, length, direct=direct, seed=seed, verify=verify)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -671,6 +682,7 @@ def _inspect_existing_file(
         file_data_length=file_data_length,
         filled_length=filled,
         preconditioning=header.get("preconditioning"),
+        data=header.get("data"),
     )
 
 
@@ -706,6 +718,7 @@ def _inspect_block(
         exists=True,
         tilemark=False,
         preconditioning=read_device_record(st.st_rdev, device_size),
+        data=_read_device_doc(st.st_rdev, device_size).get("data"),
     )
 
 
@@ -757,18 +770,33 @@ def hole_bytes(path: str, offset: int, length: int) -> int:
 
 
 def fill_device(info: TargetInfo, progress: Progress | None = None) -> None:
-    """--fill of a block device: incompressible data over its whole data area."""
+    """--fill of a block device: verifiable fill blocks over its whole data area (its record
+    says `random` until the fill is complete)."""
     total = info.data_length
     done = 0
     seed = int.from_bytes(os.urandom(7), "little")
+    record = read_data_record(info) or targetdata.new_record(targetdata.block_size(info), "none")
+    record["fill"] = "random"
+    write_data_record(info, record)
+    verify = targetdata.fill_args(record, info.data_offset)
+    if total % record["block_size"]:
+        verify = None  # a size off the verification block: plain random data
     while done < total:
         length = min(FILL_CHUNK, total - done)
         fill_region(
-            info.path, info.data_offset + done, length, direct=info.dio_alignment > 0, seed=seed
+            info.path,
+            info.data_offset + done,
+            length,
+            direct=info.dio_alignment > 0,
+            seed=seed,
+            verify=verify,
         )
         done += length
         if progress is not None:
             progress(info.path, done, total)
+    if verify is not None:
+        record.update(fill="verifiable", unverified_at_epoch=None)
+        write_data_record(info, record)
 
 
 def prepare_target(
@@ -799,6 +827,7 @@ def prepare_target(
                 "data_offset": HEADER_SIZE,
                 "data_length": info.file_data_length,
                 "filled_length": 0,
+                "data": targetdata.new_record(targetdata.block_size(info), "verifiable"),
             }
             try:
                 _write_header(fd, header)
@@ -815,11 +844,17 @@ def prepare_target(
             if header is None:
                 raise RunError(f"target {path} lost its tilemark marker while being prepared.")
             header["filled_length"] = info.filled_length
+            if "data" not in header:
+                # Filled by an older tilemark: what it wrote carries no verification headers.
+                fill = "random" if header["filled_length"] else "verifiable"
+                header["data"] = targetdata.new_record(targetdata.block_size(info), fill)
+                _write_header(fd, header)
             if info.file_data_length > header["data_length"]:
                 old_end = HEADER_SIZE + header["data_length"]
                 _allocate(fd, old_end, info.file_data_length - header["data_length"], path)
                 header["data_length"] = info.file_data_length
                 _write_header(fd, header)
+        info.data = header["data"]
         try:
             if fill:
                 _fill(fd, info, header, progress)
@@ -844,7 +879,12 @@ def _fill(fd: int, info: TargetInfo, header: dict[str, Any], progress: Progress 
         length = min(FILL_CHUNK, total - filled)
         offset = HEADER_SIZE + filled
         fill_region(
-            info.path, offset, length, direct=direct, seed=_fill_seed(header["created_at"], offset)
+            info.path,
+            offset,
+            length,
+            direct=direct,
+            seed=_fill_seed(header["created_at"], offset),
+            verify=targetdata.fill_args(header.get("data"), HEADER_SIZE),
         )
         filled += length
         header["filled_length"] = filled
@@ -876,13 +916,63 @@ def _device_record_path(rdev: int, size: int) -> Path:
     return state_dir() / "devices" / f"{os.major(rdev)}:{os.minor(rdev)}-{size}.json"
 
 
-def read_device_record(rdev: int, size: int) -> dict[str, Any] | None:
-    """The preconditioning record of a block device kept in the state directory, if any."""
+def _read_device_doc(rdev: int, size: int) -> dict[str, Any]:
+    """What the state directory keeps about a block device ({} when nothing)."""
     try:
         doc = json.loads(_device_record_path(rdev, size).read_text())
     except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _update_device_doc(path: str, **fields: Any) -> None:
+    st = os.stat(path)
+    size = _block_size(path)
+    doc = {**_read_device_doc(st.st_rdev, size), "path": path, **fields}
+    record_path = _device_record_path(st.st_rdev, size)
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2))
+    os.replace(tmp, record_path)
+
+
+def read_device_record(rdev: int, size: int) -> dict[str, Any] | None:
+    """The preconditioning record of a block device kept in the state directory, if any."""
+    return _read_device_doc(rdev, size).get("preconditioning")
+
+
+def read_data_record(info: TargetInfo) -> dict[str, Any] | None:
+    """The target's data record as it is now (targetdata.py): from a tilemark file's header,
+    a block device's state record; None for other targets."""
+    if info.kind == "block":
+        st = os.stat(info.path)
+        return _read_device_doc(st.st_rdev, _block_size(info.path)).get("data")
+    if not info.tilemark or not os.path.exists(info.path):
         return None
-    return doc.get("preconditioning") if isinstance(doc, dict) else None
+    header = read_header(info.path)
+    return None if header is None else header.get("data")
+
+
+def write_data_record(info: TargetInfo, record: dict[str, Any]) -> None:
+    """Keep a data record with the target (the rest of its header or record unchanged)."""
+    info.data = record
+    if info.kind == "block":
+        _update_device_doc(info.path, data=record)
+        return
+    try:
+        fd = os.open(info.path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise RunError(
+            f"cannot open target {info.path} to record what it holds: {e.strerror or e}."
+        ) from None
+    try:
+        header = read_header(info.path)
+        if header is None:
+            raise RunError(f"target {info.path} lost its tilemark marker.")
+        header["data"] = record
+        _write_header(fd, header)
+    finally:
+        os.close(fd)
 
 
 def describe_precondition(record: dict[str, Any] | None) -> str:
@@ -904,12 +994,7 @@ def write_precondition_record(info: TargetInfo, record: dict[str, Any]) -> None:
     the header unchanged; a completed pass over the whole data area also counts as its fill),
     for a block device in the state directory (a device has no header)."""
     if info.kind == "block":
-        st = os.stat(info.path)
-        path = _device_record_path(st.st_rdev, _block_size(info.path))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"path": info.path, "preconditioning": record}, indent=2))
-        os.replace(tmp, path)
+        _update_device_doc(info.path, preconditioning=record)
         info.preconditioning = record
         return
     fd = os.open(info.path, os.O_RDWR | os.O_CLOEXEC)

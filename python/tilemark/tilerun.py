@@ -71,6 +71,7 @@ class TileRunSettings:
     max_errors: int = 0  # -1: never stop on IO errors
     io_timeout: float = 30.0  # seconds; 0: never
     steady: SteadySettings | None = None  # --until-steady: rounds until steady, at most max_s
+    verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
 
     @property
     def duration_s(self) -> float:
@@ -96,6 +97,7 @@ class TileRunSettings:
             "poll_us": self.poll_us,
             "max_errors": self.max_errors,
             "io_timeout": self.io_timeout,
+            "verify": self.verify,
         }
         if self.threads:
             d["threads"] = self.threads
@@ -206,6 +208,7 @@ def tile_settings(
         max_errors=parsed("run", "max_errors", 0),
         io_timeout=parsed("run", "io_timeout", 30.0),
         steady=steady,
+        verify=bool(values.get("verify")),
     )
 
 

@@ -246,3 +246,27 @@ def test_destroy_data_naming_no_target_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and f"--destroy-data {dev} names none of the targets" in err, err
     assert not results.exists()
+
+
+def test_a_verified_stream_over_two_targets_with_dedupe_checks_clean_on_both(tmp_path, capsys):
+    # One stream spreads verified writes and reads over two files, with deduplicated data:
+    # pool copies prepared for the first target and written to the second name the target
+    # they land on, so neither the inline checks nor the pass afterwards find anything.
+    a, b = tmp_path / "a.dat", tmp_path / "b.dat"
+    code, results = _results(
+        tmp_path, "run", "--target", f"a={a}", "--target", f"b={b}", "--size", "8m",
+        "--rw", "randrw", "--read", "50", "--qd", "8", "--dedupe", "2", "--verify",
+        "--duration", "1", "--interval", "250ms", "--json",
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    doc, run_dir = _run_doc(results)
+    v = doc["summary"]["verification"]
+    assert v["findings"] == 0 and v["checked"] > 500
+    assert v["journals"] == ["verify.journal", "verify.1.journal"]
+    by_name = {t["name"]: t for t in doc["summary"]["targets"]}
+    assert by_name["a"]["write_ops"] > 100 and by_name["b"]["write_ops"] > 100
+    capsys.readouterr()
+    assert main(["verify", str(run_dir), "--json"]) == 0
+    passes = json.loads(capsys.readouterr().out)["passes"]
+    assert [p["target"] for p in passes] == [str(a), str(b)]
+    assert all(p["total"] == 0 and p["checked"] == 8 * MiB // 4096 for p in passes)

@@ -10,6 +10,8 @@ pub const BUF_ALIGN: usize = 4096;
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
+    /// Write buffers: bytes at the start holding prepared, never written data (data.rs).
+    pub prepared: usize,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
@@ -22,7 +24,11 @@ impl AlignedBuf {
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
+        AlignedBuf {
+            ptr,
+            len,
+            prepared: 0,
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -15,11 +15,15 @@ use serde::Serialize;
 use crate::backend::open_backend;
 use crate::clock::{monotonic_ns, RunClock};
 use crate::error::{EngineError, Result};
-use crate::plan::{Plan, SyncMode};
+use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{StreamState, TargetFiles};
+use crate::verify::{Findings, TargetVerify};
 use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
+
+/// How often a journal with synced writes on its target is made durable (msync).
+const JOURNAL_SYNC: Duration = Duration::from_millis(100);
 
 /// The result lists at most this many hung IOs (the oldest), plus their total count.
 const HUNG_LISTED: usize = 64;
@@ -37,6 +41,9 @@ pub struct Engine {
     /// holds its own references to registered files, and psync workers use duplicates, so
     /// closing these is safe even when IOs hung.)
     _files: Vec<File>,
+    /// Verified targets by plan index, and the thread keeping their journals durable.
+    verifiers: Vec<Option<Arc<TargetVerify>>>,
+    journal_sync: Option<JoinHandle<()>>,
     result: Option<Result<String>>,
 }
 
@@ -118,9 +125,29 @@ impl Engine {
                 offset: t.offset,
                 file,
                 file_dsync,
+                verify: t
+                    .verify
+                    .as_ref()
+                    .map(|v| (v.target_id, v.block_size as usize)),
             });
         }
         let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+
+        let check_reads = plan.backend != BackendKind::Null;
+        let mut verifiers: Vec<Option<Arc<TargetVerify>>> = Vec::new();
+        for (ti, t) in plan.targets.iter().enumerate() {
+            verifiers.push(match &t.verify {
+                Some(spec) => Some(Arc::new(TargetVerify::new(
+                    ti,
+                    t.offset,
+                    spec.clone(),
+                    t.length,
+                    check_reads,
+                )?)),
+                None => None,
+            });
+        }
+        let any_verify = verifiers.iter().any(Option::is_some);
 
         let nthreads = plan.threads.min(plan.streams.len()).max(1);
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
@@ -149,6 +176,11 @@ impl Engine {
             let poll = Duration::from_micros(plan.poll_us);
             let tx = tx.clone();
             let guard = FinishGuard(finished.clone());
+            let verify = if any_verify {
+                verifiers.clone()
+            } else {
+                Vec::new()
+            };
             let handle = std::thread::Builder::new()
                 .name("tilemark-engine".into())
                 .spawn(move || {
@@ -167,6 +199,7 @@ impl Engine {
                     match go_rx.recv() {
                         Ok(Some(clock)) => Worker::new(id, streams, backend)
                             .with_limits(limits)
+                            .with_verify(verify)
                             .run(clock, tx),
                         _ => Err(EngineError::Thread("engine start cancelled".into())),
                     }
@@ -212,6 +245,15 @@ impl Engine {
         for go in &gos {
             let _ = go.send(Some(clock.clone()));
         }
+        let journal_sync = start_journal_sync(
+            &plan,
+            &verifiers,
+            Arc::new(Control {
+                stop: stop.clone(),
+                finished: finished.clone(),
+                nthreads,
+            }),
+        );
         Ok(Engine {
             aggregator: Aggregator::new(nthreads, stream_targets(&plan)),
             plan,
@@ -225,6 +267,8 @@ impl Engine {
                 nthreads,
             },
             _files: files,
+            verifiers,
+            journal_sync,
             result: None,
         })
     }
@@ -268,9 +312,11 @@ impl Engine {
         let mut stop_reason = None;
         let mut hung = Vec::new();
         let mut errors = Vec::new();
+        let mut findings = Findings::default();
         for h in self.threads.drain(..) {
             match h.join() {
                 Ok(Ok(r)) => {
+                    findings.merge(r.findings);
                     end_ns = end_ns.max(r.end_ns);
                     stop_reason = stop_reason.or(r.stop_reason);
                     hung.extend(r.hung);
@@ -282,6 +328,22 @@ impl Engine {
                 Err(_) => errors.push("an engine thread panicked".into()),
             }
         }
+        if let Some(h) = self.journal_sync.take() {
+            let _ = h.join();
+        }
+        for (t, v) in self.plan.targets.iter().zip(&self.verifiers) {
+            if let Some(v) = v {
+                if let Err(e) = v.close(t.length) {
+                    errors.push(e.to_string());
+                }
+            }
+        }
+        findings.findings.sort_by_key(|f| (f.time_ns, f.offset));
+        let verification = self
+            .verifiers
+            .iter()
+            .any(Option::is_some)
+            .then_some(findings);
         let result = if errors.is_empty() {
             let targets = self.aggregator.stream_targets.clone();
             let streams: Vec<IndexedStats> = totals
@@ -307,6 +369,7 @@ impl Engine {
                 streams,
                 hung,
                 hung_count,
+                verification,
             })
             .map_err(|e| EngineError::Thread(format!("serializing result: {e}")))
         } else {
@@ -328,6 +391,40 @@ fn stream_targets(plan: &Plan) -> Vec<Vec<usize>> {
             _ => s.regions.iter().map(|r| r.target).collect(),
         })
         .collect()
+}
+
+/// A thread that makes the journals of targets with synced writes (dsync, fsync) durable every
+/// JOURNAL_SYNC while the run lasts, so a power loss loses at most that much of them.
+fn start_journal_sync(
+    plan: &Plan,
+    verifiers: &[Option<Arc<TargetVerify>>],
+    control: Arc<Control>,
+) -> Option<JoinHandle<()>> {
+    let synced: Vec<Arc<TargetVerify>> = verifiers
+        .iter()
+        .flatten()
+        .filter(|v| v.spec.journal.is_some())
+        .filter(|v| {
+            plan.streams
+                .iter()
+                .any(|s| s.uses_target(v.index) && s.writes() && s.sync != SyncMode::None)
+        })
+        .cloned()
+        .collect();
+    if synced.is_empty() {
+        return None;
+    }
+    std::thread::Builder::new()
+        .name("tilemark-journal".into())
+        .spawn(move || {
+            while !control.wait(JOURNAL_SYNC) {
+                for v in &synced {
+                    // A failed msync leaves the journal as durable as the kernel made it.
+                    let _ = v.table.sync();
+                }
+            }
+        })
+        .ok()
 }
 
 fn clone_result(r: &Result<String>) -> Result<String> {
@@ -357,6 +454,8 @@ struct ResultJson<'a> {
     /// The oldest IOs still outstanding when the run ended, at most HUNG_LISTED.
     hung: Vec<HungIo>,
     hung_count: usize,
+    /// Verified targets: blocks judged and findings (null when nothing is verified).
+    verification: Option<Findings>,
 }
 
 /// Merges per-thread interval messages into one snapshot per interval. Interval k is ready

@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod buf;
 pub mod clock;
+pub mod data;
 pub mod engine;
 pub mod error;
 pub mod plan;
@@ -15,6 +16,7 @@ pub mod rng;
 pub mod stats;
 pub mod stop;
 pub mod stream;
+pub mod verify;
 pub mod worker;
 
 pub use engine::Engine;

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
+use crate::verify::VerifySpec;
 
 /// 2: a stream covers a list of regions (target, offset, length) and may start and stop
 /// within the run (`regions`, `spread`, `start_ms`, `stop_ms`).
@@ -59,6 +60,9 @@ pub struct Target {
     pub length: u64,
     #[serde(default = "yes")]
     pub direct: bool,
+    /// Write verifiable blocks and judge reads (docs/verification.md); None = off.
+    #[serde(default)]
+    pub verify: Option<VerifySpec>,
 }
 
 fn yes() -> bool {
@@ -159,6 +163,9 @@ pub struct StreamSpec {
     pub sync: SyncMode,
     #[serde(default)]
     pub compress_pct: f64,
+    /// Blocks written / distinct blocks (1 = every block unique).
+    #[serde(default = "one")]
+    pub dedupe_ratio: f64,
     /// Stop issuing after this many bytes (reads + writes); None = no limit.
     #[serde(default)]
     pub io_limit: Option<u64>,
@@ -169,6 +176,13 @@ pub struct StreamSpec {
 fn hundred() -> f64 {
     100.0
 }
+
+fn one() -> f64 {
+    1.0
+}
+
+/// Largest dedupe ratio a stream may ask for.
+pub const MAX_DEDUPE_RATIO: f64 = 100.0;
 
 fn no_sync() -> SyncMode {
     SyncMode::None
@@ -266,6 +280,9 @@ impl Plan {
             if t.length == 0 {
                 return bad(format!("target {i} ({}) has length 0", t.path));
             }
+            if let Some(v) = &t.verify {
+                v.validate(t.length, &format!("target {i} ({})", t.path))?;
+            }
         }
         for s in &self.streams {
             let name = &s.name;
@@ -303,6 +320,14 @@ impl Plan {
                         r.target
                     ));
                 }
+                // The stream's write data is laid out for one verification block size.
+                let block = |t: &Target| t.verify.as_ref().map(|v| v.block_size);
+                if block(t) != block(&self.targets[s.regions[0].target]) {
+                    return bad(format!(
+                        "stream '{name}': its targets must all be verified with one block size, \
+                         or none"
+                    ));
+                }
             }
             let (start, stop) = (s.start_ms.unwrap_or(0), s.stop_ms.unwrap_or(u64::MAX));
             if start >= stop {
@@ -325,6 +350,23 @@ impl Plan {
             }
             if !(0.0..100.0).contains(&s.compress_pct) {
                 return bad(format!("stream '{name}': compress_pct must be 0..<100"));
+            }
+            if !(1.0..=MAX_DEDUPE_RATIO).contains(&s.dedupe_ratio) {
+                return bad(format!(
+                    "stream '{name}': dedupe_ratio must be 1..{MAX_DEDUPE_RATIO}"
+                ));
+            }
+            if let Some(v) = &self.targets[s.regions[0].target].verify {
+                let b = v.block_size;
+                if s.regions.iter().any(|r| r.offset % b != 0)
+                    || s.align % b != 0
+                    || s.sizes.iter().any(|x| x.0 % b != 0)
+                {
+                    return bad(format!(
+                        "stream '{name}': with verification, offset, align and sizes must be \
+                         multiples of the {b}-byte verification block"
+                    ));
+                }
             }
             if s.qd == 0 || s.qd > MAX_QD {
                 return bad(format!(

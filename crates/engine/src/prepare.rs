@@ -6,15 +6,47 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 
 use crate::buf::AlignedBuf;
+use crate::data::{BlockGen, Layout};
 use crate::error::{EngineError, Result};
 use crate::rng::Rng;
+use crate::verify::block as header;
 
 const FILL_CHUNK: usize = 4 << 20;
 
+/// Fill with verifiable blocks: generation 0 of epoch 0, by the fill (docs/verification.md).
+#[derive(Clone, Copy, Debug)]
+pub struct FillVerify {
+    pub target_id: u64,
+    pub block_size: usize,
+    /// Where the target's data area starts: block offsets are relative to it.
+    pub data_offset: u64,
+}
+
 /// Write incompressible, non-repeating data over `[offset, offset+length)` so later reads never
-/// hit holes or zero pages. Uses O_DIRECT when asked and supported, else buffered writes and a
-/// final fdatasync. Returns bytes written.
-pub fn fill(path: &str, offset: u64, length: u64, direct: bool, seed: u64) -> Result<u64> {
+/// hit holes or zero pages; with `verify`, every block is a verifiable fill block. Uses O_DIRECT
+/// when asked and supported, else buffered writes and a final fdatasync. Returns bytes written.
+pub fn fill(
+    path: &str,
+    offset: u64,
+    length: u64,
+    direct: bool,
+    seed: u64,
+    verify: Option<FillVerify>,
+) -> Result<u64> {
+    if let Some(v) = verify {
+        let b = v.block_size as u64;
+        if v.block_size > crate::data::MAX_BLOCK
+            || b % 512 != 0
+            || length % b != 0
+            || offset < v.data_offset
+            || (offset - v.data_offset) % b != 0
+        {
+            return Err(EngineError::Plan(format!(
+                "a verifiable fill needs whole {b}-byte blocks of the data area at {}, got offset {offset} length {length}",
+                v.data_offset
+            )));
+        }
+    }
     let open = |flags| {
         OpenOptions::new()
             .write(true)
@@ -29,15 +61,35 @@ pub fn fill(path: &str, offset: u64, length: u64, direct: bool, seed: u64) -> Re
     let mut rng = Rng::new(seed);
     let mut buf = AlignedBuf::new(FILL_CHUNK);
     rng.fill_bytes(buf.as_mut_slice());
+    let mut blocks = verify.map(|v| {
+        let layout = Layout::new(v.block_size, 0.0, true);
+        (v, BlockGen::new(layout, None, v.target_id, seed))
+    });
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as u32;
     let mut written = 0u64;
     while written < length {
         let n = (length - written).min(FILL_CHUNK as u64) as usize;
-        // Re-stamp every 4 KiB so no block repeats (defeats dedupe on the target).
-        for block in buf.as_mut_slice()[..n].chunks_mut(4096) {
-            let k = block.len().min(8);
-            block[..k].copy_from_slice(&rng.next_u64().to_le_bytes()[..k]);
-        }
         let pos = offset + written;
+        match &mut blocks {
+            Some((v, gen)) => {
+                for (i, block) in buf.as_mut_slice()[..n]
+                    .chunks_exact_mut(v.block_size)
+                    .enumerate()
+                {
+                    let at = pos - v.data_offset + (i * v.block_size) as u64;
+                    fill_block(block, gen, v.target_id, at, now_s);
+                }
+            }
+            None => {
+                // Re-stamp every 4 KiB so no block repeats (defeats dedupe on the target).
+                for block in buf.as_mut_slice()[..n].chunks_mut(4096) {
+                    let k = block.len().min(8);
+                    block[..k].copy_from_slice(&rng.next_u64().to_le_bytes()[..k]);
+                }
+            }
+        }
         let res = if direct && n % 4096 != 0 {
             // A tail that O_DIRECT cannot write: finish it buffered.
             let f = OpenOptions::new().write(true).open(path);
@@ -70,6 +122,13 @@ pub fn fill(path: &str, offset: u64, length: u64, direct: bool, seed: u64) -> Re
         ));
     }
     Ok(written)
+}
+
+/// One verifiable fill block for data-area offset `at`.
+fn fill_block(block: &mut [u8], gen: &mut BlockGen, target_id: u64, at: u64, now_s: u32) {
+    gen.prepare(block); // a unique block: the generator has no dedupe plan
+    block[43] |= header::FLAG_FILL;
+    header::stamp(block, target_id, at, 0, 0, header::FILL_STREAM, now_s);
 }
 
 /// O_DIRECT offset/size alignment for `path` in bytes; 0 if O_DIRECT is not supported there.
@@ -132,7 +191,7 @@ mod tests {
     #[test]
     fn fill_writes_every_byte_with_incompressible_data() {
         let path = tmpfile("fill.dat", 9 << 20);
-        let n = fill(&path, 4096, (9 << 20) - 4096, true, 1).unwrap();
+        let n = fill(&path, 4096, (9 << 20) - 4096, true, 1, None).unwrap();
         assert_eq!(n, (9 << 20) - 4096);
         let mut data = Vec::new();
         std::fs::File::open(&path)
@@ -151,6 +210,32 @@ mod tests {
         );
         let blocks: std::collections::HashSet<&[u8]> = body.chunks(4096).collect();
         assert_eq!(blocks.len(), body.len() / 4096, "no 4 KiB block repeats");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn a_verifiable_fill_is_generation_zero_of_every_block() {
+        use crate::verify::block::{judge, Expect, Verdict};
+        let path = tmpfile("vfill.dat", 4096 + (1 << 20));
+        let v = FillVerify {
+            target_id: 77,
+            block_size: 4096,
+            data_offset: 4096,
+        };
+        fill(&path, 4096, 1 << 20, true, 3, Some(v)).unwrap();
+        let data = std::fs::read(&path).unwrap();
+        let prior = Expect::Prior { before_epoch: 1 };
+        for (i, block) in data[4096..].chunks(4096).enumerate() {
+            assert_eq!(
+                judge(block, 77, i as u64 * 4096, &prior),
+                Verdict::Ok,
+                "block {i}"
+            );
+        }
+        let distinct: std::collections::HashSet<&[u8]> = data[4096..].chunks(4096).collect();
+        assert_eq!(distinct.len(), 256);
+        // A misplaced fill is refused.
+        assert!(fill(&path, 4096 + 512, 4096, true, 3, Some(v)).is_err());
         std::fs::remove_file(&path).unwrap();
     }
 

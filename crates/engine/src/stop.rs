@@ -12,6 +12,9 @@ pub enum StopReason {
     Errors = 2,
     /// An IO was outstanding longer than the plan's `io_timeout_ms`.
     Hung = 3,
+    /// A read of a verified target found data it should not hold (with IO errors, more than
+    /// `max_errors`).
+    Findings = 4,
 }
 
 impl StopReason {
@@ -20,6 +23,7 @@ impl StopReason {
             StopReason::Requested => "requested",
             StopReason::Errors => "errors",
             StopReason::Hung => "hung",
+            StopReason::Findings => "findings",
         }
     }
 
@@ -28,6 +32,7 @@ impl StopReason {
             1 => Some(StopReason::Requested),
             2 => Some(StopReason::Errors),
             3 => Some(StopReason::Hung),
+            4 => Some(StopReason::Findings),
             _ => None,
         }
     }

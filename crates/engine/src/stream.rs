@@ -2,6 +2,7 @@
 //! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
 
 use crate::buf::AlignedBuf;
+use crate::data::{BlockGen, DedupePlan, Layout};
 use crate::plan::{Arrival, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::rng::{Rng, Zipf};
 use crate::stats::{OpKind, StreamStats};
@@ -97,13 +98,16 @@ pub struct NextIo {
     pub region: u32,
 }
 
-/// Where a plan target is in an engine thread's file table, and where its data starts.
+/// Where a plan target is in an engine thread's file table, where its data starts, and how
+/// its blocks are verified.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TargetFiles {
     pub offset: u64,
     /// File-table indices for plain and O_DSYNC access.
     pub file: u32,
     pub file_dsync: u32,
+    /// With verification: (target identity, verification block size).
+    pub verify: Option<(u64, usize)>,
 }
 
 /// One region of a stream: which target, where, and its own placement state (a sequential
@@ -223,12 +227,15 @@ pub struct StreamState {
     /// The region whose write completed the last fsync cadence: where pending fsyncs go.
     pub fsync_region: u32,
     pub dsync: bool,
-    zero_per_4k: usize,
     io_limit: Option<u64>,
     bytes_issued: u64,
     buf_size: usize,
     read_bufs: Vec<AlignedBuf>,
+    /// Write buffers whose data is prepared, and those given back whose first bytes were
+    /// written (to prepare again after the next submit, off the submission path).
     write_bufs: Vec<AlignedBuf>,
+    written_bufs: Vec<(AlignedBuf, usize)>,
+    pub data: BlockGen,
     pub rng: Rng,
     pub interval: StreamStats,
     pub totals: StreamStats,
@@ -238,7 +245,8 @@ pub struct StreamState {
 }
 
 impl StreamState {
-    /// The state of plan stream `index`; `targets` says where every plan target is.
+    /// The state of plan stream `index`; `targets` says where every plan target is (and how it
+    /// is verified).
     pub fn new(index: usize, spec: &StreamSpec, targets: &[TargetFiles]) -> Self {
         let max_size = spec.max_size();
         let total_w: f64 = spec.sizes.iter().map(|s| s.1).sum();
@@ -312,12 +320,13 @@ impl StreamState {
             pending_fsyncs: 0,
             fsync_region: 0,
             dsync: spec.sync == SyncMode::Dsync,
-            zero_per_4k: (4096.0 * spec.compress_pct / 100.0) as usize,
             io_limit: spec.io_limit,
             bytes_issued: 0,
             buf_size: max_size as usize,
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),
+            written_bufs: Vec::new(),
+            data: block_gen(spec, targets[spec.regions[0].target].verify),
             rng: Rng::new(spec.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index as u64),
             interval: stats(),
             totals: stats(),
@@ -452,28 +461,28 @@ impl StreamState {
         self.burst_issued = 0;
     }
 
-    /// A buffer for an IO of this stream: reused if one is free, else allocated.
-    /// Write buffers hold random data with `compress_pct` zeros per 4 KiB; each write re-stamps
-    /// the first 8 bytes of every 4 KiB so no two blocks ever repeat (defeats dedupe).
-    pub fn take_buf(&mut self, kind: OpKind) -> AlignedBuf {
+    /// A buffer for an IO of `len` bytes: reused if one is free, else allocated. A write
+    /// buffer's first `len` bytes hold fresh data (data.rs), prepared when the buffer came
+    /// back (`prepare_written`), so the submission path only takes it.
+    pub fn take_buf(&mut self, kind: OpKind, len: u32) -> AlignedBuf {
         match kind {
             OpKind::Write => {
-                let mut buf = self.write_bufs.pop().unwrap_or_else(|| {
-                    let mut b = AlignedBuf::new(self.buf_size);
-                    self.rng.fill_bytes(b.as_mut_slice());
-                    if self.zero_per_4k > 0 {
-                        for block in b.as_mut_slice().chunks_mut(4096) {
-                            let len = block.len();
-                            let keep = len.saturating_sub(self.zero_per_4k).max(8).min(len);
-                            block[keep..].fill(0);
+                let len = len as usize;
+                let mut buf = match self.write_bufs.pop() {
+                    Some(b) => b,
+                    None => match self.written_bufs.pop() {
+                        Some((mut b, used)) => {
+                            self.prepare(&mut b, used);
+                            b
                         }
-                    }
-                    b
-                });
-                for block in buf.as_mut_slice().chunks_mut(4096) {
-                    if block.len() >= 8 {
-                        block[..8].copy_from_slice(&self.rng.next_u64().to_le_bytes());
-                    }
+                        None => AlignedBuf::new(self.buf_size),
+                    },
+                };
+                if buf.prepared < len {
+                    let from = buf.prepared;
+                    let end = len.next_multiple_of(self.data.layout.block).min(buf.len());
+                    self.data.prepare(&mut buf.as_mut_slice()[from..end]);
+                    buf.prepared = end;
                 }
                 buf
             }
@@ -484,17 +493,54 @@ impl StreamState {
         }
     }
 
-    pub fn return_buf(&mut self, kind: OpKind, buf: AlignedBuf) {
+    /// Prepare the first `used` bytes of a buffer again (they were written).
+    fn prepare(&mut self, buf: &mut AlignedBuf, used: usize) {
+        let end = used.next_multiple_of(self.data.layout.block).min(buf.len());
+        self.data.prepare(&mut buf.as_mut_slice()[..end]);
+        buf.prepared = buf.prepared.max(end);
+    }
+
+    /// Give a buffer back; `used` is the IO's length.
+    pub fn return_buf(&mut self, kind: OpKind, buf: AlignedBuf, used: u32) {
         match kind {
-            OpKind::Write => self.write_bufs.push(buf),
+            OpKind::Write => self.written_bufs.push((buf, used as usize)),
             _ => self.read_bufs.push(buf),
         }
     }
 
+    /// Prepare the data of the write buffers given back since the last call: work done after
+    /// the next submit, while the device is busy.
+    pub fn prepare_written(&mut self) {
+        while let Some((mut buf, used)) = self.written_bufs.pop() {
+            self.prepare(&mut buf, used);
+            self.write_bufs.push(buf);
+        }
+    }
+
+    pub fn has_written_bufs(&self) -> bool {
+        !self.written_bufs.is_empty()
+    }
+
     /// Bytes held in this stream's idle buffers.
     pub fn buffer_bytes(&self) -> usize {
-        (self.read_bufs.len() + self.write_bufs.len()) * self.buf_size
+        (self.read_bufs.len() + self.write_bufs.len() + self.written_bufs.len()) * self.buf_size
     }
+}
+
+/// The block generator of a stream: 4 KiB blocks, or the verification block of its targets
+/// (the plan requires every target of a stream to be verified alike). Pool copies are
+/// prepared for its first target; the worker re-labels one written to another.
+fn block_gen(spec: &StreamSpec, verify: Option<(u64, usize)>) -> BlockGen {
+    let (target_id, block) = verify.unwrap_or((0, 4096));
+    let layout = Layout::new(block, spec.compress_pct, verify.is_some());
+    let length: u64 = spec.regions.iter().map(|r| r.length).sum();
+    let dedupe = DedupePlan::new(spec.dedupe_ratio, length / block as u64);
+    BlockGen::new(
+        layout,
+        dedupe,
+        target_id,
+        spec.seed ^ (spec.regions[0].target as u64) << 32,
+    )
 }
 
 /// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
@@ -680,17 +726,21 @@ mod tests {
     }
 
     #[test]
-    fn write_buffers_never_repeat_a_block_and_honour_compressibility() {
+    fn write_buffers_get_fresh_data_and_honour_compressibility() {
         let mut s = state(&spec(&base(
             r#","read_pct":0,"sizes":[[16384,1]],"compress_pct":50"#,
         )));
-        let a = s.take_buf(OpKind::Write);
+        let a = s.take_buf(OpKind::Write, 16384);
         let first: Vec<u8> = a.as_slice().to_vec();
-        s.return_buf(OpKind::Write, a);
-        let b = s.take_buf(OpKind::Write);
-        assert_ne!(&first[..8], &b.as_slice()[..8], "re-stamped");
-        let blocks: std::collections::HashSet<&[u8]> = b.as_slice().chunks(4096).collect();
-        assert_eq!(blocks.len(), 4);
+        s.return_buf(OpKind::Write, a, 16384);
+        assert!(s.has_written_bufs());
+        s.prepare_written();
+        let b = s.take_buf(OpKind::Write, 16384);
+        let blocks: std::collections::HashSet<&[u8]> = first
+            .chunks(4096)
+            .chain(b.as_slice().chunks(4096))
+            .collect();
+        assert_eq!(blocks.len(), 8, "fresh data for every write");
         let zeros = b.as_slice().iter().filter(|&&x| x == 0).count();
         assert!((zeros as f64 / 16384.0 - 0.5).abs() < 0.01, "zeros {zeros}");
     }
@@ -761,11 +811,13 @@ mod tests {
                 offset: 4096,
                 file: 0,
                 file_dsync: 2,
+                verify: None,
             },
             TargetFiles {
                 offset: 0,
                 file: 1,
                 file_dsync: 1,
+                verify: None,
             },
         ];
         let s = StreamState::new(0, &sp, &files);

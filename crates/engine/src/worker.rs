@@ -12,6 +12,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
 
 use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
@@ -20,6 +21,8 @@ use crate::error::{EngineError, Result};
 use crate::stats::{OpKind, OpStats, StreamStats, LATE_NS};
 use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
+use crate::verify::{Findings, TargetVerify};
+use verify::{unix_now_s, IoCheck};
 
 /// Longest single wait, so a stop request is noticed promptly.
 pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
@@ -69,6 +72,8 @@ struct Slot {
     stream: u32,
     /// Region of the stream the IO went to (its target): completions and hung IOs need it.
     region: u32,
+    /// With verification: the blocks the IO covers and what they held at issue (verify.rs).
+    check: Option<Box<IoCheck>>,
     kind: OpKind,
     buf: Option<AlignedBuf>,
     intended: u64,
@@ -80,6 +85,8 @@ struct Slot {
 
 pub struct ThreadResult {
     pub totals: Vec<(usize, StreamStats)>,
+    /// What the reads of verified targets found.
+    pub findings: Findings,
     pub end_ns: u64,
     /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
     pub stop_reason: Option<StopReason>,
@@ -110,6 +117,16 @@ pub struct Worker {
     next_hung_check: u64,
     /// Scratch for in-flight scans: which slots are free.
     free_mask: Vec<bool>,
+    /// Verified targets by plan index (empty when nothing is verified).
+    verify: Vec<Option<Arc<TargetVerify>>>,
+    findings: Findings,
+    /// Seconds since 1970 at run time 0, for the time written into verified blocks.
+    unix_zero_s: u64,
+    /// Streams that gave back write buffers whose data must be prepared again.
+    to_prepare: Vec<u32>,
+    /// Checks of completed IOs, kept for reuse (boxed: they move in and out of slots).
+    #[allow(clippy::vec_box)]
+    spare_checks: Vec<Box<IoCheck>>,
     interval: u64,
     interval_start: u64,
     boundary: u64,
@@ -133,6 +150,11 @@ impl Worker {
             limits: Limits::default(),
             next_hung_check: 0,
             free_mask: Vec::new(),
+            verify: Vec::new(),
+            findings: Findings::default(),
+            unix_zero_s: 0,
+            to_prepare: Vec::new(),
+            spare_checks: Vec::new(),
             interval: 0,
             interval_start: 0,
             boundary: 0,
@@ -142,6 +164,12 @@ impl Worker {
     /// Stop the run on too many errors or a hung IO.
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Verify the targets that have a `TargetVerify` (indexed by plan target).
+    pub fn with_verify(mut self, verify: Vec<Option<Arc<TargetVerify>>>) -> Self {
+        self.verify = verify;
         self
     }
 
@@ -159,6 +187,7 @@ impl Worker {
             std::thread::sleep(std::time::Duration::from_nanos(left.min(MAX_WAIT_NS)));
         }
         self.boundary = clock.boundary_after(0);
+        self.unix_zero_s = unix_now_s().saturating_sub(clock.now() / 1_000_000_000);
         for i in 0..self.streams.len() {
             let st = &self.streams[i];
             if st.is_open_loop() {
@@ -185,6 +214,7 @@ impl Worker {
             .collect();
         Ok(ThreadResult {
             totals,
+            findings: std::mem::take(&mut self.findings),
             end_ns,
             stop_reason: clock.stop.reason(),
             hung: hung?,
@@ -362,6 +392,7 @@ impl Worker {
             self.slots.push(Slot {
                 stream: 0,
                 region: 0,
+                check: None,
                 kind: OpKind::Read,
                 buf: None,
                 intended: 0,
@@ -377,7 +408,19 @@ impl Worker {
     fn issue_data(&mut self, s: usize, now: u64, intended: u64) -> Result<()> {
         let st = &mut self.streams[s];
         let io = st.next_io();
-        let mut buf = st.take_buf(io.kind);
+        let mut buf = st.take_buf(io.kind, io.len);
+        let target = st.regions[io.region as usize].target as usize;
+        let check = match self.verify.get(target) {
+            Some(Some(_)) => {
+                let dsync = io.kind == OpKind::Write && st.dsync;
+                let stream = st.index;
+                self.verify_issue(
+                    target, &mut buf, io.kind, io.offset, io.len, stream, dsync, now,
+                )
+            }
+            _ => None,
+        };
+        let st = &mut self.streams[s];
         let req = IoReq {
             user_data: 0,
             file: io.file,
@@ -397,7 +440,11 @@ impl Worker {
                 st.interval.ios_issued_late += 1;
             }
         }
-        self.queue_io(s, io.region, io.kind, Some(buf), req, now, intended)
+        let slot = self.queue_io(s, io.region, io.kind, Some(buf), req, now, intended)?;
+        if check.is_some() {
+            self.slots[slot as usize].check = check;
+        }
+        Ok(())
     }
 
     fn issue_fsyncs(&mut self, s: usize, now: u64) -> Result<()> {
@@ -428,7 +475,7 @@ impl Worker {
         mut req: IoReq,
         now: u64,
         intended: u64,
-    ) -> Result<()> {
+    ) -> Result<u32> {
         let slot_id = self.take_slot();
         req.user_data = slot_id as u64;
         let slot = &mut self.slots[slot_id as usize];
@@ -446,7 +493,7 @@ impl Worker {
         self.streams[s].inflight += 1;
         self.inflight += 1;
         self.unsubmitted += 1;
-        Ok(())
+        Ok(slot_id)
     }
 
     /// Close every interval that ended before `now`. The interval that reaches the planned end
@@ -472,12 +519,18 @@ impl Worker {
             let s = slot.stream as usize;
             let kind = slot.kind;
             let region = slot.region;
-            let buf = slot.buf.take();
+            // A read still to be judged keeps its buffer until record_released.
+            let keep = kind == OpKind::Read && slot.check.is_some();
+            let buf = if keep { None } else { slot.buf.take() };
+            let used = slot.len;
             self.inflight -= 1;
             let st = &mut self.streams[s];
             st.inflight -= 1;
             if let Some(b) = buf {
-                st.return_buf(kind, b);
+                if kind == OpKind::Write && !st.has_written_bufs() {
+                    self.to_prepare.push(s as u32);
+                }
+                st.return_buf(kind, b, used);
             }
             if kind == OpKind::Write && c.result >= 0 {
                 st.on_write_done(region);
@@ -504,6 +557,9 @@ impl Worker {
             return;
         }
         let mut errors = 0;
+        if !self.verify.is_empty() {
+            errors += self.check_released(now);
+        }
         for c in &self.released {
             let slot = &self.slots[c.user_data as usize];
             let kind = slot.kind;
@@ -516,10 +572,19 @@ impl Worker {
             self.free_slots.push(c.user_data as u32);
         }
         self.released.clear();
+        // Fresh data for the write buffers given back, while the device works.
+        while let Some(s) = self.to_prepare.pop() {
+            self.streams[s as usize].prepare_written();
+        }
         if errors > 0 {
             let total = clock.stop.add_errors(errors);
             if self.limits.max_errors.is_some_and(|m| total > m) {
-                clock.stop.stop(StopReason::Errors);
+                let findings = self.findings.total > 0;
+                clock.stop.stop(if findings {
+                    StopReason::Findings
+                } else {
+                    StopReason::Errors
+                });
             }
         }
     }
@@ -595,5 +660,8 @@ fn record_region(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, s
 mod limits;
 #[cfg(test)]
 mod tests;
+mod verify;
+#[cfg(test)]
+mod verify_tests;
 
 pub use limits::{HungIo, Limits};

@@ -8,6 +8,8 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use tilemark_engine::engine::Control;
+use tilemark_engine::prepare::FillVerify;
+use tilemark_engine::verify::pass::{Pass, PassSpec};
 use tilemark_engine::{Engine, Plan};
 
 create_exception!(
@@ -70,8 +72,12 @@ fn start(py: Python<'_>, plan_json: &str) -> PyResult<Run> {
     })
 }
 
-/// Write incompressible data over [offset, offset+length); returns bytes written.
+/// Write incompressible data over [offset, offset+length); returns bytes written. With
+/// `target_id`, every block is a verifiable fill block of `block_size` bytes whose offset counts
+/// from `data_offset`.
 #[pyfunction]
+#[pyo3(signature = (path, offset, length, direct, seed, target_id=None, block_size=4096, data_offset=0))]
+#[allow(clippy::too_many_arguments)]
 fn fill(
     py: Python<'_>,
     path: &str,
@@ -79,9 +85,80 @@ fn fill(
     length: u64,
     direct: bool,
     seed: u64,
+    target_id: Option<u64>,
+    block_size: usize,
+    data_offset: u64,
 ) -> PyResult<u64> {
-    py.allow_threads(|| tilemark_engine::fill(path, offset, length, direct, seed))
+    let verify = target_id.map(|target_id| FillVerify {
+        target_id,
+        block_size,
+        data_offset,
+    });
+    py.allow_threads(|| tilemark_engine::fill(path, offset, length, direct, seed, verify))
         .map_err(to_py)
+}
+
+/// `blocks` blocks of write data as a stream with these settings writes them (data.rs).
+#[pyfunction]
+fn sample_blocks(
+    py: Python<'_>,
+    block_size: usize,
+    compress_pct: f64,
+    dedupe_ratio: f64,
+    verify: bool,
+    blocks: usize,
+    seed: u64,
+) -> PyResult<pyo3::Py<pyo3::types::PyBytes>> {
+    if !(512..=tilemark_engine::data::MAX_BLOCK).contains(&block_size) || block_size % 512 != 0 {
+        return Err(EngineError::new_err(format!(
+            "block_size {block_size} is not a multiple of 512 up to 64 KiB"
+        )));
+    }
+    let data = py.allow_threads(|| {
+        tilemark_engine::data::sample(block_size, compress_pct, dedupe_ratio, verify, blocks, seed)
+    });
+    Ok(pyo3::types::PyBytes::new(py, &data).unbind())
+}
+
+/// A running verification pass over a data area.
+#[pyclass(module = "tilemark._engine")]
+struct VerifyPass {
+    pass: Mutex<Pass>,
+}
+
+#[pymethods]
+impl VerifyPass {
+    /// (bytes judged so far, bytes in the data area).
+    fn progress(&self) -> (u64, u64) {
+        self.pass.lock().unwrap().progress()
+    }
+
+    fn stop(&self) {
+        self.pass.lock().unwrap().stop();
+    }
+
+    /// Wait up to `timeout_s` (GIL released) for the pass to end; True if it has.
+    fn wait(&self, py: Python<'_>, timeout_s: f64) -> bool {
+        let timeout = Duration::from_secs_f64(timeout_s.max(0.0));
+        py.allow_threads(|| self.pass.lock().unwrap().wait(timeout))
+    }
+
+    /// Block (GIL released) until the pass ends; its result as JSON.
+    fn result(&self, py: Python<'_>) -> PyResult<String> {
+        py.allow_threads(|| self.pass.lock().unwrap().result_json())
+            .map_err(to_py)
+    }
+}
+
+/// Start a verification pass (spec as JSON, docs/engine-boundary.md).
+#[pyfunction]
+fn verify_pass(spec_json: &str) -> PyResult<VerifyPass> {
+    let spec: PassSpec = serde_json::from_str(spec_json)
+        .map_err(|e| EngineError::new_err(format!("invalid verification pass: {e}")))?;
+    let pass = Pass::start(spec).map_err(to_py)?;
+    Ok(VerifyPass {
+        pass: Mutex::new(pass),
+    })
 }
 
 /// O_DIRECT alignment for `path` in bytes; 0 if unsupported.
@@ -102,6 +179,9 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Run>()?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(fill, m)?)?;
+    m.add_class::<VerifyPass>()?;
+    m.add_function(wrap_pyfunction!(verify_pass, m)?)?;
+    m.add_function(wrap_pyfunction!(sample_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     // The one definition of both versions: the package version is the workspace's (maturin

@@ -37,8 +37,11 @@ WORKLOAD_FIELDS = {
     "arrival.rate_bps": "rates",
     "burst": "burst",
     "sync": "sync mode",
-    "compress_pct": "compressibility",
 }
+# The data written may differ (compress, dedupe): that is what a comparison of an array's data
+# reduction varies. Its measured ratios are compared as metrics, and `data_gain` says what the
+# storage made of them.
+DATA_RATIOS = (("zstd", "data zstd ratio"), ("dedupe", "data dedupe ratio"))
 
 
 @dataclass
@@ -105,6 +108,7 @@ class Comparison:
     workload: str
     labels: list[str | None] = field(default_factory=list)  # --label of each run or study
     normalized_to: str | None = None  # points: the one baseline point every value is divided by
+    data_gain: list[str] = field(default_factory=list)  # runs whose data reduces differently
 
     @property
     def shown(self) -> list[str]:
@@ -122,6 +126,7 @@ class Comparison:
             "labels": self.labels or [None] * len(self.names),
             "metrics": [m.to_json(self.names) for m in self.metrics],
             "differences": [{"field": f, "values": v} for f, v in self.differences],
+            "data_gain": self.data_gain,
         }
 
 
@@ -248,6 +253,36 @@ def run_values(doc: dict) -> dict[tuple[str, str], tuple[float | None, str, str]
     if apps is not None:
         for a in apps.get("applications", []):
             out[(a["app"], a["app"])] = (a["metric_total"], a["metric_unit"], HIGHER)
+    ratios = (summary.get("data_reduction") or {}).get("overall") or {}
+    for key, name in DATA_RATIOS:
+        if ratios.get(key) is not None:
+            out[(name, "total")] = (ratios[key], ":1", HIGHER)
+    return out
+
+
+def data_gain(names: list[str], metrics: list[Metric], baseline: int) -> list[str]:
+    """For each run whose written data reduces differently from the baseline's (by more than
+    5%): its ratios and how its throughput and latency changed, the storage's gain from
+    reducible data (seed 002: the same workload at 0% and 50% compressible data)."""
+    by_name = {m.name: m for m in metrics if m.scope == "total"}
+    zstd = by_name.get("data zstd ratio")
+    if zstd is None or zstd.values[baseline] is None:
+        return []
+    out = []
+    for i, name in enumerate(names):
+        value = zstd.values[i]
+        if i == baseline or value is None or abs(value / zstd.values[baseline] - 1) <= 0.05:
+            continue
+        changes = []
+        for metric in ("IOPS", "MB/s", "write latency p99", "read latency p99"):
+            m = by_name.get(metric)
+            if m is not None and m.change_pct[i] is not None:
+                changes.append(f"{metric} {m.change_pct[i]:+.1f}%")
+        base = zstd.values[baseline]
+        out.append(
+            f"{name}: its data compresses {value:.2f}:1 (zstd) against {base:.2f}:1 for the "
+            f"baseline; {', '.join(changes)}: what the storage gains from reducible data"
+        )
     return out
 
 
@@ -325,7 +360,9 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
     for m in metrics:
         m.normalize(baseline)
     workload = (runs[baseline].doc.get("workload") or {}).get("name") or "workload"
+    gain = data_gain([r.run_id for r in runs], metrics, baseline)
     return Comparison(
+        data_gain=gain,
         kind="runs",
         names=[r.run_id for r in runs],
         baseline=baseline,

@@ -20,6 +20,7 @@ from tilemark.cli.run import run
 from tilemark.cli.runs import runs_app
 from tilemark.cli.scale import scale
 from tilemark.cli.studies import studies
+from tilemark.cli.verify import verify
 from tilemark.engine import EngineError
 from tilemark.errors import RunError, UsageError
 from tilemark.store import StoreError
@@ -48,6 +49,7 @@ app.command("precondition", no_args_is_help=True)(precondition_command)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)
+app.command("verify", no_args_is_help=True)(verify)
 app.command("import-fio", no_args_is_help=True)(import_fio)
 app.add_typer(profiles_app, name="profiles")
 

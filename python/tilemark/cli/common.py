@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from tilemark import targets
+from tilemark import datareduction, targets, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
 from tilemark.live import front_back_table, host_line, results_table, targets_table
@@ -54,7 +54,9 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
 
 def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     """The final per-stream table, where results are, and how the run ended."""
-    status_word = {"errors": "IO errors", "hung": "IO hung"}.get(outcome.status, outcome.status)
+    status_word = {"errors": "IO errors", "hung": "IO hung", "data-errors": "data errors"}.get(
+        outcome.status, outcome.status
+    )
     title = f"run {outcome.run_id} ({status_word})"
     out.print(results_table(outcome.compiled, outcome.summary, title))
     per_target = targets_table(outcome.summary)
@@ -73,6 +75,14 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     if pre.get("record"):
         shown = targets.describe_precondition(pre["record"])
         out.print(f"target preconditioned {shown}", markup=False)
+    checked = outcome.summary.get("verification")
+    if checked is not None:
+        out.print(verification.line(checked), markup=False, soft_wrap=True)
+        for f in checked["listed"][:5]:
+            err.print(f"finding: {verification.finding_text(f)}", markup=False, soft_wrap=True)
+    reduction = (outcome.summary.get("data_reduction") or {}).get("overall")
+    if reduction:
+        out.print(f"data written: {datareduction.describe(reduction)}", markup=False)
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:

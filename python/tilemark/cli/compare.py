@@ -168,6 +168,8 @@ def compare(
         console.print(comparison_table(comparison))
         for field, values in comparison.differences:
             console.print(f"{field} differs: " + " | ".join(values), highlight=False, markup=False)
+        for line in comparison.data_gain:
+            console.print(f"data reduction: {line}", highlight=False, markup=False, soft_wrap=True)
     if output is not None:
         if output.is_dir():
             raise UsageError(f"-o/--output must be a file, but {output} is a directory.")

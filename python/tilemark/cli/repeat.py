@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics
+from tilemark import metrics, verification
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -83,6 +83,12 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
     def run_label(n: int) -> str:
         return f"{label}, repetition {n}" if label else f"repetition {n}"
 
+    def verified(outcome):  # noqa: ANN001, ANN202 - a RunOutcome
+        # With --verify, each repetition ends with a pass over what it wrote (Jetstress).
+        if values.get("verify") and outcome.exit_status is None:
+            verification.after_run(outcome, err)
+        return outcome
+
     metrics.from_values(values)
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
@@ -96,15 +102,17 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         )
 
         def run_once(n: int):  # noqa: ANN202 - a RunOutcome
-            return run_plan(
-                workload,
-                infos,
-                compiled,
-                results=results,
-                argv=argv,
-                console=err,
-                kind="repeat-step",
-                label=run_label(n),
+            return verified(
+                run_plan(
+                    workload,
+                    infos,
+                    compiled,
+                    results=results,
+                    argv=argv,
+                    console=err,
+                    kind="repeat-step",
+                    label=run_label(n),
+                )
             )
 
     else:
@@ -112,17 +120,19 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
 
         def run_once(n: int):  # noqa: ANN202 - a RunOutcome
-            return run_tiles(
-                tile,
-                tiles,
-                settings,
-                infos,
-                max_tiles=tiles,
-                results=results,
-                argv=argv,
-                console=err,
-                kind="repeat-step",
-                label=run_label(n),
+            return verified(
+                run_tiles(
+                    tile,
+                    tiles,
+                    settings,
+                    infos,
+                    max_tiles=tiles,
+                    results=results,
+                    argv=argv,
+                    console=err,
+                    kind="repeat-step",
+                    label=run_label(n),
+                )
             )
 
     with lock_targets(infos, argv):
@@ -176,6 +186,7 @@ TABLE_METRICS = (
     ("read latency p99", "read p99 ms"),
     ("write latency mean", "write mean ms"),
     ("write latency p99", "write p99 ms"),
+    ("verification pass", "verify s"),
 )
 
 

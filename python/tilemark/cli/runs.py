@@ -53,6 +53,7 @@ STATUS_STYLES = {
     "incomplete": "yellow",
     "errors": "red",
     "hung": "red",
+    "data-errors": "red",
     "failed": "red",
     "killed": "red",
     "damaged": "magenta",

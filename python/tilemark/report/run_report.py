@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilemark import datareduction, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
@@ -99,7 +100,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     notes = []
     status = "info"
     if doc.get("status") != "complete":
-        status = "fail" if doc.get("status") in ("failed", "errors", "hung") else "warn"
+        status = (
+            "fail" if doc.get("status") in ("failed", "errors", "hung", "data-errors") else "warn"
+        )
         notes.append(
             f"run status: {doc.get('status')}"
             + (f": {doc['error']}" if doc.get("error") else "")
@@ -118,6 +121,7 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         notes.extend(bound)
     for change in summary.get("change_points") or []:
         notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
+    notes.extend(data_notes(doc))
     steady = summary.get("steady_state")
     if steady:
         notes.append(steady["verdict"])
@@ -166,6 +170,30 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     if doc.get("label"):
         headline = f"{doc['label']}: {headline}"
     return headline, status, facts, notes
+
+
+def data_notes(doc: dict[str, Any]) -> list[str]:
+    """What the run wrote (its measured compressibility and dedupability), what its reads
+    found, and the verification passes over it (docs/verification.md)."""
+    summary = doc.get("summary") or {}
+    notes = []
+    reduction = (summary.get("data_reduction") or {}).get("overall")
+    if reduction:
+        notes.append(
+            f"data written: {datareduction.describe(reduction)} (measured at the start on data "
+            "generated as the streams write it)"
+        )
+    checked = summary.get("verification")
+    if checked is not None:
+        notes.append(verification.line(checked))
+        notes.extend(f"finding: {verification.finding_text(f)}" for f in checked["listed"][:5])
+    for p in doc.get("verify_passes") or []:
+        notes.append(
+            f"verification pass {p.get('started_at')}: {num(p['bytes'] / 1e6)} MB in "
+            f"{p['seconds']:.1f} s ({num(p['mbps'])} MB/s), {p['total']:,} findings"
+            + (f" ({verification.count_text(p['by_class'])})" if p["total"] else "")
+        )
+    return notes
 
 
 def run_tested(run: RunData) -> list[tuple[str, str]]:

@@ -135,6 +135,7 @@ class RunWriter:
             "summary": None,
             "result": None,
             "files": {"intervals": INTERVALS_FILE, "intervals_log": INTERVAL_LOG},
+            "verify_passes": [],
         }
         self._telemetry_logs: dict[str, IntervalLog] = {}
         # Per-target intervals, for runs with several targets (one target: its totals).
@@ -166,6 +167,10 @@ class RunWriter:
             # Nothing was measured yet: leave no half-made run behind.
             shutil.rmtree(self.path, ignore_errors=True)
             raise
+
+    def rewrite(self) -> None:
+        """Write run.json again while running (the plan gained what the run's start decided)."""
+        write_json_atomic(self.path / RUN_JSON, self.doc)
 
     @property
     def rows_written(self) -> int:
@@ -236,7 +241,8 @@ class RunWriter:
     ) -> Path:
         """Seal the intervals, write the final run.json, register in the catalog; the run dir.
 
-        `storage_failure` is "errors" (IOs failed) or "hung" (an IO never completed): the
+        `storage_failure` is "errors" (IOs failed), "hung" (an IO never completed) or
+        "data-errors" (verification found data the storage should not hold): the
         storage under test failed the run, which is stored with that status and `error`.
         A results filesystem that fills up leaves the run failed with the reason, the
         intervals that fit readable (sealed, or in the log), and no temporary file.

@@ -41,9 +41,21 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
         if doc.get("summary") is None
         else {"telemetry": None, "tool_bound": None, **doc["summary"]},
     },
-    # 4 breaks results down per target and gives streams phases (pertarget.py).
-    3: lambda doc: _per_target_v4(doc),
+    # 4 breaks results down per target and gives streams phases (pertarget.py), and adds data
+    # verification and reduction: summary.verification, summary.data_reduction, verify_passes
+    # (tilemark verify) and the status data-errors.
+    3: lambda doc: _verify_v4(_per_target_v4(doc)),
 }
+
+
+def _verify_v4(doc: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **doc,
+        "verify_passes": doc.get("verify_passes") or [],
+        "summary": None
+        if doc.get("summary") is None
+        else {"verification": None, "data_reduction": None, **doc["summary"]},
+    }
 
 
 def _per_target_v4(doc: dict[str, Any]) -> dict[str, Any]:
@@ -216,12 +228,13 @@ STATUSES = (
     "incomplete",
     "errors",
     "hung",
+    "data-errors",
     "failed",
     "killed",
     "damaged",
 )
 # Statuses in which the storage under test failed the run (exit status 1).
-STORAGE_FAILED = ("errors", "hung")
+STORAGE_FAILED = ("errors", "hung", "data-errors")
 # A run of an older tilemark (no process record) still "running" this long after its planned
 # end was killed: no run outlives its plan by an hour.
 UNRECORDED_GRACE = timedelta(hours=1)
@@ -256,7 +269,7 @@ def inspect_run(run_dir: Path) -> RunState:
     except StoreError as exc:
         return RunState(run_dir, None, "damaged", str(exc), intervals)
     status = str(doc.get("status") or "running")
-    problem = doc.get("error") if status in ("failed", "errors", "hung") else None
+    problem = doc.get("error") if status in ("failed", *STORAGE_FAILED) else None
     if status == "running":
         gone = _gone_reason(doc)
         if gone is not None:

@@ -49,6 +49,11 @@ def repetition_metrics(summary: dict[str, Any], result: dict[str, Any] | None) -
         }
         for (name, scope), (value, unit, better) in values.items()
     ]
+    checked = summary.get("verify_pass")
+    if checked is not None:
+        # Jetstress's checksum pass slowed from 2 to 10 hours as an array aged (seed 004).
+        out.append(_metric("verification pass", "total", "s", "lower", checked["seconds"]))
+        out.append(_metric("verification findings", "total", "count", "lower", checked["findings"]))
     streams = summary.get("streams") or []
     apps = (summary.get("applications") or {}).get("applications") or []
     for a in apps:

@@ -20,11 +20,13 @@ const TARGET_FILES: [TargetFiles; 2] = [
         offset: 0,
         file: 0,
         file_dsync: 0,
+        verify: None,
     },
     TargetFiles {
         offset: 4096,
         file: 1,
         file_dsync: 1,
+        verify: None,
     },
 ];
 

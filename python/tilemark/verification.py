@@ -1,0 +1,338 @@
+"""Data verification from the front end (docs/verification.md): what a verified run found,
+and `tilemark verify RUN_OR_TARGET`, the timed pass that reads a whole data area back.
+
+A run with --verify leaves its generation table in `verify.journal` in the run directory. A
+pass over a run checks every block that run wrote against the journal (the exact generation
+of every acknowledged write; after a restart of the machine, only O_DSYNC writes are held to
+it) and every other block against what the target held before; a pass over a target checks
+that every block is whole tilemark data of that target and offset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilemark import engine, targetdata, targets
+from tilemark.errors import UsageError
+from tilemark.store import process
+from tilemark.store.rundoc import (
+    RUN_JSON,
+    RunNotFoundError,
+    resolve_run_dir,
+    utc_now_iso,
+    write_json_atomic,
+)
+from tilemark.units import format_size
+
+LISTED_IN_SUMMARY = 20
+JOURNAL_MAGIC = b"TILEMARK-JOURNAL\n"
+
+
+def count_text(by_class: dict[str, int]) -> str:
+    """'corrupt 3, torn 1' (most frequent first), or '0'."""
+    items = sorted(by_class.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{name} {count:,}" for name, count in items if count) or "0"
+
+
+def finding_text(f: dict[str, Any]) -> str:
+    """One finding in one line."""
+    where = f"offset {f['offset']:,}"
+    if f.get("stream") is not None:
+        where += f", read by stream {f['stream']}"
+    return f"{f['class']} at {where}: {f['detail']}"
+
+
+def run_summary(result: dict[str, Any] | None, plan: dict[str, Any]) -> dict[str, Any] | None:
+    """summary.verification of a run: blocks judged, findings by class, the first findings
+    (stream names instead of indices); None without --verify."""
+    v = (result or {}).get("verification")
+    if v is None:
+        return None
+    names = [s["name"] for s in plan.get("streams") or []]
+    listed = []
+    for f in v.get("findings", [])[:LISTED_IN_SUMMARY]:
+        stream = f.get("stream")
+        named = names[stream] if isinstance(stream, int) and stream < len(names) else stream
+        listed.append({**f, "stream": named})
+    journals = [
+        Path(t["verify"]["journal"]).name
+        for t in plan.get("targets") or []
+        if (t.get("verify") or {}).get("journal")
+    ]
+    return {
+        "checked": v["checked"],
+        "skipped": v["skipped"],
+        "not_tilemark": v["not_tilemark"],
+        "findings": v["total"],
+        "by_class": v["by_class"],
+        "listed": listed,
+        "journal": journals[0] if journals else None,
+        "journals": journals,
+    }
+
+
+def verdict(summary: dict[str, Any]) -> str | None:
+    """Why the run failed on its data, or None: one finding fails the run."""
+    v = summary.get("verification") or {}
+    if not v.get("findings"):
+        return None
+    first = f"; first: {finding_text(v['listed'][0])}" if v.get("listed") else ""
+    return f"{v['findings']:,} data finding(s) ({count_text(v['by_class'])}){first}"
+
+
+def line(v: dict[str, Any]) -> str:
+    """The verification line of a run's output."""
+    text = (
+        f"verification: {v['checked']:,} blocks read back and checked, "
+        f"{v['skipped']:,} not judged (a write in flight), {v['findings']:,} findings"
+    )
+    if v["findings"]:
+        text += f" ({count_text(v['by_class'])})"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# The pass
+
+
+@dataclass
+class PassPlan:
+    """What a pass reads and judges, and where its result goes."""
+
+    what: str  # "run RUN_ID" or "target PATH"
+    path: str
+    spec: dict[str, Any]
+    info: targets.TargetInfo
+    run_dir: Path | None = None
+    notes: list[str] | None = None
+
+
+def _journal_header(path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()[:4096]
+    if not raw.startswith(JOURNAL_MAGIC):
+        raise UsageError(f"{path} is not a tilemark verification journal.")
+    return json.loads(raw[len(JOURNAL_MAGIC) :].split(b"\0", 1)[0])
+
+
+def _inspect(path: str) -> targets.TargetInfo:
+    return targets.inspect_target(path, size=None, writes=False, direct=True)
+
+
+def plans_for_run(run_dir: Path, threads: int) -> list[PassPlan]:
+    """The passes over the data areas a verified run wrote, one per target it wrote, each
+    judged by that target's journal."""
+    doc = json.loads((run_dir / RUN_JSON).read_text())
+    run_id = doc.get("run_id", run_dir.name)
+    plan_targets = doc["plan"]["targets"]
+    plans = []
+    for index, plan_target in enumerate(plan_targets):
+        journal = run_dir / targetdata.journal_name(index)
+        if journal.exists():
+            what = f"run {run_id}" + (f" target {index}" if len(plan_targets) > 1 else "")
+            plans.append(_plan_for_journal(doc, run_id, what, plan_target, journal, threads))
+    if not plans:
+        raise UsageError(
+            f"run {run_id} has no verification journal to check against: it ran without "
+            "--verify or wrote nothing; verify its target instead (tilemark verify PATH)."
+        )
+    return plans
+
+
+def _plan_for_journal(
+    doc: dict[str, Any],
+    run_id: str,
+    what: str,
+    plan_target: dict[str, Any],
+    journal: Path,
+    threads: int,
+) -> PassPlan:
+    header = _journal_header(journal)
+    info = _inspect(plan_target["path"])
+    record = info.data or {}
+    if record.get("target_id") != header["target_id"]:
+        raise UsageError(
+            f"target {info.path} is not the one run {run_id} wrote: it was recreated since "
+            "(its identity changed), so nothing of that run is left to verify."
+        )
+    notes = []
+    process_record = doc.get("process") or {}
+    rebooted = bool(process_record.get("boot_id")) and (
+        process_record.get("boot_id") != process.current().get("boot_id")
+    )
+    if rebooted:
+        notes.append(
+            "the machine restarted since the run: writes that were not O_DSYNC may have been "
+            "lost with the page cache, so only O_DSYNC writes are held to their generation"
+        )
+    if not header.get("closed"):
+        notes.append("the run did not end cleanly: blocks with a write in flight accept any of it")
+    unverified = record.get("unverified_at_epoch")
+    spec = {
+        "path": info.path,
+        "data_offset": int(plan_target["offset"]),
+        "data_length": int(header["data_length"]),
+        "block_size": int(header["block_size"]),
+        "target_id": int(header["target_id"]),
+        "direct": info.dio_alignment > 0,
+        "threads": threads,
+        "epoch": int(header["epoch"]),
+        "latest_epoch": int(record.get("epoch", header["epoch"])),
+        "prior": header["prior"],
+        "foreign_ok": unverified is not None and unverified >= int(header["epoch"]),
+        "journal": str(journal),
+        "rebooted": rebooted,
+    }
+    return PassPlan(what, info.path, spec, info, run_dir=journal.parent, notes=notes)
+
+
+def plan_for_target(path: str, threads: int) -> PassPlan:
+    """The pass over a target's whole (filled) data area."""
+    info = _inspect(path)
+    record = info.data
+    why = targetdata.nothing_to_check(info)
+    if why is not None or record is None:
+        raise UsageError(
+            f"nothing to verify: {why or f'target {info.path} holds no tilemark data'}."
+        )
+    length = info.filled_length if info.kind == "file" else info.data_length
+    prior = targetdata.prior(record)
+    spec = {
+        "path": info.path,
+        "data_offset": info.data_offset,
+        "data_length": length // int(record["block_size"]) * int(record["block_size"]),
+        "block_size": int(record["block_size"]),
+        "target_id": int(record["target_id"]),
+        "direct": info.dio_alignment > 0,
+        "threads": threads,
+        "epoch": int(record["epoch"]) + 1,
+        "latest_epoch": int(record["epoch"]),
+        "prior": "mixed" if prior == "unknown" else prior,
+        "foreign_ok": record.get("unverified_at_epoch") is not None,
+        "journal": None,
+        "rebooted": False,
+    }
+    notes = []
+    if record.get("fill") != "verifiable":
+        notes.append(
+            "part of the data area holds data without verification headers (filled by an "
+            "older tilemark, or a device never filled): those blocks are counted, not judged"
+        )
+    if record.get("unverified_at_epoch") is not None:
+        notes.append(
+            "runs without --verify wrote this target: their blocks carry no headers and are "
+            "counted, not judged"
+        )
+    return PassPlan(f"target {info.path}", info.path, spec, info, None, notes)
+
+
+def plan_pass(run_or_target: str, results: Path, threads: int) -> list[PassPlan]:
+    """A run (directory or id under `results`: a pass per target it wrote) or a target path."""
+    try:
+        run_dir = resolve_run_dir(run_or_target, results)
+    except RunNotFoundError:
+        run_dir = None
+    if run_dir is not None:
+        return plans_for_run(run_dir, threads)
+    if not Path(run_or_target).exists():
+        raise UsageError(
+            f"{run_or_target} is neither a run (directory or id under {results}) nor a target "
+            "(a file or block device)."
+        )
+    return [plan_for_target(run_or_target, threads)]
+
+
+Progress = Callable[[int, int, float], None]  # (bytes done, bytes in all, seconds)
+
+
+def execute(
+    p: PassPlan, progress: Progress | None = None, poll_s: float = 0.25, *, lock: bool = True
+) -> dict[str, Any]:
+    """Run a pass with the target locked (`lock=False`: the caller holds the lock); its result,
+    stored with the run it checked."""
+    argv = ["tilemark", "verify", p.what]
+    started_at = utc_now_iso()
+    with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
+        handle = engine.verify_pass(p.spec)
+        t0 = time.monotonic()
+        try:
+            while not handle.wait(poll_s):
+                if progress is not None:
+                    progress(*handle.progress(), time.monotonic() - t0)
+        except KeyboardInterrupt:
+            handle.stop()
+            handle.wait(60)
+        result = handle.result()
+    if progress is not None:
+        progress(*handle.progress(), time.monotonic() - t0)
+    result["started_at"] = started_at
+    result["target"] = p.path
+    if p.run_dir is not None:
+        store(p.run_dir, result)
+    return result
+
+
+def store(run_dir: Path, result: dict[str, Any]) -> None:
+    """Append a pass (without its long finding list) to run.json's verify_passes."""
+    path = run_dir / RUN_JSON
+    doc = json.loads(path.read_text())
+    kept = {k: v for k, v in result.items() if k != "findings"}
+    kept["listed"] = result.get("findings", [])[:LISTED_IN_SUMMARY]
+    doc.setdefault("verify_passes", []).append(kept)
+    write_json_atomic(path, doc)
+
+
+def after_run(outcome: Any, console: Any) -> None:
+    """The passes after a verified run of a repeated-run study (Jetstress checks its database
+    after every test): timed, stored with the run, and their duration and findings added to
+    the run's summary as the study sees it."""
+    if not any(outcome.run_dir.glob("verify*.journal")):
+        return
+    results = [execute(p, lock=False) for p in plans_for_run(outcome.run_dir, threads=4)]
+    seconds = sum(r["seconds"] for r in results)
+    done = sum(r["bytes"] for r in results)
+    by_class: dict[str, int] = {}
+    for r in results:
+        for name, count in r["by_class"].items():
+            by_class[name] = by_class.get(name, 0) + count
+    outcome.summary["verify_pass"] = {
+        "seconds": seconds,
+        "mbps": done / seconds / 1e6 if seconds > 0 else 0.0,
+        "findings": sum(r["total"] for r in results),
+        "by_class": by_class,
+    }
+    pass_ = outcome.summary["verify_pass"]
+    console.print(
+        f"verification pass: {format_size(done)} in {seconds:.1f} s "
+        f"({pass_['mbps']:,.0f} MB/s), {pass_['findings']:,} findings",
+        markup=False,
+    )
+
+
+def progress_printer(label: str) -> Progress:
+    """Progress on stderr: one updating line on a terminal, a line every 10% otherwise."""
+    tty = sys.stderr.isatty()
+    last = [-1, -1]  # tenth of the way shown last, bytes shown last
+
+    def show(done: int, total: int, seconds: float) -> None:
+        pct = 100 * done / total if total else 100.0
+        if done == last[1] or (not tty and int(pct // 10) == last[0] and done < total):
+            return
+        last[0], last[1] = int(pct // 10), done
+        rate = done / seconds / 1e6 if seconds > 0 else 0.0
+        text = (
+            f"verifying {label}: {format_size(done)} of {format_size(total)} ({pct:.0f}%), "
+            f"{rate:,.0f} MB/s"
+        )
+        sys.stderr.write(("\r" + text) if tty else text + "\n")
+        if tty and done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
