@@ -24,6 +24,51 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_REALTIME in nanoseconds since the epoch (the wall clock hosts agree on).
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec; CLOCK_REALTIME always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Longest single sleep while waiting for an absolute start, so a stop is seen promptly.
+const START_WAIT_STEP_NS: u64 = 50_000_000;
+
+/// Sleep until the wall clock reads `at_ns` (CLOCK_REALTIME, ns since the epoch) or `stop` is
+/// set. Each step is an absolute clock_nanosleep (TIMER_ABSTIME) on CLOCK_REALTIME, the last
+/// one to `at_ns` itself: the wake-up follows the wall clock, including any step NTP makes
+/// while waiting, rather than a delay computed once from it.
+pub fn sleep_until_realtime(at_ns: u64, stop: &StopSignal) {
+    // Wake when asked, not up to 50 us late (the default timer slack).
+    // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    loop {
+        let now = realtime_ns();
+        if now >= at_ns || stop.is_stopped() {
+            return;
+        }
+        let until = at_ns.min(now + START_WAIT_STEP_NS);
+        let ts = libc::timespec {
+            tv_sec: (until / 1_000_000_000) as libc::time_t,
+            tv_nsec: (until % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: ts is a valid timespec; with TIMER_ABSTIME the remainder pointer is unused
+        // and may be null. An early return (EINTR) just goes round the loop again.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_REALTIME,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Source {
     Monotonic,
@@ -151,6 +196,23 @@ mod tests {
         let (a, b) = (c.now(), c.now());
         assert!(b >= a);
         assert_eq!(c.to_monotonic(5), origin + 5);
+    }
+
+    #[test]
+    fn realtime_sleep_wakes_at_the_instant_or_on_stop() {
+        let stop = StopSignal::default();
+        let at = realtime_ns() + 30_000_000;
+        sleep_until_realtime(at, &stop);
+        let woke = realtime_ns();
+        assert!(woke >= at, "never early");
+        assert!(woke - at < 20_000_000, "woke {} ns late", woke - at);
+        stop.stop(crate::stop::StopReason::Requested);
+        let before = realtime_ns();
+        sleep_until_realtime(before + 3_600_000_000_000, &stop);
+        assert!(
+            realtime_ns() - before < 1_000_000_000,
+            "a stop ends the wait"
+        );
     }
 
     #[test]
