@@ -106,6 +106,7 @@ class StreamSpec:
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
     compress_pct: float = 0.0
     seed: int | None = None  # None: derived from the run seed
+    host: str | None = None  # cluster runs: the one host it runs on (None: every host)
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -321,6 +322,7 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         ("align", "align"),
         ("compress", "compress_pct"),
         ("seed", "seed"),
+        ("host", "host"),
     ):
         if key in table:
             setattr(stream, attr, value(key))

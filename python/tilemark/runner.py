@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import signal
 import sys
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -113,11 +115,68 @@ def _describe(compiled: dict[str, Any], info: targets.TargetInfo) -> str:
     )
 
 
+# -----------------------------------------------------------------------------------------------
+# Where a plan runs: on this host (a TargetInfo), or on the hosts of a cluster (RemoteTargets,
+# tilemark.cluster) when the command was given --cluster. Commands inspect, lock, prepare,
+# compile and run through these functions and need not know which.
+
+
+class RemoteTargets(ABC):
+    """Targets inspected on other hosts, standing where a TargetInfo stands for one host."""
+
+    path: str
+    data_length: int
+    dio_alignment: int
+    will_fill: bool
+
+    @abstractmethod
+    def lock(self, argv: list[str]) -> AbstractContextManager[Any]: ...
+
+    @abstractmethod
+    def prepare(self, console: Console) -> bool: ...
+
+    @abstractmethod
+    def compile(self, workload: plan.Workload, groups: list[int] | None) -> engine.Plan: ...
+
+    @abstractmethod
+    def run(self, workload: plan.Workload, compiled: engine.Plan, **options: Any) -> RunOutcome: ...
+
+
+Targets = targets.TargetInfo | RemoteTargets
+
+
+def inspect_target(path: str, **options: Any) -> Targets:
+    """targets.inspect_target on this host, or on every host of the open cluster."""
+    from tilemark import cluster  # imported on use: Dask loads only for --cluster
+
+    session = cluster.current()
+    if session is not None:
+        return cluster.inspect(session, path, options)
+    return targets.inspect_target(path, **options)
+
+
+def lock(info: Targets, argv: list[str]) -> AbstractContextManager[Any]:
+    """Hold the target(s) for the run or study (UsageError if another run has one)."""
+    if isinstance(info, RemoteTargets):
+        return info.lock(argv)
+    return targets.lock_target(info, argv)
+
+
+def compile_on(
+    workload: plan.Workload, info: Targets, groups: list[int] | None = None
+) -> engine.Plan:
+    """The plan of `workload` on inspected targets; `groups` (a tile per stream) places
+    streams across a cluster's hosts round robin."""
+    if isinstance(info, RemoteTargets):
+        return info.compile(workload, groups)
+    return plan.compile_plan(workload, info)
+
+
 def inspect_and_compile(
     workload: plan.Workload, *, destroy_data: str | None, force: bool, fill: bool = False
-) -> tuple[targets.TargetInfo, engine.Plan]:
+) -> tuple[Targets, engine.Plan]:
     """Inspect the target (safety checks) and compile the plan; no IO yet."""
-    info = targets.inspect_target(
+    info = inspect_target(
         workload.target,
         size=workload.size,
         writes=workload.writes(),
@@ -127,11 +186,13 @@ def inspect_and_compile(
         fill=fill,
         io_timeout_s=workload.io_timeout_s,
     )
-    return info, plan.compile_plan(workload, info)
+    return info, compile_on(workload, info)
 
 
-def prepare(info: targets.TargetInfo, console: Console) -> bool:
+def prepare(info: Targets, console: Console) -> bool:
     """Create/fill the target so reads never hit holes; False if interrupted (fill is kept)."""
+    if isinstance(info, RemoteTargets):
+        return info.prepare(console)
     if info.will_fill:
         if info.fill_device:
             todo, verb = info.data_length, "filling"
@@ -189,7 +250,7 @@ class RunMonitor(Protocol):
 
 def run_plan(
     workload: plan.Workload,
-    info: targets.TargetInfo,
+    info: Targets,
     compiled: dict[str, Any],
     *,
     results: Path,
@@ -208,6 +269,20 @@ def run_plan(
     memory does not grow with the run) and may end the run early; `analyze(plan, result,
     summary)` may add to the summary before it is stored (application metrics, QoS verdicts).
     """
+    if isinstance(info, RemoteTargets):
+        return info.run(
+            workload,
+            compiled,
+            results=results,
+            argv=argv,
+            console=console,
+            kind=kind,
+            analyze=analyze,
+            monitor=monitor,
+            note=note,
+            label=label,
+            apps=apps,
+        )
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -264,7 +339,7 @@ def run_plan(
             raise
         stopper.attach(handle)
         telemetry.start()
-        result, error, ended_by = _drive(
+        result, error, ended_by = drive(
             handle,
             writer,
             compiled,
@@ -280,7 +355,7 @@ def run_plan(
             raise engine.EngineError(error)
         try:
             summary = summarize(compiled, result)
-            summary["change_points"] = _change_points(changes, result, summary)
+            summary["change_points"] = change_points(changes, result, summary)
             if analyze is not None:
                 analyze(compiled, result, summary)
         except Exception as e:
@@ -320,7 +395,7 @@ def run_plan(
     )
 
 
-def _change_points(
+def change_points(
     changes: ChangeTracker, result: dict[str, Any], summary: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
     """The run's change points; a failure to find them is a note, never a lost run."""
@@ -363,8 +438,8 @@ def storage_verdict(
     return None, None
 
 
-def _drive(
-    handle: engine.Handle,
+def drive(
+    handle: engine.Handle | Any,
     writer: RunWriter,
     compiled: dict[str, Any],
     console: Console,

@@ -41,7 +41,7 @@ from tilemark.apps import (
 )
 from tilemark.errors import UsageError
 from tilemark.options import option
-from tilemark.runner import RunOutcome, run_plan
+from tilemark.runner import RunOutcome, Targets, compile_on, inspect_target, run_plan
 from tilemark.steadyrun import (
     NOT_PER_REPETITION,
     RoundMonitor,
@@ -231,7 +231,7 @@ def inspect_tile_target(
     destroy_data: str | None = None,
     force: bool = False,
     fill: bool = False,
-) -> targets.TargetInfo:
+) -> Targets:
     """Check the layout fits --capacity, then inspect the target (safety checks); no IO."""
     need = min_capacity(tile, max_tiles)
     if settings.capacity < need:
@@ -240,7 +240,7 @@ def inspect_tile_target(
             f"of {tile.name}: every application needs at least 1 MiB; use at least "
             f"{format_size(need)}."
         )
-    return targets.inspect_target(
+    return inspect_target(
         settings.target,
         size=settings.capacity,
         writes=True,
@@ -374,7 +374,7 @@ def run_tiles(
     tile: TileSpec,
     tiles: int,
     settings: TileRunSettings,
-    info: targets.TargetInfo,
+    info: Targets,
     *,
     max_tiles: int,
     results: Path,
@@ -387,7 +387,8 @@ def run_tiles(
     workload, layout = tile_workload(
         tile, tiles, settings, max_tiles=max_tiles, dio_alignment=info.dio_alignment
     )
-    compiled = plan.compile_plan(workload, info)
+    # Across a cluster, tiles go to hosts round robin.
+    compiled = compile_on(workload, info, groups=[t.tile for t in layout.tags])
     steady = (
         SteadyTileMonitor(compiled, settings.steady, settings.qos_interval_s)
         if settings.steady is not None

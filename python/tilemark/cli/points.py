@@ -20,14 +20,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, plan, targets
+from tilemark import metrics, plan
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, safety
 from tilemark.report.csv import point_csvs
-from tilemark.runner import prepare
+from tilemark.runner import compile_on, inspect_target, lock, prepare
 from tilemark.study.base import (
     Attempt,
     StepBook,
@@ -150,7 +150,7 @@ def _run_points(
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
     probe = workload(build(first[0], None))
-    info = targets.inspect_target(
+    info = inspect_target(
         probe.target,
         size=probe.size,
         writes=writes,
@@ -169,7 +169,7 @@ def _run_points(
     # A curve's steps depend on what it measures; `checks` stand for them.
     for spec in getattr(probe_study, "specs", checks or [first[0]]):
         try:
-            plan.compile_plan(workload_of(spec), info)
+            compile_on(workload_of(spec), info)
         except UsageError as e:
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
@@ -182,7 +182,7 @@ def _run_points(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-    with targets.lock_target(info, argv):
+    with lock(info, argv):
         if not prepare(info, err):
             raise typer.Exit(130)
         runner = WorkloadStepRunner(

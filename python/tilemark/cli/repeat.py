@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, targets
+from tilemark import metrics
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -29,7 +29,7 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
-from tilemark.runner import prepare, run_plan
+from tilemark.runner import lock, prepare, run_plan
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
@@ -122,7 +122,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
                 label=run_label(n),
             )
 
-    with targets.lock_target(info, argv):
+    with lock(info, argv):
         if not prepare(info, err):
             raise typer.Exit(130)
         runner = RepeatStepRunner(run_once, pause_s=pause_s, between=between, console=err)

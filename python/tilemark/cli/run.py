@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tilemark import metrics, targets
+from tilemark import metrics
 from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -29,7 +29,7 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, label_of, safety
-from tilemark.runner import prepare
+from tilemark.runner import Targets, lock, prepare
 from tilemark.tilerun import (
     MAX_TILES,
     applications_table,
@@ -76,7 +76,7 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
 
 def tiles_setup(
     values: dict[str, Any], *, until_steady: bool = True
-) -> tuple[Any, int, Any, targets.TargetInfo]:
+) -> tuple[Any, int, Any, Targets]:
     """(tile, count, settings, target) of `--tiles N`, checked and compiled (no IO yet);
     `until_steady` False refuses --until-steady."""
     tiles = values["tile_count"]
@@ -113,7 +113,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)
-    with targets.lock_target(info, argv):
+    with lock(info, argv):
         if not prepare(info, err):
             return 130
         outcome = run_tiles(

@@ -24,11 +24,11 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import metrics, targets
+from tilemark import metrics
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
-from tilemark.runner import RunOutcome, prepare
+from tilemark.runner import RemoteTargets, RunOutcome, Targets, lock, prepare
 from tilemark.study.base import (
     NEW,
     RECHECK,
@@ -141,7 +141,7 @@ class TileStepRunner:
         self,
         tile_of: Callable[[StepSpec], TileSpec],
         settings: TileRunSettings,
-        info: targets.TargetInfo,
+        info: Targets,
         *,
         label: str | None = None,
         **run_options: Any,
@@ -484,7 +484,7 @@ class TileStudySetup:
     def max_tiles(self) -> int:
         return self.counts[-1]
 
-    def check_compiles(self, info: targets.TargetInfo) -> None:
+    def check_compiles(self, info: Targets) -> None:
         """Every step compiles if the extremes do; a UsageError otherwise, before any IO."""
         for t in self.extremes:
             for n in (self.counts[0], self.max_tiles):
@@ -552,7 +552,7 @@ def knob_setup(
 
 def run_tile_study(
     setup: TileStudySetup,
-    info: targets.TargetInfo,
+    info: Targets,
     *,
     results: Path,
     argv: list[str],
@@ -569,7 +569,12 @@ def run_tile_study(
     if not prepare(info, console):
         return 130
     settling = None
-    if filling and settle_max_s is not None:
+    if isinstance(info, RemoteTargets) and filling and settle_max_s is not None:
+        console.print(
+            "note: --settle probes one host's target; a study across hosts starts without it",
+            markup=False,
+        )
+    elif filling and settle_max_s is not None:
         settling = settle(info, backend=setup.settings.backend, max_s=settle_max_s, console=console)
         if settling.interrupted is not None:
             return settling.interrupted
@@ -649,7 +654,7 @@ def execute_scale(
     info = inspect_tile_target(setup.tile, settings, setup.max_tiles, **safety(values))
     setup.check_compiles(info)
     metrics.from_values(values)
-    with targets.lock_target(info, argv):
+    with lock(info, argv):
         outcome = run_tile_study(
             setup,
             info,
