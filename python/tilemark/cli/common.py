@@ -13,7 +13,7 @@ from rich.console import Console
 from tilemark import targets
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
-from tilemark.live import front_back_table, host_line, results_table
+from tilemark.live import front_back_table, host_line, hosts_table, results_table
 from tilemark.runner import RunOutcome, make_console
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
@@ -57,6 +57,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     status_word = {"errors": "IO errors", "hung": "IO hung"}.get(outcome.status, outcome.status)
     title = f"run {outcome.run_id} ({status_word})"
     out.print(results_table(outcome.compiled, outcome.summary, title))
+    hosts = outcome.summary.get("hosts")
+    if hosts:
+        out.print(hosts_table([("", h) for h in hosts], "per host (merged above)"))
     front_back = front_back_table(outcome.summary)
     if front_back is not None:
         out.print(front_back)

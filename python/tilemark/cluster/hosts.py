@@ -164,7 +164,8 @@ def _describe(compiled: dict[str, Any], info: HostTargets) -> str:
     names = ", ".join(h["name"] for h in compiled["hosts"])
     count = len(compiled["streams"])
     return (
-        f"{count} stream{'s' if count != 1 else ''} on {len(compiled['hosts'])} hosts ({names}), "
+        f"{count} stream{'s' if count != 1 else ''} on {len(compiled['hosts'])} "
+        f"host{'s' if len(compiled['hosts']) != 1 else ''} ({names}), "
         f"target {info.path} ({format_size(info.data_length)} each, "
         f"{'O_DIRECT' if info.direct else 'buffered'}), backend {compiled['backend']}, {timing}"
     )

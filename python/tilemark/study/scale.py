@@ -99,6 +99,28 @@ def tile_definition(tile: TileSpec, settings: TileRunSettings) -> dict[str, Any]
     }
 
 
+HOST_FIELDS = (
+    "name",
+    "status",
+    "streams",
+    "iops",
+    "mbps",
+    "p99_ms",
+    "errors",
+    "clock_offset_ms",
+    "clock_uncertainty_ms",
+    "start_late_ms",
+)
+
+
+def host_rows(summary: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A cluster run's per-host figures as a study step keeps them (None on one host)."""
+    hosts = summary.get("hosts")
+    if not hosts:
+        return None
+    return [{k: h.get(k) for k in HOST_FIELDS} for h in hosts]
+
+
 def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
     """A tile run as one attempt of a step: its verdict and the results a study keeps."""
     apps = outcome.summary["applications"]
@@ -121,6 +143,7 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
         "steady": measurement.get("steady"),
         "measurement": measurement,
         "error": outcome.error,
+        "hosts": host_rows(outcome.summary),
     }
     return Attempt(
         run_id=outcome.run_id,
@@ -188,6 +211,7 @@ class _TileStudy(Study):
             "measured_s",
             "extended",
             "steady",
+            "hosts",
         ):
             out[k] = detail.get(k)
         if not out["complete"] and not detail.get("failed"):
