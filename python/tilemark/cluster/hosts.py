@@ -194,11 +194,7 @@ def host_summaries(
             "hostname": r.host.hostname,
             "worker": r.host.worker,
             "address": r.host.address,
-            "status": "lost"
-            if r.lost
-            else (
-                "failed" if r.error else ("complete" if result.get("complete") else "incomplete")
-            ),
+            "status": _host_status(r, result),
             "lost": r.lost,
             "targets": [t["path"] for t in r.plan["targets"]],
             "streams": [handle.plan["streams"][g]["name"] for g in r.streams],
@@ -376,6 +372,17 @@ def run_on_hosts(
         error=writer.doc.get("error") if failed else _lost_text(handle),
         status=status,
     )
+
+
+def _host_status(r: HostRun, result: dict[str, Any]) -> str:
+    """lost, failed (its engine failed), errors or hung (its storage failed the run), else ok
+    (it ran until the run ended, whoever ended it)."""
+    if r.lost:
+        return "lost"
+    if r.error:
+        return "failed"
+    reason = result.get("stop_reason")
+    return str(reason) if reason in ("errors", "hung") else "ok"
 
 
 def _lost_text(handle: ClusterHandle) -> str | None:
