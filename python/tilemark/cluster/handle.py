@@ -2,9 +2,14 @@
 
 It starts every host's engine on the same absolute start time, pulls each host's snapshots and
 telemetry as they are made (stored at once under the run's hosts/NAME/), and hands the runner
-merged snapshots: interval k once every host still running has sent its k. A host that sends
-nothing for 2 intervals after one was due (or whose agent cannot be reached) is lost: the
-others are stopped, everything received is kept, and the run ends incomplete naming it.
+merged snapshots: interval k once every host still running has sent its k.
+
+A host is lost when its agent cannot be reached, or when it stops sending snapshots for 2
+intervals: the other hosts have sent 2 intervals it has not. Judging silence by the other
+hosts' intervals rather than by this client's clock keeps a busy client (or a machine whose
+every CPU is taken) from declaring healthy hosts lost; only when no host is heard from at all
+does the client's clock decide, after SILENT_FLOOR_S. The others are then stopped, everything
+received is kept, and the run ends incomplete naming the lost host.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from tilemark.cluster.placement import Host
 from tilemark.store.intervals import IntervalLog, seal, seal_log, snapshot_rows
 
 LOST_AFTER_INTERVALS = 2
+SILENT_FLOOR_S = 10.0  # when every host is silent: the least silence before giving up on one
 PULL_EVERY_S = 0.05  # how often wait() asks hosts for news while it waits
 CALL_TIMEOUT_S = 10.0  # for a call already answered: only decoding remains
 
@@ -42,9 +48,10 @@ class HostRun:
     store_dir: Path
     last_heard_s: float = 0.0  # client monotonic time of its latest new snapshot
     intervals: int = 0  # snapshots received
+    last_interval: int = -1  # the latest interval received
     done: bool = False
     lost: str | None = None  # why it was declared lost
-    lost_at_s: float | None = None
+    lost_at_ns: int | None = None  # wall clock
     result: dict[str, Any] | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # telemetry totals and notes
@@ -183,12 +190,26 @@ class ClusterHandle:
                     self._lose(r, f"its agent could not be reached ({type(e).__name__}: {e})")
                     continue
                 self._take(r, news, now)
-            silent = now - r.last_heard_s
-            if r.active() and silent > LOST_AFTER_INTERVALS * self.interval_s:
-                self._lose(
-                    r, f"no snapshot for {silent:.1f} s ({silent / self.interval_s:.1f} intervals)"
-                )
+        self._judge_silence(now)
         self._merge_ready()
+
+    def _judge_silence(self, now: float) -> None:
+        """Lose hosts the others have left 2 intervals behind, or, when nobody is heard from,
+        hosts silent for 2 intervals and at least SILENT_FLOOR_S (module doc)."""
+        ahead = max(r.last_interval for r in self.runs)
+        for r in self.runs:
+            if not r.active():
+                continue
+            behind = ahead - r.last_interval
+            silent = now - r.last_heard_s
+            if behind >= LOST_AFTER_INTERVALS:
+                self._lose(
+                    r,
+                    f"no snapshot for {behind} intervals ({silent:.1f} s) while the other "
+                    "hosts sent theirs",
+                )
+            elif silent > max(LOST_AFTER_INTERVALS * self.interval_s, SILENT_FLOOR_S):
+                self._lose(r, f"no snapshot for {silent:.1f} s")
 
     def _take(self, r: HostRun, news: dict[str, Any], now: float) -> None:
         snaps = news["snapshots"]
@@ -203,6 +224,7 @@ class ClusterHandle:
             )
         if snaps:
             r.intervals += len(snaps)
+            r.last_interval = max(r.last_interval, max(int(s["interval"]) for s in snaps))
             r.last_heard_s = now
             last = snaps[-1]
             seconds = (int(last["end_ns"]) - int(last["start_ns"])) / 1e9
@@ -241,7 +263,7 @@ class ClusterHandle:
 
     def _lose(self, r: HostRun, why: str) -> None:
         r.lost = why
-        r.lost_at_s = time.monotonic()
+        r.lost_at_ns = time.time_ns()
         if r.pending is not None:
             r.pending = None
         self.notes.append(f"host {r.host.name} lost: {why}; the run stopped on every host")

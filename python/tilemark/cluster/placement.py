@@ -31,6 +31,7 @@ class Host:
     hostname: str  # the machine's host name ({host})
     worker: str  # the Dask worker's name ({worker})
     address: str  # the Dask worker's address
+    pid: int = 0  # the worker process
 
 
 @dataclass

@@ -149,7 +149,9 @@ class Session:
             name = ident["hostname"]
             if names.count(name) > 1:
                 name = f"{name}-{ident['worker']}"
-            self.hosts.append(Host(name, ident["hostname"], ident["worker"], address))
+            self.hosts.append(
+                Host(name, ident["hostname"], ident["worker"], address, int(ident["pid"]))
+            )
         self.measure_clocks()
 
     def measure_clocks(self, samples: int = CLOCK_SAMPLES) -> None:
