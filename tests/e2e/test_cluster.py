@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -85,6 +87,7 @@ def test_a_workload_and_a_scale_study_across_three_workers(tmp_path: Path) -> No
     hosts = out["summary"]["hosts"]
     assert len(hosts) == 3
     assert {h["status"] for h in hosts} == {"ok"}
+    assert all(h["address"].startswith("tcp://127.0.0.1:") for h in hosts), "loopback only"
     paths = sorted(p for h in hosts for p in h["targets"])
     assert paths == [str(tmp_path / f"tm-{w}.dat") for w in range(3)]
     assert all(Path(p).stat().st_size > 8 << 20 for p in paths), "each worker's own file"
@@ -184,3 +187,149 @@ def test_a_worker_killed_mid_run_is_lost_within_two_intervals(tmp_path: Path) ->
         rows = pq.read_table(Path(doc["run_dir"]) / h["dir"] / "intervals.parquet").num_rows
         assert rows >= 2, h["name"]
     assert summary["total"]["iops"] > 0
+
+
+def _certificates(directory: Path, ca_name: str) -> tuple[str, str, str]:
+    """A CA and one certificate it signed for 127.0.0.1 (scheduler, workers and client alike):
+    (ca.pem, cert.pem, key.pem)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name(ca_name))
+        .issuer_name(name(ca_name))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name("tilemark"))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = (directory / "ca.pem", directory / "cert.pem", directory / "key.pem")
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths[2].write_bytes(pem_key(key))
+    return str(paths[0]), str(paths[1]), str(paths[2])
+
+
+def test_a_tls_cluster_accepts_a_certified_client_and_rejects_others(tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    ca, cert, key = _certificates(tmp_path / "good", "tilemark test CA")
+    _, other_cert, other_key = _certificates(tmp_path / "other", "another CA")
+    security = Security(
+        tls_ca_file=ca,
+        tls_scheduler_cert=cert,
+        tls_scheduler_key=key,
+        tls_worker_cert=cert,
+        tls_worker_key=key,
+        tls_client_cert=cert,
+        tls_client_key=key,
+        require_encryption=True,
+    )
+    with LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=True,
+        protocol="tls://",
+        host="127.0.0.1",
+        security=security,
+        dashboard_address=None,
+    ) as cluster:
+        address = cluster.scheduler_address
+        assert address.startswith("tls://127.0.0.1:")
+        ok = tilemark(
+            "run", "--cluster", address, "--tls-ca", ca, "--tls-cert", cert, "--tls-key", key,
+            "--target", str(tmp_path / "tm-{worker}.dat"), "--size", "4m", "--backend", "null",
+            "--duration", "0.5", "--interval", "0.25s", "--results", str(tmp_path / "r"),
+            "--json",
+        )  # fmt: skip
+        assert ok.returncode == 0, ok.stderr
+        assert len(json.loads(ok.stdout)["summary"]["hosts"]) == 1
+        # A client with a certificate another CA signed is refused.
+        with pytest.raises((OSError, TimeoutError)):
+            Client(
+                address,
+                security=Security(
+                    tls_ca_file=ca,
+                    tls_client_cert=other_cert,
+                    tls_client_key=other_key,
+                    require_encryption=True,
+                ),
+                timeout=1.5,
+            )
+        # So is a TLS client without a certificate: the scheduler demands one.
+        host, port = address.removeprefix("tls://").split(":")
+        context = ssl.create_default_context(cafile=ca)
+        context.check_hostname = False
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            with pytest.raises((ssl.SSLError, ConnectionError)):
+                with context.wrap_socket(raw) as tls:
+                    tls.sendall(b"\0" * 8)
+                    if not tls.recv(1):
+                        raise ConnectionError("closed without a certificate")
+        # Unencrypted, not at all.
+        with pytest.raises((OSError, TimeoutError)):
+            Client(address.replace("tls://", "tcp://"), timeout=1.5)
+
+
+def test_hosts_running_another_tilemark_are_refused(tmp_path: Path) -> None:
+    from distributed import Client, LocalCluster
+
+    from tilemark.cluster.session import Session
+    from tilemark.errors import UsageError
+
+    preload = tmp_path / "other_version.py"
+    preload.write_text("import tilemark\n\ntilemark.__version__ = '0.0.0+elsewhere'\n")
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            preload=[str(preload)],
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        session = Session(client, spec="test")
+        with pytest.raises(UsageError, match=r"runs tilemark version 0\.0\.0\+elsewhere"):
+            session.attach_agents()

@@ -61,9 +61,9 @@ def host_index(name: str, hosts: Sequence[Host], where: str) -> int:
     known = ", ".join(h.name for h in hosts)
     if on_machine:
         raise UsageError(
-            f"{where}: host '{name}' runs {len(on_machine)} workers; name one of them ({known})."
+            f"{where} '{name}' runs {len(on_machine)} workers; name one of them ({known})."
         )
-    raise UsageError(f"{where}: host '{name}' is not in the cluster; its hosts are {known}.")
+    raise UsageError(f"{where} '{name}' is not in the cluster; its hosts are {known}.")
 
 
 def stream_owners(workload: Workload, hosts: Sequence[Host]) -> list[set[int]]:

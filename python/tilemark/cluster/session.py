@@ -24,7 +24,7 @@ from tilemark.cluster.placement import Host
 from tilemark.errors import RunError, UsageError
 
 MAX_LOCAL_WORKERS = 64
-CONNECT_TIMEOUT_S = 20.0
+CONNECT_TIMEOUT_S = 10.0
 CLOCK_SAMPLES = 8
 CLOCK_WARN_NS = 1_000_000  # offsets above 1 ms are a warning in the summary
 CALL_TIMEOUT_S = 60.0
@@ -85,7 +85,13 @@ def security(files: dict[str, str]) -> Any:
     from distributed.security import Security
 
     if not files:
-        return Security(require_encryption=True)
+        sec = Security(require_encryption=True)
+        if not (sec.tls_ca_file and sec.tls_client_cert and sec.tls_client_key):
+            raise UsageError(
+                "tls:// clusters use mutual TLS: pass --tls-ca, --tls-cert and --tls-key (or set "
+                "distributed.comm.tls.ca-file and .client.cert/.key in Dask's config)."
+            )
+        return sec
     return Security(
         tls_ca_file=files["tls_ca"],
         tls_client_cert=files["tls_cert"],
@@ -263,7 +269,7 @@ def open_session(values: dict[str, Any]) -> Session:
     else:
         try:
             client = Client(spec.address, security=security(files), timeout=CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as e:
+        except Exception as e:  # refused, timed out, or a TLS handshake Dask reports otherwise
             raise RunError(
                 f"cannot connect to the Dask scheduler at {spec.address}: {e}; check that it "
                 "runs and that --tls-ca/--tls-cert/--tls-key (or Dask's TLS config) name a "
