@@ -77,6 +77,17 @@ class HostTargets(RemoteTargets):
     def will_fill(self) -> bool:
         return any(i.will_fill for i in self.infos)
 
+    def record(self) -> dict[str, Any]:
+        """What a study records about its target: the path as given and each host's."""
+        return {
+            "path": self.path,
+            "kind": self.kind,
+            "hosts": [
+                {"host": h.name, **i.record()}
+                for h, i in zip(self.session.hosts, self.infos, strict=True)
+            ],
+        }
+
     @contextlib.contextmanager
     def lock(self, argv: list[str]) -> Iterator[None]:
         try:
