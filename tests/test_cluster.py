@@ -79,8 +79,11 @@ def test_one_file_for_two_workers_of_a_machine_is_refused() -> None:
         placement.place(w, HOSTS, placement.stream_owners(w, HOSTS))
 
 
-def test_tiles_go_round_robin() -> None:
-    assert placement.round_robin([1, 1, 2, 3, 4], 3) == [{0}, {0}, {1}, {2}, {0}]
+def test_tiles_go_round_robin_unless_the_tile_file_places_an_application() -> None:
+    w = workload(log="b")
+    assert placement.tile_owners(w, [1, 2, 4], HOSTS) == [{0}, {2}, {0}]
+    w = workload()
+    assert placement.tile_owners(w, [1, 2, 3], HOSTS) == [{0}, {1}, {2}]
 
 
 def _op(ops: int, values: list[int], errors: dict | None = None) -> dict:

@@ -375,6 +375,7 @@ class TileApp:
 
     profile: Profile
     label: str  # unique within the tile, e.g. "mail" or "mail2"
+    host: str | None = None  # cluster runs: every instance runs on this host
 
 
 @dataclass
@@ -417,11 +418,14 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
         here = f"tile file {path} [[app]] {i + 1}"
         if not isinstance(a, dict):
             raise UsageError(f"{here} must be a table.")
-        bad = sorted(set(a) - {"profile", "name", "scale", "qos"})
+        bad = sorted(set(a) - {"profile", "name", "scale", "qos", "host"})
         if bad:
             raise UsageError(
-                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos)."
+                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos, host)."
             )
+        host = a.get("host")
+        if host is not None and not (isinstance(host, str) and host):
+            raise UsageError(f"{here}: host must be a host or worker name, got {host!r}.")
         if not isinstance(a.get("profile"), str):
             raise UsageError(f"{here}: profile is required (a built-in name or a .toml path).")
         profile = load_profile(_relative(a["profile"], p))
@@ -446,7 +450,7 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
             tuned = profile.with_overrides(file_over)
         except UsageError as e:
             raise UsageError(f"{here}: {e}") from None
-        apps.append(TileApp(tuned.with_overrides(overrides.get(label, {})), label))
+        apps.append(TileApp(tuned.with_overrides(overrides.get(label, {})), label, host))
     labels = [a.label for a in apps]
     if len(set(labels)) != len(labels):
         raise UsageError(
@@ -551,6 +555,8 @@ def compile_tiles(
                 for n in names:
                     table = dict(s.table)
                     table["name"] = f"t{t}.{app.label}.{n}"
+                    if app.host is not None:
+                        table["host"] = app.host  # placed by the tile file (cluster runs)
                     table["offset"] = lo
                     table["length"] = hi - lo
                     r = rates[n]

@@ -120,7 +120,7 @@ class HostTargets(RemoteTargets):
     def compile(self, workload: plan.Workload, groups: list[int] | None) -> engine.Plan:
         hosts = self.session.hosts
         if groups is not None:
-            owners = placement.round_robin(groups, len(hosts))
+            owners = placement.tile_owners(workload, groups, hosts)
         else:
             owners = placement.stream_owners(workload, hosts)
         works = placement.place(workload, hosts, owners)

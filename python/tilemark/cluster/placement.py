@@ -75,9 +75,15 @@ def stream_owners(workload: Workload, hosts: Sequence[Host]) -> list[set[int]]:
     ]
 
 
-def round_robin(groups: Sequence[int], hosts: int) -> list[set[int]]:
-    """Per stream, the host of its group (tile): group g (1-based) on host (g - 1) % hosts."""
-    return [{(g - 1) % hosts} for g in groups]
+def tile_owners(workload: Workload, groups: Sequence[int], hosts: Sequence[Host]) -> list[set[int]]:
+    """Per stream, the host of its tile, round robin (tile t, 1-based, on host (t - 1) % hosts),
+    unless the tile file placed its application (`host = "name"`)."""
+    return [
+        {host_index(s.host, hosts, f"application of stream '{s.name}': host")}
+        if s.host
+        else {(g - 1) % len(hosts)}
+        for s, g in zip(workload.streams, groups, strict=True)
+    ]
 
 
 def check_targets(workload: Workload, hosts: Sequence[Host]) -> None:
