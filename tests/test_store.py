@@ -71,7 +71,8 @@ def test_writer_leaves_running_run_json_at_start(tmp_path):
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{4}", w.run_id)
     assert w.path == root / w.run_id
     doc = json.loads((w.path / "run.json").read_text())
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == 4
+    assert doc["hosts"] is None, "one host: no cluster section"
     assert doc["status"] == "running" and doc["complete"] is False
     assert doc["run_id"] == w.run_id
     assert doc["argv"][:2] == ["tilemark", "run"]
@@ -99,7 +100,7 @@ def test_intervals_parquet_has_documented_columns_rows_and_row_groups(tmp_path):
     assert pf.schema_arrow.names == DOCUMENTED_COLUMNS
     assert pf.metadata.num_rows == 25 * 3  # stream 0 read+write, stream 1 read
     assert pf.metadata.num_row_groups == 3  # 10 + 10 + 5 intervals
-    assert pf.schema_arrow.metadata[b"tilemark.schema_version"] == b"3"
+    assert pf.schema_arrow.metadata[b"tilemark.schema_version"] == b"4"
     assert sorted(p.name for p in w.path.iterdir()) == ["intervals.parquet", "run.json"]
 
     table = pf.read().to_pylist()
@@ -290,13 +291,13 @@ def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch)
     root = tmp_path / "results"
     w = finished_run(root, snapshots=1)
 
-    def v3_to_v4(doc):
-        return {**doc, "migrated_from_v3": True}
+    def v4_to_v5(doc):
+        return {**doc, "migrated_from_v4": True}
 
-    monkeypatch.setattr(rundoc, "SCHEMA_VERSION", 4)  # the reading side migrates
-    monkeypatch.setitem(rundoc.MIGRATIONS, 3, v3_to_v4)
+    monkeypatch.setattr(rundoc, "SCHEMA_VERSION", 5)  # the reading side migrates
+    monkeypatch.setitem(rundoc.MIGRATIONS, 4, v4_to_v5)
     doc = load_run(w.path)
-    assert doc["schema_version"] == 4 and doc["migrated_from_v3"] is True
+    assert doc["schema_version"] == 5 and doc["migrated_from_v4"] is True
 
     _set_schema_version(w.path, 0)  # no migration registered from 0
     with pytest.raises(RunFormatError, match="cannot migrate"):
@@ -304,6 +305,21 @@ def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch)
     _set_schema_version(w.path, None)
     with pytest.raises(RunFormatError, match="not a tilemark run"):
         load_run(w.path)
+
+
+def test_a_version_3_run_reads_as_a_one_host_run(tmp_path):
+    root = tmp_path / "results"
+    w = finished_run(root, snapshots=1)
+    path = w.path / "run.json"
+    doc = json.loads(path.read_text())
+    doc.pop("hosts")
+    doc["summary"].pop("hosts", None)
+    doc["schema_version"] = 3
+    path.write_text(json.dumps(doc))
+    migrated = load_run(w.path)
+    assert migrated["schema_version"] == 4
+    assert migrated["hosts"] is None
+    assert migrated["summary"]["hosts"] is None and migrated["summary"]["cluster"] is None
 
 
 def test_locked_catalog_is_a_clear_error_and_the_run_is_kept(tmp_path, monkeypatch):

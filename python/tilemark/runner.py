@@ -364,6 +364,7 @@ def run_plan(
             raise
         if ended_by is not None:
             summary["ended_by"] = ended_by
+        summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         summary["preconditioning"] = {"target": info.path, "record": info.preconditioning}

@@ -267,8 +267,9 @@ def open_session(values: dict[str, Any]) -> Session:
             raise
         session = Session(client, spec=f"local:{spec.workers}", cluster=cluster, force=force)
     else:
+        sec = security(files)
         try:
-            client = Client(spec.address, security=security(files), timeout=CONNECT_TIMEOUT_S)
+            client = Client(spec.address, security=sec, timeout=CONNECT_TIMEOUT_S)
         except Exception as e:  # refused, timed out, or a TLS handshake Dask reports otherwise
             raise RunError(
                 f"cannot connect to the Dask scheduler at {spec.address}: {e}; check that it "

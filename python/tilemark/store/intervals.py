@@ -40,7 +40,7 @@ OP_KINDS = ("read", "write", "sync")
 VERSION_KEY = b"tilemark.schema_version"
 # The results format's version: run.json and the interval files carry it and change together
 # with docs/results-schema.md (rundir.MIGRATIONS upgrades older run.json documents).
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 _LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")

@@ -41,6 +41,14 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
         if doc.get("summary") is None
         else {"telemetry": None, "tool_bound": None, **doc["summary"]},
     },
+    # 4 records cluster runs: each host's part (`hosts`) beside the merged run (cluster/).
+    3: lambda doc: {
+        **doc,
+        "hosts": None,
+        "summary": None
+        if doc.get("summary") is None
+        else {"hosts": None, "cluster": None, **doc["summary"]},
+    },
 }
 
 
