@@ -37,11 +37,16 @@ pub fn realtime_ns() -> u64 {
 
 /// Longest single sleep while waiting for an absolute start, so a stop is seen promptly.
 const START_WAIT_STEP_NS: u64 = 50_000_000;
+/// The last stretch before an absolute start is spun rather than slept: a thread that is
+/// already running when the instant comes does not wait for the scheduler to wake it, which
+/// on a busy host can take milliseconds.
+const START_SPIN_NS: u64 = 2_000_000;
 
 /// Sleep until the wall clock reads `at_ns` (CLOCK_REALTIME, ns since the epoch) or `stop` is
 /// set. Each step is an absolute clock_nanosleep (TIMER_ABSTIME) on CLOCK_REALTIME, the last
-/// one to `at_ns` itself: the wake-up follows the wall clock, including any step NTP makes
-/// while waiting, rather than a delay computed once from it.
+/// one to START_SPIN_NS before `at_ns`, after which the thread spins on the clock: the wake-up
+/// follows the wall clock, including any step NTP makes while waiting, rather than a delay
+/// computed once from it.
 pub fn sleep_until_realtime(at_ns: u64, stop: &StopSignal) {
     // Wake when asked, not up to 50 us late (the default timer slack).
     // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
@@ -51,7 +56,13 @@ pub fn sleep_until_realtime(at_ns: u64, stop: &StopSignal) {
         if now >= at_ns || stop.is_stopped() {
             return;
         }
-        let until = at_ns.min(now + START_WAIT_STEP_NS);
+        if now + START_SPIN_NS >= at_ns {
+            while realtime_ns() < at_ns && !stop.is_stopped() {
+                std::hint::spin_loop();
+            }
+            return;
+        }
+        let until = (at_ns - START_SPIN_NS).min(now + START_WAIT_STEP_NS);
         let ts = libc::timespec {
             tv_sec: (until / 1_000_000_000) as libc::time_t,
             tv_nsec: (until % 1_000_000_000) as libc::c_long,
