@@ -298,7 +298,8 @@ def v1_results(tmp_path) -> Path:
 
 def test_schema_1_run_json_is_migrated(v1_results):
     doc = load_run(V1_COMPLETE, v1_results)
-    assert doc["schema_version"] == 3 and doc["process"] is None and doc["telemetry"] is None
+    assert doc["schema_version"] == 4 and doc["process"] is None and doc["telemetry"] is None
+    assert doc["hosts"] is None, "a one-host run"
     assert doc["summary"]["telemetry"] is None and doc["summary"]["tool_bound"] is None
     assert doc["status"] == "complete" and doc["summary"]["duration_s"] == 2.0
     assert read_intervals(v1_results / V1_COMPLETE).num_rows == 3 * 3
