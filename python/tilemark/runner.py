@@ -350,35 +350,70 @@ def run_plan(
             telemetry,
             changes,
         )
-        if error is not None:
-            writer.finish(None, summary=None, complete=False, error=error)
-            raise engine.EngineError(error)
-        try:
-            summary = summarize(compiled, result)
-            summary["change_points"] = change_points(changes, result, summary)
-            if analyze is not None:
-                analyze(compiled, result, summary)
-        except Exception as e:
-            # Keep the engine's result on disk even if summarizing it fails.
-            writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
-            raise
-        if ended_by is not None:
-            summary["ended_by"] = ended_by
+        summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         summary["preconditioning"] = {"target": info.path, "record": info.preconditioning}
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
-        complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
-        storage_failure, storage_error = storage_verdict(result, summary)
-        run_dir = writer.finish(
-            result,
-            summary=summary,
-            complete=complete,
-            error=storage_error,
-            storage_failure=storage_failure,
-        )
+        return store_run(writer, compiled, result, summary, stopper, ended_by)
+
+
+def summarize_run(
+    writer: RunWriter,
+    compiled: dict[str, Any],
+    result: dict[str, Any] | None,
+    error: str | None,
+    ended_by: str | None,
+    changes: ChangeTracker,
+    analyze: Analyzer | None,
+) -> dict[str, Any]:
+    """The summary of what `drive` returned (failing the stored run on an engine error, or
+    when summarizing fails, with the engine's result kept)."""
+    if error is not None or result is None:
+        writer.finish(None, summary=None, complete=False, error=error)
+        raise engine.EngineError(str(error))
+    try:
+        summary = summarize(compiled, result)
+        summary["change_points"] = change_points(changes, result, summary)
+        if analyze is not None:
+            analyze(compiled, result, summary)
+    except Exception as e:
+        # Keep the engine's result on disk even if summarizing it fails.
+        writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
+        raise
+    if ended_by is not None:
+        summary["ended_by"] = ended_by
+    return summary
+
+
+def store_run(
+    writer: RunWriter,
+    compiled: dict[str, Any],
+    result: dict[str, Any],
+    summary: dict[str, Any],
+    stopper: SignalStopper,
+    ended_by: str | None,
+    *,
+    cut_short: str | None = None,
+) -> RunOutcome:
+    """Finish the run directory (its status from how the run ended and whether the storage
+    failed it) and say how it went. `cut_short` is why a run that ended by itself is still
+    incomplete and failed (a cluster host lost)."""
+    complete = (
+        (bool(result.get("complete")) or ended_by is not None)
+        and stopper.signum is None
+        and cut_short is None
+    )
+    storage_failure, storage_error = storage_verdict(result, summary)
+    run_dir = writer.finish(
+        result,
+        summary=summary,
+        complete=complete,
+        error=storage_error,
+        storage_failure=storage_failure,
+    )
     status = str(writer.doc.get("status"))
     failed = status in ("failed", *STORAGE_FAILED)
     return RunOutcome(
@@ -388,10 +423,10 @@ def run_plan(
         result=result,
         summary=summary,
         complete=status == "complete",
-        exit_status=stopper.exit_status or (1 if failed else None),
+        exit_status=stopper.exit_status or (1 if failed or cut_short else None),
         catalog_error=writer.catalog_error,
         ended_by=ended_by,
-        error=writer.doc.get("error") if failed else None,
+        error=writer.doc.get("error") if failed else cut_short,
         status=status,
     )
 

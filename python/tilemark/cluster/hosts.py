@@ -31,12 +31,11 @@ from tilemark.runner import (
     RemoteTargets,
     RunOutcome,
     SignalStopper,
-    change_points,
     drive,
-    storage_verdict,
+    store_run,
+    summarize_run,
 )
 from tilemark.store import RunWriter
-from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.summary import summarize
 from tilemark.units import format_size
 
@@ -331,15 +330,7 @@ def run_on_hosts(
             )
         finally:
             problems = handle.seal()
-        if error is not None:
-            writer.finish(None, summary=None, complete=False, error=error)
-            raise engine.EngineError(error)
-        summary = summarize(compiled, result)
-        summary["change_points"] = change_points(changes, result, summary)
-        if analyze is not None:
-            analyze(compiled, result, summary)
-        if ended_by is not None:
-            summary["ended_by"] = ended_by
+        summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
         summary["hosts"] = host_summaries(handle, session, by_name)
         lost = [r.host.name for r in handle.runs if r.lost]
         notes = [*clock_notes, *target_notes, *handle.notes, *problems]
@@ -353,38 +344,13 @@ def run_on_hosts(
             "lost": lost,
             "start_spread_ms": _spread(summary["hosts"]),
         }
-        complete = (
-            (bool(result.get("complete")) or ended_by is not None)
-            and stopper.signum is None
-            and not lost
-        )
-        storage_failure, storage_error = storage_verdict(result, summary)
         writer.doc["hosts"] = [
             {**h, "plan": r.plan, "result": r.result}
             for h, r in zip(summary["hosts"], handle.runs, strict=True)
         ]
-        run_dir = writer.finish(
-            result,
-            summary=summary,
-            complete=complete,
-            error=storage_error,
-            storage_failure=storage_failure,
+        return store_run(
+            writer, compiled, result, summary, stopper, ended_by, cut_short=_lost_text(handle)
         )
-    status = str(writer.doc.get("status"))
-    failed = status in ("failed", *STORAGE_FAILED)
-    return RunOutcome(
-        run_id=writer.run_id,
-        run_dir=Path(run_dir),
-        compiled=compiled,
-        result=result,
-        summary=summary,
-        complete=status == "complete",
-        exit_status=stopper.exit_status or (1 if failed or lost else None),
-        catalog_error=writer.catalog_error,
-        ended_by=ended_by,
-        error=writer.doc.get("error") if failed else _lost_text(handle),
-        status=status,
-    )
 
 
 def _host_status(r: HostRun, result: dict[str, Any]) -> str:
