@@ -79,7 +79,7 @@ def test_a_workload_and_a_scale_study_across_three_workers(tmp_path: Path) -> No
     target = str(tmp_path / "tm-{worker}.dat")
     run = tilemark(
         "run", "--cluster", "local:3", "--target", target, "--size", "8m", "--rw", "randrw",
-        "--bs", "4k", "--qd", "2", "--duration", "1.5", "--interval", "0.25s",
+        "--bs", "4k", "--qd", "4", "--rate", "2000", "--duration", "1.5", "--interval", "0.25s",
         "--backend", "psync", "--results", str(results), "--json",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -5,11 +5,15 @@ telemetry as they are made (stored at once under the run's hosts/NAME/), and han
 merged snapshots: interval k once every host still running has sent its k.
 
 A host is lost when its agent cannot be reached, or when it stops sending snapshots for 2
-intervals: the other hosts have sent 2 intervals it has not. Judging silence by the other
-hosts' intervals rather than by this client's clock keeps a busy client (or a machine whose
-every CPU is taken) from declaring healthy hosts lost; only when no host is heard from at all
-does the client's clock decide, after SILENT_FLOOR_S. The others are then stopped, everything
-received is kept, and the run ends incomplete naming the lost host.
+intervals: the other hosts have sent 2 intervals it has not, and it has been silent for at
+least LOST_FLOOR_S (short intervals on a busy machine can delay an answer that long).
+Judging silence by the other hosts' intervals rather than by this client's clock keeps a busy
+client (or a machine whose every CPU is taken) from declaring healthy hosts lost; only when no
+host is heard from at all, or once the run is stopping (every host then closes its interval
+early, so interval numbers no longer measure time), does the client's clock decide, after
+SILENT_FLOOR_S. The others are then stopped, everything received is kept, and the run ends
+incomplete naming the lost host. A host whose engine ends early (its storage failed, an IO
+hung) stops the others too.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tilemark.cluster.placement import Host
 from tilemark.store.intervals import IntervalLog, seal, seal_log, snapshot_rows
 
 LOST_AFTER_INTERVALS = 2
+LOST_FLOOR_S = 1.0  # the least silence that loses a host the others have left behind
 SILENT_FLOOR_S = 10.0  # when every host is silent: the least silence before giving up on one
 PULL_EVERY_S = 0.05  # how often wait() asks hosts for news while it waits
 CALL_TIMEOUT_S = 10.0  # for a call already answered: only decoding remains
@@ -156,9 +161,8 @@ class ClusterHandle:
             if r.error is not None:
                 raise engine.EngineError(f"host {r.host.name}: {r.error}")
             if r.result is None:
-                started = int(self.start_at_ns)
-                r.result = {**r.totals.result(started), "streams": r.totals.streams}
-            results.append({**r.result, "streams": r.result["streams"]})
+                r.result = r.totals.result(int(self.start_at_ns))
+            results.append(r.result)
         return merge.merge_results(results)
 
     def live_line(self) -> str | None:
@@ -202,7 +206,7 @@ class ClusterHandle:
                 continue
             behind = ahead - r.last_interval
             silent = now - r.last_heard_s
-            if behind >= LOST_AFTER_INTERVALS:
+            if behind >= LOST_AFTER_INTERVALS and silent >= LOST_FLOOR_S and not self._stopped:
                 self._lose(
                     r,
                     f"no snapshot for {behind} intervals ({silent:.1f} s) while the other "
@@ -244,6 +248,8 @@ class ClusterHandle:
         if news["done"]:
             r.done = True
             self._collect(r)
+            if not self._stopped and (r.error or (r.result or {}).get("stop_reason")):
+                self.stop()  # this host's run ended early: the others' would be a different run
 
     def _collect(self, r: HostRun) -> None:
         try:

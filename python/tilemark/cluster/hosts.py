@@ -41,6 +41,7 @@ from tilemark.units import format_size
 
 HOSTS_DIR = "hosts"
 START_MARGIN_S = 1.0  # the start time is this far ahead of the last host's engine start
+START_NOTE_MS = 1.0  # engines that started further apart than this get a note
 
 
 def inspect_hosts(session: Session, path: str, options: dict[str, Any]) -> HostTargets:
@@ -338,11 +339,16 @@ def run_on_hosts(
             notes += [f"{r.host.name}: {n}" for n in r.extra.get("telemetry_notes") or []]
         if notes:
             summary["notes"] = [*notes, *summary.get("notes", [])]
+        spread = _spread(summary["hosts"])
+        if spread is not None and spread > START_NOTE_MS:
+            summary.setdefault("notes", []).append(
+                f"the hosts' engines started {spread:.1f} ms apart (busy hosts wake late)"
+            )
         summary["cluster"] = {
             "spec": session.spec,
             "start_at_ns": start_at_ns,
             "lost": lost,
-            "start_spread_ms": _spread(summary["hosts"]),
+            "start_spread_ms": spread,
         }
         writer.doc["hosts"] = [
             {**h, "plan": r.plan, "result": r.result}
