@@ -46,18 +46,25 @@ const START_SPIN_NS: u64 = 2_000_000;
 /// set. Each step is an absolute clock_nanosleep (TIMER_ABSTIME) on CLOCK_REALTIME, the last
 /// one to START_SPIN_NS before `at_ns`, after which the thread spins on the clock: the wake-up
 /// follows the wall clock, including any step NTP makes while waiting, rather than a delay
-/// computed once from it.
+/// computed once from it. Where allowed (root, CAP_SYS_NICE) the calling thread waits at the
+/// lowest real-time priority, so a busy host's ordinary threads cannot delay its wake-up; the
+/// spin is bounded on the monotonic clock, so a wall clock stepped back cannot stretch it.
+/// Meant for a thread that ends soon after (the engine's start thread).
 pub fn sleep_until_realtime(at_ns: u64, stop: &StopSignal) {
     // Wake when asked, not up to 50 us late (the default timer slack).
     // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let lowest_fifo = libc::sched_param { sched_priority: 1 };
+    // SAFETY: pid 0 is this thread; the param is valid. Failure (unprivileged) changes nothing.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &lowest_fifo) };
     loop {
         let now = realtime_ns();
         if now >= at_ns || stop.is_stopped() {
             return;
         }
         if now + START_SPIN_NS >= at_ns {
-            while realtime_ns() < at_ns && !stop.is_stopped() {
+            let give_up = monotonic_ns() + 2 * START_SPIN_NS;
+            while realtime_ns() < at_ns && !stop.is_stopped() && monotonic_ns() < give_up {
                 std::hint::spin_loop();
             }
             return;
