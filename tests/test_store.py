@@ -72,6 +72,7 @@ def test_writer_leaves_running_run_json_at_start(tmp_path):
     assert w.path == root / w.run_id
     doc = json.loads((w.path / "run.json").read_text())
     assert doc["schema_version"] == 4
+    assert doc["hosts"] is None, "one host: no cluster section"
     assert doc["status"] == "running" and doc["complete"] is False
     assert doc["run_id"] == w.run_id
     assert doc["argv"][:2] == ["tilemark", "run"]
@@ -304,6 +305,21 @@ def test_old_schema_version_is_migrated_not_reinterpreted(tmp_path, monkeypatch)
     _set_schema_version(w.path, None)
     with pytest.raises(RunFormatError, match="not a tilemark run"):
         load_run(w.path)
+
+
+def test_a_version_3_run_reads_as_a_one_host_run(tmp_path):
+    root = tmp_path / "results"
+    w = finished_run(root, snapshots=1)
+    path = w.path / "run.json"
+    doc = json.loads(path.read_text())
+    doc.pop("hosts")
+    doc["summary"].pop("hosts", None)
+    doc["schema_version"] = 3
+    path.write_text(json.dumps(doc))
+    migrated = load_run(w.path)
+    assert migrated["schema_version"] == 4
+    assert migrated["hosts"] is None
+    assert migrated["summary"]["hosts"] is None and migrated["summary"]["cluster"] is None
 
 
 def test_locked_catalog_is_a_clear_error_and_the_run_is_kept(tmp_path, monkeypatch):

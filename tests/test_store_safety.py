@@ -304,6 +304,8 @@ def test_schema_1_run_json_is_migrated(v1_results):
     assert target["iops"] == doc["summary"]["total"]["iops"] and target["read_latency"]
     assert all(s["active_s"] == 2.0 and s["start_s"] is None for s in doc["summary"]["streams"])
     assert doc["verify_passes"] == []
+    assert doc["hosts"] is None, "a one-host run"
+    assert doc["summary"]["hosts"] is None and doc["summary"]["cluster"] is None
     assert doc["summary"]["telemetry"] is None and doc["summary"]["tool_bound"] is None
     assert doc["status"] == "complete" and doc["summary"]["duration_s"] == 2.0
     assert read_intervals(v1_results / V1_COMPLETE).num_rows == 3 * 3

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from rich.console import Console
 
-from tilemark import fio, metrics, plan, targets
+from tilemark import cluster, fio, metrics, plan, targets
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.options import OPTIONS, RUN, SCALE, label_of, option, safety
@@ -31,7 +31,7 @@ from tilemark.report.data import (
     load_source,
     merged_run_hist,
 )
-from tilemark.runner import RunOutcome, inspect_and_compile, prepare, run_plan
+from tilemark.runner import RunOutcome, Targets, inspect_and_compile, lock, prepare, run_plan
 from tilemark.steadyrun import (
     NOT_PER_REPETITION,
     RoundMonitor,
@@ -39,7 +39,6 @@ from tilemark.steadyrun import (
     steady_workload,
 )
 from tilemark.store import catalog
-from tilemark.targetset import lock_targets
 from tilemark.targetspec import split_name
 from tilemark.units import parse_size
 
@@ -161,7 +160,7 @@ def _scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:
 
 def workload_setup(
     values: dict[str, Any], workload_file: Path | None, *, until_steady: bool = False
-) -> tuple[plan.Workload, list[targets.TargetInfo], dict[str, Any], list[str], list[str]]:
+) -> tuple[plan.Workload, Targets, dict[str, Any], list[str], list[str]]:
     """The workload of a file, --default or the flags; its targets inspected and its plan
     compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
     given = _scoped(values, "run", RUN)
@@ -211,7 +210,7 @@ def execute_workload(
             f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True
         )
     results = Path(values.get("results") or DEFAULT_RESULTS)
-    with lock_targets(infos, argv):
+    with lock(infos, argv):
         if not prepare(infos, console):
             return 130
         return run_plan(
@@ -477,7 +476,8 @@ def run(
         *([str(path)] if path else []),
         *(f"{k}={v}" for k, v in flags.items()),
     ]
-    outcome = execute_workload(values, path, argv=argv, console=_Quiet(verbose).console())
+    with cluster.opened(values):
+        outcome = execute_workload(values, path, argv=argv, console=_Quiet(verbose).console())
     if isinstance(outcome, int):
         raise KeyboardInterrupt
     return open_run(outcome.run_dir, results)
@@ -501,13 +501,14 @@ def scale(
         *([str(tile)] if tile else []),
         *(f"{k}={v}" for k, v in flags.items()),
     ]
-    outcome, _ = execute_scale(
-        values,
-        Path(tile) if tile else None,
-        argv=argv,
-        console=_Quiet(verbose).console(),
-        events=None,
-    )
+    with cluster.opened(values):
+        outcome, _ = execute_scale(
+            values,
+            Path(tile) if tile else None,
+            argv=argv,
+            console=_Quiet(verbose).console(),
+            events=None,
+        )
     if isinstance(outcome, int):
         raise KeyboardInterrupt
     return open_study(outcome.path, results)

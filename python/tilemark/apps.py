@@ -382,6 +382,7 @@ class TileApp:
     # Target names by profile stream name (WHOLE_APP: every stream); unmapped streams follow
     # their tile's target.
     targets: dict[str, str] = field(default_factory=dict)
+    host: str | None = None  # cluster runs: every instance runs on this host
 
     def target_of(self, stream: str) -> str | None:
         """The target a profile stream is mapped to, or None (its tile's)."""
@@ -455,11 +456,15 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
         here = f"tile file {path} [[app]] {i + 1}"
         if not isinstance(a, dict):
             raise UsageError(f"{here} must be a table.")
-        bad = sorted(set(a) - {"profile", "name", "scale", "qos", "target"})
+        bad = sorted(set(a) - {"profile", "name", "scale", "qos", "target", "host"})
         if bad:
             raise UsageError(
-                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos, target)."
+                f"{here}: unknown key '{bad[0]}' (allowed: profile, name, scale, qos, target, "
+                f"host)."
             )
+        host = a.get("host")
+        if host is not None and not (isinstance(host, str) and host):
+            raise UsageError(f"{here}: host must be a host or worker name, got {host!r}.")
         if not isinstance(a.get("profile"), str):
             raise UsageError(f"{here}: profile is required (a built-in name or a .toml path).")
         profile = load_profile(_relative(a["profile"], p))
@@ -486,7 +491,7 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
         except UsageError as e:
             raise UsageError(f"{here}: {e}") from None
         rest, set_targets = split_targets(overrides.get(label, {}), profile, f"--set {label}")
-        apps.append(TileApp(tuned.with_overrides(rest), label, {**mapped, **set_targets}))
+        apps.append(TileApp(tuned.with_overrides(rest), label, {**mapped, **set_targets}, host))
     labels = [a.label for a in apps]
     if len(set(labels)) != len(labels):
         raise UsageError(

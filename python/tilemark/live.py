@@ -435,3 +435,41 @@ def host_line(summary: dict[str, Any]) -> str | None:
         if value is not None:
             parts.append(f"{res} pressure {value:.1f}%")
     return "host: " + ", ".join(parts) if parts else None
+
+
+def hosts_table(rows: list[tuple[str, dict[str, Any]]], title: str) -> Table:
+    """Per host of a cluster run (docs/cluster.md): its part of the load and how it started.
+    `rows` are (step, host entry of the summary's `hosts`); step is "" for a single run."""
+    table = Table(title=title, title_justify="left")
+    steps = any(step for step, _ in rows)
+    columns = [("step", "right")] if steps else []
+    columns += [
+        ("host", "left"),
+        ("status", "left"),
+        ("streams", "right"),
+        ("IOPS", "right"),
+        ("MB/s", "right"),
+        ("p99 ms", "right"),
+        ("errors", "right"),
+        ("clock offset ms", "right"),
+        ("start ms", "right"),
+    ]
+    for name, justify in columns:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for step, h in rows:
+        offset = h.get("clock_offset_ms")
+        late = h.get("start_late_ms")
+        cells = [step] if steps else []
+        cells += [
+            h["name"],
+            h.get("status") or "-",
+            str(len(h.get("streams") or [])),
+            fmt_rate(h.get("iops")),
+            fmt_rate(h.get("mbps"), 1),
+            fmt_ms(h.get("p99_ms")),
+            f"{h.get('errors') or 0:,}",
+            "-" if offset is None else f"{offset:+.3f} +-{h.get('clock_uncertainty_ms') or 0:.3f}",
+            "-" if late is None else f"+{late:.3f}",
+        ]
+        table.add_row(*cells)
+    return table

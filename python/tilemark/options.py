@@ -15,6 +15,7 @@ Scopes:
 - `steady`: `--until-steady` on `run`, `run --tiles` and `scale` (rounds until the SNIA PTS
   steady-state rule holds; for a study, in every step).
 - `safety`, `output`: what may be written, where results go and how they are printed.
+- `cluster`: which hosts run the plan (docs/cluster.md).
 
 Modes (`modes`): `run` is `tilemark run` with a workload, `tiles` is `tilemark run --tiles N`,
 `scale` is `tilemark scale`, `repeat` is `tilemark repeat N` (which also takes every option of
@@ -491,6 +492,8 @@ OPTIONS: tuple[Option, ...] = (
        "block, 1..100 (2 or 2:1: half the blocks are copies); measured at run start.",
        flag="--dedupe", metavar="RATIO", modes=WORKLOAD | POINT_STUDIES, toml=True,
        parse=parse_dedupe, default="1"),
+    _o("host", "stream", "Cluster runs: the host (worker name or host name) this stream runs "
+       "on; unpinned streams run on every host.", toml=True, profile=False, parse=parse_path),
     # -- tiles ----------------------------------------------------------------------------------
     _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
        "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},
@@ -612,6 +615,18 @@ OPTIONS: tuple[Option, ...] = (
     _o("force", "safety", "With --destroy-data: write even if the device is in use or carries "
        "a partition table or filesystem signature.", flag="--force", modes=ALL | {PRECONDITION},
        kind="switch"),
+    # -- cluster (many hosts, one run: docs/cluster.md) -----------------------------------------
+    _o("cluster", "cluster", "Run on many hosts as one run: local:N (N worker processes on this "
+       "machine, loopback only) or tls://HOST:PORT (a Dask scheduler; mutual TLS). --force "
+       "accepts host clocks more than one interval apart.", flag="--cluster", metavar="SPEC",
+       modes=ALL),
+    _o("tls_ca", "cluster", "tls:// clusters: CA certificate that signed the scheduler's and "
+       "workers' certificates.", flag="--tls-ca", metavar="PEM", modes=ALL,
+       default="Dask's config (distributed.comm.tls.ca-file)"),
+    _o("tls_cert", "cluster", "tls:// clusters: this client's certificate.", flag="--tls-cert",
+       metavar="PEM", modes=ALL, default="Dask's config (distributed.comm.tls.client.cert)"),
+    _o("tls_key", "cluster", "tls:// clusters: this client's private key.", flag="--tls-key",
+       metavar="PEM", modes=ALL, default="Dask's config (distributed.comm.tls.client.key)"),
     # -- output ---------------------------------------------------------------------------------
     _o("json", "output", "Print only the JSON summary on stdout (tables go to stderr).",
        flag="--json", modes=ALL, kind="switch", dest="json_out"),
@@ -703,6 +718,7 @@ def markdown() -> str:
         "steady": "Steady state (`--until-steady` on run, run --tiles and scale)",
         "precondition": "Preconditioning (`tilemark precondition`)",
         "safety": "Safety",
+        "cluster": "Cluster (many hosts, one run; docs/cluster.md)",
         "output": "Output",
     }
     lines = [

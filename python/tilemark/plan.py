@@ -120,6 +120,7 @@ class StreamSpec:
     spread: str = "uniform"  # over several targets: "uniform" | "size"
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
+    host: str | None = None  # cluster runs: the one host it runs on (None: every host)
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -351,6 +352,7 @@ def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -
         ("spread", "spread"),
         ("start", "start_s"),
         ("stop", "stop_s"),
+        ("host", "host"),
     ):
         if key in table:
             setattr(stream, attr, value(key))

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -34,6 +36,7 @@ from tilemark.live import LiveDisplay
 from tilemark.store import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.summary import errors_text, summarize
+from tilemark.targetspec import TargetSpec
 from tilemark.units import format_size
 
 POLL_S = 0.2
@@ -129,15 +132,78 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     )
 
 
+# -----------------------------------------------------------------------------------------------
+# Where a plan runs: on this host (the list of its inspected targets), or on the hosts of a
+# cluster (RemoteTargets, tilemark.cluster) when the command was given --cluster. Commands
+# inspect, lock, prepare, compile and run through these functions and need not know which.
+
+
+class RemoteTargets(Sequence[targets.TargetInfo]):
+    """A workload's targets inspected on other hosts, standing where the list of TargetInfo
+    stands for one host. Read as a sequence it holds, per workload target, one TargetInfo
+    true of every host (what layouts and checks need: the smallest data area, the largest
+    O_DIRECT alignment); locking, preparing, compiling and running go to the hosts."""
+
+    infos: list[targets.TargetInfo]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.infos[index]
+
+    def __len__(self) -> int:
+        return len(self.infos)
+
+    @abstractmethod
+    def lock(self, argv: list[str]) -> AbstractContextManager[Any]: ...
+
+    @abstractmethod
+    def prepare(self, console: Console) -> bool: ...
+
+    @abstractmethod
+    def compile(self, workload: plan.Workload, groups: list[int] | None) -> engine.Plan: ...
+
+    @abstractmethod
+    def run(self, workload: plan.Workload, compiled: engine.Plan, **options: Any) -> RunOutcome: ...
+
+
+Targets = list[targets.TargetInfo] | RemoteTargets
+
+
+def inspect_targets(specs: Sequence[TargetSpec], **options: Any) -> Targets:
+    """targetset.inspect_targets on this host, or on every host of the open cluster."""
+    from tilemark import cluster  # Dask loads only once a command opens a cluster
+
+    session = cluster.current()
+    if session is not None:
+        return cluster.inspect(session, specs, options)
+    return targetset.inspect_targets(specs, **options)
+
+
+def lock(infos: Targets, argv: list[str]) -> AbstractContextManager[Any]:
+    """Hold every target for the run or study (UsageError if another run has one)."""
+    if isinstance(infos, RemoteTargets):
+        return infos.lock(argv)
+    return targetset.lock_targets(infos, argv)
+
+
+def compile_on(
+    workload: plan.Workload, infos: Targets, groups: list[int] | None = None
+) -> engine.Plan:
+    """The plan of `workload` on its inspected targets; `groups` (a tile per stream) places
+    streams across a cluster's hosts round robin."""
+    if isinstance(infos, RemoteTargets):
+        return infos.compile(workload, groups)
+    return plan.compile_plan(workload, infos)
+
+
 def inspect_and_compile(
     workload: plan.Workload,
     *,
     destroy_data: list[str] | None,
     force: bool,
     fill: bool = False,
-) -> tuple[list[targets.TargetInfo], engine.Plan]:
+) -> tuple[Targets, engine.Plan]:
     """Inspect every target (safety checks) and compile the plan; no IO yet."""
-    infos = targetset.inspect_targets(
+    infos = inspect_targets(
         workload.targets,
         writes=[workload.writes_to(i) for i in range(len(workload.targets))],
         direct=workload.direct,
@@ -146,12 +212,14 @@ def inspect_and_compile(
         fill=fill,
         io_timeout_s=workload.io_timeout_s,
     )
-    return infos, plan.compile_plan(workload, infos)
+    return infos, compile_on(workload, infos)
 
 
-def prepare(infos: list[targets.TargetInfo], console: Console) -> bool:
+def prepare(infos: Targets, console: Console) -> bool:
     """Create/fill every target so reads never hit holes; False if interrupted (what was
     filled is kept)."""
+    if isinstance(infos, RemoteTargets):
+        return infos.prepare(console)
     for info in infos:
         if info.will_fill:
             if info.fill_device:
@@ -210,7 +278,7 @@ class RunMonitor(Protocol):
 
 def run_plan(
     workload: plan.Workload,
-    infos: list[targets.TargetInfo],
+    infos: Targets,
     compiled: dict[str, Any],
     *,
     results: Path,
@@ -229,6 +297,20 @@ def run_plan(
     memory does not grow with the run) and may end the run early; `analyze(plan, result,
     summary)` may add to the summary before it is stored (application metrics, QoS verdicts).
     """
+    if isinstance(infos, RemoteTargets):
+        return infos.run(
+            workload,
+            compiled,
+            results=results,
+            argv=argv,
+            console=console,
+            kind=kind,
+            analyze=analyze,
+            monitor=monitor,
+            note=note,
+            label=label,
+            apps=apps,
+        )
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -249,7 +331,8 @@ def run_plan(
         raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
     telemetry.run_id = writer.run_id
     try:
-        _begin_data(workload, infos, compiled, writer)
+        if targetdata.begin_plan(infos, compiled, writer.path):
+            writer.rewrite()  # the plan's verification settings: epochs and journals
         reduction = datareduction.measure(compiled)
     except BaseException as e:
         writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
@@ -269,15 +352,7 @@ def run_plan(
             target_notes.append(str(info.precondition_note()))
     for target_note in target_notes + telemetry.notes:
         console.print(f"note: {target_note}", markup=False, soft_wrap=True)
-    if reduction is not None:
-        for setting in reduction["settings"]:
-            console.print(
-                f"data: {datareduction.describe(setting)} measured on "
-                f"{format_size(setting['sample_bytes'])} as stream(s) "
-                f"{', '.join(setting['streams'][:5])} write it",
-                markup=False,
-                soft_wrap=True,
-            )
+    print_reduction(reduction, console)
 
     if not workload.keep_cache:
         for t in compiled["targets"]:
@@ -301,7 +376,7 @@ def run_plan(
             raise
         stopper.attach(handle)
         telemetry.start()
-        result, error, ended_by = _drive(
+        result, error, ended_by = drive(
             handle,
             writer,
             compiled,
@@ -312,20 +387,8 @@ def run_plan(
             telemetry,
             changes,
         )
-        if error is not None:
-            writer.finish(None, summary=None, complete=False, error=error)
-            raise engine.EngineError(error)
-        try:
-            summary = summarize(compiled, result)
-            summary["change_points"] = _change_points(changes, result, summary)
-            if analyze is not None:
-                analyze(compiled, result, summary)
-        except Exception as e:
-            # Keep the engine's result on disk even if summarizing it fails.
-            writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
-            raise
-        if ended_by is not None:
-            summary["ended_by"] = ended_by
+        summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
+        summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         # The first target's record here; every target's is in run.json `targets`.
@@ -333,23 +396,66 @@ def run_plan(
             "target": infos[0].path,
             "record": infos[0].preconditioning,
         }
-        summary["verification"] = verification.run_summary(result, compiled)
-        summary["data_reduction"] = (
-            None
-            if reduction is None
-            else {**reduction, "overall": datareduction.overall(reduction, summary)}
-        )
+        data_summaries(summary, result, compiled, reduction)
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
-        complete = (bool(result.get("complete")) or ended_by is not None) and stopper.signum is None
-        storage_failure, storage_error = storage_verdict(result, summary)
-        run_dir = writer.finish(
-            result,
-            summary=summary,
-            complete=complete,
-            error=storage_error,
-            storage_failure=storage_failure,
-        )
+        return store_run(writer, compiled, result, summary, stopper, ended_by)
+
+
+def summarize_run(
+    writer: RunWriter,
+    compiled: dict[str, Any],
+    result: dict[str, Any] | None,
+    error: str | None,
+    ended_by: str | None,
+    changes: ChangeTracker,
+    analyze: Analyzer | None,
+) -> dict[str, Any]:
+    """The summary of what `drive` returned (failing the stored run on an engine error, or
+    when summarizing fails, with the engine's result kept)."""
+    if error is not None or result is None:
+        writer.finish(None, summary=None, complete=False, error=error)
+        raise engine.EngineError(str(error))
+    try:
+        summary = summarize(compiled, result)
+        summary["change_points"] = change_points(changes, result, summary)
+        if analyze is not None:
+            analyze(compiled, result, summary)
+    except Exception as e:
+        # Keep the engine's result on disk even if summarizing it fails.
+        writer.finish(result, summary=None, complete=False, error=f"summary failed: {e}")
+        raise
+    if ended_by is not None:
+        summary["ended_by"] = ended_by
+    return summary
+
+
+def store_run(
+    writer: RunWriter,
+    compiled: dict[str, Any],
+    result: dict[str, Any],
+    summary: dict[str, Any],
+    stopper: SignalStopper,
+    ended_by: str | None,
+    *,
+    cut_short: str | None = None,
+) -> RunOutcome:
+    """Finish the run directory (its status from how the run ended and whether the storage
+    failed it) and say how it went. `cut_short` is why a run that ended by itself is still
+    incomplete and failed (a cluster host lost)."""
+    complete = (
+        (bool(result.get("complete")) or ended_by is not None)
+        and stopper.signum is None
+        and cut_short is None
+    )
+    storage_failure, storage_error = storage_verdict(result, summary)
+    run_dir = writer.finish(
+        result,
+        summary=summary,
+        complete=complete,
+        error=storage_error,
+        storage_failure=storage_failure,
+    )
     status = str(writer.doc.get("status"))
     failed = status in ("failed", *STORAGE_FAILED)
     return RunOutcome(
@@ -359,43 +465,42 @@ def run_plan(
         result=result,
         summary=summary,
         complete=status == "complete",
-        exit_status=stopper.exit_status or (1 if failed else None),
+        exit_status=stopper.exit_status or (1 if failed or cut_short else None),
         catalog_error=writer.catalog_error,
         ended_by=ended_by,
-        error=writer.doc.get("error") if failed else None,
+        error=writer.doc.get("error") if failed else cut_short,
         status=status,
     )
 
 
-def _begin_data(
-    workload: plan.Workload,
-    infos: list[targets.TargetInfo],
+def print_reduction(reduction: dict[str, Any] | None, console: Console) -> None:
+    """The data reduction measured at run start (datareduction.py), one line per setting."""
+    for setting in (reduction or {}).get("settings") or []:
+        console.print(
+            f"data: {datareduction.describe(setting)} measured on "
+            f"{format_size(setting['sample_bytes'])} as stream(s) "
+            f"{', '.join(setting['streams'][:5])} write it",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def data_summaries(
+    summary: dict[str, Any],
+    result: dict[str, Any],
     compiled: dict[str, Any],
-    writer: RunWriter,
+    reduction: dict[str, Any] | None,
 ) -> None:
-    """Record with every target what the run is about to write (targetdata.py): with --verify,
-    the run's epoch and each target's journal go into the plan (and run.json)."""
-    writes = workload.writes() and compiled["backend"] != "null"
-    changed = False
-    for index, (info, target) in enumerate(zip(infos, compiled["targets"], strict=True)):
-        on_target = writes and any(
-            s["read_pct"] < 100 and any(r["target"] == index for r in s["regions"])
-            for s in compiled["streams"]
-        )
-        spec = targetdata.begin_run(
-            info,
-            verify=target.get("verify") is not None,
-            writes=on_target,
-            journal=str((writer.path / targetdata.journal_name(index)).resolve()),
-        )
-        if spec is not None:
-            target["verify"] = spec
-            changed = True
-    if changed:
-        writer.rewrite()
+    """summary.verification (what verified reads found) and summary.data_reduction."""
+    summary["verification"] = verification.run_summary(result, compiled)
+    summary["data_reduction"] = (
+        None
+        if reduction is None
+        else {**reduction, "overall": datareduction.overall(reduction, summary)}
+    )
 
 
-def _change_points(
+def change_points(
     changes: ChangeTracker, result: dict[str, Any], summary: dict[str, Any]
 ) -> list[dict[str, Any]] | None:
     """The run's change points; a failure to find them is a note, never a lost run."""
@@ -442,8 +547,8 @@ def storage_verdict(
     return None, None
 
 
-def _drive(
-    handle: engine.Handle,
+def drive(
+    handle: engine.Handle | Any,
     writer: RunWriter,
     compiled: dict[str, Any],
     console: Console,

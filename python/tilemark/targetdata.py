@@ -15,6 +15,8 @@ directory next to its preconditioning record. The record says:
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tilemark.errors import UsageError
@@ -133,3 +135,26 @@ def begin_run(info: TargetInfo, *, verify: bool, writes: bool, journal: str | No
         targets.write_data_record(info, record)
     info.data = record
     return spec
+
+
+def begin_plan(infos: Sequence[TargetInfo], plan: dict[str, Any], journal_dir: Path) -> bool:
+    """begin_run for every target of an engine plan about to run (on the host that holds the
+    targets, locked): with --verify, each target's epoch and journal (in `journal_dir`) go
+    into the plan's `verify`. True if any did (the stored plan should be rewritten)."""
+    writes = plan["backend"] != "null"
+    changed = False
+    for index, (info, target) in enumerate(zip(infos, plan["targets"], strict=True)):
+        on_target = writes and any(
+            s["read_pct"] < 100 and any(r["target"] == index for r in s["regions"])
+            for s in plan["streams"]
+        )
+        spec = begin_run(
+            info,
+            verify=target.get("verify") is not None,
+            writes=on_target,
+            journal=str((journal_dir / journal_name(index)).resolve()),
+        )
+        if spec is not None:
+            target["verify"] = spec
+            changed = True
+    return changed

@@ -198,6 +198,8 @@ def _app_streams(
         for n in names:
             table = dict(s.table)
             table["name"] = f"t{k}.{app.label}.{n}"
+            if app.host is not None:
+                table["host"] = app.host  # placed by the tile file (cluster runs)
             table["offset"] = lo
             table["length"] = hi - lo
             if target is not None:

@@ -25,7 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import plan, targets, targetset
+from tilemark import plan, targets
 from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
@@ -33,7 +33,7 @@ from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
 from tilemark.apps import TileSpec, default_tile, load_tile, parse_sets
 from tilemark.errors import UsageError
 from tilemark.options import option
-from tilemark.runner import RunOutcome, run_plan
+from tilemark.runner import RunOutcome, Targets, compile_on, inspect_targets, run_plan
 from tilemark.steadyrun import (
     NOT_PER_REPETITION,
     RoundMonitor,
@@ -241,7 +241,7 @@ def inspect_tile_targets(
     destroy_data: list[str] | None = None,
     force: bool = False,
     fill: bool = False,
-) -> list[targets.TargetInfo]:
+) -> Targets:
     """Check the layout fits --capacity, then inspect every target (safety checks); no IO.
     Tiles write every target (a target without a stream at this tile count gets one at a
     larger count)."""
@@ -253,7 +253,7 @@ def inspect_tile_targets(
             f"{format_size(need)}."
         )
     sized = [TargetSpec(t.name, t.path, settings.capacity) for t in settings.targets]
-    return targetset.inspect_targets(
+    return inspect_targets(
         sized,
         writes=[True] * len(sized),
         direct=settings.direct,
@@ -373,7 +373,7 @@ def tile_workload(
     settings: TileRunSettings,
     *,
     max_tiles: int,
-    infos: list[targets.TargetInfo],
+    infos: Targets,
 ) -> tuple[plan.Workload, TileLayout]:
     """The workload of `tiles` tiles laid out for up to `max_tiles` on the targets."""
     layout = compile_tiles(
@@ -388,11 +388,20 @@ def tile_workload(
     return plan.parse_workload(doc, source=f"tiles:{tile.source}"), layout
 
 
+def tiles_plan(
+    tile: TileSpec, tiles: int, settings: TileRunSettings, infos: Targets, *, max_tiles: int
+) -> tuple[plan.Workload, TileLayout, dict[str, Any]]:
+    """The workload, layout and plan of `tiles` tiles on inspected targets (no IO yet); across
+    a cluster's hosts, tiles go round robin."""
+    workload, layout = tile_workload(tile, tiles, settings, max_tiles=max_tiles, infos=infos)
+    return workload, layout, compile_on(workload, infos, groups=[t.tile for t in layout.tags])
+
+
 def run_tiles(
     tile: TileSpec,
     tiles: int,
     settings: TileRunSettings,
-    infos: list[targets.TargetInfo],
+    infos: Targets,
     *,
     max_tiles: int,
     results: Path,
@@ -402,8 +411,7 @@ def run_tiles(
     label: str | None = None,
 ) -> RunOutcome:
     """Run N tiles on the prepared targets; the summary gains an `applications` section."""
-    workload, layout = tile_workload(tile, tiles, settings, max_tiles=max_tiles, infos=infos)
-    compiled = plan.compile_plan(workload, infos)
+    workload, layout, compiled = tiles_plan(tile, tiles, settings, infos, max_tiles=max_tiles)
     steady = (
         SteadyTileMonitor(compiled, settings.steady, settings.qos_interval_s)
         if settings.steady is not None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -127,16 +128,33 @@ def _inspect(path: str) -> targets.TargetInfo:
 
 def plans_for_run(run_dir: Path, threads: int) -> list[PassPlan]:
     """The passes over the data areas a verified run wrote, one per target it wrote, each
-    judged by that target's journal."""
+    judged by that target's journal. A cluster run's journals are under hosts/NAME/, with
+    the plan of the host whose targets they judge; that host must be this machine."""
     doc = json.loads((run_dir / RUN_JSON).read_text())
     run_id = doc.get("run_id", run_dir.name)
-    plan_targets = doc["plan"]["targets"]
+    parts = [("", run_dir, doc["plan"]["targets"])]
+    if doc.get("hosts"):
+        here = socket.gethostname()
+        parts = []
+        for host in doc["hosts"]:
+            own = run_dir / host["dir"]
+            if host.get("hostname") != here and any(own.glob("verify*.journal")):
+                raise UsageError(
+                    f"run {run_id} wrote its targets on host {host['name']}, which is not this "
+                    f"machine; verify them there (tilemark verify PATH on {host['hostname']})."
+                )
+            parts.append((f" host {host['name']}", own, host["plan"]["targets"]))
     plans = []
-    for index, plan_target in enumerate(plan_targets):
-        journal = run_dir / targetdata.journal_name(index)
-        if journal.exists():
-            what = f"run {run_id}" + (f" target {index}" if len(plan_targets) > 1 else "")
-            plans.append(_plan_for_journal(doc, run_id, what, plan_target, journal, threads))
+    for where, directory, plan_targets in parts:
+        for index, plan_target in enumerate(plan_targets):
+            journal = directory / targetdata.journal_name(index)
+            if journal.exists():
+                what = f"run {run_id}{where}" + (
+                    f" target {index}" if len(plan_targets) > 1 else ""
+                )
+                plans.append(
+                    _plan_for_journal(doc, run_id, what, plan_target, journal, threads, run_dir)
+                )
     if not plans:
         raise UsageError(
             f"run {run_id} has no verification journal to check against: it ran without "
@@ -152,6 +170,7 @@ def _plan_for_journal(
     plan_target: dict[str, Any],
     journal: Path,
     threads: int,
+    run_dir: Path,
 ) -> PassPlan:
     header = _journal_header(journal)
     info = _inspect(plan_target["path"])
@@ -189,7 +208,7 @@ def _plan_for_journal(
         "journal": str(journal),
         "rebooted": rebooted,
     }
-    return PassPlan(what, info.path, spec, info, run_dir=journal.parent, notes=notes)
+    return PassPlan(what, info.path, spec, info, run_dir=run_dir, notes=notes)
 
 
 def plan_for_target(path: str, threads: int) -> PassPlan:
@@ -292,7 +311,7 @@ def after_run(outcome: Any, console: Any) -> None:
     """The passes after a verified run of a repeated-run study (Jetstress checks its database
     after every test): timed, stored with the run, and their duration and findings added to
     the run's summary as the study sees it."""
-    if not any(outcome.run_dir.glob("verify*.journal")):
+    if not any(outcome.run_dir.rglob("verify*.journal")):  # a cluster's: under hosts/
         return
     results = [execute(p, lock=False) for p in plans_for_run(outcome.run_dir, threads=4)]
     seconds = sum(r["seconds"] for r in results)

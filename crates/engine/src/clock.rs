@@ -12,16 +12,79 @@ use std::time::Duration;
 
 use crate::stop::StopSignal;
 
-/// CLOCK_MONOTONIC in nanoseconds.
-#[inline]
-pub fn monotonic_ns() -> u64 {
+/// A clock's current time in nanoseconds.
+#[inline(always)]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: ts is a valid, writable timespec; the clocks used here always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME in nanoseconds since the epoch (the wall clock hosts agree on).
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// Longest single sleep while waiting for an absolute start, so a stop is seen promptly.
+const START_WAIT_STEP_NS: u64 = 50_000_000;
+/// The last stretch before an absolute start is spun rather than slept: a thread that is
+/// already running when the instant comes does not wait for the scheduler to wake it, which
+/// on a busy host can take milliseconds.
+const START_SPIN_NS: u64 = 2_000_000;
+
+/// Sleep until the wall clock reads `at_ns` (CLOCK_REALTIME, ns since the epoch) or `stop` is
+/// set. Each step is an absolute clock_nanosleep (TIMER_ABSTIME) on CLOCK_REALTIME, the last
+/// one to START_SPIN_NS before `at_ns`, after which the thread spins on the clock: the wake-up
+/// follows the wall clock, including any step NTP makes while waiting, rather than a delay
+/// computed once from it. Where allowed (root, CAP_SYS_NICE) the calling thread waits at the
+/// lowest real-time priority, so a busy host's ordinary threads cannot delay its wake-up; the
+/// spin is bounded on the monotonic clock, so a wall clock stepped back cannot stretch it.
+/// Meant for a thread that ends soon after (the engine's start thread).
+pub fn sleep_until_realtime(at_ns: u64, stop: &StopSignal) {
+    // Wake when asked, not up to 50 us late (the default timer slack).
+    // SAFETY: prctl with PR_SET_TIMERSLACK only changes this thread's timer slack.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+    let lowest_fifo = libc::sched_param { sched_priority: 1 };
+    // SAFETY: pid 0 is this thread; the param is valid. Failure (unprivileged) changes nothing.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &lowest_fifo) };
+    loop {
+        let now = realtime_ns();
+        if now >= at_ns || stop.is_stopped() {
+            return;
+        }
+        if now + START_SPIN_NS >= at_ns {
+            let give_up = monotonic_ns() + 2 * START_SPIN_NS;
+            while realtime_ns() < at_ns && !stop.is_stopped() && monotonic_ns() < give_up {
+                std::hint::spin_loop();
+            }
+            return;
+        }
+        let until = (at_ns - START_SPIN_NS).min(now + START_WAIT_STEP_NS);
+        let ts = libc::timespec {
+            tv_sec: (until / 1_000_000_000) as libc::time_t,
+            tv_nsec: (until % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: ts is a valid timespec; with TIMER_ABSTIME the remainder pointer is unused
+        // and may be null. An early return (EINTR) just goes round the loop again.
+        unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_REALTIME,
+                libc::TIMER_ABSTIME,
+                &ts,
+                std::ptr::null_mut(),
+            )
+        };
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -151,6 +214,23 @@ mod tests {
         let (a, b) = (c.now(), c.now());
         assert!(b >= a);
         assert_eq!(c.to_monotonic(5), origin + 5);
+    }
+
+    #[test]
+    fn realtime_sleep_wakes_at_the_instant_or_on_stop() {
+        let stop = StopSignal::default();
+        let at = realtime_ns() + 30_000_000;
+        sleep_until_realtime(at, &stop);
+        let woke = realtime_ns();
+        assert!(woke >= at, "never early");
+        assert!(woke - at < 20_000_000, "woke {} ns late", woke - at);
+        stop.stop(crate::stop::StopReason::Requested);
+        let before = realtime_ns();
+        sleep_until_realtime(before + 3_600_000_000_000, &stop);
+        assert!(
+            realtime_ns() - before < 1_000_000_000,
+            "a stop ends the wait"
+        );
     }
 
     #[test]

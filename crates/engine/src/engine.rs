@@ -5,15 +5,16 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::backend::open_backend;
-use crate::clock::{monotonic_ns, RunClock};
+use crate::clock::{monotonic_ns, realtime_ns, sleep_until_realtime, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
@@ -31,8 +32,11 @@ const HUNG_LISTED: usize = 64;
 /// A started run.
 pub struct Engine {
     plan: Plan,
-    clock: RunClock,
-    started_at_ns: u64,
+    warmup_ns: u64,
+    /// CLOCK_REALTIME when run time 0 began (0 until the start instant is reached).
+    started_at_ns: Arc<AtomicU64>,
+    /// Sleeps until the plan's absolute start, then releases the workers.
+    starter: Option<JoinHandle<()>>,
     rx: Receiver<IntervalMsg>,
     threads: Vec<JoinHandle<Result<ThreadResult>>>,
     control: Control,
@@ -227,24 +231,45 @@ impl Engine {
             return Err(EngineError::Thread(failures.join("; ")));
         }
 
-        // Start time: absolute (for multi-host runs) or now.
-        let now_real = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        let delay = plan.start_at_ns.map_or(0, |t| t.saturating_sub(now_real));
-        let started_at_ns = now_real + delay;
+        // Start time: now, or an absolute CLOCK_REALTIME instant shared by every host of a
+        // multi-host run. A starter thread sleeps until that instant (clock_nanosleep with
+        // TIMER_ABSTIME, so a host's engine wakes when its wall clock reads it, not after a delay
+        // computed from it), then fixes run time 0 on the monotonic clock and releases the
+        // workers. `started_at_ns` records the wall-clock instant it really woke.
         let warmup_ns = plan.warmup_ms * 1_000_000;
-        let mut clock = RunClock::monotonic(
-            monotonic_ns() + delay,
-            warmup_ns,
-            plan.duration_ms.map(|d| warmup_ns + d * 1_000_000),
-            plan.interval_ms * 1_000_000,
-        );
-        clock.stop = stop.clone();
-        for go in &gos {
-            let _ = go.send(Some(clock.clone()));
-        }
+        let end_ns = plan.duration_ms.map(|d| warmup_ns + d * 1_000_000);
+        let interval_ns = plan.interval_ms * 1_000_000;
+        let started_at_ns = Arc::new(AtomicU64::new(0));
+        let release = {
+            let stop = stop.clone();
+            let started_at_ns = started_at_ns.clone();
+            move || {
+                let started = realtime_ns();
+                let mut clock = RunClock::monotonic(monotonic_ns(), warmup_ns, end_ns, interval_ns);
+                clock.stop = stop;
+                started_at_ns.store(started, Ordering::Release);
+                for go in &gos {
+                    let _ = go.send(Some(clock.clone()));
+                }
+            }
+        };
+        let starter = match plan.start_at_ns {
+            None => {
+                release();
+                None
+            }
+            Some(at_ns) => {
+                let stop = stop.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("tilemark-start".into())
+                    .spawn(move || {
+                        sleep_until_realtime(at_ns, &stop);
+                        release();
+                    })
+                    .map_err(|e| EngineError::io("spawning the engine's start thread", e))?;
+                Some(spawned)
+            }
+        };
         let journal_sync = start_journal_sync(
             &plan,
             &verifiers,
@@ -257,8 +282,9 @@ impl Engine {
         Ok(Engine {
             aggregator: Aggregator::new(nthreads, stream_targets(&plan)),
             plan,
-            clock: clock.clone(),
+            warmup_ns,
             started_at_ns,
+            starter,
             rx,
             threads,
             control: Control {
@@ -306,6 +332,9 @@ impl Engine {
     pub fn result_json(&mut self) -> Result<String> {
         if let Some(r) = &self.result {
             return clone_result(r);
+        }
+        if let Some(starter) = self.starter.take() {
+            let _ = starter.join();
         }
         let mut totals: Vec<Option<StreamStats>> = vec![None; self.plan.streams.len()];
         let mut end_ns = 0;
@@ -356,14 +385,14 @@ impl Engine {
                     targets: &targets[i],
                 })
                 .collect();
-            let measure_start = self.clock.warmup_ns.min(end_ns);
+            let measure_start = self.warmup_ns.min(end_ns);
             let hung_count = hung.len();
             hung.sort_by_key(|h| std::cmp::Reverse(h.age_ns));
             hung.truncate(HUNG_LISTED);
             serde_json::to_string(&ResultJson {
                 complete: stop_reason.is_none(),
                 stop_reason: stop_reason.map(StopReason::name),
-                started_at_ns: self.started_at_ns,
+                started_at_ns: self.started_at_ns.load(Ordering::Acquire),
                 measure_start_ns: measure_start,
                 measure_end_ns: end_ns,
                 streams,
@@ -437,6 +466,9 @@ fn clone_result(r: &Result<String>) -> Result<String> {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.stop();
+        if let Some(starter) = self.starter.take() {
+            let _ = starter.join();
+        }
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -624,5 +656,72 @@ mod tests {
             .map(|s| s["interval"].as_u64().unwrap())
             .collect();
         assert_eq!(intervals, [0, 1, 2, 3]);
+    }
+}
+
+#[cfg(test)]
+mod start_tests {
+    use super::*;
+
+    fn null_plan(start_at_ns: Option<u64>) -> Plan {
+        let start = start_at_ns.map_or("null".to_string(), |t| t.to_string());
+        Plan::from_json(&format!(
+            r#"{{"plan_version": {v}, "backend": "null", "threads": 1, "interval_ms": 20,
+            "start_at_ns": {start}, "warmup_ms": 0, "duration_ms": 40, "poll_us": 0,
+            "targets": [{{"path": "/dev/null", "offset": 0, "length": 1048576, "direct": false}}],
+            "streams": [{{"name": "s", "regions": [{{"target": 0, "offset": 0, "length": 1048576}}],
+              "read_pct": 100.0, "sizes": [[4096, 1.0]], "pattern": {{"kind": "random"}},
+              "random_pct": 100.0, "align": 4096, "qd": 1, "arrival": {{"kind": "closed"}},
+              "burst": null, "sync": {{"kind": "none"}}, "compress_pct": 0.0, "seed": 1}}]}}"#,
+            v = crate::plan::PLAN_VERSION
+        ))
+        .unwrap()
+    }
+
+    fn started_at(engine: &mut Engine) -> u64 {
+        let result: serde_json::Value =
+            serde_json::from_str(&engine.result_json().unwrap()).unwrap();
+        result["started_at_ns"].as_u64().unwrap()
+    }
+
+    #[test]
+    fn an_absolute_start_waits_for_the_wall_clock_and_records_when_it_began() {
+        let at = realtime_ns() + 150_000_000;
+        let mut engine = Engine::start(null_plan(Some(at))).unwrap();
+        assert!(
+            realtime_ns() < at,
+            "start() returns at once; the starter thread does the waiting"
+        );
+        assert!(
+            !engine.wait(Duration::from_millis(50)),
+            "nothing runs before the start"
+        );
+        let started = started_at(&mut engine);
+        assert!(started >= at, "started {} ns early", at - started);
+        assert!(
+            started - at < 50_000_000,
+            "started {} ns late",
+            started - at
+        );
+    }
+
+    #[test]
+    fn a_stop_before_the_start_ends_the_run_without_waiting() {
+        let at = realtime_ns() + 3_600_000_000_000;
+        let mut engine = Engine::start(null_plan(Some(at))).unwrap();
+        engine.stop();
+        assert!(
+            engine.wait(Duration::from_secs(5)),
+            "the run ends soon after stop()"
+        );
+        assert!(started_at(&mut engine) < at);
+    }
+
+    #[test]
+    fn without_a_start_instant_the_run_starts_now() {
+        let before = realtime_ns();
+        let mut engine = Engine::start(null_plan(None)).unwrap();
+        let started = started_at(&mut engine);
+        assert!(started >= before && started - before < 1_000_000_000);
     }
 }

@@ -13,7 +13,7 @@ from rich.console import Console
 from tilemark import datareduction, targets, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
-from tilemark.live import front_back_table, host_line, results_table, targets_table
+from tilemark.live import front_back_table, host_line, hosts_table, results_table, targets_table
 from tilemark.runner import RunOutcome, make_console
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
@@ -62,6 +62,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     per_target = targets_table(outcome.summary)
     if per_target is not None:
         out.print(per_target)
+    hosts = outcome.summary.get("hosts")
+    if hosts:
+        out.print(hosts_table([("", h) for h in hosts], "per host (merged above)"))
     front_back = front_back_table(outcome.summary)
     if front_back is not None:
         out.print(front_back)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tilemark import cluster
 from tilemark.errors import UsageError
 from tilemark.options import OPTIONS, Option
 
@@ -58,7 +59,8 @@ def table_command(
     """A typer command function offering every table option of `modes`, plus `arguments`."""
 
     def command(ctx: typer.Context, **values: Any) -> None:
-        body(ctx, values)
+        with cluster.opened(values):  # --cluster: the command's runs go to the cluster's hosts
+            body(ctx, values)
 
     params = [
         inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
@@ -103,8 +105,11 @@ def check_mode(
     for o in given_options(values, command_modes):
         if mode not in o.modes:
             raise UsageError(clash(o))
-    if values.get("force") and values.get("destroy_data") is None:
-        raise UsageError("--force only applies together with --destroy-data PATH.")
+    if values.get("force") and values.get("destroy_data") is None and not values.get("cluster"):
+        raise UsageError(
+            "--force only applies together with --destroy-data PATH (or --cluster, where it "
+            "accepts host clocks more than one interval apart)."
+        )
 
 
 def scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:

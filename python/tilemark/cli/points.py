@@ -20,14 +20,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, plan, targets, targetset
+from tilemark import metrics, plan
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, safety
 from tilemark.report.csv import point_csvs
-from tilemark.runner import prepare
+from tilemark.runner import Targets, compile_on, inspect_targets, lock, prepare
 from tilemark.study.base import (
     Attempt,
     StepBook,
@@ -60,7 +60,7 @@ from tilemark.study.points import (
 from tilemark.units import MAX_IOPS, format_size
 
 # A step's stream tables, on the inspected targets (None: before inspection, to probe).
-Build = Callable[[StepSpec, list[targets.TargetInfo] | None], list[dict[str, Any]]]
+Build = Callable[[StepSpec, Targets | None], list[dict[str, Any]]]
 
 
 def _study_value(values: dict[str, Any], key: str, default: Any) -> Any:
@@ -151,7 +151,7 @@ def _run_points(
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
     probe = workload(build(first[0], None))
-    infos = targetset.inspect_targets(
+    infos = inspect_targets(
         probe.targets,
         writes=[writes] * len(probe.targets),
         direct=probe.direct,
@@ -169,7 +169,7 @@ def _run_points(
     # A curve's steps depend on what it measures; `checks` stand for them.
     for spec in getattr(probe_study, "specs", checks or [first[0]]):
         try:
-            plan.compile_plan(workload_of(spec), infos)
+            compile_on(workload_of(spec), infos)
         except UsageError as e:
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
@@ -182,7 +182,7 @@ def _run_points(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-    with targetset.lock_targets(infos, argv):
+    with lock(infos, argv):
         if not prepare(infos, err):
             raise typer.Exit(130)
         runner = WorkloadStepRunner(
@@ -335,7 +335,7 @@ def _sweep(ctx: typer.Context, values: dict[str, Any]) -> None:
         pattern = option("stream", "pattern").parse(pattern, "--pattern")
     extra = dict(stream_flags)
 
-    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: Targets | None) -> list[dict[str, Any]]:
         p = spec.params["point"]
         region = tuple(p["region_spec"])
         length = None
@@ -434,7 +434,7 @@ def _matrix(ctx: typer.Context, values: dict[str, Any]) -> None:
         "large_read": large_read, "large_qd": large_qd,
     }  # fmt: skip
 
-    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: Targets | None) -> list[dict[str, Any]]:
         p = spec.params["point"]
         areas = (
             [(None, 1 << 62)]
@@ -521,7 +521,7 @@ def _curve(ctx: typer.Context, values: dict[str, Any]) -> None:
     plan._parse_stream(base, "curve", frozenset(base))
     writes = plan._parse_stream(base, "curve", frozenset(base)).writes()
 
-    def build(spec: StepSpec, infos: list[targets.TargetInfo] | None) -> list[dict[str, Any]]:
+    def build(spec: StepSpec, infos: Targets | None) -> list[dict[str, Any]]:
         p = spec.params
         table = dict(base)
         if p["phase"] == "max":

@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, verification
+from tilemark import cluster, metrics, verification
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -29,11 +29,10 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
-from tilemark.runner import prepare, run_plan
+from tilemark.runner import lock, prepare, run_plan
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
-from tilemark.targetset import lock_targets
 from tilemark.tilerun import run_tiles
 
 
@@ -89,6 +88,13 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
             verification.after_run(outcome, err)
         return outcome
 
+    session = cluster.current()
+    if values.get("verify") and session is not None and session.elsewhere():
+        raise UsageError(
+            "repeat --verify reads every repetition's data back from this machine, but "
+            f"--cluster host {session.elsewhere()[0]} is another machine; repeat without "
+            "--verify and run `tilemark verify PATH` on each host afterwards."
+        )
     metrics.from_values(values)
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
@@ -135,7 +141,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
                 )
             )
 
-    with lock_targets(infos, argv):
+    with lock(infos, argv):
         if not prepare(infos, err):
             raise typer.Exit(130)
         runner = RepeatStepRunner(run_once, pause_s=pause_s, between=between, console=err)

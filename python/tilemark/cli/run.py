@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from tilemark import metrics, plan, targets
+from tilemark import metrics
 from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -29,8 +29,7 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, label_of, safety
-from tilemark.runner import prepare
-from tilemark.targetset import lock_targets
+from tilemark.runner import Targets, lock, prepare
 from tilemark.tilerun import (
     MAX_TILES,
     applications_table,
@@ -38,7 +37,7 @@ from tilemark.tilerun import (
     load_tile_spec,
     run_tiles,
     tile_settings,
-    tile_workload,
+    tiles_plan,
 )
 
 
@@ -77,7 +76,7 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
 
 def tiles_setup(
     values: dict[str, Any], *, until_steady: bool = True
-) -> tuple[Any, int, Any, list[targets.TargetInfo]]:
+) -> tuple[Any, int, Any, Targets]:
     """(tile, count, settings, targets) of `--tiles N`, checked and compiled (no IO yet);
     `until_steady` False refuses --until-steady."""
     tiles = values["tile_count"]
@@ -87,8 +86,7 @@ def tiles_setup(
     settings = tile_settings(values, extend_by_default=False, until_steady=until_steady)
     infos = inspect_tile_targets(tile, settings, tiles, **safety(values))
     # Validate the whole plan before any IO.
-    workload, _ = tile_workload(tile, tiles, settings, max_tiles=tiles, infos=infos)
-    plan.compile_plan(workload, infos)
+    tiles_plan(tile, tiles, settings, infos, max_tiles=tiles)
     return tile, tiles, settings, infos
 
 
@@ -115,7 +113,7 @@ def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
     json_out = bool(values.get("json_out"))
     out, err = consoles(json_out)
     argv = argv_of(ctx)
-    with lock_targets(infos, argv):
+    with lock(infos, argv):
         if not prepare(infos, err):
             return 130
         outcome = run_tiles(

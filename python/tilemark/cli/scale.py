@@ -27,6 +27,7 @@ from tilemark.cli.common import (
     verdict_line,
 )
 from tilemark.cli.params import argument, check_mode, table_command
+from tilemark.live import hosts_table
 from tilemark.options import SCALE, Option
 from tilemark.report.format import steady_cell
 from tilemark.study import (
@@ -212,6 +213,13 @@ def study_tables(doc: dict) -> list[Table]:
             mrow.append(steady_cell(s.get("steady")))
         metrics.add_row(*mrow)
         latency.add_row(*lrow)
+    hosts = [
+        (f"{s[axis_field]:g}" if isinstance(s[axis_field], float) else str(s[axis_field]), h)
+        for s in doc["steps"]
+        for h in s.get("hosts") or []
+    ]
+    if hosts:
+        return [metrics, latency, hosts_table(hosts, f"per host ({axis_title}; merged above)")]
     return [metrics, latency]
 
 

@@ -134,6 +134,7 @@ class RunWriter:
             "environment": envinfo.collect(target_paths),
             "summary": None,
             "result": None,
+            "hosts": None,  # a cluster run's hosts (cluster/hosts.py); None on one host
             "files": {"intervals": INTERVALS_FILE, "intervals_log": INTERVAL_LOG},
             "verify_passes": [],
         }

@@ -41,10 +41,11 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {
         if doc.get("summary") is None
         else {"telemetry": None, "tool_bound": None, **doc["summary"]},
     },
-    # 4 breaks results down per target and gives streams phases (pertarget.py), and adds data
-    # verification and reduction: summary.verification, summary.data_reduction, verify_passes
-    # (tilemark verify) and the status data-errors.
-    3: lambda doc: _verify_v4(_per_target_v4(doc)),
+    # 4 breaks results down per target and gives streams phases (pertarget.py), adds data
+    # verification and reduction (summary.verification, summary.data_reduction, verify_passes
+    # from tilemark verify, the status data-errors), and records cluster runs: each host's
+    # part (`hosts`, summary.hosts, summary.cluster; null for a run on one host).
+    3: lambda doc: _cluster_v4(_verify_v4(_per_target_v4(doc))),
 }
 
 
@@ -55,6 +56,17 @@ def _verify_v4(doc: dict[str, Any]) -> dict[str, Any]:
         "summary": None
         if doc.get("summary") is None
         else {"verification": None, "data_reduction": None, **doc["summary"]},
+    }
+
+
+def _cluster_v4(doc: dict[str, Any]) -> dict[str, Any]:
+    """4 records a cluster run's hosts (cluster/); an older run ran on one host."""
+    return {
+        **doc,
+        "hosts": None,
+        "summary": None
+        if doc.get("summary") is None
+        else {"hosts": None, "cluster": None, **doc["summary"]},
     }
 
 

@@ -23,12 +23,12 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import plan, targets, telemetry
+from tilemark import plan, telemetry
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.options import MAX_QD, parse_bs, parse_int
-from tilemark.runner import RunOutcome, run_plan
+from tilemark.runner import RunOutcome, Targets, compile_on, run_plan
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study
 from tilemark.units import format_size, parse_percent, parse_size
 
@@ -222,7 +222,7 @@ class WorkloadStepRunner:
         self,
         workload_of: Callable[[StepSpec], plan.Workload],
         groups_of: Callable[[StepSpec], dict[str, list[int]]],
-        infos: list[targets.TargetInfo],
+        infos: Targets,
         *,
         results: Path,
         argv: list[str],
@@ -243,7 +243,7 @@ class WorkloadStepRunner:
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
         workload = self.workload_of(spec)
-        compiled = plan.compile_plan(workload, self.infos)
+        compiled = compile_on(workload, self.infos)
         collector = _Collector()
         outcome = run_plan(
             workload,

@@ -24,12 +24,11 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import metrics, targets
+from tilemark import metrics
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
-from tilemark.plan import compile_plan
-from tilemark.runner import RunOutcome, prepare
+from tilemark.runner import RemoteTargets, RunOutcome, Targets, lock, prepare
 from tilemark.study.base import (
     NEW,
     RECHECK,
@@ -44,7 +43,6 @@ from tilemark.study.base import (
     run_study,
 )
 from tilemark.study.settle import settle
-from tilemark.targetset import lock_targets
 from tilemark.tilerun import (
     MAX_TILES,
     TileRunSettings,
@@ -52,7 +50,7 @@ from tilemark.tilerun import (
     load_tile_spec,
     run_tiles,
     tile_settings,
-    tile_workload,
+    tiles_plan,
 )
 
 DEFAULT_COUNTS = "1..8"
@@ -101,6 +99,28 @@ def tile_definition(tile: TileSpec, settings: TileRunSettings) -> dict[str, Any]
     }
 
 
+HOST_FIELDS = (
+    "name",
+    "status",
+    "streams",
+    "iops",
+    "mbps",
+    "p99_ms",
+    "errors",
+    "clock_offset_ms",
+    "clock_uncertainty_ms",
+    "start_late_ms",
+)
+
+
+def host_rows(summary: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """A cluster run's per-host figures as a study step keeps them (None on one host)."""
+    hosts = summary.get("hosts")
+    if not hosts:
+        return None
+    return [{k: h.get(k) for k in HOST_FIELDS} for h in hosts]
+
+
 def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
     """A tile run as one attempt of a step: its verdict and the results a study keeps."""
     apps = outcome.summary["applications"]
@@ -123,6 +143,7 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
         "steady": measurement.get("steady"),
         "measurement": measurement,
         "error": outcome.error,
+        "hosts": host_rows(outcome.summary),
     }
     return Attempt(
         run_id=outcome.run_id,
@@ -143,7 +164,7 @@ class TileStepRunner:
         self,
         tile_of: Callable[[StepSpec], TileSpec],
         settings: TileRunSettings,
-        infos: list[targets.TargetInfo],
+        infos: Targets,
         *,
         label: str | None = None,
         **run_options: Any,
@@ -190,6 +211,7 @@ class _TileStudy(Study):
             "measured_s",
             "extended",
             "steady",
+            "hosts",
         ):
             out[k] = detail.get(k)
         if not out["complete"] and not detail.get("failed"):
@@ -486,14 +508,11 @@ class TileStudySetup:
     def max_tiles(self) -> int:
         return self.counts[-1]
 
-    def check_compiles(self, infos: list[targets.TargetInfo]) -> None:
+    def check_compiles(self, infos: Targets) -> None:
         """Every step compiles if the extremes do; a UsageError otherwise, before any IO."""
         for t in self.extremes:
             for n in (self.counts[0], self.max_tiles):
-                workload, _ = tile_workload(
-                    t, n, self.settings, max_tiles=self.max_tiles, infos=infos
-                )
-                compile_plan(workload, infos)
+                tiles_plan(t, n, self.settings, infos, max_tiles=self.max_tiles)
 
 
 def tile_count_setup(
@@ -555,7 +574,7 @@ def knob_setup(
 
 def run_tile_study(
     setup: TileStudySetup,
-    infos: list[targets.TargetInfo],
+    infos: Targets,
     *,
     results: Path,
     argv: list[str],
@@ -572,7 +591,12 @@ def run_tile_study(
     if not prepare(infos, console):
         return 130
     settling = None
-    if filling and settle_max_s is not None:
+    if isinstance(infos, RemoteTargets) and filling and settle_max_s is not None:
+        console.print(
+            "note: --settle probes the targets of one host; a study across hosts starts without it",
+            markup=False,
+        )
+    elif filling and settle_max_s is not None:
         settling = settle(
             infos, backend=setup.settings.backend, max_s=settle_max_s, console=console
         )
@@ -654,7 +678,7 @@ def execute_scale(
     infos = inspect_tile_targets(setup.tile, settings, setup.max_tiles, **safety(values))
     setup.check_compiles(infos)
     metrics.from_values(values)
-    with lock_targets(infos, argv):
+    with lock(infos, argv):
         outcome = run_tile_study(
             setup,
             infos,

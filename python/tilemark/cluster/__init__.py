@@ -1,0 +1,53 @@
+"""Many hosts, one run, on Dask distributed (docs/cluster.md).
+
+`opened(values)` connects to the cluster of `--cluster` for the duration of a command; while it
+is open, runner.inspect_targets inspects targets on every host and returns HostTargets, through
+which the command locks, prepares, compiles and runs exactly as it would on one host. Modules:
+session (connect, versions, clocks), agent (what each worker runs), placement (workload ->
+per-host workloads), handle (start together, merge, notice lost hosts), hosts (HostTargets and
+the run across hosts), merge (adding hosts' counters and histograms).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tilemark.cluster.hosts import HostTargets
+    from tilemark.cluster.session import Session
+    from tilemark.targetspec import TargetSpec
+
+_current: Session | None = None
+
+
+def current() -> Session | None:
+    """The cluster session of the running command, if it was given --cluster."""
+    return _current
+
+
+@contextmanager
+def opened(values: dict[str, Any]) -> Iterator[Session | None]:
+    """Connect to --cluster's cluster for the block (nothing without --cluster; the session
+    already open when nested)."""
+    global _current
+    if not values.get("cluster") or _current is not None:
+        yield _current
+        return
+    from tilemark.cluster.session import open_session
+
+    session = open_session(values)
+    _current = session
+    try:
+        yield session
+    finally:
+        _current = None
+        session.close()
+
+
+def inspect(session: Session, specs: Sequence[TargetSpec], options: dict[str, Any]) -> HostTargets:
+    """A workload's targets ({host}/{worker} filled in) inspected on every host."""
+    from tilemark.cluster.hosts import inspect_hosts
+
+    return inspect_hosts(session, specs, options)
