@@ -31,7 +31,8 @@ from tilemark.report.data import (
     load_source,
     merged_run_hist,
 )
-from tilemark.runner import RunOutcome, Targets, inspect_and_compile, lock, prepare, run_plan
+from tilemark.runner import RunOutcome, prepare, run_plan
+from tilemark.runtargets import Targets, inspect_and_compile, lock
 from tilemark.steadyrun import (
     NOT_PER_REPETITION,
     RoundMonitor,

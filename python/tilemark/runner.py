@@ -2,16 +2,15 @@
 
 Used by `tilemark run` and by every step of `tilemark scale`. Interrupting a run (Ctrl-C,
 SIGTERM) stops the engine in order: the intervals measured so far are written and the run is
-marked incomplete.
+marked incomplete. On a cluster's targets (runtargets.RemoteTargets) `prepare` and `run_plan`
+hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-from abc import abstractmethod
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -19,24 +18,15 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import (
-    datareduction,
-    engine,
-    metrics,
-    plan,
-    targetdata,
-    targets,
-    targetset,
-    verification,
-)
+from tilemark import datareduction, engine, metrics, plan, targetdata, targets, verification
 from tilemark import telemetry as tm
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
 from tilemark.live import LiveDisplay
+from tilemark.runtargets import RemoteTargets, Targets
 from tilemark.store import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.summary import errors_text, summarize
-from tilemark.targetspec import TargetSpec
 from tilemark.units import format_size
 
 POLL_S = 0.2
@@ -130,89 +120,6 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
         f"{count} stream{'s' if count != 1 else ''} on {where}, backend {compiled['backend']}, "
         f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}, {timing}"
     )
-
-
-# -----------------------------------------------------------------------------------------------
-# Where a plan runs: on this host (the list of its inspected targets), or on the hosts of a
-# cluster (RemoteTargets, tilemark.cluster) when the command was given --cluster. Commands
-# inspect, lock, prepare, compile and run through these functions and need not know which.
-
-
-class RemoteTargets(Sequence[targets.TargetInfo]):
-    """A workload's targets inspected on other hosts, standing where the list of TargetInfo
-    stands for one host. Read as a sequence it holds, per workload target, one TargetInfo
-    true of every host (what layouts and checks need: the smallest data area, the largest
-    O_DIRECT alignment); locking, preparing, compiling and running go to the hosts."""
-
-    infos: list[targets.TargetInfo]
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.infos[index]
-
-    def __len__(self) -> int:
-        return len(self.infos)
-
-    @abstractmethod
-    def lock(self, argv: list[str]) -> AbstractContextManager[Any]: ...
-
-    @abstractmethod
-    def prepare(self, console: Console) -> bool: ...
-
-    @abstractmethod
-    def compile(self, workload: plan.Workload, groups: list[int] | None) -> engine.Plan: ...
-
-    @abstractmethod
-    def run(self, workload: plan.Workload, compiled: engine.Plan, **options: Any) -> RunOutcome: ...
-
-
-Targets = list[targets.TargetInfo] | RemoteTargets
-
-
-def inspect_targets(specs: Sequence[TargetSpec], **options: Any) -> Targets:
-    """targetset.inspect_targets on this host, or on every host of the open cluster."""
-    from tilemark import cluster  # Dask loads only once a command opens a cluster
-
-    session = cluster.current()
-    if session is not None:
-        return cluster.inspect(session, specs, options)
-    return targetset.inspect_targets(specs, **options)
-
-
-def lock(infos: Targets, argv: list[str]) -> AbstractContextManager[Any]:
-    """Hold every target for the run or study (UsageError if another run has one)."""
-    if isinstance(infos, RemoteTargets):
-        return infos.lock(argv)
-    return targetset.lock_targets(infos, argv)
-
-
-def compile_on(
-    workload: plan.Workload, infos: Targets, groups: list[int] | None = None
-) -> engine.Plan:
-    """The plan of `workload` on its inspected targets; `groups` (a tile per stream) places
-    streams across a cluster's hosts round robin."""
-    if isinstance(infos, RemoteTargets):
-        return infos.compile(workload, groups)
-    return plan.compile_plan(workload, infos)
-
-
-def inspect_and_compile(
-    workload: plan.Workload,
-    *,
-    destroy_data: list[str] | None,
-    force: bool,
-    fill: bool = False,
-) -> tuple[Targets, engine.Plan]:
-    """Inspect every target (safety checks) and compile the plan; no IO yet."""
-    infos = inspect_targets(
-        workload.targets,
-        writes=[workload.writes_to(i) for i in range(len(workload.targets))],
-        direct=workload.direct,
-        destroy_data=destroy_data,
-        force=force,
-        fill=fill,
-        io_timeout_s=workload.io_timeout_s,
-    )
-    return infos, compile_on(workload, infos)
 
 
 def prepare(infos: Targets, console: Console) -> bool:

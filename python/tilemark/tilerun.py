@@ -33,7 +33,8 @@ from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
 from tilemark.apps import TileSpec, default_tile, load_tile, parse_sets
 from tilemark.errors import UsageError
 from tilemark.options import option
-from tilemark.runner import RunOutcome, Targets, compile_on, inspect_targets, run_plan
+from tilemark.runner import RunOutcome, run_plan
+from tilemark.runtargets import Targets, compile_on, inspect_targets
 from tilemark.steadyrun import (
     NOT_PER_REPETITION,
     RoundMonitor,

@@ -27,7 +27,8 @@ from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, safety
 from tilemark.report.csv import point_csvs
-from tilemark.runner import Targets, compile_on, inspect_targets, lock, prepare
+from tilemark.runner import prepare
+from tilemark.runtargets import Targets, compile_on, inspect_targets, lock
 from tilemark.study.base import (
     Attempt,
     StepBook,

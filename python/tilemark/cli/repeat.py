@@ -29,7 +29,8 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
-from tilemark.runner import lock, prepare, run_plan
+from tilemark.runner import prepare, run_plan
+from tilemark.runtargets import lock
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy

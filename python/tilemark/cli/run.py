@@ -29,7 +29,8 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, label_of, safety
-from tilemark.runner import Targets, lock, prepare
+from tilemark.runner import prepare
+from tilemark.runtargets import Targets, lock
 from tilemark.tilerun import (
     MAX_TILES,
     applications_table,

@@ -1,7 +1,7 @@
 """Many hosts, one run, on Dask distributed (docs/cluster.md).
 
 `opened(values)` connects to the cluster of `--cluster` for the duration of a command; while it
-is open, runner.inspect_targets inspects targets on every host and returns HostTargets, through
+is open, runtargets.inspect_targets inspects targets on every host and returns HostTargets, through
 which the command locks, prepares, compiles and runs exactly as it would on one host. Modules:
 session (connect, versions, clocks), agent (what each worker runs), placement (workload ->
 per-host workloads), handle (start together, merge, notice lost hosts), hosts (HostTargets and

@@ -1,7 +1,7 @@
 """HostTargets: a workload's targets inspected on every host of a cluster, and the run across
 them.
 
-It stands where the list of TargetInfo stands for one host (runner.RemoteTargets): read as a
+It stands where the list of TargetInfo stands for one host (runtargets.RemoteTargets): read as a
 sequence it holds one ClusterTarget per workload target (true of every host), and the command
 locks, prepares, compiles and runs through it. Compiling places the workload (placement.py),
 compiles each host's part against that host's inspected targets, and joins them into the
@@ -32,7 +32,6 @@ from tilemark.cluster.session import Session
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.runner import (
-    RemoteTargets,
     RunOutcome,
     SignalStopper,
     data_summaries,
@@ -41,6 +40,7 @@ from tilemark.runner import (
     store_run,
     summarize_run,
 )
+from tilemark.runtargets import RemoteTargets
 from tilemark.store import RunWriter
 from tilemark.summary import summarize
 from tilemark.targetspec import TargetSpec

@@ -28,7 +28,8 @@ from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.options import MAX_QD, parse_bs, parse_int
-from tilemark.runner import RunOutcome, Targets, compile_on, run_plan
+from tilemark.runner import RunOutcome, run_plan
+from tilemark.runtargets import Targets, compile_on
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study
 from tilemark.units import format_size, parse_percent, parse_size
 

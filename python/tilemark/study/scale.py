@@ -28,7 +28,8 @@ from tilemark import metrics
 from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
-from tilemark.runner import RemoteTargets, RunOutcome, Targets, lock, prepare
+from tilemark.runner import RunOutcome, prepare
+from tilemark.runtargets import RemoteTargets, Targets, lock
 from tilemark.study.base import (
     NEW,
     RECHECK,
