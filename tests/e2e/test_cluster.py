@@ -1,7 +1,8 @@
 """Many hosts, one run (docs/cluster.md), end to end on Dask workers on this machine: a
 workload and a scale study across `local:3` with a file per worker, the hosts' start instants,
-a worker killed mid-run, a TLS cluster that accepts only certified clients, and hosts running
-another tilemark refused. Every address is 127.0.0.1."""
+a two-target workload with a phase verified on every host of `local:2`, a worker killed
+mid-run, a TLS cluster that accepts only certified clients, and hosts running another
+tilemark refused. Every address is 127.0.0.1."""
 
 from __future__ import annotations
 
