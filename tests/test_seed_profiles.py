@@ -249,3 +249,35 @@ def test_vmmark_like_tile_is_mail_web_with_think_time_database_and_standby():
     standby = compiled("vmmark-standby")["idle"]
     assert standby["rate"] == pytest.approx(1.0)
     assert criteria("vmmark-standby") == {}
+
+
+# -----------------------------------------------------------------------------------------------
+# A profile as a tile of one application (`tilemark scale jetstress-2010 --knob mailboxes`)
+
+
+def test_a_profile_name_or_file_is_a_tile_of_that_one_application(tmp_path):
+    from tilemark.apps import load_tile_or_profile
+    from tilemark.study.scale import parse_knob
+
+    by_name = load_tile_or_profile("jetstress-2010", {"jetstress-2010": {"mailboxes": "2000"}})
+    assert [a.label for a in by_name.apps] == ["jetstress-2010"]
+    assert by_name.apps[0].profile.scale["mailboxes"] == 2000
+    assert parse_knob("mailboxes", by_name) == ("jetstress-2010", "mailboxes", 2000.0)
+    assert parse_knob("jetstress-2010.mailboxes", by_name)[1] == "mailboxes"
+    copy = tmp_path / "mine.toml"
+    copy.write_text(open(load_profile("orion-oltp").path).read())
+    by_file = load_tile_or_profile(str(copy))
+    assert [a.profile.name for a in by_file.apps] == ["orion-oltp"]
+    tile = tmp_path / "t.toml"
+    tile.write_text('[tile]\nname = "two"\n[[app]]\nprofile = "web"\n[[app]]\nprofile = "backup"\n')
+    assert [a.label for a in load_tile_or_profile(str(tile)).apps] == ["web", "backup"]
+
+
+def test_a_name_that_is_neither_a_file_nor_a_profile_says_the_tile_file_is_missing():
+    from tilemark.apps import load_tile_or_profile
+    from tilemark.errors import UsageError
+
+    with pytest.raises(UsageError, match="tile file no-such-thing does not exist"):
+        load_tile_or_profile("no-such-thing")
+    with pytest.raises(UsageError, match="no application 'mail'"):
+        load_tile_or_profile("jetstress-2010", {"mail": {"mailboxes": "1"}})
