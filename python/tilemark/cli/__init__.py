@@ -8,6 +8,7 @@ import sys
 import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 
+from tilemark.cli.attach import attach_command
 from tilemark.cli.compare import compare
 from tilemark.cli.export import export
 from tilemark.cli.fio import import_fio
@@ -50,6 +51,7 @@ app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)
 app.command("verify", no_args_is_help=True)(verify)
+app.command("attach", no_args_is_help=True)(attach_command)
 app.command("import-fio", no_args_is_help=True)(import_fio)
 app.add_typer(profiles_app, name="profiles")
 
