@@ -231,3 +231,32 @@ def test_unknown_running_and_missing_inputs_are_refused(stored, tmp_path, capsys
     status, _, err = cli(capsys, "attach", running.run_id, str(good), "--results", str(root))
     assert status == 2 and "is still running" in err
     assert not (running.path / ARRAY_FILE).exists()
+
+
+def test_a_study_gives_each_of_its_runs_the_rows_within_its_span(tmp_path, capsys):
+    """One export for a whole sweep or scaling study: every step run takes its own rows."""
+    from report_runs import write_study
+
+    root = tmp_path / "results"
+    study = write_study(root, (1, 2, 3))
+    runs = [s["run_id"] for s in json.loads((study / "study.json").read_text())["steps"]]
+    # Synthetic runs all start at one instant; place them 20 s apart as a study runs them.
+    base = 1_790_000_000 * NS
+    for k, run_id in enumerate(runs):
+        path = root / run_id / "run.json"
+        doc = json.loads(path.read_text())
+        doc["result"]["started_at_ns"] = base + k * 20 * NS
+        path.write_text(json.dumps(doc))
+    times = [k * 20 + t for k in range(3) for t in (1.0, 5.0)] + [15.0, 70.0]
+    f = write_csv(tmp_path / "sweep.csv", ["time", "disk_iops"],
+                  [[iso(base + int(t * NS)), t] for t in times])  # fmt: skip
+    status, out, err = cli(capsys, "attach", study.name, str(f), "--results", str(root))
+    assert status == 0, err
+    assert out.count("attached 2 rows x 1 counters") == 3
+    assert "dropped 2 of 8 rows outside every run of study" in err
+    for k, run_id in enumerate(runs):
+        rows, _ = read_array(root / run_id)
+        assert [r["value"] for r in rows] == [k * 20 + 1.0, k * 20 + 5.0]
+    late = write_csv(tmp_path / "late.csv", ["time", "v"], [[iso(base + 500 * NS), 1]])
+    status, _, err = cli(capsys, "attach", study.name, str(late), "--results", str(root))
+    assert status == 2 and "falls inside any run of study" in err

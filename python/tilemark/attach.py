@@ -12,9 +12,10 @@ is one UsageError, before anything is written.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -27,6 +28,7 @@ from tilemark.store import RunFormatError, RunNotFoundError, read_intervals, res
 from tilemark.store.array import ARRAY_FILE, ArrayUnreadable, write_array
 from tilemark.store.intervals import IntervalsUnreadable
 from tilemark.store.rundoc import IntervalsError, inspect_run, iso_utc, utc_now_iso
+from tilemark.store.studies import STUDY_FILE, step_run_dir, study_dirs
 from tilemark.units import parse_duration
 
 NS = 1_000_000_000
@@ -50,12 +52,11 @@ class CounterFile:
 
 @dataclass
 class Attached:
-    """What `attach` did: the source record kept in array.parquet and the notes to print."""
+    """One run that received counters: the source record kept in its array.parquet."""
 
     run_id: str
     path: Path
     source: dict[str, Any]
-    notes: list[str] = field(default_factory=list)
 
 
 def parse_offset(text: str | None) -> float:
@@ -252,7 +253,8 @@ def _when(ns: int) -> str:
 
 
 def align(clock: RunClock, data: CounterFile, offset_s: float, source: str) -> tuple[list, dict]:
-    """array.parquet rows of the samples inside the run, and the source's record."""
+    """array.parquet rows of the samples inside the run (none when all miss it), and the
+    source's record."""
     offset_ns = int(round(offset_s * NS))
     rows: list[dict[str, Any]] = []
     before = after = 0
@@ -281,17 +283,6 @@ def align(clock: RunClock, data: CounterFile, offset_s: float, source: str) -> t
                     "value": values[k],
                 }
             )
-    if not kept_times:
-        first, last = min(data.times_ns) + offset_ns, max(data.times_ns) + offset_ns
-        hint = ""
-        if data.epoch and min(data.times_ns) / NS > MS_EPOCH:
-            hint = " Its timestamps look like epoch milliseconds; they must be epoch seconds."
-        raise UsageError(
-            f"no row of {data.path} falls inside run {clock.run_id}: the run ran from "
-            f"{_when(clock.started_at_ns)} to {_when(clock.started_at_ns + clock.end_ns)}, "
-            f"the file's rows (after --offset {offset_s:g}s) from {_when(first)} to "
-            f"{_when(last)}; check their time zone, or correct the clock with --offset." + hint
-        )
     record = {
         "name": source,
         "file": str(Path(data.path).resolve()),
@@ -302,11 +293,60 @@ def align(clock: RunClock, data: CounterFile, offset_s: float, source: str) -> t
         "rows_kept": len(kept_times),
         "dropped_before": before,
         "dropped_after": after,
-        "first_ns": min(kept_times),
-        "last_ns": max(kept_times),
+        "first_ns": min(kept_times, default=None),
+        "last_ns": max(kept_times, default=None),
         "attached_at": utc_now_iso(),
     }
     return rows, record
+
+
+def _outside(data: CounterFile, offset_s: float, what: str, spans: list[RunClock]) -> UsageError:
+    """No row of the file falls inside `what`: say both time spans and the likely cause."""
+    offset_ns = int(round(offset_s * NS))
+    first, last = min(data.times_ns) + offset_ns, max(data.times_ns) + offset_ns
+    start = min(c.started_at_ns for c in spans)
+    end = max(c.started_at_ns + c.end_ns for c in spans)
+    hint = ""
+    if data.epoch and min(data.times_ns) / NS > MS_EPOCH:
+        hint = " Its timestamps look like epoch milliseconds; they must be epoch seconds."
+    return UsageError(
+        f"no row of {data.path} falls inside {what}: it ran from {_when(start)} to "
+        f"{_when(end)}, the file's rows (after --offset {offset_s:g}s) from {_when(first)} to "
+        f"{_when(last)}; check their time zone, or correct the clock with --offset." + hint
+    )
+
+
+def find_study(name: str, results: Path) -> Path | None:
+    """The study directory `name` names (a directory, an id or a unique id prefix), or None."""
+    given = Path(name)
+    if (given / STUDY_FILE).is_file():
+        return given
+    found = study_dirs(results)
+    exact = [d for d in found if d.name == name]
+    prefixed = [d for d in found if d.name.startswith(name)] if "/" not in name else []
+    if exact or len(prefixed) == 1:
+        return (exact or prefixed)[0]
+    if len(prefixed) > 1:
+        shown = ", ".join(d.name for d in prefixed[:5])
+        raise UsageError(f"study id {name!r} is ambiguous under {results}: {shown}.")
+    return None
+
+
+def _write(clock: RunClock, record: dict[str, Any], rows: list) -> Path:
+    try:
+        return write_array(clock.run_dir, record, rows)
+    except ArrayUnreadable as e:
+        raise UsageError(
+            f"run {clock.run_id}: {e}; move {ARRAY_FILE} away to attach afresh."
+        ) from None
+
+
+@dataclass
+class Outcome:
+    """Every run that received counters, and the notes to print."""
+
+    attached: list[Attached]
+    notes: list[str]
 
 
 def attach(
@@ -317,9 +357,10 @@ def attach(
     offset: str | None = None,
     time_column: str | None = None,
     source: str | None = None,
-) -> Attached:
-    """Attach a counter CSV to the stored run `name`; everything is checked before the run's
-    array.parquet is written."""
+) -> Outcome:
+    """Attach a counter CSV to the stored run `name`, or to every run of the study `name` (each
+    takes the rows within its span: one export for a whole sweep). Everything is checked
+    before any array.parquet is written."""
     offset_s = parse_offset(offset)
     label = source if source is not None else Path(csv_path).stem
     if not re.fullmatch(r"[A-Za-z0-9_.:+-]{1,64}", label):
@@ -328,21 +369,70 @@ def attach(
             + ("" if source is not None else " (the file's name; choose one with --name)")
             + "."
         )
-    clock = run_clock(name, results)
-    data = read_counter_csv(Path(csv_path), time_column)
-    rows, record = align(clock, data, offset_s, label)
-    notes = []
-    dropped = record["dropped_before"] + record["dropped_after"]
-    if dropped:
-        notes.append(
-            f"dropped {dropped} of {record['rows_read']} rows outside the run "
-            f"({record['dropped_before']} before its start, {record['dropped_after']} after "
-            "its end)"
-        )
     try:
-        path = write_array(clock.run_dir, record, rows)
-    except ArrayUnreadable as e:
-        raise UsageError(
-            f"run {clock.run_id}: {e}; move {ARRAY_FILE} away to attach afresh."
-        ) from None
-    return Attached(clock.run_id, path, record, notes)
+        resolve_run_dir(name, results)
+        study = None
+    except RunNotFoundError as e:
+        study = find_study(name, results)
+        if study is None:
+            raise UsageError(f"{e}, nor a study.") from None
+    if study is None:
+        clock = run_clock(name, results)
+        data = read_counter_csv(Path(csv_path), time_column)
+        rows, record = align(clock, data, offset_s, label)
+        if not rows:
+            raise _outside(data, offset_s, f"run {clock.run_id}", [clock])
+        notes = []
+        dropped = record["dropped_before"] + record["dropped_after"]
+        if dropped:
+            notes.append(
+                f"dropped {dropped} of {record['rows_read']} rows outside the run "
+                f"({record['dropped_before']} before its start, {record['dropped_after']} "
+                "after its end)"
+            )
+        return Outcome([Attached(clock.run_id, _write(clock, record, rows), record)], notes)
+    return _attach_study(study, results, Path(csv_path), time_column, offset_s, label)
+
+
+def _attach_study(
+    study: Path, results: Path, csv_path: Path, time_column: str | None, offset_s: float, label: str
+) -> Outcome:
+    """Each run of the study gets the rows within its own span."""
+    try:
+        doc = json.loads((study / STUDY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UsageError(f"study {study.name} cannot be read: {e}.") from None
+    notes: list[str] = []
+    clocks: list[RunClock] = []
+    seen: set[Path] = set()
+    for step in doc.get("steps") or []:
+        run_dir = step_run_dir(results, step) if isinstance(step, dict) else None
+        if run_dir is None or run_dir.resolve() in seen:
+            continue
+        seen.add(run_dir.resolve())
+        try:
+            clocks.append(run_clock(str(run_dir), results))
+        except UsageError as e:
+            notes.append(f"skipped: {str(e).rstrip('.')}")
+    if not clocks:
+        raise UsageError(f"study {study.name} has no stored run to attach counters to.")
+    data = read_counter_csv(csv_path, time_column)
+    aligned = [(c, *align(c, data, offset_s, label)) for c in clocks]
+    if not any(rows for _c, rows, _r in aligned):
+        raise _outside(data, offset_s, f"any run of study {study.name}", clocks)
+    offset_ns = int(round(offset_s * NS))
+    inside = sum(
+        any(0 <= t + offset_ns - c.started_at_ns <= c.end_ns for c in clocks) for t in data.times_ns
+    )
+    if inside < len(data.times_ns):
+        notes.append(
+            f"dropped {len(data.times_ns) - inside} of {len(data.times_ns)} rows outside every "
+            f"run of study {study.name}"
+        )
+    attached = [
+        Attached(c.run_id, _write(c, record, rows), record) for c, rows, record in aligned if rows
+    ]
+    missed = len(clocks) - len(attached)
+    if missed:
+        notes.append(f"{missed} run(s) of the study had no row inside them")
+    return Outcome(attached, notes)

@@ -14,7 +14,12 @@ from tilemark.cli.report import refusing_unwritable
 
 def attach_command(
     name: Annotated[
-        str, typer.Argument(metavar="RUN", help="Run: id, unique id prefix, or directory.")
+        str,
+        typer.Argument(
+            metavar="RUN",
+            help="Run: id, unique id prefix, or directory; or a study, whose every run takes "
+            "the rows within its own span.",
+        ),
     ],
     csv_file: Annotated[
         Path,
@@ -57,15 +62,16 @@ def attach_command(
 ) -> None:
     """Attach time-stamped counters from the storage side (array CLIs' CSV) to a stored run:
     reports show them beside tilemark's intervals, `export --csv` writes them."""
-    with refusing_unwritable(f"the counters of run {name}", "check the results directory"):
+    with refusing_unwritable(f"the counters of {name}", "check the results directory"):
         done = attach(
             name, csv_file, results=results, offset=offset, time_column=time_column, source=source
         )
     for note in done.notes:
         typer.echo(f"note: {note}", err=True)
-    s = done.source
-    typer.echo(
-        f"attached {s['rows_kept']} rows x {len(s['counters'])} counters "
-        f"({', '.join(s['counters'][:6])}{', ...' if len(s['counters']) > 6 else ''}) "
-        f"to run {done.run_id} as {s['name']!r}: {done.path}"
-    )
+    for a in done.attached:
+        s = a.source
+        counters = ", ".join(s["counters"][:6]) + (", ..." if len(s["counters"]) > 6 else "")
+        typer.echo(
+            f"attached {s['rows_kept']} rows x {len(s['counters'])} counters ({counters}) "
+            f"to run {a.run_id} as {s['name']!r}: {a.path}"
+        )
