@@ -429,7 +429,7 @@ def parse_knob(knob: str, tile: TileSpec) -> tuple[str, str, float]:
     """'mail.mailboxes' -> ('mail', 'mailboxes', its current value in the tile); a tile of one
     application also takes the bare knob ('mailboxes')."""
     labels = [a.label for a in tile.apps]
-    if "." not in knob.strip() and len(labels) == 1:
+    if "." not in knob.strip() and len(labels) == 1 and knob.strip() in tile.apps[0].profile.scale:
         knob = f"{labels[0]}.{knob.strip()}"
     app, dot, name = knob.strip().partition(".")
     if not dot or not name:
