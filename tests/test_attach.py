@@ -56,6 +56,24 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     return status, captured.out, captured.err
 
 
+@pytest.mark.parametrize(
+    "header, chosen",
+    [
+        (["Uptime", "update_count", "Sample Time", "IOPS"], "Sample Time"),
+        (["IOPS", "Timestamp"], "Timestamp"),
+        (["DateTime", "v"], "DateTime"),
+        (["collection_time", "ts"], "ts"),
+    ],
+)
+def test_the_timestamp_column_is_found_by_its_name(tmp_path, header, chosen):
+    from tilemark.attach import read_counter_csv
+
+    row = ["2026-11-25T04:08:17Z" if h == chosen else "1" for h in header]
+    parsed = read_counter_csv(write_csv(tmp_path / "c.csv", header, [row]))
+    assert parsed.time_column == chosen
+    assert list(parsed.counters) == [h for h in header if h != chosen]
+
+
 def test_iso_counters_land_in_their_intervals_and_rows_outside_are_dropped(
     stored, tmp_path, capsys
 ):

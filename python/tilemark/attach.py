@@ -32,8 +32,10 @@ from tilemark.store.studies import STUDY_FILE, step_run_dir, study_dirs
 from tilemark.units import parse_duration
 
 NS = 1_000_000_000
-# Header names taken as the timestamp column when --time-column is not given.
-TIME_NAMES = re.compile(r"^(ts|epoch)$|time|date", re.IGNORECASE)
+# Header names taken as the timestamp column when --time-column is not given: an exact name
+# first, else a word starting with time or date ("Sample Time", "DateTime"; not "Uptime").
+TIME_EXACT = ("timestamp", "time", "datetime", "date", "ts", "epoch")
+TIME_WORD = re.compile(r"(?<![a-z])(time|date)", re.IGNORECASE)
 MISSING = {"", "-", "n/a", "na", "nan", "null", "none"}
 MAX_COUNTERS = 256
 MS_EPOCH = 1e11  # epoch seconds above this are year 5138: the column is in milliseconds
@@ -143,7 +145,8 @@ def read_counter_csv(path: Path, time_column: str | None = None) -> CounterFile:
             )
         tcol = time_column
     else:
-        tcol = next((h for h in header if TIME_NAMES.search(h)), None)
+        exact = [h for h in header if h.lower() in TIME_EXACT]
+        tcol = next(iter(exact), None) or next((h for h in header if TIME_WORD.search(h)), None)
         if tcol is None:
             raise UsageError(
                 f"counter file {path} has no timestamp column (one named like time, "
