@@ -116,22 +116,6 @@ def _front_over(front: list[dict[str, Any]], lo: float, hi: float) -> tuple[floa
     return reads / covered, writes / covered, nbytes / 1e6 / covered
 
 
-def _front_rows(run: RunData) -> list[dict[str, Any]]:
-    """Per interval: reads, writes and bytes of tilemark (data IOs), and the span."""
-    table = run.read_intervals(["interval", "phase", "start_ns", "end_ns", "op", "ops", "bytes"])
-    out: dict[int, dict[str, Any]] = {}
-    for r in table.to_pylist():
-        row = out.setdefault(
-            r["interval"],
-            {k: r[k] for k in ("interval", "phase", "start_ns", "end_ns")}
-            | {"reads": 0, "writes": 0, "bytes": 0},
-        )
-        if r["op"] in ("read", "write"):
-            row[f"{r['op']}s"] += r["ops"] or 0
-            row["bytes"] += r["bytes"] or 0
-    return sorted(out.values(), key=lambda f: f["start_ns"])
-
-
 def totals_table(
     rows: list[dict[str, Any]], front: list[dict[str, Any]], order: list[str]
 ) -> Table | None:
@@ -239,9 +223,10 @@ def array_section(run: RunData, prefix: str = "") -> Section | None:
         return Section(f"{prefix}array", "Storage counters (attached)", [], f"{e}.")
     if not rows:
         return None
-    front = _front_rows(run)
+    by_interval = front_end_rows(run)
+    front = sorted(by_interval.values(), key=lambda f: f["start_ns"])
     warm = run.warmup_s()
-    tilemark = front_back_series(front_end_rows(run), [])
+    tilemark = front_back_series(by_interval, [])
     iops = charts.throughput_over_time(
         tilemark,
         field="iops",
