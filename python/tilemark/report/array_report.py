@@ -62,9 +62,13 @@ def counter_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def counters_chart(rows: list[dict[str, Any]], warmup_s: float) -> alt.TopLevelMixin:
-    """Every attached counter over the run's time (a drop-down when there are many)."""
-    groups = sorted({r["group"] for r in rows})
+def counters_chart(
+    rows: list[dict[str, Any]], warmup_s: float, order: list[str]
+) -> alt.TopLevelMixin:
+    """Every attached counter over the run's time (a drop-down when there are many), in the
+    files' column order."""
+    present = {r["group"] for r in rows}
+    groups = [g for g in order if g in present] + sorted(present - set(order))
     data = charts.dataset(charts.compact(rows, ("t_s", "group", "value")))
     x = alt.X("t_s:Q", title=charts.TIME_TITLE, scale=alt.Scale(nice=False))
     y = alt.Y("value:Q", title="counter value (the storage's unit)")
@@ -223,6 +227,7 @@ def array_section(run: RunData, prefix: str = "") -> Section | None:
         return Section(f"{prefix}array", "Storage counters (attached)", [], f"{e}.")
     if not rows:
         return None
+    order = counter_order(sources)
     by_interval = front_end_rows(run)
     front = sorted(by_interval.values(), key=lambda f: f["start_ns"])
     warm = run.warmup_s()
@@ -238,14 +243,13 @@ def array_section(run: RunData, prefix: str = "") -> Section | None:
         Figure(
             f"{prefix}array-counters",
             "Front end vs the storage's counters",
-            alt.vconcat(iops, counters_chart(counter_series(rows), warm)).resolve_scale(
+            alt.vconcat(iops, counters_chart(counter_series(rows), warm, order)).resolve_scale(
                 color="independent", x="shared"
             ),
             caption="tilemark's reads and writes per second above, the counters attached from "
             "the storage below, on the same clock (time since the run started).",
         )
     ]
-    order = counter_order(sources)
     totals = totals_table(rows, front, order)
     if totals is not None:
         items.append(totals)
