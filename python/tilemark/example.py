@@ -197,6 +197,8 @@ def plan_example(
     values = {"dir": str(example.directory), "results": str(results)}
     values.update(zip(example.targets, targets, strict=True))
     user_flags = parse_extra(extra)
+    if force and not destroy_data:
+        raise UsageError("--force only applies together with --destroy-data PATH.")
     for path in destroy_data:
         if path not in targets:
             raise UsageError(

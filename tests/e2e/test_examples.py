@@ -106,6 +106,7 @@ def test_the_command_lists_shows_and_plans_examples(capsys, tmp_path):
         (["run", "000"], "--target is required"),
         (["run", "000", "--target", "x", "--destroy-data", "y"], "--destroy-data y must name"),
         (["run", "000", "--target", "x", "--", "oops"], "after --, give tilemark flags"),
+        (["run", "000", "--target", "x", "--force"], "--force only applies together with"),
     ],
 )
 def test_bad_use_is_one_sentence_exit_2(capsys, args, message):
