@@ -7,7 +7,8 @@ targets it needs, and its steps, each a tilemark command line with placeholders:
 
 - `{dir}` the example's directory (its tile files), `{results}` the results directory;
 - `{NAME}` the target the user gave for the example's target NAME (`{target}`, `{hdd}`);
-- `{study:STEP}` the study an earlier step stored (for `compare`).
+- `{study:STEP}` the study an earlier step stored, `{run:STEP}` the run an earlier step
+  stored (for `compare`).
 
 `quick` in a step overrides flags (`"--duration" = "1"`) to scale durations, sizes and the
 number of steps down, so an example runs in seconds on a small file; `--quick` applies them.
@@ -30,6 +31,7 @@ from tilemark.plan import read_toml
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 MANIFEST = "example.toml"
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+(?::[A-Za-z0-9_-]+)?)\}")
+MAKES = ("study", "run", "file")
 # Flags every command of a step takes from `tilemark example run` itself.
 RESULTS_FLAG = "--results"
 
@@ -51,7 +53,8 @@ class Step:
     args: list[str]
     quick: dict[str, str | None]
     outputs: list[Output]
-    makes: str = "study"  # "study": stores a study; "file": writes the files named in outputs
+    # "study": stores a study; "run": stores a run; "file": writes the files named in outputs
+    makes: str = "study"
 
 
 @dataclass
@@ -91,13 +94,16 @@ def load_example(directory: Path) -> Example:
         if not isinstance(quick, dict):
             raise UsageError(f"{here}: quick must be a table of flags.")
         outputs = [Output(o["file"], o["seed"], o.get("what", "")) for o in t.get("output", [])]
+        makes = str(t.get("makes", "study"))
+        if makes not in MAKES:
+            raise UsageError(f"{here}: makes must be one of {', '.join(MAKES)}, got {makes!r}.")
         steps.append(
             Step(
                 name=str(t.get("name", f"step{i + 1}")),
                 args=_strings(t.get("args"), f"{here} args"),
                 quick={k: (None if v is True else str(v)) for k, v in quick.items()},
                 outputs=outputs,
-                makes=str(t.get("makes", "study")),
+                makes=makes,
             )
         )
     if not steps:
@@ -218,9 +224,10 @@ def plan_example(
 
             def fill(m: re.Match[str]) -> str:
                 key = m.group(1)
-                if key.startswith("study:"):
-                    if key[6:] not in steps:
-                        raise UsageError(f"example {example.name}: no step {key[6:]!r}.")
+                kind, _, step_name = key.partition(":")
+                if kind in ("study", "run") and step_name:
+                    if step_name not in steps:
+                        raise UsageError(f"example {example.name}: no step {step_name!r}.")
                     return m.group(0)  # filled in once that step has run
                 if key not in values:
                     raise UsageError(f"example {example.name}: unknown placeholder {{{key}}}.")
@@ -241,14 +248,23 @@ def studies_in(results: Path) -> set[Path]:
     return {p for p in studies.iterdir() if p.is_dir()} if studies.is_dir() else set()
 
 
+def runs_in(results: Path) -> set[Path]:
+    if not results.is_dir():
+        return set()
+    return {p for p in results.iterdir() if (p / "run.json").is_file()}
+
+
+STORED = {"study": studies_in, "run": runs_in}
+
+
 @dataclass
 class StepResult:
-    """What one step did: its exit status and the study it stored (if any)."""
+    """What one step did: its exit status and the study or run it stored (if any)."""
 
     step: Step
     argv: list[str]
     status: int
-    study: Path | None
+    study: Path | None  # the study's directory, or the run's for a step that makes a run
     outputs: list[tuple[Output, Path]]
 
 
@@ -261,26 +277,28 @@ def run_example(
     """Run the steps in order with `run(argv)` (tilemark's main); a step that fails (any exit
     status but 0, or 3: QoS failed, which is an answer) stops the example."""
     done: list[StepResult] = []
-    studies: dict[str, Path] = {}
+    stored: dict[str, Path] = {}  # "study:STEP" / "run:STEP" -> its directory
     for step, argv in zip(plan.example.steps, plan.commands, strict=True):
         missing = [
-            m.group(1)[6:]
+            m.group(1)
             for a in argv
             for m in PLACEHOLDER.finditer(a)
-            if m.group(1)[6:] not in studies
+            if ":" in m.group(1) and m.group(1) not in stored
         ]
         if missing:
-            announce(f"step {step.name} needs the study of step {missing[0]}, which stored none")
+            kind, _, name = missing[0].partition(":")
+            announce(f"step {step.name} needs the {kind} of step {name}, which stored none")
             done.append(StepResult(step, argv, 1, None, []))
             break
-        argv = [PLACEHOLDER.sub(lambda m: studies[m.group(1)[6:]].name, a) for a in argv]
+        argv = [PLACEHOLDER.sub(lambda m: stored[m.group(1)].name, a) for a in argv]
         announce("$ tilemark " + shlex.join(argv))
-        before = studies_in(results)
+        find = STORED.get(step.makes)
+        before = find(results) if find else set()
         status = run(argv)
-        made = sorted(studies_in(results) - before)
-        study = made[-1] if made and step.makes == "study" else None
+        made = sorted(find(results) - before) if find else []
+        study = made[-1] if made else None
         if study is not None:
-            studies[step.name] = study
+            stored[f"{step.makes}:{step.name}"] = study
         home = study if study is not None else results
         outputs = [(o, home / o.file) for o in step.outputs]
         done.append(StepResult(step, argv, status, study, outputs))

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
 from tilemark.cli import main
 from tilemark.example import EXAMPLES_DIR, find_example, list_examples
 
-SHIPPED = ("000-esg-mixed-workload", "001-dmx-orion-sweep", "003-vmmark-hdd-vs-flash")
+SHIPPED = (
+    "000-esg-mixed-workload",
+    "001-dmx-orion-sweep",
+    "002-v7000-iometer-compression-tiering",
+    "003-vmmark-hdd-vs-flash",
+    "004-netapp-esrp-decay",
+)
 
 
 def test_the_shipped_examples_are_the_seed_studies_tilemark_can_run_today():
@@ -42,6 +49,43 @@ def test_every_example_runs_quick_and_writes_what_its_readme_names(example_runs,
 def _study(done, step: str) -> dict:
     r = next(r for r in done if r.step.name == step)
     return json.loads((r.study / "study.json").read_text())
+
+
+def test_the_seed_002_example_measures_the_data_it_compresses_and_tiering_before_after(
+    example_runs,
+):
+    done = {r.step.name: r for r in example_runs["002-v7000-iometer-compression-tiering"]}
+    test1 = json.loads((done["test1"].study / "run.json").read_text())
+    (app,) = test1["summary"]["applications"]["instances"]
+    assert app["profile"] == "iometer-512b-5050" and app["iops"] > 0
+    ratios = {}
+    for name in ("incompressible", "compressible"):
+        run = json.loads((done[name].study / "run.json").read_text())
+        assert len(run["plan"]["streams"]) == 32  # the seed's 32 workers
+        ratios[name] = run["summary"]["data_reduction"]["overall"]["zstd"]
+    assert ratios["incompressible"] == pytest.approx(1.0, abs=0.02)
+    assert ratios["compressible"] == pytest.approx(1 / 0.68, rel=0.1)  # 32% compressible
+    gain = done["compression-gain"]
+    assert gain.argv[1:3] == [done["incompressible"].study.name, done["compressible"].study.name]
+    tiering = json.loads((done["tiering"].study / "study.json").read_text())
+    assert [s["repetition"] for s in tiering["steps"]] == [1, 2]
+    html = done["before-after"].outputs[0][1].read_text()
+    assert tiering["first_run_id"] in html and tiering["last_run_id"] in html
+
+
+def test_the_seed_004_example_repeats_jetstress_with_a_timed_checksum_pass(example_runs):
+    study = _study(example_runs["004-netapp-esrp-decay"], "runs")
+    assert [s["repetition"] for s in study["steps"]] == list(range(1, 8))
+    by_name = {(m["metric"], m["scope"]): m for m in study["metrics"]}
+    passes = by_name[("verification pass", "total")]["values"]
+    assert len(passes) == 7 and all(v is not None and v > 0 for v in passes)
+    assert by_name[("verification findings", "total")]["values"] == [0] * 7
+    assert study["verdict"] in ("stable", "decaying", "improving")
+    # Database and log on their own targets, each checked by its own pass.
+    first = json.loads((Path(study["steps"][0]["run_dir"]) / "run.json").read_text())
+    assert [t["name"] for t in first["plan"]["targets"]] == ["db", "log"]
+    assert len(first["verify_passes"]) == 2
+    assert all(p["total"] == 0 and p["checked"] > 0 for p in first["verify_passes"])
 
 
 def test_the_seed_000_tile_ran_each_tile_count_with_the_seeds_applications(example_runs):
