@@ -46,6 +46,16 @@ GIB = 1 << 30
 BUILTIN = sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
 APPLICATIONS = ("mail", "oltp", "dss", "web", "backup")
 IOMETER = ("database", "fileserver", "streaming-read", "streaming-write", "workstation")
+# Profiles faithful to the seed studies (tests/test_seed_profiles.py checks them).
+SEED_APPLICATIONS = ("jetstress-2010", "esg-backup", "vmmark-mail", "vmmark-standby")
+SEED_WORKLOADS = (
+    "orion-oltp",
+    "orion-dss",
+    "iometer-512b-5050",
+    "iometer-4k-7030",
+    "iometer-webserver",
+    "vmmark-web",
+)
 # Keys of a profile's [[stream]] that compile_tiles derives or drops instead of copying.
 DERIVED = {"name", "region", "copies", "rate", "rate_bytes", "qd"}
 
@@ -71,13 +81,14 @@ def test_tilerun_imports_on_its_own(module):
 # Built-in profiles
 
 
-def test_the_built_in_set_is_the_five_applications_and_five_iometer_specs():
-    assert BUILTIN == sorted(APPLICATIONS + IOMETER)
+def test_the_built_in_set_is_the_applications_iometer_specs_and_seed_profiles():
+    assert BUILTIN == sorted(APPLICATIONS + IOMETER + SEED_APPLICATIONS + SEED_WORKLOADS)
     assert DEFAULT_TILE == APPLICATIONS
     assert sorted(p.name for p in list_profiles()) == BUILTIN
     kinds = {p.name: p.kind for p in list_profiles()}
-    assert {n for n, k in kinds.items() if k == "application"} == set(APPLICATIONS)
-    assert {n for n, k in kinds.items() if k == "workload"} == set(IOMETER)
+    applications = set(APPLICATIONS + SEED_APPLICATIONS)
+    assert {n for n, k in kinds.items() if k == "application"} == applications
+    assert {n for n, k in kinds.items() if k == "workload"} == set(IOMETER + SEED_WORKLOADS)
 
 
 @pytest.mark.parametrize("name", BUILTIN)

@@ -527,6 +527,31 @@ def _file_targets(value: Any, profile: Profile, here: str) -> dict[str, str]:
     return out
 
 
+def load_tile_or_profile(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> TileSpec:
+    """A tile file, or one profile (a built-in or $TILEMARK_PROFILES name, or a profile file)
+    as a tile of that one application: `tilemark scale jetstress-2010 --knob mailboxes`."""
+    path = Path(name)
+    if path.is_file():
+        doc = read_toml(path, "tile file")
+        if "profile" in doc and "app" not in doc:
+            return profile_tile(name, overrides)
+        return load_tile(name, overrides)
+    if path.suffix != ".toml" and os.sep not in name:
+        if any((d / f"{name}.toml").is_file() for d in profile_dirs()):
+            return profile_tile(name, overrides)
+    return load_tile(name, overrides)  # says the tile file does not exist
+
+
+def profile_tile(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> TileSpec:
+    """A tile of one application: the profile `name`, labelled with its own name."""
+    overrides = overrides or {}
+    profile = load_profile(name)
+    _check_override_targets(overrides, [profile.name])
+    rest, mapped = split_targets(overrides.get(profile.name, {}), profile, f"--set {profile.name}")
+    tuned = profile.with_overrides(rest)
+    return TileSpec(profile.name, [TileApp(tuned, profile.name, mapped)], source=profile.path)
+
+
 def _relative(profile: str, tile_file: Path) -> str:
     if profile.endswith(".toml") and not os.path.isabs(profile):
         return str(tile_file.parent / profile)

@@ -498,7 +498,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("tiles", "tile", "Run N tiles of emulated applications (the default tile, or --tile "
        "FILE) instead of a workload.", flag="--tiles", metavar="N", modes={RUN, TILES},
        kind="int", dest="tile_count"),
-    _o("tile", "tile", "Tile file: which applications a tile holds.", flag="--tile",
+    _o("tile", "tile", "Tile file: which applications a tile holds; or a profile (name or "
+       "file) as a tile of that one application.", flag="--tile",
        metavar="TILE.toml", modes={RUN, TILES}, dest="tile_file"),
     _o("capacity", "tile", "Space the tiles may use on the target, split over the largest tile "
        "count.", flag="--capacity", metavar="SIZE", modes=TILE_MODES, parse=positive_size,

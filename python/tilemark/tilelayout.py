@@ -213,8 +213,22 @@ def _app_streams(
                 table["qd"] = int(round(app.profile._value(s.qd, f"stream '{s.name}': qd")))
             if dio_alignment and "bs" in table:
                 table["bs"] = _fold_small_sizes(table["bs"], dio_alignment)
+            if dio_alignment and "align" in table:
+                table["align"] = _fold_alignment(table["align"], dio_alignment)
             tags.append(StreamTag(len(tables), k, app.label, app.profile.name, n, target))
             tables.append(table)
+
+
+def _fold_alignment(align: Any, dio_alignment: int) -> Any:
+    """Round a stream's offset alignment up to a multiple of the O_DIRECT alignment (Iometer's
+    512-byte sector alignment on a 4 KiB device), as sizes are folded: the profile runs on any
+    device, and the plan records what ran."""
+    from tilemark.units import parse_size
+
+    value = parse_size(align, "align")
+    if value % dio_alignment == 0:
+        return align
+    return -(-value // dio_alignment) * dio_alignment
 
 
 def _fold_small_sizes(bs: Any, align: int) -> Any:

@@ -30,7 +30,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
-from tilemark.apps import TileSpec, default_tile, load_tile, parse_sets
+from tilemark.apps import TileSpec, default_tile, load_tile_or_profile, parse_sets
 from tilemark.errors import UsageError
 from tilemark.options import option
 from tilemark.runner import RunOutcome, run_plan
@@ -229,9 +229,10 @@ def _steady_qos_interval(round_s: float, given: float | None) -> float:
 
 
 def load_tile_spec(tile_file: str | None, sets: list[str] | None) -> TileSpec:
-    """The tile of a file, else the default tile, with --set overrides applied."""
+    """The tile of a file (or of one profile, apps.load_tile_or_profile), else the default
+    tile, with --set overrides applied."""
     overrides = parse_sets(sets or [])
-    return load_tile(str(tile_file), overrides) if tile_file else default_tile(overrides)
+    return load_tile_or_profile(str(tile_file), overrides) if tile_file else default_tile(overrides)
 
 
 def inspect_tile_targets(

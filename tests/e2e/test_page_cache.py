@@ -49,7 +49,9 @@ def test_a_buffered_run_drops_what_an_earlier_one_cached(tmp_path, capsys, keep)
     capsys.readouterr()
     pages = cached_pages(target)
     if keep:
-        assert pages >= 32 * 256
+        # Kept: the run dropped nothing (the kernel may reclaim a few pages under memory
+        # pressure from other work, as seen with several test suites running at once).
+        assert pages >= 32 * 256 * 0.95, pages
     else:
         # About 10 reads of 4 KiB at 20/s for 0.5 s, plus the header and readahead of each.
         assert pages < 32 * 256 // 4, pages

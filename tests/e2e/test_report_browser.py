@@ -8,6 +8,7 @@ printed, so a person can look at what the report shows.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,8 +50,20 @@ def browser() -> Iterator:
             b.close()
 
 
+def attach_counters(root: Path, run: Path, where: Path, counters: int) -> None:
+    """Attach `counters` columns of storage counters, a sample every 0.5 s, to a stored run
+    (more than a chart draws as lines: the report offers a drop-down)."""
+    started = json.loads((run / "run.json").read_text())["result"]["started_at_ns"]
+    lines = ["epoch," + ",".join(f"FA {k} IOPS" for k in range(counters))]
+    for i in range(1, 21):
+        t = started / 1e9 + i * 0.5
+        lines.append(f"{t:.3f}," + ",".join(str(100 * k + i) for k in range(counters)))
+    (where / "array.csv").write_text("\n".join(lines) + "\n")
+    assert main(["attach", str(run), str(where / "array.csv"), "--results", str(root)]) == 0
+
+
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, Path]:
+def reports(tmp_path_factory, example_runs) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("results")
     out = tmp_path_factory.mktemp("reports")
     tile_run, _ = write_tile_run(root, 2)
@@ -63,11 +76,22 @@ def reports(tmp_path_factory) -> dict[str, Path]:
     plan = simple_plan(("randrw", "seq"))
     base = write_run(root, plan)
     faster = write_run(root, plan, scale=2.0, latency=0.5)
+    attached = write_run(root, plan, seed=5)
+    attach_counters(root, attached, tmp_path_factory.mktemp("csv"), counters=14)
     paths = {}
-    sources = (
+    sources = [
         ("run", base), ("tiles", tile_run), ("study", study), ("repeated", repeated),
-        ("knob", knob),
-    )  # fmt: skip
+        ("knob", knob), ("attached", attached),
+    ]  # fmt: skip
+    # Every shipped example's reports, from its quick run (tests/e2e/conftest.py).
+    for name, done in example_runs.items():
+        for step in done:
+            if step.study is not None:
+                sources.append((f"example-{name}-{step.step.name}", step.study))
+            elif step.step.makes == "file":
+                for _output, path in step.outputs:
+                    if path.suffix == ".html":
+                        paths[f"example-{name}-{step.step.name}"] = path
     for name, source in sources:
         paths[name] = out / f"{name}.html"
         HtmlExporter().export(build_report(load_source(source)), paths[name])
@@ -131,6 +155,7 @@ def _artifacts(tmp_path: Path) -> Path:
         "curve",
         "compare-sweep",
         "targets",
+        "attached",
     ],
 )
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
@@ -140,6 +165,41 @@ def test_report_renders_every_chart_without_console_errors(browser, reports, kin
         for figure in ("targets-iops", "targets-mbps", "targets-latency"):
             assert f'id="chart-{figure}"' in html, figure
         assert "check starts" in html and "check stops" in html
+
+
+EXAMPLE_REPORTS = [
+    "example-000-esg-mixed-workload-tiles",
+    "example-001-dmx-orion-sweep-sweep",
+    "example-003-vmmark-hdd-vs-flash-hdd",
+    "example-003-vmmark-hdd-vs-flash-flash",
+    "example-003-vmmark-hdd-vs-flash-compare",
+]
+
+
+@pytest.mark.parametrize("kind", EXAMPLE_REPORTS)
+def test_every_example_report_renders(browser, reports, kind, tmp_path):
+    """The reports of every shipped example's quick run (the browser sees what a user of
+    `tilemark example run NAME` opens)."""
+    assert set(EXAMPLE_REPORTS) <= set(reports), sorted(reports)
+    check_report(browser, reports[kind], kind, tmp_path)
+
+
+def test_attached_counters_offer_a_picker_and_the_front_end_table(browser, reports):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(reports["attached"].resolve().as_uri())
+    page.wait_for_function(
+        "document.querySelector('#chart-array-counters')?.dataset.rendered",
+        timeout=RENDER_TIMEOUT_MS,
+    )
+    text = page.inner_text("body")
+    assert "Storage counters (attached)" in text
+    assert "Front end (tilemark) vs the storage's counters, measurement phase" in text
+    assert "FA 13 IOPS" in text  # the 14th counter: in the tables and the picker
+    options = page.eval_on_selector_all(
+        "#chart-array-counters .vega-bindings select option", "os => os.map(o => o.value)"
+    )
+    assert len(options) == 14
+    page.close()
 
 
 def check_report(browser, report: Path, kind: str, tmp_path: Path) -> None:

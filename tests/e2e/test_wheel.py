@@ -104,6 +104,24 @@ def test_a_fresh_virtualenv_installs_the_wheel_and_runs_without_rust(wheel, tmp_
         [bin_dir / "tilemark", "profiles"], capture_output=True, text=True, env=clean, check=False
     )
     assert profiles.returncode == 0 and "mail" in profiles.stdout, profiles.stderr
+    # The seed studies ship as examples: listed, shown and run from the installed package.
+    listed = subprocess.run(
+        [bin_dir / "tilemark", "example"], capture_output=True, text=True, env=clean, check=False
+    )
+    assert listed.returncode == 0 and "001-dmx-orion-sweep" in listed.stdout, listed.stderr
+    example = subprocess.run(
+        [bin_dir / "tilemark", "example", "run", "001", "--quick", "--target",
+         str(tmp_path / "e.dat"), "--results", str(results)],
+        capture_output=True, text=True, env=clean, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert example.returncode == 0, example.stderr[-3000:]
+    shown = subprocess.run(
+        [bin_dir / "tilemark", "example", "show", "000"],
+        capture_output=True, text=True, env=clean, check=False,
+    )  # fmt: skip
+    assert f"files: {env_dir}" in shown.stdout and "esg-tile.toml" in shown.stdout, shown.stderr
+    (points,) = (results / "studies").glob("*/points.csv")
+    assert len(points.read_text().splitlines()) == 1 + 4
     # The installed package is the wheel's, not this checkout's.
     where = subprocess.run(
         [bin_dir / "python", "-c", "import tilemark, sys; print(tilemark.__file__)"],

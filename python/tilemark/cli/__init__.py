@@ -8,7 +8,9 @@ import sys
 import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 
+from tilemark.cli.attach import attach_command
 from tilemark.cli.compare import compare
+from tilemark.cli.example import example_app
 from tilemark.cli.export import export
 from tilemark.cli.fio import import_fio
 from tilemark.cli.points import curve, matrix, sweep
@@ -50,8 +52,10 @@ app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
 app.command("export", no_args_is_help=True)(export)
 app.command("verify", no_args_is_help=True)(verify)
+app.command("attach", no_args_is_help=True)(attach_command)
 app.command("import-fio", no_args_is_help=True)(import_fio)
 app.add_typer(profiles_app, name="profiles")
+app.add_typer(example_app, name="example")
 
 
 def _error(message: str) -> None:

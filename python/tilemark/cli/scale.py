@@ -324,7 +324,12 @@ def headline(doc: dict) -> list[str]:
     return lines
 
 
-TILE_ARG = argument("tile_file_arg", "TILE.toml", "Tile file (default: mail+oltp+dss+web+backup).")
+TILE_ARG = argument(
+    "tile_file_arg",
+    "TILE.toml",
+    "Tile file, or a profile (name or file) as a tile of one application "
+    "(default: mail+oltp+dss+web+backup).",
+)
 
 scale = table_command(
     "scale",

@@ -2,7 +2,8 @@
 
 intervals.csv holds every intervals.parquet column except the histogram JSON; streams.csv one
 row per stream; tile runs add applications.csv, instances.csv and qos.csv; runs with
-telemetry add devices.csv and host.csv (the columns of devices.parquet and host.parquet). A
+telemetry add devices.csv and host.csv (the columns of devices.parquet and host.parquet), runs
+with attached storage counters array.csv (array.parquet's columns, plus `time` and `t_s`). A
 scaling study exports steps.csv and study_applications.csv; a repeat study repetitions.csv (one
 row per repetition and metric: value, change from the first) and trends.csv (one row per
 metric: trend, interval, verdict); a sweep, matrix or curve points.csv (a matrix also its three
@@ -12,6 +13,7 @@ matrices). Numbers are written unrounded.
 from __future__ import annotations
 
 import csv
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
 from tilemark.store import INTERVAL_SCHEMA
+from tilemark.store.array import ArrayUnreadable, read_array
+from tilemark.store.rundoc import iso_utc
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
 LATENCY_KINDS = ("service", "response")
@@ -115,6 +119,20 @@ def _flat(target: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def array_rows(run: RunData) -> list[dict[str, Any]]:
+    """The counters attached to a run (array.parquet), with their time as ISO 8601 and in
+    seconds since the run started; [] when none are attached or the file cannot be read."""
+    try:
+        rows, _sources = read_array(run.run_dir)
+    except ArrayUnreadable:
+        return []
+    out = []
+    for r in rows:
+        moment = datetime.fromtimestamp(r["time_ns"] / 1e9, tz=UTC)
+        out.append({**r, "time": iso_utc(moment), "t_s": r["t_ns"] / 1e9})
+    return out
+
+
 class CsvExporter:
     """Writes the CSV files of a run or a study into a directory."""
 
@@ -148,6 +166,9 @@ class CsvExporter:
             rows = read_rows(run.run_dir, final, log)
             if rows:
                 written.append(_write_rows(dest / name, rows))
+        counters = array_rows(run)
+        if counters:
+            written.append(_write_rows(dest / "array.csv", counters))
         return written
 
     def _repeat(self, study: StudyData, dest: Path) -> list[Path]:

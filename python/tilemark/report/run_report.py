@@ -7,6 +7,7 @@ from typing import Any
 from tilemark import datareduction, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
+from tilemark.report.array_report import array_section
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
     RunData,
@@ -67,6 +68,9 @@ def run_report(run: RunData) -> Report:
     devices = telemetry_section(run)
     if devices is not None:
         sections.append(devices)
+    array = array_section(run)
+    if array is not None:
+        sections.append(array)
     sections.append(
         Section(
             "distribution",

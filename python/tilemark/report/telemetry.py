@@ -52,8 +52,8 @@ def read_rows(run_dir: Path, final: str, log: str) -> list[dict[str, Any]]:
 
 
 def front_end_rows(run: RunData) -> dict[int, dict[str, Any]]:
-    """Per interval: tilemark's read and write IOs and the interval's span."""
-    table = run.read_intervals(["interval", "phase", "start_ns", "end_ns", "op", "ops"])
+    """Per interval: tilemark's read and write IOs, their bytes, and the interval's span."""
+    table = run.read_intervals(["interval", "phase", "start_ns", "end_ns", "op", "ops", "bytes"])
     out: dict[int, dict[str, Any]] = {}
     for r in table.to_pylist():
         row = out.setdefault(
@@ -65,12 +65,15 @@ def front_end_rows(run: RunData) -> dict[int, dict[str, Any]]:
                 "end_ns": r["end_ns"],
                 "reads": 0,
                 "writes": 0,
+                "bytes": 0,
             },
         )
         if r["op"] == "read":
             row["reads"] += r["ops"] or 0
         elif r["op"] == "write":
             row["writes"] += r["ops"] or 0
+        if r["op"] in ("read", "write"):
+            row["bytes"] += r["bytes"] or 0
     return out
 
 

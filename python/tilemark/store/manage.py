@@ -18,6 +18,7 @@ from pathlib import Path
 from tilemark.errors import UsageError
 from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
+from tilemark.store.array import ARRAY_FILE
 from tilemark.store.intervals import (
     INTERVAL_LOG,
     INTERVAL_PARTS_DIR,
@@ -35,6 +36,7 @@ RUN_FILES = {
     INTERVAL_LOG,
     RESERVE_FILE,
     "report.html",
+    ARRAY_FILE,  # tilemark attach
     *TELEMETRY_FILES,
     TARGETS_FILE,
     TARGETS_LOG,

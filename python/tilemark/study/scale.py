@@ -449,9 +449,12 @@ class KnobStudy(_TileStudy):
 
 
 def parse_knob(knob: str, tile: TileSpec) -> tuple[str, str, float]:
-    """'mail.mailboxes' -> ('mail', 'mailboxes', its current value in the tile)."""
-    app, dot, name = knob.strip().partition(".")
+    """'mail.mailboxes' -> ('mail', 'mailboxes', its current value in the tile); a tile of one
+    application also takes the bare knob ('mailboxes')."""
     labels = [a.label for a in tile.apps]
+    if "." not in knob.strip() and len(labels) == 1 and knob.strip() in tile.apps[0].profile.scale:
+        knob = f"{labels[0]}.{knob.strip()}"
+    app, dot, name = knob.strip().partition(".")
     if not dot or not name:
         raise UsageError(f"--knob must be APP.KNOB such as mail.mailboxes, got {knob!r}.")
     found = next((a for a in tile.apps if a.label == app), None)
