@@ -55,7 +55,10 @@ def measure(plan: dict[str, Any]) -> dict[str, Any] | None:
     for stream in plan.get("streams") or []:
         if float(stream.get("read_pct", 100.0)) >= 100.0:
             continue
-        verify = (plan["targets"][int(stream.get("target", 0))] or {}).get("verify")
+        # Plan 2 lists a stream's regions (every target of a stream is verified alike); plan 1
+        # named one target.
+        regions = stream.get("regions") or [{"target": stream.get("target", 0)}]
+        verify = (plan["targets"][int(regions[0]["target"])] or {}).get("verify")
         block = int(verify["block_size"]) if verify else DEDUPE_UNIT
         key = (
             block,

@@ -159,3 +159,22 @@ def test_a_target_filled_by_an_older_tilemark_gets_a_sentence(tmp_path, capsys):
     status, _, err = cli(capsys, "run", "--target", str(old), "--rw", "randread", "--verify",
                          "--duration", "1", "--results", str(tmp_path / "r"))  # fmt: skip
     assert status == 2 and "older tilemark" in err and "nothing to check against" in err
+
+
+def test_a_repeat_of_a_workload_file_asking_for_verify_passes_after_every_repetition(
+    tmp_path, capsys
+):
+    # `verify = true` in the file is --verify: each repetition ends with its checksum pass.
+    workload = tmp_path / "w.toml"
+    workload.write_text(
+        f'target = "{tmp_path / "t.dat"}"\nsize = "4m"\nduration = "0.4"\ninterval = "0.2s"\n'
+        'verify = true\n[[stream]]\nrw = "randrw"\nbs = "4k"\nqd = 4\n'
+    )
+    results = tmp_path / "results"
+    status, _, err = cli(capsys, "repeat", "2", str(workload), "--results", str(results))
+    assert status == 0, err
+    runs = [json.loads(p.read_text()) for p in sorted(results.glob("*/run.json"))]
+    assert len(runs) == 2
+    for run in runs:
+        (passed,) = run["verify_passes"]
+        assert passed["checked"] == 1024 and passed["total"] == 0

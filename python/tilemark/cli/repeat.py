@@ -84,22 +84,27 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         return f"{label}, repetition {n}" if label else f"repetition {n}"
 
     def verified(outcome):  # noqa: ANN001, ANN202 - a RunOutcome
-        # With --verify, each repetition ends with a pass over what it wrote (Jetstress).
-        if values.get("verify") and outcome.exit_status is None:
+        # With verification (--verify or verify = true in the workload file), each repetition
+        # ends with a pass over what it wrote (Jetstress).
+        verifying = any(t.get("verify") for t in outcome.compiled["targets"])
+        if verifying and outcome.exit_status is None:
             verification.after_run(outcome, err)
         return outcome
 
-    session = cluster.current()
-    if values.get("verify") and session is not None and session.elsewhere():
-        raise UsageError(
-            "repeat --verify reads every repetition's data back from this machine, but "
-            f"--cluster host {session.elsewhere()[0]} is another machine; repeat without "
-            "--verify and run `tilemark verify PATH` on each host afterwards."
-        )
+    def refuse_remote_verify(verify: bool) -> None:
+        session = cluster.current()
+        if verify and session is not None and session.elsewhere():
+            raise UsageError(
+                "repeat --verify reads every repetition's data back from this machine, but "
+                f"--cluster host {session.elsewhere()[0]} is another machine; repeat without "
+                "--verify and run `tilemark verify PATH` on each host afterwards."
+            )
+
     metrics.from_values(values)
     definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
     if mode == RUN:
         workload, infos, compiled, overridden, notes = workload_setup(values, workload_file)
+        refuse_remote_verify(workload.verify)
         for note in notes:
             err.print(f"note: {note}", markup=False, soft_wrap=True)
         if overridden:
@@ -123,6 +128,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
             )
 
     else:
+        refuse_remote_verify(bool(values.get("verify")))
         tile, tiles, settings, infos = tiles_setup(values, until_steady=False)
         definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
 
