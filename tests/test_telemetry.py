@@ -39,6 +39,9 @@ def test_device_figures_follow_iostat_x():
     assert f["in_flight"] == 3  # a gauge: the value at the end
     idle = tm.device_figures(a, a, 0.5)
     assert idle["r_await_ms"] is None and idle["util_pct"] == 0
+    # io_ticks move in whole jiffies: 252 ms busy in a 250 ms sample is a busy device, 100%.
+    over = b[:9] + (a[9] + 252,) + b[10:]
+    assert tm.device_figures(a, over, 0.25)["util_pct"] == 100.0
 
 
 def test_diskstats_of_the_named_devices_only(tmp_path, monkeypatch):

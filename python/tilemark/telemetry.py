@@ -225,6 +225,10 @@ def device_figures(a: tuple[int, ...], b: tuple[int, ...], dt_s: float) -> dict[
     counters = dict(zip(DEVICE_COUNTERS, d, strict=True))
     counters["in_flight"] = b[8]  # a gauge, not a counter: the value at the end
     reads, writes = counters["reads"], counters["writes"]
+    # io_ticks advance in whole jiffies while the sample times are exact, so a device busy the
+    # whole interval can read a jiffy over 100% (100.8% of a 250 ms interval seen on a loop
+    # device); busy time cannot exceed the interval, so cap it as iostat does.
+    util = _div(counters["io_ms"] * 100.0, dt_s * 1000)
     return {
         **counters,
         "read_iops": _div(reads, dt_s),
@@ -236,7 +240,7 @@ def device_figures(a: tuple[int, ...], b: tuple[int, ...], dt_s: float) -> dict[
         "r_await_ms": _div(counters["read_ms"], reads),
         "w_await_ms": _div(counters["write_ms"], writes),
         "aqu_sz": _div(counters["weighted_ms"], dt_s * 1000),
-        "util_pct": _div(counters["io_ms"] * 100.0, dt_s * 1000),
+        "util_pct": None if util is None else min(util, 100.0),
     }
 
 
