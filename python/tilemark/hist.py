@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 SUB_BUCKET_BITS = 6
 SUB_BUCKETS = 1 << SUB_BUCKET_BITS  # 64 buckets per power of two
 MAX_VALUE_NS = 1 << 42
+# The latency figures the results files keep per histogram (Histogram.stats), in this order.
+LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")
 
 
 def bucket_index(value_ns: int) -> int:
@@ -117,6 +119,16 @@ class Histogram:
 
     def percentiles(self, ps: Iterable[float]) -> dict[float, float | None]:
         return {p: self.percentile(p) for p in ps}
+
+    def stats(self) -> dict[str, float | None]:
+        """The LATENCY_STATS in ns (None when empty)."""
+        return {
+            "mean": self.mean(),
+            "p50": self.percentile(50.0),
+            "p99": self.percentile(99.0),
+            "p999": self.percentile(99.9),
+            "max": float(self.max) if self.n else None,
+        }
 
 
 def latency_hist(op: dict | None) -> Histogram:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tilemark.hist import Histogram, latency_hist
+from tilemark.hist import LATENCY_STATS, Histogram, latency_hist
 from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY
 
 OP_KINDS = ("read", "write", "sync")
@@ -25,7 +25,6 @@ DATA_OPS = ("read", "write")
 TARGETS_FILE = "targets.parquet"
 TARGETS_LOG = "targets.arrows"
 
-_LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")
 TARGET_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -39,7 +38,7 @@ TARGET_SCHEMA = pa.schema(
         ("ops", pa.int64()),
         ("bytes", pa.int64()),
         ("errors", pa.int64()),
-        *[(f"latency_{s}_us", pa.float64()) for s in _LATENCY_STATS],
+        *[(f"latency_{s}_us", pa.float64()) for s in LATENCY_STATS],
         ("latency_hist", pa.string()),
     ],
     metadata={VERSION_KEY: str(SCHEMA_VERSION).encode()},
@@ -151,14 +150,7 @@ def summarize_targets(
             "errors": sum(a.error_count() for a in accs.values()),
         }
         for kind, acc in (("read", read), ("write", write)):
-            h = acc.hist
-            row[f"{kind}_latency"] = {
-                "mean_ms": _ms(h.mean()),
-                "p50_ms": _ms(h.percentile(50.0)),
-                "p99_ms": _ms(h.percentile(99.0)),
-                "p999_ms": _ms(h.percentile(99.9)),
-                "max_ms": _ms(float(h.max)) if h.n else None,
-            }
+            row[f"{kind}_latency"] = {f"{k}_ms": _ms(v) for k, v in acc.hist.stats().items()}
         out.append(row)
     return out
 
@@ -214,13 +206,6 @@ def target_rows(run_id: str, plan: dict[str, Any], snapshot: dict[str, Any]) -> 
             if not acc.ops and not acc.error_count():
                 continue
             h = acc.hist
-            values = {
-                "mean": h.mean(),
-                "p50": h.percentile(50.0),
-                "p99": h.percentile(99.0),
-                "p999": h.percentile(99.9),
-                "max": float(h.max) if h.n else None,
-            }
             mine.append(
                 {
                     **head,
@@ -229,7 +214,8 @@ def target_rows(run_id: str, plan: dict[str, Any], snapshot: dict[str, Any]) -> 
                     "bytes": acc.bytes,
                     "errors": acc.error_count(),
                     **{
-                        f"latency_{k}_us": None if v is None else v / 1e3 for k, v in values.items()
+                        f"latency_{k}_us": None if v is None else v / 1e3
+                        for k, v in h.stats().items()
                     },
                     "latency_hist": json.dumps(h.to_json(), separators=(",", ":")) if h.n else None,
                 }

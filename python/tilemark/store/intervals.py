@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tilemark.hist import Histogram
+from tilemark.hist import LATENCY_STATS, Histogram
 
 INTERVALS_FILE = "intervals.parquet"
 INTERVAL_LOG = "intervals.arrows"
@@ -43,7 +43,6 @@ VERSION_KEY = b"tilemark.schema_version"
 SCHEMA_VERSION = 4
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
-_LATENCY_STATS = ("mean", "p50", "p99", "p999", "max")
 INTERVAL_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
@@ -58,8 +57,8 @@ INTERVAL_SCHEMA = pa.schema(
         ("bytes", pa.int64()),
         ("errors", pa.int64()),
         ("errors_json", pa.string()),
-        *[(f"service_{s}_us", pa.float64()) for s in _LATENCY_STATS],
-        *[(f"response_{s}_us", pa.float64()) for s in _LATENCY_STATS],
+        *[(f"service_{s}_us", pa.float64()) for s in LATENCY_STATS],
+        *[(f"response_{s}_us", pa.float64()) for s in LATENCY_STATS],
         ("lag_max_ns", pa.int64()),
         ("behind_ios", pa.int64()),
         ("service_hist", pa.string()),
@@ -89,14 +88,7 @@ def describe_os_error(exc: OSError) -> str:
 
 
 def _latency_us(hist: dict | None, prefix: str) -> dict[str, float | None]:
-    h = Histogram.from_json(hist)
-    values = {
-        "mean": h.mean(),
-        "p50": h.percentile(50.0),
-        "p99": h.percentile(99.0),
-        "p999": h.percentile(99.9),
-        "max": float(h.max) if h.n else None,
-    }
+    values = Histogram.from_json(hist).stats()
     return {f"{prefix}_{k}_us": (None if v is None else v / 1e3) for k, v in values.items()}
 
 
