@@ -21,6 +21,15 @@ import pytest
 BLKIO = Path("/sys/fs/cgroup/blkio")
 
 
+def ram_dir() -> Path:
+    """/dev/shm, the tmpfs every Linux system mounts: files there are RAM-speed targets and
+    loop-device backings. Its absence is a broken test machine, not a reason to skip."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.fail("/dev/shm (tmpfs) is missing: the RAM-backed targets of this test need it")
+    return shm
+
+
 def need_root() -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root (loop devices, cgroups)")

@@ -13,7 +13,7 @@ import pytest
 
 from tilemark.cli import main
 
-from .rigs import loop_device, need_root
+from .rigs import loop_device, need_root, ram_dir
 
 MiB = 1 << 20
 HEADER = 4096  # a tilemark file's data area starts after its marker header
@@ -30,9 +30,7 @@ def _run_doc(results: Path) -> tuple[dict, Path]:
 
 
 def _shm(tmp_path: Path, name: str) -> Path:
-    if not Path("/dev/shm").is_dir():
-        pytest.skip("no /dev/shm (tmpfs)")
-    return Path("/dev/shm") / f"tilemark-{os.getpid()}-{tmp_path.name}-{name}"
+    return ram_dir() / f"tilemark-{os.getpid()}-{tmp_path.name}-{name}"
 
 
 def _blocks(path: Path) -> list[bytes]:

@@ -19,7 +19,7 @@ from tilemark import envinfo
 from tilemark import telemetry as tm
 from tilemark.cli import main
 
-from .rigs import loop_device, need_root, small_filesystem
+from .rigs import loop_device, need_root, ram_dir, small_filesystem
 from .test_report_browser import browser, check_report  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.root
@@ -36,10 +36,7 @@ def _run(tmp_path: Path, *args: str) -> tuple[dict, Path]:
 
 
 def _backing_on_tmpfs(tmp_path: Path) -> Path:
-    shm = Path("/dev/shm")
-    if not shm.is_dir():
-        pytest.skip("no /dev/shm (tmpfs)")
-    return shm / f"tilemark-telemetry-{tmp_path.name}.img"
+    return ram_dir() / f"tilemark-telemetry-{tmp_path.name}.img"
 
 
 def test_o_direct_on_a_loop_device_matches_the_device_iops(tmp_path):

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 
 from tilemark import datareduction, engine
 
 from .engine_helpers import MiB, plan, run, stream
-from .rigs import failing_storage
+from .rigs import failing_storage, ram_dir
 
 TARGET_ID = 0x5EED
 
@@ -25,9 +24,7 @@ def verify_spec(prior: str = "verified", epoch: int = 1) -> dict:
 
 @pytest.fixture
 def shm_file():
-    path = Path(f"/dev/shm/tilemark-verify-{os.getpid()}-{time.monotonic_ns()}.dat")
-    if not path.parent.is_dir():
-        pytest.skip("/dev/shm is not available")
+    path = ram_dir() / f"tilemark-verify-{os.getpid()}-{time.monotonic_ns()}.dat"
     yield path
     path.unlink(missing_ok=True)
 
