@@ -95,6 +95,11 @@ pub enum Arrival {
         #[serde(default)]
         rate_bps: Option<f64>,
         dist: Dist,
+        /// The first IO is due exactly when the stream's phase starts, as for every other
+        /// stream started with it (clients in step). By default it is due at a random point of
+        /// the first gap (stream.rs).
+        #[serde(default)]
+        in_step: bool,
     },
 }
 

@@ -282,12 +282,33 @@ impl StreamState {
         let (start_ns, stop_ns) = spec.active_ns();
         let schedule = match &spec.arrival {
             Arrival::Closed => None,
-            Arrival::Open { dist, .. } => Some(Schedule {
-                mean_gap_ns: 1e9 / spec.rate_iops().expect("validated open rate"),
-                poisson: *dist == Dist::Poisson,
-                // An open-loop schedule starts with the stream's phase.
-                next_intended_ns: start_ns as f64,
-            }),
+            Arrival::Open { dist, in_step, .. } => {
+                let mean_gap_ns = 1e9 / spec.rate_iops().expect("validated open rate");
+                let poisson = *dist == Dist::Poisson;
+                // The first IO is due at a random point after the stream's phase starts: the
+                // streams of a run are independent clients, not one clock. Started together,
+                // 1,000 streams at 20 IOPS each issued 1,000 IOs at once every 50 ms, and the
+                // queue that burst built up was reported as the storage's response time
+                // (bench/README.md). A Poisson stream's first arrival is exponential, as for
+                // any Poisson process observed from a fixed time; a constant-rate stream's is
+                // uniform over its first gap. Drawn from a generator of its own, so the
+                // stream's offsets and sizes do not change with it. `in_step` keeps the old
+                // behaviour (the worker tests use it to know every issue time exactly).
+                let mut phase =
+                    Rng::new(spec.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ !(index as u64));
+                let first = if *in_step {
+                    0.0
+                } else if poisson {
+                    phase.exp1()
+                } else {
+                    phase.next_f64()
+                };
+                Some(Schedule {
+                    mean_gap_ns,
+                    poisson,
+                    next_intended_ns: start_ns as f64 + first * mean_gap_ns,
+                })
+            }
         };
         let fsync_every = match spec.sync {
             SyncMode::Fsync { every } => every,
@@ -681,7 +702,7 @@ mod tests {
     #[test]
     fn constant_schedule_has_exact_gaps() {
         let mut s = state(&spec(&base(
-            r#","arrival":{"kind":"open","rate_iops":4000,"dist":"constant"}"#,
+            r#","arrival":{"kind":"open","rate_iops":4000,"dist":"constant","in_step":true}"#,
         )));
         let mut rng = Rng::new(1);
         let sched = s.schedule.as_mut().unwrap();
@@ -836,11 +857,59 @@ mod tests {
         let s = state(&spec(
             r#","arrival":{"kind":"open","rate_iops":1000,"dist":"constant"},"start_ms":100,"stop_ms":200"#,
         ));
-        assert_eq!(s.schedule.as_ref().unwrap().next_due(), 100_000_000);
+        let first = s.schedule.as_ref().unwrap().next_due();
+        assert!(
+            (100_000_000..101_000_000).contains(&first),
+            "the first IO falls in the first 1 ms gap after the start: {first}"
+        );
         assert!(!s.active(99_999_999) && s.active(100_000_000) && !s.active(200_000_000));
         assert_eq!(s.behind(50_000_000), 0, "nothing due before start");
-        assert_eq!(s.behind(150_000_000), 51);
+        assert_eq!(s.behind(first + 49_500_000), 50);
         assert_eq!(s.behind(900_000_000), 100, "nothing due after stop");
+    }
+
+    #[test]
+    fn open_loop_streams_start_out_of_step() {
+        // 1,000 streams at 20 IOPS (50 ms apart): their first IOs spread over the first 50 ms
+        // instead of all falling due at once.
+        let gap = 50_000_000u64;
+        let firsts = |dist: &str| -> Vec<u64> {
+            let sp = spec(&format!(
+                r#","arrival":{{"kind":"open","rate_iops":20,"dist":"{dist}"}}"#
+            ));
+            (0..1000)
+                .map(|i| {
+                    let st = StreamState::new(i, &sp, &[TargetFiles::default()]);
+                    st.schedule.unwrap().next_due()
+                })
+                .collect()
+        };
+        let constant = firsts("constant");
+        assert!(constant.iter().all(|&t| t < gap));
+        let per_tenth = |ts: &[u64]| {
+            let mut n = [0u32; 10];
+            for &t in ts {
+                n[((t * 10 / gap) as usize).min(9)] += 1;
+            }
+            n
+        };
+        // Uniform: about 100 in each tenth of the gap.
+        assert!(
+            per_tenth(&constant)
+                .iter()
+                .all(|&n| (60..=140).contains(&n)),
+            "{:?}",
+            per_tenth(&constant)
+        );
+        // Poisson: exponential first arrivals, mean one gap.
+        let poisson = firsts("poisson");
+        let mean = poisson.iter().sum::<u64>() as f64 / 1000.0;
+        assert!(
+            (0.85..1.15).contains(&(mean / gap as f64)),
+            "mean first arrival {mean}"
+        );
+        // Reproducible: the same plan gives the same phases.
+        assert_eq!(constant, firsts("constant"));
     }
 
     #[test]

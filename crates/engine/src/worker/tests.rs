@@ -154,7 +154,7 @@ fn closed_loop_over_null_issues_exactly_each_streams_io_limit() {
 #[test]
 fn open_loop_issues_every_scheduled_io_and_warmup_is_not_totalled() {
     let open = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000,
-        "dist": "constant"}, "qd": 8});
+        "dist": "constant", "in_step": true}, "qd": 8});
     let clock = RunClock::manual(1000 * MS, Some(3000 * MS), 1000 * MS);
     let out = run(
         streams(&[spec(open)]),
@@ -226,7 +226,7 @@ fn ios_count_in_the_interval_where_they_complete() {
 fn an_open_loop_stream_that_falls_behind_reports_lag_and_response_time() {
     // 1,000 IOs/s requested, one at a time, each taking 2.5 ms: 400 IOs/s are possible.
     let open = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000,
-        "dist": "constant"}, "qd": 1});
+        "dist": "constant", "in_step": true}, "qd": 1});
     let (backend, _) = scripted(latency(2_500_000));
     let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
     let out = run(streams(&[spec(open)]), backend, &clock);
@@ -327,7 +327,7 @@ fn streams_on_one_thread_keep_their_own_statistics() {
         spec(serde_json::json!({"qd": 1, "read_pct": 0})),
         spec(
             serde_json::json!({"arrival": {"kind": "open", "rate_iops": 100,
-            "dist": "constant"}}),
+            "dist": "constant", "in_step": true}}),
         ),
     ];
     let (backend, log) = scripted(latency(MS));
@@ -557,7 +557,7 @@ fn a_closed_loop_stream_issues_only_inside_its_phase() {
 #[test]
 fn an_open_loop_stream_schedules_only_inside_its_phase() {
     let phased = serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000,
-        "dist": "constant"}, "qd": 8, "start_ms": 250, "stop_ms": 750});
+        "dist": "constant", "in_step": true}, "qd": 8, "start_ms": 250, "stop_ms": 750});
     let clock = RunClock::manual(0, Some(1000 * MS), 250 * MS);
     let out = run(
         streams(&[spec(phased)]),
