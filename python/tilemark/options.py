@@ -447,8 +447,9 @@ OPTIONS: tuple[Option, ...] = (
     _o("rate_bytes", "stream", "Open loop at this byte rate: 100MB/s (10^6), 100MiB/s or 100m "
        "(binary).", flag="--rate-bytes", metavar="RATE", modes=WORKLOAD, toml=True,
        parse=parse_byte_rate),
-    _o("arrival", "stream", "closed, constant or poisson. Open-loop streams start out of step: each "
-       "one's first IO is due at a random point of its first gap.", flag="--arrival", metavar="KIND",
+    _o("arrival", "stream", "closed, constant or poisson. Open-loop streams start out of step: "
+       "each one's first IO is due at a random point of its first gap.", flag="--arrival",
+       metavar="KIND",
        modes=WORKLOAD | {CURVE}, toml=True, parse=choice(ARRIVALS),
        default="closed without a rate, constant with one"),
     _o("burst", "stream", "Issue IOS IOs, wait for them, pause: 10/5ms.", flag="--burst",
