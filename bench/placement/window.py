@@ -1,0 +1,81 @@
+"""Run a command; over a window in the middle of its run, report its IOPS on a block device
+(from /proc/diskstats, not the tool's own figures) and its process tree's CPU per IO, with each
+busy thread's share and voluntary context switches (sleeps).
+
+    python3 window.py SECONDS DEVICE -- COMMAND...
+
+The window starts 2.5 s after COMMAND does (past start-up and warm-up) and lasts SECONDS.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+
+def tree(pid: int) -> list[int]:
+    out = [pid]
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                for c in f.read().split():
+                    out += tree(int(c))
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def sample(root: int) -> dict[tuple[int, int], tuple[str, int, int]]:
+    """(pid, tid) -> (name, CPU ns, voluntary context switches) for the whole tree."""
+    res = {}
+    for pid in tree(root):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            continue
+        for t in tids:
+            try:
+                with open(f"/proc/{pid}/task/{t}/stat") as f:
+                    st = f.read()
+                with open(f"/proc/{pid}/task/{t}/schedstat") as f:
+                    cpu_ns = int(f.read().split()[0])
+                with open(f"/proc/{pid}/task/{t}/status") as f:
+                    vol = int(f.read().split("voluntary_ctxt_switches:")[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            res[(pid, int(t))] = (st[st.index("(") + 1 : st.rindex(")")], cpu_ns, vol)
+    return res
+
+
+def ios(dev: str) -> int:
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == dev:
+                return int(fields[3]) + int(fields[7])
+    raise SystemExit(f"{dev}: not in /proc/diskstats")
+
+
+def main() -> None:
+    secs, dev = float(sys.argv[1]), os.path.basename(sys.argv[2])
+    cmd = sys.argv[sys.argv.index("--") + 1 :]
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2.5)
+    i0, a, t0 = ios(dev), sample(p.pid), time.monotonic()
+    time.sleep(secs)
+    b, t1, i1 = sample(p.pid), time.monotonic(), ios(dev)
+    p.wait()
+    dt = t1 - t0
+    busy = []
+    for k, (name, ns, vol) in sorted(b.items()):
+        if k in a and (ns - a[k][1]) / 1e9 / dt > 0.01:
+            share = (ns - a[k][1]) / 1e7 / dt
+            busy.append(f"{name} {share:.0f}% ({(vol - a[k][2]) / dt:,.0f} sleeps/s)")
+    iops = (i1 - i0) / dt
+    cpu = sum(ns - a[k][1] for k, (_, ns, _) in b.items() if k in a) / 1e9 / dt
+    head = f"IOPS {iops:9,.0f}  CPU/IO {cpu / iops * 1e6:5.2f} us  tree CPU {cpu * 100:4.0f}%"
+    print(head + "  " + ", ".join(busy))
+
+
+if __name__ == "__main__":
+    main()
