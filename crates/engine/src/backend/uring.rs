@@ -396,7 +396,8 @@ const SAME_IOPS: f64 = 0.03;
 /// wait whether a spin would catch a completion sooner than a sleep, but not what a spin does
 /// to the rest of the machine. On the development VM (bench/README.md) spinning raised a deep
 /// queue's IOPS by a third; but where the device's completion work ran on the engine's own
-/// CPU, spinning took that CPU from it and lowered the IOPS (70k against 85k at QD1). So every
+/// CPU, spinning took that CPU from it and lowered the IOPS (61k-65k against 84k-86k without
+/// spinning, at QD1 with the engine and the device's worker on one CPU). So every
 /// `SETTLED_NS` the judge runs a trial: eight `EPOCH_NS` epochs, half with the poller as it is
 /// and half never spinning, in ABBA order, measured by completions per second and the
 /// thread's CPU time per completion. A benchmark must first not under-report the storage, so
