@@ -360,3 +360,25 @@ def test_finish_twice_is_refused(tmp_path):
     with pytest.raises(rundoc.StoreError, match="already finished"):
         w.finish(None, summary=None, complete=True)
     assert os.path.isfile(w.path / "run.json")
+
+
+def test_the_interval_log_imports_nothing_once_the_run_has_started(tmp_path):
+    # A module imported during a run costs CPU next to the engine's threads: pyarrow's first
+    # from_pylist imports pandas (0.27 s of CPU on the development VM). Creating the log, before
+    # the engine starts, must already have paid for everything that writing batches needs.
+    script = f"""
+import sys
+from pathlib import Path
+from tilemark.store.intervals import IntervalLog, LOG_SPAN_NS
+log = IntervalLog(Path({str(tmp_path / "intervals.arrows")!r}))
+before = set(sys.modules)
+log.add([], 0, LOG_SPAN_NS)
+log.add([{{"interval": 0}}], LOG_SPAN_NS, 2 * LOG_SPAN_NS)
+log.close()
+print(sorted(set(sys.modules) - before))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]", f"imported during the run: {out[:300]}"
+    assert (tmp_path / "intervals.arrows").stat().st_size > 0

@@ -216,6 +216,10 @@ class IntervalLog:
             self._pending, schema, options=pa.ipc.IpcWriteOptions(compression="zstd")
         )
         self._schema = schema.serialize().to_pybytes()
+        # pyarrow imports pandas on the first from_pylist of the process: 0.27 s of CPU that
+        # fell on the first interval flush, while the engine ran (on a 2-CPU VM, a tenth of a
+        # CPU for the first seconds; bench/README.md). Pay it now, before the run starts.
+        pa.RecordBatch.from_pylist([], schema=schema)
         self._size = 0  # bytes of complete messages on disk
         self._rows: list[dict[str, Any]] = []
         self._span_start: int | None = None
