@@ -1,6 +1,6 @@
-"""Run a command; over a window in the middle of its run, report its IOPS on a block device
-(from /proc/diskstats, not the tool's own figures) and its process tree's CPU per IO, with each
-busy thread's share and voluntary context switches (sleeps).
+"""Run a command; over a window in the middle of its run, report its IOPS and MB/s on a block
+device (from /proc/diskstats, not the tool's own figures) and its process tree's CPU per IO,
+with each busy thread's share and voluntary context switches (sleeps).
 
     python3 window.py SECONDS DEVICE -- COMMAND...
 
@@ -47,12 +47,15 @@ def sample(root: int) -> dict[tuple[int, int], tuple[str, int, int]]:
     return res
 
 
-def ios(dev: str) -> int:
+def ios(dev: str) -> tuple[int, int]:
+    """IOs as the tools issued them (requests completed plus IOs merged into them by the block
+    layer: a tool that submits sequential IOs together gets them merged, one that submits them
+    one at a time does not), and bytes."""
     with open("/proc/diskstats") as f:
         for line in f:
-            fields = line.split()
-            if fields[2] == dev:
-                return int(fields[3]) + int(fields[7])
+            x = line.split()
+            if x[2] == dev:
+                return int(x[3]) + int(x[4]) + int(x[7]) + int(x[8]), (int(x[5]) + int(x[9])) * 512
     raise SystemExit(f"{dev}: not in /proc/diskstats")
 
 
@@ -71,9 +74,10 @@ def main() -> None:
         if k in a and (ns - a[k][1]) / 1e9 / dt > 0.01:
             share = (ns - a[k][1]) / 1e7 / dt
             busy.append(f"{name} {share:.0f}% ({(vol - a[k][2]) / dt:,.0f} sleeps/s)")
-    iops = (i1 - i0) / dt
+    iops, mbps = (i1[0] - i0[0]) / dt, (i1[1] - i0[1]) / dt / 1e6
     cpu = sum(ns - a[k][1] for k, (_, ns, _) in b.items() if k in a) / 1e9 / dt
-    head = f"IOPS {iops:9,.0f}  CPU/IO {cpu / iops * 1e6:5.2f} us  tree CPU {cpu * 100:4.0f}%"
+    head = f"IOPS {iops:9,.0f}  MB/s {mbps:7,.0f}  CPU/IO {cpu / iops * 1e6:5.2f} us"
+    head += f"  tree CPU {cpu * 100:4.0f}%"
     print(head + "  " + ", ".join(busy))
 
 
