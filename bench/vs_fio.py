@@ -382,6 +382,7 @@ class Settings:
     region_length: int = 0
     target: str = rel(SCRATCH)  # what both tools are pointed at: the scratch file or a device
     device: bool = False  # target is a block device: data area at 0, tilemark gets --size
+    pin: int | None = None  # --pin: both tools run on this CPU (taskset)
 
 
 def workload_file(case: Case) -> Path:
@@ -587,6 +588,8 @@ class RunRecord:
 def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunRecord:
     seed = random.SystemRandom().randrange(1, 2**31)
     cmd = tilemark_cmd(case, s, seed) if tool == "tilemark" else fio_cmd(case, s)
+    if s.pin is not None:
+        cmd = ["taskset", "-c", str(s.pin), *cmd]
     record = RunRecord(rep=rep, case=case.key, tool=tool, position=position, cmd=cmd)
     # tilemark stores results (run.json, Parquet, catalog) after each run; flush them and let
     # the device settle so that writeback does not land in whichever run comes next.
@@ -835,6 +838,30 @@ def ramdisk(size: int) -> Iterator[dict[str, Any]]:
             signal.signal(signal.SIGINT, sigint)
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
+
+
+WORKQUEUE_CPUMASK = Path("/sys/devices/virtual/workqueue/cpumask")
+
+
+@contextmanager
+def pinned_workqueues(cpu: int | None) -> Iterator[None]:
+    """With --pin: the kernel's unbound workqueues (a loop device's worker among them) on `cpu`
+    for the run, restored at exit. Both tools then run where the device's completion work
+    runs, one scheduler state for both, so the engines are compared rather than where the
+    scheduler happened to put them (bench/README.md, "One scheduler state for both tools")."""
+    if cpu is None:
+        yield
+        return
+    if os.geteuid() != 0:
+        raise SetupError("--pin needs root (it sets the unbound workqueues' CPU mask)")
+    if not 0 <= cpu < (os.cpu_count() or 1):
+        raise SetupError(f"--pin must be a CPU number from 0 to {(os.cpu_count() or 1) - 1}")
+    old = WORKQUEUE_CPUMASK.read_text().strip()
+    WORKQUEUE_CPUMASK.write_text(f"{1 << cpu:x}\n")
+    try:
+        yield
+    finally:
+        WORKQUEUE_CPUMASK.write_text(old + "\n")
 
 
 def _remove_ramdisk(losetup: str, image: Path, device: str | None) -> None:
@@ -1247,6 +1274,14 @@ def markdown_report(doc: dict[str, Any], tables: str) -> str:
             f"- {o['reps']} repetitions, {o['duration']:g} s measured after {o['warmup']:g} s "
             f"warm-up, one job / one thread per tool unless the case says otherwise, tools "
             f"alternating (first tool flips per case and per repetition)",
+            *(
+                [
+                    f"- pinned: both tools (taskset) and the kernel's unbound workqueues on CPU "
+                    f"{o['pin']} (one scheduler state for both; bench/README.md)"
+                ]
+                if o.get("pin") is not None
+                else []
+            ),
             "- CPU/IO window: process-tree CPU over the measurement phase minus 0.5 s at each end, "
             "per IO; whole-process: wait4 rusage over the tool's measured IOs (includes startup, "
             "warm-up, teardown, and for tilemark the Python interpreter). See bench/README.md.",
@@ -1302,6 +1337,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         metavar="SIZE",
         help=f"(root) run as --device on a loop device over SIZE (e.g. 1g) of random data in "
         f"{RAMDISK_IMAGE}; detached and removed at the end",
+    )
+    p.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        default=None,
+        help="(root, with --device/--ramdisk) run both tools on CPU with the kernel's unbound "
+        "workqueues, where a loop device's worker runs; restored at the end. One scheduler "
+        "state for both tools (bench/README.md)",
     )
     p.add_argument("--reps", type=int, default=3, help="repetitions of every case (default 3)")
     p.add_argument(
@@ -1450,15 +1494,20 @@ def main(argv: list[str] | None = None) -> int:
             reps=args.reps,
         )
         check_tilemark(s)
+        if args.pin is not None:
+            if not (args.device or args.ramdisk):
+                raise SetupError("--pin needs --device or --ramdisk (a loop device's worker)")
+            s.pin = args.pin
         if args.ramdisk:
-            with ramdisk(args.ramdisk) as ram:
+            with ramdisk(args.ramdisk) as ram, pinned_workqueues(args.pin):
                 target = prepare_device(s, ram["device"], args.size)
                 target["ramdisk"] = ram
                 return run_cases(args, s, cases, None, target, skipped, "ramdisk")
         if args.device:
             target = prepare_device(s, args.device, args.size)
             label = "dev-" + re.sub(r"[^A-Za-z0-9_.-]", "_", Path(args.device).name)
-            return run_cases(args, s, cases, None, target, skipped, label)
+            with pinned_workqueues(args.pin):
+                return run_cases(args, s, cases, None, target, skipped, label)
         scratch = prepare_scratch(s, args.reuse)
     except SetupError as exc:
         print(f"vs_fio: {exc}.", file=sys.stderr)
@@ -1511,6 +1560,7 @@ def run_cases(
         options.update(
             device=args.device,
             ramdisk=args.ramdisk,
+            pin=args.pin,
             target_label=label,
             skipped_cases=skipped,
         )
