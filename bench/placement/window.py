@@ -11,24 +11,16 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
-
-def tree(pid: int) -> list[int]:
-    out = [pid]
-    try:
-        for t in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{t}/children") as f:
-                for c in f.read().split():
-                    out += tree(int(c))
-    except FileNotFoundError:
-        pass
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from vs_fio import _tree_pids as tree_pids  # noqa: E402  (the same process-tree walk)
 
 
 def sample(root: int) -> dict[tuple[int, int], tuple[str, int, int]]:
     """(pid, tid) -> (name, CPU ns, voluntary context switches) for the whole tree."""
     res = {}
-    for pid in tree(root):
+    for pid in tree_pids(root):
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except FileNotFoundError:
@@ -76,7 +68,8 @@ def main() -> None:
             busy.append(f"{name} {share:.0f}% ({(vol - a[k][2]) / dt:,.0f} sleeps/s)")
     iops, mbps = (i1[0] - i0[0]) / dt, (i1[1] - i0[1]) / dt / 1e6
     cpu = sum(ns - a[k][1] for k, (_, ns, _) in b.items() if k in a) / 1e9 / dt
-    head = f"IOPS {iops:9,.0f}  MB/s {mbps:7,.0f}  CPU/IO {cpu / iops * 1e6:5.2f} us"
+    per_io = f"{cpu / iops * 1e6:5.2f} us" if iops else "-- (no IO)"
+    head = f"IOPS {iops:9,.0f}  MB/s {mbps:7,.0f}  CPU/IO {per_io}"
     head += f"  tree CPU {cpu * 100:4.0f}%"
     print(head + "  " + ", ".join(busy))
 
