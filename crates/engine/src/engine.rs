@@ -19,7 +19,7 @@ use crate::error::{EngineError, Result};
 use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
-use crate::stream::{StreamState, TargetFiles};
+use crate::stream::{BlockStamp, StreamState, TargetFiles};
 use crate::verify::{Findings, TargetVerify};
 use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
 
@@ -129,10 +129,11 @@ impl Engine {
                 offset: t.offset,
                 file,
                 file_dsync,
-                verify: t
-                    .verify
-                    .as_ref()
-                    .map(|v| (v.target_id, v.block_size as usize)),
+                verify: t.verify.as_ref().map(|v| BlockStamp {
+                    target_id: v.target_id,
+                    block: v.block_size as usize,
+                    epoch: v.epoch,
+                }),
             });
         }
         let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();

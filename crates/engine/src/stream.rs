@@ -2,7 +2,7 @@
 //! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
 
 use crate::buf::AlignedBuf;
-use crate::data::{BlockGen, DedupePlan, Layout};
+use crate::data::{mix64, BlockGen, DedupePlan, Layout};
 use crate::plan::{Arrival, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::rng::{Rng, Zipf};
 use crate::stats::{OpKind, StreamStats};
@@ -106,8 +106,18 @@ pub struct TargetFiles {
     /// File-table indices for plain and O_DSYNC access.
     pub file: u32,
     pub file_dsync: u32,
-    /// With verification: (target identity, verification block size).
-    pub verify: Option<(u64, usize)>,
+    /// With verification: how the target's blocks are stamped.
+    pub verify: Option<BlockStamp>,
+}
+
+/// What a verified target's blocks carry that the stream's block generator needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockStamp {
+    pub target_id: u64,
+    /// Verification block size in bytes.
+    pub block: usize,
+    /// The verified run writing (docs/verification.md): part of the content keys' seed.
+    pub epoch: u32,
 }
 
 /// One region of a stream: which target, where, and its own placement state (a sequential
@@ -551,16 +561,27 @@ impl StreamState {
 /// The block generator of a stream: 4 KiB blocks, or the verification block of its targets
 /// (the plan requires every target of a stream to be verified alike). Pool copies are
 /// prepared for its first target; the worker re-labels one written to another.
-fn block_gen(spec: &StreamSpec, verify: Option<(u64, usize)>) -> BlockGen {
-    let (target_id, block) = verify.unwrap_or((0, 4096));
+///
+/// The content keys follow from the stream's seed and, with verification, the epoch: two
+/// verified runs with the same seed write different bytes, so a sector left from the earlier
+/// run (a torn or lost write) cannot pass for the later one's. Runs stay reproducible: the
+/// same seed and epoch give the same keys.
+fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
+    let (target_id, block, epoch) =
+        verify.map_or((0, 4096, 0), |v| (v.target_id, v.block, v.epoch));
     let layout = Layout::new(block, spec.compress_pct, verify.is_some());
     let length: u64 = spec.regions.iter().map(|r| r.length).sum();
     let dedupe = DedupePlan::new(spec.dedupe_ratio, length / block as u64);
+    let epoch_salt = if epoch == 0 {
+        0
+    } else {
+        mix64(0x6570_6f63_6800_0000 ^ epoch as u64)
+    };
     BlockGen::new(
         layout,
         dedupe,
         target_id,
-        spec.seed ^ (spec.regions[0].target as u64) << 32,
+        spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
 }
 

@@ -2,14 +2,14 @@
 //! IOs out of order: overlapping writes and reads race as on a device, deterministically.
 
 use std::sync::mpsc::channel;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::backend::{Backend, Completion, IoReq, Op};
 use crate::clock::RunClock;
 use crate::plan::{Plan, StreamSpec};
 use crate::rng::Rng;
-use crate::stream::TargetFiles;
+use crate::stream::{BlockStamp, TargetFiles};
 use crate::verify::{Prior, TargetVerify, VerifySpec};
 
 const MS: u64 = 1_000_000;
@@ -19,7 +19,7 @@ const TARGET_ID: u64 = 0xFEED;
 /// A device in memory. Each request transfers its data when it completes, a random number of
 /// submits after it was queued, so writes to one block land in any order.
 struct MemBackend {
-    image: Vec<u8>,
+    image: Arc<Mutex<Vec<u8>>>,
     pending: Vec<(IoReq, u32)>,
     rng: Rng,
     /// Reads of this offset come back with one bit flipped.
@@ -30,9 +30,9 @@ struct MemBackend {
 unsafe impl Send for MemBackend {}
 
 impl MemBackend {
-    fn new(damaged: Option<u64>) -> Self {
+    fn new(image: Arc<Mutex<Vec<u8>>>, damaged: Option<u64>) -> Self {
         MemBackend {
-            image: vec![0; REGION as usize],
+            image,
             pending: Vec::new(),
             rng: Rng::new(11),
             damaged,
@@ -44,10 +44,11 @@ impl MemBackend {
         let len = req.len as usize;
         // SAFETY (test): the worker keeps `buf` alive and untouched until this completion.
         let buf = unsafe { std::slice::from_raw_parts_mut(req.buf, len) };
+        let mut image = self.image.lock().unwrap();
         match req.op {
-            Op::Write => self.image[at..at + len].copy_from_slice(buf),
+            Op::Write => image[at..at + len].copy_from_slice(buf),
             Op::Read => {
-                buf.copy_from_slice(&self.image[at..at + len]);
+                buf.copy_from_slice(&image[at..at + len]);
                 if let Some(d) = self.damaged {
                     if (req.offset..req.offset + len as u64).contains(&d) {
                         buf[(d - req.offset) as usize + 300] ^= 1;
@@ -95,7 +96,11 @@ const TARGETS: [TargetFiles; 1] = [TargetFiles {
     offset: 0,
     file: 0,
     file_dsync: 0,
-    verify: Some((TARGET_ID, 4096)),
+    verify: Some(BlockStamp {
+        target_id: TARGET_ID,
+        block: 4096,
+        epoch: 1,
+    }),
 }];
 
 fn spec(seed: u64) -> StreamSpec {
@@ -112,13 +117,24 @@ fn spec(seed: u64) -> StreamSpec {
 }
 
 fn run(damaged: Option<u64>, limits: Limits) -> (ThreadResult, u64) {
+    let image = Arc::new(Mutex::new(vec![0; REGION as usize]));
+    run_on(image, 1, damaged, limits)
+}
+
+/// Four streams (seeds 1 to 4) for 300 ms as verified run `epoch`, on `image`.
+fn run_on(
+    image: Arc<Mutex<Vec<u8>>>,
+    epoch: u32,
+    damaged: Option<u64>,
+    limits: Limits,
+) -> (ThreadResult, u64) {
     let verify = Arc::new(
         TargetVerify::new(
             0,
             0,
             VerifySpec {
                 target_id: TARGET_ID,
-                epoch: 1,
+                epoch,
                 block_size: 4096,
                 prior: Prior::Unknown,
                 journal: None,
@@ -128,12 +144,20 @@ fn run(damaged: Option<u64>, limits: Limits) -> (ThreadResult, u64) {
         )
         .unwrap(),
     );
+    let targets = [TargetFiles {
+        verify: Some(BlockStamp {
+            target_id: TARGET_ID,
+            block: 4096,
+            epoch,
+        }),
+        ..TARGETS[0]
+    }];
     let streams = (0..4)
-        .map(|i| StreamState::new(i, &spec(i as u64 + 1), &TARGETS))
+        .map(|i| StreamState::new(i, &spec(i as u64 + 1), &targets))
         .collect();
     let clock = RunClock::manual(0, Some(300 * MS), 100 * MS);
     let (tx, _rx) = channel();
-    let result = Worker::new(0, streams, Box::new(MemBackend::new(damaged)))
+    let result = Worker::new(0, streams, Box::new(MemBackend::new(image, damaged)))
         .with_limits(limits)
         .with_verify(vec![Some(verify)])
         .run(clock.clone(), tx)
@@ -168,4 +192,34 @@ fn a_damaged_read_is_a_finding_at_its_offset_and_stops_the_run() {
     let f = &r.findings.findings[0];
     assert_eq!((f.class.name(), f.offset), ("corrupt", 13 * 4096));
     assert_eq!(r.stop_reason, Some(crate::stop::StopReason::Findings));
+}
+
+/// The 8-byte stamps at the start of sectors 1 to 7 of each block: the content keys.
+fn stamps(image: &[u8]) -> Vec<[u8; 8]> {
+    image
+        .chunks_exact(4096)
+        .flat_map(|b| (1..8).map(move |s| b[s * 512..s * 512 + 8].try_into().unwrap()))
+        .collect()
+}
+
+#[test]
+fn two_verified_runs_with_the_same_seed_write_different_bytes() {
+    // The same streams with the same seeds, run twice over identical devices: the IO sequence
+    // is identical, so only the epoch can tell the data apart. Were the keys the same, a torn
+    // write that left half a block from the earlier run would read as whole and current.
+    let images: Vec<Vec<u8>> = [1, 1, 2]
+        .iter()
+        .map(|&epoch| {
+            let image = Arc::new(Mutex::new(vec![0; REGION as usize]));
+            let (r, _) = run_on(image.clone(), epoch, None, Limits::default());
+            assert_eq!(r.findings.total, 0);
+            let image = image.lock().unwrap().clone();
+            image
+        })
+        .collect();
+    let (a, again, b) = (stamps(&images[0]), stamps(&images[1]), stamps(&images[2]));
+    assert!(a.iter().all(|s| s != &[0; 8]), "every sector written");
+    assert_eq!(a, again, "the same seed and epoch write the same data");
+    let same = a.iter().zip(&b).filter(|(x, y)| x == y).count();
+    assert_eq!(same, 0, "{same} of {} sectors alike across epochs", a.len());
 }
