@@ -451,6 +451,18 @@ impl Judge {
         }
     }
 
+    /// Start a trial at `now`, the thread's CPU time being `cpu_ns`; its first epoch's mode.
+    fn start_trial(&mut self, now: u64, cpu_ns: u64) -> bool {
+        self.state = JudgeState::Trial {
+            epoch: 0,
+            start_ns: now,
+            cpu_ns,
+            done: self.completions,
+            sums: [(0, 0, 0); 2],
+        };
+        TRIAL[0]
+    }
+
     /// May the poller spin now? Moves the trial along as time passes; `cpu` reads the
     /// thread's CPU time (only at an epoch's start and end).
     fn may_spin(&mut self, now: u64, cpu: impl Fn() -> u64) -> bool {
@@ -459,14 +471,7 @@ impl Judge {
                 if now < until_ns {
                     return spin;
                 }
-                self.state = JudgeState::Trial {
-                    epoch: 0,
-                    start_ns: now,
-                    cpu_ns: cpu(),
-                    done: self.completions,
-                    sums: [(0, 0, 0); 2],
-                };
-                TRIAL[0]
+                self.start_trial(now, cpu())
             }
             JudgeState::Trial {
                 epoch,
@@ -504,14 +509,7 @@ impl Judge {
                 if !spin && !self.confirming {
                     // Sleep, says one trial: ask a second before believing it.
                     self.confirming = true;
-                    self.state = JudgeState::Trial {
-                        epoch: 0,
-                        start_ns: now,
-                        cpu_ns: cpu_now,
-                        done: self.completions,
-                        sums: [(0, 0, 0); 2],
-                    };
-                    return TRIAL[0];
+                    return self.start_trial(now, cpu_now);
                 }
                 self.confirming = false;
                 self.state = JudgeState::Settled {

@@ -92,16 +92,19 @@ impl Backend for MemBackend {
     }
 }
 
-const TARGETS: [TargetFiles; 1] = [TargetFiles {
-    offset: 0,
-    file: 0,
-    file_dsync: 0,
-    verify: Some(BlockStamp {
-        target_id: TARGET_ID,
-        block: 4096,
-        epoch: 1,
-    }),
-}];
+/// The one target, verified as run `epoch` writes it.
+fn targets(epoch: u32) -> [TargetFiles; 1] {
+    [TargetFiles {
+        offset: 0,
+        file: 0,
+        file_dsync: 0,
+        verify: Some(BlockStamp {
+            target_id: TARGET_ID,
+            block: 4096,
+            epoch,
+        }),
+    }]
+}
 
 fn spec(seed: u64) -> StreamSpec {
     let stream = serde_json::json!({"name": "s", "regions": [{"target": 0, "length": REGION}],
@@ -144,14 +147,7 @@ fn run_on(
         )
         .unwrap(),
     );
-    let targets = [TargetFiles {
-        verify: Some(BlockStamp {
-            target_id: TARGET_ID,
-            block: 4096,
-            epoch,
-        }),
-        ..TARGETS[0]
-    }];
+    let targets = targets(epoch);
     let streams = (0..4)
         .map(|i| StreamState::new(i, &spec(i as u64 + 1), &targets))
         .collect();
