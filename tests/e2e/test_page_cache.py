@@ -44,7 +44,9 @@ def test_a_buffered_run_drops_what_an_earlier_one_cached(tmp_path, capsys, keep)
     args += ["--duration", "0.5", "--rate", "20", "--results", str(results)]
     assert main(args) == 0  # creates and fills the file
     target.read_bytes()  # everything cached, as after a fast earlier run
-    assert cached_pages(target) >= 32 * 256
+    # Nearly all of it: the kernel may already reclaim a few pages of a file just written (this
+    # VM runs DAMON's reclaim; one run found 8,183 of 8,192), and "kept" below allows 5% too.
+    assert cached_pages(target) >= 32 * 256 * 0.95
     assert main(args + (["--keep-cache"] if keep else [])) == 0
     capsys.readouterr()
     pages = cached_pages(target)
