@@ -41,23 +41,6 @@ STATE = vf.WORK / "state"
 VARIANTS = ("plain", "verify")
 
 
-def load_now() -> dict[str, Any]:
-    """Load average and pressure stall information at this moment."""
-
-    def psi(kind: str) -> float | None:
-        text = vf.read_text(f"/proc/pressure/{kind}") or ""
-        for line in text.splitlines():
-            if line.startswith("some"):
-                return float(line.split()[1].split("=")[1])
-        return None
-
-    return {
-        "loadavg": (vf.read_text("/proc/loadavg") or "").split()[:3],
-        "cpu_some_avg10": psi("cpu"),
-        "io_some_avg10": psi("io"),
-    }
-
-
 def command(tm: str, device: str, variant: str, a: argparse.Namespace, seed: int) -> list[str]:
     cmd = [
         tm, "run", "--target", device, "--destroy-data", device, "--size", a.size,
@@ -71,7 +54,7 @@ def command(tm: str, device: str, variant: str, a: argparse.Namespace, seed: int
 def measure(tm: str, device: str, variant: str, a: argparse.Namespace, rep: int) -> dict:
     os.sync()
     time.sleep(vf.SETTLE_S)
-    load = load_now()
+    load = vf.load_now()
     cmd = command(tm, device, variant, a, random.SystemRandom().randrange(1, 2**31))
     child = vf.run_child(cmd, f"verify-{variant}-rep{rep}")
     record: dict[str, Any] = {"variant": variant, "rep": rep, "cmd": cmd, "load": load}

@@ -356,6 +356,23 @@ def run_child(cmd: list[str], log_stem: str) -> ChildRun:
     )
 
 
+def load_now() -> dict[str, Any]:
+    """Load average and pressure stall information (PSI, "some" avg10 %) at this moment: on a
+    shared machine a surprising run is first explained by what else was running."""
+
+    def psi(kind: str) -> float | None:
+        for line in (read_text(f"/proc/pressure/{kind}") or "").splitlines():
+            if line.startswith("some"):
+                return float(line.split()[1].split("=")[1])
+        return None
+
+    return {
+        "loadavg": (read_text("/proc/loadavg") or "").split()[:3],
+        "cpu_some_avg10": psi("cpu"),
+        "io_some_avg10": psi("io"),
+    }
+
+
 def window_cpu(
     samples: list[tuple[float, int]], measure_start: float | None, measure_end: float | None
 ) -> dict[str, Any] | None:
@@ -597,6 +614,7 @@ class RunRecord:
     cpu: dict[str, Any] = field(default_factory=dict)
     plan_region: dict[str, Any] | None = None
     raw: Any = None
+    load: dict[str, Any] = field(default_factory=dict)  # load_now() as the run started
 
 
 def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunRecord:
@@ -609,6 +627,7 @@ def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunR
     # the device settle so that writeback does not land in whichever run comes next.
     os.sync()
     time.sleep(SETTLE_S)
+    record.load = load_now()
     child = run_child(cmd, f"{case.key}-rep{rep}-{tool}")
     record.exit_code = child.exit_code
     if child.exit_code != 0:
@@ -958,6 +977,38 @@ def target_note(s: Settings, target: dict[str, Any] | None) -> str | None:
     return f"block device {s.target} ({target['device_bytes'] / 2**30:g} GiB), read-only cases"
 
 
+# Kernel command-line parameters that change where the scheduler runs a woken thread or how an
+# idle CPU sleeps: on a small VM these decide low-queue-depth results more than either engine.
+SCHED_PARAMS = re.compile(r"sched|idle|haltpoll|isolcpus|nohz|irqaffinity|rcu_nocbs|preempt")
+# Wake-up placement code that mainline Linux does not have, by its symbol names. The
+# development VM's kernel packs woken tasks onto busy vCPUs (`sched_vcpu_pack=`,
+# `vcpu_pack_room` next to `select_idle_core`): bench/README.md, "Which kernel decides QD1".
+NON_MAINLINE_PLACEMENT = re.compile(r"\s(\w*vcpu_pack\w*)$")
+
+
+def scheduler_notes() -> dict[str, Any]:
+    """What decides where threads and the device's worker run: the facts a placement-sensitive
+    result (QD1 on a loop device, bench/README.md) needs beside it."""
+    cmdline = (read_text("/proc/cmdline") or "").split(" -- ")[0].split()
+    symbols: set[str] = set()
+    try:  # root reads the names; nothing here needs the addresses
+        with open("/proc/kallsyms") as f:
+            for line in f:
+                if "pack" in line and (m := NON_MAINLINE_PLACEMENT.search(line.rstrip())):
+                    if not m.group(1).startswith("__pfx_"):
+                        symbols.add(m.group(1))
+    except OSError:
+        pass
+    cpuidle = Path("/sys/devices/system/cpu/cpuidle")
+    return {
+        "kernel_params": [p for p in cmdline if SCHED_PARAMS.search(p.split("=")[0])],
+        "cpuidle_driver": read_text(cpuidle / "current_driver"),
+        "cpuidle_governor": read_text(cpuidle / "current_governor"),
+        "autogroup": read_text("/proc/sys/kernel/sched_autogroup_enabled"),
+        "non_mainline_placement": sorted(symbols),
+    }
+
+
 def machine_notes(s: Settings, target: dict[str, Any] | None = None) -> dict[str, Any]:
     cpuinfo = read_text("/proc/cpuinfo") or ""
     models = [
@@ -1002,6 +1053,7 @@ def machine_notes(s: Settings, target: dict[str, Any] | None = None) -> dict[str
             Path(s.target) if target else SCRATCH if SCRATCH.exists() else WORK
         ),
         "clk_tck": CLK_TCK,
+        "scheduler": scheduler_notes(),
     } | ({"target": target_note(s, target)} if target else {})
 
 
@@ -1256,6 +1308,41 @@ def markdown_tables(every_case: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _scheduler_lines(sched: dict[str, Any] | None) -> list[str]:
+    if not sched:  # results files written before 2026-11-27
+        return []
+    params = " ".join(f"`{p}`" for p in sched["kernel_params"]) or "none"
+    lines = [
+        f"- scheduler: cpuidle {sched['cpuidle_driver']} (governor {sched['cpuidle_governor']}), "
+        f"autogroup {sched['autogroup']}; kernel parameters on placement and idle: {params}"
+    ]
+    if sched["non_mainline_placement"]:
+        lines.append(
+            "- **wake-up placement not in mainline Linux** ("
+            + ", ".join(f"`{x}`" for x in sched["non_mainline_placement"])
+            + "): unpinned, where the device's worker runs is this kernel's choice "
+            '(bench/README.md, "Which kernel decides QD1")'
+        )
+    return lines
+
+
+def _load_lines(runs: list[dict[str, Any]]) -> list[str]:
+    loads = [r["load"] for r in runs if r.get("load")]
+    if not loads:  # results files written before 2026-11-27
+        return []
+
+    def span(values: list[float]) -> str:
+        return f"{min(values):g}-{max(values):g}" if values else "n/a"
+
+    one_min = [float(x["loadavg"][0]) for x in loads if x.get("loadavg")]
+    cpu = [x["cpu_some_avg10"] for x in loads if x.get("cpu_some_avg10") is not None]
+    io = [x["io_some_avg10"] for x in loads if x.get("io_some_avg10") is not None]
+    return [
+        f"- load as each run started: 1-min load average {span(one_min)}, CPU pressure "
+        f"{span(cpu)}%, IO pressure {span(io)}% (PSI some avg10; per run in the JSON)"
+    ]
+
+
 def markdown_report(doc: dict[str, Any], tables: str) -> str:
     m, o, sc, tg = doc["machine"], doc["options"], doc.get("scratch"), doc.get("target")
     bd = m["block_device"]
@@ -1297,6 +1384,7 @@ def markdown_report(doc: dict[str, Any], tables: str) -> str:
             f"- CPU: {m['cpu_model']}, {m['cpus']} CPUs ({m['cpus_usable']} usable)"
             f"{', virtual machine' if m['virtualized'] else ''}; memory {m['memory_gib']} GiB",
             f"- kernel: {m['kernel']} ({m['os']})",
+            *_scheduler_lines(m.get("scheduler")),
             f"- fio: {m['fio_version']}; tilemark: {m['tilemark_version']}; Python {m['python']}",
             *where,
             f"- device: {bd.get('disk')}"
@@ -1317,6 +1405,7 @@ def markdown_report(doc: dict[str, Any], tables: str) -> str:
                 if o.get("pin") is not None
                 else []
             ),
+            *_load_lines(doc.get("runs") or []),
             "- CPU/IO window: process-tree CPU over the measurement phase minus 0.5 s at each end, "
             "per IO; whole-process: wait4 rusage over the tool's measured IOs (includes startup, "
             "warm-up, teardown, and for tilemark the Python interpreter). See bench/README.md.",
