@@ -21,7 +21,7 @@ use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
 use crate::verify::{Findings, TargetVerify};
-use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Worker};
+use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Totals, Worker};
 
 /// How often a journal with synced writes on its target is made durable (msync).
 const JOURNAL_SYNC: Duration = Duration::from_millis(100);
@@ -156,8 +156,11 @@ impl Engine {
 
         let nthreads = plan.threads.min(plan.streams.len()).max(1);
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
+        let mut empty_totals = Vec::with_capacity(plan.streams.len());
         for (i, spec) in plan.streams.iter().enumerate() {
-            per_thread[i % nthreads].push(StreamState::new(i, spec, &target_files));
+            let state = StreamState::new(i, spec, &target_files);
+            empty_totals.push(state.new_stats());
+            per_thread[i % nthreads].push(state);
         }
         // Each thread sets up its own backend (an io_uring ring belongs to the thread that
         // submits to it), reports whether that worked, then waits for the common clock.
@@ -281,7 +284,7 @@ impl Engine {
             }),
         );
         Ok(Engine {
-            aggregator: Aggregator::new(nthreads, stream_targets(&plan)),
+            aggregator: Aggregator::new(nthreads, stream_targets(&plan), Totals::new(empty_totals)),
             plan,
             warmup_ns,
             started_at_ns,
@@ -337,7 +340,6 @@ impl Engine {
         if let Some(starter) = self.starter.take() {
             let _ = starter.join();
         }
-        let mut totals: Vec<Option<StreamStats>> = vec![None; self.plan.streams.len()];
         let mut end_ns = 0;
         let mut stop_reason = None;
         let mut hung = Vec::new();
@@ -350,13 +352,15 @@ impl Engine {
                     end_ns = end_ns.max(r.end_ns);
                     stop_reason = stop_reason.or(r.stop_reason);
                     hung.extend(r.hung);
-                    for (i, s) in r.totals {
-                        totals[i] = Some(s);
-                    }
                 }
                 Ok(Err(e)) => errors.push(e.to_string()),
                 Err(_) => errors.push("an engine thread panicked".into()),
             }
+        }
+        // Every interval has been sent once the threads have ended; the totals are folded as
+        // they arrive (they stay queued for poll_json too).
+        while let Ok(msg) = self.rx.try_recv() {
+            self.aggregator.add(msg);
         }
         if let Some(h) = self.journal_sync.take() {
             let _ = h.join();
@@ -376,12 +380,15 @@ impl Engine {
             .then_some(findings);
         let result = if errors.is_empty() {
             let targets = self.aggregator.stream_targets.clone();
-            let streams: Vec<IndexedStats> = totals
+            let streams: Vec<IndexedStats> = self
+                .aggregator
+                .totals
+                .streams()
                 .iter()
                 .enumerate()
                 .map(|(i, s)| IndexedStats {
                     stream: i,
-                    stats: s.as_ref().expect("every stream belongs to a thread"),
+                    stats: s,
                     totals: true,
                     targets: &targets[i],
                 })
@@ -498,6 +505,8 @@ struct Aggregator {
     /// Plan targets of each stream's regions (empty for one region).
     stream_targets: Vec<Vec<usize>>,
     pending: BTreeMap<u64, Partial>,
+    /// Measurement-phase totals per stream, folded here rather than on the engine threads.
+    totals: Totals,
     last_sent: Vec<Option<u64>>,
     ended_at: Vec<Option<u64>>,
 }
@@ -519,17 +528,19 @@ struct SnapshotJson<'a> {
 }
 
 impl Aggregator {
-    fn new(nthreads: usize, stream_targets: Vec<Vec<usize>>) -> Self {
+    fn new(nthreads: usize, stream_targets: Vec<Vec<usize>>, totals: Totals) -> Self {
         Aggregator {
             nstreams: stream_targets.len(),
             stream_targets,
             pending: BTreeMap::new(),
+            totals,
             last_sent: vec![None; nthreads],
             ended_at: vec![None; nthreads],
         }
     }
 
     fn add(&mut self, msg: IntervalMsg) {
+        self.totals.add(&msg);
         self.last_sent[msg.thread] = Some(msg.interval);
         if msg.last {
             self.ended_at[msg.thread] = Some(msg.interval);
@@ -606,13 +617,21 @@ mod tests {
         }
     }
 
+    fn aggregator(nthreads: usize, nstreams: usize) -> Aggregator {
+        Aggregator::new(
+            nthreads,
+            vec![Vec::new(); nstreams],
+            Totals::new(vec![StreamStats::new(false); nstreams]),
+        )
+    }
+
     fn take(agg: &mut Aggregator) -> Vec<serde_json::Value> {
         serde_json::from_str::<Vec<serde_json::Value>>(&agg.take_ready_json()).unwrap()
     }
 
     #[test]
     fn an_interval_is_published_once_every_thread_has_sent_it() {
-        let mut agg = Aggregator::new(2, vec![Vec::new(); 3]);
+        let mut agg = aggregator(2, 3);
         agg.add(msg(0, 0, &[0, 2], 5, false));
         assert!(
             take(&mut agg).is_empty(),
@@ -646,7 +665,7 @@ mod tests {
 
     #[test]
     fn a_thread_that_ended_does_not_hold_back_later_intervals() {
-        let mut agg = Aggregator::new(2, vec![Vec::new(); 2]);
+        let mut agg = aggregator(2, 2);
         agg.add(msg(1, 0, &[1], 1, false));
         agg.add(msg(1, 1, &[1], 1, true));
         for k in 0..4 {
@@ -657,6 +676,20 @@ mod tests {
             .map(|s| s["interval"].as_u64().unwrap())
             .collect();
         assert_eq!(intervals, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn totals_fold_the_measurement_intervals_of_every_thread_and_leave_out_the_warmup() {
+        let mut agg = aggregator(2, 3);
+        let mut warmup = msg(0, 0, &[0, 2], 100, false);
+        warmup.phase = Phase::Warmup;
+        agg.add(warmup);
+        agg.add(msg(1, 0, &[1], 100, false));
+        agg.add(msg(0, 1, &[0, 2], 5, false));
+        agg.add(msg(0, 2, &[0, 2], 6, true));
+        agg.add(msg(1, 1, &[1], 7, true));
+        let reads: Vec<u64> = agg.totals.streams().iter().map(|s| s.ops[0].ops).collect();
+        assert_eq!(reads, [11, 107, 11]);
     }
 }
 

@@ -248,7 +248,6 @@ pub struct StreamState {
     pub data: BlockGen,
     pub rng: Rng,
     pub interval: StreamStats,
-    pub totals: StreamStats,
     /// Open loop: an IO is due but the in-flight cap is reached.
     pub blocked: bool,
     pub queued_ready: bool,
@@ -325,7 +324,6 @@ impl StreamState {
             _ => 0,
         };
         let nregions = spec.regions.len();
-        let stats = || StreamStats::with_regions(open, nregions);
         StreamState {
             index,
             regions,
@@ -359,8 +357,7 @@ impl StreamState {
             written_bufs: Vec::new(),
             data: block_gen(spec, targets[spec.regions[0].target].verify),
             rng: Rng::new(spec.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index as u64),
-            interval: stats(),
-            totals: stats(),
+            interval: StreamStats::with_regions(open, nregions),
             blocked: false,
             queued_ready: false,
         }

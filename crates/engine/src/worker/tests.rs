@@ -59,17 +59,13 @@ fn streams(specs: &[StreamSpec]) -> Vec<StreamState> {
 struct Outcome {
     result: ThreadResult,
     intervals: Vec<IntervalMsg>,
+    /// Folded from the intervals, as the engine's aggregator folds them.
+    totals: Totals,
 }
 
 impl Outcome {
     fn total(&self, stream: usize) -> &StreamStats {
-        &self
-            .result
-            .totals
-            .iter()
-            .find(|(i, _)| *i == stream)
-            .unwrap()
-            .1
+        self.totals.stream(stream)
     }
 
     /// Read ops of `stream` in every interval, in order.
@@ -92,13 +88,17 @@ fn run_limited(
     limits: Limits,
 ) -> Outcome {
     let (tx, rx) = channel();
+    let mut totals = Totals::new(streams.iter().map(StreamState::new_stats).collect());
     let result = Worker::new(0, streams, backend)
         .with_limits(limits)
         .run(clock.clone(), tx)
         .expect("run succeeds");
+    let intervals: Vec<IntervalMsg> = rx.try_iter().collect();
+    intervals.iter().for_each(|m| totals.add(m));
     Outcome {
         result,
-        intervals: rx.try_iter().collect(),
+        intervals,
+        totals,
     }
 }
 

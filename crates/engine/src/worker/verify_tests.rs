@@ -152,15 +152,16 @@ fn run_on(
         .map(|i| StreamState::new(i, &spec(i as u64 + 1), &targets))
         .collect();
     let clock = RunClock::manual(0, Some(300 * MS), 100 * MS);
-    let (tx, _rx) = channel();
+    let (tx, rx) = channel();
     let result = Worker::new(0, streams, Box::new(MemBackend::new(image, damaged)))
         .with_limits(limits)
         .with_verify(vec![Some(verify)])
         .run(clock.clone(), tx)
         .unwrap();
-    let ios = result
-        .totals
-        .iter()
+    // Every interval of the run, warm-up included (the manual clock has none).
+    let ios = rx
+        .try_iter()
+        .flat_map(|m| m.streams)
         .map(|(_, s)| s.ops[0].ops + s.ops[1].ops)
         .sum();
     (result, ios)
