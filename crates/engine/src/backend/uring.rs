@@ -19,6 +19,7 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::{Backend, Completion, IoReq, Op};
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
+use crate::worker::yield_cpu;
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
 const IORING_ENTER_GETEVENTS: u32 = 1;
@@ -211,6 +212,10 @@ impl Backend for UringBackend {
                 }
                 if !self.taskrun_flag || self.ring.submission().taskrun() {
                     self.submit_pending()?;
+                } else {
+                    // Nothing to run yet: let the device's completion work have this CPU if
+                    // it is waiting for it (worker.rs, yield_cpu).
+                    yield_cpu();
                 }
             }
         }
