@@ -5,6 +5,7 @@
 //! waits for completions when there is nothing else to do (`wait`), and reports completions by
 //! `user_data`. Each backend is one file and owns its own options.
 
+mod judge;
 pub mod null;
 pub mod psync;
 #[cfg(test)]

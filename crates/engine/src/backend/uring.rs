@@ -1,6 +1,7 @@
 //! `uring`: io_uring, one ring per engine thread, files registered once so the kernel skips the
 //! per-IO file lookup. Submitting, reaping and (when nothing has completed) waiting share one
-//! `io_uring_enter` per loop turn.
+//! `io_uring_enter` per loop turn, unless the judge (judge.rs) finds that the device serves
+//! IOs faster handed over one by one, as fio hands them.
 //!
 //! Waits carry no timeout of their own. A wait with a timeout arms and cancels a kernel timer
 //! every time the thread sleeps, which in a VM means reprogramming the virtual APIC timer (a
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
+use super::judge::{Judge, Modes, Question};
 use super::{Backend, Completion, IoReq, Op};
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
 use crate::worker::yield_cpu;
@@ -35,6 +37,8 @@ pub struct UringBackend {
     poll: Duration,
     poller: Poller,
     judge: Judge,
+    /// The modes the judge has settled on, or is trying: spin allowed, batch submissions.
+    modes: Modes,
     /// IO requests queued and not yet reaped.
     inflight: usize,
     /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
@@ -80,6 +84,7 @@ impl UringBackend {
             poll,
             poller: Poller::default(),
             judge: Judge::new(monotonic_ns()),
+            modes: [true, true],
             inflight: 0,
             taskrun_flag,
             timers: [None; MAX_TIMERS],
@@ -164,6 +169,10 @@ impl Backend for UringBackend {
         };
         self.push(&entry.user_data(req.user_data))?;
         self.inflight += 1;
+        if !self.modes[Question::Batch as usize] {
+            // One by one, as the judge found this device serves IOs faster (judge.rs).
+            self.submit_pending()?;
+        }
         Ok(())
     }
 
@@ -173,6 +182,8 @@ impl Backend for UringBackend {
         wait_until: Option<u64>,
         clock: &RunClock,
     ) -> io::Result<()> {
+        let started = monotonic_ns();
+        self.modes = self.judge.modes(started, self.inflight > 1, thread_cpu_ns);
         let Some(deadline) = wait_until else {
             // Submit, and run deferred completion work without waiting.
             self.submit_pending()?;
@@ -180,11 +191,10 @@ impl Backend for UringBackend {
             return Ok(());
         };
         let deadline = clock.to_monotonic(deadline);
-        let started = monotonic_ns();
         let fixed = self.poll.as_nanos() as u64;
         let budget = if fixed > 0 {
             fixed
-        } else if self.judge.may_spin(started, thread_cpu_ns) {
+        } else if self.modes[Question::Spin as usize] {
             self.poller.budget(self.inflight)
         } else {
             0
@@ -387,158 +397,6 @@ impl Poller {
     }
 }
 
-/// Settled periods last this long between trials.
-const SETTLED_NS: u64 = 2_000_000_000;
-/// A trial's epochs: this long each, spinning allowed or not in the order of `TRIAL`.
-const EPOCH_NS: u64 = 25_000_000;
-/// ABBA order, twice: a drift in the device's rate during a trial favours neither mode.
-const TRIAL: [bool; 8] = [true, false, false, true, true, false, false, true];
-/// The first trial comes after this much running, once the poller has learnt the device.
-const FIRST_TRIAL_NS: u64 = 300_000_000;
-/// IOPS within this fraction of each other are the same IOPS.
-const SAME_IOPS: f64 = 0.03;
-
-/// Judges the poller by what the waits cannot show: IOPS and CPU. The poller decides wait by
-/// wait whether a spin would catch a completion sooner than a sleep, but not what a spin does
-/// to the rest of the machine. On the development VM (bench/README.md) spinning raised a deep
-/// queue's IOPS by a third; but where the device's completion work ran on the engine's own
-/// CPU, spinning took that CPU from it and lowered the IOPS (61k-65k against 84k-86k without
-/// spinning, at QD1 with the engine and the device's worker on one CPU). So every
-/// `SETTLED_NS` the judge runs a trial: eight `EPOCH_NS` epochs, half with the poller as it is
-/// and half never spinning, in ABBA order, measured by completions per second and the
-/// thread's CPU time per completion. A benchmark must first not under-report the storage, so
-/// spinning stays allowed until the next trial if it gives more IOPS (by more than
-/// `SAME_IOPS`), or the same IOPS for less CPU per IO; otherwise the thread sleeps. Without
-/// completions (an idle or very slow device) spinning stays allowed and the poller's own
-/// rules decide.
-///
-/// A trial that says "sleep" is run again at once, and the thread sleeps only if the second
-/// agrees. 25 ms epochs on a shared VM are noisy: at 4 KiB QD32 on the ramdisk, where spinning
-/// gave 15-35% more IOPS, one trial in eight still found the sleeping epochs faster, and the
-/// 2 s of sleeping that followed cost the run up to a fifth of its IOPS (bench/README.md).
-/// Mistaking sleep for spin costs CPU; mistaking spin for sleep under-reports the storage.
-#[derive(Debug)]
-struct Judge {
-    /// IO completions reaped so far.
-    completions: u64,
-    state: JudgeState,
-    /// The last trial said sleep; the one running now confirms it or not.
-    confirming: bool,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum JudgeState {
-    Settled {
-        spin: bool,
-        until_ns: u64,
-    },
-    /// In epoch `epoch` of a trial, started at `start_ns` with the thread's CPU time at
-    /// `cpu_ns` and `done` completions; `sums[1]` for the spinning epochs so far, `sums[0]` for
-    /// the others: (completions, CPU ns, elapsed ns).
-    Trial {
-        epoch: usize,
-        start_ns: u64,
-        cpu_ns: u64,
-        done: u64,
-        sums: [(u64, u64, u64); 2],
-    },
-}
-
-impl Judge {
-    fn new(now: u64) -> Self {
-        Judge {
-            completions: 0,
-            state: JudgeState::Settled {
-                spin: true,
-                until_ns: now + FIRST_TRIAL_NS,
-            },
-            confirming: false,
-        }
-    }
-
-    /// Start a trial at `now`, the thread's CPU time being `cpu_ns`; its first epoch's mode.
-    fn start_trial(&mut self, now: u64, cpu_ns: u64) -> bool {
-        self.state = JudgeState::Trial {
-            epoch: 0,
-            start_ns: now,
-            cpu_ns,
-            done: self.completions,
-            sums: [(0, 0, 0); 2],
-        };
-        TRIAL[0]
-    }
-
-    /// May the poller spin now? Moves the trial along as time passes; `cpu` reads the
-    /// thread's CPU time (only at an epoch's start and end).
-    fn may_spin(&mut self, now: u64, cpu: impl Fn() -> u64) -> bool {
-        match self.state {
-            JudgeState::Settled { spin, until_ns } => {
-                if now < until_ns {
-                    return spin;
-                }
-                self.start_trial(now, cpu())
-            }
-            JudgeState::Trial {
-                epoch,
-                start_ns,
-                cpu_ns,
-                done,
-                mut sums,
-            } => {
-                if now - start_ns < EPOCH_NS {
-                    return TRIAL[epoch];
-                }
-                let cpu_now = cpu();
-                let sum = &mut sums[TRIAL[epoch] as usize];
-                sum.0 += self.completions - done;
-                sum.1 += cpu_now.saturating_sub(cpu_ns);
-                sum.2 += now - start_ns;
-                if epoch + 1 < TRIAL.len() {
-                    self.state = JudgeState::Trial {
-                        epoch: epoch + 1,
-                        start_ns: now,
-                        cpu_ns: cpu_now,
-                        done: self.completions,
-                        sums,
-                    };
-                    return TRIAL[epoch + 1];
-                }
-                let rate = |(ios, cpu, ns): (u64, u64, u64)| {
-                    (ios > 0).then(|| (ios as f64 * 1e9 / ns as f64, cpu as f64 / ios as f64))
-                };
-                let spin = match (rate(sums[1]), rate(sums[0])) {
-                    (Some(with), Some(without)) => spin_pays(with, without),
-                    // No completions: nothing to judge by.
-                    _ => true,
-                };
-                if !spin && !self.confirming {
-                    // Sleep, says one trial: ask a second before believing it.
-                    self.confirming = true;
-                    return self.start_trial(now, cpu_now);
-                }
-                self.confirming = false;
-                self.state = JudgeState::Settled {
-                    spin,
-                    until_ns: now + SETTLED_NS,
-                };
-                spin
-            }
-        }
-    }
-}
-
-/// Does spinning pay? Each argument is (IOPS, CPU ns per IO), measured with spinning allowed
-/// and without: more IOPS, or the same IOPS for less CPU.
-fn spin_pays(with: (f64, f64), without: (f64, f64)) -> bool {
-    if with.0 > without.0 * (1.0 + SAME_IOPS) {
-        true
-    } else if with.0 >= without.0 * (1.0 - SAME_IOPS) {
-        with.1 < without.1
-    } else {
-        false
-    }
-}
-
 /// Moving average over about 8 values; the first value stands alone.
 fn ewma(avg: u64, value: u64) -> u64 {
     if avg == 0 {
@@ -569,93 +427,6 @@ mod tests {
     use super::*;
 
     const US: u64 = 1000;
-
-    /// Drive a judge through one trial, each epoch adding the figures of its mode: (IOs, CPU
-    /// ns) per epoch spinning and not. Returns whether it may spin right after (true while a
-    /// confirming trial starts).
-    fn trial(j: &mut Judge, start: u64, spin: (u64, u64), sleep: (u64, u64)) -> bool {
-        let cpu = std::cell::Cell::new(0u64);
-        let mut now = start;
-        let mut mode = j.may_spin(now, || cpu.get());
-        let mut modes = vec![];
-        for _ in 0..TRIAL.len() {
-            modes.push(mode);
-            let (ios, ns) = if mode { spin } else { sleep };
-            j.completions += ios;
-            cpu.set(cpu.get() + ns);
-            now += EPOCH_NS / 2;
-            assert_eq!(
-                j.may_spin(now, || cpu.get()),
-                mode,
-                "mid-epoch the mode holds"
-            );
-            now += EPOCH_NS / 2;
-            mode = j.may_spin(now, || cpu.get());
-        }
-        assert_eq!(modes, TRIAL, "epochs in ABBA order");
-        mode
-    }
-
-    /// One epoch's (IOs, CPU ns) at `iops` and `us` of CPU per IO.
-    fn epoch(iops: u64, us: f64) -> (u64, u64) {
-        let ios = iops * EPOCH_NS / 1_000_000_000;
-        (ios, (ios as f64 * us * 1000.0) as u64)
-    }
-
-    #[test]
-    fn the_judge_allows_spinning_only_where_it_gives_iops_or_saves_cpu() {
-        let mut j = Judge::new(0);
-        assert!(
-            j.may_spin(0, || 0),
-            "spinning is allowed until the first trial"
-        );
-        let mut t = FIRST_TRIAL_NS;
-        let trial_ns = TRIAL.len() as u64 * EPOCH_NS;
-        // 4 KiB QD32 on the VM's RAM disk: 263k IOPS at 3.4 us spinning, 238k at 2.3 us asleep.
-        assert!(trial(&mut j, t, epoch(263_000, 3.4), epoch(238_000, 2.3)));
-        t += trial_ns;
-        assert!(
-            j.may_spin(t + SETTLED_NS - 1, || 0),
-            "settled until the next trial"
-        );
-        t += SETTLED_NS;
-        // The device's completion work on the engine's CPU: spinning loses IOPS. One trial
-        // saying so starts a second at once; the thread sleeps when that agrees.
-        assert!(trial(&mut j, t, epoch(70_000, 7.4), epoch(85_000, 5.3)));
-        t += trial_ns;
-        assert!(matches!(j.state, JudgeState::Trial { epoch: 0, .. }));
-        assert!(!trial(&mut j, t, epoch(70_000, 7.4), epoch(85_000, 5.3)));
-        t += trial_ns;
-        assert!(!j.may_spin(t + 1, || 0));
-        t += SETTLED_NS;
-        // Open loop: the same IOPS either way; spinning costs more CPU per IO.
-        assert!(trial(&mut j, t, epoch(20_000, 36.0), epoch(20_100, 20.0)));
-        t += trial_ns;
-        assert!(!trial(&mut j, t, epoch(20_000, 36.0), epoch(20_100, 20.0)));
-        t += trial_ns + SETTLED_NS;
-        // A deep queue where one noisy trial favours sleeping: the second says spin, and
-        // spinning stays allowed until the next trial.
-        assert!(trial(&mut j, t, epoch(266_000, 3.2), epoch(275_000, 2.0)));
-        t += trial_ns;
-        assert!(trial(&mut j, t, epoch(300_000, 3.1), epoch(228_000, 2.5)));
-        t += trial_ns;
-        assert!(matches!(j.state, JudgeState::Settled { spin: true, .. }));
-        assert!(j.may_spin(t + SETTLED_NS - 1, || 0));
-        t += SETTLED_NS;
-        // An idle device: nothing to judge by, spinning is left to the poller.
-        assert!(trial(&mut j, t, (0, 0), (0, 0)));
-    }
-
-    #[test]
-    fn spinning_pays_with_more_iops_or_the_same_iops_for_less_cpu() {
-        assert!(spin_pays((110.0, 9.0), (100.0, 5.0)));
-        assert!(
-            !spin_pays((102.0, 9.0), (100.0, 5.0)),
-            "2% is the same IOPS"
-        );
-        assert!(spin_pays((100.0, 4.0), (100.0, 5.0)));
-        assert!(!spin_pays((90.0, 4.0), (100.0, 5.0)));
-    }
 
     #[test]
     fn polling_starts_with_a_probe_and_spins_once_probes_catch_completions() {

@@ -1,0 +1,379 @@
+//! The judge: settles the io_uring backend's two mode questions by what a benchmark is judged
+//! on, IOPS first and CPU per IO second, measured on the running workload rather than assumed.
+//!
+//! - **Spin**: may the poller spin before sleeping (uring.rs, `Poller`)? The poller decides
+//!   wait by wait whether a spin would catch a completion sooner than a sleep, but not what a
+//!   spin does to the rest of the machine. On the development VM spinning raised a deep
+//!   queue's IOPS by a third; but where the device's completion work ran on the engine's own
+//!   CPU, spinning took that CPU from it and lowered the IOPS (61k-65k against 84k-86k without
+//!   spinning, at QD1 with the engine and the device's worker on one CPU; bench/README.md).
+//! - **Batch**: are the IOs queued in a loop turn handed to the kernel with one system call, or
+//!   each as it is queued (as fio does)? Together they cost one system call and the block layer
+//!   merges sequential ones (128 KiB reads on a RAM disk: 1.2x fio's IOPS); with a loop
+//!   device's worker on the engine's CPU a batch is worth 40% more IOPS at 4 KiB QD32. But on
+//!   the development VM's virtio disk a batch of random reads was served slower: 4 KiB QD32
+//!   made 60k-67k IOPS batched and 77k-85k one by one, fio's 77k-88k (bench/README.md).
+//!
+//! Every `SETTLED_NS` the judge runs a trial of one question, the two taking turns: eight
+//! `EPOCH_NS` epochs, half in each mode in ABBA order, the other question's verdict holding,
+//! measured by completions per second and the thread's CPU time per completion. A benchmark
+//! must first not under-report the storage, so the first mode (spinning allowed, batches)
+//! stays until the next trial if it gives more IOPS (by more than `SAME_IOPS`), or the same
+//! IOPS for less CPU per IO. A trial that says otherwise while the first mode is in force is
+//! run again at once, and the verdict leaves the first mode only if the second agrees: 25 ms
+//! epochs on a shared VM are noisy (at 4 KiB QD32 on the RAM disk, where spinning gave 15-35%
+//! more IOPS, one trial in eight still found the sleeping epochs faster). Without completions
+//! (an idle or very slow device) the first mode stays. The batch question needs a queue: with
+//! at most one IO in flight the two modes are the same, and the spin question is asked instead.
+
+/// Settled periods last this long between trials.
+const SETTLED_NS: u64 = 2_000_000_000;
+/// A trial's epochs: this long each, in the modes of `TRIAL`.
+pub(super) const EPOCH_NS: u64 = 25_000_000;
+/// ABBA order, twice: a drift in the device's rate during a trial favours neither mode.
+pub(super) const TRIAL: [bool; 8] = [true, false, false, true, true, false, false, true];
+/// The first trial comes after this much running, once the poller has learnt the device.
+const FIRST_TRIAL_NS: u64 = 300_000_000;
+/// IOPS within this fraction of each other are the same IOPS.
+const SAME_IOPS: f64 = 0.03;
+
+/// The questions, as indexes into the verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Question {
+    /// May the poller spin before sleeping?
+    Spin = 0,
+    /// Are the IOs of a loop turn submitted together?
+    Batch = 1,
+}
+
+impl Question {
+    fn other(self) -> Question {
+        match self {
+            Question::Spin => Question::Batch,
+            Question::Batch => Question::Spin,
+        }
+    }
+}
+
+/// The modes to run in: `[spin allowed, batch submissions]`.
+pub(super) type Modes = [bool; 2];
+
+#[derive(Debug)]
+pub(super) struct Judge {
+    /// IO completions reaped so far.
+    pub completions: u64,
+    state: State,
+    /// The verdicts in force, by `Question`.
+    verdicts: Modes,
+    /// The question the next trial asks.
+    next: Question,
+    /// The last trial of this question went against the first mode; this one confirms it.
+    confirming: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Settled {
+        until_ns: u64,
+    },
+    /// Asking `question`, in epoch `epoch` started at `start_ns` with the thread's CPU time at
+    /// `cpu_ns` and `done` completions; `sums[1]` for the epochs in the first mode so far,
+    /// `sums[0]` for the others: (completions, CPU ns, elapsed ns).
+    Trial {
+        question: Question,
+        epoch: usize,
+        start_ns: u64,
+        cpu_ns: u64,
+        done: u64,
+        sums: [(u64, u64, u64); 2],
+    },
+}
+
+impl Judge {
+    pub(super) fn new(now: u64) -> Self {
+        Judge {
+            completions: 0,
+            state: State::Settled {
+                until_ns: now + FIRST_TRIAL_NS,
+            },
+            verdicts: [true, true],
+            // With a queue, batching first: it decides more (a fifth of a virtio disk's IOPS
+            // at QD32), and a short run should get its verdict early.
+            next: Question::Batch,
+            confirming: false,
+        }
+    }
+
+    /// The modes in force for `question` at `epoch` of its trial.
+    fn trial_modes(&self, question: Question, epoch: usize) -> Modes {
+        let mut modes = self.verdicts;
+        modes[question as usize] = TRIAL[epoch];
+        modes
+    }
+
+    /// Start a trial of `question` at `now`, the thread's CPU time being `cpu_ns`.
+    fn start_trial(&mut self, question: Question, now: u64, cpu_ns: u64) -> Modes {
+        self.state = State::Trial {
+            question,
+            epoch: 0,
+            start_ns: now,
+            cpu_ns,
+            done: self.completions,
+            sums: [(0, 0, 0); 2],
+        };
+        self.trial_modes(question, 0)
+    }
+
+    /// The modes to run in now. Moves the trials along as time passes; `deep` says whether more
+    /// than one IO is in flight; `cpu` reads the thread's CPU time (only at an epoch's start
+    /// and end).
+    pub(super) fn modes(&mut self, now: u64, deep: bool, cpu: impl Fn() -> u64) -> Modes {
+        match self.state {
+            State::Settled { until_ns } => {
+                if now < until_ns {
+                    return self.verdicts;
+                }
+                let question = if deep { self.next } else { Question::Spin };
+                self.start_trial(question, now, cpu())
+            }
+            State::Trial {
+                question,
+                epoch,
+                start_ns,
+                cpu_ns,
+                done,
+                mut sums,
+            } => {
+                if now - start_ns < EPOCH_NS {
+                    return self.trial_modes(question, epoch);
+                }
+                let cpu_now = cpu();
+                let sum = &mut sums[TRIAL[epoch] as usize];
+                sum.0 += self.completions - done;
+                sum.1 += cpu_now.saturating_sub(cpu_ns);
+                sum.2 += now - start_ns;
+                if epoch + 1 < TRIAL.len() {
+                    self.state = State::Trial {
+                        question,
+                        epoch: epoch + 1,
+                        start_ns: now,
+                        cpu_ns: cpu_now,
+                        done: self.completions,
+                        sums,
+                    };
+                    return self.trial_modes(question, epoch + 1);
+                }
+                let rate = |(ios, cpu, ns): (u64, u64, u64)| {
+                    (ios > 0).then(|| (ios as f64 * 1e9 / ns as f64, cpu as f64 / ios as f64))
+                };
+                let first = match (rate(sums[1]), rate(sums[0])) {
+                    (Some(with), Some(without)) => first_mode_pays(with, without),
+                    // No completions: nothing to judge by.
+                    _ => true,
+                };
+                if !first && self.verdicts[question as usize] && !self.confirming {
+                    // Away from the first mode, says one trial: ask a second before believing
+                    // it. (Staying away, or coming back to it, needs no second opinion.)
+                    self.confirming = true;
+                    return self.start_trial(question, now, cpu_now);
+                }
+                self.confirming = false;
+                self.verdicts[question as usize] = first;
+                self.next = question.other();
+                self.state = State::Settled {
+                    until_ns: now + SETTLED_NS,
+                };
+                self.verdicts
+            }
+        }
+    }
+}
+
+/// Does the first mode pay? Each argument is (IOPS, CPU ns per IO), measured in the first mode
+/// and in the other: more IOPS, or the same IOPS for less CPU.
+fn first_mode_pays(first: (f64, f64), other: (f64, f64)) -> bool {
+    if first.0 > other.0 * (1.0 + SAME_IOPS) {
+        true
+    } else if first.0 >= other.0 * (1.0 - SAME_IOPS) {
+        // A tie keeps the first mode.
+        first.1 <= other.1
+    } else {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TRIAL_NS: u64 = TRIAL.len() as u64 * EPOCH_NS;
+
+    /// One epoch's (IOs, CPU ns) at `iops` and `us` of CPU per IO.
+    fn epoch(iops: u64, us: f64) -> (u64, u64) {
+        let ios = iops * EPOCH_NS / 1_000_000_000;
+        (ios, (ios as f64 * us * 1000.0) as u64)
+    }
+
+    /// Drive a judge through one trial starting at `start`, each epoch adding the figures
+    /// `device` gives for its modes. Checks that exactly the question asked changes, in ABBA
+    /// order, and returns it with the modes right after the trial.
+    fn trial(
+        j: &mut Judge,
+        start: u64,
+        deep: bool,
+        device: impl Fn(Modes) -> (u64, u64),
+    ) -> (Question, Modes) {
+        let cpu = std::cell::Cell::new(0u64);
+        let before = j.verdicts;
+        let mut now = start;
+        let mut modes = j.modes(now, deep, || cpu.get());
+        let State::Trial { question, .. } = j.state else {
+            panic!("a trial starts at {start}: {:?}", j.state)
+        };
+        let q = question as usize;
+        let mut asked = vec![];
+        for _ in 0..TRIAL.len() {
+            assert_eq!(modes[1 - q], before[1 - q], "the other verdict holds");
+            asked.push(modes[q]);
+            let (ios, ns) = device(modes);
+            j.completions += ios;
+            cpu.set(cpu.get() + ns);
+            now += EPOCH_NS / 2;
+            assert_eq!(j.modes(now, deep, || cpu.get()), modes, "mid-epoch");
+            now += EPOCH_NS / 2;
+            modes = j.modes(now, deep, || cpu.get());
+        }
+        assert_eq!(asked, TRIAL, "epochs in ABBA order");
+        (question, modes)
+    }
+
+    #[test]
+    fn spinning_is_allowed_only_where_it_gives_iops_or_saves_cpu() {
+        let mut j = Judge::new(0);
+        assert_eq!(
+            j.modes(0, true, || 0),
+            [true, true],
+            "until the first trial"
+        );
+        let mut t = FIRST_TRIAL_NS;
+        // A shallow queue: only the spin question is asked.
+        // 4 KiB QD1 with the device's completion work on the engine's CPU: spinning loses IOPS.
+        // One trial saying so starts a second at once; the thread sleeps when that agrees.
+        let qd1 = |m: Modes| {
+            if m[0] {
+                epoch(70_000, 7.4)
+            } else {
+                epoch(85_000, 5.3)
+            }
+        };
+        let (q, modes) = trial(&mut j, t, false, qd1);
+        assert_eq!((q, modes[0]), (Question::Spin, true), "not yet believed");
+        t += TRIAL_NS;
+        let (q, modes) = trial(&mut j, t, false, qd1);
+        assert_eq!((q, modes), (Question::Spin, [false, true]));
+        t += TRIAL_NS;
+        assert_eq!(j.modes(t + SETTLED_NS - 1, false, || 0), [false, true]);
+        t += SETTLED_NS;
+        // Open loop: the same IOPS either way; spinning costs more CPU per IO.
+        let open = |m: Modes| {
+            if m[0] {
+                epoch(20_000, 36.0)
+            } else {
+                epoch(20_100, 20.0)
+            }
+        };
+        assert_eq!(
+            trial(&mut j, t, false, open).1,
+            [false, true],
+            "no confirming"
+        );
+        t += TRIAL_NS + SETTLED_NS;
+        // 4 KiB QD32 on the VM's RAM disk: 263k IOPS at 3.4 us spinning, 238k at 2.3 us asleep.
+        let qd32 = |m: Modes| {
+            if m[0] {
+                epoch(263_000, 3.4)
+            } else {
+                epoch(238_000, 2.3)
+            }
+        };
+        assert_eq!(trial(&mut j, t, false, qd32).1, [true, true]);
+        t += TRIAL_NS + SETTLED_NS;
+        // An idle device: nothing to judge by, spinning is left to the poller.
+        assert_eq!(trial(&mut j, t, false, |_| (0, 0)).1, [true, true]);
+    }
+
+    #[test]
+    fn with_a_queue_the_questions_take_turns_and_a_noisy_trial_is_outvoted() {
+        let mut j = Judge::new(0);
+        let mut t = FIRST_TRIAL_NS;
+        // A virtio disk at 4 KiB QD32: spinning buys nothing, batches lose a fifth of the IOPS.
+        let virtio = |m: Modes| match (m[0], m[1]) {
+            (_, true) => epoch(65_000, 4.0),
+            (_, false) => epoch(82_000, 4.2),
+        };
+        // With a queue the batch question comes first.
+        let (q, _) = trial(&mut j, t, true, virtio);
+        assert_eq!(q, Question::Batch);
+        t += TRIAL_NS;
+        let (q, modes) = trial(&mut j, t, true, virtio);
+        assert_eq!((q, modes), (Question::Batch, [true, false]), "confirmed");
+        t += TRIAL_NS;
+        assert_eq!(j.modes(t + SETTLED_NS - 1, true, || 0), [true, false]);
+        t += SETTLED_NS;
+        // Then the spin question, with IOs submitted one by one meanwhile: the same IOPS and
+        // CPU either way, and a tie keeps spinning allowed.
+        let (q, modes) = trial(&mut j, t, true, virtio);
+        assert_eq!((q, modes), (Question::Spin, [true, false]));
+        t += TRIAL_NS + SETTLED_NS;
+        // The device changes: batches now pay (a loop device whose worker shares the CPU).
+        // A trial for the first mode is believed at once.
+        let ram = |m: Modes| {
+            if m[1] {
+                epoch(330_000, 1.4)
+            } else {
+                epoch(234_000, 2.2)
+            }
+        };
+        assert_eq!(trial(&mut j, t, true, ram), (Question::Batch, [true, true]));
+        t += TRIAL_NS + SETTLED_NS;
+        // A noisy trial against spinning, outvoted by the second.
+        trial(&mut j, t, true, |m| {
+            if m[0] {
+                epoch(266_000, 3.2)
+            } else {
+                epoch(275_000, 2.0)
+            }
+        });
+        t += TRIAL_NS;
+        assert!(
+            matches!(j.state, State::Trial { epoch: 0, .. }),
+            "confirming"
+        );
+        let spin_pays = |m: Modes| {
+            if m[0] {
+                epoch(300_000, 3.1)
+            } else {
+                epoch(228_000, 2.5)
+            }
+        };
+        assert_eq!(
+            trial(&mut j, t, true, spin_pays),
+            (Question::Spin, [true, true])
+        );
+    }
+
+    #[test]
+    fn the_first_mode_pays_with_more_iops_or_the_same_iops_for_less_cpu() {
+        assert!(first_mode_pays((110.0, 9.0), (100.0, 5.0)));
+        assert!(
+            !first_mode_pays((102.0, 9.0), (100.0, 5.0)),
+            "2% is the same IOPS"
+        );
+        assert!(first_mode_pays((100.0, 4.0), (100.0, 5.0)));
+        assert!(
+            first_mode_pays((100.0, 5.0), (100.0, 5.0)),
+            "a tie keeps it"
+        );
+        assert!(!first_mode_pays((90.0, 4.0), (100.0, 5.0)));
+    }
+}
