@@ -983,7 +983,7 @@ SCHED_PARAMS = re.compile(r"sched|idle|haltpoll|isolcpus|nohz|irqaffinity|rcu_no
 # Wake-up placement code that mainline Linux does not have, by its symbol names. The
 # development VM's kernel packs woken tasks onto busy vCPUs (`sched_vcpu_pack=`,
 # `vcpu_pack_room` next to `select_idle_core`): bench/README.md, "Which kernel decides QD1".
-NON_MAINLINE_PLACEMENT = re.compile(r"\s(\w*vcpu_pack\w*)$")
+NON_MAINLINE_PLACEMENT = re.compile(r"\s((?!__pfx_)\w*vcpu_pack\w*)$")
 
 
 def scheduler_notes() -> dict[str, Any]:
@@ -994,9 +994,8 @@ def scheduler_notes() -> dict[str, Any]:
     try:  # root reads the names; nothing here needs the addresses
         with open("/proc/kallsyms") as f:
             for line in f:
-                if "pack" in line and (m := NON_MAINLINE_PLACEMENT.search(line.rstrip())):
-                    if not m.group(1).startswith("__pfx_"):
-                        symbols.add(m.group(1))
+                if "vcpu_pack" in line and (m := NON_MAINLINE_PLACEMENT.search(line.rstrip())):
+                    symbols.add(m.group(1))
     except OSError:
         pass
     cpuidle = Path("/sys/devices/system/cpu/cpuidle")

@@ -14,7 +14,7 @@ use std::collections::BinaryHeap;
 use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
-use crate::backend::{Backend, Completion, IoReq, Op};
+use crate::backend::{yield_cpu, Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
@@ -24,12 +24,6 @@ use crate::stream::{BurstState, StreamState};
 use crate::verify::{Findings, TargetVerify};
 use verify::{unix_now_s, IoCheck};
 use wake::WakeLateness;
-
-/// Let another thread that is ready to run on this CPU run first; returns at once if none is.
-pub(crate) fn yield_cpu() {
-    // SAFETY: sched_yield takes no arguments and only affects this thread's scheduling.
-    unsafe { libc::sched_yield() };
-}
 
 /// Longest single wait, so a stop request is noticed promptly.
 pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
@@ -91,11 +85,6 @@ impl Totals {
                 self.streams[*i].merge(stats);
             }
         }
-    }
-
-    /// The totals of plan stream `i`.
-    pub fn stream(&self, i: usize) -> &StreamStats {
-        &self.streams[i]
     }
 
     pub fn streams(&self) -> &[StreamStats] {

@@ -214,6 +214,19 @@ mod tests {
         (ios, (ios as f64 * us * 1000.0) as u64)
     }
 
+    /// A device whose epochs give `first` (IOPS, us of CPU per IO) in the first mode of
+    /// `question` and `other` in the other, whatever the other question's mode.
+    fn device(
+        q: Question,
+        first: (u64, f64),
+        other: (u64, f64),
+    ) -> impl Fn(Modes) -> (u64, u64) + Copy {
+        move |m: Modes| {
+            let (iops, us) = if m[q as usize] { first } else { other };
+            epoch(iops, us)
+        }
+    }
+
     /// Drive a judge through one trial starting at `start`, each epoch adding the figures
     /// `device` gives for its modes. Checks that exactly the question asked changes, in ABBA
     /// order, and returns it with the modes right after the trial.
@@ -259,13 +272,7 @@ mod tests {
         // A shallow queue: only the spin question is asked.
         // 4 KiB QD1 with the device's completion work on the engine's CPU: spinning loses IOPS.
         // One trial saying so starts a second at once; the thread sleeps when that agrees.
-        let qd1 = |m: Modes| {
-            if m[0] {
-                epoch(70_000, 7.4)
-            } else {
-                epoch(85_000, 5.3)
-            }
-        };
+        let qd1 = device(Question::Spin, (70_000, 7.4), (85_000, 5.3));
         let (q, modes) = trial(&mut j, t, false, qd1);
         assert_eq!((q, modes[0]), (Question::Spin, true), "not yet believed");
         t += TRIAL_NS;
@@ -275,13 +282,7 @@ mod tests {
         assert_eq!(j.modes(t + SETTLED_NS - 1, false, || 0), [false, true]);
         t += SETTLED_NS;
         // Open loop: the same IOPS either way; spinning costs more CPU per IO.
-        let open = |m: Modes| {
-            if m[0] {
-                epoch(20_000, 36.0)
-            } else {
-                epoch(20_100, 20.0)
-            }
-        };
+        let open = device(Question::Spin, (20_000, 36.0), (20_100, 20.0));
         assert_eq!(
             trial(&mut j, t, false, open).1,
             [false, true],
@@ -289,13 +290,7 @@ mod tests {
         );
         t += TRIAL_NS + SETTLED_NS;
         // 4 KiB QD32 on the VM's RAM disk: 263k IOPS at 3.4 us spinning, 238k at 2.3 us asleep.
-        let qd32 = |m: Modes| {
-            if m[0] {
-                epoch(263_000, 3.4)
-            } else {
-                epoch(238_000, 2.3)
-            }
-        };
+        let qd32 = device(Question::Spin, (263_000, 3.4), (238_000, 2.3));
         assert_eq!(trial(&mut j, t, false, qd32).1, [true, true]);
         t += TRIAL_NS + SETTLED_NS;
         // An idle device: nothing to judge by, spinning is left to the poller.
@@ -307,10 +302,7 @@ mod tests {
         let mut j = Judge::new(0);
         let mut t = FIRST_TRIAL_NS;
         // A virtio disk at 4 KiB QD32: spinning buys nothing, batches lose a fifth of the IOPS.
-        let virtio = |m: Modes| match (m[0], m[1]) {
-            (_, true) => epoch(65_000, 4.0),
-            (_, false) => epoch(82_000, 4.2),
-        };
+        let virtio = device(Question::Batch, (65_000, 4.0), (82_000, 4.2));
         // With a queue the batch question comes first.
         let (q, _) = trial(&mut j, t, true, virtio);
         assert_eq!(q, Question::Batch);
@@ -327,35 +319,22 @@ mod tests {
         t += TRIAL_NS + SETTLED_NS;
         // The device changes: batches now pay (a loop device whose worker shares the CPU).
         // A trial for the first mode is believed at once.
-        let ram = |m: Modes| {
-            if m[1] {
-                epoch(330_000, 1.4)
-            } else {
-                epoch(234_000, 2.2)
-            }
-        };
+        let ram = device(Question::Batch, (330_000, 1.4), (234_000, 2.2));
         assert_eq!(trial(&mut j, t, true, ram), (Question::Batch, [true, true]));
         t += TRIAL_NS + SETTLED_NS;
         // A noisy trial against spinning, outvoted by the second.
-        trial(&mut j, t, true, |m| {
-            if m[0] {
-                epoch(266_000, 3.2)
-            } else {
-                epoch(275_000, 2.0)
-            }
-        });
+        trial(
+            &mut j,
+            t,
+            true,
+            device(Question::Spin, (266_000, 3.2), (275_000, 2.0)),
+        );
         t += TRIAL_NS;
         assert!(
             matches!(j.state, State::Trial { epoch: 0, .. }),
             "confirming"
         );
-        let spin_pays = |m: Modes| {
-            if m[0] {
-                epoch(300_000, 3.1)
-            } else {
-                epoch(228_000, 2.5)
-            }
-        };
+        let spin_pays = device(Question::Spin, (300_000, 3.1), (228_000, 2.5));
         assert_eq!(
             trial(&mut j, t, true, spin_pays),
             (Question::Spin, [true, true])

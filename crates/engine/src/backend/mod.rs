@@ -81,3 +81,11 @@ pub fn open_backend(
         BackendKind::Null => Box::new(null::NullBackend::default()),
     })
 }
+
+/// Let another thread that is ready to run on this CPU run first (returns at once if none is):
+/// a thread that spins, waiting for a completion or an issue time, must not hold up the
+/// device's completion work when that runs on the same CPU (bench/README.md).
+pub(crate) fn yield_cpu() {
+    // SAFETY: sched_yield takes no arguments and only affects this thread's scheduling.
+    unsafe { libc::sched_yield() };
+}

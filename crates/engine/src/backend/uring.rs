@@ -19,9 +19,8 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::judge::{Judge, Modes, Question};
-use super::{Backend, Completion, IoReq, Op};
+use super::{yield_cpu, Backend, Completion, IoReq, Op};
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
-use crate::worker::yield_cpu;
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
 const IORING_ENTER_GETEVENTS: u32 = 1;
@@ -224,7 +223,7 @@ impl Backend for UringBackend {
                     self.submit_pending()?;
                 } else {
                     // Nothing to run yet: let the device's completion work have this CPU if
-                    // it is waiting for it (worker.rs, yield_cpu).
+                    // it is waiting for it (yield_cpu).
                     yield_cpu();
                 }
             }

@@ -65,7 +65,7 @@ struct Outcome {
 
 impl Outcome {
     fn total(&self, stream: usize) -> &StreamStats {
-        self.totals.stream(stream)
+        &self.totals.streams()[stream]
     }
 
     /// Read ops of `stream` in every interval, in order.
