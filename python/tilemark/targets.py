@@ -1029,17 +1029,109 @@ def drop_cached(path: str, offset: int, length: int) -> None:
         os.close(fd)
 
 
-def _lock_dir() -> Path:
-    """Where target locks live: /run/lock/tilemark when it can be used, else /tmp (sticky)."""
+def _owner(uid: int) -> str:
+    import pwd  # POSIX only; imported where it is used
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _open_lock_dir(candidate: str) -> tuple[int | None, str]:
+    """(a directory fd, "") for a lock directory that is safe to use, else (None, why not).
+
+    Safe means a real directory (never a symbolic link) owned by root or by the running user,
+    and writable by its owner alone or sticky (like /tmp), so that nobody else can rename or
+    replace the lock files in it. Lock files are opened relative to the returned fd, so the
+    directory cannot be swapped for another between this check and their use."""
+    created = False
+    try:
+        os.mkdir(candidate, 0o1777)
+        created = True
+    except FileExistsError:
+        pass  # whatever is there is checked below
+    except OSError as e:
+        return None, f"{candidate} cannot be created ({e.strerror})"
+    try:
+        fd = os.open(candidate, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None, f"{candidate} is a link or a file, not a directory"
+        return None, f"{candidate} cannot be opened ({e.strerror})"
+    if created:
+        os.fchmod(fd, 0o1777)  # sticky and open to every user's runs; the umask took bits away
+    st = os.fstat(fd)
+    problem = ""
+    if st.st_uid not in (0, os.geteuid()):
+        problem = f"{candidate} belongs to {_owner(st.st_uid)}, not to root or to you"
+    elif st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        problem = f"{candidate} is writable by others and not sticky"
+    elif not os.access(candidate, os.W_OK | os.X_OK):
+        problem = f"{candidate} is not writable by you"
+    if problem:
+        os.close(fd)
+        return None, problem
+    return fd, ""
+
+
+def _lock_dir_fd() -> tuple[int, str]:
+    """(directory fd, path) of where target locks live: /run/lock/tilemark when it is safe to
+    use, else /tmp/tilemark-locks; UsageError naming what is wrong with each when neither is."""
+    refused = []
     for candidate in LOCK_DIRS:
-        d = Path(candidate)
+        fd, why = _open_lock_dir(candidate)
+        if fd is not None:
+            return fd, candidate
+        refused.append(why)
+    raise UsageError(
+        f"no safe directory for target locks: {'; '.join(refused)}; remove or fix it (as its "
+        "owner or root) and run again."
+    )
+
+
+def _open_lock_file(dir_fd: int, dir_path: str, name: str) -> tuple[int, bool]:
+    """(fd, writable) of the lock file `name` in the lock directory, never following a link.
+
+    A new file is created by us (0644) and holds our record. An existing one is used only when
+    it is a plain file with one link; when another user owns it (their run created it) we lock
+    it without writing to it. Anything else there is refused with a sentence."""
+    path = f"{dir_path}/{name}"
+    base = os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+    for _attempt in range(5):  # the file may vanish between two calls: try again
         try:
-            d.mkdir(mode=0o1777, parents=False, exist_ok=True)
-            if os.access(d, os.W_OK | os.X_OK):
-                return d
-        except OSError:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | base, 0o644, dir_fd=dir_fd)
+            return fd, True
+        except FileExistsError:
+            pass
+        try:
+            try:
+                fd, read_write = os.open(name, os.O_RDWR | base, dir_fd=dir_fd), True
+            except PermissionError:
+                fd, read_write = os.open(name, os.O_RDONLY | base, dir_fd=dir_fd), False
+        except FileNotFoundError:
             continue
-    raise RunError(f"no directory for target locks is writable ({', '.join(LOCK_DIRS)}).")
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise UsageError(
+                    f"the lock file {path} is a symbolic link; tilemark never follows links "
+                    "there. Remove it (as root) and run again."
+                ) from None
+            raise UsageError(f"the lock file {path} cannot be opened: {e.strerror}.") from None
+        st = os.fstat(fd)
+        problem = ""
+        if not stat.S_ISREG(st.st_mode):
+            problem = "is not a regular file"
+        elif st.st_nlink != 1:
+            problem = f"has {st.st_nlink} hard links (another name points at the same file)"
+        if problem:
+            os.close(fd)
+            raise UsageError(
+                f"the lock file {path} {problem}; tilemark uses only plain files it or another "
+                "tilemark run created there. Remove it (as root) and run again."
+            )
+        return fd, read_write and st.st_uid == os.geteuid()
+    raise UsageError(f"the lock file {path} keeps disappearing; is another program removing it?")
 
 
 def lock_key(info: TargetInfo) -> str:
@@ -1059,13 +1151,20 @@ class TargetLock:
     def __init__(self, info: TargetInfo, argv: list[str]):
         self.info = info
         self.argv = argv
-        self.path = _lock_dir() / f"{lock_key(info)}.lock"
+        self.name = f"{lock_key(info)}.lock"
+        self.path = Path(LOCK_DIRS[0]) / self.name  # where it is once __enter__ has chosen
         self.fd: int | None = None
+        self.writable = False
 
     def __enter__(self) -> TargetLock:
         import fcntl  # POSIX only; imported where it is used
 
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        dir_fd, dir_path = _lock_dir_fd()
+        self.path = Path(dir_path) / self.name
+        try:
+            fd, writable = _open_lock_file(dir_fd, dir_path, self.name)
+        finally:
+            os.close(dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -1075,15 +1174,16 @@ class TargetLock:
                 f"target {self.info.path} is in use by another tilemark run ({holder}); wait "
                 "for it to end or use another target."
             ) from None
-        record = {
-            "pid": os.getpid(),
-            "argv": self.argv,
-            "target": self.info.path,
-            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-        self.fd = fd
+        if writable:
+            record = {
+                "pid": os.getpid(),
+                "argv": self.argv,
+                "target": self.info.path,
+                "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            }
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(record).encode(), 0)
+        self.fd, self.writable = fd, writable
         return self
 
     @staticmethod
@@ -1097,7 +1197,8 @@ class TargetLock:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.fd is not None:
-            os.ftruncate(self.fd, 0)
+            if self.writable:
+                os.ftruncate(self.fd, 0)
             os.close(self.fd)  # closing releases the flock
             self.fd = None
 
