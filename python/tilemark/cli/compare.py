@@ -113,6 +113,10 @@ def compare(
     json_out: Annotated[
         bool, typer.Option("--json", help="Print the comparison as JSON instead of a table.")
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace -o FILE even if tilemark did not write it."),
+    ] = False,
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
@@ -173,5 +177,5 @@ def compare(
     if output is not None:
         if output.is_dir():
             raise UsageError(f"-o/--output must be a file, but {output} is a directory.")
-        (path,) = HtmlExporter().export(compare_report(comparison), output)
+        (path,) = HtmlExporter().export(compare_report(comparison), output, force=force)
         typer.echo(f"report: {path}", err=json_out)

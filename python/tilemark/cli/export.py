@@ -11,9 +11,10 @@ import typer
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.cli.report import note_damage, refusing_unwritable
 from tilemark.errors import UsageError
-from tilemark.fio import job_text
+from tilemark.fio import FIO_EXPORT_MARK, job_text
 from tilemark.report import CsvExporter, Report, Verdict
 from tilemark.report.data import RunData, load_source
+from tilemark.store.outputs import starts_with, write_file
 
 
 def export(
@@ -36,6 +37,10 @@ def export(
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace files of the same name that tilemark did not write."),
+    ] = False,
 ) -> None:
     """Export interval rows and per-stream (and per-application) summaries as CSV, or a run as
     a fio job file."""
@@ -44,7 +49,7 @@ def export(
             "--csv DIR or --fio FILE is required: where to write the CSV files or the fio job."
         )
     if fio_file is not None:
-        export_fio(name, fio_file, results)
+        export_fio(name, fio_file, results, force=force)
         if csv_dir is None:
             return
     if csv_dir.exists() and not csv_dir.is_dir():
@@ -55,12 +60,12 @@ def export(
     # CSV needs only the stored data, not the charts: a report shell around the source.
     shell = Report(kind=kind, title="", verdict=Verdict("", "info"), source=source)
     with refusing_unwritable(f"--csv {csv_dir}", "choose a directory you can write"):
-        written = CsvExporter().export(shell, csv_dir)
+        written = CsvExporter().export(shell, csv_dir, force=force)
     for path in written:
         typer.echo(str(path))
 
 
-def export_fio(name: str, fio_file: Path, results: Path) -> None:
+def export_fio(name: str, fio_file: Path, results: Path, *, force: bool = False) -> None:
     """The run's engine plan as a fio job file (tilemark.fio.export)."""
     source = load_source(name, results)
     if not isinstance(source, RunData):
@@ -74,5 +79,11 @@ def export_fio(name: str, fio_file: Path, results: Path) -> None:
         f"the workload of tilemark run {doc.get('run_id')} ({doc.get('workload', {}).get('name')})"
     )
     with refusing_unwritable(f"--fio {fio_file}", "choose a file you can write"):
-        fio_file.write_text(job_text(doc["plan"], title=title))
+        write_file(
+            fio_file,
+            job_text(doc["plan"], title=title),
+            force=force,
+            ours=starts_with(FIO_EXPORT_MARK.encode()),
+            what="--fio",
+        )
     typer.echo(str(fio_file))

@@ -10,6 +10,7 @@ import typer
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
 from tilemark.runner import make_console
+from tilemark.store.outputs import write_file
 
 
 def import_fio(
@@ -31,7 +32,7 @@ def import_fio(
     if output.exists() and not force:
         raise UsageError(f"--output {output} exists; pass --force to replace it.")
     try:
-        output.write_text(text)
+        write_file(output, text, force=force, what="--output")
     except OSError as e:
         raise UsageError(f"--output {output} cannot be written: {e.strerror}.") from None
     for note in translation.notes:

@@ -29,6 +29,7 @@ from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, saf
 from tilemark.report.csv import point_csvs
 from tilemark.runner import prepare
 from tilemark.runtargets import Targets, compile_on, inspect_targets, lock
+from tilemark.store.outputs import OutputDir
 from tilemark.study.base import (
     Attempt,
     StepBook,
@@ -252,7 +253,8 @@ def _finish(
     json_body: dict[str, Any],
 ) -> None:
     err = Console(stderr=True, highlight=False)
-    point_csvs(doc, path)
+    with OutputDir(path, force=True, what="study file") as csvs:  # the study's own directory
+        point_csvs(doc, csvs)
     if values.get("json_out"):
         body = {"study_id": doc["study_id"], "study_dir": str(path.resolve()), **json_body}
         sys.stdout.write(json.dumps(body, indent=2) + "\n")

@@ -66,6 +66,10 @@ def report(
     results: Annotated[
         Path, typer.Option("--results", metavar="DIR", help="Results directory.")
     ] = DEFAULT_RESULTS,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace files of the same name that tilemark did not write."),
+    ] = False,
 ) -> None:
     """Write a report of a run or a scaling study: verdict, charts, tables, provenance."""
     if output is not None and output.is_dir():
@@ -78,12 +82,12 @@ def report(
     doc = build_report(source)
     if png is not None:
         with refusing_unwritable(f"--png {png}", "choose a directory you can write"):
-            files = PngExporter().export(doc, png)
+            files = PngExporter().export(doc, png, force=force)
         typer.echo(f"{len(files)} files (PNG and SVG of {len(files) // 2} figures) in {png}")
     if output is not None or png is None:
         dest = output if output is not None else Path(doc.home) / REPORT_FILE
         with refusing_unwritable(f"the report {dest}", "write it elsewhere with -o FILE"):
-            (path,) = HtmlExporter().export(doc, dest)
+            (path,) = HtmlExporter().export(doc, dest, force=force)
         typer.echo(
             f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
         )

@@ -33,10 +33,14 @@ def _split(sizes: list[list[float]]) -> str:
     return ":".join(f"{int(size)}/{share}" for (size, _), share in zip(sizes, shares, strict=True))
 
 
+# The header line that marks a job file as tilemark's, so a new export may replace it.
+FIO_EXPORT_MARK = "written by tilemark export --fio"
+
+
 def job_text(plan: dict[str, Any], *, title: str) -> str:
     """A fio job file equivalent to an engine plan (plan_version 1 or 2)."""
     notes: list[str] = []
-    lines = [f"; {title}", "; written by tilemark export --fio; run it with: fio FILE"]
+    lines = [f"; {title}", f"; {FIO_EXPORT_MARK}; run it with: fio FILE"]
     body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
     directs = {t["direct"] for t in plan["targets"]}
     body.append(f"direct={1 if directs == {True} else 0}")

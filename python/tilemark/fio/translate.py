@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio.jobfile import Job, Option, parse
+from tilemark.fio.jobfile import Job, Option, parse, redact_included
 from tilemark.units import parse_duration, parse_size
 
 # fio engines and the tilemark backend that issues the same IO.
@@ -462,9 +462,18 @@ def _run_value(jobs: list[_Job], key: str) -> tuple[Any, bool]:
 
 
 def translate(path: str | os.PathLike[str]) -> Translation:
-    """The tilemark workload equivalent to a fio job file, or a UsageError naming what is not."""
+    """The tilemark workload equivalent to a fio job file, or a UsageError naming what is not
+    (never quoting a file the job file includes)."""
+    parsed = parse(path)
+    try:
+        return _translate(path, parsed)
+    except UsageError as e:
+        raise redact_included(e, parsed) from None
+
+
+def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Translation:
     notes: list[str] = []
-    jobs = [_read_job(job, notes) for job in parse(path)]
+    jobs = [_read_job(job, notes) for job in parsed]
     names = [j.name for j in jobs]
     for name in names:
         if names.count(name) > 1:

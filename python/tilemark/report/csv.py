@@ -12,7 +12,10 @@ matrices). Numbers are written unrounded.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
 from tilemark.store import INTERVAL_SCHEMA
 from tilemark.store.array import ArrayUnreadable, read_array
+from tilemark.store.outputs import OutputDir
 from tilemark.store.rundoc import iso_utc
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
@@ -34,18 +38,27 @@ LATENCY_KINDS = ("service", "response")
 LATENCY_STATS = ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 
-def _write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+@contextlib.contextmanager
+def _text(out: OutputDir, name: str) -> Iterator[io.TextIOWrapper]:
+    with out.file(name) as raw:
+        f = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        yield f
+        f.flush()
+        f.detach()  # the output file closes itself when `out.file` ends
+
+
+def _write_rows(out: OutputDir, name: str, rows: list[dict[str, Any]]) -> Path:
     columns: list[str] = []
     for r in rows:
         for k in r:
             if k not in columns:
                 columns.append(k)
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with _text(out, name) as f:
         writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
         writer.writeheader()
         for r in rows:
             writer.writerow({k: "" if v is None else v for k, v in r.items()})
-    return path
+    return out.path / name
 
 
 def interval_table(run: RunData) -> pa.Table:
@@ -136,28 +149,29 @@ def array_rows(run: RunData) -> list[dict[str, Any]]:
 class CsvExporter:
     """Writes the CSV files of a run or a study into a directory."""
 
-    def export(self, report: Report, dest: Path) -> list[Path]:
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
-        source = report.source
-        if isinstance(source, StudyData):
-            return self._study(source, dest)
-        return self._run(source, dest)
+    def export(self, report: Report, dest: Path, *, force: bool = False) -> list[Path]:
+        """The CSV files, written as store.outputs does (no links followed, no foreign file
+        replaced unless `force`)."""
+        with OutputDir(Path(dest), force=force, what="--csv file") as out:
+            source = report.source
+            if isinstance(source, StudyData):
+                return self._study(source, out)
+            return self._run(source, out)
 
-    def _run(self, run: RunData, dest: Path) -> list[Path]:
+    def _run(self, run: RunData, out: OutputDir) -> list[Path]:
         written = []
-        intervals = dest / "intervals.csv"
-        pacsv.write_csv(interval_table(run), intervals)
-        written.append(intervals)
-        written.append(_write_rows(dest / "streams.csv", stream_rows(run)))
+        with out.file("intervals.csv") as f:
+            pacsv.write_csv(interval_table(run), f)
+        written.append(out.path / "intervals.csv")
+        written.append(_write_rows(out, "streams.csv", stream_rows(run)))
         if run.is_tile_run:
             per_app, instances, verdicts = application_rows(run)
-            written.append(_write_rows(dest / "applications.csv", per_app))
-            written.append(_write_rows(dest / "instances.csv", instances))
-            written.append(_write_rows(dest / "qos.csv", verdicts))
+            written.append(_write_rows(out, "applications.csv", per_app))
+            written.append(_write_rows(out, "instances.csv", instances))
+            written.append(_write_rows(out, "qos.csv", verdicts))
         targets = (run.summary or {}).get("targets") or []
         if len(targets) > 1:
-            written.append(_write_rows(dest / "targets.csv", [_flat(t) for t in targets]))
+            written.append(_write_rows(out, "targets.csv", [_flat(t) for t in targets]))
         for final, log, name in (
             (tm.DEVICES_FILE, tm.DEVICES_LOG, "devices.csv"),
             (tm.HOST_FILE, tm.HOST_LOG, "host.csv"),
@@ -165,13 +179,13 @@ class CsvExporter:
         ):
             rows = read_rows(run.run_dir, final, log)
             if rows:
-                written.append(_write_rows(dest / name, rows))
+                written.append(_write_rows(out, name, rows))
         counters = array_rows(run)
         if counters:
-            written.append(_write_rows(dest / "array.csv", counters))
+            written.append(_write_rows(out, "array.csv", counters))
         return written
 
-    def _repeat(self, study: StudyData, dest: Path) -> list[Path]:
+    def _repeat(self, study: StudyData, out: OutputDir) -> list[Path]:
         doc = study.doc
         reps = doc.get("repetitions_complete") or []
         by_rep = {s.step.get("repetition"): s.step for s in study.steps}
@@ -206,15 +220,15 @@ class CsvExporter:
                 }
             )
         return [
-            _write_rows(dest / "repetitions.csv", values),
-            _write_rows(dest / "trends.csv", trends),
+            _write_rows(out, "repetitions.csv", values),
+            _write_rows(out, "trends.csv", trends),
         ]
 
-    def _study(self, study: StudyData, dest: Path) -> list[Path]:
+    def _study(self, study: StudyData, out: OutputDir) -> list[Path]:
         if study.doc.get("kind") == "repeat":
-            return self._repeat(study, dest)
+            return self._repeat(study, out)
         if study.doc.get("kind") in ("sweep", "matrix", "curve"):
-            return point_csvs(study.doc, dest)
+            return point_csvs(study.doc, out)
         steps, apps = [], []
         for st in study.steps:
             s = st.step
@@ -237,12 +251,12 @@ class CsvExporter:
                     row[f"worst_{cid}_ms"] = v
                 apps.append(row)
         return [
-            _write_rows(dest / "steps.csv", steps),
-            _write_rows(dest / "study_applications.csv", apps),
+            _write_rows(out, "steps.csv", steps),
+            _write_rows(out, "study_applications.csv", apps),
         ]
 
 
-def point_csvs(doc: dict[str, Any], dest: Path) -> list[Path]:
+def point_csvs(doc: dict[str, Any], out: OutputDir) -> list[Path]:
     """A sweep's, matrix's or curve's points.csv; a matrix also gets Orion's three matrices
     (small_iops.csv, large_mbps.csv, small_latency_ms.csv: rows are large streams, columns
     small outstanding IOs)."""
@@ -251,11 +265,11 @@ def point_csvs(doc: dict[str, Any], dest: Path) -> list[Path]:
     if points:
         fields = [k for k in points[0] if not isinstance(points[0][k], dict | list)]
         rows = [{k: p.get(k) for k in fields} for p in points]
-        written.append(_write_rows(dest / "points.csv", rows))
+        written.append(_write_rows(out, "points.csv", rows))
     if doc.get("kind") == "matrix":
         for name in ("small_iops", "large_mbps", "small_latency_ms"):
-            path = dest / f"{name}.csv"
-            with open(path, "w", newline="") as f:
+            path = out.path / f"{name}.csv"
+            with _text(out, f"{name}.csv") as f:
                 w = csv.writer(f)
                 w.writerow(["large streams \\ small QD", *doc["small_levels"]])
                 for n, row in zip(doc["large_levels"], doc[name], strict=True):

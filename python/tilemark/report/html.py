@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,10 @@ from tilemark.report.base import Figure, Report, Table
 from tilemark.report.charts import rounded
 from tilemark.report.data import relpath
 from tilemark.report.vega import javascript_bundle
+from tilemark.store.outputs import starts_with, write_file
+
+# What makes an existing HTML file a tilemark report, which a new report may replace.
+GENERATOR_MARK = b'<meta name="generator" content="tilemark'
 
 CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --pass:#1a7f37; --fail:#cf222e;
@@ -232,15 +235,12 @@ def render(report: Report, out_path: Path) -> str:
 class HtmlExporter:
     """Writes the report as one HTML file at `dest`."""
 
-    def export(self, report: Report, dest: Path) -> list[Path]:
+    def export(self, report: Report, dest: Path, *, force: bool = False) -> list[Path]:
+        """Written as store.outputs does: through a new file renamed into place (a full disk
+        leaves no partial file), never through a link, and over an existing file only when it
+        is a tilemark report (its generator line) or `force`."""
         dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         text = render(report, dest)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)  # a full disk leaves no partial file behind
-            raise
+        write_file(dest, text, force=force, ours=starts_with(GENERATOR_MARK), what="the report")
         return [dest]

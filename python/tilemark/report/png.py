@@ -8,6 +8,7 @@ import vl_convert as vlc
 
 from tilemark.report.base import Report
 from tilemark.report.vega import vl_version
+from tilemark.store.outputs import OutputDir
 
 PNG_SCALE = 2  # pixels per CSS pixel: sharp on high-density screens and in slides
 
@@ -15,15 +16,14 @@ PNG_SCALE = 2  # pixels per CSS pixel: sharp on high-density screens and in slid
 class PngExporter:
     """Writes <figure id>.png and <figure id>.svg into a directory."""
 
-    def export(self, report: Report, dest: Path) -> list[Path]:
-        dest = Path(dest)
-        dest.mkdir(parents=True, exist_ok=True)
+    def export(self, report: Report, dest: Path, *, force: bool = False) -> list[Path]:
+        """Figures written as store.outputs does (no links followed, no foreign file replaced
+        unless `force`)."""
         written = []
-        for fig in report.figures():
-            spec = fig.spec()
-            svg = dest / f"{fig.id}.svg"
-            svg.write_text(vlc.vegalite_to_svg(spec, vl_version=vl_version()), encoding="utf-8")
-            png = dest / f"{fig.id}.png"
-            png.write_bytes(vlc.vegalite_to_png(spec, vl_version=vl_version(), scale=PNG_SCALE))
-            written += [png, svg]
+        with OutputDir(Path(dest), force=force, what="--png file") as out:
+            for fig in report.figures():
+                spec = fig.spec()
+                svg = vlc.vegalite_to_svg(spec, vl_version=vl_version())
+                png = vlc.vegalite_to_png(spec, vl_version=vl_version(), scale=PNG_SCALE)
+                written += [out.write(f"{fig.id}.png", png), out.write(f"{fig.id}.svg", svg)]
         return written
