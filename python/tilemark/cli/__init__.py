@@ -22,6 +22,7 @@ from tilemark.cli.run import run
 from tilemark.cli.runs import runs_app
 from tilemark.cli.scale import scale
 from tilemark.cli.studies import studies
+from tilemark.cli.trace import trace_app
 from tilemark.cli.verify import verify
 from tilemark.engine import EngineError
 from tilemark.errors import RunError, UsageError
@@ -56,6 +57,7 @@ app.command("attach", no_args_is_help=True)(attach_command)
 app.command("import-fio", no_args_is_help=True)(import_fio)
 app.add_typer(profiles_app, name="profiles")
 app.add_typer(example_app, name="example")
+app.add_typer(trace_app, name="trace")
 
 
 def _error(message: str) -> None:
