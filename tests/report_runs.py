@@ -22,8 +22,8 @@ from tilemark.analysis.tiles import application_results
 from tilemark.apps import default_tile, parse_sets
 from tilemark.hist import Histogram
 from tilemark.plan import compile_plan
-from tilemark.store import INTERVAL_SCHEMA, RunWriter
-from tilemark.store.rundir import SCHEMA_VERSION
+from tilemark.store.intervals import INTERVAL_SCHEMA
+from tilemark.store.rundir import SCHEMA_VERSION, RunWriter
 from tilemark.study import (
     KnobStudy,
     StudyRecord,

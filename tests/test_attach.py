@@ -16,8 +16,8 @@ from report_runs import simple_plan, write_run
 from tilemark.cli import main
 from tilemark.report import build_report
 from tilemark.report.data import load_source
-from tilemark.store import RunWriter
 from tilemark.store.array import ARRAY_FILE, read_array
+from tilemark.store.rundir import RunWriter
 
 NS = 1_000_000_000
 # report_runs.write_run: 10 one-second intervals, 2 of warm-up, 280 reads + 120 writes a second.

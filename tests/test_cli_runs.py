@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.cli import main
 from tilemark.cli.runs import runs_app
-from tilemark.store import RunWriter
+from tilemark.store.rundir import RunWriter
 from tilemark.summary import summarize
 
 app = typer.Typer()

@@ -14,19 +14,10 @@ import pytest
 
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.hist import Histogram
-from tilemark.store import (
-    CatalogError,
-    ForeignCatalogError,
-    RunFormatError,
-    RunNotFoundError,
-    RunWriter,
-    catalog,
-    list_runs,
-    load_run,
-    read_intervals,
-    rebuild,
-    rundoc,
-)
+from tilemark.store import catalog, rundoc
+from tilemark.store.catalog import CatalogError, ForeignCatalogError, list_runs, rebuild
+from tilemark.store.rundir import RunWriter
+from tilemark.store.rundoc import RunFormatError, RunNotFoundError, load_run, read_intervals
 from tilemark.summary import summarize
 
 PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
@@ -221,7 +212,7 @@ def test_killed_writer_keeps_every_interval_written_and_shows_killed(tmp_path):
 import os, signal, sys
 sys.path[:0] = [{str(PYTHON_DIR)!r}, {str(TESTS_DIR)!r}]
 from engine_data import plan, simple_snapshots
-from tilemark.store import RunWriter
+from tilemark.store.rundir import RunWriter
 w = RunWriter({str(root)!r}, plan=plan(), workload={{}}, targets=[], argv=["x"])
 w.add_snapshots(simple_snapshots(25))
 print(w.run_id, flush=True)

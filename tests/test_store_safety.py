@@ -13,17 +13,11 @@ import pytest
 
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.report.data import compute_series, load_source
-from tilemark.store import (
-    ForeignCatalogError,
-    RunWriter,
-    inspect_run,
-    list_runs,
-    load_run,
-    process,
-    read_intervals,
-    rebuild,
-)
 from tilemark.store import intervals as iv
+from tilemark.store import process
+from tilemark.store.catalog import ForeignCatalogError, list_runs, rebuild
+from tilemark.store.rundir import RunWriter
+from tilemark.store.rundoc import inspect_run, load_run, read_intervals
 from tilemark.summary import summarize
 
 GOLDEN_V1 = Path(__file__).resolve().parent / "data" / "results-v1"

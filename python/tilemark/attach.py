@@ -24,10 +24,18 @@ from typing import Any
 import pyarrow as pa
 
 from tilemark.errors import UsageError
-from tilemark.store import RunFormatError, RunNotFoundError, read_intervals, resolve_run_dir
 from tilemark.store.array import ARRAY_FILE, ArrayUnreadable, write_array
 from tilemark.store.intervals import IntervalsUnreadable
-from tilemark.store.rundoc import IntervalsError, inspect_run, iso_utc, utc_now_iso
+from tilemark.store.rundoc import (
+    IntervalsError,
+    RunFormatError,
+    RunNotFoundError,
+    inspect_run,
+    iso_utc,
+    read_intervals,
+    resolve_run_dir,
+    utc_now_iso,
+)
 from tilemark.store.studies import STUDY_FILE, step_run_dir, study_dirs
 from tilemark.units import parse_duration
 

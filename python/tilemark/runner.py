@@ -24,7 +24,7 @@ from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
 from tilemark.live import LiveDisplay
 from tilemark.runtargets import RemoteTargets, Targets
-from tilemark.store import RunWriter
+from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.summary import errors_text, summarize
 from tilemark.units import format_size
@@ -92,14 +92,6 @@ def _fill_reporter(tty: bool) -> targets.Progress:
         last_line[0] = line
 
     return report
-
-
-def make_console(*, stderr: bool) -> Console:
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal:
-        # Logs and pipes have no width; the results table needs about 130 columns.
-        console = Console(stderr=stderr, highlight=False, width=160)
-    return console
 
 
 def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:

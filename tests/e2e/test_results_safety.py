@@ -17,7 +17,7 @@ import pytest
 
 from tilemark import telemetry as tm
 from tilemark.report.telemetry import read_rows
-from tilemark.store import inspect_run, read_intervals
+from tilemark.store.rundoc import inspect_run, read_intervals
 
 from .rigs import need_root, remount_read_only, small_filesystem
 

@@ -13,8 +13,9 @@ from rich.console import Console
 from tilemark import datareduction, targets, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
+from tilemark.console import make_console
 from tilemark.live import front_back_table, host_line, hosts_table, results_table, targets_table
-from tilemark.runner import RunOutcome, make_console
+from tilemark.runner import RunOutcome
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 DEFAULT_RESULTS = Path("tilemark-results")

@@ -10,9 +10,9 @@ import typer
 from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS
+from tilemark.console import make_console
 from tilemark.errors import UsageError
 from tilemark.example import find_example, list_examples, plan_example, run_example
-from tilemark.runner import make_console
 
 example_app = typer.Typer(
     help="The seed studies as examples: list them, show one, run one (--quick: in seconds).",

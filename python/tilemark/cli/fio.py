@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
+from tilemark.console import make_console
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
-from tilemark.runner import make_console
 from tilemark.store.outputs import write_file
 
 

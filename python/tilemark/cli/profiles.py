@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from tilemark.apps import list_profiles, load_profile, profile_dirs
-from tilemark.runner import make_console
+from tilemark.console import make_console
 from tilemark.units import format_size
 
 profiles_app = typer.Typer(

@@ -15,7 +15,8 @@ from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
 from tilemark.errors import UsageError
-from tilemark.store import catalog, list_runs, manage
+from tilemark.store import catalog, manage
+from tilemark.store.catalog import list_runs
 from tilemark.store.studies import steps_of_studies
 from tilemark.units import format_size
 

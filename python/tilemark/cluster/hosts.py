@@ -41,7 +41,7 @@ from tilemark.runner import (
     summarize_run,
 )
 from tilemark.runtargets import RemoteTargets
-from tilemark.store import RunWriter
+from tilemark.store.rundir import RunWriter
 from tilemark.summary import summarize
 from tilemark.targetspec import TargetSpec
 from tilemark.units import format_size

@@ -28,8 +28,8 @@ from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
-from tilemark.store import INTERVAL_SCHEMA
 from tilemark.store.array import ArrayUnreadable, read_array
+from tilemark.store.intervals import INTERVAL_SCHEMA
 from tilemark.store.outputs import OutputDir
 from tilemark.store.rundoc import iso_utc
 

@@ -21,20 +21,15 @@ import duckdb
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
-from tilemark.store import (
-    INTERVAL_SCHEMA,
-    RunFormatError,
-    StoreError,
-    inspect_run,
-    resolve_run_dir,
-)
 from tilemark.store.intervals import (
+    INTERVAL_SCHEMA,
     IntervalSource,
     IntervalsUnreadable,
     interval_source,
     read_source,
     write_parquet,
 )
+from tilemark.store.rundoc import RunFormatError, StoreError, inspect_run, resolve_run_dir
 from tilemark.store.studies import STUDIES_DIR, STUDY_FILE, step_run_dir
 
 # Time series: at most this many points per series (intervals are merged above it) ...
