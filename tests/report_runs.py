@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import tilemark
 from engine_data import hist_json, latencies
 from tilemark.analysis.tiles import application_results
-from tilemark.apps import default_tile, parse_sets
 from tilemark.hist import Histogram
-from tilemark.plan import compile_plan
+from tilemark.run.summary import summarize, target_iops
+from tilemark.run.tiles import TileRunSettings, tile_workload
 from tilemark.store.intervals import INTERVAL_SCHEMA
 from tilemark.store.rundir import SCHEMA_VERSION, RunWriter
 from tilemark.study import (
@@ -32,10 +32,10 @@ from tilemark.study import (
     run_study,
     tile_definition,
 )
-from tilemark.summary import summarize, target_iops
-from tilemark.targets import TargetInfo
-from tilemark.targetspec import TargetSpec
-from tilemark.tilerun import TileRunSettings, tile_workload
+from tilemark.targets.header import TargetInfo
+from tilemark.targets.spec import TargetSpec
+from tilemark.workload.apps import default_tile, parse_sets
+from tilemark.workload.compiler import compile_plan
 
 GIB = 1 << 30
 

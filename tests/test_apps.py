@@ -13,9 +13,14 @@ from pathlib import Path
 import pytest
 
 from engine_data import hist_json
-from tilemark import plan
 from tilemark.analysis.qos import evaluate, failures
-from tilemark.apps import (
+from tilemark.errors import UsageError
+from tilemark.run.tiles import TileRunSettings, tile_workload
+from tilemark.targets.header import TargetInfo
+from tilemark.targets.spec import TargetSpec
+from tilemark.units import parse_size_mix
+from tilemark.workload import plan
+from tilemark.workload.apps import (
     BUILTIN_DIR,
     DEFAULT_TILE,
     TileApp,
@@ -26,12 +31,7 @@ from tilemark.apps import (
     load_tile,
     parse_sets,
 )
-from tilemark.errors import UsageError
-from tilemark.targets import TargetInfo
-from tilemark.targetspec import TargetSpec
-from tilemark.tilelayout import compile_tiles
-from tilemark.tilerun import TileRunSettings, tile_workload
-from tilemark.units import parse_size_mix
+from tilemark.workload.tilelayout import compile_tiles
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -68,7 +68,7 @@ def streams_by_name(layout) -> dict[str, dict]:
     return {s["name"]: s for s in layout.doc["stream"]}
 
 
-@pytest.mark.parametrize("module", ["tilemark.tilerun", "tilemark.runner"])
+@pytest.mark.parametrize("module", ["tilemark.run.tiles", "tilemark.run.runner"])
 def test_tilerun_imports_on_its_own(module):
     """Regression: runner -> cli.live -> cli/__init__ -> cli.profiles -> runner was circular."""
     proc = subprocess.run(

@@ -66,7 +66,7 @@ def cli(capsys, *args: str) -> tuple[int, str, str]:
     ],
 )
 def test_the_timestamp_column_is_found_by_its_name(tmp_path, header, chosen):
-    from tilemark.attach import read_counter_csv
+    from tilemark.telemetry.attach import read_counter_csv
 
     row = ["2026-11-25T04:08:17Z" if h == chosen else "1" for h in header]
     parsed = read_counter_csv(write_csv(tmp_path / "c.csv", header, [row]))

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.cli import main
 from tilemark.cli.runs import runs_app
+from tilemark.run.summary import summarize
 from tilemark.store.rundir import RunWriter
-from tilemark.summary import summarize
 
 app = typer.Typer()
 app.add_typer(runs_app, name="runs")

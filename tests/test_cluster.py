@@ -9,7 +9,7 @@ from tilemark.cluster import merge, placement
 from tilemark.cluster.session import ClockOffset, Session, check_versions, parse_spec, tls_files
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
-from tilemark.plan import parse_workload
+from tilemark.workload.plan import parse_workload
 
 HOSTS = [
     placement.Host("a-0", "a", "0", "tcp://127.0.0.1:1"),

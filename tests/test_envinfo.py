@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tilemark import envinfo
+from tilemark.telemetry import envinfo
 
 
 def df_fstype(path: Path) -> str:

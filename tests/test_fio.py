@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tilemark import plan
 from tilemark.cli import main
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
+from tilemark.workload import plan
 
 EXAMPLES = Path(__file__).parent / "data" / "fio-examples"
 

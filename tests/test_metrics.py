@@ -10,7 +10,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tilemark.metrics import MetricsServer, _Collector
+from tilemark.telemetry.prometheus import MetricsServer, _Collector
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "contrib" / "grafana" / "tilemark.json"
 

@@ -12,7 +12,6 @@ import pytest
 
 pytest.importorskip("tilemark._engine", reason="the engine is not built (make build)")
 
-from tilemark import apps, plan  # noqa: E402
 from tilemark.cli import main  # noqa: E402
 from tilemark.options import (  # noqa: E402
     OPTIONS,
@@ -24,6 +23,7 @@ from tilemark.options import (  # noqa: E402
     TILES,
     markdown,
 )
+from tilemark.workload import apps, compiler, plan  # noqa: E402
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 
@@ -195,10 +195,10 @@ def test_copies_make_identical_streams_with_their_own_seeds(tmp_path):
     names = [s.name for s in w.streams]
     assert names == ["worker0", "worker1", "worker2", "worker3", "log"]
     assert {(s.rw, s.read_pct, s.sizes[0][0]) for s in w.streams[:4]} == {("randrw", 70.0, 4096)}
-    from tilemark.targets import TargetInfo
+    from tilemark.targets.header import TargetInfo
 
     info = TargetInfo("/tmp/x.dat", "file", 4096, 1 << 30, True, 4096, False)
-    compiled = plan.compile_plan(w, info)
+    compiled = compiler.compile_plan(w, info)
     seeds = [s["seed"] for s in compiled["streams"]]
     assert len(set(seeds)) == len(seeds)
 

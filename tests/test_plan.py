@@ -7,9 +7,9 @@ import textwrap
 
 import pytest
 
-from tilemark import plan
 from tilemark.errors import UsageError
-from tilemark.targets import TargetInfo
+from tilemark.targets.header import TargetInfo
+from tilemark.workload import compiler, plan
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -47,9 +47,9 @@ def toml_workload(tmp_path, text: str) -> plan.Workload:
 
 
 def test_flags_compile_to_the_documented_plan(monkeypatch):
-    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(compiler.os, "cpu_count", lambda: 8)
     workload = flags(rw="randrw", read="70", bs="8k", qd="16")
-    compiled = plan.compile_plan(workload, target())
+    compiled = compiler.compile_plan(workload, target())
     stream_seed = compiled["streams"][0].pop("seed")
     assert compiled == {
         "plan_version": 2,
@@ -101,16 +101,18 @@ def test_mixed_rw_reads_half_by_default_like_fio():
 
 
 def test_sequential_and_partly_random_placement():
-    seq = plan.compile_plan(flags(rw="write", bs="64k"), target())["streams"][0]
+    seq = compiler.compile_plan(flags(rw="write", bs="64k"), target())["streams"][0]
     assert seq["pattern"] == {"kind": "sequential"} and seq["random_pct"] == 0.0
-    iometer = plan.compile_plan(flags(rw="read", random="30"), target())["streams"][0]
+    iometer = compiler.compile_plan(flags(rw="read", random="30"), target())["streams"][0]
     assert iometer["pattern"] == {"kind": "random"} and iometer["random_pct"] == 30.0
-    explicit = plan.compile_plan(flags(rw="write", pattern="sequential"), target())["streams"][0]
+    explicit = compiler.compile_plan(flags(rw="write", pattern="sequential"), target())["streams"][
+        0
+    ]
     assert explicit["pattern"] == {"kind": "sequential"}
 
 
 def test_toml_with_defaults_and_streams(tmp_path, monkeypatch):
-    monkeypatch.setattr(plan.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(compiler.os, "cpu_count", lambda: 8)
     workload = toml_workload(
         tmp_path,
         """
@@ -157,7 +159,7 @@ def test_toml_with_defaults_and_streams(tmp_path, monkeypatch):
         """,
     )
     assert workload.name == "mail" and workload.targets[0].size == 2 * GIB
-    compiled = plan.compile_plan(workload, target(2 * GIB))
+    compiled = compiler.compile_plan(workload, target(2 * GIB))
     assert compiled["backend"] == "psync"
     assert compiled["threads"] == 3
     assert compiled["interval_ms"] == 500
@@ -195,36 +197,38 @@ def test_zipf_pattern_and_names_default_to_rw(tmp_path):
         """,
     )
     assert [s.name for s in workload.streams] == ["randread.0", "randread.1", "write"]
-    compiled = plan.compile_plan(workload, target())
+    compiled = compiler.compile_plan(workload, target())
     assert compiled["streams"][0]["pattern"] == {"kind": "zipf", "theta": 1.2}
 
 
 def test_stream_seeds_derive_from_the_run_seed():
     two = {"target": "/t", "stream": [{"name": "a"}, {"name": "b"}]}
-    first = plan.compile_plan(plan.parse_workload(two, source="flags"), target())
-    again = plan.compile_plan(plan.parse_workload(two, source="flags"), target())
-    other = plan.compile_plan(plan.parse_workload({**two, "seed": 7}, source="flags"), target())
+    first = compiler.compile_plan(plan.parse_workload(two, source="flags"), target())
+    again = compiler.compile_plan(plan.parse_workload(two, source="flags"), target())
+    other = compiler.compile_plan(plan.parse_workload({**two, "seed": 7}, source="flags"), target())
     seeds = [s["seed"] for s in first["streams"]]
     assert seeds == [s["seed"] for s in again["streams"]]  # reproducible
     assert seeds[0] != seeds[1]
     assert seeds != [s["seed"] for s in other["streams"]]
     pinned = {"target": "/t", "stream": [{"name": "a", "seed": 5}]}
     assert (
-        plan.compile_plan(plan.parse_workload(pinned, source="x"), target())["streams"][0]["seed"]
+        compiler.compile_plan(plan.parse_workload(pinned, source="x"), target())["streams"][0][
+            "seed"
+        ]
         == 5
     )
 
 
 def test_default_align_is_at_least_4k_and_follows_large_dio_alignment():
-    assert plan.compile_plan(flags(), target(dio_alignment=512))["streams"][0]["align"] == 4096
+    assert compiler.compile_plan(flags(), target(dio_alignment=512))["streams"][0]["align"] == 4096
     device = target(dio_alignment=8192, kind="block", data_offset=0, tilemark=False)
-    assert plan.compile_plan(flags(bs="8k"), device)["streams"][0]["align"] == 8192
+    assert compiler.compile_plan(flags(bs="8k"), device)["streams"][0]["align"] == 8192
     # A file's 4 KiB header cannot meet an 8 KiB O_DIRECT alignment.
     assert "data offset 4096" in compile_error(flags(bs="8k"), target(dio_alignment=8192))
 
 
 def test_buffered_allows_unaligned_sizes():
-    compiled = plan.compile_plan(flags(bs="1000", direct=False), target())
+    compiled = compiler.compile_plan(flags(bs="1000", direct=False), target())
     assert compiled["targets"][0]["direct"] is False
     assert compiled["streams"][0]["sizes"] == [[1000, 1.0]]
 
@@ -232,7 +236,7 @@ def test_buffered_allows_unaligned_sizes():
 def test_default_workload_fits_its_target():
     doc = plan.default_workload_doc("/data/scratch.dat", 2 * GIB)
     workload = plan.parse_workload(doc, source="default")
-    compiled = plan.compile_plan(workload, target(2 * GIB))
+    compiled = compiler.compile_plan(workload, target(2 * GIB))
     assert [s["name"] for s in compiled["streams"]] == ["oltp", "log", "dss", "lookup", "web"]
     assert compiled["duration_ms"] == 30_000 and compiled["warmup_ms"] == 5_000
     kinds = {s["name"]: s["arrival"]["kind"] for s in compiled["streams"]}
@@ -249,7 +253,7 @@ def test_default_workload_fits_its_target():
         assert all(size % 4096 == 0 for size, _ in s["sizes"])
     # Smallest default size (64 MiB) still compiles.
     small = plan.parse_workload(plan.default_workload_doc("/t", 64 * MIB), source="default")
-    plan.compile_plan(small, target(64 * MIB))
+    compiler.compile_plan(small, target(64 * MIB))
 
 
 # --- bad input: every case is a UsageError that names the field --------------------------------
@@ -368,7 +372,7 @@ def test_flag_messages_name_the_flag():
 
 def compile_error(workload: plan.Workload, info: TargetInfo) -> str:
     with pytest.raises(UsageError) as err:
-        plan.compile_plan(workload, info)
+        compiler.compile_plan(workload, info)
     return str(err.value)
 
 
@@ -399,4 +403,4 @@ def test_region_must_lie_inside_the_target():
 def test_o_direct_unsupported_is_reported_with_the_fix():
     message = compile_error(flags(), target(dio_alignment=0))
     assert "does not support O_DIRECT" in message and "--buffered" in message
-    plan.compile_plan(flags(direct=False), target(dio_alignment=0))
+    compiler.compile_plan(flags(direct=False), target(dio_alignment=0))

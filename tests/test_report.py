@@ -386,7 +386,7 @@ def test_run_report_names_io_errors_by_errno(tmp_path):
     from report_runs import simple_plan, write_run
     from tilemark.report import build_report
     from tilemark.report.data import load_source
-    from tilemark.summary import summarize
+    from tilemark.run.summary import summarize
 
     run_dir = write_run(tmp_path, simple_plan(("randrw",)))
     doc = json.loads((run_dir / "run.json").read_text())

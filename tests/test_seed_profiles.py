@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from engine_data import hist_json
-from tilemark import plan
 from tilemark.analysis.qos import evaluate, failures
-from tilemark.apps import TileApp, TileSpec, load_profile
-from tilemark.targets import TargetInfo
-from tilemark.targetspec import TargetSpec
-from tilemark.tilelayout import compile_tiles
-from tilemark.tilerun import TileRunSettings, tile_workload
+from tilemark.run.tiles import TileRunSettings, tile_workload
+from tilemark.targets.header import TargetInfo
+from tilemark.targets.spec import TargetSpec
 from tilemark.units import parse_size_mix
+from tilemark.workload import plan
+from tilemark.workload.apps import TileApp, TileSpec, load_profile
+from tilemark.workload.tilelayout import compile_tiles
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -256,8 +256,8 @@ def test_vmmark_like_tile_is_mail_web_with_think_time_database_and_standby():
 
 
 def test_a_profile_name_or_file_is_a_tile_of_that_one_application(tmp_path):
-    from tilemark.apps import load_tile_or_profile
     from tilemark.study.scale import parse_knob
+    from tilemark.workload.apps import load_tile_or_profile
 
     by_name = load_tile_or_profile("jetstress-2010", {"jetstress-2010": {"mailboxes": "2000"}})
     assert [a.label for a in by_name.apps] == ["jetstress-2010"]
@@ -274,8 +274,8 @@ def test_a_profile_name_or_file_is_a_tile_of_that_one_application(tmp_path):
 
 
 def test_a_name_that_is_neither_a_file_nor_a_profile_says_the_tile_file_is_missing():
-    from tilemark.apps import load_tile_or_profile
     from tilemark.errors import UsageError
+    from tilemark.workload.apps import load_tile_or_profile
 
     with pytest.raises(UsageError, match="tile file no-such-thing does not exist"):
         load_tile_or_profile("no-such-thing")

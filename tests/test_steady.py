@@ -10,7 +10,7 @@ import pytest
 from engine_data import op
 from tilemark.analysis.steady import check_window, least_squares, steady, trend_pct_per_round
 from tilemark.hist import Histogram
-from tilemark.steadyrun import RoundMonitor, SteadySettings
+from tilemark.run.steady import RoundMonitor, SteadySettings
 
 
 def test_fewer_than_five_rounds_are_never_steady():
@@ -137,7 +137,7 @@ def test_an_open_loop_schedule_falling_behind_is_not_steady_at_its_rate():
 
 def test_a_steady_tile_run_is_judged_over_the_window_with_its_own_backlog_and_batches():
     from tilemark.analysis.qos import windows_from_snapshots
-    from tilemark.tilerun import SteadyTileMonitor
+    from tilemark.run.tiles import SteadyTileMonitor
 
     settings = SteadySettings(round_s=0.5, max_rounds=10)
     monitor = SteadyTileMonitor(open_plan(100.0), settings, qos_interval_s=0.25)

@@ -14,11 +14,11 @@ import pytest
 
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.hist import Histogram
+from tilemark.run.summary import summarize
 from tilemark.store import catalog, rundoc
 from tilemark.store.catalog import CatalogError, ForeignCatalogError, list_runs, rebuild
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import RunFormatError, RunNotFoundError, load_run, read_intervals
-from tilemark.summary import summarize
 
 PYTHON_DIR = Path(__file__).resolve().parents[1] / "python"
 TESTS_DIR = Path(__file__).resolve().parent

@@ -13,12 +13,12 @@ import pytest
 
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.report.data import compute_series, load_source
+from tilemark.run.summary import summarize
 from tilemark.store import intervals as iv
 from tilemark.store import process
 from tilemark.store.catalog import ForeignCatalogError, list_runs, rebuild
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import inspect_run, load_run, read_intervals
-from tilemark.summary import summarize
 
 GOLDEN_V1 = Path(__file__).resolve().parent / "data" / "results-v1"
 V1_COMPLETE = "20261123-183420-b18d"

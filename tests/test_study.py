@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tilemark.errors import UsageError
+from tilemark.run.tiles import MAX_TILES
 from tilemark.study import (
     CONFIRM,
     NEW,
@@ -24,7 +25,6 @@ from tilemark.study import (
     parse_tile_counts,
     run_study,
 )
-from tilemark.tilerun import MAX_TILES
 
 Verdict = bool | str  # True/False, or "noise" (failed within noise)
 

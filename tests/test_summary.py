@@ -13,7 +13,7 @@ from engine_data import (
     snapshot,
     stream_counters,
 )
-from tilemark.summary import errno_name, interval_rows, summarize
+from tilemark.run.summary import errno_name, interval_rows, summarize
 
 
 def exact_percentile(values, p):

@@ -25,7 +25,7 @@ root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as t
 def lock_dirs(tmp_path, monkeypatch):
     """Two candidate lock directories under tmp_path, in the order tilemark tries them."""
     first, second = tmp_path / "run-lock", tmp_path / "tmp-locks"
-    monkeypatch.setattr(targets, "LOCK_DIRS", (str(first), str(second)))
+    monkeypatch.setattr(targets.lock, "LOCK_DIRS", (str(first), str(second)))
     return first, second
 
 

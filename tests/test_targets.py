@@ -99,7 +99,7 @@ def test_existing_tilemark_file_is_reused_grown_and_resumed(tmp_path, monkeypatc
     targets.prepare_target(inspect(path, size=4 * MIB))
 
     recorder = FillRecorder()
-    monkeypatch.setattr(targets, "fill_region", recorder)
+    monkeypatch.setattr(targets.prepare, "fill_region", recorder)
     again = inspect(path)  # no size: the file's own data area
     assert (again.exists, again.tilemark, again.data_length) == (True, True, 4 * MIB)
     targets.prepare_target(again)
@@ -118,14 +118,14 @@ def test_existing_tilemark_file_is_reused_grown_and_resumed(tmp_path, monkeypatc
 
 def test_interrupted_fill_keeps_progress_and_resumes(tmp_path, monkeypatch):
     path = tmp_path / "t.dat"
-    monkeypatch.setattr(targets, "FILL_CHUNK", 1 * MIB)
-    monkeypatch.setattr(targets, "fill_region", FillRecorder(fail_after=2))
+    monkeypatch.setattr(targets.prepare, "FILL_CHUNK", 1 * MIB)
+    monkeypatch.setattr(targets.prepare, "fill_region", FillRecorder(fail_after=2))
     with pytest.raises(Interrupted):
         targets.prepare_target(inspect(path, size=4 * MIB))
     assert header_of(path)["filled_length"] == 2 * MIB
 
     recorder = FillRecorder()
-    monkeypatch.setattr(targets, "fill_region", recorder)
+    monkeypatch.setattr(targets.prepare, "fill_region", recorder)
     resumed = inspect(path)
     assert resumed.filled_length == 2 * MIB
     targets.prepare_target(resumed)
@@ -172,7 +172,7 @@ def test_bad_target_paths(tmp_path, monkeypatch):
         inspect(tmp_path / "t.dat")
     with pytest.raises(UsageError, match="--destroy-data applies to block devices only"):
         inspect(tmp_path / "t.dat", size=MIB, destroy_data=str(tmp_path / "t.dat"))
-    monkeypatch.setattr(targets, "free_bytes", lambda directory: 10 * MIB)
+    monkeypatch.setattr(targets.inspect, "free_bytes", lambda directory: 10 * MIB)
     with pytest.raises(UsageError, match=r"not enough free space .* needs 64 MiB more"):
         inspect(tmp_path / "t.dat", size=64 * MIB - 4096)
     assert list(tmp_path.iterdir()) == []  # nothing was created
@@ -187,11 +187,11 @@ def test_default_data_directory_is_created(tmp_path, monkeypatch):
 
 
 def test_default_size_is_capped_and_reuses_existing_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(targets, "free_bytes", lambda directory: 100 << 30)
+    monkeypatch.setattr(targets.inspect, "free_bytes", lambda directory: 100 << 30)
     assert targets.default_size(str(tmp_path / "new.dat")) == 2 << 30
-    monkeypatch.setattr(targets, "free_bytes", lambda directory: 5 << 30)
+    monkeypatch.setattr(targets.inspect, "free_bytes", lambda directory: 5 << 30)
     assert targets.default_size(str(tmp_path / "new.dat")) == 512 * MIB
-    monkeypatch.setattr(targets, "free_bytes", lambda directory: 100 * MIB)
+    monkeypatch.setattr(targets.inspect, "free_bytes", lambda directory: 100 * MIB)
     with pytest.raises(UsageError, match="not enough free space for the default workload"):
         targets.default_size(str(tmp_path / "new.dat"))
 
@@ -274,7 +274,7 @@ def test_partition_table_found_by_own_magic_check_without_blkid(loop_device, mon
     with open(loop_device, "r+b") as f:
         f.seek(510)
         f.write(b"\x55\xaa")
-    monkeypatch.setattr(targets, "_blkid_signatures", lambda path: [])
+    monkeypatch.setattr(targets.block, "_blkid_signatures", lambda path: [])
     with pytest.raises(UsageError, match=r"0x55AA at byte 510"):
         inspect(loop_device, writes=True, destroy_data=loop_device)
 

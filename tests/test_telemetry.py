@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tilemark import envinfo
-from tilemark import telemetry as tm
+from tilemark.telemetry import envinfo
+from tilemark.telemetry import sampler as tm
 
 # /proc/diskstats: major minor name, then reads merged sectors ms, writes merged sectors ms,
 # in-flight, io_ticks, weighted ms (and discard/flush fields on newer kernels).

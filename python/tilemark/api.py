@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from rich.console import Console
 
-from tilemark import cluster, fio, metrics, plan, targets
+from tilemark import cluster, fio, targets
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.options import OPTIONS, RUN, SCALE, label_of, option, safety
@@ -31,17 +31,20 @@ from tilemark.report.data import (
     load_source,
     merged_run_hist,
 )
-from tilemark.runner import RunOutcome, prepare, run_plan
-from tilemark.runtargets import Targets, inspect_and_compile, lock
-from tilemark.steadyrun import (
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.runner import prepare, run_plan
+from tilemark.run.steady import (
     NOT_PER_REPETITION,
     RoundMonitor,
     steady_settings,
     steady_workload,
 )
+from tilemark.run.where import Targets, inspect_and_compile, lock
 from tilemark.store import catalog
-from tilemark.targetspec import split_name
+from tilemark.targets.spec import split_name
+from tilemark.telemetry import prometheus as metrics
 from tilemark.units import parse_size
+from tilemark.workload import plan
 
 DEFAULT_RESULTS = Path("tilemark-results")
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"

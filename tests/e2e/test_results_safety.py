@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tilemark import telemetry as tm
 from tilemark.report.telemetry import read_rows
 from tilemark.store.rundoc import inspect_run, read_intervals
+from tilemark.telemetry import sampler as tm
 
 from .rigs import need_root, remount_read_only, small_filesystem
 

@@ -151,7 +151,7 @@ def test_a_read_only_workload_runs_on_an_immutable_tilemark_file(tmp_path, capsy
 
 
 def test_new_and_existing_files_use_the_same_o_direct_alignment(tmp_path):
-    from tilemark.targets import file_dio_alignment, inspect_target
+    from tilemark.targets.inspect import file_dio_alignment, inspect_target
 
     target = tmp_path / "a.dat"
     new = inspect_target(str(target), size=4 * MiB, writes=True, direct=True)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tilemark import envinfo
-from tilemark import telemetry as tm
 from tilemark.cli import main
+from tilemark.telemetry import envinfo
+from tilemark.telemetry import sampler as tm
 
 from .rigs import loop_device, need_root, ram_dir, small_filesystem
 from .test_report_browser import browser, check_report  # noqa: F401 (the fixture)

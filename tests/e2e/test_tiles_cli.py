@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("tilemark._engine", reason="the engine is not built (make build)")
 
-from tilemark.apps import DEFAULT_TILE, load_profile  # noqa: E402
 from tilemark.cli import main  # noqa: E402
+from tilemark.workload.apps import DEFAULT_TILE, load_profile  # noqa: E402
 
 MIB = 1 << 20
 CAPACITY = "512m"

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from tilemark import datareduction, engine
+from tilemark import engine
+from tilemark.run import datareduction
 
 from .engine_helpers import MiB, plan, run, stream
 from .rigs import failing_storage, ram_dir

@@ -17,10 +17,10 @@
 
 use std::sync::OnceLock;
 
+pub use crate::layout::{BlockKind, Layout, SECTOR};
 use crate::rng::Rng;
 use crate::verify::block as header;
 
-pub const SECTOR: usize = 512;
 /// Largest verification block: 64 KiB (the target's O_DIRECT alignment when larger than 4 KiB).
 pub const MAX_BLOCK: usize = 64 << 10;
 const POOL_WORDS: usize = 1 << 17;
@@ -56,71 +56,7 @@ fn pool_base(key: u64) -> usize {
     (mix64(key) % POOL_WORDS as u64) as usize
 }
 
-/// How the bytes of one block are laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
-    /// Block size in bytes: a multiple of 512, at most MAX_BLOCK.
-    pub block: usize,
-    /// Blocks carry a verification header and sector stamps.
-    pub verify: bool,
-    /// Random bytes per block (a multiple of 8), spread over the sectors; the rest is zeros.
-    pub rand_bytes: usize,
-}
-
 impl Layout {
-    /// The layout for a compressible share `compress_pct` (0..100) of each block.
-    pub fn new(block: usize, compress_pct: f64, verify: bool) -> Layout {
-        let overhead = Self::overhead_of(block, verify);
-        let incompressible =
-            (block as f64 * (100.0 - compress_pct) / 100.0 / 8.0).round() as usize * 8;
-        let rand_bytes = incompressible
-            .saturating_sub(overhead)
-            .min(block - overhead);
-        Layout {
-            block,
-            verify,
-            rand_bytes,
-        }
-    }
-
-    /// Bytes of a block taken by the verification header and stamps.
-    pub fn overhead_of(block: usize, verify: bool) -> usize {
-        if verify {
-            header::HEADER_LEN + header::STAMP_LEN * (block / SECTOR - 1)
-        } else {
-            0
-        }
-    }
-
-    pub fn sectors(&self) -> usize {
-        self.block / SECTOR
-    }
-
-    /// Where sector `s`'s own bytes begin (after the header or stamp).
-    fn sector_start(&self, s: usize) -> usize {
-        let skip = match (self.verify, s) {
-            (false, _) => 0,
-            (true, 0) => header::HEADER_LEN,
-            (true, _) => header::STAMP_LEN,
-        };
-        s * SECTOR + skip
-    }
-
-    /// The random run of each sector as (start, length) in the block: the random bytes spread
-    /// as evenly as 8-byte words allow, earlier sectors taking the remainder.
-    pub fn random_runs(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
-        let sectors = self.sectors();
-        let mut left = self.rand_bytes;
-        (0..sectors).map(move |s| {
-            let start = self.sector_start(s);
-            let capacity = (s + 1) * SECTOR - start;
-            let share = (left / 8).div_ceil(sectors - s) * 8;
-            let len = share.min(capacity).min(left);
-            left -= len;
-            (start, len)
-        })
-    }
-
     /// Write the random runs of a block with `key` (zeros elsewhere are left as they are: a
     /// stream's buffers always hold the same layout, so they are zero already).
     pub fn fill_random(&self, block: &mut [u8], key: u64) {
@@ -181,13 +117,6 @@ impl DedupePlan {
 /// The content key of pool block `k` of a target: the same for every stream and every run.
 pub fn pool_key(target_id: u64, k: u64) -> u64 {
     mix64(target_id ^ 0x706f_6f6c_626c_6b00 ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-}
-
-/// What one prepared block is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockKind {
-    Unique,
-    Pool(u64),
 }
 
 /// Prepares the blocks a stream writes: fresh keys, the dedupe schedule, and (with

@@ -20,10 +20,10 @@ from typing import Any
 from tilemark.analysis import expr
 from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import OPS, Verdict, evaluate, failures, undecided, worst
-from tilemark.apps import Profile, TileSpec
 from tilemark.hist import latency_hist
-from tilemark.summary import active_s, errors_by_name, errors_text, mean_io_size
-from tilemark.tilelayout import TileLayout
+from tilemark.run.summary import active_s, errors_by_name, errors_text, mean_io_size
+from tilemark.workload.apps import Profile, TileSpec
+from tilemark.workload.tilelayout import TileLayout
 
 DEFAULT_QOS_INTERVAL_S = 60.0
 

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from tilemark.attach import attach
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.cli.report import refusing_unwritable
+from tilemark.telemetry.attach import attach
 
 
 def attach_command(

@@ -10,12 +10,14 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from tilemark import datareduction, targets, verification
+from tilemark import targets
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
 from tilemark.console import make_console
-from tilemark.live import front_back_table, host_line, hosts_table, results_table, targets_table
-from tilemark.runner import RunOutcome
+from tilemark.run import datareduction
+from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
+from tilemark.run.outcome import RunOutcome
+from tilemark.targets import verification
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 DEFAULT_RESULTS = Path("tilemark-results")

@@ -20,15 +20,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import metrics, plan
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import check_mode, scoped, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import CURVE, MATRIX, SWEEP, Option, label_of, option, safety
 from tilemark.report.csv import point_csvs
-from tilemark.runner import prepare
-from tilemark.runtargets import Targets, compile_on, inspect_targets, lock
+from tilemark.run.runner import prepare
+from tilemark.run.where import Targets, compile_on, inspect_targets, lock
 from tilemark.store.outputs import OutputDir
 from tilemark.study.base import (
     Attempt,
@@ -59,7 +58,9 @@ from tilemark.study.points import (
     sweep_stream,
     workload_from,
 )
+from tilemark.telemetry import prometheus as metrics
 from tilemark.units import MAX_IOPS, format_size
+from tilemark.workload import plan
 
 # A step's stream tables, on the inspected targets (None: before inspection, to probe).
 Build = Callable[[StepSpec, Targets | None], list[dict[str, Any]]]

@@ -11,7 +11,13 @@ from tilemark.cli.common import argv_of
 from tilemark.cli.params import table_command
 from tilemark.errors import UsageError
 from tilemark.options import PRECONDITION, option
-from tilemark.precondition import DEFAULT_BS, DEFAULT_PASSES, inspect, main_console, precondition
+from tilemark.targets.precondition import (
+    DEFAULT_BS,
+    DEFAULT_PASSES,
+    inspect,
+    main_console,
+    precondition,
+)
 
 
 def _value(values: dict[str, Any], key: str, default: Any) -> Any:

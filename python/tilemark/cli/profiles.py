@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from tilemark.apps import list_profiles, load_profile, profile_dirs
 from tilemark.console import make_console
 from tilemark.units import format_size
+from tilemark.workload.apps import list_profiles, load_profile, profile_dirs
 
 profiles_app = typer.Typer(
     help="List built-in and user application profiles ($TILEMARK_PROFILES adds directories).",

@@ -21,7 +21,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import cluster, metrics, verification
+from tilemark import cluster
 from tilemark.api import workload_setup
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
 from tilemark.cli.params import table_command
@@ -29,12 +29,14 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
 from tilemark.cli.scale import write_study_report
 from tilemark.errors import UsageError
 from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
-from tilemark.runner import prepare, run_plan
-from tilemark.runtargets import lock
+from tilemark.run.runner import prepare, run_plan
+from tilemark.run.tiles import run_tiles
+from tilemark.run.where import lock
 from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
-from tilemark.tilerun import run_tiles
+from tilemark.targets import verification
+from tilemark.telemetry import prometheus as metrics
 
 
 class _Progress:

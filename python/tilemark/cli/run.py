@@ -14,7 +14,6 @@ from typing import Any
 
 import typer
 
-from tilemark import metrics
 from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
@@ -29,9 +28,8 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option, label_of, safety
-from tilemark.runner import prepare
-from tilemark.runtargets import Targets, lock
-from tilemark.tilerun import (
+from tilemark.run.runner import prepare
+from tilemark.run.tiles import (
     MAX_TILES,
     applications_table,
     inspect_tile_targets,
@@ -40,6 +38,8 @@ from tilemark.tilerun import (
     tile_settings,
     tiles_plan,
 )
+from tilemark.run.where import Targets, lock
+from tilemark.telemetry import prometheus as metrics
 
 
 def _clash(mode: str) -> Any:

@@ -27,9 +27,9 @@ from tilemark.cli.common import (
     verdict_line,
 )
 from tilemark.cli.params import argument, check_mode, table_command
-from tilemark.live import hosts_table
 from tilemark.options import SCALE, Option
 from tilemark.report.format import steady_cell
+from tilemark.run.live import hosts_table
 from tilemark.study import (
     CONFIRM,
     RECHECK,

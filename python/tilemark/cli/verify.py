@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from tilemark import verification
 from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
+from tilemark.targets import verification
 from tilemark.units import format_size
 
 MAX_THREADS = 64

@@ -1,7 +1,7 @@
 """Many hosts, one run, on Dask distributed (docs/cluster.md).
 
 `opened(values)` connects to the cluster of `--cluster` for the duration of a command; while it
-is open, runtargets.inspect_targets inspects targets on every host and returns HostTargets, through
+is open, run.where.inspect_targets inspects targets on every host and returns HostTargets, through
 which the command locks, prepares, compiles and runs exactly as it would on one host. Modules:
 session (connect, versions, clocks), agent (what each worker runs), placement (workload ->
 per-host workloads), handle (start together, merge, notice lost hosts), hosts (HostTargets and
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tilemark.cluster.hosts import HostTargets
     from tilemark.cluster.session import Session
-    from tilemark.targetspec import TargetSpec
+    from tilemark.targets.spec import TargetSpec
 
 _current: Session | None = None
 
@@ -36,11 +36,13 @@ def opened(values: dict[str, Any]) -> Iterator[Session | None]:
         yield _current
         return
     from tilemark.cluster.session import open_session
+    from tilemark.run.where import inspecting_remotely
 
     session = open_session(values)
     _current = session
     try:
-        yield session
+        with inspecting_remotely(lambda specs, options: inspect(session, specs, options)):
+            yield session
     finally:
         _current = None
         session.close()

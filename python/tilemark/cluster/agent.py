@@ -23,10 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import tilemark
-from tilemark import engine, targetdata, targets, targetset
-from tilemark import telemetry as tm
-from tilemark.summary import summarize
-from tilemark.targetspec import TargetSpec
+from tilemark import engine, targets
+from tilemark.run.summary import summarize
+from tilemark.targets import data as targetdata
+from tilemark.targets import sets as targetset
+from tilemark.targets.spec import TargetSpec
+from tilemark.telemetry import sampler as tm
 
 
 def identity() -> dict[str, Any]:

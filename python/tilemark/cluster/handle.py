@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilemark import engine, targetdata
-from tilemark import telemetry as tm
+from tilemark import engine
 from tilemark.cluster import merge
 from tilemark.cluster.placement import Host
 from tilemark.errors import RunError, UsageError
 from tilemark.store.intervals import IntervalLog, seal, seal_log, snapshot_rows
+from tilemark.targets import data as targetdata
+from tilemark.telemetry import sampler as tm
 
 LOST_AFTER_INTERVALS = 2
 LOST_FLOOR_S = 1.0  # the least silence that loses a host the others have left behind

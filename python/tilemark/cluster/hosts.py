@@ -24,15 +24,16 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import datareduction, engine, metrics, plan, targets
+from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.cluster import placement
 from tilemark.cluster.handle import ClusterHandle, HostRun, HostsLine, host_dir_name
 from tilemark.cluster.session import Session
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram, latency_hist
-from tilemark.runner import (
-    RunOutcome,
+from tilemark.run import datareduction
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.runner import (
     SignalStopper,
     data_summaries,
     drive,
@@ -40,12 +41,14 @@ from tilemark.runner import (
     store_run,
     summarize_run,
 )
-from tilemark.runtargets import RemoteTargets
+from tilemark.run.summary import summarize
+from tilemark.run.where import RemoteTargets
 from tilemark.store.rundir import RunWriter
-from tilemark.summary import summarize
-from tilemark.targetspec import TargetSpec
+from tilemark.targets.spec import TargetSpec
+from tilemark.targets.verification import run_summary
+from tilemark.telemetry import prometheus as metrics
 from tilemark.units import format_size
-from tilemark.verification import run_summary
+from tilemark.workload import compiler, plan
 
 HOSTS_DIR = "hosts"
 START_MARGIN_S = 1.0  # the start time is this far ahead of the last host's engine start
@@ -170,13 +173,13 @@ class HostTargets(RemoteTargets):
         self.session.clock_notes(workload.interval_s)  # refuse before any IO
         host_plans = []
         for w in works:
-            compiled = plan.compile_plan(w.workload, self.per_host[w.index])
+            compiled = compiler.compile_plan(w.workload, self.per_host[w.index])
             for local, g in enumerate(w.streams):
                 if workload.streams[g].seed is None:
                     # Hosts running the same stream do not replay the same offsets.
-                    seed = plan.stream_seed(workload.seed, g)
+                    seed = compiler.stream_seed(workload.seed, g)
                     compiled["streams"][local]["seed"] = (
-                        seed if w.index == 0 else plan.stream_seed(seed, w.index)
+                        seed if w.index == 0 else compiler.stream_seed(seed, w.index)
                     )
             host_plans.append((w, compiled))
         return joined_plan(host_plans, self.infos)

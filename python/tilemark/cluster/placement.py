@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tilemark.errors import UsageError
-from tilemark.plan import Workload
-from tilemark.targetspec import TargetSpec
+from tilemark.targets.spec import TargetSpec
+from tilemark.workload.plan import Workload
 
 PLACEHOLDERS = ("{host}", "{worker}")
 

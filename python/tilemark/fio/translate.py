@@ -7,6 +7,10 @@ because a translation that silently drops what the user wrote measures something
 
 fio's defaults are not tilemark's, so they are written out: fio does buffered IO
 (`direct=0`) with the `psync` engine at `bs=4k` unless told otherwise.
+
+Longer than 600 lines because it is one table of fio's options and their translations, read
+top to bottom against fio's HOWTO; split by option it would scatter rules that are checked
+together (the defaults, `[global]` inheritance, the notes).
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Every axis names its unit. Data are trimmed to the fields a chart draws and rounded to four
 significant digits (display only; exports keep full precision), which keeps a long run's
 report to a few MB.
+
+Longer than 600 lines because it is a catalogue of independent chart builders, each a short
+function over plain data; they share the axis, unit and rounding rules at the top.
 """
 
 from __future__ import annotations

@@ -23,15 +23,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from tilemark import telemetry as tm
-from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
+from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store.array import ArrayUnreadable, read_array
 from tilemark.store.intervals import INTERVAL_SCHEMA
 from tilemark.store.outputs import OutputDir
 from tilemark.store.rundoc import iso_utc
+from tilemark.telemetry import sampler as tm
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
 LATENCY_KINDS = ("service", "response")

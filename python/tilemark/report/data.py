@@ -5,6 +5,9 @@ never changed. Percentiles of merged intervals, streams or applications always c
 merged histograms (docs/engine-boundary.md), never from averaging the stored percentiles:
 whole-run ones through tilemark.hist, time series ones in DuckDB with the same bucket
 arithmetic, because a long run has far too many interval histograms to merge in Python.
+
+Longer than 600 lines because loading a stored run or study and every series a report draws
+from it share one rule (merged histograms, never averaged percentiles) and one downsampling.
 """
 
 from __future__ import annotations

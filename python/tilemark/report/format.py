@@ -9,8 +9,8 @@ from typing import Any
 import tilemark
 from tilemark.report.base import Cell
 from tilemark.report.data import RunData
-from tilemark.targets import describe_precondition
-from tilemark.telemetry import TELEMETRY_FILES
+from tilemark.targets.header import describe_precondition
+from tilemark.telemetry.sampler import TELEMETRY_FILES
 from tilemark.units import format_size
 
 

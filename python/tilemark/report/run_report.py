@@ -1,10 +1,13 @@
-"""The report of one run (a plain run or a tile run): verdict first, then charts and tables."""
+"""The report of one run (a plain run or a tile run): verdict first, then charts and tables.
+
+Longer than 600 lines because the run report is one function per section, in the order the
+page reads; a section's facts sit next to its chart.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tilemark import datareduction, verification
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
 from tilemark.report.array_report import array_section
@@ -32,7 +35,9 @@ from tilemark.report.format import (
 from tilemark.report.steady_report import steady_section, window_hist
 from tilemark.report.targets_report import targets_section
 from tilemark.report.telemetry import telemetry_section, tool_bound_notes
-from tilemark.summary import errors_by_name, errors_text
+from tilemark.run import datareduction
+from tilemark.run.summary import errors_by_name, errors_text
+from tilemark.targets import verification
 
 # Groups drawn individually in a latency distribution plot; more are merged into one line.
 MAX_DISTRIBUTION_GROUPS = 12

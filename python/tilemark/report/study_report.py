@@ -2,6 +2,9 @@
 
 study_report() only assembles; each part of the page is one function of the StudyData, so a
 new section (or a new fact in the verdict) is one more function and one more line there.
+
+Longer than 600 lines because the study report is one function per section, in the order
+the page reads (see above).
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Section, Table
 from tilemark.report.data import RunData
 from tilemark.report.format import ms, num
 from tilemark.report.telemetry import read_rows
+from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 
 
 def target_rows(run: RunData) -> list[dict[str, Any]]:

@@ -14,12 +14,12 @@ import altair as alt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tilemark import telemetry as tm
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Section, Table
 from tilemark.report.data import RunData
 from tilemark.report.format import num
 from tilemark.store.intervals import IntervalsUnreadable, log_batches
+from tilemark.telemetry import sampler as tm
 
 # Intervals listed one by one in the per-interval table; a longer run shows its charts only.
 MAX_TABLE_INTERVALS = 120

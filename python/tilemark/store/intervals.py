@@ -8,6 +8,9 @@ batch however it was cut short (SIGKILL, power loss, a full disk), so a run lose
 interval or one second. A Parquet file is readable only once its footer is written, so
 Parquet is written once, at the end, from the log: one file per run instead of one part per
 few seconds.
+
+Longer than 600 lines because the log, its sealing into Parquet and its readers share one
+schema and its edge cases (a torn log, parts left by older versions, a full disk).
 """
 
 from __future__ import annotations

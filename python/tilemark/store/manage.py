@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tilemark.errors import UsageError
-from tilemark.pertarget import TARGETS_FILE, TARGETS_LOG
+from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
 from tilemark.store.array import ARRAY_FILE
 from tilemark.store.intervals import (
@@ -27,7 +27,7 @@ from tilemark.store.intervals import (
 )
 from tilemark.store.rundir import RESERVE_FILE
 from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run
-from tilemark.telemetry import TELEMETRY_FILES
+from tilemark.telemetry.sampler import TELEMETRY_FILES
 
 # What tilemark writes into a run directory (report.html: `tilemark report`'s default).
 RUN_FILES = {

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import tilemark
-from tilemark import envinfo, pertarget
-from tilemark import telemetry as tm
+from tilemark.run import pertarget
 from tilemark.store import catalog, process
 from tilemark.store.intervals import (
     INTERVAL_LOG,
@@ -36,6 +35,8 @@ from tilemark.store.rundoc import (  # the reading side; re-exported for the wri
     utc_now_iso,
     write_json_atomic,
 )
+from tilemark.telemetry import envinfo
+from tilemark.telemetry import sampler as tm
 
 # Space set aside when a run starts and released when it ends, so that a results filesystem
 # that fills during the run still has room for the final run.json.

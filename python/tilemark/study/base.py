@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import tilemark
-from tilemark import metrics
 from tilemark.store.rundir import allocate_dir
 from tilemark.store.rundoc import utc_now_iso, write_json_atomic
+from tilemark.telemetry import prometheus as metrics
 
 STUDY_SCHEMA_VERSION = 2
 STUDY_FILE = "study.json"

@@ -30,7 +30,7 @@ from tilemark.analysis.qos import (
 )
 from tilemark.errors import UsageError
 from tilemark.options import MAX_QD
-from tilemark.runner import RunOutcome
+from tilemark.run.outcome import RunOutcome
 from tilemark.study.base import FAIL, NEW, NOISE, PASS, StepBook, StepRecord, StepSpec, Study
 from tilemark.study.points import device_fields
 from tilemark.units import MAX_IOPS

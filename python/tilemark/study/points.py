@@ -23,15 +23,17 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import plan, telemetry
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.options import MAX_QD, parse_bs, parse_int
-from tilemark.runner import RunOutcome, run_plan
-from tilemark.runtargets import Targets, compile_on
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.runner import run_plan
+from tilemark.run.where import Targets, compile_on
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study
+from tilemark.telemetry import sampler as telemetry
 from tilemark.units import format_size, parse_percent, parse_size
+from tilemark.workload import plan
 
 MAX_POINTS = 500  # a larger sweep needs --yes
 MAX_STREAMS = 64  # large streams of a matrix row

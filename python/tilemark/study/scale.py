@@ -24,12 +24,20 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import metrics
-from tilemark.apps import TileSpec
 from tilemark.errors import UsageError
 from tilemark.options import label_of, option, safety
-from tilemark.runner import RunOutcome, prepare
-from tilemark.runtargets import RemoteTargets, Targets, lock
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.runner import prepare
+from tilemark.run.tiles import (
+    MAX_TILES,
+    TileRunSettings,
+    inspect_tile_targets,
+    load_tile_spec,
+    run_tiles,
+    tile_settings,
+    tiles_plan,
+)
+from tilemark.run.where import RemoteTargets, Targets, lock
 from tilemark.study.base import (
     NEW,
     RECHECK,
@@ -44,15 +52,8 @@ from tilemark.study.base import (
     run_study,
 )
 from tilemark.study.settle import settle
-from tilemark.tilerun import (
-    MAX_TILES,
-    TileRunSettings,
-    inspect_tile_targets,
-    load_tile_spec,
-    run_tiles,
-    tile_settings,
-    tiles_plan,
-)
+from tilemark.telemetry import prometheus as metrics
+from tilemark.workload.apps import TileSpec
 
 DEFAULT_COUNTS = "1..8"
 KNOB_SPAN_DOWN = 64  # default knob range: the profile's value / 64 .. x 1024

@@ -19,10 +19,11 @@ from typing import Any
 
 from rich.console import Console
 
-from tilemark import engine, plan, targets
+from tilemark import engine, targets
 from tilemark.analysis.steady import RULE, steady
 from tilemark.hist import latency_hist
-from tilemark.runner import SignalStopper
+from tilemark.run.runner import SignalStopper
+from tilemark.workload import compiler, plan
 
 ROUND_S = 1.0
 PROBE = "4 KiB random reads, QD1, over the data area"
@@ -68,7 +69,7 @@ def probe_plan(infos: list[targets.TargetInfo], *, backend: str, max_s: float) -
         },
         source="settle",
     )
-    return plan.compile_plan(workload, infos)
+    return compiler.compile_plan(workload, infos)
 
 
 def settle(

@@ -27,10 +27,9 @@
 
 use serde::Serialize;
 
-use crate::data::{BlockKind, Layout, SECTOR};
+use crate::layout::{BlockKind, Layout, SECTOR};
+pub use crate::layout::{HEADER_LEN, STAMP_LEN};
 
-pub const HEADER_LEN: usize = 64;
-pub const STAMP_LEN: usize = 8;
 pub const MAGIC: [u8; 8] = *b"TMVERIFY";
 pub const VERSION: u8 = 1;
 pub const FLAG_POOL: u8 = 1;

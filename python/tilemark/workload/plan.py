@@ -1,9 +1,10 @@
-"""Workload specs (TOML file or fio-like flags) -> validated Workload -> engine plan.
+"""Workload specs (TOML file or fio-like flags) -> validated Workload (compiler.py then makes
+the engine plan).
 
 A workload is a list of streams plus run-wide settings. Parsing (`parse_workload`) checks
-everything that needs no knowledge of the target; `compile_plan` then checks what depends on
-the inspected target (O_DIRECT alignment, region bounds) and emits the plan documented in
-docs/engine-boundary.md. Both raise UsageError before any IO happens.
+everything that needs no knowledge of the target; `compiler.compile_plan` then checks what
+depends on the inspected target (O_DIRECT alignment, region bounds) and emits the plan
+documented in docs/engine-boundary.md. Both raise UsageError before any IO happens.
 
 TOML layout:
 
@@ -27,16 +28,14 @@ A stream's `start` and `stop` (run time, warm-up included) make phases within th
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilemark.engine import PLAN_VERSION
-from tilemark.engine import Plan as EnginePlan
 from tilemark.errors import UsageError
 from tilemark.options import (
     ARRIVALS,
@@ -53,11 +52,8 @@ from tilemark.options import (
     parse_name,
     shown,
 )
-from tilemark.targetspec import TargetSpec, parse_targets
-from tilemark.units import MIB, format_size
-
-if TYPE_CHECKING:
-    from tilemark.targets import TargetInfo
+from tilemark.targets.spec import TargetSpec, parse_targets
+from tilemark.units import MIB
 
 __all__ = [
     "ARRIVALS",
@@ -74,7 +70,6 @@ __all__ = [
     "TargetSpec",
 ]
 
-DEFAULT_ALIGN = 4096
 DEFAULT_DURATION_S = 60.0
 DEFAULT_INTERVAL_S = 1.0
 DEFAULT_SEED = 1  # fixed like fio's randrepeat: the same workload replays the same offsets
@@ -506,244 +501,6 @@ def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
 def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read a workload TOML file; a missing or malformed file is a UsageError."""
     return read_toml(path, "workload file")
-
-
-def stream_seed(run_seed: int, index: int) -> int:
-    """A stream's seed derived from the run seed, stable across runs and Python versions."""
-    digest = hashlib.blake2b(f"tilemark:{run_seed}:{index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1  # 63 bits: safe as a JSON integer everywhere
-
-
-def default_align(dio_alignment: int) -> int:
-    """Offset granularity when a stream sets none: the O_DIRECT alignment, at least 4 KiB.
-
-    4 KiB keeps IOs from straddling pages and 4 KiB physical sectors even where the device
-    accepts 512-byte O_DIRECT (fio aligns to the block size for the same reason).
-    """
-    return max(dio_alignment, DEFAULT_ALIGN)
-
-
-def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
-    if stream.random_pct == 0:
-        return {"kind": "sequential"}
-    kind, _, arg = stream.pattern.partition(":")
-    if kind == "zipf":
-        return {"kind": "zipf", "theta": float(arg)}
-    if kind == "hotspot":
-        io_pct, region_pct = arg.split("/")
-        return {"kind": "hotspot", "io_pct": float(io_pct), "region_pct": float(region_pct)}
-    return {"kind": "random"}
-
-
-def _sync_plan(sync: str) -> dict[str, Any]:
-    if sync.startswith("fsync:"):
-        return {"kind": "fsync", "every": int(sync.split(":")[1])}
-    return {"kind": sync}
-
-
-def _arrival_plan(stream: StreamSpec) -> dict[str, Any]:
-    if stream.arrival == "closed":
-        return {"kind": "closed"}
-    arrival: dict[str, Any] = {"kind": "open", "dist": stream.arrival}
-    if stream.rate_iops is not None:
-        arrival["rate_iops"] = stream.rate_iops
-    else:
-        arrival["rate_bps"] = stream.rate_bytes
-    return arrival
-
-
-def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align: int) -> None:
-    """Region and alignment checks that need the inspected target."""
-    label = stream.label
-    data_length = target.data_length
-    if stream.offset >= data_length:
-        raise UsageError(
-            f"{label('offset')} {format_size(stream.offset)} is outside the target's data area "
-            f"of {format_size(data_length)} ({target.path})."
-        )
-    length = stream.length if stream.length is not None else data_length - stream.offset
-    if stream.offset + length > data_length:
-        raise UsageError(
-            f"{label('length')}: region offset {format_size(stream.offset)} + length "
-            f"{format_size(length)} ends past the target's data area of "
-            f"{format_size(data_length)} ({target.path}); shrink it or raise --size."
-        )
-    largest = max(size for size, _ in stream.sizes)
-    if largest > length:
-        raise UsageError(
-            f"{label('bs')} {format_size(largest)} is larger than the stream's region of "
-            f"{format_size(length)}."
-        )
-    if direct_align:
-        for size, _ in stream.sizes:
-            if size % direct_align:
-                raise UsageError(
-                    f"{label('bs')} {size} bytes is not a multiple of {direct_align}, the O_DIRECT "
-                    f"alignment of {target.path}; use a multiple of it or --buffered."
-                )
-        if stream.align is not None and stream.align % direct_align:
-            raise UsageError(
-                f"{label('align')} {stream.align} is not a multiple of {direct_align}, the "
-                f"O_DIRECT alignment of {target.path}; use a multiple of it or --buffered."
-            )
-        if stream.offset % direct_align:
-            raise UsageError(
-                f"{label('offset')} {stream.offset} is not a multiple of {direct_align}, the "
-                f"O_DIRECT alignment of {target.path}; use a multiple of it or --buffered."
-            )
-
-
-def _check_verify(workload: Workload, infos: list[TargetInfo]) -> list[dict[str, Any] | None]:
-    """--verify: every target's verification settings for the plan (its epoch and journal are
-    set when the run starts), after checking the workload fits verification blocks."""
-    from tilemark import targetdata  # needs targets, which imports this module
-
-    if not workload.verify:
-        return [None] * len(infos)
-    if not workload.writes():
-        for target in infos:
-            reason = targetdata.nothing_to_check(target)
-            if reason is not None:
-                raise UsageError(
-                    f"--verify has nothing to check against: {reason}, or add writes to the "
-                    "workload."
-                )
-    blocks = [targetdata.block_size(target) for target in infos]
-    for stream in workload.streams:
-        label = stream.label
-        sizes = sorted({blocks[t] for t in workload.stream_targets(stream)})
-        if len(sizes) > 1:
-            raise UsageError(
-                f"stream '{stream.name}' spans targets whose verification blocks differ "
-                f"({' and '.join(map(str, sizes))} bytes, their O_DIRECT alignments); --verify "
-                "needs one block size per stream: give it targets of one kind."
-            )
-        block = sizes[0]
-        overhead = 64 + 8 * (block // 512 - 1)
-        max_compress = int(100 * (1 - overhead / block))
-        for size, _ in stream.sizes:
-            if size % block:
-                raise UsageError(
-                    f"{label('bs')} {size} bytes is not a whole number of {block}-byte "
-                    "verification blocks; --verify needs IO sizes in whole blocks."
-                )
-        if stream.align is not None and stream.align % block:
-            raise UsageError(
-                f"{label('align')} {stream.align} is not a multiple of the {block}-byte "
-                "verification block; --verify needs whole blocks."
-            )
-        if stream.offset % block:
-            raise UsageError(
-                f"{label('offset')} {stream.offset} is not a multiple of the {block}-byte "
-                "verification block; --verify needs whole blocks."
-            )
-        if stream.writes() and stream.compress_pct > max_compress:
-            raise UsageError(
-                f"{label('compress')} {stream.compress_pct:g} is more than --verify allows: at "
-                f"most {max_compress} (each {block}-byte block carries {overhead} bytes of "
-                "verification header and stamps, which do not compress)."
-            )
-    return [
-        {
-            "target_id": 0,  # set with the epoch when the run starts (targetdata.begin_run)
-            "epoch": 0,
-            "block_size": block,
-            "prior": targetdata.prior(target.data),
-            "journal": None,
-        }
-        for target, block in zip(infos, blocks, strict=True)
-    ]
-
-
-def _direct_align(workload: Workload, target: TargetInfo) -> int:
-    """The O_DIRECT alignment a target imposes (0 for buffered IO), checked to be usable."""
-    if not workload.direct:
-        return 0
-    if target.dio_alignment == 0:
-        raise UsageError(
-            f"target {target.path} does not support O_DIRECT (tmpfs and some network "
-            f"filesystems do not); run with --buffered or set direct = false."
-        )
-    if target.data_offset % target.dio_alignment:
-        raise UsageError(
-            f"target {target.path} needs O_DIRECT alignment {target.dio_alignment}, which its "
-            f"data offset {target.data_offset} does not meet; run with --buffered."
-        )
-    return target.dio_alignment
-
-
-def _phase_ms(seconds: float | None) -> int | None:
-    return None if seconds is None else round(seconds * 1000)
-
-
-def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> EnginePlan:
-    """The engine plan (docs/engine-boundary.md) for a workload on its inspected targets
-    (`infos[i]` is `workload.targets[i]`; one TargetInfo for a one-target workload)."""
-    if not isinstance(infos, list):
-        infos = [infos]
-    if len(infos) != len(workload.targets):
-        raise ValueError(f"{len(workload.targets)} targets, {len(infos)} inspected")
-    aligns = [_direct_align(workload, info) for info in infos]
-    threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
-    verify = _check_verify(workload, infos)
-    streams = []
-    for index, stream in enumerate(workload.streams):
-        on = workload.stream_targets(stream)
-        regions = []
-        for t in on:
-            _check_stream_on_target(stream, infos[t], aligns[t])
-            length = (
-                stream.length if stream.length is not None else infos[t].data_length - stream.offset
-            )
-            regions.append({"target": t, "offset": stream.offset, "length": length})
-        burst = None
-        if stream.burst is not None:
-            burst = {"ios": stream.burst[0], "delay_ms": stream.burst[1]}
-        streams.append(
-            {
-                "name": stream.name,
-                "regions": regions,
-                "spread": stream.spread,
-                "start_ms": _phase_ms(stream.start_s),
-                "stop_ms": _phase_ms(stream.stop_s),
-                "read_pct": stream.read_pct,
-                "sizes": [[size, weight] for size, weight in stream.sizes],
-                "pattern": _pattern_plan(stream),
-                "random_pct": stream.random_pct,
-                "align": stream.align or max(default_align(infos[t].dio_alignment) for t in on),
-                "qd": stream.qd,
-                "arrival": _arrival_plan(stream),
-                "burst": burst,
-                "sync": _sync_plan(stream.sync),
-                "compress_pct": stream.compress_pct,
-                "dedupe_ratio": stream.dedupe,
-                "seed": stream.seed
-                if stream.seed is not None
-                else stream_seed(workload.seed, index),
-            }
-        )
-    return {
-        "plan_version": PLAN_VERSION,
-        "backend": workload.backend,
-        "threads": threads,
-        "interval_ms": round(workload.interval_s * 1000),
-        "start_at_ns": None,
-        "warmup_ms": round(workload.warmup_s * 1000),
-        "duration_ms": round(workload.duration_s * 1000),
-        "poll_us": workload.poll_us,
-        "max_errors": workload.max_errors,
-        "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
-        "targets": [
-            {
-                **info.plan_target(),
-                "name": spec.name,
-                "direct": workload.direct,
-                **({"verify": v} if v else {}),
-            }
-            for spec, info, v in zip(workload.targets, infos, verify, strict=True)
-        ],
-        "streams": streams,
-    }
 
 
 def default_workload_doc(target: str, size: int) -> dict[str, Any]:

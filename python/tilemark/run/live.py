@@ -16,8 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from tilemark import pertarget
-from tilemark.summary import errors_by_name, errors_text, interval_rows, phase_ns
+from tilemark.run import pertarget
+from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
 
 
 def fmt_ms(value: float | None) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tilemark import engine, targetdata, targets
+from tilemark import engine, targets
 from tilemark.errors import UsageError
 from tilemark.store import process
 from tilemark.store.rundoc import (
@@ -30,6 +30,7 @@ from tilemark.store.rundoc import (
     utc_now_iso,
     write_json_atomic,
 )
+from tilemark.targets import data as targetdata
 from tilemark.units import format_size
 
 LISTED_IN_SUMMARY = 20

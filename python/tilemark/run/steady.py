@@ -24,13 +24,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilemark import plan
 from tilemark.analysis.qos import copy_snapshot, merge_snapshot
 from tilemark.analysis.steady import RULE, WINDOW, WindowCheck, check_window, trend_pct_per_round
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.options import option
-from tilemark.summary import summarize, target_iops
+from tilemark.run.summary import summarize, target_iops
+from tilemark.workload import plan
 
 DEFAULT_ROUND_S = 60.0
 DEFAULT_MAX_ROUNDS = 25  # SNIA PTS

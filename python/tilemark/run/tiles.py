@@ -25,26 +25,28 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import plan, targets
+from tilemark import targets
 from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
-from tilemark.apps import TileSpec, default_tile, load_tile_or_profile, parse_sets
 from tilemark.errors import UsageError
 from tilemark.options import option
-from tilemark.runner import RunOutcome, run_plan
-from tilemark.runtargets import Targets, compile_on, inspect_targets
-from tilemark.steadyrun import (
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.runner import run_plan
+from tilemark.run.steady import (
     NOT_PER_REPETITION,
     RoundMonitor,
     SteadySettings,
     check_round,
     steady_settings,
 )
-from tilemark.targetspec import TargetSpec, parse_targets
-from tilemark.tilelayout import TileLayout, compile_tiles, min_capacity
+from tilemark.run.where import Targets, compile_on, inspect_targets
+from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.units import format_size, parse_duration
+from tilemark.workload import plan
+from tilemark.workload.apps import TileSpec, default_tile, load_tile_or_profile, parse_sets
+from tilemark.workload.tilelayout import TileLayout, compile_tiles, min_capacity
 
 DEFAULT_TILE_DURATION = "60s"
 DEFAULT_TILE_WARMUP = "10s"

@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilemark.apps import AppStream, TileApp, TileSpec
 from tilemark.errors import UsageError
 from tilemark.units import MIB, format_size
+from tilemark.workload.apps import AppStream, TileApp, TileSpec
 
 UNIT = MIB
 

@@ -8,17 +8,17 @@ through these functions and need not know which: `Targets` is either.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from rich.console import Console
 
-from tilemark import engine, plan, targets, targetset
-from tilemark.targetspec import TargetSpec
-
-if TYPE_CHECKING:
-    from tilemark.runner import RunOutcome
+from tilemark import engine, targets
+from tilemark.run.outcome import RunOutcome
+from tilemark.targets import sets as targetset
+from tilemark.targets.spec import TargetSpec
+from tilemark.workload import compiler, plan
 
 
 class RemoteTargets(Sequence[targets.TargetInfo]):
@@ -51,13 +51,27 @@ class RemoteTargets(Sequence[targets.TargetInfo]):
 Targets = list[targets.TargetInfo] | RemoteTargets
 
 
+# How a command given --cluster inspects its targets: on every host of the cluster. The cluster
+# session installs it while it is open (cluster.opened), so this module knows nothing of Dask.
+RemoteInspector = Callable[[Sequence[TargetSpec], dict[str, Any]], RemoteTargets]
+_remote_inspector: RemoteInspector | None = None
+
+
+@contextmanager
+def inspecting_remotely(inspector: RemoteInspector) -> Iterator[None]:
+    """While the block runs, targets are inspected by `inspector` (on a cluster's hosts)."""
+    global _remote_inspector
+    previous, _remote_inspector = _remote_inspector, inspector
+    try:
+        yield
+    finally:
+        _remote_inspector = previous
+
+
 def inspect_targets(specs: Sequence[TargetSpec], **options: Any) -> Targets:
     """targetset.inspect_targets on this host, or on every host of the open cluster."""
-    from tilemark import cluster  # Dask loads only once a command opens a cluster
-
-    session = cluster.current()
-    if session is not None:
-        return cluster.inspect(session, specs, options)
+    if _remote_inspector is not None:
+        return _remote_inspector(specs, options)
     return targetset.inspect_targets(specs, **options)
 
 
@@ -75,7 +89,7 @@ def compile_on(
     streams across a cluster's hosts round robin."""
     if isinstance(infos, RemoteTargets):
         return infos.compile(workload, groups)
-    return plan.compile_plan(workload, infos)
+    return compiler.compile_plan(workload, infos)
 
 
 def inspect_and_compile(

@@ -24,6 +24,9 @@ engine's CPU is the utime + stime of its threads ("tilemark-engine"), in % of on
 top. Pressure (PSI): avg10 as the kernel reports it at the sample, and the share of the
 interval some (or all, "full") runnable tasks stalled on the resource, from the `total`
 counter.
+
+Longer than 600 lines because the sampler thread, its readers of /proc and /sys and the
+per-interval rows it produces share one time base and one set of counters.
 """
 
 from __future__ import annotations
@@ -37,8 +40,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from tilemark import envinfo
 from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY
+from tilemark.telemetry import envinfo
 
 PROC_DISKSTATS = Path("/proc/diskstats")
 PROC_STAT = Path("/proc/stat")

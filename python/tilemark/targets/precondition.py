@@ -30,11 +30,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 import tilemark
-from tilemark import engine, plan, targetdata, targets, targetset
+from tilemark import engine, targets
 from tilemark.errors import RunError, UsageError
-from tilemark.runner import SignalStopper
-from tilemark.summary import errors_by_name, errors_text
+from tilemark.run.runner import SignalStopper
+from tilemark.run.summary import errors_by_name, errors_text
+from tilemark.targets import data as targetdata
+from tilemark.targets import sets as targetset
 from tilemark.units import format_size
+from tilemark.workload import compiler, plan
 
 DEFAULT_PASSES = 2
 DEFAULT_BS = 128 * 1024
@@ -146,7 +149,7 @@ def pass_plan(info: targets.TargetInfo, bs: int) -> engine.Plan:
         "stream": streams,
     }
     try:
-        compiled = plan.compile_plan(plan.parse_workload(doc, source="precondition"), [info])
+        compiled = compiler.compile_plan(plan.parse_workload(doc, source="precondition"), [info])
     except UsageError as e:
         raise UsageError(f"--bs {bs}: {e}") from None
     compiled["duration_ms"] = None

@@ -26,10 +26,10 @@ from tilemark.analysis import expr
 from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
 from tilemark.options import PROFILE_STREAM_KEYS, parse_name
-from tilemark.plan import parse_workload, read_toml
 from tilemark.units import MIB, check_byte_rate, check_iops
+from tilemark.workload.plan import parse_workload, read_toml
 
-BUILTIN_DIR = Path(__file__).parent / "profiles"
+BUILTIN_DIR = Path(__file__).parent.parent / "profiles"
 USER_DIR_ENV = "TILEMARK_PROFILES"
 DEFAULT_TILE = ("mail", "oltp", "dss", "web", "backup")
 UNIT = MIB

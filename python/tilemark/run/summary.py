@@ -15,7 +15,7 @@ import errno
 from typing import Any
 
 from tilemark.hist import Histogram, latency_hist
-from tilemark.pertarget import stream_targets, summarize_targets, target_names
+from tilemark.run.pertarget import stream_targets, summarize_targets, target_names
 
 OP_KINDS = ("read", "write", "sync")
 DATA_OPS = ("read", "write")

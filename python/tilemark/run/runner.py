@@ -11,23 +11,28 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import datareduction, engine, metrics, plan, targetdata, targets, verification
-from tilemark import telemetry as tm
+from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
-from tilemark.live import LiveDisplay
-from tilemark.runtargets import RemoteTargets, Targets
+from tilemark.run import datareduction
+from tilemark.run.live import LiveDisplay
+from tilemark.run.outcome import RunOutcome
+from tilemark.run.summary import errors_text, summarize
+from tilemark.run.where import RemoteTargets, Targets
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
-from tilemark.summary import errors_text, summarize
+from tilemark.targets import data as targetdata
+from tilemark.targets import verification
+from tilemark.telemetry import prometheus as metrics
+from tilemark.telemetry import sampler as tm
 from tilemark.units import format_size
+from tilemark.workload import plan
 
 POLL_S = 0.2
 # What the live view says when a monitor ends a run early.
@@ -140,23 +145,6 @@ def prepare(infos: Targets, console: Console) -> bool:
             )
             return False
     return True
-
-
-@dataclass
-class RunOutcome:
-    """A stored run: where it is, what the engine measured, how it ended."""
-
-    run_id: str
-    run_dir: Path
-    compiled: engine.Plan
-    result: engine.Result
-    summary: dict[str, Any]
-    complete: bool
-    exit_status: int | None  # 128 + signal when interrupted, 1 when the results failed
-    catalog_error: str | None
-    ended_by: str | None = None  # why the run ended before its plan did ("decided")
-    status: str = "complete"  # as stored in run.json (docs/results-schema.md, Statuses)
-    error: str | None = None  # why the run is stored as failed
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]

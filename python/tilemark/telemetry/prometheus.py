@@ -130,7 +130,7 @@ class MetricsServer:
                     st.inflight = int(s.get("inflight", 0))
 
     def observe_telemetry(self, devices: list[dict[str, Any]], host: dict[str, Any] | None) -> None:
-        """The latest telemetry rows (devices underneath, host); see tilemark.telemetry."""
+        """The latest telemetry rows (devices underneath, host); see tilemark.telemetry.sampler."""
         with self._lock:
             for row in devices:
                 name = str(row.get("device"))

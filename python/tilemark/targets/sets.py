@@ -15,8 +15,8 @@ from collections.abc import Iterator, Sequence
 
 from tilemark import targets
 from tilemark.errors import UsageError
-from tilemark.targets import HEADER_READ_TIMEOUT_S, TargetInfo
-from tilemark.targetspec import TargetSpec
+from tilemark.targets.header import HEADER_READ_TIMEOUT_S, TargetInfo
+from tilemark.targets.spec import TargetSpec
 
 
 def _rdev(path: str) -> int | None:

@@ -17,13 +17,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilemark.errors import UsageError
+from tilemark.targets.header import TargetInfo, read_data_record, write_data_record
 from tilemark.units import format_size
-
-if TYPE_CHECKING:
-    from tilemark.targets import TargetInfo
 
 FORMAT = 1
 DEFAULT_BLOCK = 4096
@@ -113,13 +111,12 @@ def begin_run(info: TargetInfo, *, verify: bool, writes: bool, journal: str | No
     with the run's epoch (recorded with the target when the run writes), or None without
     --verify. A run that writes without verification is recorded too: its blocks carry no
     headers, so later checks must accept blocks that are not tilemark data."""
-    from tilemark import targets  # the header and device records live there
 
-    record = targets.read_data_record(info)
+    record = read_data_record(info)
     if not verify:
         if writes and record is not None and record.get("unverified_at_epoch") is None:
             record["unverified_at_epoch"] = record["epoch"]
-            targets.write_data_record(info, record)
+            write_data_record(info, record)
         return None
     if record is None:
         record = new_record(block_size(info), "none")
@@ -132,7 +129,7 @@ def begin_run(info: TargetInfo, *, verify: bool, writes: bool, journal: str | No
     }
     if writes:
         record["epoch"] = spec["epoch"]
-        targets.write_data_record(info, record)
+        write_data_record(info, record)
     info.data = record
     return spec
 
