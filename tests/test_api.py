@@ -67,7 +67,7 @@ def test_streams_and_percentiles_agree_with_the_summary(tmp_path):
     [
         ({"qd": 0}, "--qd"),
         ({"frobnicate": 1}, "frobnicate is not an option of run"),
-        ({"tile_count": 2}, "tile runs are api.scale"),
+        ({"tile_count": 2}, "tile runs are api.tiles"),
         ({"rw": "sideways"}, "--rw"),
     ],
 )
@@ -87,3 +87,29 @@ def test_opening_what_is_not_there(tmp_path):
         run.percentile(99, stream="nope")
     with pytest.raises(UsageError, match="is a run; use open_run"):
         api.open_study(run.id, results=tmp_path / "r")
+
+
+def test_every_command_is_a_python_call(tmp_path):
+    """tiles, repeat, sweep, matrix, curve and precondition run through the same commands as
+    the CLI (null backend: only tilemark's own work), and each stores what it says."""
+    target, results = str(tmp_path / "t.dat"), str(tmp_path / "r")
+    fast = {"duration": "0.3s", "interval": "0.1s", "backend": "null"}
+    tiles = api.tiles(1, target=target, capacity="64m", warmup="0", **fast, results=results)
+    apps = tiles.summary["applications"]
+    assert {a["app"] for a in apps["applications"]} == {"mail", "oltp", "dss", "web", "backup"}
+    assert tiles.doc["argv"][0] == "tilemark.api.tiles"
+    sweep = api.sweep(target=target, size="8m", sweep_qd="1,2", **fast, results=results)
+    assert [p["qd"] for p in sweep.doc["points"]] == [1, 2]
+    assert (sweep.dir / "points.csv").is_file()  # stored by the command, not the CLI
+    matrix = api.matrix(
+        target=target, size="8m", small_qd="1", large_streams="0,1", **fast, results=results
+    )
+    assert matrix.doc["large_levels"] == [0, 1] and len(matrix.runs()) == 2
+    repeat = api.repeat(2, target=target, size="8m", rw="randread", **fast, results=results)
+    assert len(repeat.runs()) == 2 and repeat.doc["kind"] == "repeat"
+    records = api.precondition(
+        precondition_targets=[str(tmp_path / "p.dat")], size="8m", passes=1, results=results
+    )
+    assert records[0]["passes_completed"] == 1 and records[0]["data_length"] == 8 * 2**20
+    with pytest.raises(UsageError, match="--small-qd"):
+        api.matrix(target=target, small_qd="", results=results)

@@ -9,6 +9,7 @@ from tilemark.cluster import merge, placement
 from tilemark.cluster.session import ClockOffset, Session, check_versions, parse_spec, tls_files
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
+from tilemark.options.typed import ClusterOptions
 from tilemark.workload.plan import parse_workload
 
 HOSTS = [
@@ -36,13 +37,13 @@ def test_tls_files_come_as_a_set_and_only_for_tls(tmp_path) -> None:
     pem = tmp_path / "x.pem"
     pem.write_text("x")
     tls = parse_spec("tls://h:1")
-    assert tls_files({}, tls) == {}
+    assert tls_files(ClusterOptions(), tls) == {}
     with pytest.raises(UsageError, match="--tls-key is missing"):
-        tls_files({"tls_ca": str(pem), "tls_cert": str(pem)}, tls)
+        tls_files(ClusterOptions(tls_ca=str(pem), tls_cert=str(pem)), tls)
     with pytest.raises(UsageError, match="--tls-ca applies to tls:// clusters"):
-        tls_files({"tls_ca": str(pem)}, parse_spec("local:2"))
+        tls_files(ClusterOptions(tls_ca=str(pem)), parse_spec("local:2"))
     with pytest.raises(UsageError, match="--tls-cert .* is not a readable file"):
-        tls_files({"tls_ca": str(pem), "tls_cert": "/nope", "tls_key": str(pem)}, tls)
+        tls_files(ClusterOptions(tls_ca=str(pem), tls_cert="/nope", tls_key=str(pem)), tls)
 
 
 def test_streams_run_everywhere_unless_pinned_and_targets_are_per_host() -> None:

@@ -223,3 +223,32 @@ def test_copies_flag_runs_n_streams(tmp_path, capsys, fake_engine):
     assert status == 0, err
     assert [s["name"] for s in started[0].plan["streams"]] == ["w0", "w1", "w2"]
     assert len(json.loads(out)["summary"]["streams"]) == 3
+
+
+def test_typed_options_have_one_field_per_option_of_their_scope():
+    """The option table produces the typed options: each scope's frozen dataclass has exactly
+    the keys of that scope's command-line options, so neither can drift from the other."""
+    import dataclasses
+
+    from tilemark.options import OPTIONS
+    from tilemark.options.typed import SCOPES
+
+    for scope, kind in SCOPES.items():
+        keys = {o.key for o in OPTIONS if o.scope == scope and o.flag}
+        assert {f.name for f in dataclasses.fields(kind)} == keys, scope
+        assert kind.__dataclass_params__.frozen
+
+
+def test_options_are_parsed_once_at_the_edge_with_the_flag_sentences():
+    from tilemark.errors import UsageError
+    from tilemark.options import SCALE
+    from tilemark.options.typed import Options
+
+    opts = Options.from_values(
+        {"confirm": "3", "settle": False, "sets": ["mail.mailboxes=5"], "duration": "10s"}, SCALE
+    )
+    assert opts.study.confirm == 3 and opts.study.settle is False
+    assert opts.tile.set == ("mail.mailboxes=5",)
+    assert opts.workload.run == {"duration": "10s"}  # laid over workload files as typed
+    with pytest.raises(UsageError, match="--confirm must be an integer"):
+        Options.from_values({"confirm": "x"}, SCALE)

@@ -2,9 +2,9 @@
 read their intervals, summaries and histograms as Arrow tables or pandas DataFrames
 (docs/python.md).
 
-The CLI's `run` and `scale` are built on this module: they parse the command line into the
-same option values (tilemark/options.py), call `execute_workload` / `execute_scale`, and print.
-Keyword arguments here are the option table's keys (`rw="randread"`, `qd=32`, `duration="10s"`),
+The CLI and this module call the same commands (tilemark.commands): both turn what they were
+given into the typed options of tilemark.options.typed through one constructor. Keyword
+arguments here are the option table's keys (`rw="randread"`, `qd=32`, `duration="10s"`),
 validated exactly as the flags are, with the same one-sentence UsageError for bad values.
 
 Percentiles always come from merged histograms, never from averaged percentiles.
@@ -20,10 +20,17 @@ from typing import Any
 import pyarrow as pa
 from rich.console import Console
 
-from tilemark import cluster, fio, targets
+from tilemark.commands import Interrupted
+from tilemark.commands import points as points_command
+from tilemark.commands import precondition as precondition_command
+from tilemark.commands import repeat as repeat_command
+from tilemark.commands import scale as scale_command
+from tilemark.commands import tiles as tiles_command
+from tilemark.commands import workload as workload_command
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
-from tilemark.options import OPTIONS, RUN, SCALE, label_of, option, safety
+from tilemark.options import CURVE, MATRIX, OPTIONS, PRECONDITION, RUN, SCALE, SWEEP, TILES
+from tilemark.options.typed import DEFAULT_RESULTS, Options
 from tilemark.report.data import (
     DATA_OPS,
     RunData,
@@ -31,24 +38,7 @@ from tilemark.report.data import (
     load_source,
     merged_run_hist,
 )
-from tilemark.run.outcome import RunOutcome
-from tilemark.run.runner import prepare, run_plan
-from tilemark.run.steady import (
-    NOT_PER_REPETITION,
-    RoundMonitor,
-    steady_settings,
-    steady_workload,
-)
-from tilemark.run.where import Targets, inspect_and_compile, lock
 from tilemark.store import catalog
-from tilemark.targets.spec import split_name
-from tilemark.telemetry import prometheus as metrics
-from tilemark.units import parse_size
-from tilemark.workload import plan
-
-DEFAULT_RESULTS = Path("tilemark-results")
-DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
-
 
 # -----------------------------------------------------------------------------------------------
 # Option values, as the CLI passes them
@@ -76,159 +66,6 @@ def values_from(flags: dict[str, Any], mode: str) -> dict[str, Any]:
             value = str(value) if not isinstance(value, str) else value
         values[o.param] = value
     return values
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def build_workload(
-    workload_file: Path | None,
-    run_flags: dict[str, Any],
-    stream_flags: dict[str, Any],
-    *,
-    use_default: bool,
-    overridden: list[str] | None = None,
-    notes: list[str] | None = None,
-) -> plan.Workload:
-    """The validated workload from a TOML file, a fio job file, the built-in default, or flags
-    alone. `overridden` receives 'flag value overrides key = value' for flags that replace
-    values of the workload file; `notes` what the translation of a fio job file (JOB.fio)
-    changed."""
-    flag_keys = frozenset(run_flags) | frozenset(stream_flags)
-    if use_default:
-        if workload_file is not None:
-            raise UsageError(
-                "--default runs the built-in workload and cannot be combined with a workload "
-                f"file ({workload_file}); pass one or the other."
-            )
-        if stream_flags:
-            key = next(iter(stream_flags))
-            raise UsageError(
-                f"{_flag(key)} sets a single stream and cannot be combined with --default, "
-                "which runs several; write a workload file to change its streams."
-            )
-        target = run_flags.get("target", DEFAULT_TARGET)
-        if "size" in run_flags:
-            size = parse_size(run_flags["size"], "--size")
-        else:
-            # Every target gets the same layout: the smallest default size fits them all.
-            paths = [split_name(t)[1] for t in ([target] if isinstance(target, str) else target)]
-            size = min(targets.default_size(p) for p in paths)
-        doc = plan.default_workload_doc(target, size)
-        doc.update({key: value for key, value in run_flags.items() if key != "size"})
-        return plan.parse_workload(doc, source="default", flag_keys=flag_keys)
-
-    if workload_file is not None:
-        if workload_file.suffix == ".fio":
-            translation = fio.translate(workload_file)
-            doc = translation.doc
-            if notes is not None:
-                notes += translation.notes
-        else:
-            doc = plan.load_toml(workload_file)
-        if overridden is not None:
-            overridden += _overrides(doc, run_flags)
-        doc.update(run_flags)
-        if stream_flags:
-            tables = doc.get("stream")
-            if not (isinstance(tables, list) and len(tables) == 1 and isinstance(tables[0], dict)):
-                count = len(tables) if isinstance(tables, list) else 0
-                key = next(iter(stream_flags))
-                raise UsageError(
-                    f"{_flag(key)} sets a single stream, but {workload_file} has {count} "
-                    "streams; set it in the file ([defaults] applies to every stream)."
-                )
-            if overridden is not None:
-                overridden += _overrides(tables[0], stream_flags)
-            tables[0].update(stream_flags)
-        return plan.parse_workload(doc, source=str(workload_file), flag_keys=flag_keys)
-
-    doc = {**run_flags, "stream": [dict(stream_flags)]}
-    return plan.parse_workload(doc, source="flags", flag_keys=flag_keys)
-
-
-def _overrides(table: dict[str, Any], flags: dict[str, Any]) -> list[str]:
-    return [
-        f"{_flag(k)} {v} overrides {k} = {table[k]!r}"
-        for k, v in flags.items()
-        if k in table and str(table[k]) != str(v)
-    ]
-
-
-def _scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:
-    from tilemark.cli.params import scoped  # the CLI's reading of option values
-
-    return scoped(values, scope, mode)
-
-
-def workload_setup(
-    values: dict[str, Any], workload_file: Path | None, *, until_steady: bool = False
-) -> tuple[plan.Workload, Targets, dict[str, Any], list[str], list[str]]:
-    """The workload of a file, --default or the flags; its targets inspected and its plan
-    compiled (no IO yet); which flags overrode values of the file; notes on the workload."""
-    given = _scoped(values, "run", RUN)
-    run_flags = {k: v for k, v in given.items() if option("run", k).toml}
-    if values.get("buffered"):
-        run_flags["direct"] = False
-    stream_flags = _scoped(values, "stream", RUN)
-    overridden: list[str] = []
-    notes: list[str] = []
-    workload = build_workload(
-        workload_file,
-        run_flags,
-        stream_flags,
-        use_default=bool(values.get("use_default")),
-        overridden=overridden,
-        notes=notes,
-    )
-    steady = steady_settings(values)
-    if steady is not None:
-        if not until_steady:
-            raise UsageError(NOT_PER_REPETITION)
-        workload = steady_workload(workload, steady)
-    infos, compiled = inspect_and_compile(workload, **safety(values))
-    return workload, infos, compiled, overridden, notes
-
-
-def execute_workload(
-    values: dict[str, Any],
-    workload_file: Path | None,
-    *,
-    argv: list[str],
-    console: Console,
-) -> RunOutcome | int:
-    """Validate, prepare the target, run and store a workload; the stored run's outcome, or
-    130 when interrupted while the target was being prepared. Notes go to `console`."""
-    workload, infos, compiled, overridden, notes = workload_setup(
-        values, workload_file, until_steady=True
-    )
-    label = label_of(values)
-    metrics.from_values(values)
-    steady = steady_settings(values)
-    monitor = RoundMonitor(compiled, steady) if steady is not None else None
-    for note in notes:
-        console.print(f"note: {note}", markup=False, soft_wrap=True)
-    if overridden:
-        console.print(
-            f"note: {'; '.join(overridden)} in {workload_file}", markup=False, soft_wrap=True
-        )
-    results = Path(values.get("results") or DEFAULT_RESULTS)
-    with lock(infos, argv):
-        if not prepare(infos, console):
-            return 130
-        return run_plan(
-            workload,
-            infos,
-            compiled,
-            results=results,
-            argv=argv,
-            console=console,
-            label=label,
-            analyze=monitor.analyze if monitor is not None else None,
-            monitor=monitor,
-            note=steady.describe() if steady is not None else None,
-        )
 
 
 # -----------------------------------------------------------------------------------------------
@@ -456,6 +293,21 @@ def _argv(command: str, path: str | Path | None, flags: dict[str, Any]) -> list[
     ]
 
 
+def _options(flags: dict[str, Any], mode: str, results: str | Path) -> Options:
+    """Keyword arguments as the typed options of `mode`, through the constructor the CLI uses."""
+    values = values_from(flags, mode)
+    values["results"] = str(results)
+    return Options.from_values(values, mode)
+
+
+def _ran(call: Any) -> Any:
+    """A command's outcome; KeyboardInterrupt when it was interrupted before storing anything."""
+    try:
+        return call()
+    except Interrupted:
+        raise KeyboardInterrupt from None
+
+
 def run(
     workload: str | Path | None = None,
     *,
@@ -467,23 +319,34 @@ def run(
     (`run(target="t.dat", size="1g", rw="randread", qd=32, duration="10s")`), and return the
     stored run. Safety is the CLI's: `destroy_data="/dev/sdX"` to write a device. A failed or
     interrupted run is returned too: check `status`."""
-    values = values_from(flags, RUN)
-    if values.get("tile_count") is not None or values.get("tile_file") is not None:
+    if "tiles" in flags or "tile_count" in flags:
         raise UsageError(
-            "tile runs are api.scale(counts=N) here (tilemark run --tiles N on the command "
-            "line); api.run runs workloads."
+            "tile runs are api.tiles(N) here (tilemark run --tiles N on the command line); "
+            "api.run runs workloads."
         )
-    values["results"] = str(results)
+    opts = _options(flags, RUN, results)
     path = Path(workload) if workload is not None else None
-    argv = [
-        "tilemark.api.run",
-        *([str(path)] if path else []),
-        *(f"{k}={v}" for k, v in flags.items()),
-    ]
-    with cluster.opened(values):
-        outcome = execute_workload(values, path, argv=argv, console=_Quiet(verbose).console())
-    if isinstance(outcome, int):
-        raise KeyboardInterrupt
+    argv = _argv("run", path, flags)
+    outcome = _ran(
+        lambda: workload_command.run(opts, path, argv=argv, console=_Quiet(verbose).console())
+    )
+    return open_run(outcome.run_dir, results)
+
+
+def tiles(
+    count: int,
+    tile: str | Path | None = None,
+    *,
+    results: str | Path = DEFAULT_RESULTS,
+    verbose: bool = False,
+    **flags: Any,
+) -> Run:
+    """`tilemark run --tiles N`: `count` tiles of the default tile (or of `tile`, a tile file
+    or a profile), judged per application; the stored run (its summary's `applications`)."""
+    flags = {**flags, "tile_count": count, **({"tile_file": str(tile)} if tile else {})}
+    opts = _options(flags, TILES, results)
+    argv = _argv("tiles", None, flags)
+    _, outcome = _ran(lambda: tiles_command.run(opts, argv=argv, console=_Quiet(verbose).console()))
     return open_run(outcome.run_dir, results)
 
 
@@ -496,23 +359,78 @@ def scale(
 ) -> Study:
     """A scaling study (`tilemark scale`): tile counts (`counts="1..4"`) or a knob search
     (`knob="mail.mailboxes"`), with the option keys of scale; returns the stored study."""
-    from tilemark.study.scale import execute_scale
-
-    values = values_from(flags, SCALE)
-    values["results"] = str(results)
-    argv = [
-        "tilemark.api.scale",
-        *([str(tile)] if tile else []),
-        *(f"{k}={v}" for k, v in flags.items()),
-    ]
-    with cluster.opened(values):
-        outcome, _ = execute_scale(
-            values,
+    opts = _options(flags, SCALE, results)
+    argv = _argv("scale", tile, flags)
+    _, outcome = _ran(
+        lambda: scale_command.run(
+            opts,
             Path(tile) if tile else None,
             argv=argv,
             console=_Quiet(verbose).console(),
             events=None,
         )
-    if isinstance(outcome, int):
-        raise KeyboardInterrupt
+    )
     return open_study(outcome.path, results)
+
+
+def repeat(
+    count: int,
+    workload: str | Path | None = None,
+    *,
+    results: str | Path = DEFAULT_RESULTS,
+    verbose: bool = False,
+    **flags: Any,
+) -> Study:
+    """`tilemark repeat N`: the workload (or `tiles=N` tiles) run `count` times, studied for
+    decay (`pause`, `between` as on the command line); returns the stored study."""
+    mode = TILES if flags.get("tiles") or flags.get("tile_count") else RUN
+    if "tiles" in flags:
+        flags = {**{k: v for k, v in flags.items() if k != "tiles"}, "tile_count": flags["tiles"]}
+    opts = _options(flags, mode, results)
+    path = Path(workload) if workload is not None else None
+    argv = _argv("repeat", path, flags)
+    outcome = _ran(
+        lambda: repeat_command.run(count, opts, path, argv=argv, console=_Quiet(verbose).console())
+    )
+    return open_study(outcome.path, results)
+
+
+def _points(mode: str, results: str | Path, verbose: bool, flags: dict[str, Any]) -> Study:
+    opts = _options(flags, mode, results)
+    argv = _argv(mode, None, flags)
+    outcome = _ran(
+        lambda: points_command.COMMANDS[mode](
+            opts, argv=argv, console=_Quiet(verbose).console(), progress=lambda total: None
+        )
+    )
+    return open_study(outcome.path, results)
+
+
+def sweep(*, results: str | Path = DEFAULT_RESULTS, verbose: bool = False, **flags: Any) -> Study:
+    """`tilemark sweep`: one run per point of the lists (`sweep_bs="4k,64k"`, `sweep_qd=
+    "1,2,4,...,32"`, `sweep_read`, `sweep_region`); returns the stored study."""
+    return _points(SWEEP, results, verbose, flags)
+
+
+def matrix(*, results: str | Path = DEFAULT_RESULTS, verbose: bool = False, **flags: Any) -> Study:
+    """`tilemark matrix`: Orion's matrix (`small_qd`, `large_streams`, ...)."""
+    return _points(MATRIX, results, verbose, flags)
+
+
+def curve(*, results: str | Path = DEFAULT_RESULTS, verbose: bool = False, **flags: Any) -> Study:
+    """`tilemark curve`: the load/latency curve and, with `slo="p99<=2ms"`, the IOPS at it."""
+    return _points(CURVE, results, verbose, flags)
+
+
+def precondition(
+    *, results: str | Path = DEFAULT_RESULTS, verbose: bool = False, **flags: Any
+) -> list[dict[str, Any]]:
+    """`tilemark precondition` (`precondition_targets=[...]`, `passes`, `size`): each target's
+    preconditioning record; KeyboardInterrupt when interrupted (the passes so far recorded)."""
+    opts = _options(flags, PRECONDITION, results)
+    done, status = precondition_command.run(
+        opts, argv=_argv("precondition", None, flags), console=_Quiet(verbose).console()
+    )
+    if status:
+        raise KeyboardInterrupt
+    return [d.info.preconditioning for d in done]

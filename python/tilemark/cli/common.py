@@ -38,11 +38,6 @@ def consoles(json_out: bool) -> tuple[Console, Console]:
     return (err if json_out else make_console(stderr=False)), err
 
 
-def results_path(values: dict[str, Any]) -> Path:
-    raw = values.get("results")
-    return Path(raw) if raw is not None else DEFAULT_RESULTS
-
-
 def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
     """The machine-readable result of a run on stdout."""
     doc = {

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 import typer
 
-from tilemark import cluster
 from tilemark.errors import UsageError
 from tilemark.options import OPTIONS, Option
 
@@ -59,8 +58,7 @@ def table_command(
     """A typer command function offering every table option of `modes`, plus `arguments`."""
 
     def command(ctx: typer.Context, **values: Any) -> None:
-        with cluster.opened(values):  # --cluster: the command's runs go to the cluster's hosts
-            body(ctx, values)
+        body(ctx, values)
 
     params = [
         inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
@@ -110,16 +108,3 @@ def check_mode(
             "--force only applies together with --destroy-data PATH (or --cluster, where it "
             "accepts host clocks more than one interval apart)."
         )
-
-
-def scoped(values: dict[str, Any], scope: str, mode: str) -> dict[str, Any]:
-    """{key: raw value} of the options of `scope` the user set, for `mode`."""
-    return {
-        o.key: values[o.param]
-        for o in OPTIONS
-        if o.scope == scope
-        and mode in o.modes
-        and o.flag
-        and o.param in values
-        and given(o, values[o.param])
-    }

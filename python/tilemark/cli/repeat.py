@@ -21,22 +21,17 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tilemark import cluster
-from tilemark.api import workload_setup
-from tilemark.cli.common import EXIT_QOS, argv_of, consoles, results_path
+from tilemark.cli.common import EXIT_QOS, argv_of, consoles
 from tilemark.cli.params import table_command
-from tilemark.cli.run import WORKLOAD_ARG, run_mode, tiles_setup
+from tilemark.cli.run import WORKLOAD_ARG, run_mode
 from tilemark.cli.scale import write_study_report
-from tilemark.errors import UsageError
-from tilemark.options import REPEAT, RUN, TILES, label_of, option, parse_int
-from tilemark.run.runner import prepare, run_plan
-from tilemark.run.tiles import run_tiles
-from tilemark.run.where import lock
-from tilemark.study import StepRecord, StepSpec, StudyRecord, run_study, tile_definition
+from tilemark.commands import Interrupted
+from tilemark.commands import repeat as repeat_command
+from tilemark.options import REPEAT, RUN, TILES, parse_int
+from tilemark.options.typed import Options
+from tilemark.study import StepRecord, StepSpec
 from tilemark.study.base import Attempt
-from tilemark.study.repeat import MAX_REPETITIONS, RepeatStepRunner, RepeatStudy
-from tilemark.targets import verification
-from tilemark.telemetry import prometheus as metrics
+from tilemark.study.repeat import MAX_REPETITIONS
 
 
 class _Progress:
@@ -59,111 +54,28 @@ class _Progress:
         )
 
 
-def _own_options(values: dict[str, Any]) -> tuple[float, str | None, bool]:
-    """--pause, --between and --report, taken out of the run options."""
-    pause_raw = values.pop("pause", None)
-    between = values.pop("between", None)
-    write_report = values.pop(option("output", "report").param, True)
-    o = option("study", "pause")
-    pause_s = 0.0 if pause_raw is None else o.parse(pause_raw, "--pause")
-    if between is not None and not between.strip():
-        raise UsageError("--between must be a shell command, got an empty string.")
-    return pause_s, between, write_report
-
-
 def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
     count = parse_int(values.pop("count_arg"), "N (the number of repetitions)", 1, MAX_REPETITIONS)
     workload_file = values.pop("workload_file")
-    pause_s, between, write_report = _own_options(values)
+    # repeat's own options, kept apart while the rest is checked as `run` checks it
+    own = {k: values.pop(k) for k in ("pause", "between", "write_report") if k in values}
     mode = run_mode(values, workload_file, {RUN, TILES})
-    label = label_of(values)
-    results = results_path(values)
-    json_out = bool(values.get("json_out"))
-    out, err = consoles(json_out)
-    argv = argv_of(ctx)
-
-    def run_label(n: int) -> str:
-        return f"{label}, repetition {n}" if label else f"repetition {n}"
-
-    def verified(outcome):  # noqa: ANN001, ANN202 - a RunOutcome
-        # With verification (--verify or verify = true in the workload file), each repetition
-        # ends with a pass over what it wrote (Jetstress).
-        verifying = any(t.get("verify") for t in outcome.compiled["targets"])
-        if verifying and outcome.exit_status is None:
-            verification.after_run(outcome, err)
-        return outcome
-
-    def refuse_remote_verify(verify: bool) -> None:
-        session = cluster.current()
-        if verify and session is not None and session.elsewhere():
-            raise UsageError(
-                "repeat --verify reads every repetition's data back from this machine, but "
-                f"--cluster host {session.elsewhere()[0]} is another machine; repeat without "
-                "--verify and run `tilemark verify PATH` on each host afterwards."
-            )
-
-    metrics.from_values(values)
-    definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
-    if mode == RUN:
-        workload, infos, compiled, overridden, notes = workload_setup(values, workload_file)
-        refuse_remote_verify(workload.verify)
-        for note in notes:
-            err.print(f"note: {note}", markup=False, soft_wrap=True)
-        if overridden:
-            err.print(f"note: {'; '.join(overridden)} in {workload_file}", markup=False)
-        definition.update(
-            mode="workload", workload=workload.name, target=", ".join(i.path for i in infos)
-        )
-
-        def run_once(n: int):  # noqa: ANN202 - a RunOutcome
-            return verified(
-                run_plan(
-                    workload,
-                    infos,
-                    compiled,
-                    results=results,
-                    argv=argv,
-                    console=err,
-                    kind="repeat-step",
-                    label=run_label(n),
-                )
-            )
-
-    else:
-        refuse_remote_verify(bool(values.get("verify")))
-        tile, tiles, settings, infos = tiles_setup(values, until_steady=False)
-        definition.update(mode="tiles", tiles=tiles, **tile_definition(tile, settings))
-
-        def run_once(n: int):  # noqa: ANN202 - a RunOutcome
-            return verified(
-                run_tiles(
-                    tile,
-                    tiles,
-                    settings,
-                    infos,
-                    max_tiles=tiles,
-                    results=results,
-                    argv=argv,
-                    console=err,
-                    kind="repeat-step",
-                    label=run_label(n),
-                )
-            )
-
-    with lock(infos, argv):
-        if not prepare(infos, err):
-            raise typer.Exit(130)
-        runner = RepeatStepRunner(run_once, pause_s=pause_s, between=between, console=err)
-        record = StudyRecord(results, {"kind": RepeatStudy.kind, "argv": argv, "label": label})
-        outcome = run_study(
-            lambda: RepeatStudy(count, definition),
-            runner,
-            record,
-            confirm_runs=0,
+    opts = Options.from_values({**values, **own}, mode)
+    out, err = consoles(opts.output.json)
+    try:
+        outcome = repeat_command.run(
+            count,
+            opts,
+            workload_file,
+            argv=argv_of(ctx),
+            console=err,
             events=_Progress(err, count),
         )
+    except Interrupted as e:
+        raise typer.Exit(e.status) from None
     doc = outcome.doc
-    if json_out:
+    results = opts.output.results
+    if opts.output.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     out.print(repetitions_table(doc))
     for line in trend_lines(doc):
@@ -175,7 +87,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
             f"--results {results}",
             markup=False,
         )
-    if write_report and doc["steps"]:
+    if opts.output.report and doc["steps"]:
         write_study_report(outcome.path, results, err, out)
     if outcome.stopped:
         err.print(

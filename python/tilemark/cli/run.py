@@ -14,32 +14,25 @@ from typing import Any
 
 import typer
 
-from tilemark.api import execute_workload
 from tilemark.cli.common import (
     EXIT_QOS,
     argv_of,
     consoles,
     print_run,
     qos_lines,
-    results_path,
     verdict_line,
     write_json,
 )
 from tilemark.cli.params import argument, check_mode, table_command
+from tilemark.commands import Interrupted
+from tilemark.commands import tiles as tiles_command
+from tilemark.commands import workload as workload_command
 from tilemark.errors import UsageError
-from tilemark.options import RUN, TILES, Option, label_of, safety
-from tilemark.run.runner import prepare
+from tilemark.options import RUN, TILES, Option
+from tilemark.options.typed import Options
 from tilemark.run.tiles import (
-    MAX_TILES,
     applications_table,
-    inspect_tile_targets,
-    load_tile_spec,
-    run_tiles,
-    tile_settings,
-    tiles_plan,
 )
-from tilemark.run.where import Targets, lock
-from tilemark.telemetry import prometheus as metrics
 
 
 def _clash(mode: str) -> Any:
@@ -57,11 +50,15 @@ def _clash(mode: str) -> Any:
 def _run(ctx: typer.Context, values: dict[str, Any]) -> None:
     workload_file = values.pop("workload_file")
     mode = run_mode(values, workload_file, {RUN, TILES})
-    status = (
-        run_tiles_command(ctx, values)
-        if mode == TILES
-        else run_workload(ctx, values, workload_file)
-    )
+    opts = Options.from_values(values, mode)
+    try:
+        status = (
+            run_tiles_command(ctx, opts)
+            if mode == TILES
+            else run_workload(ctx, opts, workload_file)
+        )
+    except Interrupted as e:
+        raise typer.Exit(e.status) from None
     if status:
         raise typer.Exit(status)
 
@@ -75,29 +72,11 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
     return mode
 
 
-def tiles_setup(
-    values: dict[str, Any], *, until_steady: bool = True
-) -> tuple[Any, int, Any, Targets]:
-    """(tile, count, settings, targets) of `--tiles N`, checked and compiled (no IO yet);
-    `until_steady` False refuses --until-steady."""
-    tiles = values["tile_count"]
-    if not 1 <= tiles <= MAX_TILES:
-        raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
-    tile = load_tile_spec(values.get("tile_file"), values.get("sets"))
-    settings = tile_settings(values, extend_by_default=False, until_steady=until_steady)
-    infos = inspect_tile_targets(tile, settings, tiles, **safety(values))
-    # Validate the whole plan before any IO.
-    tiles_plan(tile, tiles, settings, infos, max_tiles=tiles)
-    return tile, tiles, settings, infos
-
-
-def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path | None) -> int:
-    """`tilemark run` with a workload: inspect and prepare the target, run, store, print."""
-    out, err = consoles(bool(values.get("json_out")))
-    outcome = execute_workload(values, workload_file, argv=argv_of(ctx), console=err)
-    if isinstance(outcome, int):
-        return outcome
-    if values.get("json_out"):
+def run_workload(ctx: typer.Context, opts: Options, workload_file: Path | None) -> int:
+    """`tilemark run` with a workload: run it (commands/workload.py) and print."""
+    out, err = consoles(opts.output.json)
+    outcome = workload_command.run(opts, workload_file, argv=argv_of(ctx), console=err)
+    if opts.output.json:
         write_json(outcome, {"summary": outcome.summary})
     print_run(outcome, out, err)
     state = outcome.summary.get("steady_state")
@@ -106,33 +85,16 @@ def run_workload(ctx: typer.Context, values: dict[str, Any], workload_file: Path
     return outcome.exit_status or 0
 
 
-def run_tiles_command(ctx: typer.Context, values: dict[str, Any]) -> int:
-    """`tilemark run --tiles N`: one tile count, per-application results."""
-    tile, tiles, settings, infos = tiles_setup(values)
-    label = label_of(values)
-    metrics.from_values(values)
-    json_out = bool(values.get("json_out"))
-    out, err = consoles(json_out)
-    argv = argv_of(ctx)
-    with lock(infos, argv):
-        if not prepare(infos, err):
-            return 130
-        outcome = run_tiles(
-            tile,
-            tiles,
-            settings,
-            infos,
-            max_tiles=tiles,
-            results=results_path(values),
-            argv=argv,
-            console=err,
-            label=label,
-        )
+def run_tiles_command(ctx: typer.Context, opts: Options) -> int:
+    """`tilemark run --tiles N`: run them (commands/tiles.py) and print per application."""
+    out, err = consoles(opts.output.json)
+    ready, outcome = tiles_command.run(opts, argv=argv_of(ctx), console=err)
     apps = outcome.summary["applications"]
-    if json_out:
+    if opts.output.json:
         write_json(outcome, {"summary": _without_layout(outcome.summary)})
     print_run(outcome, out, err)
-    out.print(applications_table(apps, f"{tiles} tile(s) of {tile.name}: applications"))
+    title = f"{ready.tiles} tile(s) of {ready.tile.name}: applications"
+    out.print(applications_table(apps, title))
     out.print(verdict_line(apps), markup=False)
     for line in qos_lines(apps):
         out.print(line, markup=False)

@@ -23,11 +23,13 @@ from tilemark.cli.common import (
     argv_of,
     consoles,
     qos_lines,
-    results_path,
     verdict_line,
 )
 from tilemark.cli.params import argument, check_mode, table_command
+from tilemark.commands import Interrupted
+from tilemark.commands import scale as scale_command
 from tilemark.options import SCALE, Option
+from tilemark.options.typed import Options
 from tilemark.report.format import steady_cell
 from tilemark.run.live import hosts_table
 from tilemark.study import (
@@ -37,7 +39,6 @@ from tilemark.study import (
     StepRecord,
     StepSpec,
 )
-from tilemark.study.scale import execute_scale, study_value
 
 
 class _Progress:
@@ -85,17 +86,19 @@ def _clash(o: Option) -> str:  # every option of scale applies to scale
 def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     tile_file = values.pop("tile_file_arg")
     check_mode(values, SCALE, {SCALE}, _clash)
-    json_out = bool(values.get("json_out"))
+    opts = Options.from_values(values, SCALE)
+    json_out = opts.output.json
     out, err = consoles(json_out)
-    outcome, setup = execute_scale(
-        values,
-        tile_file,
-        argv=argv_of(ctx),
-        console=err,
-        events=_Progress(err, "scale", study_value(values, "repeat", 1)),
-    )
-    if isinstance(outcome, int):  # interrupted while preparing or settling
-        raise typer.Exit(outcome)
+    try:
+        setup, outcome = scale_command.run(
+            opts,
+            tile_file,
+            argv=argv_of(ctx),
+            console=err,
+            events=_Progress(err, "scale", opts.study.repeat or 1),
+        )
+    except Interrupted as e:  # interrupted while preparing or settling
+        raise typer.Exit(e.status) from None
     doc = outcome.doc
     if outcome.interrupted is not None:
         why = "a run failed" if outcome.interrupted == 1 else "interrupted"
@@ -109,8 +112,8 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     for line in headline(doc):
         out.print(line, markup=False)
     out.print(f"study: {outcome.path}", markup=False)
-    if values.get("write_report", True) and doc["steps"]:
-        write_study_report(outcome.path, results_path(values), err, out)
+    if opts.output.report and doc["steps"]:
+        write_study_report(outcome.path, opts.output.results, err, out)
     if outcome.interrupted is not None:
         raise typer.Exit(outcome.interrupted)
     if doc.get(setup.make_study().answer_key) is None:

@@ -1,6 +1,6 @@
 """Many hosts, one run, on Dask distributed (docs/cluster.md).
 
-`opened(values)` connects to the cluster of `--cluster` for the duration of a command; while it
+`opened(options)` connects to the cluster of `--cluster` for the duration of a command; while it
 is open, run.where.inspect_targets inspects targets on every host and returns HostTargets, through
 which the command locks, prepares, compiles and runs exactly as it would on one host. Modules:
 session (connect, versions, clocks), agent (what each worker runs), placement (workload ->
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tilemark.cluster.hosts import HostTargets
     from tilemark.cluster.session import Session
+    from tilemark.options.typed import ClusterOptions
     from tilemark.targets.spec import TargetSpec
 
 _current: Session | None = None
@@ -28,17 +29,17 @@ def current() -> Session | None:
 
 
 @contextmanager
-def opened(values: dict[str, Any]) -> Iterator[Session | None]:
+def opened(options: ClusterOptions, *, force: bool = False) -> Iterator[Session | None]:
     """Connect to --cluster's cluster for the block (nothing without --cluster; the session
-    already open when nested)."""
+    already open when nested). `force` accepts host clocks more than one interval apart."""
     global _current
-    if not values.get("cluster") or _current is not None:
+    if not options.cluster or _current is not None:
         yield _current
         return
     from tilemark.cluster.session import open_session
     from tilemark.run.where import inspecting_remotely
 
-    session = open_session(values)
+    session = open_session(options, force=force)
     _current = session
     try:
         with inspecting_remotely(lambda specs, options: inspect(session, specs, options)):

@@ -23,6 +23,7 @@ from tilemark import engine
 from tilemark.cluster.agent import HostAgent
 from tilemark.cluster.placement import Host
 from tilemark.errors import RunError, UsageError
+from tilemark.options.typed import ClusterOptions
 
 MAX_LOCAL_WORKERS = 64
 CONNECT_TIMEOUT_S = 10.0
@@ -57,11 +58,11 @@ def parse_spec(text: str) -> ClusterSpec:
     )
 
 
-def tls_files(values: dict[str, Any], spec: ClusterSpec) -> dict[str, str]:
+def tls_files(options: ClusterOptions, spec: ClusterSpec) -> dict[str, str]:
     """The client's TLS files from --tls-ca/--tls-cert/--tls-key: all three or none (then
     Dask's config supplies them)."""
     flags = {"tls_ca": "--tls-ca", "tls_cert": "--tls-cert", "tls_key": "--tls-key"}
-    given = {k: values[k] for k in flags if values.get(k)}
+    given = {k: getattr(options, k) for k in flags if getattr(options, k)}
     if not given:
         return {}
     if spec.kind != "tls":
@@ -247,11 +248,11 @@ def check_versions(identities: list[dict[str, Any]]) -> None:
                 )
 
 
-def open_session(values: dict[str, Any]) -> Session:
-    """Connect to the cluster of --cluster (module doc)."""
-    spec = parse_spec(str(values["cluster"]))
-    files = tls_files(values, spec)
-    force = bool(values.get("force"))
+def open_session(options: ClusterOptions, *, force: bool = False) -> Session:
+    """Connect to the cluster of --cluster (module doc); `force` accepts host clocks more than
+    one interval apart."""
+    spec = parse_spec(str(options.cluster))
+    files = tls_files(options, spec)
     try:
         from distributed import Client, LocalCluster
     except ImportError:  # pragma: no cover - a dependency of tilemark

@@ -29,6 +29,7 @@ from tilemark.analysis.steady import RULE, WINDOW, WindowCheck, check_window, tr
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.options import option
+from tilemark.options.typed import Options
 from tilemark.run.summary import summarize, target_iops
 from tilemark.workload import plan
 
@@ -61,24 +62,24 @@ class SteadySettings:
         )
 
 
-def steady_settings(values: dict[str, Any]) -> SteadySettings | None:
-    """--until-steady and its round settings from option values, checked; None without it."""
-    opts = [option("steady", k) for k in ("round", "max_rounds", "metric")]
-    if not values.get("until_steady"):
-        for o in opts:
-            if values.get(o.param) is not None:
-                raise UsageError(f"{o.flag} applies to steady-state runs; add --until-steady.")
+def steady_settings(opts: Options) -> SteadySettings | None:
+    """--until-steady and its round settings, checked; None without it."""
+    given = opts.steady
+    if not given.until_steady:
+        for key in ("round", "max_rounds", "metric"):
+            if getattr(given, key) is not None:
+                flag = option("steady", key).flag
+                raise UsageError(f"{flag} applies to steady-state runs; add --until-steady.")
         return None
-    if values.get("duration") is not None:
+    if "duration" in opts.workload.run:
         raise UsageError(
             "--duration does not apply with --until-steady: the run measures until it is steady, "
             "at most --max-rounds rounds of --round."
         )
-    parsed = {o.key: o.parse(values[o.param], o.flag) for o in opts if values.get(o.param)}
     return SteadySettings(
-        round_s=parsed.get("round", SteadySettings.round_s),
-        max_rounds=parsed.get("max_rounds", SteadySettings.max_rounds),
-        metric=parsed.get("metric", SteadySettings.metric),
+        round_s=given.round if given.round is not None else SteadySettings.round_s,
+        max_rounds=given.max_rounds if given.max_rounds is not None else SteadySettings.max_rounds,
+        metric=given.metric if given.metric is not None else SteadySettings.metric,
     )
 
 

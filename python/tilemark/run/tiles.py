@@ -31,7 +31,7 @@ from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
 from tilemark.errors import UsageError
-from tilemark.options import option
+from tilemark.options.typed import Options
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.runner import run_plan
 from tilemark.run.steady import (
@@ -149,50 +149,43 @@ class TileRunSettings:
 
 
 def tile_settings(
-    values: dict[str, Any], *, extend_by_default: bool, until_steady: bool = True
+    opts: Options, *, extend_by_default: bool, until_steady: bool = True
 ) -> TileRunSettings:
-    """Tile-run settings from the CLI's option values (parameter name -> raw value), checked
-    with the option table's parsers; nothing is touched yet. `until_steady` False refuses
-    --until-steady (repeat measures each repetition for --duration)."""
-    target = values.get("target")
+    """Tile-run settings from the typed options, checked; nothing is touched yet.
+    `until_steady` False refuses --until-steady (repeat measures each repetition for
+    --duration)."""
+    run = opts.workload
+    target = run.run.get("target")
     if not target:
         raise UsageError("--target is required: a file (created if missing) or a block device.")
     target_specs = parse_targets(list(target), None, flag=True)
-
-    def parsed(scope: str, key: str, default: Any) -> Any:
-        o = option(scope, key)
-        raw = values.get(o.param)
-        return default if raw is None else o.parse(raw, o.flag or key)
-
-    capacity = parsed("tile", "capacity", None) or min(
-        targets.default_size(t.path) for t in target_specs
-    )
-    interval_s = parsed("run", "interval", 1.0)
-    steady = steady_settings(values)
+    capacity = opts.tile.capacity or min(targets.default_size(t.path) for t in target_specs)
+    interval_s = run.parsed("interval", 1.0)
+    steady = steady_settings(opts)
     if steady is not None and not until_steady:
         raise UsageError(NOT_PER_REPETITION)
-    duration_s = parsed("run", "duration", parse_duration(DEFAULT_TILE_DURATION, "duration"))
+    duration_s = run.parsed("duration", parse_duration(DEFAULT_TILE_DURATION, "duration"))
     if steady is not None:
-        if values.get("max_duration") is not None:
+        if opts.tile.max_duration is not None:
             raise UsageError(
                 "--max-duration does not apply with --until-steady: a tile run measures until it "
                 "is steady, at most --max-rounds rounds of --round."
             )
         check_round(steady, interval_s)
         duration_s = steady.max_s
-    warmup_s = parsed("run", "warmup", parse_duration(DEFAULT_TILE_WARMUP, "warmup"))
-    qos_s = parsed("tile", "qos_interval", None)
+    warmup_s = run.parsed("warmup", parse_duration(DEFAULT_TILE_WARMUP, "warmup"))
+    qos_s = opts.tile.qos_interval
     if steady is not None:
         qos_s = _steady_qos_interval(steady.round_s, qos_s)
     elif qos_s is None:
         # 60 s intervals (methodology 11.2), but at least four of them in a short run.
         qos_s = min(DEFAULT_QOS_INTERVAL_S, max(duration_s / 4, 1.0))
     default_max = 4 * duration_s if extend_by_default and steady is None else duration_s
-    max_s = parsed("tile", "max_duration", default_max)
+    max_s = opts.tile.max_duration if opts.tile.max_duration is not None else default_max
     if max_s < duration_s:
         raise UsageError(
-            f"--max-duration {values.get('max_duration')!r} is shorter than --duration "
-            f"({duration_s:g} s); it is the longest a step may measure."
+            f"--max-duration {max_s:g}s is shorter than --duration ({duration_s:g} s); it is the "
+            "longest a step may measure."
         )
     return TileRunSettings(
         targets=target_specs,
@@ -200,18 +193,18 @@ def tile_settings(
         duration=duration_s,
         warmup=warmup_s,
         interval=interval_s,
-        backend=parsed("run", "backend", "uring"),
-        threads=parsed("run", "threads", None),
-        direct=not values.get("buffered"),
-        seed=parsed("run", "seed", 1),
+        backend=run.parsed("backend", "uring"),
+        threads=run.parsed("threads", None),
+        direct=not run.buffered,
+        seed=run.parsed("seed", 1),
         qos_interval_s=qos_s,
-        poll_us=parsed("run", "poll_us", 0),
+        poll_us=run.parsed("poll_us", 0),
         max_duration=max_s,
-        warmup_defaulted=values.get("warmup") is None and warmup_s > 0,
-        max_errors=parsed("run", "max_errors", 0),
-        io_timeout=parsed("run", "io_timeout", 30.0),
+        warmup_defaulted="warmup" not in run.run and warmup_s > 0,
+        max_errors=run.parsed("max_errors", 0),
+        io_timeout=run.parsed("io_timeout", 30.0),
         steady=steady,
-        verify=bool(values.get("verify")),
+        verify=run.verify,
     )
 
 

@@ -19,25 +19,17 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from tilemark.errors import UsageError
-from tilemark.options import label_of, option, safety
 from tilemark.run.outcome import RunOutcome
-from tilemark.run.runner import prepare
 from tilemark.run.tiles import (
     MAX_TILES,
     TileRunSettings,
-    inspect_tile_targets,
-    load_tile_spec,
     run_tiles,
-    tile_settings,
     tiles_plan,
 )
-from tilemark.run.where import RemoteTargets, Targets, lock
+from tilemark.run.where import Targets
 from tilemark.study.base import (
     NEW,
     RECHECK,
@@ -46,13 +38,7 @@ from tilemark.study.base import (
     StepRecord,
     StepSpec,
     Study,
-    StudyEvents,
-    StudyOutcome,
-    StudyRecord,
-    run_study,
 )
-from tilemark.study.settle import settle
-from tilemark.telemetry import prometheus as metrics
 from tilemark.workload.apps import TileSpec
 
 DEFAULT_COUNTS = "1..8"
@@ -575,125 +561,3 @@ def knob_setup(
     probe = make_study()
     extremes = [tile_of(probe.spec(v)) for v in (low, high)]
     return TileStudySetup(tile, settings, counts, make_study, tile_of, extremes)
-
-
-def run_tile_study(
-    setup: TileStudySetup,
-    infos: Targets,
-    *,
-    results: Path,
-    argv: list[str],
-    console: Console,
-    confirm_runs: int,
-    repeat: int,
-    settle_max_s: float | None,
-    events: StudyEvents | None = None,
-    label: str | None = None,
-) -> StudyOutcome | int:
-    """Prepare the targets, settle them after a fill (unless `settle_max_s` is None), and run
-    the study; the exit status (128 + signal) when interrupted before the first step."""
-    filling = any(i.will_fill for i in infos)
-    if not prepare(infos, console):
-        return 130
-    settling = None
-    if isinstance(infos, RemoteTargets) and filling and settle_max_s is not None:
-        console.print(
-            "note: --settle probes the targets of one host; a study across hosts starts without it",
-            markup=False,
-        )
-    elif filling and settle_max_s is not None:
-        settling = settle(
-            infos, backend=setup.settings.backend, max_s=settle_max_s, console=console
-        )
-        if settling.interrupted is not None:
-            return settling.interrupted
-    runner = TileStepRunner(
-        setup.tile_of,
-        setup.settings,
-        infos,
-        max_tiles=setup.max_tiles,
-        results=results,
-        argv=argv,
-        console=console,
-        label=label,
-    )
-    record = StudyRecord(results, {"kind": setup.make_study().kind, "argv": argv, "label": label})
-    return run_study(
-        setup.make_study,
-        runner,
-        record,
-        confirm_runs=confirm_runs,
-        repeat=repeat,
-        events=events,
-        extra=lambda: {
-            "confirm_runs": confirm_runs,
-            "repeat": repeat,
-            "settle": settling.to_json() if settling else None,
-        },
-    )
-
-
-def study_value(values: dict[str, Any], key: str, default: Any) -> Any:
-    o = option("study", key)
-    raw = values.get(o.param)
-    return default if raw is None else o.parse(raw, o.flag or key)
-
-
-def execute_scale(
-    values: dict[str, Any],
-    tile_file: Path | None,
-    *,
-    argv: list[str],
-    console: Console,
-    events: StudyEvents | None,
-) -> tuple[StudyOutcome | int, TileStudySetup]:
-    """`tilemark scale` from its option values (the CLI's and tilemark.api's): validate
-    everything before any IO, lock the target, and run the study. Returns the outcome (or the
-    exit status of an interruption while preparing) and the study's setup."""
-    label = label_of(values)
-    knob = values.get("knob")
-    for key in ("knob_range", "knob_precision"):
-        if values.get(key) is not None and knob is None:
-            raise UsageError(f"{option('study', key).flag} applies to a knob search; add --knob.")
-    confirm = study_value(values, "confirm", 1)
-    confirm_runs = study_value(values, "confirm_runs", 1)
-    repeat = study_value(values, "repeat", 1)
-    settle_max = study_value(values, "settle_max", 60.0) if values.get("settle", True) else None
-    counts = parse_tile_counts(values.get("counts") or (DEFAULT_COUNTS if not knob else "1"))
-    tile_path = str(tile_file) if tile_file else None
-    sets = list(values.get("sets") or [])
-    settings = tile_settings(values, extend_by_default=True)
-    if knob is None:
-        setup = tile_count_setup(
-            load_tile_spec(tile_path, sets),
-            settings,
-            counts,
-            search=bool(values.get("search")),
-            confirm=confirm,
-        )
-    else:
-        setup = knob_setup(
-            lambda extra: load_tile_spec(tile_path, sets + extra),
-            settings,
-            counts,
-            knob=knob,
-            knob_range=values.get("knob_range"),
-            precision_pct=study_value(values, "knob_precision", 5.0),
-        )
-    infos = inspect_tile_targets(setup.tile, settings, setup.max_tiles, **safety(values))
-    setup.check_compiles(infos)
-    metrics.from_values(values)
-    with lock(infos, argv):
-        outcome = run_tile_study(
-            setup,
-            infos,
-            results=Path(values.get("results") or "tilemark-results"),
-            argv=argv,
-            console=console,
-            confirm_runs=confirm_runs,
-            repeat=repeat,
-            settle_max_s=settle_max,
-            events=events,
-            label=label,
-        )
-    return outcome, setup

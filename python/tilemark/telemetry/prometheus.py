@@ -27,6 +27,7 @@ from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
+from tilemark.options.typed import OutputOptions
 
 QUANTILES = (0.5, 0.99, 0.999)
 DATA_OPS = ("read", "write", "sync")
@@ -344,18 +345,11 @@ def current() -> MetricsServer | None:
     return _SERVER
 
 
-def from_values(values: dict[str, Any]) -> MetricsServer | None:
-    """Start the endpoint when the option values ask for one (--metrics-port, --metrics-bind)."""
-    from tilemark.options import option
-
-    raw = values.get("metrics_port")
-    if raw is None:
+def from_options(output: OutputOptions) -> MetricsServer | None:
+    """Start the endpoint when the options ask for one (--metrics-port, --metrics-bind)."""
+    if output.metrics_port is None:
         return None
-    port = option("output", "metrics_port").parse(raw, "--metrics-port")
-    bind = option("output", "metrics_bind").parse(
-        values.get("metrics_bind") or "127.0.0.1", "--metrics-bind"
-    )
-    return serve(port, bind)
+    return serve(output.metrics_port, output.metrics_bind or "127.0.0.1")
 
 
 def stop() -> None:

@@ -199,7 +199,7 @@ def _default_base(table: dict[str, Any]) -> str:
         return rw.strip().lower()
     if rw is None:
         return "randrw" if "read" in table else "randread"
-    return "stream"  # an invalid rw is reported by _parse_stream
+    return "stream"  # an invalid rw is reported by parse_stream
 
 
 def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> list[str]:
@@ -254,7 +254,7 @@ def _expand_copies(
     return out_tables, out_names
 
 
-def _parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -> StreamSpec:
+def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) -> StreamSpec:
     stream = StreamSpec(
         name=name,
         rw="randread",
@@ -450,7 +450,7 @@ def parse_workload(
     names = _stream_names(merged, flag_keys)
     merged, names = _expand_copies(merged, names, flag_keys)
     streams = [
-        _parse_stream(table, stream_name, flag_keys & set(table))
+        parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
     ]
     for stream in streams:

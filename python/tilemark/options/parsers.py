@@ -1,0 +1,296 @@
+"""Parsers of single option values and the limits they enforce.
+
+Each parser checks one value's syntax and raises UsageError with one sentence that names the
+field (`label`) and what is allowed. Checks that involve several fields live in
+workload/plan.py and workload/compiler.py.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from tilemark.errors import UsageError
+from tilemark.units import (
+    GIB,
+    parse_duration,
+    parse_percent,
+    parse_size,
+    parse_size_mix,
+)
+
+MAX_QD = 4096
+MAX_THREADS = 1024
+MAX_COPIES = 256
+MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
+MAX_POLL_US = 1_000_000
+MAX_ERRORS = 1 << 53
+MAX_IO_TIMEOUT_S = 86_400  # the engine accepts at most a day
+STEADY_WINDOW = 5  # rounds in the SNIA PTS steady-state window (analysis/steady.py)
+MAX_ROUNDS = 10_000
+STEADY_METRICS = ("iops", "p99")
+
+# rw -> (read % or None for a mix, random by default)
+RW_MODES: dict[str, tuple[float | None, bool]] = {
+    "read": (100.0, False),
+    "write": (0.0, False),
+    "randread": (100.0, True),
+    "randwrite": (0.0, True),
+    "rw": (None, False),
+    "readwrite": (None, False),
+    "randrw": (None, True),
+}
+ARRIVALS = ("closed", "constant", "poisson")
+SPREADS = ("uniform", "size")
+BACKENDS = ("uring", "psync", "null")
+NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
+
+Parser = Callable[[object, str], Any]
+
+
+# -----------------------------------------------------------------------------------------------
+# Parsers of single values
+
+
+def shown(value: object) -> str:
+    """A value as a message quotes it: strings quoted, numbers bare."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def parse_int(value: object, label: str, low: int, high: int) -> int:
+    """An integer in [low, high] from an int or a string of digits."""
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+        number = int(value)
+    if number is None or not (low <= number <= high):
+        got = number if number is not None else shown(value)
+        raise UsageError(f"{label} must be an integer from {low} to {high}, got {got}.")
+    return number
+
+
+def int_range(low: int, high: int) -> Parser:
+    """A parser of integers from low to high."""
+    return lambda value, label: parse_int(value, label, low, high)
+
+
+def parse_choice(value: object, label: str, choices: tuple[str, ...]) -> str:
+    """One of `choices`, case-insensitive."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text not in choices:
+        raise UsageError(f"{label} must be one of {', '.join(choices)}, got {shown(value)}.")
+    return text
+
+
+def choice(choices: tuple[str, ...]) -> Parser:
+    """A parser of one of `choices`."""
+    return lambda value, label: parse_choice(value, label, choices)
+
+
+def parse_bool(value: object, label: str) -> bool:
+    """true or false (TOML booleans)."""
+    if isinstance(value, bool):
+        return value
+    raise UsageError(f"{label} must be true or false, got {shown(value)}.")
+
+
+def parse_seed(value: object, label: str) -> int:
+    """A seed: an integer that fits a signed 64-bit value."""
+    return parse_int(value, label, 0, (1 << 63) - 1)
+
+
+def parse_name(value: object, label: str) -> str:
+    """A stream or workload name: 1 to 64 letters, digits or _.:+- characters."""
+    if not (isinstance(value, str) and NAME_RE.fullmatch(value)):
+        raise UsageError(
+            f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {shown(value)}."
+        )
+    return value
+
+
+def parse_target_names(value: object, label: str) -> list[str]:
+    """A target name or a non-empty list of distinct target names."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names:
+        raise UsageError(
+            f"{label} must be a target name or a list of one or more target names, got "
+            f"{shown(value)}."
+        )
+    for name in names:
+        parse_name(name, label)
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise UsageError(f"{label} names target '{dup}' twice; name each target once.")
+    return list(names)
+
+
+def parse_path(value: object, label: str) -> str:
+    """A non-empty path."""
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{label} must be a path, got {shown(value)}.")
+    return value
+
+
+def parse_pattern(value: object, label: str) -> str:
+    """uniform | sequential | zipf:THETA | hotspot:IO/REGION, normalized."""
+    allowed = (
+        "uniform, sequential, zipf:THETA (e.g. zipf:1.2) or hotspot:IO/REGION (e.g. hotspot:90/10)"
+    )
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("uniform", "random"):
+        return "uniform"
+    if text == "sequential":
+        return text
+    if match := re.fullmatch(r"zipf:(\d+(?:\.\d*)?|\.\d+)", text):
+        if float(match.group(1)) <= 0:
+            raise UsageError(f"{label} zipf theta must be above 0, got {shown(value)}.")
+        return f"zipf:{float(match.group(1)):g}"
+    if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
+        io_pct, region_pct = float(match.group(1)), float(match.group(2))
+        if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
+            raise UsageError(
+                f"{label} hotspot:IO/REGION needs IO from 0 to 100 and REGION above 0 and "
+                f"below 100 (percent), got {shown(value)}."
+            )
+        return f"hotspot:{io_pct:g}/{region_pct:g}"
+    raise UsageError(f"{label} must be {allowed}, got {shown(value)}.")
+
+
+def parse_sync(value: object, label: str) -> str:
+    """none | dsync | fsync | fsync:N, normalized (fsync is fsync:1)."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    if text in ("none", "dsync"):
+        return text
+    if text == "fsync":
+        return "fsync:1"
+    if match := re.fullmatch(r"fsync:(\d+)", text):
+        every = int(match.group(1))
+        if every >= 1:
+            return f"fsync:{every}"
+    raise UsageError(
+        f"{label} must be none, dsync, fsync or fsync:N (an fsync after every N writes, "
+        f"N at least 1), got {shown(value)}."
+    )
+
+
+def parse_burst(value: object, label: str) -> tuple[int, float]:
+    """IOS/DELAY -> (ios, delay in ms); a bare delay is milliseconds (Iometer's transfer delay)."""
+    text = value.strip() if isinstance(value, str) else ""
+    ios_text, sep, delay_text = text.partition("/")
+    if sep and re.fullmatch(r"\d+", ios_text.strip()) and int(ios_text) >= 1:
+        delay_text = delay_text.strip()
+        if re.fullmatch(r"[\d.]+", delay_text):
+            delay_text += "ms"
+        try:
+            return int(ios_text), parse_duration(delay_text, label) * 1000.0
+        except UsageError:
+            pass  # reported below with the burst syntax
+    raise UsageError(
+        f"{label} must be IOS/DELAY such as 10/5ms (10 IOs, then wait for them and 5 ms), "
+        f"got {shown(value)}."
+    )
+
+
+def parse_bs(value: object, label: str) -> list[tuple[int, float]]:
+    """A size or a weighted size mix, every size from 1 byte to 2 GiB."""
+    sizes = parse_size_mix(value, label)
+    for size, _ in sizes:
+        if size == 0 or size > MAX_IO_SIZE:
+            raise UsageError(f"{label} sizes must be from 1 byte to 2 GiB, got {shown(value)}.")
+    return sizes
+
+
+def positive_size(value: object, label: str) -> int:
+    """A size above 0."""
+    size = parse_size(value, label)
+    if size == 0:
+        raise UsageError(f"{label} must be above 0, got {shown(value)}.")
+    return size
+
+
+def parse_compress(value: object, label: str) -> float:
+    """A percentage from 0 to 99 (a block cannot be all zeros)."""
+    pct = parse_percent(value, label)
+    if pct > 99:
+        raise UsageError(f"{label} must be a percentage from 0 to 99, got {shown(value)}.")
+    return pct
+
+
+MAX_DEDUPE = 100.0
+
+
+def parse_dedupe(value: object, label: str) -> float:
+    """A dedupe ratio: blocks written per distinct block, from 1 to 100 (2, 2.5 or 2:1)."""
+    text = str(value).strip() if isinstance(value, int | float | str) else ""
+    match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)(?::1)?", text)
+    ratio = float(match.group(1)) if match and not isinstance(value, bool) else None
+    if ratio is None or not (1.0 <= ratio <= MAX_DEDUPE):
+        raise UsageError(
+            f"{label} must be a ratio from 1 to {MAX_DEDUPE:g} (blocks written per distinct "
+            f"block, e.g. 2 or 2:1; 1 = every block unique), got {shown(value)}."
+        )
+    return ratio
+
+
+def parse_run_duration(value: object, label: str) -> float:
+    """A measured duration: above 0, at least 1 ms."""
+    seconds = parse_duration(value, label)
+    if seconds <= 0 or round(seconds * 1000) < 1:
+        raise UsageError(f"{label} must be above 0 (at least 1 ms), got {shown(value)}.")
+    return seconds
+
+
+def parse_interval(value: object, label: str) -> float:
+    """A snapshot interval of at least 1 ms."""
+    seconds = parse_duration(value, label)
+    if round(seconds * 1000) < 1:
+        raise UsageError(f"{label} must be at least 1ms, got {shown(value)}.")
+    return seconds
+
+
+def positive_duration(value: object, label: str) -> float:
+    """A duration above 0."""
+    seconds = parse_duration(value, label)
+    if seconds <= 0:
+        raise UsageError(f"{label} must be above 0, got {shown(value)}.")
+    return seconds
+
+
+def parse_io_timeout(value: object, label: str) -> float:
+    """A duration from 0 (never) to a day."""
+    seconds = parse_duration(value, label)
+    if seconds > MAX_IO_TIMEOUT_S:
+        raise UsageError(f"{label} must be at most 1 day (86400 s), got {shown(value)}.")
+    return seconds
+
+
+MAX_LABEL = 80
+
+
+def parse_label(value: object, label: str) -> str:
+    """A one-line label of 1 to 80 printable characters."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text or len(text) > MAX_LABEL or not text.isprintable():
+        raise UsageError(
+            f"{label} must be 1 to {MAX_LABEL} printable characters on one line, got "
+            f"{shown(value)}."
+        )
+    return text
+
+
+def parse_max_rounds(value: object, label: str) -> int:
+    """At least STEADY_WINDOW rounds: the steady-state window needs that many."""
+    try:
+        return parse_int(value, label, STEADY_WINDOW, MAX_ROUNDS)
+    except UsageError:
+        raise UsageError(
+            f"{label} must be an integer from {STEADY_WINDOW} to {MAX_ROUNDS} (the steady-state "
+            f"window needs {STEADY_WINDOW} rounds), got {shown(value)}."
+        ) from None
+
+
+def text(value: object, label: str) -> str:
+    """Any text (checked where it is used)."""
+    return str(value)
