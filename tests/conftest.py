@@ -15,3 +15,46 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["fake_engine"]
+
+
+# -----------------------------------------------------------------------------------------------
+# Tiers. Every test under tests/e2e is `e2e` (real IO through the CLI); markers say what else a
+# test needs (root, loopdev, blkio, nbd, fio, browser, cluster, wheel). `make check` runs the
+# unit tests and the `quick` end-to-end ones; `make test` runs everything, `serial` tests alone
+# (their assertions hold timing or CPU to a tolerance that another test on the other core
+# could break). At the end each session lists what it ran, per marker.
+
+import pytest  # noqa: E402
+
+TIER_MARKERS = ("e2e", "quick", "serial", "root", "loopdev", "blkio", "nbd", "fio", "browser",
+                "cluster", "wheel")  # fmt: skip
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "/tests/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts: dict[str, dict[str, int]] = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if getattr(report, "when", "call") not in ("call", "setup") or (
+                outcome == "passed" and report.when != "call"
+            ):
+                continue
+            keywords = getattr(report, "keywords", {})
+            tiers = [m for m in TIER_MARKERS if m in keywords] or ["unit"]
+            if "e2e" not in tiers and "unit" not in tiers:
+                tiers.insert(0, "unit")
+            for tier in tiers:
+                counts.setdefault(tier, {}).setdefault(outcome, 0)
+                counts[tier][outcome] += 1
+    if not counts:
+        return
+    terminalreporter.write_sep("-", "what this session ran, per marker")
+    for tier in ("unit", *TIER_MARKERS):
+        if tier in counts:
+            parts = ", ".join(f"{n} {k}" for k, n in sorted(counts[tier].items()))
+            terminalreporter.write_line(f"{tier:>8}: {parts}")

@@ -24,6 +24,8 @@ pytest.importorskip("distributed", reason="cluster runs need distributed (make b
 
 from tilemark.hist import Histogram  # noqa: E402
 
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
+
 OPS = ("read", "write")
 TILEMARK = str(Path(sys.executable).with_name("tilemark"))
 

@@ -17,12 +17,16 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import build_report
 from tilemark.report.data import load_source
 
 from .engine_helpers import MiB
 from .rigs import dev_numbers, in_cgroup, loop_device, set_read_iops, throttled_cgroup, tilemark_exe
+
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 
 CAP = 1000
 LOWER_CAP = 700

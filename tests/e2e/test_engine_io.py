@@ -51,6 +51,7 @@ def cpu_stall_s() -> float:
     return int(line.rsplit("total=", 1)[1]) / 1e6
 
 
+@pytest.mark.serial
 def test_open_loop_rate_is_within_2_percent_when_unsaturated(data_file):
     s = stream("paced", arrival=open_loop(1500.0), qd=32)
     stalled = cpu_stall_s()
@@ -77,6 +78,7 @@ def _dispersion(snaps: list[dict]) -> tuple[float, float]:
     return statistics.mean(counts), statistics.pvariance(counts) / statistics.mean(counts)
 
 
+@pytest.mark.serial
 def test_poisson_arrivals_have_poisson_counts(data_file):
     # Counts of a Poisson process in fixed windows have variance == mean (dispersion 1);
     # a constant-rate schedule has almost none. 100 ms windows at 2000 IOPS: mean 200.
@@ -112,6 +114,7 @@ def test_closed_loop_keeps_only_service_time(data_file):
     assert r["ops"] > 100 and r["response"] is None and hist(r["service"]).n == r["ops"]
 
 
+@pytest.mark.serial
 def test_thousand_streams_each_with_own_accounting(data_file):
     n = 1000
     streams = [
@@ -146,6 +149,7 @@ def test_stop_keeps_what_was_measured(data_file):
     assert sum(s["streams"][0]["read"]["ops"] for s in snaps) == result["streams"][0]["read"]["ops"]
 
 
+@pytest.mark.serial
 def test_absolute_start_time_is_honoured(data_file):
     start_at = time.time_ns() + 800_000_000
     t0 = time.monotonic()

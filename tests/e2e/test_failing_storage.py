@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from .engine_helpers import MiB, plan, run, stream
 from .rigs import failing_storage
+
+pytestmark = [pytest.mark.root, pytest.mark.nbd]
 
 
 def test_eio_and_enospc_are_counted_per_stream_and_the_run_ends(tmp_path):

@@ -9,6 +9,8 @@ import pytest
 from .engine_helpers import MiB, plan, run, stream
 from .rigs import failing_storage
 
+pytestmark = [pytest.mark.root, pytest.mark.nbd]
+
 READ_DELAY_S = 4
 IO_TIMEOUT_MS = 300
 

@@ -14,8 +14,12 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from .engine_helpers import MiB
 from .rigs import in_cgroup, loop_device, throttled_cgroup, tilemark_exe
+
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 
 CAP = 400
 READS_PER_MAILBOX = 0.12 * 0.6

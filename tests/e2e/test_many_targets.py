@@ -15,6 +15,8 @@ from tilemark.cli import main
 
 from .rigs import loop_device, need_root, ram_dir
 
+pytestmark = [pytest.mark.root, pytest.mark.loopdev]
+
 MiB = 1 << 20
 HEADER = 4096  # a tilemark file's data area starts after its marker header
 

@@ -12,9 +12,13 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .engine_helpers import MiB
 from .rigs import loop_device, throttled_cgroup
 from .test_scale_throttled import tilemark
+
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 
 IOPS_CAP = 500
 BPS_CAP = 16 * MiB

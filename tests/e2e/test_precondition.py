@@ -19,6 +19,8 @@ from tilemark.cli import main
 
 from .rigs import loop_device, throttled_cgroup
 
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+
 KiB, MiB = 1 << 10, 1 << 20
 BLOCK = 4 * KiB
 NEVER = "was never preconditioned (SNIA PTS): results on fresh storage may not last"

@@ -20,6 +20,8 @@ from tilemark.cli import main
 from tilemark.report import HtmlExporter, build_report
 from tilemark.report.data import load_source
 
+pytestmark = [pytest.mark.browser]
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",

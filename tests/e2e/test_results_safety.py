@@ -73,6 +73,7 @@ def leftovers(root: Path) -> list[str]:
 # SIGKILL
 
 
+@pytest.mark.serial
 def test_sigkill_loses_at_most_one_interval_and_the_run_shows_killed(tmp_path):
     results = tmp_path / "results"
     proc = start_run(tmp_path / "t.dat", results, "--duration", "60", "--interval", "1")

@@ -19,6 +19,8 @@ import pytest
 from .engine_helpers import MiB
 from .rigs import loop_device, throttled_cgroup
 
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+
 PROFILE = """
 [profile]
 name = "reader"

@@ -18,6 +18,8 @@ from tilemark.cli import main
 
 from .rigs import failing_storage, loop_device
 
+pytestmark = [pytest.mark.root, pytest.mark.loopdev]
+
 MiB = 1 << 20
 
 

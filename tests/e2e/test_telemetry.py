@@ -22,7 +22,7 @@ from tilemark.telemetry import sampler as tm
 from .rigs import loop_device, need_root, ram_dir, small_filesystem
 from .test_report_browser import browser, check_report  # noqa: F401 (the fixture)
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.loopdev]
 MiB = 1 << 20
 
 

@@ -21,6 +21,8 @@ cg, plan = sys.argv[1], json.loads(sys.argv[2])
 with open(cg + "/cgroup.procs", "w") as f:
     f.write("0")  # this process joins the throttled group
 from tilemark import engine
+
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 h = engine.start(plan)
 snaps = []
 while not h.wait(0.2):

@@ -15,6 +15,8 @@ from tilemark.cli import main
 
 from .rigs import dev_numbers, loop_device, throttled_cgroup
 
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+
 MiB = 1 << 20
 TILEMARK = str(Path(sys.executable).with_name("tilemark"))
 ROUNDS = ["--until-steady", "--round", "0.5s", "--interval", "0.1s"]
