@@ -66,6 +66,8 @@ COMMANDS: dict[str, Entry] = {
                       no_args_is_help=False),
     "example": Entry("tilemark.cli.example", "example_app", "The seed studies as examples: "
                      "list them, show one, run one.", no_args_is_help=False),
+    "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
+                      "property by property (docs/fidelity.md)."),
 }  # fmt: skip
 
 
