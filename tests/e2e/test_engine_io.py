@@ -18,6 +18,7 @@ def data_file(tmp_path):
     return make_file(tmp_path / "target.dat", 16 * MiB)
 
 
+@pytest.mark.quick
 def test_bytes_written_are_what_the_file_holds(data_file):
     before = data_file.read_bytes()
     region = (2 * MiB, 4 * MiB)
@@ -95,6 +96,7 @@ def test_poisson_arrivals_have_poisson_counts(data_file):
     assert disp_c < 0.25, disp_c
 
 
+@pytest.mark.quick
 def test_response_time_is_never_below_service_time(data_file):
     s = stream("mix", arrival=open_loop(3000, "poisson"), qd=8, read_pct=70.0)
     snaps, result = run(plan(data_file, [s], duration_ms=2000, interval_ms=500))
@@ -159,6 +161,7 @@ def test_absolute_start_time_is_honoured(data_file):
 
 
 @pytest.mark.parametrize("backend", ["uring", "psync", "null"])
+@pytest.mark.quick
 def test_fsync_cadence_and_backends(data_file, backend):
     s = stream(
         "log",
@@ -186,6 +189,7 @@ def test_dsync_writes_complete(data_file):
     assert result["streams"][0]["write"]["ops"] == 64
 
 
+@pytest.mark.quick
 def test_bad_plan_raises_engine_error_naming_the_field(data_file):
     with pytest.raises(engine.EngineError, match="qd must be 1..4096"):
         engine.start(plan(data_file, [stream(qd=0)]))

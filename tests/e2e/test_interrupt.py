@@ -18,6 +18,7 @@ def tilemark() -> str:
 
 
 @pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.quick
 def test_interrupted_run_is_stored_incomplete_with_its_intervals(tmp_path, signum, status):
     cmd = [
         tilemark(), "run", "--target", str(tmp_path / "t.dat"), "--size", "64m",

@@ -50,6 +50,7 @@ def without_verdicts(apps: dict) -> dict:
 # run --tiles
 
 
+@pytest.mark.quick
 def test_run_two_tiles_reports_every_application_instance(workdir, capsys):
     results = workdir / "results"
     status, out, err = cli(
@@ -329,6 +330,7 @@ def _bad_cases():
 
 
 @pytest.mark.parametrize("args, named", _bad_cases())
+@pytest.mark.quick
 def test_bad_input_is_one_line_exit_2_before_any_io(tmp_path, capsys, args, named):
     target = tmp_path / "t.dat"
     results = tmp_path / "results"
@@ -378,6 +380,7 @@ BUILTIN = sorted(
 )  # fmt: skip
 
 
+@pytest.mark.quick
 def test_profiles_lists_every_built_in(capsys):
     status, out, err = cli(capsys, "profiles")
     assert status == 0, err

@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tilemark.cli import main
 
 from .rigs import tilemark_exe
@@ -44,6 +46,7 @@ def put(target: Path, i: int, content: bytes, within: int = 0) -> None:
         f.write(content)
 
 
+@pytest.mark.quick
 def test_damage_is_found_and_classified_at_its_offsets(tmp_path, capsys):
     target, results = tmp_path / "t.dat", tmp_path / "r"
     write_run(capsys, target, results)
@@ -124,6 +127,7 @@ def test_a_run_killed_with_sigkill_verifies_clean_from_its_journal(tmp_path, cap
     assert doc["journal_closed"] is False and "did not end cleanly" in err
 
 
+@pytest.mark.quick
 def test_bad_input_is_one_sentence_and_writes_nothing(tmp_path, capsys):
     foreign = tmp_path / "foreign.dat"
     foreign.write_bytes(os.urandom(1 << 20))
