@@ -1,0 +1,273 @@
+"""Block events to requests: each issue paired with its completion and its submitter.
+
+A capture reads three kinds of events (tracefs.py): Q, a bio queued by the process that
+submitted it (its pid and name); D, a request issued to the driver; C, a request completed.
+Events come per CPU, so a batch is not in time order and a request's D and C may arrive in
+different batches. The pairer keeps what cannot be decided yet and hands out rows in issue
+order, in numpy arrays (one Python step per batch, not per event):
+
+- events up to a watermark (a time before which every CPU's events have been read) are
+  decided; later ones wait for the next batch;
+- the key of a request is (device, sector, op); within a key, D and C pair first-in first-out
+  (two reads of the same block may be in flight at once); a D whose C has not come yet waits
+  (at most `max_pending_ns`; after that it is written without a completion, and its late C
+  counted as unmatched);
+- a D takes the pid and name of the latest Q of its key before it; with none (a flush the
+  block layer made, a bio merged into another request), those of the task that issued it;
+- a completion of zero sectors of a read or write is the block layer finishing a request
+  whose data already completed in a flush sequence (preflush/FUA emulation): ignored;
+- a C with no D is a request issued before tracing began (or whose D was dropped): counted;
+  a D still without C at the end was in flight when tracing stopped: written, null completion.
+
+Rows leave in issue order: a row is handed out only when no earlier-issued request can still
+arrive (its issue time is before the watermark and before every waiting D).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+Q, D, C = 0, 1, 2
+OP_READ, OP_WRITE, OP_FLUSH, OP_DISCARD, OP_OTHER = 0, 1, 2, 3, 4
+OP_NAMES = ("read", "write", "flush", "discard")  # the trace schema's op dictionary order
+SYNC, FUA, PREFLUSH, META = 1, 2, 4, 8
+
+EVENT_DTYPE = np.dtype(
+    [
+        ("t", "<i8"),
+        ("kind", "u1"),
+        ("op", "u1"),
+        ("flags", "u1"),
+        ("dev", "<u4"),
+        ("sector", "<u8"),
+        ("nsec", "<u4"),
+        ("pid", "<i4"),
+        ("comm", "<i4"),
+    ]
+)
+ROW_DTYPE = np.dtype(
+    [
+        ("issue", "<i8"),
+        ("complete", "<i8"),  # -1: not seen
+        ("op", "u1"),
+        ("flags", "u1"),
+        ("dev", "<u4"),
+        ("sector", "<u8"),
+        ("nsec", "<u4"),
+        ("pid", "<i4"),
+        ("comm", "<i4"),  # index into the capture's table of process names; -1 unknown
+    ]
+)
+# A Q waits this long for its D (requests wait in a scheduler queue or a plug before issue).
+QUEUE_HOLD_NS = 2_000_000_000
+
+
+def parse_rwbs(text: bytes) -> tuple[int, int]:
+    """(op, flags) of the kernel's rwbs string (blk_fill_rwbs): an optional F (preflush), the
+    op letter (W write, R read, D discard, F flush, N other), then F (FUA), A, S (sync), M."""
+    s = text.split(b"\0", 1)[0].decode("ascii", "replace")
+    flags = 0
+    if len(s) >= 2 and s[0] == "F" and s[1] in "WRDFN":
+        flags |= PREFLUSH
+        s = s[1:]
+    if not s:
+        return OP_OTHER, flags
+    op = {"R": OP_READ, "W": OP_WRITE, "D": OP_DISCARD, "F": OP_FLUSH}.get(s[0], OP_OTHER)
+    rest = s[1:]
+    if op == OP_DISCARD and rest.startswith("E"):  # secure erase
+        rest = rest[1:]
+    if "F" in rest:
+        flags |= FUA
+    if "S" in rest:
+        flags |= SYNC
+    if "M" in rest:
+        flags |= META
+    return op, flags
+
+
+@dataclass
+class PairCounts:
+    """What the pairer could not turn into complete rows, for the summary and the metadata."""
+
+    completions_without_issue: int = 0  # issued before tracing began, or its D was dropped
+    in_flight_at_end: int = 0  # written with a null completion
+    written_incomplete_early: int = 0  # waited longer than max_pending_ns, written without C
+    other_ops: int = 0  # requests of ops the trace schema has no name for (rwbs N)
+
+
+def _group_starts(keys_sorted: list[np.ndarray]) -> np.ndarray:
+    """True where a new key begins in arrays sorted by those keys."""
+    n = len(keys_sorted[0])
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+        for k in keys_sorted:
+            new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+class Pairer:
+    """Feed event batches with `add`, take rows with `advance(watermark)`, then `finish()`."""
+
+    def __init__(self, max_pending_ns: int = 10_000_000_000):
+        self.max_pending_ns = max_pending_ns
+        self.counts = PairCounts()
+        self._events = np.zeros(0, EVENT_DTYPE)  # undecided: after the watermark, or waiting
+        self._held = np.zeros(0, ROW_DTYPE)  # paired rows not yet safe to hand out
+
+    def add(self, events: np.ndarray) -> None:
+        if len(events):
+            self._events = np.concatenate([self._events, events])
+
+    def advance(self, watermark: int) -> np.ndarray:
+        """Rows that are final: every request issued before the returned rows is in them."""
+        ev = self._events
+        ready = ev["t"] <= watermark
+        rows, waiting_d, waiting_q = self._pair(ev[ready], watermark)
+        stale = waiting_d["t"] < watermark - self.max_pending_ns
+        if stale.any():
+            self.counts.written_incomplete_early += int(stale.sum())
+            rows = np.concatenate([rows, _incomplete_rows(waiting_d[stale])])
+            waiting_d = waiting_d[~stale]
+        self._events = np.concatenate([waiting_q, waiting_d, ev[~ready]])
+        held = np.concatenate([self._held, rows])
+        cutoff = watermark if not len(waiting_d) else min(watermark, int(waiting_d["t"].min()))
+        out = held["issue"] < cutoff
+        self._held = held[~out]
+        done = held[out]
+        return done[np.argsort(done["issue"], kind="stable")]
+
+    def finish(self) -> np.ndarray:
+        """Every row left, in issue order; requests without completion have complete = -1."""
+        ev = self._events
+        end = int(ev["t"].max()) + 1 if len(ev) else 0
+        rows, waiting_d, _ = self._pair(ev, end)
+        self.counts.in_flight_at_end += len(waiting_d)
+        held = np.concatenate([self._held, rows, _incomplete_rows(waiting_d)])
+        self._held = np.zeros(0, ROW_DTYPE)
+        self._events = np.zeros(0, EVENT_DTYPE)
+        return held[np.argsort(held["issue"], kind="stable")]
+
+    def _pair(self, ev: np.ndarray, watermark: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows paired, D events still waiting, Q events kept for later D events)."""
+        kind = ev["kind"]
+        # Zero-sector completions of reads and writes end a flush sequence: not a request.
+        echo = (kind == C) & (ev["nsec"] == 0) & (ev["op"] != OP_FLUSH) & (ev["op"] != OP_DISCARD)
+        other = (kind != Q) & (ev["op"] == OP_OTHER)
+        self.counts.other_ops += int(((kind == D) & other).sum())
+        ev = ev[~echo & ~other]
+        order = np.lexsort((ev["kind"], ev["t"], ev["op"], ev["sector"], ev["dev"]))
+        ev = ev[order]
+        kind = ev["kind"]
+        new_key = _group_starts([ev["dev"], ev["sector"], ev["op"]])
+        group = np.cumsum(new_key) - 1
+
+        # Q -> D: the latest Q of the same key at or before each D.
+        idx = np.arange(len(ev))
+        last_q = np.maximum.accumulate(np.where(kind == Q, idx, -1)) if len(ev) else idx
+        is_d = kind == D
+        has_q = is_d & (last_q >= 0)
+        has_q[has_q] = group[last_q[has_q]] == group[has_q]
+        pid, comm = ev["pid"].copy(), ev["comm"].copy()
+        pid[has_q], comm[has_q] = ev["pid"][last_q[has_q]], ev["comm"][last_q[has_q]]
+        used_q = np.zeros(len(ev), bool)
+        used_q[last_q[has_q]] = True
+        keep_q = (kind == Q) & ~used_q & (ev["t"] >= watermark - QUEUE_HOLD_NS)
+
+        # D -> C: first in, first out within a key.
+        dc = np.flatnonzero(kind != Q)
+        g = group[dc]
+        k = kind[dc]
+        rank = _rank_within(g, k)
+        d_i, c_i = dc[k == D], dc[k == C]
+        d_key = np.stack([group[d_i], rank[k == D]], axis=1) if len(d_i) else np.zeros((0, 2), int)
+        c_key = np.stack([group[c_i], rank[k == C]], axis=1) if len(c_i) else np.zeros((0, 2), int)
+        pairs_d, pairs_c, lone_d, lone_c = _match(d_key, c_key)
+        d_idx, c_idx = d_i[pairs_d], c_i[pairs_c]
+        bad = ev["t"][c_idx] < ev["t"][d_idx]
+        if bad.any():  # a C before its D in rank order: decide these keys one event at a time
+            groups = np.unique(group[d_idx[bad]])
+            slow = np.isin(group[dc], groups)
+            fast_d, fast_c = ~np.isin(group[d_idx], groups), ~np.isin(group[c_idx], groups)
+            d_idx, c_idx = d_idx[fast_d], c_idx[fast_c]
+            lone_d_idx = d_i[lone_d][~np.isin(group[d_i[lone_d]], groups)]
+            lone_c_idx = c_i[lone_c][~np.isin(group[c_i[lone_c]], groups)]
+            sd, sc, sld, slc = _match_slowly(ev, dc[slow])
+            d_idx, c_idx = np.concatenate([d_idx, sd]), np.concatenate([c_idx, sc])
+            lone_d_idx = np.concatenate([lone_d_idx, sld])
+            lone_c_idx = np.concatenate([lone_c_idx, slc])
+        else:
+            lone_d_idx, lone_c_idx = d_i[lone_d], c_i[lone_c]
+        self.counts.completions_without_issue += len(lone_c_idx)
+
+        rows = np.zeros(len(d_idx), ROW_DTYPE)
+        _fill_rows(rows, ev, d_idx, pid, comm)
+        rows["complete"] = ev["t"][c_idx]
+        waiting = ev[lone_d_idx].copy()
+        waiting["pid"], waiting["comm"] = pid[lone_d_idx], comm[lone_d_idx]
+        return rows, waiting, ev[keep_q]
+
+
+def _rank_within(group: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """0, 1, 2... for the events of each kind within each group (in the arrays' order)."""
+    rank = np.zeros(len(group), np.int64)
+    for k in (D, C):
+        sel = np.flatnonzero(kind == k)
+        if not len(sel):
+            continue
+        g = group[sel]
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        counts = np.diff(np.r_[starts, len(sel)])
+        rank[sel] = np.arange(len(sel)) - np.repeat(starts, counts)
+    return rank
+
+
+def _match(d_key: np.ndarray, c_key: np.ndarray):
+    """Indices pairing rows of equal (group, rank), and the rows of each side left alone."""
+    d_view = d_key[:, 0] * (1 << 32) + d_key[:, 1]
+    c_view = c_key[:, 0] * (1 << 32) + c_key[:, 1]
+    common, di, ci = np.intersect1d(d_view, c_view, assume_unique=True, return_indices=True)
+    lone_d = np.setdiff1d(np.arange(len(d_view)), di)
+    lone_c = np.setdiff1d(np.arange(len(c_view)), ci)
+    return di, ci, lone_d, lone_c
+
+
+def _match_slowly(ev: np.ndarray, dc: np.ndarray):
+    """First-in first-out pairing event by event (dc sorted by key, then time)."""
+    pairs_d: list[int] = []
+    pairs_c: list[int] = []
+    lone_d: list[int] = []
+    lone_c: list[int] = []
+    queue: list[int] = []
+    prev = None
+    for i in dc.tolist():
+        key = (int(ev["dev"][i]), int(ev["sector"][i]), int(ev["op"][i]))
+        if key != prev:
+            lone_d.extend(queue)
+            queue, prev = [], key
+        if ev["kind"][i] == D:
+            queue.append(i)
+        elif queue:
+            pairs_d.append(queue.pop(0))
+            pairs_c.append(i)
+        else:
+            lone_c.append(i)
+    lone_d.extend(queue)
+    as_array = lambda xs: np.asarray(xs, dtype=np.int64)  # noqa: E731
+    return as_array(pairs_d), as_array(pairs_c), as_array(lone_d), as_array(lone_c)
+
+
+def _fill_rows(rows: np.ndarray, ev: np.ndarray, d_idx: np.ndarray, pid, comm) -> None:
+    rows["issue"] = ev["t"][d_idx]
+    for f in ("op", "flags", "dev", "sector", "nsec"):
+        rows[f] = ev[f][d_idx]
+    rows["pid"], rows["comm"] = pid[d_idx], comm[d_idx]
+
+
+def _incomplete_rows(d_events: np.ndarray) -> np.ndarray:
+    rows = np.zeros(len(d_events), ROW_DTYPE)
+    _fill_rows(rows, d_events, np.arange(len(d_events)), d_events["pid"], d_events["comm"])
+    rows["complete"] = -1
+    return rows
