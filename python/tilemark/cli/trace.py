@@ -13,3 +13,7 @@ trace_app = typer.Typer(
     help="Capture, import and look at block traces of real applications (docs/traces.md).",
     no_args_is_help=True,
 )
+
+from tilemark.cli.trace_capture import trace_capture  # noqa: E402  (subcommands register below)
+
+trace_app.command("capture", no_args_is_help=True)(trace_capture)

@@ -122,8 +122,10 @@ def resolve_devices(device: str, with_backing: bool = True) -> list[TracedDevice
     tree = envinfo.device_tree(str(path))
     flat = envinfo.flat_devices(tree)
     if not flat:
-        why = tree.get("note") or "sysfs names no block device for it"
-        raise UsageError(f"--device {device} has no block device to trace: {why}.")
+        why = (tree.get("note") or "sysfs names no block device for it").removeprefix(
+            "no block device: "
+        )
+        raise UsageError(f"--device {device} has no block device to trace ({why}).")
     out = []
     for d in flat:
         if not with_backing and d["depth"] > 0 and not (out and out[-1].kind == "partition"):
@@ -364,6 +366,8 @@ def _run(
     proc = subprocess.Popen(command) if command else None
     deadline = started + int(duration_s * 1e9) if duration_s is not None else None
     last_progress, last_ios, last_bytes = started, 0, 0
+    if progress is not None:  # tracing is on: the first call says so (elapsed 0)
+        progress(CaptureProgress(0.0, 0, 0, 0.0, 0.0, 0, None if proc is None else True))
     while True:
         round_start = time.monotonic_ns()
         buf, drained = inst.read()

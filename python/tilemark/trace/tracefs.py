@@ -227,7 +227,8 @@ def decode_pages(buf: bytes, page: int, formats: dict[int, EventFormat]) -> Deco
     delta = (head >> 5).astype(np.int64)
     after = words[np.minimum(pos + 1, len(words) - 1)].astype(np.int64)
     delta = np.where(type_len == TYPE_TIME_EXTEND, (after << TS_SHIFT) + delta, delta)
-    delta = np.where(type_len == TYPE_TIME_STAMP, 0, delta)
+    # The kernel's reader ignores a discarded event's delta (rb_update_read_stamp).
+    delta = np.where((type_len == TYPE_TIME_STAMP) | (type_len == TYPE_PADDING), 0, delta)
     # Time of each event: the page's timestamp plus the running sum of deltas within the page.
     run = np.cumsum(delta)
     first = np.searchsorted(pg, np.arange(n_pages))
