@@ -83,7 +83,7 @@ class Tracer:
         self.procs: list[subprocess.Popen] = []
         self.instance: Path | None = None
         self.trace_file = TRACES / f"{load}-rep{rep}.parquet"
-        self.log = vf.LOGS / f"capture-{load}-{kind}-rep{rep}.err"
+        self.log = vf.LOGS / f"tracer-{load}-{kind}-rep{rep}.err"
         self.cpu_ticks_at_start = 0
 
     def start(self) -> None:

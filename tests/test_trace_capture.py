@@ -135,7 +135,9 @@ def test_pages_decode_to_records_with_their_times(issue_format):
     assert decoded.times["block_rq_issue"].tolist() == [1_005, 1_005 + (1 << 28) + 7, 5e9]
     assert decoded.lost == 17 and decoded.lost_unknown == 0
 
-    events = EventConverter({}).events(decoded)
+    converter = EventConverter({})
+    events = converter.events(decoded)
+    assert [converter.comms[i] for i in events["comm"]] == ["fio", "kworker/0:1", "jbd2"]
     assert events["op"].tolist() == [pairing.OP_READ, pairing.OP_WRITE, pairing.OP_FLUSH]
     assert events["flags"].tolist() == [SYNC, FUA | SYNC, PREFLUSH]
     assert (events["kind"] == D).all()

@@ -97,17 +97,6 @@ class PairCounts:
     other_ops: int = 0  # requests of ops the trace schema has no name for (rwbs N)
 
 
-def _group_starts(keys_sorted: list[np.ndarray]) -> np.ndarray:
-    """True where a new key begins in arrays sorted by those keys."""
-    n = len(keys_sorted[0])
-    new = np.zeros(n, bool)
-    if n:
-        new[0] = True
-        for k in keys_sorted:
-            new[1:] |= k[1:] != k[:-1]
-    return new
-
-
 class Pairer:
     """Feed event batches with `add`, take rows with `advance(watermark)`, then `finish()`."""
 
@@ -153,101 +142,104 @@ class Pairer:
     def _pair(self, ev: np.ndarray, watermark: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows paired, D events still waiting, Q events kept for later D events)."""
         kind = ev["kind"]
+        op = ev["op"]
         # Zero-sector completions of reads and writes end a flush sequence: not a request.
-        echo = (kind == C) & (ev["nsec"] == 0) & (ev["op"] != OP_FLUSH) & (ev["op"] != OP_DISCARD)
-        other = (kind != Q) & (ev["op"] == OP_OTHER)
-        self.counts.other_ops += int(((kind == D) & other).sum())
-        ev = ev[~echo & ~other]
-        order = np.lexsort((ev["kind"], ev["t"], ev["op"], ev["sector"], ev["dev"]))
-        ev = ev[order]
-        kind = ev["kind"]
-        new_key = _group_starts([ev["dev"], ev["sector"], ev["op"]])
+        echo = (kind == C) & (ev["nsec"] == 0) & (op != OP_FLUSH) & (op != OP_DISCARD)
+        other = (kind != Q) & (op == OP_OTHER)
+        if other.any():
+            self.counts.other_ops += int(((kind == D) & other).sum())
+        if echo.any() or other.any():
+            ev = ev[~echo & ~other]
+        # One sort by request key (device, sector, op), then time (Q before D before C).
+        key = _request_keys(ev)
+        order = np.lexsort((ev["t"] * 4 + ev["kind"], key))
+        ev, key = ev[order], key[order]
+        kind, t = ev["kind"], ev["t"]
+        n = len(ev)
+        new_key = np.ones(n, bool)
+        new_key[1:] = key[1:] != key[:-1]
         group = np.cumsum(new_key) - 1
 
         # Q -> D: the latest Q of the same key at or before each D.
-        idx = np.arange(len(ev))
-        last_q = np.maximum.accumulate(np.where(kind == Q, idx, -1)) if len(ev) else idx
-        is_d = kind == D
-        has_q = is_d & (last_q >= 0)
+        idx = np.arange(n)
+        last_q = np.maximum.accumulate(np.where(kind == Q, idx, -1)) if n else idx
+        has_q = (kind == D) & (last_q >= 0)
         has_q[has_q] = group[last_q[has_q]] == group[has_q]
-        pid, comm = ev["pid"].copy(), ev["comm"].copy()
-        pid[has_q], comm[has_q] = ev["pid"][last_q[has_q]], ev["comm"][last_q[has_q]]
-        used_q = np.zeros(len(ev), bool)
+        pid, comm = ev["pid"], ev["comm"]
+        if has_q.any():
+            pid, comm = pid.copy(), comm.copy()
+            pid[has_q], comm[has_q] = pid[last_q[has_q]], comm[last_q[has_q]]
+        used_q = np.zeros(n, bool)
         used_q[last_q[has_q]] = True
-        keep_q = (kind == Q) & ~used_q & (ev["t"] >= watermark - QUEUE_HOLD_NS)
+        keep_q = (kind == Q) & ~used_q & (t >= watermark - QUEUE_HOLD_NS)
 
-        # D -> C: first in, first out within a key.
+        # D -> C: a D directly followed (among the D and C of its key) by a C is its request.
         dc = np.flatnonzero(kind != Q)
-        g = group[dc]
-        k = kind[dc]
-        rank = _rank_within(g, k)
-        d_i, c_i = dc[k == D], dc[k == C]
-        d_key = np.stack([group[d_i], rank[k == D]], axis=1) if len(d_i) else np.zeros((0, 2), int)
-        c_key = np.stack([group[c_i], rank[k == C]], axis=1) if len(c_i) else np.zeros((0, 2), int)
-        pairs_d, pairs_c, lone_d, lone_c = _match(d_key, c_key)
-        d_idx, c_idx = d_i[pairs_d], c_i[pairs_c]
-        bad = ev["t"][c_idx] < ev["t"][d_idx]
-        if bad.any():  # a C before its D in rank order: decide these keys one event at a time
-            groups = np.unique(group[d_idx[bad]])
-            slow = np.isin(group[dc], groups)
-            fast_d, fast_c = ~np.isin(group[d_idx], groups), ~np.isin(group[c_idx], groups)
-            d_idx, c_idx = d_idx[fast_d], c_idx[fast_c]
-            lone_d_idx = d_i[lone_d][~np.isin(group[d_i[lone_d]], groups)]
-            lone_c_idx = c_i[lone_c][~np.isin(group[c_i[lone_c]], groups)]
-            sd, sc, sld, slc = _match_slowly(ev, dc[slow])
-            d_idx, c_idx = np.concatenate([d_idx, sd]), np.concatenate([c_idx, sc])
-            lone_d_idx = np.concatenate([lone_d_idx, sld])
-            lone_c_idx = np.concatenate([lone_c_idx, slc])
+        k, g = kind[dc], group[dc]
+        pair = np.zeros(len(dc), bool)
+        if len(dc) > 1:
+            pair[:-1] = (k[:-1] == D) & (k[1:] == C) & (g[:-1] == g[1:])
+        c_of_pair = np.zeros(len(dc), bool)
+        c_of_pair[1:] = pair[:-1]
+        lone = ~pair & ~c_of_pair
+        lone_d, lone_c = lone & (k == D), lone & (k == C)
+        # A lone D before a lone C of the same key (two requests of one block in flight at
+        # once) needs first-in first-out: those keys are paired event by event.
+        tangled = np.zeros(0, np.int64)
+        if lone_d.any() and lone_c.any():
+            first_lone_d = np.full(int(group[-1]) + 1, np.iinfo(np.int64).max)
+            np.minimum.at(first_lone_d, g[lone_d], dc[lone_d])
+            last_lone_c = np.full(int(group[-1]) + 1, -1)
+            np.maximum.at(last_lone_c, g[lone_c], dc[lone_c])
+            tangled = np.flatnonzero(first_lone_d < last_lone_c)
+        if len(tangled):
+            slow = np.isin(g, tangled)
+            pair &= ~slow
+            c_of_pair &= ~slow
+            lone_d &= ~slow
+            lone_c &= ~slow
+            sd, sc, sld, slc = _match_slowly(kind, dc[slow], group)
+            d_idx = np.concatenate([dc[pair], sd])
+            c_idx = np.concatenate([dc[c_of_pair], sc])
+            lone_d_idx = np.concatenate([dc[lone_d], sld])
+            lone_c_idx = np.concatenate([dc[lone_c], slc])
         else:
-            lone_d_idx, lone_c_idx = d_i[lone_d], c_i[lone_c]
+            d_idx, c_idx = dc[pair], dc[c_of_pair]
+            lone_d_idx, lone_c_idx = dc[lone_d], dc[lone_c]
         self.counts.completions_without_issue += len(lone_c_idx)
 
         rows = np.zeros(len(d_idx), ROW_DTYPE)
         _fill_rows(rows, ev, d_idx, pid, comm)
-        rows["complete"] = ev["t"][c_idx]
-        waiting = ev[lone_d_idx].copy()
+        rows["complete"] = t[c_idx]
+        waiting = ev[lone_d_idx]
         waiting["pid"], waiting["comm"] = pid[lone_d_idx], comm[lone_d_idx]
         return rows, waiting, ev[keep_q]
 
 
-def _rank_within(group: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """0, 1, 2... for the events of each kind within each group (in the arrays' order)."""
-    rank = np.zeros(len(group), np.int64)
-    for k in (D, C):
-        sel = np.flatnonzero(kind == k)
-        if not len(sel):
-            continue
-        g = group[sel]
-        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        counts = np.diff(np.r_[starts, len(sel)])
-        rank[sel] = np.arange(len(sel)) - np.repeat(starts, counts)
-    return rank
+def _request_keys(ev: np.ndarray) -> np.ndarray:
+    """One integer per event naming its request: sector, device, op (sectors < 2^50)."""
+    _, dev_index = np.unique(ev["dev"], return_inverse=True)
+    return (
+        (ev["sector"].astype(np.int64) << 13)
+        | (dev_index.reshape(-1).astype(np.int64) << 3)
+        | ev["op"].astype(np.int64)
+    )
 
 
-def _match(d_key: np.ndarray, c_key: np.ndarray):
-    """Indices pairing rows of equal (group, rank), and the rows of each side left alone."""
-    d_view = d_key[:, 0] * (1 << 32) + d_key[:, 1]
-    c_view = c_key[:, 0] * (1 << 32) + c_key[:, 1]
-    common, di, ci = np.intersect1d(d_view, c_view, assume_unique=True, return_indices=True)
-    lone_d = np.setdiff1d(np.arange(len(d_view)), di)
-    lone_c = np.setdiff1d(np.arange(len(c_view)), ci)
-    return di, ci, lone_d, lone_c
-
-
-def _match_slowly(ev: np.ndarray, dc: np.ndarray):
+def _match_slowly(kind: np.ndarray, dc: np.ndarray, group: np.ndarray):
     """First-in first-out pairing event by event (dc sorted by key, then time)."""
     pairs_d: list[int] = []
     pairs_c: list[int] = []
     lone_d: list[int] = []
     lone_c: list[int] = []
     queue: list[int] = []
-    prev = None
+    prev = -1
     for i in dc.tolist():
-        key = (int(ev["dev"][i]), int(ev["sector"][i]), int(ev["op"][i]))
-        if key != prev:
+        g = int(group[i])
+        if g != prev:
             lone_d.extend(queue)
-            queue, prev = [], key
-        if ev["kind"][i] == D:
+            queue, prev = [], g
+        if kind[i] == D:
             queue.append(i)
         elif queue:
             pairs_d.append(queue.pop(0))

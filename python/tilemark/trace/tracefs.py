@@ -424,6 +424,37 @@ def _remove_stale_instances(tracefs: Path) -> None:
                 _remove_instance(inst)
 
 
+_ONES = np.uint64(0x0101010101010101)
+_HIGHS = np.uint64(0x8080808080808080)
+
+
+def _before_nul(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes of each little-endian u64 before its first NUL (the rest zeroed), and
+    whether it had a NUL (the classic has-zero-byte bit trick, exact for the first one)."""
+    marks = (v - _ONES) & ~v & _HIGHS
+    low = marks & (~marks + np.uint64(1))  # the first NUL's high bit
+    has = marks != 0
+    mask = np.where(has, (low >> np.uint64(7)) - np.uint64(1), ~np.uint64(0))
+    return v & mask, has
+
+
+def _string_keys(strings: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """C strings in fixed-width fields (bytes after the NUL are leftovers, not the string's)
+    as 64-bit keys: (distinct keys, index of each one's first occurrence, key of every row)."""
+    n, width = len(strings), strings.dtype.itemsize
+    padded = (width + 7) // 8 * 8
+    raw = np.zeros((n, padded), np.uint8)
+    raw[:, :width] = np.ascontiguousarray(strings).view(np.uint8).reshape(n, width)
+    words = raw.view("<u8")
+    key, ended = _before_nul(words[:, 0].copy())
+    for i in range(1, words.shape[1]):  # names longer than 7 bytes: mix the next word in
+        more, has = _before_nul(words[:, i].copy())
+        key = np.where(ended, key, key ^ (more * np.uint64(0x9E3779B97F4A7C15) + np.uint64(i)))
+        ended |= has
+    keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return keys, first, inverse.reshape(-1)
+
+
 class EventConverter:
     """Decoded tracepoint records -> pairing events (pairing.EVENT_DTYPE): rwbs strings to op
     and flags, partition numbers to their disk's (requests carry the disk's), process names to
@@ -432,33 +463,31 @@ class EventConverter:
     def __init__(self, disk_of: dict[int, int]):
         self.disk_of = disk_of
         self.comms: list[str] = []
-        self._comm_index: dict[bytes, int] = {}
-        self._rwbs: dict[bytes, tuple[int, int]] = {}
+        self._comm_index: dict[int, int] = {}
+        self._rwbs: dict[int, tuple[int, int]] = {}
 
     def _intern(self, names: np.ndarray) -> np.ndarray:
-        uniq, inverse = np.unique(names, return_inverse=True)
-        table = np.empty(len(uniq), np.int32)
-        for i, raw in enumerate(uniq.tolist()):
-            name = raw.split(b"\0", 1)[0]
-            idx = self._comm_index.get(name)
+        keys, first, inverse = _string_keys(names)
+        table = np.empty(len(keys), np.int32)
+        for i, (key, at) in enumerate(zip(keys.tolist(), first.tolist(), strict=True)):
+            idx = self._comm_index.get(key)
             if idx is None:
-                idx = self._comm_index[name] = len(self.comms)
+                name = bytes(names[at]).split(b"\0", 1)[0]
+                idx = self._comm_index[key] = len(self.comms)
                 self.comms.append(name.decode("utf-8", "replace"))
             table[i] = idx
-        return table[inverse.reshape(-1)]
+        return table[inverse]
 
     def _ops(self, rwbs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         from tilemark.trace.pairing import parse_rwbs
 
-        uniq, inverse = np.unique(rwbs, return_inverse=True)
-        op = np.empty(len(uniq), np.uint8)
-        flags = np.empty(len(uniq), np.uint8)
-        for i, raw in enumerate(uniq.tolist()):
-            key = raw.split(b"\0", 1)[0]
+        keys, first, inverse = _string_keys(rwbs)
+        op = np.empty(len(keys), np.uint8)
+        flags = np.empty(len(keys), np.uint8)
+        for i, (key, at) in enumerate(zip(keys.tolist(), first.tolist(), strict=True)):
             if key not in self._rwbs:
-                self._rwbs[key] = parse_rwbs(key)
+                self._rwbs[key] = parse_rwbs(bytes(rwbs[at]))
             op[i], flags[i] = self._rwbs[key]
-        inverse = inverse.reshape(-1)
         return op[inverse], flags[inverse]
 
     def events(self, decoded: Decoded) -> np.ndarray:
