@@ -108,8 +108,16 @@ class Tracer:
                 (d / "enable").write_text("1\n")
             for cpu in range(os.cpu_count() or 1):
                 pipe = self.instance / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw"
+                # trace_pipe_raw answers 0 bytes now and then while a writer holds the page:
+                # cat takes that for the end, so it is started again.
+                loop = 'while :; do cat "$0"; done'
                 self.procs.append(
-                    subprocess.Popen(["cat", str(pipe)], stdout=subprocess.DEVNULL, stderr=err)
+                    subprocess.Popen(
+                        ["sh", "-c", loop, str(pipe)],
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        start_new_session=True,
+                    )
                 )
             time.sleep(0.5)
         elif self.kind == "bpftrace-raw":
@@ -135,7 +143,10 @@ class Tracer:
         alive = [p.poll() is None for p in self.procs]
         for p in self.procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
+                if self.kind == "tracefs-raw":  # the shell loop and its cat
+                    os.killpg(p.pid, signal.SIGTERM)
+                else:
+                    p.send_signal(signal.SIGINT)
         for p in self.procs:
             try:
                 p.wait(timeout=30)

@@ -65,15 +65,14 @@ def trace_capture(
         ),
     ] = False,
     buffer: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--buffer",
             metavar="SIZE",
-            help="Kernel trace buffer per CPU; a larger one rides out longer reader stalls "
-            "(default 16m).",
-            show_default=False,
+            help="Kernel trace buffer per CPU; a larger one rides out longer stalls of the "
+            "reader (default 128 MiB spread over the CPUs, 8 to 64 MiB each).",
         ),
-    ] = "16m",
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace an existing TRACE that tilemark did not write."),
@@ -86,7 +85,7 @@ def trace_capture(
     from tilemark.trace.capture import capture
 
     seconds = parse_duration(duration, "--duration") if duration is not None else None
-    buffer_kb = max(1, parse_size(buffer, "--buffer") // 1024)
+    buffer_kb = max(1, parse_size(buffer, "--buffer") // 1024) if buffer is not None else None
     out = output if output is not None else _default_output(device)
     with _Progress(f"tracing {device} into {out}") as shown:
         result = capture(

@@ -31,7 +31,6 @@ from tilemark import envinfo
 from tilemark.errors import RunError, UsageError
 from tilemark.trace import pairing
 from tilemark.trace.tracefs import (
-    DEFAULT_BUFFER_KB,
     EventConverter,
     Instance,
     TracingUnavailable,
@@ -48,7 +47,9 @@ PROGRESS_S = 1.0
 COMMIT_MARGIN_NS = 20_000_000
 # A command still running after a signal stopped the capture gets this long to exit.
 COMMAND_GRACE_S = 5.0
-SIZE_MIX_TOP = 6
+# Rounds of reading after tracing stopped (a round that gets nothing but was not told "empty"
+# waits 10 ms): the buffers hold at most a few seconds of events.
+DRAIN_ROUNDS = 1000
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,7 @@ def capture(
     with_backing: bool = True,
     force: bool = False,
     tracefs: Path | None = None,
-    buffer_kb: int = DEFAULT_BUFFER_KB,
+    buffer_kb: int | None = None,
 ) -> CaptureResult:
     """Trace every block request of `device` (and what serves it) into the trace file `out`
     for duration_s, while `command` runs, or until SIGINT/SIGTERM; return its summary."""
@@ -395,16 +396,18 @@ def _run(
                 )
             )
             last_progress, last_ios, last_bytes = now, totals.ios, totals.bytes
-        if drained and len(buf) < 64 * inst.page:
+        if drained and len(buf) < 64 * inst.page:  # little came: let more gather
             time.sleep(POLL_S)
     stopped = time.monotonic_ns()
     command_exit = _end_command(proc, stop.reason)
     inst.stop()
-    while True:
+    for _ in range(DRAIN_ROUNDS):  # tracing is off: read what the buffers still hold
         buf, drained = inst.read()
         take(buf)
         if drained and not buf:
             break
+        if not buf:
+            time.sleep(0.01)
     emit(pairer.advance(stopped))
     emit(pairer.finish())
     lost = max(inst.losses(), lost_in_pages)
