@@ -31,6 +31,7 @@ Exit 0 when the budget holds for `capture`, 1 when not, 2 when the ramdisk or ti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -161,7 +162,15 @@ class Tracer:
             out["dropped"] = self._tracefs_losses()
             for ev in TRACEFS_EVENTS:
                 (self.instance / "events" / "block" / ev / "enable").write_text("0\n")
-            self.instance.rmdir()
+            for p in self.procs:  # the cats of the shell loops, still holding the pipes
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+            for _ in range(100):
+                try:
+                    self.instance.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
         elif self.kind == "bpftrace-raw":
             lost = [int(n) for n in re.findall(r"Lost (\d+) events", stderr)]
             out["dropped"] = sum(lost)

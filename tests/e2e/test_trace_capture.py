@@ -136,6 +136,7 @@ def test_ctrl_c_stops_the_capture_and_keeps_a_complete_trace(tmp_path, ram_loop)
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     assert "stopped by: SIGINT" in stdout
+    assert not (TRACEFS / "instances" / f"tilemark-{proc.pid}").exists(), "tracing cleaned up"
     trace = open_trace(out)
     assert trace.meta.extra["interrupted"] is True
     assert any("interrupted by SIGINT" in n for n in trace.meta.notes)

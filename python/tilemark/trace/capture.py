@@ -310,8 +310,13 @@ def capture(
 
 
 def _device_size(d: TracedDevice) -> int | None:
-    sectors = envinfo._read_int(Path("/sys/dev/block") / d.dev / "size")
-    return sectors * 512 if sectors is not None else None
+    """Bytes of the traced device (sysfs counts 512-byte sectors), None when unknown."""
+    major, minor = (int(x) for x in d.dev.split(":"))
+    node = envinfo.sysfs_node(major, minor)
+    try:
+        return int((node / "size").read_text()) * 512 if node is not None else None
+    except (OSError, ValueError):
+        return None
 
 
 def _install_signal_handlers(stop: _Stop) -> Callable[[], None]:

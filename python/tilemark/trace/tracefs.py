@@ -402,15 +402,16 @@ class Instance:
         return total
 
     def close(self) -> None:
+        """Switch the events off and remove the instance (no file of it may be open then)."""
         for fd in self._fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
-        _remove_instance(self.path)
         if self._free_fd is not None:
             with contextlib.suppress(OSError):
-                os.close(self._free_fd)
+                os.close(self._free_fd)  # disable_on_free: tracing stops, buffers freed
             self._free_fd = None
+        _remove_instance(self.path)
 
     def __exit__(self, *exc: object) -> None:
         self.close()
