@@ -96,7 +96,13 @@ class Tracer:
             cmd = [self.tm, "trace", "capture", "--device", self.device, "--force",
                    "-o", str(self.trace_file)]  # fmt: skip
             self.procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err))
-            time.sleep(2.0)  # CLI start-up and tracing set up before the run starts
+            # The run starts once tracing is on (the capture says so on stderr), so the CLI's
+            # start-up is neither in the run nor in the tracer's CPU.
+            deadline = time.monotonic() + 60
+            while "Ctrl-C stops" not in self.log.read_text(errors="replace"):
+                if time.monotonic() > deadline or self.procs[-1].poll() is not None:
+                    raise OSError(f"the capture did not start tracing: see {self.log}")
+                time.sleep(0.05)
         elif self.kind == "tracefs-raw":
             self.instance = TRACEFS / "instances" / f"tilemark-bench-{os.getpid()}"
             self.instance.mkdir()

@@ -122,6 +122,8 @@ def test_capture_around_dd_counts_its_writes_and_the_backing_disk(tmp_path):
     if len(devices) > 1:  # the image's filesystem has a block device (not tmpfs)
         below = [r for r in rows(out) if r["device"] != dev_numbers(dev) and r["op"] == "write"]
         assert below and sum(r["size"] for r in below) >= 40 * 65536
+        # The trace file went to that disk too, and the trace says so.
+        assert any("written to a traced device" in n for n in trace.meta.notes)
 
 
 def test_ctrl_c_stops_the_capture_and_keeps_a_complete_trace(tmp_path, ram_loop):

@@ -13,6 +13,7 @@ before anything is written.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -283,6 +284,9 @@ def capture(
     devices = resolve_devices(device, with_backing)
     check_output(out, force)
     root = find_tracefs(tracefs)
+    traced = {d.dev for d in devices}
+    under_out = {d["dev"] for d in envinfo.flat_devices(envinfo.device_tree(str(out.parent)))}
+    self_traced = sorted(traced & under_out)
     kdevs = [_kdev(d.dev) for d in devices]
     uname = os.uname()
     meta = TraceMeta(
@@ -304,6 +308,13 @@ def capture(
             result = _run(
                 inst, writer, devices, duration_s, command, progress, stop, _disk_map(devices)
             )
+            if self_traced:
+                note = (
+                    f"the trace file was written to a traced device ({', '.join(self_traced)}): "
+                    "the capture's own writes are in the trace"
+                )
+                writer.meta.notes.append(note)
+                result = dataclasses.replace(result, notes=(*result.notes, note))
     except OSError as e:
         raise RunError(f"the capture to {out} failed: {e.strerror or e}.") from None
     finally:
