@@ -233,8 +233,14 @@ def measure(tm: str, device: str, load: str, tracer: str, a: argparse.Namespace,
     if child.exit_code != 0:
         record["error"] = f"exit {child.exit_code}: {child.stderr.strip()[-300:]}"
         return record
-    m = vf.parse_tilemark(child)["metrics"]
+    parsed = vf.parse_tilemark(child)
+    m = parsed["metrics"]
     record.update(iops=m["iops"], ios=m["ios"], p50_us=m["p50_us"], p99_us=m["p99_us"])
+    # The run's own CPU per IO in the measured window: the tracepoints fire in its threads, so
+    # the kernel's share of tracing shows up here (the loop device's worker is not counted).
+    win = vf.window_cpu(child.samples, *parsed["window"])
+    if win and m["iops"]:
+        record["run_cpu_us_per_io"] = win["cpu_s"] / (m["iops"] * win["seconds"]) * 1e6
     if tracer == "capture":
         record["trace"]["rows"] = _trace_rows(t.trace_file)
     return record
@@ -275,23 +281,32 @@ def summarize(records: list[dict], tracers: list[str]) -> dict[str, Any]:
                 "iops": spread([r["iops"] for r in ok]),
                 "ratio": spread(ratios) if tracer != "none" else None,
                 "tracer_cpu_s": spread([r["trace"]["cpu_s"] for r in ok if "cpu_s" in r["trace"]]),
+                "tracer_us_per_io": spread(
+                    [r["trace"]["cpu_s"] / r["ios"] * 1e6 for r in ok if r["trace"].get("cpu_s")]
+                ),
+                "run_cpu_us_per_io": spread(
+                    [r["run_cpu_us_per_io"] for r in ok if r.get("run_cpu_us_per_io")]
+                ),
                 "dropped": sum(drops) if drops else (None if tracer != "none" else 0),
                 "error": next((r["error"] for r in runs if "error" in r), None),
             }
         out[load] = per
     cap_closed = (out.get("closed", {}).get("capture") or {}).get("ratio")
-    cap_open = (out.get("open50k", {}).get("capture") or {}).get("iops")
+    cap_open = out.get("open50k", {}).get("capture") or {}
+    no_drops = all((out[ld].get("capture") or {}).get("dropped") in (0, None) for ld in LOADS)
+    at_50k = bool(
+        cap_open.get("iops")
+        and cap_open["iops"]["median"] >= 0.99 * 50000
+        and cap_open.get("ratio")
+        and cap_open["ratio"]["median"] >= IOPS_FLOOR
+    )
+    closed = bool(cap_closed and cap_closed["median"] >= IOPS_FLOOR)
     out["budget"] = {
-        "closed_ratio": f">= {IOPS_FLOOR}x untraced",
-        "open50k": "achieved 50,000 IOPS (within 1%)",
-        "dropped": "0",
-        "passed": bool(
-            cap_closed
-            and cap_closed["median"] >= IOPS_FLOOR
-            and cap_open
-            and cap_open["median"] >= 0.99 * 50000
-            and all((out[ld].get("capture") or {}).get("dropped") == 0 for ld in LOADS)
-        ),
+        "issue": "at 50,000 IOPS: achieved (within 1%), >= 0.95x untraced, 0 events dropped",
+        "issue_passed": at_50k and no_drops,
+        "closed_goal": f"closed loop at the machine's maximum: >= {IOPS_FLOOR}x untraced",
+        "closed_passed": closed,
+        "passed": at_50k and no_drops and closed,
     }
     return out
 
@@ -311,26 +326,31 @@ def markdown(doc: dict[str, Any]) -> str:
         f"4 KiB random read on the ramdisk (loop over /dev/shm, direct IO), 1 engine thread, "
         f"{st['duration']:g} s + {st['warmup']:g} s warm-up, {st['reps']} repetitions, tracers "
         "alternating (order rotating). Median (min .. max); ratio = traced IOPS / the same "
-        "repetition's untraced IOPS; tracer CPU = the tracer's processes over the run.",
+        "repetition's untraced IOPS; tracer CPU = the tracer's processes over the run, per IO "
+        "the run measured (the tracer also sees the warm-up's); run CPU = the tilemark run's "
+        "threads in the measured window.",
         "",
-        "| load | tracer | IOPS | ratio | tracer CPU s | events dropped | failed runs |",
-        "|---|---|---|---|---|---|---|",
+        "| load | tracer | IOPS | ratio | tracer CPU us/IO | run CPU us/IO | events dropped | "
+        "failed runs |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for load in LOADS:
         for tracer, t in s[load].items():
             lines.append(
                 f"| {load} | {tracer} | {f(t['iops'], 0)} | {f(t['ratio'])} | "
-                f"{f(t['tracer_cpu_s'], 2)} | {t['dropped'] if t['dropped'] is not None else '-'}"
-                f" | {t['failed']}/{t['runs']} |"
+                f"{f(t.get('tracer_us_per_io'), 2)} | {f(t.get('run_cpu_us_per_io'), 2)} | "
+                f"{t['dropped'] if t['dropped'] is not None else '-'} | {t['failed']}/{t['runs']} |"
             )
     errors = {
         (load, tracer): t["error"] for load in LOADS for tracer, t in s[load].items() if t["error"]
     }
-    verdict = "passed" if s["budget"]["passed"] else "FAILED"
+    b = s["budget"]
     lines += [
         "",
-        f"Budget for `capture` {verdict}: closed-loop ratio >= 0.95, open loop achieves "
-        "50,000 IOPS, 0 events dropped.",
+        f"Issue 23's budget for `capture` ({b.get('issue')}): "
+        f"{'passed' if b.get('issue_passed') else 'FAILED'}.",
+        f"Closed-loop goal ({b.get('closed_goal')}): "
+        f"{'passed' if b.get('closed_passed') else 'FAILED'}.",
     ]
     if errors:
         lines += ["", "Failures:", ""]
@@ -364,7 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loads", default=",".join(LOADS))
     p.add_argument("--tag", default="", help="suffix of the results file names")
     p.add_argument("--tilemark", default=None)
+    p.add_argument("--render", metavar="FILE.json", help="only rewrite the .md of a results file")
     a = p.parse_args(argv)
+    if a.render:
+        doc = json.loads(Path(a.render).read_text())
+        doc["summary"] = summarize(doc["runs"], doc["settings"]["tracers"].split(","))
+        Path(a.render).write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        Path(a.render).with_suffix(".md").write_text(markdown(doc))
+        return 0
     tracers = a.tracers.split(",")
     loads = a.loads.split(",")
     if "none" not in tracers or not set(tracers) <= set(TRACERS) or not set(loads) <= set(LOADS):
