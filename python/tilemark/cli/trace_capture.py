@@ -3,7 +3,6 @@ block request of a device (and what serves it) from the kernel into a trace file
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -96,9 +95,6 @@ def trace_capture(
             progress=shown.update,
             with_backing=not no_backing,
             force=force,
-            tracefs=Path(os.environ["TILEMARK_TRACEFS"])
-            if "TILEMARK_TRACEFS" in os.environ
-            else None,
             buffer_kb=buffer_kb,
         )
     _print_summary(result)

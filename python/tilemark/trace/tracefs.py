@@ -37,6 +37,7 @@ import numpy as np
 from tilemark.errors import UsageError
 
 DEFAULT_TRACEFS = Path("/sys/kernel/tracing")
+TRACEFS_ENV = "TILEMARK_TRACEFS"
 # The events read, and the fields each one needs (besides common_pid).
 EVENTS = {
     "block_bio_queue": ("dev", "sector", "nr_sector", "rwbs", "comm"),
@@ -78,8 +79,11 @@ def dev_text(kdev: int) -> str:
 
 
 def find_tracefs(root: Path | None) -> Path:
-    """The mounted tracefs: `root` when given (never mounted by us), else /sys/kernel/tracing,
-    mounted there when it is not yet (as root). TracingUnavailable when there is none."""
+    """The mounted tracefs: `root` when given, else $TILEMARK_TRACEFS (neither is ever mounted
+    by us: tests point it at a directory without one), else /sys/kernel/tracing, mounted there
+    when it is not yet (as root). TracingUnavailable when there is none."""
+    if root is None and os.environ.get(TRACEFS_ENV):
+        root = Path(os.environ[TRACEFS_ENV])
     if root is not None:
         if not (root / "instances").is_dir():
             raise TracingUnavailable(
