@@ -225,3 +225,14 @@ def test_an_existing_file_that_is_not_a_trace_is_not_replaced(tmp_path):
     check_output(ours, force=False)  # a trace tilemark wrote may be replaced
     with pytest.raises(UsageError, match="does not exist"):
         check_output(tmp_path / "missing" / "t.parquet", force=False)
+
+
+def test_after_the_cutoff_only_completions_of_earlier_requests_count():
+    p = Pairer()
+    p.add(_events(_ev(5, D, sector=1), _ev(15, D, sector=2), _ev(12, C, sector=1)))
+    p.add(_events(_ev(16, C, sector=2), _ev(17, D, sector=3)))
+    p.cutoff = 10
+    assert p.waiting_before(10) == 1
+    rows = p.finish()
+    assert rows["sector"].tolist() == [1] and rows["complete"].tolist() == [12]
+    assert p.counts.completions_without_issue == 0 and p.counts.in_flight_at_end == 0

@@ -48,6 +48,8 @@ POLL_S = 0.5
 PROGRESS_S = 1.0
 # Events time-stamped this long before a read round began are surely committed and read.
 COMMIT_MARGIN_NS = 20_000_000
+# After the stop, how long completions of requests issued before it are still awaited.
+COMPLETION_GRACE_S = 1.0
 # A command still running after a signal stopped the capture gets this long to exit.
 COMMAND_GRACE_S = 5.0
 # Rounds of reading after tracing stopped (a round that gets nothing but was not told "empty"
@@ -419,6 +421,20 @@ def _run(
             time.sleep(max(0.0, POLL_S - (time.monotonic_ns() - round_start) / 1e9))
     stopped = time.monotonic_ns()
     command_exit = _end_command(proc, stop.reason)
+    # Requests issued before the stop may complete just after it: trace on a little longer
+    # for their completions, leaving out what is issued from now on.
+    pairer.cutoff = stopped
+    grace_end = time.monotonic_ns() + int(COMPLETION_GRACE_S * 1e9)
+    while time.monotonic_ns() < grace_end:
+        time.sleep(0.05)
+        round_start = time.monotonic_ns()
+        buf, drained = inst.read()
+        take(buf)
+        if drained:
+            watermark = round_start - COMMIT_MARGIN_NS
+            emit(pairer.advance(watermark))
+            if watermark > stopped and not pairer.waiting_before(stopped):
+                break
     inst.stop()
     for _ in range(DRAIN_ROUNDS):  # tracing is off: read what the buffers still hold
         buf, drained = inst.read()

@@ -102,6 +102,9 @@ class Pairer:
 
     def __init__(self, max_pending_ns: int = 10_000_000_000):
         self.max_pending_ns = max_pending_ns
+        # Once set (the capture is stopping), requests issued at or after it are left out and
+        # only the completions of those issued before it are still awaited.
+        self.cutoff: int | None = None
         self.counts = PairCounts()
         self._events = np.zeros(0, EVENT_DTYPE)  # undecided: after the watermark, or waiting
         self._held = np.zeros(0, ROW_DTYPE)  # paired rows not yet safe to hand out
@@ -128,6 +131,11 @@ class Pairer:
         done = held[out]
         return done[np.argsort(done["issue"], kind="stable")]
 
+    def waiting_before(self, t: int) -> int:
+        """Requests issued before t whose completion has not been seen (or not decided) yet."""
+        ev = self._events
+        return int(((ev["kind"] == D) & (ev["t"] < t)).sum())
+
     def finish(self) -> np.ndarray:
         """Every row left, in issue order; requests without completion have complete = -1."""
         ev = self._events
@@ -148,8 +156,11 @@ class Pairer:
         other = (kind != Q) & (op == OP_OTHER)
         if other.any():
             self.counts.other_ops += int(((kind == D) & other).sum())
-        if echo.any() or other.any():
-            ev = ev[~echo & ~other]
+        late = np.zeros(len(ev), bool)
+        if self.cutoff is not None:  # issued after the capture stopped: not in the trace
+            late = (kind == D) & (ev["t"] >= self.cutoff)
+        if echo.any() or other.any() or late.any():
+            ev = ev[~echo & ~other & ~late]
         # One sort by request key (device, sector, op), then time (Q before D before C).
         key = _request_keys(ev)
         order = np.lexsort((ev["t"] * 4 + ev["kind"], key))
@@ -206,7 +217,10 @@ class Pairer:
         else:
             d_idx, c_idx = dc[pair], dc[c_of_pair]
             lone_d_idx, lone_c_idx = dc[lone_d], dc[lone_c]
-        self.counts.completions_without_issue += len(lone_c_idx)
+        lone_c_t = t[lone_c_idx]
+        if self.cutoff is not None:  # completions of requests issued after the cutoff
+            lone_c_t = lone_c_t[lone_c_t < self.cutoff]
+        self.counts.completions_without_issue += len(lone_c_t)
 
         rows = np.zeros(len(d_idx), ROW_DTYPE)
         _fill_rows(rows, ev, d_idx, pid, comm)
