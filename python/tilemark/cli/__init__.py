@@ -66,6 +66,8 @@ COMMANDS: dict[str, Entry] = {
                       no_args_is_help=False),
     "example": Entry("tilemark.cli.example", "example_app", "The seed studies as examples: "
                      "list them, show one, run one.", no_args_is_help=False),
+    "trace": Entry("tilemark.cli.trace", "trace_app", "Capture, import and look at block "
+                   "traces of real applications (docs/traces.md)."),
     "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
                       "property by property (docs/fidelity.md)."),
 }  # fmt: skip
@@ -78,6 +80,8 @@ def load_command(name: str) -> click.Command:
     entry = COMMANDS[name]
     obj = getattr(importlib.import_module(entry.module), entry.attr)
     if isinstance(obj, typer.Typer):
+        obj.rich_markup_mode = None  # plain help for every group, as for the commands
+        obj._add_completion = False  # completion is not offered (TYPER_SETTINGS)
         command = typer.main.get_command(obj)
     else:
         single = typer.Typer(**TYPER_SETTINGS)

@@ -12,4 +12,14 @@ import typer
 trace_app = typer.Typer(
     help="Capture, import and look at block traces of real applications (docs/traces.md).",
     no_args_is_help=True,
+    add_completion=False,
 )
+
+
+@trace_app.callback()
+def _trace() -> None:
+    """Capture, import and look at block traces of real applications (docs/traces.md)."""
+
+from tilemark.cli.trace_capture import trace_capture  # noqa: E402  (subcommands register below)
+
+trace_app.command("capture", no_args_is_help=True)(trace_capture)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,11 +148,22 @@ class TraceWriter:
         self.rows = 0
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._tmp = self.path  # set by __enter__
+        self._file: Any = None
         self._writer: pq.ParquetWriter | None = None
 
     def __enter__(self) -> TraceWriter:
-        self._writer = pq.ParquetWriter(self._tmp, TRACE_SCHEMA, compression="zstd")
+        # The temporary file is created exclusively (never a link planted in advance) and
+        # written through its descriptor: the rename then replaces only a directory entry.
+        fd, tmp = tempfile.mkstemp(
+            dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp"
+        )
+        self._tmp = Path(tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.fchmod(fd, 0o666 & ~mask)  # what a new file gets, not mkstemp's 0600
+        self._file = os.fdopen(fd, "wb")
+        self._writer = pq.ParquetWriter(self._file, TRACE_SCHEMA, compression="zstd")
         return self
 
     def write(self, rows: pa.RecordBatch | dict[str, Any]) -> None:
@@ -178,6 +190,7 @@ class TraceWriter:
                 self._flush()
                 writer.add_key_value_metadata({META_KEY: self.meta.to_json().encode()})
             writer.close()
+            self._file.close()
             self._writer = None
             if exc_type is None:
                 os.replace(self._tmp, self.path)
