@@ -422,3 +422,25 @@ def test_profiles_show_text_and_unknown_name(capsys):
     assert err.strip().splitlines() == [
         "tilemark: error: unknown profile 'nosuch' (known: " + ", ".join(BUILTIN) + ")."
     ]
+
+
+@pytest.mark.quick
+def test_an_existing_target_keeps_its_size_unless_a_larger_one_is_asked_for(tmp_path, capsys):
+    """issue 29: the default capacity silently grew a 64 MiB target to 2 GiB. An existing
+    target's size is the default; growing it is asked for, and said."""
+    target, results = tmp_path / "t.dat", tmp_path / "r"
+    fast = ["--duration", "0.3", "--interval", "0.1", "--warmup", "0", "--backend", "null",
+            "--results", str(results)]  # fmt: skip
+    status, _, err = cli(capsys, "run", "--target", str(target), "--size", "64m", "--rw", "read",
+                         *fast)  # fmt: skip
+    assert status == 0, err
+    assert target.stat().st_size == 4096 + 64 * MIB
+    status, _, err = cli(capsys, "run", "--tiles", "1", "--target", str(target), *fast)
+    assert status in (0, 3), err
+    assert target.stat().st_size == 4096 + 64 * MIB  # the tiles fit the existing 64 MiB
+    assert "growing" not in err
+    status, _, err = cli(capsys, "run", "--tiles", "1", "--target", str(target),
+                         "--capacity", "96m", *fast)  # fmt: skip
+    assert status in (0, 3), err
+    assert target.stat().st_size == 4096 + 96 * MIB
+    assert f"growing {target} from 64 MiB to 96 MiB (a larger size was asked for)" in err

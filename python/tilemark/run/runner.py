@@ -131,9 +131,14 @@ def prepare(infos: Targets, console: Console) -> bool:
             else:
                 todo = info.file_data_length - info.filled_length
                 verb = "creating" if not info.exists else "filling"
+            what = f"{verb} {info.path}"
+            if info.grows_from is not None:
+                what = (
+                    f"growing {info.path} from {format_size(info.grows_from)} to "
+                    f"{format_size(info.file_data_length)} (a larger size was asked for)"
+                )
             console.print(
-                f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
-                markup=False,
+                f"{what}: writing {format_size(todo)} so reads never hit holes", markup=False
             )
         try:
             targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))

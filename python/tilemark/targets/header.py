@@ -51,6 +51,7 @@ class TargetInfo:
     created: bool = False  # set by prepare_target when it created the file
     fill_device: bool = False  # --fill: write the whole data area of a block device first
     holes: int = 0  # foreign file: bytes of its data area that are holes (read as zeros)
+    grows_from: int | None = None  # an existing file's data area before this run grows it
     preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
     name: str = ""  # the workload's name for the target (targetspec.py)
     data: dict[str, Any] | None = None  # what the data area holds (targetdata.py)

@@ -56,7 +56,9 @@ def _check_free_space(directory: Path, needed: int, path: str, size_flag: str) -
 
 
 def default_size(path: str) -> int:
-    """Size for `--default`: min(2 GiB, 10% of free space), or an existing target's size."""
+    """The data area a target gets when the user names no size: an existing target's own
+    (never grown unasked: growing a target is --size or --capacity, and said when it happens),
+    else min(2 GiB, 10% of the free space)."""
     target = Path(os.path.abspath(os.path.expanduser(path)))
     try:
         st = os.stat(target)
@@ -66,14 +68,13 @@ def default_size(path: str) -> int:
         raise UsageError(f"target {target} cannot be examined: {e.strerror}.") from None
     if st is not None and stat.S_ISBLK(st.st_mode):
         return min(DEFAULT_SIZE_CAP, block_device_size(str(target)))
-    existing = 0
     if st is not None and stat.S_ISREG(st.st_mode):
         header = read_header(str(target))
         if header is None:
             return min(DEFAULT_SIZE_CAP, st.st_size)
-        existing = header["data_length"]
+        return int(header["data_length"])
     share = int(free_bytes(target.parent) * DEFAULT_FREE_SHARE)
-    size = min(DEFAULT_SIZE_CAP, max(existing, share)) // MIB * MIB
+    size = min(DEFAULT_SIZE_CAP, share) // MIB * MIB
     if size < DEFAULT_SIZE_MIN:
         raise UsageError(
             f"not enough free space for the default workload: 10% of the free space near "
@@ -265,6 +266,7 @@ def _inspect_existing_file(
         tilemark=True,
         file_data_length=file_data_length,
         filled_length=filled,
+        grows_from=current if file_data_length > current else None,
         preconditioning=header.get("preconditioning"),
         data=header.get("data"),
     )
