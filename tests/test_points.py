@@ -321,3 +321,14 @@ def test_compare_matrices_and_curves_point_by_point(tmp_path, capsys, kind, args
     assert other["normalized"] == pytest.approx(other["value"] / base["value"])
     if kind == "curve":
         assert ("max IOPS", "total") in by
+
+
+def test_a_sweep_says_how_many_points_and_how_long_before_any_io(tmp_path, capsys):
+    """issue 29: `--bs 8k,16k,...,64k` steps by addition (8 points, not 4); the count and the
+    time it will take are printed before the first point runs."""
+    status = main(["sweep", "--bs", "8k,16k,...,64k", "--target", str(tmp_path / "t.dat"),
+                   *FAST, "--results", str(tmp_path / "r")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 0, err
+    first = err.splitlines()[0]
+    assert first.startswith("sweep: 8 points, about ") and "measured per point" in first, first

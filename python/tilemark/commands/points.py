@@ -57,6 +57,8 @@ from tilemark.workload import plan
 
 # A step's stream tables, on the inspected targets (None: before inspection, to probe).
 Build = Callable[[StepSpec, Targets | None], list[dict[str, Any]]]
+# What a point costs besides its measured time: starting the engine, storing the run (seconds).
+POINT_OVERHEAD_S = 1.0
 # The progress shown while a study runs, given how many points it has (None: unknown).
 Progress = Callable[[int | None], StudyEvents | None]
 
@@ -99,9 +101,10 @@ def run_points(
     judge: Any = None,
     stream_flags: dict[str, str] | None = None,
     checks: list[StepSpec] | None = None,
+    points: int | None = None,
 ) -> StudyOutcome:
     """Inspect the targets, compile every point, lock and prepare, run the study and store its
-    CSV files beside study.json."""
+    CSV files beside study.json. With `points`, say before any IO how many and how long."""
     mode = opts.mode
     run_doc = opts.workload.run_doc()
     flag_keys = set(run_doc)
@@ -139,6 +142,8 @@ def run_points(
         except UsageError as e:
             raise UsageError(_named(str(e), stream_flags or {})) from None
 
+    if points is not None:
+        console.print(_estimate(mode, points, probe, opts.study.repeat or 1), markup=False)
     results = opts.output.results
     prometheus.from_options(opts.output)  # --metrics-port: every point's run and the progress
     try:
@@ -180,6 +185,19 @@ def run_points(
     with OutputDir(outcome.path, force=True, what="study file") as csvs:  # its own directory
         point_csvs(outcome.doc, csvs)
     return outcome
+
+
+def _estimate(mode: str, points: int, probe: plan.Workload, repeat: int) -> str:
+    """'sweep: 32 points, about 6 min (...)': what the user is about to spend, before any IO."""
+    each = probe.warmup_s + probe.duration_s
+    total = points * repeat * (each + POINT_OVERHEAD_S)
+    shown = f"{total / 60:.0f} min" if total >= 90 else f"{total:.0f} s"
+    runs = f"{points} points" + (f" x {repeat} repetitions" if repeat > 1 else "")
+    warm = f"{probe.warmup_s:g} s warm-up + " if probe.warmup_s else ""
+    return (
+        f"{mode}: {runs}, about {shown} ({warm}{probe.duration_s:g} s measured per point, plus "
+        "target preparation)"
+    )
 
 
 def _run_points_on_cluster(opts: Options, *args: Any, **kwargs: Any) -> StudyOutcome:
@@ -262,6 +280,7 @@ def sweep(opts: Options, *, argv: list[str], console: Console, progress: Progres
         argv=argv,
         console=console,
         events=progress(len(points)),
+        points=len(points),
         writes=any(r < 100 for r in axes.read),
         stream_flags=flags,
     )
@@ -328,6 +347,7 @@ def matrix(opts: Options, *, argv: list[str], console: Console, progress: Progre
         argv=argv,
         console=console,
         events=progress(cells),
+        points=cells,
         writes=writes,
         stream_flags=named,
     )
