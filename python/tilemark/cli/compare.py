@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from tilemark.analysis.compare import Comparison, compare_points, compare_runs, compare_studies
 from tilemark.cli.common import DEFAULT_RESULTS
+from tilemark.console import make_console
 from tilemark.errors import UsageError
 from tilemark.report import HtmlExporter, compare_report
 from tilemark.report.data import RunData, StudyData, load_source
@@ -168,7 +168,7 @@ def compare(
     if json_out:
         typer.echo(json.dumps(comparison.to_json(), indent=2))
     else:
-        console = Console()
+        console = make_console(stderr=False)
         console.print(comparison_table(comparison))
         for field, values in comparison.differences:
             console.print(f"{field} differs: " + " | ".join(values), highlight=False, markup=False)

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
+from tilemark.console import make_console
 from tilemark.errors import UsageError
 from tilemark.store import catalog, manage
 from tilemark.store.catalog import list_runs
@@ -225,7 +226,7 @@ def runs(
     # prints it as one sentence with a non-zero exit like every other command's errors.
     rows = list_runs(root)
     if not listed_plainly(rows, json_out, f"no runs under {root}"):
-        print_runs(Console(), rows, root)
+        print_runs(make_console(stderr=False), rows, root)
 
 
 def _deletable_root(root: Path) -> None:

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -18,6 +17,7 @@ from tilemark.cli.runs import (
     listing_table,
     print_fitted,
 )
+from tilemark.console import make_console
 from tilemark.store.studies import list_studies
 
 COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")
@@ -79,7 +79,7 @@ def studies(
     rows = list_studies(results)
     if listed_plainly(rows, json_out, f"no studies under {results}"):
         return
-    console = Console()
+    console = make_console(stderr=False)
     drop = print_fitted(console, lambda d: studies_table(rows, results, drop=d), OPTIONAL_COLUMNS)
     if "path" in drop:
         base = (Path(results) / "studies").resolve()

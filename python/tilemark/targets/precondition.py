@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 import tilemark
 from tilemark import engine, targets
+from tilemark.console import make_console
 from tilemark.errors import RunError, UsageError
 from tilemark.run.runner import SignalStopper
 from tilemark.run.summary import errors_by_name, errors_text
@@ -299,4 +299,4 @@ def precondition(
 
 def main_console() -> Console:
     """Progress on stderr (stdout stays free for what scripts read)."""
-    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+    return make_console(stderr=True)
