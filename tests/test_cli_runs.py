@@ -51,7 +51,9 @@ def test_no_results_directory_is_a_friendly_message(tmp_path):
 def test_table_and_json(tmp_path):
     root = tmp_path / "results"
     w = store_one_run(root)
-    table = CliRunner().invoke(app, ["runs", "--results", str(root)], env={"COLUMNS": "250"})
+    table = CliRunner().invoke(
+        app, ["runs", "--results", str(root)], env={"TILEMARK_COLUMNS": "250"}
+    )
     assert table.exit_code == 0, table.output
     assert w.run_id in table.output and "complete" in table.output and "psync" in table.output
 
@@ -70,7 +72,7 @@ def test_narrow_terminal_keeps_ids_whole_shows_kinds_and_names_the_run_directory
     from tilemark.store.rundir import write_json_atomic
 
     write_json_atomic(killed.path / "run.json", killed.doc)
-    out = CliRunner().invoke(app, ["runs", "--results", str(root)], env={"COLUMNS": "80"})
+    out = CliRunner().invoke(app, ["runs", "--results", str(root)], env={"TILEMARK_COLUMNS": "80"})
     assert out.exit_code == 0, out.output
     assert all(w.run_id in out.output for w in runs) and "…" not in out.output
     assert f"run directories: {root.resolve()}/<id>" in out.output
@@ -184,11 +186,11 @@ def test_studies_lists_studies_with_steps_and_result(tmp_path, capsys):
     broken.mkdir()
     (broken / "study.json").write_text("{")
     (root / steps[2]).rename(root / ".gone")  # a step whose run was deleted by hand
-    os.environ["COLUMNS"] = "80"
+    os.environ["TILEMARK_COLUMNS"] = "80"
     try:
         status, out, err = cli(capsys, "studies", "--results", str(root))
     finally:
-        del os.environ["COLUMNS"]
+        del os.environ["TILEMARK_COLUMNS"]
     assert status == 0, err
     lines = out.splitlines()
     newest = next(line for line in lines if line.startswith("20261123-100000-bbbb"))

@@ -120,14 +120,14 @@ def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path):
         [tilemark_exe(), "studies", "--results", str(tmp_path / "results")],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "80"},
+        env={**os.environ, "TILEMARK_COLUMNS": "80"},
     )
     assert "before" in listed.stdout and doc["verdict"] in listed.stdout
     runs = subprocess.run(
         [tilemark_exe(), "runs", "--results", str(tmp_path / "results")],
         capture_output=True,
         text=True,
-        env={**os.environ, "COLUMNS": "80"},
+        env={**os.environ, "TILEMARK_COLUMNS": "80"},
     )
     lines = runs.stdout.splitlines()
     assert max(len(line) for line in lines if not line.startswith("run directories")) <= 80

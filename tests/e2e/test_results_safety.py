@@ -35,7 +35,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "COLUMNS": "80"}
+    return {**os.environ, "TILEMARK_COLUMNS": "80"}
 
 
 def start_run(target: Path, results: Path, *extra: str) -> subprocess.Popen:

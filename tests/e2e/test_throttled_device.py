@@ -11,8 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .engine_helpers import MiB, hist
 from .rigs import loop_device, throttled_cgroup
+
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 
 CAPACITY_IOPS = 200
 RUNNER = """
@@ -21,8 +25,6 @@ cg, plan = sys.argv[1], json.loads(sys.argv[2])
 with open(cg + "/cgroup.procs", "w") as f:
     f.write("0")  # this process joins the throttled group
 from tilemark import engine
-
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 h = engine.start(plan)
 snaps = []
 while not h.wait(0.2):
