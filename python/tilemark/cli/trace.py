@@ -13,3 +13,7 @@ trace_app = typer.Typer(
     help="Capture, import and look at block traces of real applications (docs/traces.md).",
     no_args_is_help=True,
 )
+
+from tilemark.cli.trace_import import trace_import  # noqa: E402
+
+trace_app.command("import", no_args_is_help=True)(trace_import)
