@@ -10,6 +10,7 @@ The importer sorts, shifts times to the first issue and drops `_pos`.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,31 @@ class Reader:
 def open_stream(path: Path) -> pa.NativeFile:
     """The file as a byte stream, decompressed when its name says so (.gz, .bz2, .zst, .lz4)."""
     return pa.input_stream(str(path), compression="detect")
+
+
+class CountingStream(io.RawIOBase):
+    """A byte stream that counts what was read from it (compressed streams cannot tell)."""
+
+    def __init__(self, stream: pa.NativeFile):
+        self.stream = stream
+        self.count = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read() if size is None or size < 0 else self.stream.read(size)
+        self.count += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.stream.close()
+        super().close()
 
 
 def _as_strings(data: bytes, display: str, first_line: int) -> pa.StringArray:

@@ -68,6 +68,8 @@ def detect(lines: list[str]) -> bool:
     and there is at least one event."""
     events = 0
     for line in lines:
+        if not line.strip():
+            continue
         if _EVENT.match(line + " "):
             events += 1
         elif _SUMMARY_START.match(line):

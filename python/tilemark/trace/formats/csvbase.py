@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tilemark.errors import UsageError
-from tilemark.trace.formats.base import BadRow, Reader, open_stream, raw_batch
+from tilemark.trace.formats.base import BadRow, CountingStream, Reader, open_stream, raw_batch
 
 CSV_BLOCK_BYTES = 16 << 20
 INT = "int"  # a whole number >= 0
@@ -118,7 +118,7 @@ class CsvReader(Reader):
         )
         parse = pcsv.ParseOptions(delimiter=",", quote_char=False)
         position = 0
-        stream = open_stream(self.path)
+        stream = CountingStream(open_stream(self.path))
         try:
             try:
                 csv = pcsv.open_csv(
@@ -137,7 +137,7 @@ class CsvReader(Reader):
             except pa.ArrowInvalid as e:
                 self._locate_bad_line(str(e))
         finally:
-            self.bytes_read = stream.tell()
+            self.bytes_read = stream.count
             stream.close()
 
     def _convert(self, table: pa.RecordBatch, position: int) -> pa.RecordBatch | None:
