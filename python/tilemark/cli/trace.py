@@ -17,3 +17,6 @@ trace_app = typer.Typer(
 from tilemark.cli.trace_import import trace_import  # noqa: E402
 
 trace_app.command("import", no_args_is_help=True)(trace_import)
+from tilemark.cli.trace_show import trace_show  # noqa: E402
+
+trace_app.command("show", no_args_is_help=True)(trace_show)
