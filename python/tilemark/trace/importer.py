@@ -21,9 +21,11 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -98,6 +100,7 @@ def import_trace(
     if reorder_rows < 1:
         raise UsageError(f"--reorder-window must be at least 1 row, got {reorder_rows}.")
     reader: Reader = module.reader(src, display)
+    reader.window_rows = reorder_rows
     meta = TraceMeta(source=f"import:{name}", device=device, source_file=str(src.resolve()))
     with _private_dir(out) as work:
         written = _write(reader, work / "trace.parquet", meta, device, reorder_rows, progress)
@@ -213,37 +216,57 @@ def _write(
 ) -> _Written:
     written = _Written(devices=set(), kept_devices=set())
     reorder = _Reorder(reader, reorder_rows)
-    t0: int | None = None
-    last = 0
-    with TraceWriter(path, meta) as writer:
+    with TraceWriter(path, meta) as writer, _Behind(writer) as behind:
         try:
             for raw in reader.batches():
                 written.devices.update(pc.unique(raw.column("device")).to_pylist())
                 if device is not None:
                     raw = raw.filter(pc.equal(raw.column("device"), device))
                 for ordered in reorder.push(raw):
-                    t0 = _first_issue(ordered) if t0 is None else t0
-                    last = _write_rows(writer, ordered, t0, written)
+                    _write_rows(behind, ordered, reorder.t0, written)
                 if progress is not None:
                     progress(reader.bytes_read)
             for ordered in reorder.finish():
-                t0 = _first_issue(ordered) if t0 is None else t0
-                last = _write_rows(writer, ordered, t0, written)
+                _write_rows(behind, ordered, reorder.t0, written)
+            behind.wait()
         except OSError as e:
             raise UsageError(f"{reader.display} cannot be read: {e.strerror or e}.") from None
-        written.duration_ns = last
         if written.rows == 0:
             return written  # raising here removes the partial file; the caller explains
-        _fill_meta(meta, reader, t0, device, written)
+        _fill_meta(meta, reader, reorder.t0, device, written)
     return written
 
 
-def _first_issue(b: pa.RecordBatch) -> int:
-    return b.column("issue_ns")[0].as_py()
+class _Behind:
+    """Writes batches on a thread while the next ones are parsed (Parquet encoding and
+    compression release the GIL); one batch in flight at a time, so memory stays bounded."""
+
+    def __init__(self, writer: TraceWriter):
+        self.writer = writer
+        self.pending: Future[None] | None = None
+
+    def __enter__(self) -> _Behind:
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-writer")
+        return self
+
+    def write(self, b: pa.RecordBatch) -> None:
+        self.wait()
+        self.pending = self.pool.submit(self.writer.write, b)
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            pending.result()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.wait()
+        finally:
+            self.pool.shutdown(wait=True)
 
 
-def _write_rows(writer: TraceWriter, b: pa.RecordBatch, t0: int, written: _Written) -> int:
-    """Write rows with times from the first issue; returns the last issue time written."""
+def _write_rows(writer: _Behind, b: pa.RecordBatch, t0: int | None, written: _Written) -> None:
+    """Write rows with times from the first issue (t0)."""
     issue = pc.subtract(b.column("issue_ns"), t0)
     complete = pc.subtract(b.column("complete_ns"), t0)
     op = b.column("op")
@@ -256,7 +279,7 @@ def _write_rows(writer: TraceWriter, b: pa.RecordBatch, t0: int, written: _Writt
     writer.write(pa.RecordBatch.from_arrays(arrays, schema=TRACE_SCHEMA))
     written.rows += b.num_rows
     written.kept_devices.update(pc.unique(b.column("device")).to_pylist())
-    return issue[-1].as_py()
+    written.duration_ns = issue[-1].as_py()
 
 
 class _Reorder:
@@ -288,9 +311,13 @@ class _Reorder:
             yield from self._release(self.held_rows)
 
     def _release(self, rows: int) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(self.held).combine_chunks()
-        order = pc.sort_indices(table, sort_keys=[("issue_ns", "ascending"), (POS, "ascending")])
-        table = table.take(order)
+        table = pa.Table.from_batches(self.held)
+        if not _in_order(table):
+            table = table.combine_chunks()
+            order = pc.sort_indices(
+                table, sort_keys=[("issue_ns", "ascending"), (POS, "ascending")]
+            )
+            table = table.take(order)
         out, rest = table.slice(0, rows), table.slice(rows)
         self.held = rest.to_batches()
         self.held_rows = rest.num_rows
@@ -310,6 +337,14 @@ class _Reorder:
             f"more than the reorder window ({self.window:,} rows) out of time order; sort the "
             "file by time or pass a larger --reorder-window",
         )
+
+
+def _in_order(table: pa.Table) -> bool:
+    """Rows already sorted by (issue time, position): most sources are, and need no copy."""
+    issue = table.column("issue_ns").to_numpy()
+    pos = table.column(POS).to_numpy()
+    step, pos_step = np.diff(issue), np.diff(pos)
+    return bool(np.all((step > 0) | ((step == 0) & (pos_step >= 0))))
 
 
 # -- what the trace says about itself --------------------------------------------------------

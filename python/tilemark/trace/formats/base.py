@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from tilemark.errors import UsageError
-from tilemark.trace.schema import COLUMNS, TRACE_SCHEMA, batch
+from tilemark.trace.schema import COLUMNS, FLAGS, TRACE_SCHEMA, batch
 
 POS = "_pos"
 RAW_SCHEMA = TRACE_SCHEMA.append(pa.field(POS, pa.int64()))
@@ -64,10 +64,24 @@ class ParseReport:
 
 
 def raw_batch(columns: dict[str, Any], pos: Any) -> pa.RecordBatch:
-    """A RAW_SCHEMA batch from trace columns (as schema.batch takes them) and positions."""
-    b = batch(columns)
+    """A RAW_SCHEMA batch from trace columns (arrays or lists; missing columns null, missing
+    flags false) and positions. Like schema.batch, without building Python lists."""
     pos_array = pos if isinstance(pos, pa.Array) else pa.array(pos, pa.int64())
-    return pa.RecordBatch.from_arrays([*b.columns, pos_array], schema=RAW_SCHEMA)
+    n = len(pos_array)
+    arrays = []
+    for f in TRACE_SCHEMA:
+        values = columns.get(f.name)
+        if values is None:
+            arrays.append(pa.array(np.zeros(n, bool)) if f.name in FLAGS else pa.nulls(n, f.type))
+        elif isinstance(values, pa.Array | pa.ChunkedArray):
+            if isinstance(values, pa.ChunkedArray):
+                values = values.combine_chunks()
+            if f.name == "op" and values.type != f.type:
+                values = values.dictionary_encode().cast(f.type)
+            arrays.append(values.cast(f.type) if values.type != f.type else values)
+        else:
+            arrays.append(batch({f.name: values}).column(f.name))
+    return pa.RecordBatch.from_arrays([*arrays, pos_array], schema=RAW_SCHEMA)
 
 
 def empty_raw() -> pa.RecordBatch:
@@ -85,6 +99,9 @@ class Reader:
     def __init__(self, path: Path, display: str):
         self.path = path
         self.display = display
+        # Rows the importer can sort back into order; a reader that emits rows late (blkparse
+        # waiting for completions) keeps them within this.
+        self.window_rows = 128 * 1024
         self.report = ParseReport()
         self.bytes_read = 0
 

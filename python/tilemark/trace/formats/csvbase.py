@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tilemark.errors import UsageError
 from tilemark.trace.formats.base import BadRow, CountingStream, Reader, open_stream, raw_batch
 
-CSV_BLOCK_BYTES = 16 << 20
+CSV_BLOCK_BYTES = 1 << 20  # a batch of ~20k rows; larger blocks only cost memory
 INT = "int"  # a whole number >= 0
 TEXT = "text"
 
@@ -96,6 +96,16 @@ class CsvReader(Reader):
         super().__init__(path, display)
         self.spec = spec
         self.header_lines = 0
+        self._stream: CountingStream | None = None
+
+    @property
+    def bytes_read(self) -> int:  # type: ignore[override]
+        """Bytes of text read so far (after decompression)."""
+        return self._stream.count if self._stream is not None else 0
+
+    @bytes_read.setter
+    def bytes_read(self, _value: int) -> None:
+        pass  # counted by the stream
 
     def _has_header(self) -> bool:
         with open_stream(self.path) as stream:
@@ -118,7 +128,7 @@ class CsvReader(Reader):
         )
         parse = pcsv.ParseOptions(delimiter=",", quote_char=False)
         position = 0
-        stream = CountingStream(open_stream(self.path))
+        stream = self._stream = CountingStream(open_stream(self.path))
         try:
             try:
                 csv = pcsv.open_csv(
@@ -137,7 +147,6 @@ class CsvReader(Reader):
             except pa.ArrowInvalid as e:
                 self._locate_bad_line(str(e))
         finally:
-            self.bytes_read = stream.count
             stream.close()
 
     def _convert(self, table: pa.RecordBatch, position: int) -> pa.RecordBatch | None:
