@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 from tilemark.cli import main
 from tilemark.errors import UsageError
 from tilemark.trace import formats
-from tilemark.trace.formats import csvbase
+from tilemark.trace.formats import base, csvbase
 from tilemark.trace.importer import import_trace
 from tilemark.trace.schema import TraceMeta, TraceWriter, open_trace
 from trace_render import render
@@ -199,8 +200,8 @@ def test_blkparse_requests_from_issue_and_completion(tmp_path, capsys):
 def test_blkparse_device_filter(tmp_path, capsys):
     src = tmp_path / "sdb.txt"
     src.write_text(blkparse_sample())
-    status, _, err = cli(
-        capsys, "trace", "import", str(src), "-o", str(tmp_path / "t.pq"), "--device", "8:32"
+    status, _, err = cli(  # as blkparse prints it; the trace says 8:32
+        capsys, "trace", "import", str(src), "-o", str(tmp_path / "t.pq"), "--device", "8,32"
     )
     assert status == 0, err
     rows = rows_of(tmp_path / "t.pq")
@@ -422,6 +423,18 @@ def random_rows(fmt: str, n: int = 300, seed: int = 7) -> list[dict]:
 
 @pytest.mark.parametrize("fmt", ["blkparse", "iolog2", "iolog3", "msr", "alibaba", "tencent"])
 def test_every_format_round_trips_to_the_same_trace(tmp_path, fmt):
+    round_trip(tmp_path, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["blkparse", "iolog3", "msr"])
+def test_round_trips_across_many_small_blocks(tmp_path, fmt, monkeypatch):
+    # Requests whose Q, D and C fall in different blocks; CSV batches of a few rows.
+    monkeypatch.setattr(base, "BLOCK_BYTES", 700)
+    monkeypatch.setattr(csvbase, "CSV_BLOCK_BYTES", 700)
+    round_trip(tmp_path, fmt)
+
+
+def round_trip(tmp_path, fmt: str) -> None:
     original = tmp_path / "original.pq"
     with TraceWriter(original, TraceMeta(source="synthetic")) as w:
         w.write({k: [r[k] for r in random_rows(fmt)] for k in row()})
@@ -432,6 +445,53 @@ def test_every_format_round_trips_to_the_same_trace(tmp_path, fmt):
     result = import_trace(text, None, tmp_path / "imported.pq")  # detected
     assert result.format == fmt.rstrip("23")
     assert rows_of(tmp_path / "imported.pq") == rows
+
+
+def test_a_completion_too_late_for_the_window_is_given_up_and_counted(tmp_path, monkeypatch):
+    # The first request completes after ten others were issued and completed; blocks of a
+    # few lines, so that the pairing carries it from block to block.
+    monkeypatch.setattr(base, "BLOCK_BYTES", 400)
+    rows = [
+        row(
+            issue_ns=0,
+            complete_ns=50_000,
+            latency_ns=50_000,
+            op="read",
+            offset=0,
+            size=4096,
+            pid=1,
+            comm="slow",
+            device="8:16",
+        )
+    ]
+    for i in range(1, 11):
+        t = i * 1000
+        rows.append(
+            row(
+                issue_ns=t,
+                complete_ns=t + 500,
+                latency_ns=500,
+                op="write",
+                offset=i << 20,
+                size=4096,
+                pid=2,
+                comm="fast",
+                device="8:16",
+            )
+        )
+    src = tmp_path / "t.txt"
+    with open(src, "w") as f:
+        render(rows, "blkparse", f)
+    import_trace(src, None, tmp_path / "wide.pq")
+    assert rows_of(tmp_path / "wide.pq") == rows
+    # A window of 4 rows keeps at most 2 requests waiting for their completion.
+    result = import_trace(src, None, tmp_path / "narrow.pq", reorder_rows=4)
+    got = rows_of(tmp_path / "narrow.pq")
+    assert got[0] == {**rows[0], "complete_ns": None, "latency_ns": None}
+    assert got[1:] == rows[1:]
+    skipped = {s.reason: s.count for s in result.skipped}
+    assert skipped["issues without a completion (D without C; kept, latency unknown)"] == 1
+    assert skipped["completions without an issue (C without D)"] == 1
 
 
 def test_detection_of_each_format():
@@ -581,6 +641,9 @@ def test_empty_and_unreadable_sources(tmp_path, capsys):
     )
     assert_refused(capsys, tmp_path, [str(tmp_path / "missing.csv"), "-o", out], "does not exist")
     assert_refused(capsys, tmp_path, [str(tmp_path), "-o", out], "is a directory")
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)  # read once only: refused before anything reads it
+    assert_refused(capsys, tmp_path, [str(pipe), "-o", out], "is not a regular file")
 
 
 def test_device_filter_names_the_devices_when_none_match(tmp_path, capsys):

@@ -3,7 +3,10 @@ tilemark trace file (tilemark.trace.importer does the work; docs/traces.md the f
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -51,9 +54,16 @@ def trace_import(
     CSV) into a tilemark trace file, sorted by issue time."""
     from tilemark.trace.importer import import_trace
 
-    result = import_trace(
-        source, fmt, output, device=device, force=force, reorder_rows=reorder_window
-    )
+    with _progress(source) as tick:
+        result = import_trace(
+            source,
+            fmt,
+            output,
+            device=device,
+            force=force,
+            reorder_rows=reorder_window,
+            progress=tick,
+        )
     if json_out:
         doc = asdict(result)
         doc.update(source=str(result.source), out=str(result.out))
@@ -62,6 +72,31 @@ def trace_import(
         return
     for line in result_lines(result):
         typer.echo(line)
+
+
+@contextlib.contextmanager
+def _progress(source: Path) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar of the text read, on a terminal's stderr (large traces take minutes)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+    compressed = source.suffix in (".gz", ".bz2", ".zst", ".lz4")
+    try:
+        total = None if compressed else source.stat().st_size
+    except OSError:
+        total = None
+    columns = [BarColumn(), DownloadColumn(binary_units=False), TimeRemainingColumn()]
+    with Progress(*columns, transient=True, console=_stderr_console()) as bar:
+        task = bar.add_task("import", total=total)
+        yield lambda done: bar.update(task, completed=done)
+
+
+def _stderr_console():
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 def result_lines(r: ImportResult) -> list[str]:

@@ -96,6 +96,8 @@ def import_trace(
     file_bytes = _check_source(src)
     name = _format_of(src, fmt)
     module = formats.FORMATS[name]
+    if device is not None and name == "blkparse":
+        device = device.replace(",", ":")  # blkparse prints 8,16; the trace says 8:16
     _check_output(src, out, force)
     if reorder_rows < 1:
         raise UsageError(f"--reorder-window must be at least 1 row, got {reorder_rows}.")
@@ -135,6 +137,12 @@ def _check_source(src: Path) -> int:
         raise UsageError(f"{src} cannot be read: {e.strerror}.") from None
     if stat.S_ISDIR(st.st_mode):
         raise UsageError(f"{src} is a directory; name the trace file in it.")
+    if not stat.S_ISREG(st.st_mode):
+        # A pipe could be read only once, and detection reads the first lines before parsing.
+        raise UsageError(
+            f"{src} is not a regular file (a pipe?); save the trace to a file first (.gz, "
+            ".bz2, .zst and .lz4 files are read as they are)."
+        )
     if not os.access(src, os.R_OK):
         raise UsageError(f"{src} cannot be read: permission denied.")
     if stat.S_ISREG(st.st_mode) and st.st_size == 0:

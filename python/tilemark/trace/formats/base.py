@@ -164,16 +164,14 @@ def _as_strings(data: bytes, display: str, first_line: int) -> pa.StringArray:
     return lines
 
 
-def line_blocks(
-    reader: Reader, block_bytes: int = BLOCK_BYTES
-) -> Iterator[tuple[int, pa.StringArray]]:
+def line_blocks(reader: Reader) -> Iterator[tuple[int, pa.StringArray]]:
     """(number of the first line, lines) for each block of the file; lines keep their
     newline. Counts the bytes read on `reader.bytes_read`."""
     first_line = 1
     carry = b""
     with open_stream(reader.path) as stream:
         while True:
-            chunk = stream.read(block_bytes)
+            chunk = stream.read(BLOCK_BYTES)
             reader.bytes_read += len(chunk)
             if not chunk:
                 break
