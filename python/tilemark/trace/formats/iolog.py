@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tilemark.trace.formats.base import BadRow, Reader, line_blocks, raw_batch
+from tilemark.trace.schema import OPS
 
 NAME = "iolog"
 TITLE = "fio iolog v2/v3"
@@ -54,6 +55,13 @@ VERSION_NOTES = {
     3: "fio iolog v3 timestamps are microseconds since the job started.",
 }
 NOTES = ()
+_ACTION_NAMES = ["read", "write", "trim", "sync", "datasync", "wait"]
+_IO_ACTIONS = pa.array(_ACTION_NAMES)
+_WAIT = _ACTION_NAMES.index("wait")
+_OP_OF_ACTION = np.array(
+    [OPS.index(o) for o in ("read", "write", "discard", "flush", "flush")] + [-1], np.int8
+)
+_OPS = pa.array(OPS, pa.string())
 SYNC_NOTE = "fio sync and datasync lines (fsync/fdatasync of the file) became flushes."
 _DIGITS = r"^[0-9]+$"
 
@@ -106,87 +114,97 @@ class IologReader(Reader):
         if len(lines) == 0:
             return None
         v3 = self.version == 3
+        base = 1 if v3 else 0  # v3 lines start with the timestamp
+        io_fields, file_fields = (5, 3) if v3 else (4, 2)
         texts = pc.utf8_trim_whitespace(lines)
         tokens = pc.utf8_split_whitespace(texts)
         counts = pc.list_value_length(tokens).to_numpy(zero_copy_only=False)
         blank = pc.equal(texts, "").to_numpy(zero_copy_only=False)
-        fields = pc.list_slice(tokens, 0, 5, return_fixed_size_list=True)
-        f = [pc.list_element(fields, k) for k in range(5)]
-        base = 1 if v3 else 0
-        name, action = f[base], f[base + 1]
-        is_io = pc.is_in(action, pa.array(list(IO_ACTIONS) + ["wait"])).to_numpy(
-            zero_copy_only=False
-        )
-        is_file = pc.is_in(action, pa.array(FILE_ACTIONS)).to_numpy(zero_copy_only=False)
-        io_fields, file_fields = (5, 3) if v3 else (4, 2)
-        ok = blank | (is_io & (counts == io_fields)) | (is_file & (counts == file_fields))
-        for column in (f[base + 2], f[base + 3]):
-            digits = pc.fill_null(pc.match_substring_regex(column, _DIGITS), True)
-            ok &= digits.to_numpy(zero_copy_only=False) | blank | is_file
-        if v3:
-            ok &= (
-                pc.fill_null(pc.match_substring_regex(f[0], _DIGITS), False).to_numpy(
-                    zero_copy_only=False
-                )
-                | blank
-            )
-        if not ok.all():
-            bad = int(np.flatnonzero(~ok)[0])
-            raise BadRow(self.display, first_line + bad, self._why(texts[bad].as_py()))
+        is_io = (counts == io_fields) & ~blank
+        is_file = (counts == file_fields) & ~blank
         lines_no = np.arange(first_line, first_line + len(lines), dtype=np.int64)
-        files = int(is_file.sum())
-        if files:
-            first_file = int(lines_no[is_file][0])
-            self.report.skip("fio file actions (add, open, close)", first_file, files)
-        keep = is_io & ~blank
+        wrong = ~(is_io | is_file | blank)
+        if wrong.any():
+            self._bad(texts, lines_no, wrong)
+        if is_file.any():
+            self._file_actions(texts, tokens, lines_no, is_file, base)
+        if not is_io.any():
+            return None
+        io = pc.filter(tokens, pa.array(is_io))
+        rows = lines_no[is_io]
+        f = [pc.list_element(io, k) for k in range(io_fields)]
+        name = f[base]
+        codes = pc.index_in(f[base + 1], _IO_ACTIONS)
+        if codes.null_count:
+            unknown = pc.is_null(codes).to_numpy(zero_copy_only=False)
+            self._bad(pc.filter(texts, pa.array(is_io)), rows, unknown)
+        code = codes.to_numpy(zero_copy_only=False)
+        numbers = [f[base + 2], f[base + 3]] + ([f[0]] if v3 else [])
+        offset, length, *stamp = (self._whole(c, texts, rows, is_io) for c in numbers)
+        keep = np.ones(len(rows), bool)
         if v3:
-            waits = keep & pc.equal(action, "wait").to_numpy(zero_copy_only=False)
+            waits = code == _WAIT
             if waits.any():
                 # fio ignores wait lines in version 3 (timestamps replace them).
-                self.report.skip(
-                    "fio v3 wait lines (fio ignores them)",
-                    int(lines_no[waits][0]),
-                    int(waits.sum()),
-                )
+                self.report.skip("fio v3 wait lines (fio ignores them)",
+                                 int(rows[waits][0]), int(waits.sum()))  # fmt: skip
                 keep &= ~waits
-        index = pa.array(np.flatnonzero(keep))
-        act = pc.take(action, index)
-        offset = pc.cast(pc.take(f[base + 2], index), pa.int64())
-        length = pc.cast(pc.take(f[base + 3], index), pa.int64())
-        if v3:
-            issue = pc.multiply_checked(pc.cast(pc.take(f[0], index), pa.int64()), 1000)
+            issue = stamp[0] * 1000
         else:
-            issue, keep_io = self._v2_times(act, offset)
-            act, offset, length, index = (
-                pc.filter(x, keep_io) for x in (act, offset, length, index)
-            )
-        op = pc.take(
-            pa.array(["read", "write", "discard", "flush", "flush"]),
-            pc.index_in(act, pa.array(["read", "write", "trim", "sync", "datasync"])),
-        )
-        flush = pc.equal(op, "flush")
-        if pc.any(flush).as_py():
+            issue, keep = self._v2_times(code, offset)
+        code, offset, length, issue, rows = (x[keep] for x in (code, offset, length, issue, rows))
+        op = _OP_OF_ACTION[code]
+        flush = op == OPS.index("flush")
+        if flush.any():
             self.report.note(SYNC_NOTE)
-            offset = pc.if_else(flush, 0, offset)
-            length = pc.if_else(flush, 0, length)
-        device = pc.take(name, index)
-        out = raw_batch(
-            {"issue_ns": issue, "op": op, "offset": offset, "size": length, "device": device},
-            pc.take(pa.array(lines_no), index),
+            offset = np.where(flush, 0, offset)
+            length = np.where(flush, 0, length)
+        device = pc.filter(name, pa.array(keep)) if not keep.all() else name
+        return raw_batch(
+            {
+                "issue_ns": pa.array(issue),
+                "op": pa.DictionaryArray.from_arrays(pa.array(op), _OPS),
+                "offset": pa.array(offset),
+                "size": pa.array(length),
+                "device": device,
+            },
+            pa.array(rows),
         )
-        return out
 
-    def _v2_times(self, act: pa.Array, value: pa.Array) -> tuple[pa.Array, pa.Array]:
+    def _file_actions(self, texts, tokens, lines_no, is_file, base: int) -> None:
+        files = pc.filter(tokens, pa.array(is_file))
+        action = pc.list_element(files, base + 1)
+        known = pc.is_in(action, pa.array(FILE_ACTIONS)).to_numpy(zero_copy_only=False)
+        rows = lines_no[is_file]
+        if not known.all():
+            self._bad(pc.filter(texts, pa.array(is_file)), rows, ~known)
+        if base:
+            self._whole(pc.list_element(files, 0), texts, rows, is_file)
+        self.report.skip("fio file actions (add, open, close)", int(rows[0]), len(rows))
+
+    def _whole(self, column: pa.Array, texts, rows: np.ndarray, selected: np.ndarray):
+        """A column of whole numbers >= 0 as int64 (BadRow naming the first line that is not)."""
+        try:
+            values = pc.cast(column, pa.int64()).to_numpy()
+        except pa.ArrowInvalid:
+            values = None
+        if values is None or (len(values) and values.min() < 0):
+            digits = pc.match_substring_regex(column, _DIGITS).to_numpy(zero_copy_only=False)
+            self._bad(pc.filter(texts, pa.array(selected)), rows, ~digits)
+        return values
+
+    def _bad(self, texts: pa.Array, rows: np.ndarray, wrong: np.ndarray) -> None:
+        i = int(np.flatnonzero(wrong)[0])
+        raise BadRow(self.display, int(rows[i]), self._why(texts[i].as_py()))
+
+    def _v2_times(self, code: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Issue times of v2 rows (ns) and which rows are requests (waits are not)."""
-        is_wait = pc.equal(act, "wait").to_numpy(zero_copy_only=False)
-        waits = np.where(is_wait, value.to_numpy(zero_copy_only=False), -1)
+        is_wait = code == _WAIT
+        waits = np.where(is_wait, value, -1)
         # The time in force at a row: the largest wait so far (fio waits until then).
         clock = np.maximum.accumulate(np.concatenate([[self.clock_ms], waits]))
         self.clock_ms = int(clock[-1])
-        before = clock[:-1]  # the clock when each row is read
-        issue = pa.array(np.multiply(before, 1_000_000, dtype=np.int64))
-        requests = pa.array(~is_wait)
-        return pc.filter(issue, requests), requests
+        return clock[:-1] * 1_000_000, ~is_wait
 
     def _why(self, text: str) -> str:
         fields = text.split()
