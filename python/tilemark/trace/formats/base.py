@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from tilemark.errors import UsageError
-from tilemark.trace.schema import COLUMNS, FLAGS, TRACE_SCHEMA, batch
+from tilemark.trace.schema import FLAGS, TRACE_SCHEMA, batch
 
 POS = "_pos"
 RAW_SCHEMA = TRACE_SCHEMA.append(pa.field(POS, pa.int64()))
@@ -82,15 +82,6 @@ def raw_batch(columns: dict[str, Any], pos: Any) -> pa.RecordBatch:
         else:
             arrays.append(batch({f.name: values}).column(f.name))
     return pa.RecordBatch.from_arrays([*arrays, pos_array], schema=RAW_SCHEMA)
-
-
-def empty_raw() -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in RAW_SCHEMA], schema=RAW_SCHEMA)
-
-
-def trace_columns(b: pa.RecordBatch) -> list[pa.Array]:
-    """The trace columns of a raw batch (without `_pos`)."""
-    return [b.column(name) for name in COLUMNS]
 
 
 class Reader:
