@@ -101,9 +101,11 @@ def _stderr_console():
 
 def result_lines(r: ImportResult) -> list[str]:
     """What an import did, in a few lines."""
+    from tilemark.trace.summary import duration_text
+
     devices = f"{r.devices:,} device" + ("s" if r.devices != 1 else "")
     lines = [
-        f"{r.out}: {r.rows:,} requests of {devices} over {r.duration_s:,.3f} s "
+        f"{r.out}: {r.rows:,} requests of {devices} over {duration_text(r.duration_s)} "
         f"(from {r.source} as {r.format})",
         f"read {r.bytes_read / 1e6:,.1f} MB in {r.seconds:.2f} s: {r.mb_per_s:,.1f} MB/s, "
         f"{r.rows_per_s:,.0f} requests/s",

@@ -54,6 +54,7 @@ def summary_table(s: TraceSummary) -> Table:
     from rich.table import Table
 
     from tilemark.trace.schema import FLAGS
+    from tilemark.trace.summary import duration_text
     from tilemark.units import format_size
 
     def pct(x: float | None) -> str:
@@ -78,7 +79,7 @@ def summary_table(s: TraceSummary) -> Table:
     t.add_row("read share", f"{pct(s.read_share)} of reads + writes")
     iops = "-" if s.iops_mean is None else f"{s.iops_mean:,.1f}"
     t.add_row("IOPS", f"{iops} mean, {s.iops_peak:,} in the busiest second")
-    t.add_row("duration", f"{s.duration_s:,.3f} s")
+    t.add_row("duration", duration_text(s.duration_s))
     sizes = ", ".join(f"{format_size(size)} {s.share(n):.1%}" for size, n in s.sizes)
     t.add_row("sizes", f"{sizes} ({s.size_count:,} distinct)")
     t.add_row("flags", ", ".join(f"{f} {s.share(s.flags.get(f, 0)):.1%}" for f in FLAGS))

@@ -29,6 +29,7 @@ from tilemark.trace.summary import (
     SummaryScan,
     TraceSummary,
     add_to_histogram,
+    duration_text,
     op_codes,
 )
 from tilemark.units import format_size
@@ -276,7 +277,7 @@ def trace_report(trace: Trace, s: TraceSummary, c: ChartScan):
         ("MB written", f"{s.bytes_written / 1e6:,.1f}"),
         ("read share", "-" if s.read_share is None else f"{s.read_share:.1%}"),
         ("IOPS mean / peak", f"{iops} / {s.iops_peak:,}"),
-        ("duration", f"{s.duration_s:,.3f} s"),
+        ("duration", duration_text(s.duration_s)),
     ]
     tested = [("trace", str(trace.path)), ("source", s.source)]
     if s.source_file:
@@ -291,7 +292,7 @@ def trace_report(trace: Trace, s: TraceSummary, c: ChartScan):
     if s.events_lost:
         notes.insert(0, f"{s.events_lost:,} events were lost while tracing.")
     headline = (
-        f"{s.ios:,} IOs over {s.duration_s:,.3f} s: "
+        f"{s.ios:,} IOs over {duration_text(s.duration_s)}: "
         f"{'-' if s.read_share is None else f'{s.read_share:.1%}'} reads, {iops} IOPS mean"
     )
     verdict = Verdict(headline=headline, status="info", facts=facts, tested=tested, notes=notes)

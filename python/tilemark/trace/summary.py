@@ -253,6 +253,15 @@ def summarize(trace: Trace) -> TraceSummary:
     return scan.result(trace)
 
 
+def duration_text(seconds: float) -> str:
+    """12.345 s, 12.3 ms or 88.0 us: a trace may last microseconds or days."""
+    if seconds >= 1 or seconds == 0:
+        return f"{seconds:,.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
 def _pct(share: float | None) -> str:
     return "-" if share is None else f"{share:.1%}"
 
@@ -265,7 +274,7 @@ def summary_lines(s: TraceSummary) -> list[str]:
     """The summary as a few lines of text (what capture prints when it ends)."""
     iops = "-" if s.iops_mean is None else f"{s.iops_mean:,.1f}"
     lines = [
-        f"{s.ios:,} IOs in {s.duration_s:,.3f} s: {iops} IOPS mean, {s.iops_peak:,} in the "
+        f"{s.ios:,} IOs in {duration_text(s.duration_s)}: {iops} IOPS mean, {s.iops_peak:,} in the "
         "busiest second",
         f"reads {s.reads:,} ({_pct(s.read_share)} of reads+writes) {s.bytes_read / 1e6:,.1f} MB, "
         f"writes {s.writes:,} {s.bytes_written / 1e6:,.1f} MB, flushes {s.flushes:,}, "
