@@ -733,3 +733,8 @@ def test_unreadable_sources(tmp_path, capsys):
     assert_refused(
         capsys, tmp_path, [str(binary), "-o", out, "--format", "msr"], f"{binary} line 1:"
     )
+    endless = tmp_path / "endless.log"
+    endless.write_bytes(b"fio version 3 iolog\n" + b"x" * (3 << 20))  # a line without an end
+    assert_refused(
+        capsys, tmp_path, [str(endless), "-o", out], f"{endless} line 2: is longer than 1 MiB"
+    )

@@ -29,6 +29,14 @@ BLOCK_BYTES = 8 << 20
 # Rows per batch a parser yields.
 BATCH_ROWS = 64 * 1024
 SAMPLE_LINES = 32  # lines format detection looks at
+MAX_LINE_BYTES = 1 << 20
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """A value quoted for an error message, cut short (a bad row may be megabytes long)."""
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return repr(text)
 
 
 class BadRow(UsageError):
@@ -169,6 +177,9 @@ def line_blocks(reader: Reader) -> Iterator[tuple[int, pa.StringArray]]:
             data = carry + chunk
             cut = data.rfind(b"\n") + 1
             if cut == 0:
+                if len(data) > MAX_LINE_BYTES:  # memory stays bounded on a file of no lines
+                    too_long = f"is longer than {MAX_LINE_BYTES >> 20} MiB (not a text trace?)"
+                    raise BadRow(reader.display, first_line, too_long)
                 carry = data
                 continue
             carry = data[cut:]
@@ -176,6 +187,9 @@ def line_blocks(reader: Reader) -> Iterator[tuple[int, pa.StringArray]]:
             yield first_line, lines
             first_line += len(lines)
     if carry:
+        if len(carry) > MAX_LINE_BYTES:
+            too_long = f"is longer than {MAX_LINE_BYTES >> 20} MiB (not a text trace?)"
+            raise BadRow(reader.display, first_line, too_long)
         lines = _as_strings(carry + b"\n", reader.display, first_line)
         yield first_line, lines
 

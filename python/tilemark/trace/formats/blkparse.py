@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tilemark.trace.formats.base import RAW_SCHEMA, BadRow, Reader, line_blocks
+from tilemark.trace.formats.base import RAW_SCHEMA, BadRow, Reader, line_blocks, shown
 from tilemark.trace.formats.blkmatch import Events, Matcher, Requests
 from tilemark.trace.schema import OPS
 
@@ -209,7 +209,7 @@ class BlkparseReader(Reader):
                 if words[5] in ("D", "C", "Q"):
                     raise BadRow(self.display, line, f"its {words[5]} event has no RWBS and "
                                  "sector, process or error")  # fmt: skip
-                raise BadRow(self.display, line, f"{words[5]!r} is not a blkparse action")
+                raise BadRow(self.display, line, f"{shown(words[5])} is not a blkparse action")
             raise BadRow(self.display, line, "is not a blkparse event line")
 
     # -- the numbers of the D, C and Q events --------------------------------------------
@@ -247,8 +247,8 @@ class BlkparseReader(Reader):
         except ValueError as e:
             text = str(e)
             row = pc.index(column, text).as_py()
-            raise BadRow(self.display, int(line_no[row]),
-                         f"{text!r} is not an RWBS field (F?[RWDN]F?A?S?M?)") from None  # fmt: skip
+            why = f"{shown(text)} is not an RWBS field (F?[RWDN]F?A?S?M?)"
+            raise BadRow(self.display, int(line_no[row]), why) from None
 
     def _positions(self, line_no: np.ndarray, kind: np.ndarray, rest: pa.Array):
         """(sector, sectors, process-or-error) of each event from its text after the RWBS;
@@ -291,7 +291,7 @@ class BlkparseReader(Reader):
             # A C of a request without data prints its sector; a D or Q with a number and no
             # "+" is a SCSI passthrough command (its size in bytes).
             return (int(words[0]), 0, tail) if kind == C else (-1, 0, tail)
-        raise BadRow(self.display, line, f"{head.strip()!r} is not `sector + sectors`")
+        raise BadRow(self.display, line, f"{shown(head.strip())} is not `sector + sectors`")
 
     # -- rows ---------------------------------------------------------------------------
     def _rows(self, r: Requests) -> None:

@@ -17,7 +17,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tilemark.errors import UsageError
-from tilemark.trace.formats.base import BadRow, CountingStream, Reader, open_stream, raw_batch
+from tilemark.trace.formats.base import (
+    MAX_LINE_BYTES,
+    BadRow,
+    CountingStream,
+    Reader,
+    open_stream,
+    raw_batch,
+    shown,
+)
 
 CSV_BLOCK_BYTES = 1 << 20  # a batch of ~20k rows; larger blocks only cost memory
 INT = "int"  # a whole number >= 0
@@ -38,12 +46,14 @@ class Column:
         """Why one field is not allowed, or None."""
         if self.kind == INT:
             if not text.isascii() or not text.isdigit():
-                return f"{self.name} ({self.meaning}) must be a whole number >= 0, got {text!r}"
+                return (
+                    f"{self.name} ({self.meaning}) must be a whole number >= 0, got {shown(text)}"
+                )
             if int(text) > self.limit:
                 return f"{self.name} ({self.meaning}) {text} is too large (at most {self.limit})"
         elif self.kind != TEXT and text not in self.kind:
             allowed = " or ".join(self.kind)
-            return f"{self.name} must be {allowed}, got {text!r}"
+            return f"{self.name} must be {allowed}, got {shown(text)}"
         return None
 
 
@@ -208,6 +218,9 @@ def _lines(stream: pa.NativeFile) -> Iterator[bytes]:
         parts = (carry + chunk).split(b"\n")
         carry = parts.pop()
         yield from parts
+        if len(carry) > MAX_LINE_BYTES:  # no end of line: bad anyway, and memory stays bounded
+            yield carry
+            carry = b""
     if carry:
         yield carry
 

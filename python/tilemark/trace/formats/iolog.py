@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tilemark.trace.formats.base import BadRow, Reader, line_blocks, raw_batch
+from tilemark.trace.formats.base import BadRow, Reader, line_blocks, raw_batch, shown
 from tilemark.trace.schema import OPS
 
 NAME = "iolog"
@@ -210,14 +210,15 @@ class IologReader(Reader):
         fields = text.split()
         v3 = self.version == 3
         if v3 and not fields[0].isdigit():
-            return f"starts with {fields[0]!r}, not a timestamp (fio iolog v3 lines start with one)"
+            first = shown(fields[0])
+            return f"starts with {first}, not a timestamp (fio iolog v3 lines start with one)"
         action = fields[2 if v3 else 1] if len(fields) > (2 if v3 else 1) else ""
         if action in FILE_ACTIONS:
-            return f"the file action {action!r} takes no offset or length"
+            return f"the file action {shown(action)} takes no offset or length"
         if action not in IO_ACTIONS and action != "wait":
             known = ", ".join([*IO_ACTIONS, "wait", *FILE_ACTIONS])
-            return f"{action or text!r} is not a fio iolog action ({known})"
+            return f"{shown(action or text)} is not a fio iolog action ({known})"
         want = 5 if v3 else 4
         if len(fields) != want:
-            return f"the action {action!r} needs an offset and a length"
-        return f"the offset and length of {action!r} must be whole numbers >= 0"
+            return f"the action {shown(action)} needs an offset and a length"
+        return f"the offset and length of {shown(action)} must be whole numbers >= 0"
