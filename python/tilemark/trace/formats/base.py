@@ -102,10 +102,15 @@ class Reader:
         # waiting for completions) keeps them within this.
         self.window_rows = 128 * 1024
         self.report = ParseReport()
-        self.bytes_read = 0
+        self.text_bytes = 0  # read so far, after decompression (line_blocks counts them)
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         raise NotImplementedError
+
+    @property
+    def bytes_read(self) -> int:
+        """Bytes of text read so far (after decompression)."""
+        return self.text_bytes
 
     def line_of(self, pos: int) -> int:
         """The file line of a row's `_pos` (line numbers are positions for text formats)."""
@@ -165,13 +170,13 @@ def _as_strings(data: bytes, display: str, first_line: int) -> pa.StringArray:
 
 def line_blocks(reader: Reader) -> Iterator[tuple[int, pa.StringArray]]:
     """(number of the first line, lines) for each block of the file; lines keep their
-    newline. Counts the bytes read on `reader.bytes_read`."""
+    newline. Counts the bytes read on `reader.text_bytes`."""
     first_line = 1
     carry = b""
     with open_stream(reader.path) as stream:
         while True:
             chunk = stream.read(BLOCK_BYTES)
-            reader.bytes_read += len(chunk)
+            reader.text_bytes += len(chunk)
             if not chunk:
                 break
             data = carry + chunk

@@ -109,13 +109,9 @@ class CsvReader(Reader):
         self._stream: CountingStream | None = None
 
     @property
-    def bytes_read(self) -> int:  # type: ignore[override]
-        """Bytes of text read so far (after decompression)."""
+    def bytes_read(self) -> int:
+        """Bytes of text read so far (after decompression), as the stream counts them."""
         return self._stream.count if self._stream is not None else 0
-
-    @bytes_read.setter
-    def bytes_read(self, _value: int) -> None:
-        pass  # counted by the stream
 
     def _has_header(self) -> bool:
         with open_stream(self.path) as stream:
