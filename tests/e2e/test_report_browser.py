@@ -242,3 +242,18 @@ def check_report(browser, report: Path, kind: str, tmp_path: Path) -> None:
     page.screenshot(path=str(shot), full_page=True)
     print(f"screenshot: {shot}")
     page.close()
+
+
+def test_trace_report_renders_its_six_charts(browser, tmp_path):
+    """`tilemark trace show --html`: an imported blkparse trace's report in the browser."""
+    from test_trace_import import blkparse_sample
+
+    src = tmp_path / "sdb.txt"
+    src.write_text(blkparse_sample())
+    trace, report = tmp_path / "t.trace", tmp_path / "trace.html"
+    assert main(["trace", "import", str(src), "-o", str(trace)]) == 0
+    assert main(["trace", "show", str(trace), "--html", str(report)]) == 0
+    check_report(browser, report, "trace", tmp_path)
+    html = report.read_text()
+    for figure in ("throughput", "read-share", "outstanding", "sizes", "lba", "interarrival"):
+        assert f'id="chart-{figure}"' in html, figure

@@ -16,11 +16,17 @@ trace_app = typer.Typer(
 )
 
 
+
 @trace_app.callback()
 def _trace() -> None:
     """Capture, import and look at block traces of real applications (docs/traces.md)."""
 
 
-from tilemark.cli.trace_capture import trace_capture  # noqa: E402  (subcommands register below)
+# Subcommands register below; each imports only what its own work needs.
+from tilemark.cli.trace_capture import trace_capture  # noqa: E402
+from tilemark.cli.trace_import import trace_import  # noqa: E402
+from tilemark.cli.trace_show import trace_show  # noqa: E402
 
 trace_app.command("capture", no_args_is_help=True)(trace_capture)
+trace_app.command("import", no_args_is_help=True)(trace_import)
+trace_app.command("show", no_args_is_help=True)(trace_show)

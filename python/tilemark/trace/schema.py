@@ -209,8 +209,12 @@ class Trace:
     _file: pq.ParquetFile
 
     def batches(self, columns: list[str] | None = None, batch_rows: int = 65536):
-        """Record batches in issue order (only `columns` when given)."""
-        yield from self._file.iter_batches(batch_size=batch_rows, columns=columns)
+        """Record batches in issue order (only `columns` when given), at most `batch_rows`
+        rows each. Read one row group at a time: pyarrow's iter_batches reads ahead, and its
+        memory grew with the file (a 24M-row trace: 350 MB against 150 MB)."""
+        for group in range(self._file.num_row_groups):
+            table = self._file.read_row_group(group, columns=columns)
+            yield from table.to_batches(max_chunksize=batch_rows)
 
     def table(self, columns: list[str] | None = None) -> pa.Table:
         """The whole trace (or some columns) in memory; for traces that fit."""
