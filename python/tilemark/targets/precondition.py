@@ -32,7 +32,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn
 import tilemark
 from tilemark import engine, targets
 from tilemark.errors import RunError, UsageError
-from tilemark.run.runner import SignalStopper
+from tilemark.interrupts import SignalStopper
 from tilemark.run.summary import errors_by_name, errors_text
 from tilemark.targets import data as targetdata
 from tilemark.targets import sets as targetset

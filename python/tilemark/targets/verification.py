@@ -22,6 +22,7 @@ from typing import Any
 
 from tilemark import engine, targets
 from tilemark.errors import UsageError
+from tilemark.interrupts import SignalStopper, signal_name
 from tilemark.store import process
 from tilemark.store.rundoc import (
     RUN_JSON,
@@ -278,23 +279,27 @@ def execute(
     stored with the run it checked."""
     argv = ["tilemark", "verify", p.what]
     started_at = utc_now_iso()
-    with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
-        handle = engine.verify_pass(p.spec)
-        t0 = time.monotonic()
-        try:
+    # A signal stops the pass in order: what it read so far is judged and stored, marked
+    # incomplete, with the signal that stopped it.
+    with SignalStopper() as stopper:
+        with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
+            handle = engine.verify_pass(p.spec)
+            stopper.attach(handle)
+            t0 = time.monotonic()
             while not handle.wait(poll_s):
                 if progress is not None:
                     progress(*handle.progress(), time.monotonic() - t0)
-        except KeyboardInterrupt:
-            handle.stop()
-            handle.wait(60)
-        result = handle.result()
-    if progress is not None:
-        progress(*handle.progress(), time.monotonic() - t0)
-    result["started_at"] = started_at
-    result["target"] = p.path
-    if p.run_dir is not None:
-        store(p.run_dir, result)
+            result = handle.result()
+        if progress is not None:
+            progress(*handle.progress(), time.monotonic() - t0)
+        result["started_at"] = started_at
+        result["target"] = p.path
+        result["interrupted_by"] = (
+            None if stopper.exit_status is None else signal_name(stopper.exit_status)
+        )
+        result["exit_status"] = stopper.exit_status
+        if p.run_dir is not None:
+            store(p.run_dir, result)
     return result
 
 
