@@ -54,6 +54,8 @@ class TargetInfo:
     preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
     name: str = ""  # the workload's name for the target (targetspec.py)
     data: dict[str, Any] | None = None  # what the data area holds (targetdata.py)
+    # Bytes of the filled data area the file no longer holds: cut short outside tilemark.
+    missing_length: int = 0
 
     @property
     def will_fill(self) -> bool:
@@ -65,6 +67,12 @@ class TargetInfo:
 
     def notes(self) -> list[str]:
         """What a user must know about the data the run reads (shown with the results)."""
+        if self.missing_length:
+            return [
+                f"target {self.path} is {format_size(self.missing_length)} shorter than its "
+                "header says was filled (cut short outside tilemark); the missing part was "
+                "filled again"
+            ]
         if self.kind == "block" and not self.fill_device:
             return [
                 f"target {self.path} was not written by tilemark: regions never written (thin-"
