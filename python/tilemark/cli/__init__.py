@@ -12,7 +12,7 @@ import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 from typer.core import TyperGroup
 
-from tilemark.errors import RunError, UsageError
+from tilemark.errors import RunError, UsageError, bounded
 from tilemark.interrupts import Interrupted, handled, signal_name, status_of
 
 USAGE_EXIT = 2
@@ -159,7 +159,7 @@ def _root(
 
 
 def _error(message: str) -> None:
-    message = message.strip()
+    message = bounded(message.strip())
     if message and message[-1] not in ".!?":
         message += "."
     print(f"tilemark: error: {message}", file=sys.stderr, flush=True)

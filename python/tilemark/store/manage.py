@@ -45,6 +45,7 @@ TEMPORARY = re.compile(r"^\..+\.tmp$")
 PART = re.compile(r"^part-\d+\.parquet$")
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_DAYS = 36_500
 # A run directory being deleted is first renamed to a dot name, which listings skip: a run
 # is either listed whole or gone, never half deleted.
 DELETING_PREFIX = ".deleting-"
@@ -70,7 +71,13 @@ def parse_age(text: str, option: str = "--older-than") -> timedelta:
         raise UsageError(
             f"{option} must be a number with a unit s, m, h, d or w (e.g. 30d, 12h), not {text!r}."
         )
-    return timedelta(seconds=float(m.group(1)) * AGE_UNITS[m.group(2)])
+    seconds = float(m.group(1)) * AGE_UNITS[m.group(2)]
+    if seconds > MAX_AGE_DAYS * 86400:
+        raise UsageError(
+            f"{option} must be at most {MAX_AGE_DAYS}d (100 years; no run is older), "
+            f"got {text.strip()}."
+        )
+    return timedelta(seconds=seconds)
 
 
 def _size(path: Path) -> int:

@@ -53,7 +53,8 @@ from tilemark.options import (
     shown,
 )
 from tilemark.targets.spec import TargetSpec, parse_targets
-from tilemark.units import MIB
+from tilemark.units import MIB, format_size
+from tilemark.workload.limits import check_stream_count
 
 __all__ = [
     "ARRIVALS",
@@ -223,20 +224,28 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
     return names
 
 
+def _copies_label(name: str, flag_keys: frozenset[str]) -> str:
+    return "--copies" if "copies" in flag_keys else f"stream '{name}': copies"
+
+
 def _expand_copies(
-    tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str]
+    tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str], source: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """`copies = N` turns a stream into N identical streams NAME0..NAME{N-1} (Iometer's
     workers), each with its own seed (an explicit seed is offset by the copy's index)."""
     out_tables: list[dict[str, Any]] = []
     out_names: list[str] = []
+    counts = [
+        _stream_value(table, "copies", _copies_label(name, flag_keys)) if "copies" in table else 1
+        for table, name in zip(tables, names, strict=True)
+    ]
+    check_stream_count(sum(counts), source)
     for table, name in zip(tables, names, strict=True):
         if "copies" not in table:
             out_tables.append(table)
             out_names.append(name)
             continue
-        label = "--copies" if "copies" in flag_keys else f"stream '{name}': copies"
-        copies = _stream_value(table, "copies", label)
+        copies = _stream_value(table, "copies", _copies_label(name, flag_keys))
         base = {k: v for k, v in table.items() if k != "copies"}
         for i in range(copies):
             copy = dict(base)
@@ -414,6 +423,8 @@ def parse_workload(
         raise UsageError(
             f'{source} has no streams; add at least one [[stream]] table (e.g. rw = "randread").'
         )
+    what = "the workload" if source in ("flags", "default") or ":" in source else source
+    check_stream_count(len(tables), what)
     for index, table in enumerate(tables):
         named = isinstance(table, dict) and isinstance(table.get("name"), str)
         _check_keys(
@@ -448,7 +459,7 @@ def parse_workload(
 
     merged = [{**defaults, **table} for table in tables]
     names = _stream_names(merged, flag_keys)
-    merged, names = _expand_copies(merged, names, flag_keys)
+    merged, names = _expand_copies(merged, names, flag_keys, what)
     streams = [
         parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
@@ -476,12 +487,29 @@ def parse_workload(
     )
 
 
+# Workload, profile and tile files are read whole: a bound keeps a wrong file (an image, a log)
+# from filling memory and the parser's time (seconds per 10 MB). 10,000 streams of a few keys
+# each fit in about 1 MB.
+MAX_TOML_BYTES = 4 * MIB
+
+
 def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     """Read a TOML file (workload, profile, tile); anything wrong is one UsageError naming
     `what` and the file."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            text = f.read(MAX_TOML_BYTES + 1)
+        if len(text) > MAX_TOML_BYTES:
+            raise UsageError(
+                f"{what} {path} is larger than {format_size(MAX_TOML_BYTES)}; a workload, "
+                "profile or tile file is a few kB (10,000 streams fit in about 1 MB)."
+            )
+        return tomllib.loads(text.decode("utf-8"))
+    except RecursionError:
+        raise UsageError(
+            f"{what} {path} nests tables or arrays too deeply to read; TOML files of tilemark "
+            "nest a few levels."
+        ) from None
     except FileNotFoundError:
         raise UsageError(f"{what} {path} does not exist.") from None
     except IsADirectoryError:
