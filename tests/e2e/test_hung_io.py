@@ -47,3 +47,26 @@ def test_reads_slower_than_the_io_timeout_stop_the_run_as_hung(tmp_path, backend
     ages = [s["streams"][0]["oldest_inflight_ns"] for s in snaps]
     assert ages[0] > 0
     assert ages == sorted(ages) and ages[-1] > ages[0], ages
+
+
+@pytest.mark.parametrize("timeout_s", [1, 2])
+def test_a_hung_io_stops_the_run_within_the_timeout_plus_one_interval(tmp_path, timeout_s):
+    """Issue 28: the run stopped at twice --io-timeout (2, 3, 5 s -> 4, 6, 10 s): after the
+    hang was seen, the drain waited a second full timeout for IOs already given up on."""
+    interval_s = 0.25
+    with failing_storage(tmp_path / "mnt", "16M", "rdelay=20", nbd_filter="delay") as disk:
+        target = [{"path": str(disk), "offset": 0, "length": 16 * MiB, "direct": True}]
+        p = plan(
+            disk,
+            [stream("reader", length=16 * MiB, qd=4)],
+            targets=target,
+            threads=1,
+            interval_ms=int(interval_s * 1000),
+            duration_ms=60_000,
+            io_timeout_ms=timeout_s * 1000,
+        )
+        t0 = time.monotonic()
+        _, result = run(p)
+        elapsed = time.monotonic() - t0
+    assert result["stop_reason"] == "hung" and result["hung_count"] == 4
+    assert elapsed < timeout_s + interval_s + 0.2, elapsed
