@@ -249,7 +249,25 @@ def run_plan(
         data_summaries(summary, result, compiled, reduction)
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
-        return store_run(writer, compiled, result, summary, stopper, ended_by)
+        outcome = store_run(writer, compiled, result, summary, stopper, ended_by)
+    stuck = stuck_in_kernel(compiled, result)
+    if stuck:
+        console.print(f"note: {stuck}", markup=False, soft_wrap=True)
+    return outcome
+
+
+def stuck_in_kernel(compiled: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """What to say when the psync backend left threads waiting in the kernel for IOs the
+    device never answered: the run is stored, but no process can end while one of its
+    threads waits there (io_uring's requests do not hold the process)."""
+    hung = int(result.get("hung_count") or len(result.get("hung") or []))
+    if compiled.get("backend") != "psync" or not hung:
+        return None
+    return (
+        f"{hung} IO thread(s) of the psync backend are stuck in the kernel on IOs the device "
+        "never answered: the run is stored, but this process ends only when the device "
+        "answers or fails them (kill -9 cannot end it sooner; the uring backend does not wait)"
+    )
 
 
 def summarize_run(

@@ -43,6 +43,10 @@ RUN_FILES = {
 }
 TEMPORARY = re.compile(r"^\..+\.tmp$")
 PART = re.compile(r"^part-\d+\.parquet$")
+# verify.journal, verify.1.journal, ...: a verified run's journals (targets/data.py).
+JOURNAL = re.compile(r"^verify(\.\d+)?\.journal$")
+# A cluster run keeps each host's part in hosts/NAME/ (cluster/hosts.py): the same files.
+HOSTS_DIR = "hosts"
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_AGE_DAYS = 36_500
@@ -91,14 +95,19 @@ def _size(path: Path) -> int:
     return total
 
 
-def _foreign_entries(run_dir: Path) -> list[str]:
-    """Entries of a run directory that tilemark does not write there."""
+def _ours(name: str) -> bool:
+    return name in RUN_FILES or bool(TEMPORARY.match(name) or JOURNAL.match(name))
+
+
+def _foreign_entries(run_dir: Path, *, hosts: bool = True) -> list[str]:
+    """Entries of a run directory (or of a host's part, `hosts=False`) that tilemark does not
+    write there."""
     out = []
     for entry in sorted(run_dir.iterdir()):
         name = entry.name
         if entry.is_symlink():
             out.append(name)
-        elif entry.is_file() and (name in RUN_FILES or TEMPORARY.match(name)):
+        elif entry.is_file() and _ours(name):
             continue
         elif entry.is_dir() and name == INTERVAL_PARTS_DIR:
             out.extend(
@@ -106,6 +115,12 @@ def _foreign_entries(run_dir: Path) -> list[str]:
                 for p in sorted(entry.iterdir())
                 if p.is_symlink() or not (PART.match(p.name) or TEMPORARY.match(p.name))
             )
+        elif entry.is_dir() and name == HOSTS_DIR and hosts:
+            for host in sorted(entry.iterdir()):
+                if host.is_symlink() or not host.is_dir():
+                    out.append(f"{name}/{host.name}")
+                else:
+                    out += [f"{name}/{host.name}/{f}" for f in _foreign_entries(host, hosts=False)]
         else:
             out.append(name)
     return out
@@ -115,6 +130,15 @@ def examine(run_dir: Path) -> Candidate:
     """Whether a directory may be deleted as a tilemark run, and its size."""
     state = inspect_run(run_dir)
     refusal = None
+    if run_dir.is_symlink():
+        # Deleting through it would delete what it points to, wherever that is.
+        target = os.readlink(run_dir)
+        return Candidate(
+            state,
+            0,
+            f"run {run_dir.name} is a symbolic link (to {target}); tilemark deletes only run "
+            "directories it made: remove the link, or prune where it points",
+        )
     others = _foreign_entries(run_dir)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
