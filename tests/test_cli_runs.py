@@ -302,3 +302,30 @@ def test_prune_leaves_a_symlinked_run_directory_and_its_target_alone(tmp_path, c
     assert f"{real.run_id} is a symbolic link" in out and "partly" not in out + err
     assert sorted(p.name for p in root.iterdir() if p.name != "catalog.duckdb") == [real.run_id]
     assert (root / real.run_id).is_symlink() and (real.path / "run.json").is_file()
+
+
+def test_a_signal_during_rm_finishes_the_run_being_deleted_and_keeps_the_rest(
+    tmp_path, capsys, monkeypatch
+):
+    import shutil
+    import signal
+
+    from tilemark.store import manage
+
+    root = tmp_path / "results"
+    runs = [store_one_run(root) for _ in range(3)]
+    real_rmtree = shutil.rmtree
+
+    def rmtree_then_sigterm(path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of deleting the first
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(manage.shutil, "rmtree", rmtree_then_sigterm)
+    status, out, err = cli(capsys, "runs", "rm", "--results", str(root), *(r.run_id for r in runs))
+    assert status == 143, err
+    assert f"deleted {runs[0].run_id}" in out and "deleted 1 run(s)" in out
+    assert "interrupted: 2 run(s) not deleted" in err
+    assert not runs[0].path.exists() and runs[1].path.is_dir() and runs[2].path.is_dir()
+    assert not [p for p in root.iterdir() if p.name.startswith(".deleting-")]
+    listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])
+    assert sorted(r["run_id"] for r in listed) == sorted(r.run_id for r in runs[1:])

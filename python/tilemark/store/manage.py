@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tilemark.errors import UsageError
+from tilemark.interrupts import SignalStopper
 from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
 from tilemark.store.array import ARRAY_FILE
@@ -181,33 +182,46 @@ def older_than(results_root: Path, age: timedelta, now: datetime | None = None) 
     return [d for _, d in sorted(out)]
 
 
-def delete(results_root: Path, candidates: list[Candidate]) -> str | None:
-    """Delete the run directories (renamed aside first), then their catalog rows; a note when
-    the catalog could not be updated (the next listing drops the rows)."""
+@dataclass
+class Deletion:
+    """What `delete` did: the runs deleted (all, unless a signal stopped it between two), a
+    note when the catalog could not be updated, and 128 + the signal that stopped it."""
+
+    deleted: list[Candidate]
+    note: str | None
+    exit_status: int | None = None
+
+
+def delete(results_root: Path, candidates: list[Candidate]) -> Deletion:
+    """Delete the run directories (renamed aside first), then their catalog rows. A signal
+    never cuts a run in half: the run being deleted is finished and the next is not begun."""
     root = Path(results_root)
-    deleted = []
-    try:
-        for c in candidates:
-            run_dir = c.state.run_dir
-            aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
-            try:
-                os.rename(run_dir, aside)
-            except OSError as exc:
-                raise StoreError(
-                    f"run {run_dir.name} cannot be deleted: {describe_os_error(exc)}"
-                ) from exc
-            deleted.append(run_dir)
-            try:
-                shutil.rmtree(aside)
-            except OSError as exc:
-                raise StoreError(
-                    f"run {run_dir.name} was only partly deleted: {describe_os_error(exc)}; "
-                    f"what remains is in {aside}"
-                ) from exc
-    finally:
+    deleted: list[Candidate] = []
+    with SignalStopper() as stopper:
         try:
-            catalog.forget(root, deleted)
-            note = None
-        except catalog.CatalogError as exc:
-            note = f"the catalog keeps their rows until the next `tilemark runs` ({exc})"
-    return note
+            for c in candidates:
+                if stopper.signum is not None:
+                    break
+                run_dir = c.state.run_dir
+                aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
+                try:
+                    os.rename(run_dir, aside)
+                except OSError as exc:
+                    raise StoreError(
+                        f"run {run_dir.name} cannot be deleted: {describe_os_error(exc)}"
+                    ) from exc
+                deleted.append(c)
+                try:
+                    shutil.rmtree(aside)
+                except OSError as exc:
+                    raise StoreError(
+                        f"run {run_dir.name} was only partly deleted: {describe_os_error(exc)}; "
+                        f"what remains is in {aside}"
+                    ) from exc
+        finally:
+            try:
+                catalog.forget(root, [c.state.run_dir for c in deleted])
+                note = None
+            except catalog.CatalogError as exc:
+                note = f"the catalog keeps their rows until the next `tilemark runs` ({exc})"
+        return Deletion(deleted, note, stopper.exit_status)
