@@ -198,7 +198,7 @@ def read_header(path: str, timeout_s: float = HEADER_READ_TIMEOUT_S) -> dict[str
         for key in ("version", "data_offset", "data_length", "filled_length"):
             if not isinstance(header[key], int):
                 raise ValueError(key)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise UsageError(
             f"target {path} carries tilemark's marker but its header is damaged; remove the "
             f"file and run again to recreate it."
@@ -245,7 +245,7 @@ def read_device_doc(rdev: int, size: int) -> dict[str, Any]:
     """What the state directory keeps about a block device ({} when nothing)."""
     try:
         doc = json.loads(_device_record_path(rdev, size).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 
