@@ -155,8 +155,8 @@ def test_a_signal_in_the_middle_of_a_verification_pass_stores_the_partial_pass(t
                 in_cgroup(cg, [tilemark_exe(), "verify", str(run_dir), "--threads", "1"]),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
-            # Progress is a line every 10% off a terminal: signal once a tenth is read.
-            before = signal_after_line(proc, "(10%)", signum)
+            # Signal once the progress shows a MiB or more read ("0 B of 32 MiB" first).
+            before = signal_after_line(proc, " MiB of 32 MiB", signum)
             status, out, err = finish(proc, before)
     assert status == STATUS[signum], err
     assert "Traceback" not in err
