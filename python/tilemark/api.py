@@ -29,7 +29,7 @@ from tilemark.commands import tiles as tiles_command
 from tilemark.commands import workload as workload_command
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
-from tilemark.interrupts import handled
+from tilemark.interrupts import Signalled, handled
 from tilemark.options import CURVE, MATRIX, OPTIONS, PRECONDITION, RUN, SCALE, SWEEP, TILES
 from tilemark.options.typed import DEFAULT_RESULTS, Options
 from tilemark.report.data import (
@@ -307,7 +307,7 @@ def _ran(call: Any) -> Any:
     try:
         with handled():
             return call()
-    except Interrupted:
+    except (Interrupted, Signalled):
         raise KeyboardInterrupt from None
 
 

@@ -8,8 +8,10 @@ One handler, two behaviours:
   engine, a pass) in order; nothing is raised, so the code that stores results is never cut in
   the middle. The scope's owner reads `signum` and ends with `exit_status`.
 - **Outside every scope** (validating options, locking, writing a report), the first signal
-  raises `Signalled`, a KeyboardInterrupt, so the phase under way unwinds through its own
-  `finally` and `except KeyboardInterrupt` blocks; the CLI says so and exits 128 + signal.
+  raises `Signalled`, so the phase under way unwinds through its own `finally` and
+  `except INTERRUPTS` blocks; the CLI says so and exits 128 + signal. `Signalled` is a
+  BaseException but not a KeyboardInterrupt: the command-line library turns a
+  KeyboardInterrupt into a silent exit 130 whatever the signal was.
 
 A signal that arrives while an earlier one is being handled is counted, never raised. The first
 signal of a command is remembered: a stop scope entered after it (the next step of a study) stops
@@ -29,7 +31,7 @@ from typing import Any, Protocol
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-class Signalled(KeyboardInterrupt):
+class Signalled(BaseException):  # noqa: N818 - an interruption, like KeyboardInterrupt
     """SIGINT or SIGTERM outside a stop scope: unwinds like Ctrl-C; `status` is 128 + signal."""
 
     def __init__(self, signum: int):
@@ -45,6 +47,10 @@ class Interrupted(Exception):  # noqa: N818 - it is an outcome, not an error
     def __init__(self, status: int):
         super().__init__(f"interrupted (exit status {status})")
         self.status = status
+
+
+# What an interruption raises: Signalled under the handler, KeyboardInterrupt without it.
+INTERRUPTS = (Signalled, KeyboardInterrupt)
 
 
 def status_of(exc: BaseException) -> int:

@@ -13,7 +13,7 @@ from typer import _click as click  # typer vendors click; parse errors are its e
 from typer.core import TyperGroup
 
 from tilemark.errors import RunError, UsageError, bounded
-from tilemark.interrupts import Interrupted, handled, signal_name, status_of
+from tilemark.interrupts import INTERRUPTS, Interrupted, handled, signal_name, status_of
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         return FAILURE_EXIT
     except Interrupted as e:
         return e.status
-    except KeyboardInterrupt as e:
+    except INTERRUPTS as e:
         status = status_of(e)
         _error(f"interrupted by {signal_name(status)}")
         return status

@@ -18,7 +18,7 @@ from rich.console import Console
 from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
-from tilemark.interrupts import Interrupted, SignalStopper, status_of
+from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
 from tilemark.run.live import LiveDisplay
 from tilemark.run.outcome import RunOutcome
@@ -86,26 +86,26 @@ def prepare(infos: Targets, console: Console) -> None:
     if isinstance(infos, RemoteTargets):
         infos.prepare(console)
         return
-    for info in infos:
-        if info.will_fill:
-            if info.fill_device:
-                todo, verb = info.data_length, "filling"
-            else:
-                todo = info.file_data_length - info.filled_length
-                verb = "creating" if not info.exists else "filling"
-            console.print(
-                f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
-                markup=False,
-            )
-        try:
+    try:
+        for info in infos:
+            if info.will_fill:
+                if info.fill_device:
+                    todo, verb = info.data_length, "filling"
+                else:
+                    todo = info.file_data_length - info.filled_length
+                    verb = "creating" if not info.exists else "filling"
+                console.print(
+                    f"{verb} {info.path}: writing {format_size(todo)} so reads never hit holes",
+                    markup=False,
+                )
             targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))
-        except KeyboardInterrupt as e:
-            console.print(
-                "interrupted while preparing the target; the part already filled is kept and "
-                "reused next time",
-                markup=False,
-            )
-            raise Interrupted(status_of(e)) from None
+    except INTERRUPTS as e:
+        console.print(
+            "interrupted while preparing the target; the part already filled is kept and "
+            "reused next time",
+            markup=False,
+        )
+        raise Interrupted(status_of(e)) from None
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]

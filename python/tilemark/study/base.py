@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import tilemark
-from tilemark.interrupts import SignalStopper, status_of
+from tilemark.interrupts import INTERRUPTS, SignalStopper, status_of
 from tilemark.store.rundir import allocate_dir
 from tilemark.store.rundoc import utc_now_iso, write_json_atomic
 from tilemark.telemetry import prometheus as metrics
@@ -370,7 +370,7 @@ def run_study(
                     except StudyStopped as stop:
                         interrupted, stopped = stop.status, stop.why
                         break
-                    except KeyboardInterrupt as stop:  # outside the CLI's handler: plain Ctrl-C
+                    except INTERRUPTS as stop:  # where no handler could be installed
                         interrupted = status_of(stop)
                         break
                     step.attempts.append(attempt)
