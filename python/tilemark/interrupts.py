@@ -67,6 +67,8 @@ def signal_name(status: int) -> str:
 
 
 class Stoppable(Protocol):
+    """What a stop scope stops: an engine run, a verification pass, a cluster run."""
+
     def stop(self) -> None: ...
 
 
