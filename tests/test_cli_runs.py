@@ -263,3 +263,71 @@ def test_a_catalog_update_failing_after_deletion_is_a_note(tmp_path, capsys, mon
     monkeypatch.undo()
     listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])
     assert [r["run_id"] for r in listed] == [kept.run_id]
+
+
+def test_rm_and_prune_delete_verified_and_cluster_runs_tilemark_wrote(tmp_path, capsys):
+    """Issue 28: tilemark's own verified runs (verify.journal) and cluster runs (hosts/NAME/)
+    were refused as holding "files tilemark did not write"."""
+    root = tmp_path / "results"
+    verified, cluster, old = store_one_run(root), store_one_run(root), store_one_run(root)
+    (verified.path / "verify.journal").write_bytes(b"TILEMARK-JOURNAL\n{}")
+    (verified.path / "verify.1.journal").write_bytes(b"TILEMARK-JOURNAL\n{}")
+    host = cluster.path / "hosts" / "h0"
+    host.mkdir(parents=True)
+    for name in ("intervals.parquet", "devices.parquet", "host.arrows", "verify.journal"):
+        (host / name).write_bytes(b"x")
+    status, out, err = cli(capsys, "runs", "rm", "--results", str(root), verified.run_id,
+                           cluster.run_id)  # fmt: skip
+    assert status == 0, err
+    assert not verified.path.exists() and not cluster.path.exists()
+    # Something foreign anywhere in it still keeps a run from being deleted.
+    (old.path / "hosts" / "h0").mkdir(parents=True)
+    (old.path / "hosts" / "h0" / "notes.txt").write_text("mine")
+    status, _, err = cli(capsys, "runs", "rm", "--results", str(root), old.run_id)
+    assert status == 2 and "did not write (hosts/h0/notes.txt)" in err
+    assert old.path.is_dir()
+
+
+def test_prune_leaves_a_symlinked_run_directory_and_its_target_alone(tmp_path, capsys):
+    """Issue 28: pruning a run directory that is a link renamed the link to .deleting-... and
+    said the run was only partly deleted."""
+    root = tmp_path / "results"
+    elsewhere = tmp_path / "elsewhere"
+    real = store_one_run(elsewhere)
+    doc = json.loads((real.path / "run.json").read_text())
+    doc["started_at"] = "2020-01-01T00:00:00.000Z"
+    (real.path / "run.json").write_text(json.dumps(doc))
+    root.mkdir()
+    (root / real.run_id).symlink_to(real.path)
+    status, out, err = cli(capsys, "runs", "prune", "--older-than", "30d", "--results", str(root))
+    assert status == 0, err
+    assert f"{real.run_id} is a symbolic link" in out and "partly" not in out + err
+    assert sorted(p.name for p in root.iterdir() if p.name != "catalog.duckdb") == [real.run_id]
+    assert (root / real.run_id).is_symlink() and (real.path / "run.json").is_file()
+
+
+def test_a_signal_during_rm_finishes_the_run_being_deleted_and_keeps_the_rest(
+    tmp_path, capsys, monkeypatch
+):
+    import shutil
+    import signal
+
+    from tilemark.store import manage
+
+    root = tmp_path / "results"
+    runs = [store_one_run(root) for _ in range(3)]
+    real_rmtree = shutil.rmtree
+
+    def rmtree_then_sigterm(path, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of deleting the first
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(manage.shutil, "rmtree", rmtree_then_sigterm)
+    status, out, err = cli(capsys, "runs", "rm", "--results", str(root), *(r.run_id for r in runs))
+    assert status == 143, err
+    assert f"deleted {runs[0].run_id}" in out and "deleted 1 run(s)" in out
+    assert "interrupted: 2 run(s) not deleted" in err
+    assert not runs[0].path.exists() and runs[1].path.is_dir() and runs[2].path.is_dir()
+    assert not [p for p in root.iterdir() if p.name.startswith(".deleting-")]
+    listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])
+    assert sorted(r["run_id"] for r in listed) == sorted(r.run_id for r in runs[1:])

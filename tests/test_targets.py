@@ -296,3 +296,15 @@ def test_mounted_device_is_refused(loop_device, tmp_path):
     assert f"it is in use ({loop_device} is mounted on {mount_point})" in str(err.value)
     # Reading a mounted device is harmless and allowed.
     assert inspect(loop_device, writes=False).kind == "block"
+
+
+def test_a_header_nested_too_deep_to_parse_is_damaged_not_a_traceback(tmp_path):
+    """Issue 28: JSON nested past Python's recursion limit raises RecursionError, not
+    ValueError; a planted header must still be one sentence."""
+    from tilemark.targets.header import HEADER_SIZE, MARKER
+
+    path = tmp_path / "deep.dat"
+    body = MARKER + b"[" * 2000 + b"]" * 2000
+    path.write_bytes(body.ljust(HEADER_SIZE, b"\0") + bytes(1 << 20))
+    with pytest.raises(UsageError, match="header is damaged; remove the file"):
+        targets.inspect_target(str(path), size=None, writes=False, direct=False)

@@ -29,6 +29,7 @@ from tilemark.commands import tiles as tiles_command
 from tilemark.commands import workload as workload_command
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
+from tilemark.interrupts import Signalled, handled
 from tilemark.options import CURVE, MATRIX, OPTIONS, PRECONDITION, RUN, SCALE, SWEEP, TILES
 from tilemark.options.typed import DEFAULT_RESULTS, Options
 from tilemark.report.data import (
@@ -301,10 +302,12 @@ def _options(flags: dict[str, Any], mode: str, results: str | Path) -> Options:
 
 
 def _ran(call: Any) -> Any:
-    """A command's outcome; KeyboardInterrupt when it was interrupted before storing anything."""
+    """A command's outcome; KeyboardInterrupt when it was interrupted before storing anything.
+    SIGINT and SIGTERM are handled as on the command line (tilemark.interrupts) for the call."""
     try:
-        return call()
-    except Interrupted:
+        with handled():
+            return call()
+    except (Interrupted, Signalled):
         raise KeyboardInterrupt from None
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.workload.plan import read_toml
+from tilemark.workload.tomlfile import read_toml
 
 EXAMPLES_DIR = Path(__file__).parent / "examples"
 MANIFEST = "example.toml"

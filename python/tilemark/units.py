@@ -42,6 +42,8 @@ _DURATION_PART_RE = re.compile(_NUMBER + r"\s*(ms|s|min|m|h)?", re.IGNORECASE)
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 MAX_IOPS = 10_000_000.0
+# Any duration (a run's measured time, warm-up, a study's pause, a phase's start): 30 days.
+MAX_DURATION_S = 30 * 86_400
 MAX_BYTE_RATE = 1e12
 
 SIZE_HELP = "a size such as 4k, 8KiB, 1.5m or 512 (bytes; k/m/g/t are binary)"
@@ -161,6 +163,11 @@ def parse_duration(value: object, field: str) -> float:
         raise UsageError(f"{field} must be {DURATION_HELP}, got {value!r}.")
     if not (seconds >= 0 and math.isfinite(seconds)):
         raise UsageError(f"{field} must be {DURATION_HELP}, got {value!r}.")
+    if seconds > MAX_DURATION_S:
+        raise UsageError(
+            f"{field} must be at most {MAX_DURATION_S // 86_400} days "
+            f"({MAX_DURATION_S:,} s), got {value!r}."
+        )
     return seconds
 
 

@@ -187,3 +187,34 @@ def test_a_repeat_of_a_workload_file_asking_for_verify_passes_after_every_repeti
     for run in runs:
         (passed,) = run["verify_passes"]
         assert passed["checked"] == 1024 and passed["total"] == 0
+
+
+def test_a_target_cut_short_outside_tilemark_is_a_finding(tmp_path, capsys):
+    """Issue 28: a target truncated behind tilemark's back verified as "0 findings" by path
+    (and as read errors by run); the part that is gone is one `missing` finding now."""
+    target, results = tmp_path / "t.dat", tmp_path / "r"
+    run = write_run(capsys, target, results)
+    os.truncate(target, HEADER + (1 << 20) + 100)  # 4 MiB of data area cut to 1 MiB and a bit
+    for given in (str(target), run["run_id"]):
+        status, out, err = cli(capsys, "verify", given, "--results", str(results), "--json")
+        assert status == 1, err
+        doc = json.loads(out)
+        assert doc["by_class"] == {"missing": 1} and doc["total"] == 1, doc["by_class"]
+        assert doc["bytes"] == 1 << 20 and not doc["io_errors"]
+        (finding,) = doc["findings"]
+        assert finding["offset"] == 1 << 20
+        assert "3 MiB (768 blocks) short" in finding["detail"]
+    # A run refills what is gone and says so.
+    status, _, err = cli(capsys, "run", "--target", str(target), "--rw", "randread",
+                         "--duration", "0.2", "--results", str(results))  # fmt: skip
+    assert status == 0 and "3 MiB shorter than its header says was filled" in err
+
+
+def test_a_journal_whose_header_is_cut_short_is_one_sentence(tmp_path, capsys):
+    results = tmp_path / "r"
+    run = write_run(capsys, tmp_path / "t.dat", results)
+    journal = Path(run["run_dir"]) / "verify.journal"
+    os.truncate(journal, 40)  # the magic line and the start of the JSON
+    status, _, err = cli(capsys, "verify", run["run_id"], "--results", str(results))
+    assert status == 2 and "Traceback" not in err, err
+    assert err.count("\n") == 1 and "verify.journal is damaged" in err

@@ -12,7 +12,8 @@ import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 from typer.core import TyperGroup
 
-from tilemark.errors import RunError, UsageError
+from tilemark.errors import RunError, UsageError, bounded
+from tilemark.interrupts import INTERRUPTS, Interrupted, handled, signal_name, status_of
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -164,7 +165,7 @@ def _root(
 
 
 def _error(message: str) -> None:
-    message = message.strip()
+    message = bounded(message.strip())
     if message and message[-1] not in ".!?":
         message += "."
     print(f"tilemark: error: {message}", file=sys.stderr, flush=True)
@@ -191,13 +192,15 @@ def main(argv: list[str] | None = None) -> int:
             f"got {args[1]}"
         )
         return USAGE_EXIT
+    _tolerant_output()
     try:
-        status = typer.main.get_command(app).main(
-            args=args,
-            prog_name="tilemark",
-            standalone_mode=False,
-            obj={"argv": ["tilemark", *args]},
-        )
+        with handled():
+            status = typer.main.get_command(app).main(
+                args=args,
+                prog_name="tilemark",
+                standalone_mode=False,
+                obj={"argv": ["tilemark", *args]},
+            )
     except click.exceptions.NoArgsIsHelpError as e:
         print(e.format_message(), file=sys.stderr)
         return USAGE_EXIT
@@ -219,7 +222,22 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _error(str(e))
         return FAILURE_EXIT
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+    except Interrupted as e:
+        return e.status
+    except INTERRUPTS as e:
+        status = status_of(e)
+        _error(f"interrupted by {signal_name(status)}")
+        return status
     return status if isinstance(status, int) else 0
+
+
+def _tolerant_output() -> None:
+    """Characters the terminal's encoding cannot show (a label in another script under
+    PYTHONIOENCODING=ascii or a C locale) are escaped, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass  # a stream that cannot change (closed, or not text): leave it

@@ -55,7 +55,7 @@ def export(
     if csv_dir.exists() and not csv_dir.is_dir():
         raise UsageError(f"--csv must be a directory, but {csv_dir} is a file.")
     source = load_source(name, results)
-    note_damage(source)
+    status = note_damage(source)
     kind = "run" if isinstance(source, RunData) else "study"
     # CSV needs only the stored data, not the charts: a report shell around the source.
     shell = Report(kind=kind, title="", verdict=Verdict("", "info"), source=source)
@@ -63,6 +63,8 @@ def export(
         written = CsvExporter().export(shell, csv_dir, force=force)
     for path in written:
         typer.echo(str(path))
+    if status:
+        raise typer.Exit(status)
 
 
 def export_fio(name: str, fio_file: Path, results: Path, *, force: bool = False) -> None:

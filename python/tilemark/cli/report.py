@@ -17,15 +17,19 @@ from tilemark.report.data import RunData, StudyData, load_source
 from tilemark.store.intervals import describe_os_error
 
 
-def note_damage(source: RunData | StudyData) -> None:
-    """Say on stderr what of a run cannot be read; the output shows the rest."""
+def note_damage(source: RunData | StudyData) -> int:
+    """Say on stderr what of a run cannot be read; the output shows the rest. The exit status
+    of the command: 1 when a run is damaged (what it measured is not all there), else 0."""
     runs = [source] if isinstance(source, RunData) else [s.run for s in source.steps if s.run]
+    damaged = False
     for run in runs:
         if run.status in ("damaged", "killed"):
             typer.echo(
                 f"note: run {run.run_id} is {run.status}: {run.problem}; what can be read is used",
                 err=True,
             )
+            damaged |= run.status == "damaged"
+    return 1 if damaged else 0
 
 
 @contextmanager
@@ -78,7 +82,7 @@ def report(
         raise UsageError(f"--png must be a directory, but {png} is a file.")
     started = time.monotonic()
     source = load_source(name, results)
-    note_damage(source)
+    status = note_damage(source)
     doc = build_report(source)
     if png is not None:
         with refusing_unwritable(f"--png {png}", "choose a directory you can write"):
@@ -91,3 +95,5 @@ def report(
         typer.echo(
             f"report: {path} ({_size(path.stat().st_size)}, {time.monotonic() - started:.1f} s)"
         )
+    if status:
+        raise typer.Exit(status)

@@ -285,9 +285,19 @@ def rm(
         if candidate.refusal:
             raise UsageError(f"{candidate.refusal}; nothing was deleted.")
         chosen[run_dir.resolve()] = candidate
-    candidates = list(chosen.values())
-    note = None if dry_run else manage.delete(root, candidates)
-    _report(candidates, root, dry_run=dry_run, note=note)
+    _delete(list(chosen.values()), root, dry_run=dry_run)
+
+
+def _delete(candidates: list[manage.Candidate], root: Path, *, dry_run: bool) -> None:
+    if dry_run:
+        _report(candidates, root, dry_run=True, note=None)
+        return
+    done = manage.delete(root, candidates)
+    _report(done.deleted, root, dry_run=False, note=done.note)
+    if done.exit_status is not None:
+        left = len(candidates) - len(done.deleted)
+        typer.echo(f"interrupted: {left} run(s) not deleted", err=True)
+        raise typer.Exit(done.exit_status)
 
 
 @runs_app.command("prune", no_args_is_help=True)
@@ -316,5 +326,4 @@ def prune(
             typer.echo(f"kept {candidate.run_id}: {candidate.refusal}")
             continue
         candidates.append(candidate)
-    note = None if dry_run else manage.delete(root, candidates)
-    _report(candidates, root, dry_run=dry_run, note=note)
+    _delete(candidates, root, dry_run=dry_run)

@@ -11,11 +11,10 @@ from typing import Annotated
 import typer
 
 from tilemark.cli.common import DEFAULT_RESULTS
-from tilemark.errors import UsageError
+from tilemark.commands import verify as verify_command
 from tilemark.targets import verification
 from tilemark.units import format_size
 
-MAX_THREADS = 64
 SHOWN = 20
 
 
@@ -45,27 +44,31 @@ def verify(
     ] = DEFAULT_RESULTS,
 ) -> None:
     """Verify a run's or a target's data: MB/s, time taken, findings by class."""
-    if not 1 <= threads <= MAX_THREADS:
-        raise UsageError(f"--threads must be from 1 to {MAX_THREADS}, got {threads}.")
-    passes = verification.plan_pass(run_or_target, results, threads)
-    failed = False
-    outputs = []
-    for p in passes:
-        for note in p.notes or []:
-            typer.echo(f"note: {note}", err=True)
-        result = verification.execute(p, verification.progress_printer(p.path))
-        outputs.append({"verified": p.what, **result})
+
+    def finished(what: str, result: dict) -> None:
         if not json_out:
-            _print(p.what, result)
-        if not result["complete"]:
+            _print(what, result)
+        if result.get("interrupted_by"):
+            typer.echo(
+                f"interrupted by {result['interrupted_by']}: the pass so far is kept, marked "
+                "incomplete",
+                err=True,
+            )
+        elif not result["complete"]:
             typer.echo("interrupted: the pass did not read the whole data area", err=True)
-        failed |= result["total"] > 0 or bool(result["io_errors"]) or not result["complete"]
-        if not result["complete"]:
-            break
+
+    outcome = verify_command.run(
+        run_or_target,
+        results=results,
+        threads=threads,
+        note=lambda text: typer.echo(f"note: {text}", err=True),
+        finished=finished,
+    )
     if json_out:
+        outputs = [{"verified": what, **result} for what, result in outcome.passes]
         shown = outputs[0] if len(outputs) == 1 else {"passes": outputs}
         sys.stdout.write(json.dumps(shown, indent=2) + "\n")
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(outcome.exit_status)
 
 
 def _print(what: str, r: dict) -> None:

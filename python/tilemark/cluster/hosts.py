@@ -328,60 +328,62 @@ def run_on_hosts(
     by_name = {h.name: i for h, i in zip(session.hosts, info.per_host, strict=True)}
     agents = {h.name: a for h, a in zip(session.hosts, session.agents, strict=True)}
     hosts = {h.name: h for h in session.hosts}
-    try:
-        writer = RunWriter(
-            results,
-            plan=compiled,
-            workload=workload.to_json(),
-            targets=[i.record() for i in info.infos],
-            argv=argv,
-            kind=kind,
-            label=label,
-        )
-    except OSError as e:
-        raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
-    try:
-        reduction = datareduction.measure(compiled)
-    except BaseException as e:
-        writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
-        raise
-    runs = [
-        HostRun(
-            host=hosts[h["name"]],
-            agent=agents[h["name"]],
-            plan=h["plan"],
-            streams=h["streams"],
-            store_dir=writer.path / HOSTS_DIR / host_dir_name(h["name"]),
-        )
-        for h in compiled["hosts"]
-    ]
-    served = metrics.current()
-    if served is not None:
-        served.run_started(writer.run_id, compiled, apps or {})
-    extra = f"; {note}" if note else ""
-    labelled = f" ({label})" if label else ""
-    console.print(
-        f"run {writer.run_id}{labelled}: {_describe(compiled, info)}{extra}", markup=False
-    )
-    target_notes = [n for t in info.infos for n in t.notes()]
-    for line in clock_notes + target_notes:
-        console.print(f"note: {line}", markup=False, soft_wrap=True)
-    print_reduction(reduction, console)
-
-    # The start time: far enough ahead that every host's engine is set up and sleeping.
-    start_at_ns = time.time_ns() + int((START_MARGIN_S + 0.2 * len(runs)) * 1e9)
-    compiled["start_at_ns"] = start_at_ns
-    for r in runs:
-        r.plan["start_at_ns"] = start_at_ns
-    handle = ClusterHandle(
-        runs,
-        compiled,
-        run_id=writer.run_id,
-        start_at_ns=start_at_ns,
-        keep_cache=workload.keep_cache,
-    )
-    changes = ChangeTracker()
+    # From here on a signal stops the run in order (the engines stop as they start if it
+    # came before): the run directory is never left half made.
     with SignalStopper() as stopper:
+        try:
+            writer = RunWriter(
+                results,
+                plan=compiled,
+                workload=workload.to_json(),
+                targets=[i.record() for i in info.infos],
+                argv=argv,
+                kind=kind,
+                label=label,
+            )
+        except OSError as e:
+            raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
+        try:
+            reduction = datareduction.measure(compiled)
+        except BaseException as e:
+            writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
+            raise
+        runs = [
+            HostRun(
+                host=hosts[h["name"]],
+                agent=agents[h["name"]],
+                plan=h["plan"],
+                streams=h["streams"],
+                store_dir=writer.path / HOSTS_DIR / host_dir_name(h["name"]),
+            )
+            for h in compiled["hosts"]
+        ]
+        served = metrics.current()
+        if served is not None:
+            served.run_started(writer.run_id, compiled, apps or {})
+        extra = f"; {note}" if note else ""
+        labelled = f" ({label})" if label else ""
+        console.print(
+            f"run {writer.run_id}{labelled}: {_describe(compiled, info)}{extra}", markup=False
+        )
+        target_notes = [n for t in info.infos for n in t.notes()]
+        for line in clock_notes + target_notes:
+            console.print(f"note: {line}", markup=False, soft_wrap=True)
+        print_reduction(reduction, console)
+
+        # The start time: far enough ahead that every host's engine is set up and sleeping.
+        start_at_ns = time.time_ns() + int((START_MARGIN_S + 0.2 * len(runs)) * 1e9)
+        compiled["start_at_ns"] = start_at_ns
+        for r in runs:
+            r.plan["start_at_ns"] = start_at_ns
+        handle = ClusterHandle(
+            runs,
+            compiled,
+            run_id=writer.run_id,
+            start_at_ns=start_at_ns,
+            keep_cache=workload.keep_cache,
+        )
+        changes = ChangeTracker()
         try:
             handle.start()
         except (engine.EngineError, UsageError) as e:

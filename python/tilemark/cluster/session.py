@@ -248,6 +248,21 @@ def check_versions(identities: list[dict[str, Any]]) -> None:
                 )
 
 
+def _check_local_processes() -> None:
+    """Worker processes share locks through POSIX shared memory (/dev/shm): say what is
+    missing before Dask fails with a page of tracebacks per worker."""
+    import multiprocessing
+
+    try:
+        multiprocessing.get_context("spawn").Lock()
+    except OSError as e:
+        raise UsageError(
+            "--cluster local:N starts worker processes, which need POSIX shared memory: "
+            f"{e.strerror or e} creating a semaphore in /dev/shm; mount /dev/shm writable "
+            "(a tmpfs) or run without --cluster."
+        ) from None
+
+
 def open_session(options: ClusterOptions, *, force: bool = False) -> Session:
     """Connect to the cluster of --cluster (module doc); `force` accepts host clocks more than
     one interval apart."""
@@ -258,14 +273,21 @@ def open_session(options: ClusterOptions, *, force: bool = False) -> Session:
     except ImportError:  # pragma: no cover - a dependency of tilemark
         raise RunError("--cluster needs the Python package distributed (Dask).") from None
     if spec.kind == "local":
-        cluster = LocalCluster(
-            n_workers=spec.workers,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",  # loopback only: nothing off this machine can join or connect
-            dashboard_address=None,
-            silence_logs=logging.ERROR,
-        )
+        _check_local_processes()
+        try:
+            cluster = LocalCluster(
+                n_workers=spec.workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",  # loopback only: nothing off this machine can join or connect
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,  # a failure is one sentence, below
+            )
+        except Exception as e:
+            raise RunError(
+                f"--cluster local:{spec.workers} could not start its worker processes: "
+                f"{type(e).__name__}: {e}."
+            ) from None
         try:
             client = Client(cluster)
             client.wait_for_workers(spec.workers, timeout=CONNECT_TIMEOUT_S)

@@ -13,29 +13,23 @@ from contextlib import AbstractContextManager, contextmanager
 
 from rich.console import Console
 
+from tilemark.interrupts import Interrupted
 from tilemark.run.runner import prepare
 from tilemark.run.where import Targets, lock
 
-
-class Interrupted(Exception):  # noqa: N818 - it is an outcome, not an error
-    """The command was interrupted before it stored anything (while its targets were being
-    prepared or settled); `status` is the exit status (128 + the signal number)."""
-
-    def __init__(self, status: int):
-        super().__init__(f"interrupted (exit status {status})")
-        self.status = status
+__all__ = ["Interrupted", "held"]
 
 
 def held(infos: Targets, argv: list[str], console: Console) -> AbstractContextManager[None]:
     """`with held(infos, argv, console):` the targets locked for the block and prepared
-    (created, filled) before it runs; Interrupted(130) when Ctrl-C stops the preparation (what
-    was filled is kept for next time). Every command runs its runs or study inside it."""
+    (created, filled) before it runs; Interrupted(128 + signal) when a signal stops the
+    preparation (what was filled is kept for next time). Every command runs its runs or study
+    inside it."""
     return _held(infos, argv, console)
 
 
 @contextmanager
 def _held(infos: Targets, argv: list[str], console: Console) -> Iterator[None]:
     with lock(infos, argv):
-        if not prepare(infos, console):
-            raise Interrupted(130)
+        prepare(infos, console)
         yield

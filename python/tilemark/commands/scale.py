@@ -114,8 +114,7 @@ def run_tile_study(
     """Prepare the targets, settle them after a fill (unless `settle_max_s` is None), and run
     the study; Interrupted when Ctrl-C comes before the first step."""
     filling = any(i.will_fill for i in infos)
-    if not prepare(infos, console):
-        raise Interrupted(130)
+    prepare(infos, console)
     settling = None
     if isinstance(infos, RemoteTargets) and filling and settle_max_s is not None:
         console.print(

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from tilemark.errors import UsageError
+from tilemark.errors import MAX_QUOTE, UsageError, excerpt
 from tilemark.units import (
     GIB,
     parse_duration,
@@ -54,8 +54,13 @@ Parser = Callable[[object, str], Any]
 
 
 def shown(value: object) -> str:
-    """A value as a message quotes it: strings quoted, numbers bare."""
-    return repr(value) if isinstance(value, str) else str(value)
+    """A value as a message quotes it: strings quoted, numbers bare, a long one cut to its
+    start and its length."""
+    if isinstance(value, str):
+        if len(value) <= MAX_QUOTE:
+            return repr(value)
+        return f"{value[:MAX_QUOTE]!r}… ({len(value):,} characters)"
+    return excerpt(str(value))
 
 
 def parse_int(value: object, label: str, low: int, high: int) -> int:

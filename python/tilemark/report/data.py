@@ -12,7 +12,6 @@ from it share one rule (merged histograms, never averaged percentiles) and one d
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -33,7 +32,7 @@ from tilemark.store.intervals import (
     write_parquet,
 )
 from tilemark.store.rundoc import RunFormatError, StoreError, inspect_run, resolve_run_dir
-from tilemark.store.studies import STUDIES_DIR, STUDY_FILE, step_run_dir
+from tilemark.store.studies import STUDIES_DIR, STUDY_FILE, read_study, step_run_dir
 
 # Time series: at most this many points per series (intervals are merged above it) ...
 MAX_POINTS = 600
@@ -240,11 +239,9 @@ Source = RunData | StudyData
 
 
 def _read_study(study_dir: Path, results: Path | None) -> StudyData:
-    path = study_dir / STUDY_FILE
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"study file {path} cannot be read: {exc}.") from exc
+    doc, problem = read_study(study_dir)
+    if doc is None:
+        raise UsageError(f"study {study_dir.name} is damaged: {problem}.")
     # Studies live in <results>/studies/<id>; their step runs in <results>/<run_id>.
     root = results if results is not None else study_dir.parent.parent
     steps = []

@@ -8,11 +8,9 @@ hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any, Protocol
 
 from rich.console import Console
@@ -20,6 +18,7 @@ from rich.console import Console
 from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
+from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
 from tilemark.run.live import LiveDisplay
 from tilemark.run.outcome import RunOutcome
@@ -40,44 +39,6 @@ ENDED_BY = {
     "decided": "every QoS criterion is decided: stopping the run",
     "steady": "steady state reached: stopping the run",
 }
-
-
-class SignalStopper:
-    """Turns SIGINT and SIGTERM into an orderly engine stop instead of an exception."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.count = 0
-        self.handle: engine.Handle | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __call__(self, signum: int, frame: FrameType | None) -> None:
-        self.count += 1
-        if self.signum is None:
-            self.signum = signum
-            if self.handle is not None:
-                self.handle.stop()
-
-    def attach(self, handle: engine.Handle) -> None:
-        """Stop this handle on a signal (at once if one already arrived)."""
-        self.handle = handle
-        if self.signum is not None:
-            handle.stop()
-
-    def __enter__(self) -> SignalStopper:
-        self._previous = {s: signal.signal(s, self) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for s, previous in self._previous.items():
-            signal.signal(s, previous)
-
-    @property
-    def exit_status(self) -> int | None:
-        """128 + the first signal, as shells report a process killed by it."""
-        return None if self.signum is None else 128 + self.signum
 
 
 def _fill_reporter(tty: bool) -> targets.Progress:
@@ -119,37 +80,37 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     )
 
 
-def prepare(infos: Targets, console: Console) -> bool:
-    """Create/fill every target so reads never hit holes; False if interrupted (what was
-    filled is kept)."""
+def prepare(infos: Targets, console: Console) -> None:
+    """Create/fill every target so reads never hit holes; Interrupted (128 + the signal) when
+    a signal stops it (what was filled is kept)."""
     if isinstance(infos, RemoteTargets):
-        return infos.prepare(console)
-    for info in infos:
-        if info.will_fill:
-            if info.fill_device:
-                todo, verb = info.data_length, "filling"
-            else:
-                todo = info.file_data_length - info.filled_length
-                verb = "creating" if not info.exists else "filling"
-            what = f"{verb} {info.path}"
-            if info.grows_from is not None:
-                what = (
-                    f"growing {info.path} from {format_size(info.grows_from)} to "
-                    f"{format_size(info.file_data_length)} (a larger size was asked for)"
+        infos.prepare(console)
+        return
+    try:
+        for info in infos:
+            if info.will_fill:
+                if info.fill_device:
+                    todo, verb = info.data_length, "filling"
+                else:
+                    todo = info.file_data_length - info.filled_length
+                    verb = "creating" if not info.exists else "filling"
+                what = f"{verb} {info.path}"
+                if info.grows_from is not None:
+                    what = (
+                        f"growing {info.path} from {format_size(info.grows_from)} to "
+                        f"{format_size(info.file_data_length)} (a larger size was asked for)"
+                    )
+                console.print(
+                    f"{what}: writing {format_size(todo)} so reads never hit holes", markup=False
                 )
-            console.print(
-                f"{what}: writing {format_size(todo)} so reads never hit holes", markup=False
-            )
-        try:
             targets.prepare_target(info, progress=_fill_reporter(console.is_terminal))
-        except KeyboardInterrupt:
-            console.print(
-                "interrupted while preparing the target; the part already filled is kept and "
-                "reused next time",
-                markup=False,
-            )
-            return False
-    return True
+    except INTERRUPTS as e:
+        console.print(
+            "interrupted while preparing the target; the part already filled is kept and "
+            "reused next time",
+            markup=False,
+        )
+        raise Interrupted(status_of(e)) from None
 
 
 Analyzer = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
@@ -207,60 +168,62 @@ def run_plan(
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
-    telemetry = tm.Telemetry(compiled, [i.path for i in infos])
-    try:
-        writer = RunWriter(
-            results,
-            plan=compiled,
-            workload=workload.to_json(),
-            targets=[i.record() for i in infos],
-            argv=argv,
-            kind=kind,
-            telemetry=telemetry.record(),
-            label=label,
-        )
-    except OSError as e:
-        raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
-    telemetry.run_id = writer.run_id
-    try:
-        if targetdata.begin_plan(infos, compiled, writer.path):
-            writer.rewrite()  # the plan's verification settings: epochs and journals
-        reduction = datareduction.measure(compiled)
-    except BaseException as e:
-        writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
-        raise
-    served = metrics.current()
-    if served is not None:
-        served.run_started(writer.run_id, compiled, apps or {})
-    extra = f"; {note}" if note else ""
-    labelled = f" ({label})" if label else ""
-    console.print(
-        f"run {writer.run_id}{labelled}: {_describe(compiled, infos)}{extra}", markup=False
-    )
-    target_notes = [note for i in infos for note in i.notes()]
-    for info in infos:
-        if compiled["backend"] != "null" and info.precondition_note():
-            # The null backend touches no storage: whether it was preconditioned does not matter.
-            target_notes.append(str(info.precondition_note()))
-    for target_note in target_notes + telemetry.notes:
-        console.print(f"note: {target_note}", markup=False, soft_wrap=True)
-    print_reduction(reduction, console)
-
-    if not workload.keep_cache:
-        for t in compiled["targets"]:
-            if t["direct"]:
-                continue
-            try:
-                targets.drop_cached(t["path"], t["offset"], t["length"])
-            except OSError as e:
-                console.print(
-                    f"note: the page cache of {t['path']} could not be dropped "
-                    f"({e.strerror or e}); buffered reads may start warm",
-                    markup=False,
-                    soft_wrap=True,
-                )
-    changes = ChangeTracker()
+    # From here on a signal stops the run in order (the engine stops at once if it came
+    # before it started): the run directory is never left half made.
     with SignalStopper() as stopper:
+        telemetry = tm.Telemetry(compiled, [i.path for i in infos])
+        try:
+            writer = RunWriter(
+                results,
+                plan=compiled,
+                workload=workload.to_json(),
+                targets=[i.record() for i in infos],
+                argv=argv,
+                kind=kind,
+                telemetry=telemetry.record(),
+                label=label,
+            )
+        except OSError as e:
+            raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
+        telemetry.run_id = writer.run_id
+        try:
+            if targetdata.begin_plan(infos, compiled, writer.path):
+                writer.rewrite()  # the plan's verification settings: epochs and journals
+            reduction = datareduction.measure(compiled)
+        except BaseException as e:
+            writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
+            raise
+        served = metrics.current()
+        if served is not None:
+            served.run_started(writer.run_id, compiled, apps or {})
+        extra = f"; {note}" if note else ""
+        labelled = f" ({label})" if label else ""
+        console.print(
+            f"run {writer.run_id}{labelled}: {_describe(compiled, infos)}{extra}", markup=False
+        )
+        target_notes = [note for i in infos for note in i.notes()]
+        for info in infos:
+            if compiled["backend"] != "null" and info.precondition_note():
+                # The null backend touches no storage: its preconditioning does not matter.
+                target_notes.append(str(info.precondition_note()))
+        for target_note in target_notes + telemetry.notes:
+            console.print(f"note: {target_note}", markup=False, soft_wrap=True)
+        print_reduction(reduction, console)
+
+        if not workload.keep_cache:
+            for t in compiled["targets"]:
+                if t["direct"]:
+                    continue
+                try:
+                    targets.drop_cached(t["path"], t["offset"], t["length"])
+                except OSError as e:
+                    console.print(
+                        f"note: the page cache of {t['path']} could not be dropped "
+                        f"({e.strerror or e}); buffered reads may start warm",
+                        markup=False,
+                        soft_wrap=True,
+                    )
+        changes = ChangeTracker()
         try:
             handle = engine.start(compiled)
         except engine.EngineError as e:
@@ -291,7 +254,25 @@ def run_plan(
         data_summaries(summary, result, compiled, reduction)
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
-        return store_run(writer, compiled, result, summary, stopper, ended_by)
+        outcome = store_run(writer, compiled, result, summary, stopper, ended_by)
+    stuck = stuck_in_kernel(compiled, result)
+    if stuck:
+        console.print(f"note: {stuck}", markup=False, soft_wrap=True)
+    return outcome
+
+
+def stuck_in_kernel(compiled: dict[str, Any], result: dict[str, Any]) -> str | None:
+    """What to say when the psync backend left threads waiting in the kernel for IOs the
+    device never answered: the run is stored, but no process can end while one of its
+    threads waits there (io_uring's requests do not hold the process)."""
+    hung = int(result.get("hung_count") or len(result.get("hung") or []))
+    if compiled.get("backend") != "psync" or not hung:
+        return None
+    return (
+        f"{hung} IO thread(s) of the psync backend are stuck in the kernel on IOs the device "
+        "never answered: the run is stored, but this process ends only when the device "
+        "answers or fails them (kill -9 cannot end it sooner; the uring backend does not wait)"
+    )
 
 
 def summarize_run(

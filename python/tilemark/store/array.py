@@ -54,7 +54,10 @@ def read_array(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
             f"{path} has schema_version {version}, newer than tilemark reads "
             f"({SCHEMA_VERSION}); upgrade tilemark"
         )
-    sources = json.loads(meta.get(SOURCES_KEY, b"[]"))
+    try:
+        sources = json.loads(meta.get(SOURCES_KEY, b"[]"))
+    except (ValueError, RecursionError) as exc:
+        raise ArrayUnreadable(f"{path} has damaged source metadata ({exc})") from None
     return table.to_pylist(), sources
 
 

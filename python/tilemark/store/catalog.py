@@ -34,6 +34,9 @@ from tilemark.store.intervals import (
 from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
 
 CATALOG_FILE = "catalog.duckdb"
+DATA_FILES = tuple(
+    f"{name}.{ext}" for name in ("targets", "devices", "host") for ext in ("parquet", "arrows")
+)
 MARKER_TABLE = "tilemark_catalog"
 MARKER_FORMAT = "tilemark run catalog"
 # Bumped when the table layout changes; an older catalog of ours is rebuilt from run dirs.
@@ -267,7 +270,15 @@ def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 def state_row(state: RunState) -> dict[str, Any]:
     """The catalog columns of a run as readers see it: killed and damaged runs included."""
     run_dir = state.run_dir
-    if state.doc is None:
+    row = None
+    if state.doc is not None:
+        try:
+            row = catalog_row(state.doc, run_dir)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            # docshape checks what readers rely on; a value it lets through and this row
+            # cannot use still makes one damaged run, never a listing that fails.
+            state.status, state.problem = "damaged", f"run.json cannot be listed: {exc}"
+    if row is None:
         row = dict.fromkeys(COLUMN_NAMES)
         row.update(
             run_id=run_dir.name,
@@ -275,8 +286,6 @@ def state_row(state: RunState) -> dict[str, Any]:
             complete=False,
             path=str(run_dir.resolve()),
         )
-    else:
-        row = catalog_row(state.doc, run_dir)
     row["status"] = state.status
     row["problem"] = state.problem
     if state.status == "killed" and state.intervals.problem is None:
@@ -310,7 +319,8 @@ def _file_signature(run_dir: Path) -> str:
     """Identity of a run's files as written: atomic rewrites change the inode, appends and
     edits the size and mtime."""
     parts = []
-    for name in (RUN_JSON, INTERVALS_FILE, INTERVAL_LOG):
+    # Every data file a run writes (rundoc.DATA_FILE_KEYS): one deleted makes the run damaged.
+    for name in (RUN_JSON, INTERVALS_FILE, INTERVAL_LOG, *DATA_FILES):
         try:
             st = (Path(run_dir) / name).stat()
         except OSError:

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from tilemark.errors import UsageError
+from tilemark.interrupts import SignalStopper
 from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
 from tilemark.store.array import ARRAY_FILE
@@ -43,8 +44,13 @@ RUN_FILES = {
 }
 TEMPORARY = re.compile(r"^\..+\.tmp$")
 PART = re.compile(r"^part-\d+\.parquet$")
+# verify.journal, verify.1.journal, ...: a verified run's journals (targets/data.py).
+JOURNAL = re.compile(r"^verify(\.\d+)?\.journal$")
+# A cluster run keeps each host's part in hosts/NAME/ (cluster/hosts.py): the same files.
+HOSTS_DIR = "hosts"
 AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_AGE_DAYS = 36_500
 # A run directory being deleted is first renamed to a dot name, which listings skip: a run
 # is either listed whole or gone, never half deleted.
 DELETING_PREFIX = ".deleting-"
@@ -70,7 +76,13 @@ def parse_age(text: str, option: str = "--older-than") -> timedelta:
         raise UsageError(
             f"{option} must be a number with a unit s, m, h, d or w (e.g. 30d, 12h), not {text!r}."
         )
-    return timedelta(seconds=float(m.group(1)) * AGE_UNITS[m.group(2)])
+    seconds = float(m.group(1)) * AGE_UNITS[m.group(2)]
+    if seconds > MAX_AGE_DAYS * 86400:
+        raise UsageError(
+            f"{option} must be at most {MAX_AGE_DAYS}d (100 years; no run is older), "
+            f"got {text.strip()}."
+        )
+    return timedelta(seconds=seconds)
 
 
 def _size(path: Path) -> int:
@@ -84,14 +96,19 @@ def _size(path: Path) -> int:
     return total
 
 
-def _foreign_entries(run_dir: Path) -> list[str]:
-    """Entries of a run directory that tilemark does not write there."""
+def _ours(name: str) -> bool:
+    return name in RUN_FILES or bool(TEMPORARY.match(name) or JOURNAL.match(name))
+
+
+def _foreign_entries(run_dir: Path, *, hosts: bool = True) -> list[str]:
+    """Entries of a run directory (or of a host's part, `hosts=False`) that tilemark does not
+    write there."""
     out = []
     for entry in sorted(run_dir.iterdir()):
         name = entry.name
         if entry.is_symlink():
             out.append(name)
-        elif entry.is_file() and (name in RUN_FILES or TEMPORARY.match(name)):
+        elif entry.is_file() and _ours(name):
             continue
         elif entry.is_dir() and name == INTERVAL_PARTS_DIR:
             out.extend(
@@ -99,6 +116,12 @@ def _foreign_entries(run_dir: Path) -> list[str]:
                 for p in sorted(entry.iterdir())
                 if p.is_symlink() or not (PART.match(p.name) or TEMPORARY.match(p.name))
             )
+        elif entry.is_dir() and name == HOSTS_DIR and hosts:
+            for host in sorted(entry.iterdir()):
+                if host.is_symlink() or not host.is_dir():
+                    out.append(f"{name}/{host.name}")
+                else:
+                    out += [f"{name}/{host.name}/{f}" for f in _foreign_entries(host, hosts=False)]
         else:
             out.append(name)
     return out
@@ -108,6 +131,15 @@ def examine(run_dir: Path) -> Candidate:
     """Whether a directory may be deleted as a tilemark run, and its size."""
     state = inspect_run(run_dir)
     refusal = None
+    if run_dir.is_symlink():
+        # Deleting through it would delete what it points to, wherever that is.
+        target = os.readlink(run_dir)
+        return Candidate(
+            state,
+            0,
+            f"run {run_dir.name} is a symbolic link (to {target}); tilemark deletes only run "
+            "directories it made: remove the link, or prune where it points",
+        )
     others = _foreign_entries(run_dir)
     if others:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
@@ -150,33 +182,46 @@ def older_than(results_root: Path, age: timedelta, now: datetime | None = None) 
     return [d for _, d in sorted(out)]
 
 
-def delete(results_root: Path, candidates: list[Candidate]) -> str | None:
-    """Delete the run directories (renamed aside first), then their catalog rows; a note when
-    the catalog could not be updated (the next listing drops the rows)."""
+@dataclass
+class Deletion:
+    """What `delete` did: the runs deleted (all, unless a signal stopped it between two), a
+    note when the catalog could not be updated, and 128 + the signal that stopped it."""
+
+    deleted: list[Candidate]
+    note: str | None
+    exit_status: int | None = None
+
+
+def delete(results_root: Path, candidates: list[Candidate]) -> Deletion:
+    """Delete the run directories (renamed aside first), then their catalog rows. A signal
+    never cuts a run in half: the run being deleted is finished and the next is not begun."""
     root = Path(results_root)
-    deleted = []
-    try:
-        for c in candidates:
-            run_dir = c.state.run_dir
-            aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
-            try:
-                os.rename(run_dir, aside)
-            except OSError as exc:
-                raise StoreError(
-                    f"run {run_dir.name} cannot be deleted: {describe_os_error(exc)}"
-                ) from exc
-            deleted.append(run_dir)
-            try:
-                shutil.rmtree(aside)
-            except OSError as exc:
-                raise StoreError(
-                    f"run {run_dir.name} was only partly deleted: {describe_os_error(exc)}; "
-                    f"what remains is in {aside}"
-                ) from exc
-    finally:
+    deleted: list[Candidate] = []
+    with SignalStopper() as stopper:
         try:
-            catalog.forget(root, deleted)
-            note = None
-        except catalog.CatalogError as exc:
-            note = f"the catalog keeps their rows until the next `tilemark runs` ({exc})"
-    return note
+            for c in candidates:
+                if stopper.signum is not None:
+                    break
+                run_dir = c.state.run_dir
+                aside = root / f"{DELETING_PREFIX}{run_dir.name}-{secrets.token_hex(2)}"
+                try:
+                    os.rename(run_dir, aside)
+                except OSError as exc:
+                    raise StoreError(
+                        f"run {run_dir.name} cannot be deleted: {describe_os_error(exc)}"
+                    ) from exc
+                deleted.append(c)
+                try:
+                    shutil.rmtree(aside)
+                except OSError as exc:
+                    raise StoreError(
+                        f"run {run_dir.name} was only partly deleted: {describe_os_error(exc)}; "
+                        f"what remains is in {aside}"
+                    ) from exc
+        finally:
+            try:
+                catalog.forget(root, [c.state.run_dir for c in deleted])
+                note = None
+            except catalog.CatalogError as exc:
+                note = f"the catalog keeps their rows until the next `tilemark runs` ({exc})"
+        return Deletion(deleted, note, stopper.exit_status)

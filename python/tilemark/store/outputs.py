@@ -155,7 +155,7 @@ class OutputDir:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return {}
             doc = json.loads(os.read(fd, 1 << 20) or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             return {}
         finally:
             os.close(fd)

@@ -17,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 import tilemark
-from tilemark.store import process
+from tilemark.errors import UsageError, excerpt
+from tilemark.store import docshape, process
 from tilemark.store.intervals import (
     SCHEMA_VERSION,
     IntervalSource,
@@ -113,8 +114,10 @@ class RunNotFoundError(StoreError):
     """No run matches the given directory or run id."""
 
 
-class RunFormatError(StoreError):
-    """A run.json that this tilemark cannot read (unknown or missing schema_version)."""
+class RunFormatError(StoreError, UsageError):
+    """A run.json that this tilemark cannot read (not JSON, unknown or missing
+    schema_version, fields of the wrong type): the run is `damaged`; a command given it says
+    so in one sentence (exit 2)."""
 
 
 class IntervalsError(StoreError):
@@ -199,11 +202,15 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
         doc = json.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise RunNotFoundError(f"{source} does not exist") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunFormatError(f"{source} cannot be read as JSON: {exc}") from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise RunFormatError(f"{source} cannot be read as JSON: {excerpt(str(exc), 200)}") from exc
     if not isinstance(doc, dict):
         raise RunFormatError(f"{source} is not a JSON object; it is not a tilemark run")
-    return migrate(doc, str(source))
+    doc = migrate(doc, str(source))
+    wrong = docshape.problem(doc, docshape.RUN)
+    if wrong is not None:
+        raise RunFormatError(f"{source} cannot be read: its {wrong}")
+    return doc
 
 
 def load_run(path_or_id: str | Path, results_root: Path | None = None) -> dict[str, Any]:
@@ -289,7 +296,37 @@ def inspect_run(run_dir: Path) -> RunState:
     if intervals.problem is not None:
         problem = intervals.problem + (f" (run.json says {status})" if status else "")
         status = "damaged"
+    else:
+        gone = missing_files(run_dir, doc, intervals)
+        if gone:
+            verb = "is" if len(gone) == 1 else "are"
+            problem = f"{', '.join(gone)} {verb} missing (run.json says {status})"
+            status = "damaged"
     return RunState(run_dir, doc, status, problem, intervals)
+
+
+# run.json `files` keys naming the data files a run writes; each is an Arrow log (.arrows)
+# while the run is under way, sealed into its Parquet file when it ends.
+DATA_FILE_KEYS = ("intervals", "targets", "devices", "host")
+
+
+def missing_files(run_dir: Path, doc: dict[str, Any], intervals: IntervalSource) -> list[str]:
+    """The data files run.json names that are gone (deleted or lost outside tilemark): neither
+    the sealed file nor its log is there. A run writes every one of them from its start."""
+    files = doc.get("files") or {}
+    gone = []
+    for key in DATA_FILE_KEYS:
+        name = files.get(key)
+        if not name:
+            continue
+        if key == "intervals":
+            present = intervals.kind != "none"
+        else:
+            log = Path(name).with_suffix(".arrows").name
+            present = (run_dir / name).is_file() or (run_dir / log).is_file()
+        if not present:
+            gone.append(str(name))
+    return gone
 
 
 def _gone_reason(doc: dict[str, Any]) -> str | None:

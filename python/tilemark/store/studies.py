@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tilemark.errors import excerpt
+from tilemark.store import docshape
 from tilemark.store.rundoc import RUN_JSON, inspect_run
 
 STUDIES_DIR = "studies"
@@ -24,14 +26,19 @@ def study_dirs(results_root: Path) -> list[Path]:
     return sorted(d for d in base.iterdir() if d.is_dir() and (d / STUDY_FILE).is_file())
 
 
-def _read(study_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    path = study_dir / STUDY_FILE
+def read_study(study_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(study.json, None), or (None, why it cannot be read): not JSON, not an object, or a
+    field of the wrong type (docshape.STUDY); such a study is `damaged`."""
+    path = Path(study_dir) / STUDY_FILE
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return None, f"{path} cannot be read as JSON: {exc}"
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return None, f"{path} cannot be read as JSON: {excerpt(str(exc), 200)}"
     if not isinstance(doc, dict):
         return None, f"{path} is not a JSON object"
+    wrong = docshape.problem(doc, docshape.STUDY)
+    if wrong is not None:
+        return None, f"{path} cannot be read: its {wrong}"
     return doc, None
 
 
@@ -45,7 +52,7 @@ def step_run_dir(results_root: Path, step: dict[str, Any]) -> Path | None:
 
 def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
     """One study as `tilemark studies` lists it."""
-    doc, problem = _read(study_dir)
+    doc, problem = read_study(study_dir)
     row: dict[str, Any] = {"study_id": study_dir.name, "path": str(study_dir.resolve())}
     if doc is None:
         return {**row, "status": "damaged", "problem": problem}
@@ -96,7 +103,7 @@ def steps_of_studies(results_root: Path) -> dict[str, str]:
     """run id -> id of the study it is a step of."""
     out = {}
     for study_dir in study_dirs(results_root):
-        doc, _ = _read(study_dir)
+        doc, _ = read_study(study_dir)
         for step in (doc or {}).get("steps") or []:
             if isinstance(step, dict) and step.get("run_id"):
                 out[str(step["run_id"])] = str((doc or {}).get("study_id") or study_dir.name)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import tilemark
+from tilemark.interrupts import INTERRUPTS, SignalStopper, status_of
 from tilemark.store.rundir import allocate_dir
 from tilemark.store.rundoc import utc_now_iso, write_json_atomic
 from tilemark.telemetry import prometheus as metrics
@@ -341,46 +342,51 @@ def run_study(
             body["stopped"] = stopped
         return record.save(body, complete=complete)
 
-    for r in range(1, repeat + 1):
-        study, book = make_study(), StepBook()
-        books.append((study, book))
-        while interrupted is None and (chosen := study.next_step(book)) is not None:
-            spec, reason = chosen
-            step = book.get(spec.key) or book.add(StepRecord(spec, r, confirm_runs))
-            if reason == RECHECK:
-                step.rechecked = True
-            while True:
-                try:
-                    if events is not None:
-                        events.starting(spec, reason, r, len(step.attempts) + 1)
-                    served = metrics.current()
-                    if served is not None:
-                        served.study_step(
-                            getattr(study, "kind", "study"), spec.label, float(spec.key), r
-                        )
-                    attempt = runner.run(spec, reason)
-                except (StudyStopped, KeyboardInterrupt) as stop:
-                    # A signal between runs (no run is under way to stop in order) ends the
-                    # study like one during a run: what ran is kept.
-                    if isinstance(stop, StudyStopped):
+    # The whole study is a stop scope: a signal between two runs (no run under way to stop in
+    # order) is recorded, never raised in the middle of saving study.json, and ends the study
+    # before its next run; one during a run stops that run, which is stored incomplete.
+    with SignalStopper() as stopper:
+        for r in range(1, repeat + 1):
+            study, book = make_study(), StepBook()
+            books.append((study, book))
+            while interrupted is None and (chosen := study.next_step(book)) is not None:
+                spec, reason = chosen
+                step = book.get(spec.key) or book.add(StepRecord(spec, r, confirm_runs))
+                if reason == RECHECK:
+                    step.rechecked = True
+                while True:
+                    if stopper.exit_status is not None:
+                        interrupted = stopper.exit_status
+                        break
+                    try:
+                        if events is not None:
+                            events.starting(spec, reason, r, len(step.attempts) + 1)
+                        served = metrics.current()
+                        if served is not None:
+                            served.study_step(
+                                getattr(study, "kind", "study"), spec.label, float(spec.key), r
+                            )
+                        attempt = runner.run(spec, reason)
+                    except StudyStopped as stop:
                         interrupted, stopped = stop.status, stop.why
-                    else:
-                        interrupted = 130
-                    if not step.attempts:
-                        book.discard(spec.key)
-                    break
-                step.attempts.append(attempt)
-                save(False)
-                if events is not None:
-                    events.finished(step, attempt)
-                if attempt.interrupted is not None:
-                    interrupted = attempt.interrupted
-                    break
-                if attempt.verdict is None or step.verdict is not None:
-                    break
-                reason = CONFIRM
-        if interrupted is not None:
-            break
+                        break
+                    except INTERRUPTS as stop:  # where no handler could be installed
+                        interrupted = status_of(stop)
+                        break
+                    step.attempts.append(attempt)
+                    save(False)
+                    if events is not None:
+                        events.finished(step, attempt)
+                    if attempt.interrupted is not None or stopper.exit_status is not None:
+                        interrupted = attempt.interrupted or stopper.exit_status
+                        break
+                    if attempt.verdict is None or step.verdict is not None:
+                        break
+                    reason = CONFIRM
+                if not step.attempts:
+                    book.discard(spec.key)  # stopped before its first run
+            if interrupted is not None:
+                break
     doc = save(interrupted is None)
     return StudyOutcome(doc, record.path, interrupted, stopped)
 

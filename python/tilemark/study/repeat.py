@@ -25,8 +25,8 @@ from rich.console import Console
 
 from tilemark.analysis.compare import run_values
 from tilemark.analysis.trend import NOISE_FLOOR_PCT, fit, overall, verdict
+from tilemark.interrupts import SignalStopper
 from tilemark.run.outcome import RunOutcome
-from tilemark.run.runner import SignalStopper
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study, StudyStopped
 
 MAX_REPETITIONS = 1000

@@ -22,7 +22,7 @@ from rich.console import Console
 from tilemark import engine, targets
 from tilemark.analysis.steady import RULE, steady
 from tilemark.hist import latency_hist
-from tilemark.run.runner import SignalStopper
+from tilemark.interrupts import SignalStopper
 from tilemark.workload import compiler, plan
 
 ROUND_S = 1.0

@@ -55,6 +55,8 @@ class TargetInfo:
     preconditioning: dict[str, Any] | None = None  # the last `tilemark precondition` record
     name: str = ""  # the workload's name for the target (targetspec.py)
     data: dict[str, Any] | None = None  # what the data area holds (targetdata.py)
+    # Bytes of the filled data area the file no longer holds: cut short outside tilemark.
+    missing_length: int = 0
 
     @property
     def will_fill(self) -> bool:
@@ -66,6 +68,12 @@ class TargetInfo:
 
     def notes(self) -> list[str]:
         """What a user must know about the data the run reads (shown with the results)."""
+        if self.missing_length:
+            return [
+                f"target {self.path} is {format_size(self.missing_length)} shorter than its "
+                "header says was filled (cut short outside tilemark); the missing part was "
+                "filled again"
+            ]
         if self.kind == "block" and not self.fill_device:
             return [
                 f"target {self.path} was not written by tilemark: regions never written (thin-"
@@ -191,7 +199,7 @@ def read_header(path: str, timeout_s: float = HEADER_READ_TIMEOUT_S) -> dict[str
         for key in ("version", "data_offset", "data_length", "filled_length"):
             if not isinstance(header[key], int):
                 raise ValueError(key)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise UsageError(
             f"target {path} carries tilemark's marker but its header is damaged; remove the "
             f"file and run again to recreate it."
@@ -238,7 +246,7 @@ def read_device_doc(rdev: int, size: int) -> dict[str, Any]:
     """What the state directory keeps about a block device ({} when nothing)."""
     try:
         doc = json.loads(_device_record_path(rdev, size).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

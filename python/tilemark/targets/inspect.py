@@ -12,6 +12,7 @@ from pathlib import Path
 from tilemark.errors import UsageError
 from tilemark.targets.block import block_device_size, check_block_writable
 from tilemark.targets.header import (
+    DEFAULT_ALIGN,
     DEFAULT_DATA_DIR,
     DEFAULT_FREE_SHARE,
     DEFAULT_SIZE_CAP,
@@ -242,8 +243,11 @@ def _inspect_existing_file(
 
     current = header["data_length"]
     # A file cut short after it was filled must not claim data it no longer has.
-    present = max(0, st.st_size - HEADER_SIZE)
+    # Whole blocks only: a file cut at any byte is refilled from a block boundary.
+    block = int((header.get("data") or {}).get("block_size") or DEFAULT_ALIGN)
+    present = max(0, st.st_size - HEADER_SIZE) // block * block
     filled = min(header["filled_length"], current, present)
+    missing = max(0, min(header["filled_length"], current) - present)
     data_length = current
     if size is not None:
         data_length = size // _unit(alignment) * _unit(alignment)
@@ -269,6 +273,7 @@ def _inspect_existing_file(
         grows_from=current if file_data_length > current else None,
         preconditioning=header.get("preconditioning"),
         data=header.get("data"),
+        missing_length=missing,
     )
 
 

@@ -180,7 +180,7 @@ class TargetLock:
             record = json.loads(os.pread(fd, 65536, 0) or b"{}")
             command = " ".join(record.get("argv") or [])
             return f"pid {record['pid']}, since {record['since']}: {command}"
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return "holder unknown"
 
     def __exit__(self, *exc_info: object) -> None:

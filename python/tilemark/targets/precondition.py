@@ -32,7 +32,7 @@ import tilemark
 from tilemark import engine, targets
 from tilemark.console import make_console
 from tilemark.errors import RunError, UsageError
-from tilemark.run.runner import SignalStopper
+from tilemark.interrupts import SignalStopper
 from tilemark.run.summary import errors_by_name, errors_text
 from tilemark.targets import data as targetdata
 from tilemark.targets import sets as targetset

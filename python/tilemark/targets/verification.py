@@ -22,10 +22,12 @@ from typing import Any
 
 from tilemark import engine, targets
 from tilemark.errors import UsageError
+from tilemark.interrupts import SignalStopper, signal_name
 from tilemark.store import process
 from tilemark.store.rundoc import (
     RUN_JSON,
     RunNotFoundError,
+    read_run_json,
     resolve_run_dir,
     utc_now_iso,
     write_json_atomic,
@@ -114,13 +116,71 @@ class PassPlan:
     info: targets.TargetInfo
     run_dir: Path | None = None
     notes: list[str] | None = None
+    missing: int = 0  # bytes of the data area past the end of a file cut short
+
+
+def _cut_short(spec: dict[str, Any], info: targets.TargetInfo) -> int:
+    """Limit a pass over a file to what the file still holds; the bytes of its data area that
+    are gone (a file truncated outside tilemark): one finding, `missing`."""
+    if info.kind != "file":
+        return 0
+    size = Path(info.path).stat().st_size
+    end = spec["data_offset"] + spec["data_length"]
+    if size >= end:
+        return 0
+    block = spec["block_size"]
+    kept = max(0, size - spec["data_offset"]) // block * block
+    missing = spec["data_length"] - kept
+    spec["data_length"] = kept
+    return missing
+
+
+def missing_finding(p: PassPlan) -> dict[str, Any]:
+    """The finding of a data area cut short: where it ends and how much is gone."""
+    start = p.spec["data_offset"] + p.spec["data_length"]
+    return {
+        "class": "missing",
+        "offset": start - p.spec["data_offset"],
+        "stream": None,
+        "detail": (
+            f"the data area ends here, {format_size(p.missing)} "
+            f"({p.missing // p.spec['block_size']:,} blocks) short of what its header says was "
+            "written: the file was cut short outside tilemark"
+        ),
+    }
+
+
+JOURNAL_FIELDS = {
+    "target_id": int,
+    "data_length": int,
+    "block_size": int,
+    "epoch": int,
+    "prior": str,
+}
 
 
 def _journal_header(path: Path) -> dict[str, Any]:
-    raw = path.read_bytes()[:4096]
+    """The journal's header, checked for the fields a pass needs; a damaged one is a
+    sentence (its run cannot be verified against it)."""
+    with open(path, "rb") as f:
+        raw = f.read(4096)
     if not raw.startswith(JOURNAL_MAGIC):
         raise UsageError(f"{path} is not a tilemark verification journal.")
-    return json.loads(raw[len(JOURNAL_MAGIC) :].split(b"\0", 1)[0])
+    damaged = (
+        f"the verification journal {path} is damaged (its header is cut short or is not "
+        "tilemark's), so this run cannot be verified against it; verify its target instead "
+        "(tilemark verify PATH)."
+    )
+    try:
+        header = json.loads(raw[len(JOURNAL_MAGIC) :].split(b"\0", 1)[0])
+    except (ValueError, RecursionError):
+        raise UsageError(damaged) from None
+    if not isinstance(header, dict) or any(
+        not isinstance(header.get(k), t) or isinstance(header.get(k), bool)
+        for k, t in JOURNAL_FIELDS.items()
+    ):
+        raise UsageError(damaged)
+    return header
 
 
 def _inspect(path: str) -> targets.TargetInfo:
@@ -131,9 +191,9 @@ def plans_for_run(run_dir: Path, threads: int) -> list[PassPlan]:
     """The passes over the data areas a verified run wrote, one per target it wrote, each
     judged by that target's journal. A cluster run's journals are under hosts/NAME/, with
     the plan of the host whose targets they judge; that host must be this machine."""
-    doc = json.loads((run_dir / RUN_JSON).read_text())
+    doc = read_run_json(run_dir)  # RunFormatError (one sentence) when it is damaged
     run_id = doc.get("run_id", run_dir.name)
-    parts = [("", run_dir, doc["plan"]["targets"])]
+    parts = [("", run_dir, (doc.get("plan") or {}).get("targets") or [])]
     if doc.get("hosts"):
         here = socket.gethostname()
         parts = []
@@ -144,7 +204,8 @@ def plans_for_run(run_dir: Path, threads: int) -> list[PassPlan]:
                     f"run {run_id} wrote its targets on host {host['name']}, which is not this "
                     f"machine; verify them there (tilemark verify PATH on {host['hostname']})."
                 )
-            parts.append((f" host {host['name']}", own, host["plan"]["targets"]))
+            host_targets = (host.get("plan") or {}).get("targets") or []
+            parts.append((f" host {host['name']}", own, host_targets))
     plans = []
     for where, directory, plan_targets in parts:
         for index, plan_target in enumerate(plan_targets):
@@ -209,7 +270,8 @@ def _plan_for_journal(
         "journal": str(journal),
         "rebooted": rebooted,
     }
-    return PassPlan(what, info.path, spec, info, run_dir=run_dir, notes=notes)
+    missing = _cut_short(spec, info)
+    return PassPlan(what, info.path, spec, info, run_dir=run_dir, notes=notes, missing=missing)
 
 
 def plan_for_target(path: str, threads: int) -> PassPlan:
@@ -221,7 +283,8 @@ def plan_for_target(path: str, threads: int) -> PassPlan:
         raise UsageError(
             f"nothing to verify: {why or f'target {info.path} holds no tilemark data'}."
         )
-    length = info.filled_length if info.kind == "file" else info.data_length
+    # A file cut short since it was filled: the pass reads what is left, the rest is missing.
+    length = info.filled_length + info.missing_length if info.kind == "file" else info.data_length
     prior = targetdata.prior(record)
     spec = {
         "path": info.path,
@@ -249,7 +312,8 @@ def plan_for_target(path: str, threads: int) -> PassPlan:
             "runs without --verify wrote this target: their blocks carry no headers and are "
             "counted, not judged"
         )
-    return PassPlan(f"target {info.path}", info.path, spec, info, None, notes)
+    missing = _cut_short(spec, info)
+    return PassPlan(f"target {info.path}", info.path, spec, info, None, notes, missing)
 
 
 def plan_pass(run_or_target: str, results: Path, threads: int) -> list[PassPlan]:
@@ -278,23 +342,31 @@ def execute(
     stored with the run it checked."""
     argv = ["tilemark", "verify", p.what]
     started_at = utc_now_iso()
-    with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
-        handle = engine.verify_pass(p.spec)
-        t0 = time.monotonic()
-        try:
+    # A signal stops the pass in order: what it read so far is judged and stored, marked
+    # incomplete, with the signal that stopped it.
+    with SignalStopper() as stopper:
+        with targets.lock_target(p.info, argv) if lock else contextlib.nullcontext():
+            handle = engine.verify_pass(p.spec)
+            stopper.attach(handle)
+            t0 = time.monotonic()
             while not handle.wait(poll_s):
                 if progress is not None:
                     progress(*handle.progress(), time.monotonic() - t0)
-        except KeyboardInterrupt:
-            handle.stop()
-            handle.wait(60)
-        result = handle.result()
-    if progress is not None:
-        progress(*handle.progress(), time.monotonic() - t0)
-    result["started_at"] = started_at
-    result["target"] = p.path
-    if p.run_dir is not None:
-        store(p.run_dir, result)
+            result = handle.result()
+        if progress is not None:
+            progress(*handle.progress(), time.monotonic() - t0)
+        result["started_at"] = started_at
+        result["target"] = p.path
+        if p.missing:  # one finding: the area is gone from one offset on
+            result["findings"] = [missing_finding(p), *result["findings"]]
+            result["total"] += 1
+            result["by_class"] = {**result["by_class"], "missing": 1}
+        result["interrupted_by"] = (
+            None if stopper.exit_status is None else signal_name(stopper.exit_status)
+        )
+        result["exit_status"] = stopper.exit_status
+        if p.run_dir is not None:
+            store(p.run_dir, result)
     return result
 
 

@@ -12,7 +12,6 @@ is one UsageError, before anything is written.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from tilemark.store.rundoc import (
     resolve_run_dir,
     utc_now_iso,
 )
-from tilemark.store.studies import STUDY_FILE, step_run_dir, study_dirs
+from tilemark.store.studies import STUDY_FILE, read_study, step_run_dir, study_dirs
 from tilemark.units import parse_duration
 
 NS = 1_000_000_000
@@ -409,10 +408,9 @@ def _attach_study(
     study: Path, results: Path, csv_path: Path, time_column: str | None, offset_s: float, label: str
 ) -> Outcome:
     """Each run of the study gets the rows within its own span."""
-    try:
-        doc = json.loads((study / STUDY_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UsageError(f"study {study.name} cannot be read: {e}.") from None
+    doc, problem = read_study(study)
+    if doc is None:
+        raise UsageError(f"study {study.name} is damaged: {problem}.")
     notes: list[str] = []
     clocks: list[RunClock] = []
     seen: set[Path] = set()

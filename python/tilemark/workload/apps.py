@@ -27,7 +27,8 @@ from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
 from tilemark.options import PROFILE_STREAM_KEYS, parse_name
 from tilemark.units import MIB, check_byte_rate, check_iops
-from tilemark.workload.plan import parse_workload, read_toml
+from tilemark.workload.plan import parse_workload
+from tilemark.workload.tomlfile import read_toml
 
 BUILTIN_DIR = Path(__file__).parent.parent / "profiles"
 USER_DIR_ENV = "TILEMARK_PROFILES"

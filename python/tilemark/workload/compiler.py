@@ -16,6 +16,7 @@ from tilemark.errors import UsageError
 from tilemark.targets import data as targetdata
 from tilemark.targets.header import TargetInfo, default_align
 from tilemark.units import format_size
+from tilemark.workload.limits import check_memory
 from tilemark.workload.plan import StreamSpec, Workload
 
 
@@ -223,7 +224,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 else stream_seed(workload.seed, index),
             }
         )
-    return {
+    compiled: EnginePlan = {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,
         "threads": threads,
@@ -245,3 +246,5 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         ],
         "streams": streams,
     }
+    check_memory(dict(compiled))  # refused before any IO when it would not fit
+    return compiled

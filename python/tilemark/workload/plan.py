@@ -28,9 +28,7 @@ A stream's `start` and `stop` (run time, warm-up included) make phases within th
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +52,8 @@ from tilemark.options import (
 )
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.units import MIB
+from tilemark.workload.limits import check_stream_count
+from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
 __all__ = [
     "ARRIVALS",
@@ -223,20 +223,28 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
     return names
 
 
+def _copies_label(name: str, flag_keys: frozenset[str]) -> str:
+    return "--copies" if "copies" in flag_keys else f"stream '{name}': copies"
+
+
 def _expand_copies(
-    tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str]
+    tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str], source: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """`copies = N` turns a stream into N identical streams NAME0..NAME{N-1} (Iometer's
     workers), each with its own seed (an explicit seed is offset by the copy's index)."""
     out_tables: list[dict[str, Any]] = []
     out_names: list[str] = []
+    counts = [
+        _stream_value(table, "copies", _copies_label(name, flag_keys)) if "copies" in table else 1
+        for table, name in zip(tables, names, strict=True)
+    ]
+    check_stream_count(sum(counts), source)
     for table, name in zip(tables, names, strict=True):
         if "copies" not in table:
             out_tables.append(table)
             out_names.append(name)
             continue
-        label = "--copies" if "copies" in flag_keys else f"stream '{name}': copies"
-        copies = _stream_value(table, "copies", label)
+        copies = _stream_value(table, "copies", _copies_label(name, flag_keys))
         base = {k: v for k, v in table.items() if k != "copies"}
         for i in range(copies):
             copy = dict(base)
@@ -414,6 +422,8 @@ def parse_workload(
         raise UsageError(
             f'{source} has no streams; add at least one [[stream]] table (e.g. rw = "randread").'
         )
+    what = "the workload" if source in ("flags", "default") or ":" in source else source
+    check_stream_count(len(tables), what)
     for index, table in enumerate(tables):
         named = isinstance(table, dict) and isinstance(table.get("name"), str)
         _check_keys(
@@ -448,7 +458,7 @@ def parse_workload(
 
     merged = [{**defaults, **table} for table in tables]
     names = _stream_names(merged, flag_keys)
-    merged, names = _expand_copies(merged, names, flag_keys)
+    merged, names = _expand_copies(merged, names, flag_keys, what)
     streams = [
         parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
@@ -474,33 +484,6 @@ def parse_workload(
         keep_cache=keep_cache,
         verify=verify,
     )
-
-
-def read_toml(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
-    """Read a TOML file (workload, profile, tile); anything wrong is one UsageError naming
-    `what` and the file."""
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise UsageError(f"{what} {path} does not exist.") from None
-    except IsADirectoryError:
-        raise UsageError(f"{what} {path} is a directory; name a .toml file.") from None
-    except UnicodeDecodeError as e:
-        byte = e.object[e.start : e.start + 1].hex()
-        raise UsageError(
-            f"{what} {path} is not UTF-8 text (byte 0x{byte} at offset {e.start}); "
-            "TOML files must be UTF-8."
-        ) from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{what} {path} is not valid TOML: {e}.") from None
-    except OSError as e:
-        raise UsageError(f"{what} {path} cannot be read: {e.strerror}.") from None
-
-
-def load_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a workload TOML file; a missing or malformed file is a UsageError."""
-    return read_toml(path, "workload file")
 
 
 def default_workload_doc(target: str, size: int) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 //! How a thread stops by itself and how it ends: the error limit, hung IOs, and a drain that
-//! waits for in-flight IOs no longer than the IO timeout (shorter after stop()). IOs that never
-//! complete are listed and their buffers leaked, because the kernel may still write into them.
+//! waits for in-flight IOs no longer than the IO timeout (one interval once an IO hung, at most
+//! STOP_DRAIN_NS after stop()). IOs that never complete are listed and their buffers leaked,
+//! because the kernel may still write into them.
 
 use std::sync::mpsc::Sender;
 
@@ -54,6 +55,10 @@ impl Worker {
         let timeout = self.limits.io_timeout_ns;
         let patience = match clock.stop.reason() {
             Some(StopReason::Requested) => timeout.map_or(STOP_DRAIN_NS, |t| t.min(STOP_DRAIN_NS)),
+            // An IO already outlived the timeout: the run has its verdict. IOs still in flight
+            // get one interval to complete, not a second full timeout, so a hung device stops
+            // the run within the timeout plus one interval.
+            Some(StopReason::Hung) => timeout.unwrap_or(DRAIN_LIMIT_NS).min(clock.interval_ns),
             _ => timeout.unwrap_or(DRAIN_LIMIT_NS),
         };
         let mut now = clock.now();

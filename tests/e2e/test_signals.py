@@ -1,0 +1,167 @@
+"""SIGINT and SIGTERM in every phase of a command: between two steps of a study, while a target
+is filled, in the middle of a verification pass. Each once exited silently or stored the work as
+failed (issue 28); now each says so, stores what it did as interrupted and exits 128 + signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from .rigs import (
+    in_cgroup,
+    loop_device,
+    ram_dir,
+    throttled_cgroup,
+    tilemark_exe,
+)
+
+STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+BOTH = pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [tilemark_exe(), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+
+
+def signal_after_line(proc: subprocess.Popen, text: str, signum: int, timeout: float = 60) -> str:
+    """Read stderr until a line holding `text`, then send `signum` at once; stderr so far."""
+    seen = []
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not sel.select(timeout=0.5):
+            assert proc.poll() is None, (proc.returncode, "".join(seen))
+            continue
+        line = proc.stderr.readline()
+        assert line, f"{text!r} never came: {''.join(seen)}"
+        seen.append(line)
+        if text in line:
+            proc.send_signal(signum)
+            return "".join(seen)
+    raise AssertionError(f"{text!r} did not come within {timeout} s: {''.join(seen)}")
+
+
+def finish(proc: subprocess.Popen, before: str) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, before + err
+
+
+def run_docs(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(results.glob("2*/run.json"))]
+
+
+@BOTH
+def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted(tmp_path, signum):
+    results = tmp_path / "results"
+    proc = start(
+        "scale", "--target", str(tmp_path / "t.dat"), "--capacity", "64m", "--tiles", "1,2,3",
+        "--duration", "1", "--warmup", "0", "--interval", "0.1", "--backend", "null",
+        "--no-report", "--no-settle", "--results", str(results),
+    )  # fmt: skip
+    before = signal_after_line(proc, "scale: 2 tile(s)", signum)
+    status, out, err = finish(proc, before)
+    assert status == STATUS[signum], err
+    assert "Traceback" not in err
+    assert "interrupted: the study so far is kept, marked incomplete" in err
+    docs = run_docs(results)
+    assert [d["status"] for d in docs][:1] == ["complete"]
+    # The second step's run, if it started, is stored as interrupted, never failed or running.
+    assert all(d["status"] == "incomplete" for d in docs[1:]), [d["status"] for d in docs]
+    assert all(d["error"] is None for d in docs), [d["error"] for d in docs]
+    assert not list(results.glob("2*/.reserve"))
+    (study,) = [json.loads(p.read_text()) for p in results.glob("studies/*/study.json")]
+    assert study["complete"] is False
+    assert [s["tiles"] for s in study["steps"]] == [1, 2][: len(docs)]
+    listed = subprocess.run(
+        [tilemark_exe(), "runs", "--results", str(results), "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert {r["status"] for r in json.loads(listed.stdout)} <= {"complete", "incomplete"}
+
+
+def test_sigterm_while_a_target_is_filled_keeps_the_fill_and_says_so(tmp_path):
+    # Writes to the device are held to 8 MB/s: filling 32 MiB takes 4 s, SIGTERM comes in it.
+    with (
+        loop_device(ram_dir() / f"tilemark-fill-{os.getpid()}.img", 32 << 20) as dev,
+        throttled_cgroup(dev, write_bps=8_000_000) as cg,
+    ):
+        proc = subprocess.Popen(
+            in_cgroup(cg, [
+                tilemark_exe(), "run", "--target", dev, "--destroy-data", dev, "--fill",
+                "--rw", "randread", "--duration", "1", "--results", str(tmp_path / "results"),
+            ]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        before = signal_after_line(proc, "so reads never hit holes", signal.SIGTERM)
+        status, out, err = finish(proc, before)
+    assert status == 143, err
+    assert "Traceback" not in err
+    assert "interrupted while preparing the target; the part already filled is kept" in err
+    assert run_docs(tmp_path / "results") == []  # nothing was measured: no run is stored
+
+
+def verified_run(dev: str, results: Path) -> Path:
+    done = subprocess.run(
+        [
+            tilemark_exe(),
+            "run",
+            "--target",
+            dev,
+            "--destroy-data",
+            dev,
+            "--rw",
+            "randwrite",
+            "--bs",
+            "64k",
+            "--verify",
+            "--duration",
+            "0.5",
+            "--interval",
+            "0.1",
+            "--results",
+            str(results),
+            "--json",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return Path(json.loads(done.stdout)["run_dir"])
+
+
+@BOTH
+def test_a_signal_in_the_middle_of_a_verification_pass_stores_the_partial_pass(tmp_path, signum):
+    # Reads from the device are held to 8 MB/s: the pass over 32 MiB takes 4 s.
+    with loop_device(ram_dir() / f"tilemark-verify-{os.getpid()}.img", 32 << 20) as dev:
+        run_dir = verified_run(dev, tmp_path / "results")
+        with throttled_cgroup(dev, read_bps=8_000_000) as cg:
+            proc = subprocess.Popen(
+                in_cgroup(cg, [tilemark_exe(), "verify", str(run_dir), "--threads", "1"]),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            # Signal once the progress shows a MiB or more read ("0 B of 32 MiB" first).
+            before = signal_after_line(proc, " MiB of 32 MiB", signum)
+            status, out, err = finish(proc, before)
+    assert status == STATUS[signum], err
+    assert "Traceback" not in err
+    name = signal.Signals(signum).name
+    assert f"interrupted by {name}: the pass so far is kept, marked incomplete" in err
+    (stored,) = json.loads((run_dir / "run.json").read_text())["verify_passes"]
+    assert stored["complete"] is False and stored["interrupted_by"] == name
+    assert 0 < stored["bytes"] < 32 << 20
