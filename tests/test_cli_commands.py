@@ -55,3 +55,16 @@ def test_version_and_unknown_commands(capsys):
     assert capsys.readouterr().out.startswith("tilemark ")
     assert main(["rnus"]) == 2
     assert "Did you mean 'runs'" in capsys.readouterr().err
+
+
+def test_listing_runs_imports_neither_pyarrow_nor_the_report_machinery(tmp_path):
+    """`runs` reads the DuckDB catalog; the readers of interval data (pyarrow) and everything
+    the report and run commands need stay unloaded."""
+    loaded = _modules_after(
+        "import contextlib, io\nfrom tilemark.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['runs', '--results', {str(tmp_path)!r}]) == 0"
+    )
+    assert not loaded & {"pyarrow", "altair", "scipy", "pandas", "distributed", "pydantic"}, sorted(
+        loaded & {"pyarrow", "altair", "scipy", "pandas", "distributed", "pydantic"}
+    )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -20,7 +19,7 @@ from tilemark.run.outcome import RunOutcome
 from tilemark.targets import verification
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
-DEFAULT_RESULTS = Path("tilemark-results")
+from tilemark.options.typed import DEFAULT_RESULTS  # noqa: E402, F401  (one definition)
 
 # Exit statuses (docs/results-schema.md): 0 ok, 1 a run failed, 2 bad input, 3 QoS failed,
 # 128 + signal when interrupted.
@@ -98,18 +97,6 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         err.print(f"run failed: {outcome.error}", markup=False)
     elif outcome.exit_status is not None:
         err.print("interrupted: results kept, marked incomplete", markup=False)
-
-
-def listed_plainly(rows: list[dict[str, Any]], json_out: bool, nothing: str) -> bool:
-    """The JSON list of a listing command (`runs`, `studies`), or its sentence for an empty
-    list; True when printed, False when the caller prints its table."""
-    if json_out:
-        typer.echo(json.dumps(rows, indent=2))
-        return True
-    if not rows:
-        typer.echo(nothing)
-        return True
-    return False
 
 
 def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:

@@ -14,7 +14,7 @@ from tilemark.cli.common import DEFAULT_RESULTS
 from tilemark.errors import UsageError
 from tilemark.report import REPORT_FILE, HtmlExporter, PngExporter, build_report
 from tilemark.report.data import RunData, StudyData, load_source
-from tilemark.store.intervals import describe_os_error
+from tilemark.store.layout import describe_os_error
 
 
 def note_damage(source: RunData | StudyData) -> int:

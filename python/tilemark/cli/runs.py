@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -13,13 +13,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
+from tilemark.cli.listing import listed_plainly
 from tilemark.console import make_console
 from tilemark.errors import UsageError
-from tilemark.store import catalog, manage
+from tilemark.options.typed import DEFAULT_RESULTS
+from tilemark.store import catalog
 from tilemark.store.catalog import list_runs
 from tilemark.store.studies import steps_of_studies
 from tilemark.units import format_size
+
+if TYPE_CHECKING:  # rm and prune load the deleting code; listing does not
+    from tilemark.store.manage import Candidate
 
 ResultsOpt = Annotated[
     Path | None,
@@ -237,9 +241,7 @@ def _deletable_root(root: Path) -> None:
         raise UsageError(f"--results {root} is read-only: no run can be deleted from it.")
 
 
-def _report(
-    candidates: list[manage.Candidate], root: Path, *, dry_run: bool, note: str | None
-) -> None:
+def _report(candidates: list[Candidate], root: Path, *, dry_run: bool, note: str | None) -> None:
     studies = steps_of_studies(root)
     for c in candidates:
         state = c.state
@@ -276,6 +278,8 @@ def rm(
     unknown, still running, or holds files tilemark did not write."""
     root = _root(ctx, results)
     _deletable_root(root)
+    from tilemark.store import manage
+
     chosen: dict[Path, manage.Candidate] = {}
     for name in ids:
         run_dir = manage.find_run(root, name)
@@ -288,7 +292,9 @@ def rm(
     _delete(list(chosen.values()), root, dry_run=dry_run)
 
 
-def _delete(candidates: list[manage.Candidate], root: Path, *, dry_run: bool) -> None:
+def _delete(candidates: list[Candidate], root: Path, *, dry_run: bool) -> None:
+    from tilemark.store import manage
+
     if dry_run:
         _report(candidates, root, dry_run=True, note=None)
         return
@@ -316,6 +322,8 @@ def prune(
 ) -> None:
     """Delete runs older than AGE (never one still running, never a directory holding files
     tilemark did not write)."""
+    from tilemark.store import manage
+
     age = manage.parse_age(older_than)
     root = _root(ctx, results)
     _deletable_root(root)

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tilemark.cli.common import DEFAULT_RESULTS, listed_plainly
+from tilemark.cli.listing import listed_plainly
 from tilemark.cli.runs import (
     STATUS_STYLES,
     columns_shown,
@@ -18,6 +18,7 @@ from tilemark.cli.runs import (
     print_fitted,
 )
 from tilemark.console import make_console
+from tilemark.options.typed import DEFAULT_RESULTS
 from tilemark.store.studies import list_studies
 
 COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")

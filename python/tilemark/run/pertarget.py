@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from tilemark.hist import LATENCY_STATS, Histogram, latency_hist
-from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY
+from tilemark.store.layout import SCHEMA_VERSION, VERSION_KEY
 
 OP_KINDS = ("read", "write", "sync")
 DATA_OPS = ("read", "write")

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY, atomic_file
+from tilemark.store.layout import SCHEMA_VERSION, VERSION_KEY, atomic_file
 
 ARRAY_FILE = "array.parquet"
 SOURCES_KEY = b"tilemark.array_sources"

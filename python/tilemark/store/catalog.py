@@ -24,13 +24,7 @@ from typing import Any
 import duckdb
 
 from tilemark.errors import UsageError
-from tilemark.store.intervals import (
-    INTERVAL_LOG,
-    INTERVALS_FILE,
-    TOTAL_COLUMNS,
-    source_batches,
-    totals,
-)
+from tilemark.store.layout import INTERVAL_LOG, INTERVALS_FILE
 from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
 
 CATALOG_FILE = "catalog.duckdb"
@@ -291,6 +285,8 @@ def state_row(state: RunState) -> dict[str, Any]:
     if state.status == "killed" and state.intervals.problem is None:
         # No summary was written: what the intervals it kept add up to.
         try:
+            from tilemark.store.intervals import TOTAL_COLUMNS, source_batches, totals
+
             kept = totals(source_batches(state.intervals, TOTAL_COLUMNS))
         except Exception as exc:  # a log that reads as complete can still fail to convert
             row["problem"] = f"{state.problem}; its intervals cannot be read: {exc}"

@@ -19,31 +19,31 @@ import errno
 import json
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tilemark.hist import LATENCY_STATS, Histogram
+from tilemark.store.layout import (
+    INTERVAL_LOG,
+    INTERVAL_PARTS_DIR,
+    INTERVALS_FILE,
+    OP_KINDS,
+    SCHEMA_VERSION,
+    VERSION_KEY,
+    atomic_file,
+    fsync_dir,
+)
 
-INTERVALS_FILE = "intervals.parquet"
-INTERVAL_LOG = "intervals.arrows"
-# Left by runs of tilemark before schema 2: Parquet parts flushed every 10 intervals.
-INTERVAL_PARTS_DIR = "intervals.parts"
 # Row groups of the sealed file: this many intervals, or fewer when they hold many rows.
 ROW_GROUP_INTERVALS = 10
 ROW_GROUP_ROWS = 20_000
 # Intervals shorter than this (run time) are written to the log together.
 LOG_SPAN_NS = 1_000_000_000
-OP_KINDS = ("read", "write", "sync")
-VERSION_KEY = b"tilemark.schema_version"
-# The results format's version: run.json and the interval files carry it and change together
-# with docs/results-schema.md (rundir.MIGRATIONS upgrades older run.json documents).
-SCHEMA_VERSION = 4
 _EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 
 INTERVAL_SCHEMA = pa.schema(
@@ -73,17 +73,6 @@ INTERVAL_SCHEMA = pa.schema(
 
 class IntervalsUnreadable(Exception):
     """No interval can be read from a run's interval file; the message says which and why."""
-
-
-def errno_name(exc: OSError) -> str:
-    """`ENOSPC` for an OSError with errno 28; `OSError` when it carries no errno."""
-    return errno.errorcode.get(exc.errno or 0, "OSError")
-
-
-def describe_os_error(exc: OSError) -> str:
-    """'No space left on device (ENOSPC)': the reason and the errno name users search for."""
-    reason = exc.strerror or str(exc)
-    return f"{reason} ({errno_name(exc)})" if exc.errno else reason
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,20 +142,6 @@ def snapshot_rows(run_id: str, plan: dict, snapshot: dict) -> list[dict[str, Any
 
 # ---------------------------------------------------------------------------------------------
 # writing
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make a directory's entries (a created, renamed or removed file) durable."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -341,24 +316,6 @@ def _row_group_cut(table: pa.Table) -> int:
         if i + 1 >= ROW_GROUP_ROWS:
             return i + 1
     return table.num_rows
-
-
-@contextmanager
-def atomic_file(path: Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """A file that appears at `path` whole (written to a temporary file, fsync'ed, renamed)
-    or not at all: on any failure the temporary file is removed and `path` is unchanged."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
 
 
 def seal(run_dir: Path) -> Path:

@@ -20,7 +20,7 @@ from tilemark.interrupts import SignalStopper
 from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
 from tilemark.store import catalog
 from tilemark.store.array import ARRAY_FILE
-from tilemark.store.intervals import (
+from tilemark.store.layout import (
     INTERVAL_LOG,
     INTERVAL_PARTS_DIR,
     INTERVALS_FILE,

@@ -18,16 +18,8 @@ from typing import Any
 import tilemark
 from tilemark.run import pertarget
 from tilemark.store import catalog, process
-from tilemark.store.intervals import (
-    INTERVAL_LOG,
-    INTERVALS_FILE,
-    SCHEMA_VERSION,
-    IntervalLog,
-    describe_os_error,
-    seal,
-    seal_log,
-    snapshot_rows,
-)
+from tilemark.store.intervals import IntervalLog, seal, seal_log, snapshot_rows
+from tilemark.store.layout import INTERVAL_LOG, INTERVALS_FILE, SCHEMA_VERSION, describe_os_error
 from tilemark.store.rundoc import (  # the reading side; re-exported for the writer's callers
     RUN_JSON,
     StoreError,

@@ -12,21 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 import tilemark
 from tilemark.errors import UsageError, excerpt
 from tilemark.store import docshape, process
-from tilemark.store.intervals import (
-    SCHEMA_VERSION,
-    IntervalSource,
-    IntervalsUnreadable,
-    atomic_file,
-    interval_source,
-    read_source,
-)
+from tilemark.store.layout import SCHEMA_VERSION, atomic_file
+
+if TYPE_CHECKING:  # the readers of interval data (pyarrow) load when data is read
+    import pyarrow as pa
+
+    from tilemark.store.intervals import IntervalSource
 
 RUN_JSON = "run.json"
 
@@ -222,6 +218,8 @@ def interval_files(run_dir: Path) -> list[Path]:
     """The files holding a run's intervals: intervals.parquet, the log of a run that did not
     finish, or an older tilemark's Parquet parts. A file from a newer schema, or one that
     cannot be read at all, is refused (IntervalsError), never reinterpreted."""
+    from tilemark.store.intervals import interval_source
+
     source = interval_source(run_dir)
     if source.problem is not None:
         raise IntervalsError(f"{Path(run_dir).name}: {source.problem}")
@@ -231,6 +229,8 @@ def interval_files(run_dir: Path) -> list[Path]:
 def read_intervals(run_dir: Path, columns: list[str] | None = None) -> pa.Table:
     """Interval rows of a run as one table, from whichever files hold them; IntervalsError
     when none can be read."""
+    from tilemark.store.intervals import IntervalsUnreadable, interval_source, read_source
+
     source = interval_source(run_dir)
     try:
         return read_source(source, columns)
@@ -281,6 +281,8 @@ class RunState:
 
 def inspect_run(run_dir: Path) -> RunState:
     """Read a run directory without changing it: its run.json, intervals and real status."""
+    from tilemark.store.intervals import interval_source
+
     run_dir = Path(run_dir)
     intervals = interval_source(run_dir)
     try:

@@ -40,7 +40,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tilemark.store.intervals import SCHEMA_VERSION, VERSION_KEY
+from tilemark.store.layout import SCHEMA_VERSION, VERSION_KEY
 from tilemark.telemetry import envinfo
 
 PROC_DISKSTATS = Path("/proc/diskstats")
