@@ -12,6 +12,7 @@ pub mod engine;
 pub mod error;
 pub mod plan;
 pub mod prepare;
+pub mod replay;
 pub mod rng;
 pub mod stats;
 pub mod stop;
