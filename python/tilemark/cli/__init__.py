@@ -17,6 +17,7 @@ from tilemark.cli.points import curve, matrix, sweep
 from tilemark.cli.precondition import precondition_command
 from tilemark.cli.profiles import profiles_app
 from tilemark.cli.repeat import repeat
+from tilemark.cli.replay import replay_command
 from tilemark.cli.report import report
 from tilemark.cli.run import run
 from tilemark.cli.runs import runs_app
@@ -51,6 +52,7 @@ app.command("curve", no_args_is_help=True)(curve)
 app.command("precondition", no_args_is_help=True)(precondition_command)
 app.command("report", no_args_is_help=True)(report)
 app.command("compare", no_args_is_help=True)(compare)
+app.command("replay", no_args_is_help=True)(replay_command)
 app.command("export", no_args_is_help=True)(export)
 app.command("verify", no_args_is_help=True)(verify)
 app.command("attach", no_args_is_help=True)(attach_command)

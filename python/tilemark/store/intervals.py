@@ -36,7 +36,8 @@ ROW_GROUP_INTERVALS = 10
 ROW_GROUP_ROWS = 20_000
 # Intervals shorter than this (run time) are written to the log together.
 LOG_SPAN_NS = 1_000_000_000
-OP_KINDS = ("read", "write", "sync")
+# "discard" only comes from streams replaying a trace (the engine reports it for them alone).
+OP_KINDS = ("read", "write", "sync", "discard")
 VERSION_KEY = b"tilemark.schema_version"
 # The results format's version: run.json and the interval files carry it and change together
 # with docs/results-schema.md (rundir.MIGRATIONS upgrades older run.json documents).
