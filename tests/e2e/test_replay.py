@@ -1,5 +1,5 @@
 """`tilemark replay`: traces written with the trace schema, replayed on small tilemark files
-and a loop device, each in a few seconds (docs/traces.md, Replay).
+and a loop device, each in a few seconds (docs/replay.md).
 
 What is measured: the IO lists the engine ran against the traces (op, size and offset
 multisets), the engine's counters per op kind, the replay's achieved rate and span against the

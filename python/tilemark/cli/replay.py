@@ -1,5 +1,5 @@
-"""`tilemark replay TRACE...`: replay block traces against a target as a run (docs/traces.md,
-Replay). Parses options into ReplayOptions, calls tilemark.trace.replay.replay, prints what it
+"""`tilemark replay TRACE...`: replay block traces against a target as a run (docs/replay.md).
+Parses options into ReplayOptions, calls tilemark.trace.replay.replay, prints what it
 returns; the replay's work (and its heavy imports) is there."""
 
 from __future__ import annotations

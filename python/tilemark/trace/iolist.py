@@ -1,5 +1,5 @@
 """Traces compiled into the engine's replayed IO lists (crates/engine/src/replay.rs has the
-file format; docs/traces.md, Replay).
+file format; docs/replay.md).
 
 Two passes over each trace, batch by batch, so memory stays bounded however long it is:
 `scan` learns what every stream of the replay holds (rows, ops, extent, times, whether

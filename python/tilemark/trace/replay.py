@@ -1,5 +1,5 @@
 """`tilemark replay`: block traces replayed against a target, as a run like any other
-(docs/traces.md, Replay): intervals, histograms, telemetry, summary, catalog and report, plus
+(docs/replay.md): intervals, histograms, telemetry, summary, catalog and report, plus
 how faithfully the replay kept to the trace (trace/accuracy.py).
 
 Every trace (or every group of a trace's rows, `split`) is one stream of the run, replaying an
