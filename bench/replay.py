@@ -138,29 +138,50 @@ def data_times_us(trace: Path) -> list[float]:
 
 
 class Submissions:
-    """io_uring_submit_req events (with tgid, monotonic clock) in a tracefs instance."""
+    """io_uring_submit_req events (with tgid, monotonic clock) of one process and its threads
+    in a tracefs instance. The kernel keeps only that process's events (set_event_pid, with
+    event-fork for the threads it starts), so other processes' io_uring traffic on a shared
+    machine neither fills the buffer nor pushes the run's first events out of it; a full
+    buffer drops new events rather than old ones, and any drop is reported."""
 
     def __init__(self) -> None:
         if not (TRACEFS / "instances").is_dir():
             raise SetupError(f"tracefs is not mounted at {TRACEFS}")
         self.dir = TRACEFS / "instances" / f"tilemark-bench-replay-{os.getpid()}"
+        self.lost_before = 0
 
     def __enter__(self) -> Submissions:
         self.dir.mkdir()
         (self.dir / "trace_clock").write_text("mono")
         (self.dir / "buffer_size_kb").write_text("65536")
         (self.dir / "options" / "record-tgid").write_text("1")
+        (self.dir / "options" / "event-fork").write_text("1")
+        (self.dir / "options" / "overwrite").write_text("0")
         event = self.dir / "events" / "io_uring" / "io_uring_submit_req"
         (event / "filter").write_text('op_str == "READ" || op_str == "WRITE"')
         return self
 
-    def start(self) -> None:
+    def start(self, pid: int) -> None:
+        """Record process `pid` (and the threads and children it starts from now on)."""
         (self.dir / "trace").write_text("")  # clears the buffer
+        self.lost_before = self.lost()
+        (self.dir / "set_event_pid").write_text(f"{pid}\n")
         (self.dir / "events" / "io_uring" / "io_uring_submit_req" / "enable").write_text("1")
+
+    def lost(self) -> int:
+        """Events the buffer could not take (overrun or dropped), over every CPU."""
+        total = 0
+        for stats in (self.dir / "per_cpu").glob("cpu*/stats"):
+            for line in stats.read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() in ("overrun", "dropped events"):
+                    total += int(value.split()[0])
+        return total
 
     def stop(self, tgid: int) -> list[float]:
         """Submission times (us, CLOCK_MONOTONIC) of process `tgid`'s reads and writes."""
         (self.dir / "events" / "io_uring" / "io_uring_submit_req" / "enable").write_text("0")
+        (self.dir / "set_event_pid").write_text("")
         times = []
         with open(self.dir / "trace") as f:
             for line in f:
@@ -239,10 +260,14 @@ def throttle(dev: str, iops: int):
                 time.sleep(0.1)
 
 
-def in_cgroup(cg: Path | None, cmd: list[str]) -> list[str]:
-    if cg is None:
-        return cmd
-    return ["sh", "-c", f'echo $$ > "{cg}/cgroup.procs" && exec "$@"', "sh", *cmd]
+def held(cg: Path | None, cmd: list[str], pin: int | None = None) -> list[str]:
+    """`cmd` run inside cgroup `cg` (if any) and on CPU `pin` (if any), once a line arrives on
+    its stdin: its pid is known, and traced, before it does anything. Every wrapper execs, so
+    the pid stays the tool's."""
+    if pin is not None:
+        cmd = ["taskset", "-c", str(pin), *cmd]
+    join = f'echo $$ > "{cg}/cgroup.procs" && ' if cg is not None else ""
+    return ["sh", "-c", join + 'read _ && exec "$@"', "sh", *cmd]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -277,17 +302,24 @@ def fio_cmd(fio: str, iolog: Path, dev: str, out: Path) -> list[str]:
 
 
 def run_one(
-    tool: str, cmd: list[str], sub: Submissions, trace_us: list[float], cg: Path | None
+    cmd: list[str], sub: Submissions, trace_us: list[float], cg: Path | None, pin: int | None
 ) -> tuple[int, float, dict[str, Any], str, str]:
     os.sync()
     time.sleep(1.0)
-    sub.start()
-    started = time.monotonic()
-    proc = subprocess.Popen(in_cgroup(cg, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=REPO)  # fmt: skip
-    out, err = proc.communicate()
+    proc = subprocess.Popen(held(cg, cmd, pin), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
+    try:
+        sub.start(proc.pid)
+        started = time.monotonic()
+        out, err = proc.communicate("go\n")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
     wall = time.monotonic() - started
-    return proc.returncode, wall, timing(sub.stop(proc.pid), trace_us), out, err
+    submits = sub.stop(proc.pid)
+    lost = sub.lost() - sub.lost_before
+    return proc.returncode, wall, timing(submits, trace_us) | {"events_lost": lost}, out, err
 
 
 def tilemark_own(stdout: str) -> dict[str, Any]:
@@ -334,7 +366,7 @@ def measure(args: argparse.Namespace, dev: str, cg: Path | None, device: str, tr
                         else fio_cmd(args.fio, iolog, dev, fio_json)
                     )
                     before = vs_fio.load_now()
-                    code, wall, tim, out, err = run_one(tool, cmd, sub, trace_us, cg)
+                    code, wall, tim, out, err = run_one(cmd, sub, trace_us, cg, args.pin)
                     run = Run(tool, case, device, rep, cmd, code, wall, tim, {}, before,
                               vs_fio.load_now())  # fmt: skip
                     try:
@@ -343,6 +375,8 @@ def measure(args: argparse.Namespace, dev: str, cg: Path | None, device: str, tr
                         run.error = f"{type(e).__name__}: {e}; stderr: {err.strip()[-400:]}"
                     if code != 0:
                         run.error = (run.error or "") + f" exit {code}: {err.strip()[-400:]}"
+                    if tim.get("events_lost"):
+                        run.error = (run.error or "") + f" tracefs lost {tim['events_lost']} events"
                     runs.append(run)
                     print(progress(run), flush=True)
     return runs
@@ -492,6 +526,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--fio", default=vs_fio.DEFAULT_FIO)
     p.add_argument("--tilemark", default=str(REPO / ".venv" / "bin" / "tilemark"))
     p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument(
+        "--pin",
+        type=int,
+        metavar="CPU",
+        help="run both tools, and the kernel's unbound workqueues (the loop device's worker), "
+        "on this CPU (a system-wide setting, restored at exit; bench/README.md)",
+    )
     return p.parse_args(argv)
 
 
@@ -521,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             traces.append((case, trace, iolog, data_times_us(trace)))
         vs_fio.RAMDISK_IMAGE = RAM_IMAGE  # our own image: vs_fio may run beside us
         runs: list[Run] = []
-        with vs_fio.ramdisk(RAM_SIZE) as ram:
+        with vs_fio.ramdisk(RAM_SIZE) as ram, vs_fio.pinned_workqueues(args.pin):
             dev = ram["device"]
             with open(dev, "r+b") as f:  # no accidental filesystem signature in random data
                 f.write(bytes(128 << 10))
@@ -550,6 +591,11 @@ def main(argv: list[str] | None = None) -> int:
             "writes them through an O_DSYNC file.",
             f"fio --iodepth={FIO_IODEPTH} --thread; tilemark caps a replayed stream at "
             f"{FIO_IODEPTH} IOs in flight.",
+            *(
+                [f"pinned: both tools (taskset) and the unbound workqueues on CPU {args.pin}"]
+                if args.pin is not None
+                else []
+            ),
         ],
     }
     args.out.mkdir(parents=True, exist_ok=True)

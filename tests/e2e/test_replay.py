@@ -9,6 +9,7 @@ trace's, holes punched by discards, and on a loop device the requests the block 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 import random
@@ -420,7 +421,10 @@ def test_a_block_device_receives_the_traces_requests(tmp_path, capsys):
         {"issue_ns": [i * 1_000_000 for i in range(n)], "op": ops, "offset": offsets,
          "size": sizes, "fua": [op == "write" and i % 5 == 0 for i, op in enumerate(ops)]},
     )  # fmt: skip
-    with loop_device(ram_dir() / f"tilemark-replay-{os.getpid()}.img", 32 * MiB) as dev:
+    image = ram_dir() / f"tilemark-replay-{os.getpid()}.img"
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(image.unlink, missing_ok=True)  # the rig detaches, we remove
+        dev = cleanup.enter_context(loop_device(image, 32 * MiB))
         name = Path(dev).name
         (Path("/sys/block") / name / "queue" / "nomerges").write_text("2")
         with BioTrace(dev) as bios:
