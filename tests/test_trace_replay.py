@@ -139,3 +139,64 @@ def test_damaged_rows_are_one_sentence(tmp_path):
     t = trace(tmp_path, issue_ns=[0, 5], op=["read", "write"], offset=[0, 0], size=[4096, 0])
     with pytest.raises(UsageError, match="a write of 0 bytes"):
         iolist.scan(t, Selection(), None, completions=False)
+
+
+def _expect(name: str, expected: int | None, mode: str = "timed"):
+    from tilemark.trace.accuracy import StreamExpectation
+
+    return StreamExpectation(
+        name=name, trace=f"/t/{name}.parquet", group=None, records=100, expected=expected,
+        ops={"read": 100, "write": 0, "flush": 0, "discard": 0}, rounded=0, trace_iops=100.0,
+        trace_span_s=0.99, mode=mode,
+    )  # fmt: skip
+
+
+def _counters(issued: int, late_ns: int = 2000) -> dict:
+    from tilemark.hist import Histogram
+
+    hist = Histogram()
+    for _ in range(issued):
+        hist.record(late_ns)
+    gap = 10_000_000
+    return {"issued": issued, "lateness": hist.to_json(), "first_submit_ns": late_ns,
+            "last_submit_ns": late_ns + (issued - 1) * gap, "first_due_ns": 0,
+            "last_due_ns": (issued - 1) * gap}  # fmt: skip
+
+
+def test_the_replay_section_counts_skipped_ios_and_fails_the_run_on_them():
+    from tilemark.runner import storage_verdict
+    from tilemark.trace import accuracy
+
+    settings = {"mode": "timed", "speed": 1.0, "align": 4096}
+    streams = [{"stream": 0, "replay": _counters(100)}, {"stream": 1, "replay": _counters(97)}]
+    result = {"complete": True, "streams": streams}
+    section = accuracy.summarize_replay(settings, [_expect("a", 100), _expect("b", 100)], result)
+    assert [s["skipped"] for s in section["streams"]] == [0, 3]
+    assert section["skipped"] == 3 and section["total"]["expected"] == 200
+    a = section["streams"][0]
+    assert a["rate_error_pct"] == pytest.approx(0.0) and a["lateness"]["p50_us"] == 2.0
+    assert "3 skipped" in section["verdict"]
+    assert accuracy.failure(section) == (
+        "the replay skipped 3 of 200 IOs (b 3): every IO of the trace must be issued"
+    )
+    verdict = storage_verdict({}, {"replay": section, "total": {}})
+    assert verdict == (None, accuracy.failure(section)), "stored failed, not as the storage's"
+    # A run that did not finish counts nothing as skipped.
+    cut = accuracy.summarize_replay(settings, [_expect("a", 100)], {"complete": False,
+        "streams": [{"stream": 0, "replay": _counters(40)}]})  # fmt: skip
+    assert cut["skipped"] is None and accuracy.failure(cut) is None
+    assert "did not finish" in cut["verdict"]
+
+
+def test_afap_is_judged_against_the_traces_rate_and_says_how_many_times_it():
+    from tilemark.trace import accuracy
+
+    fast = _counters(100)
+    fast["last_submit_ns"] = fast["first_submit_ns"] + 99 * 1_000_000  # 1,000 IOPS
+    section = accuracy.summarize_replay(
+        {"mode": "afap", "speed": 1.0, "align": 4096},
+        [_expect("a", None, "afap")],
+        {"complete": True, "streams": [{"stream": 0, "replay": fast}]},
+    )
+    assert section["streams"][0]["rate_error_pct"] == pytest.approx(900.0)
+    assert "10.00x the trace's 100.0" in section["verdict"]
