@@ -60,7 +60,6 @@ RAM_IMAGE = Path("/dev/shm/tilemark-bench-replay.img")
 RAM_SIZE = 1 << 30
 EXTENT = 512 << 20  # synthetic traces' offsets lie below this
 THROTTLE_IOPS = 5000  # read and write IOPS of the throttled device
-FIO_IODEPTH = 256  # tilemark's default cap on a replayed stream's IOs in flight
 SCHEMA = "tilemark-bench-replay/1"
 BUDGET_RATE_PCT = 0.5
 BUDGET_LATE_P99_US = 50.0
@@ -123,6 +122,16 @@ def write_iolog(trace: Path, out: Path) -> int:
             f.write(f"{r['offset'] if r['op'] != 'flush' else 0} {r['size']}\n")
         f.write(f"{(table[-1]['issue_ns'] - t0) // 1000 + 2} dev close\n")
     return sum(r["op"] in ("read", "write") for r in table)
+
+
+def inflight_cap(trace: Path) -> int:
+    """tilemark's cap on the trace's IOs in flight (fio gets it as --iodepth)."""
+    from tilemark.trace import iolist
+    from tilemark.trace.replay import inflight_cap as cap
+    from tilemark.trace.schema import open_trace
+
+    scan = iolist.scan(open_trace(trace), iolist.Selection(), None, completions=True)
+    return cap(scan.max_size, max(g.max_inflight for g in scan.groups.values()))
 
 
 def data_times_us(trace: Path) -> list[float]:
@@ -295,9 +304,9 @@ def tilemark_cmd(tm: str, trace: Path, dev: str) -> list[str]:
             "--results", str(WORK / "results"), "--json"]  # fmt: skip
 
 
-def fio_cmd(fio: str, iolog: Path, dev: str, out: Path) -> list[str]:
+def fio_cmd(fio: str, iolog: Path, dev: str, out: Path, iodepth: int) -> list[str]:
     return [fio, "--name=replay", "--ioengine=io_uring", "--direct=1",
-            f"--iodepth={FIO_IODEPTH}", f"--read_iolog={iolog}", f"--replay_redirect={dev}",
+            f"--iodepth={iodepth}", f"--read_iolog={iolog}", f"--replay_redirect={dev}",
             "--thread", "--output-format=json", f"--output={out}"]  # fmt: skip
 
 
@@ -355,7 +364,7 @@ def fio_own(path: Path) -> dict[str, Any]:
 def measure(args: argparse.Namespace, dev: str, cg: Path | None, device: str, traces) -> list[Run]:
     runs: list[Run] = []
     with Submissions() as sub:
-        for ci, (case, trace, iolog, trace_us) in enumerate(traces):
+        for ci, (case, trace, iolog, trace_us, depth) in enumerate(traces):
             for rep in range(args.reps):
                 order = ("tilemark", "fio") if (rep + ci) % 2 == 0 else ("fio", "tilemark")
                 for tool in order:
@@ -363,7 +372,7 @@ def measure(args: argparse.Namespace, dev: str, cg: Path | None, device: str, tr
                     cmd = (
                         tilemark_cmd(args.tilemark, trace, dev)
                         if tool == "tilemark"
-                        else fio_cmd(args.fio, iolog, dev, fio_json)
+                        else fio_cmd(args.fio, iolog, dev, fio_json, depth)
                     )
                     before = vs_fio.load_now()
                     code, wall, tim, out, err = run_one(cmd, sub, trace_us, cg, args.pin)
@@ -559,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         for case, trace in made:
             iolog = TRACES / f"{case}.iolog"
             write_iolog(trace, iolog)
-            traces.append((case, trace, iolog, data_times_us(trace)))
+            traces.append((case, trace, iolog, data_times_us(trace), inflight_cap(trace)))
         vs_fio.RAMDISK_IMAGE = RAM_IMAGE  # our own image: vs_fio may run beside us
         runs: list[Run] = []
         with vs_fio.ramdisk(RAM_SIZE) as ram, vs_fio.pinned_workqueues(args.pin):
@@ -582,15 +591,18 @@ def main(argv: list[str] | None = None) -> int:
         "argv": ["bench/replay.py", *(argv if argv is not None else sys.argv[1:])],
         "reps": args.reps,
         "machine": vs_fio.machine_notes(settings, {"ramdisk": ram}),
-        "traces": {c: {"path": str(t), "data_ios": len(us)} for c, t, _, us in traces},
+        "traces": {
+            c: {"path": str(t), "data_ios": len(us), "inflight_cap": depth}
+            for c, t, _, us, depth in traces
+        },
         "summary": rows,
         "runs": [r.__dict__ for r in runs],
         "budget_failures": budgets(rows),
         "notes": [
             "fio replays FUA writes as plain writes (an iolog cannot say FUA); tilemark "
             "writes them through an O_DSYNC file.",
-            f"fio --iodepth={FIO_IODEPTH} --thread; tilemark caps a replayed stream at "
-            f"{FIO_IODEPTH} IOs in flight.",
+            "fio --iodepth = tilemark's cap on a replayed stream's IOs in flight for that "
+            "trace (`traces[].inflight_cap`); fio --thread.",
             *(
                 [f"pinned: both tools (taskset) and the unbound workqueues on CPU {args.pin}"]
                 if args.pin is not None

@@ -49,7 +49,8 @@ from tilemark.units import MIB, format_size
 
 MODES = ("timed", "afap", "qd")
 REMAPS = ("modulo", "scale", "off")
-DEFAULT_CAP = 256  # IOs in flight per stream at most (timed, afap), unless the trace had more
+MIN_CAP = 256  # IOs in flight per stream at most (timed, afap): at least this many, ...
+CAP_BUFFER_BYTES = 64 << 20  # ... up to as many as this much of buffers holds (MAX_QD at most)
 MAX_SPEED = 1e6
 LIST_DIR = "replay"  # the IO lists' directory in the run directory
 
@@ -106,6 +107,17 @@ def parse_choice(text: str, flag: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise UsageError(f"{flag} must be one of {', '.join(choices)}, got {text!r}.")
     return value
+
+
+def inflight_cap(max_len: int, trace_inflight: int) -> int:
+    """How many IOs a timed or afap stream may have in flight: enough that a burst the device
+    cannot absorb at once queues at the device (where its response time shows it) rather
+    than in tilemark (where its IOs would go out late), as long as the buffers stay within
+    CAP_BUFFER_BYTES; at least MIN_CAP and twice the trace's own concurrency, at most MAX_QD.
+    On a device throttled to 5,000 IOPS, bursts of 3,000 IOs at 20,000 IOPS went out up to
+    0.3 s late with 256 slots (bench/README.md, Trace replay)."""
+    by_memory = CAP_BUFFER_BYTES // max(1, max_len)
+    return min(MAX_QD, max(MIN_CAP, 2 * trace_inflight, by_memory))
 
 
 @dataclass(frozen=True)
@@ -404,10 +416,7 @@ def _stream(
         expected = (cut_ns // loop_ns) * out.records + out.before_cut
     if o.mode != "timed" and o.duration_s is not None:
         expected = None  # afap and qd: --duration cuts the run wherever it has got to
-    if o.mode == "qd":
-        qd = o.depth or 1
-    else:
-        qd = min(MAX_QD, max(DEFAULT_CAP, 2 * group.max_inflight))
+    qd = (o.depth or 1) if o.mode == "qd" else inflight_cap(out.max_len, group.max_inflight)
     expectation = accuracy.StreamExpectation(
         name=name,
         trace=str(scan_.path.resolve()),
