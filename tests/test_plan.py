@@ -52,7 +52,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
     compiled = compiler.compile_plan(workload, target())
     stream_seed = compiled["streams"][0].pop("seed")
     assert compiled == {
-        "plan_version": 2,
+        "plan_version": 3,
         "backend": "uring",
         "threads": 1,
         "interval_ms": 1000,

@@ -17,6 +17,7 @@ use crate::backend::open_backend;
 use crate::clock::{monotonic_ns, realtime_ns, sleep_until_realtime, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{BackendKind, Plan, SyncMode};
+use crate::replay::{self, Cursor, ListInfo};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
@@ -95,13 +96,31 @@ impl Engine {
     /// Validate, open targets, set up a backend per thread, and start.
     pub fn start(plan: Plan) -> Result<Engine> {
         plan.validate()?;
+        // Replayed IO lists are checked record by record before anything is opened: what
+        // they hold decides how the targets are opened.
+        let lists: Vec<Option<ListInfo>> = plan
+            .streams
+            .iter()
+            .map(|s| {
+                s.ios
+                    .as_ref()
+                    .map(|ios| replay::check(ios, s.regions[0].length, s.align, &s.name))
+                    .transpose()
+            })
+            .collect::<Result<_>>()?;
         // File table: per target a plain fd, plus an O_DSYNC fd if any stream asks for it.
         let mut files = Vec::new();
         let mut target_files = Vec::with_capacity(plan.targets.len());
         for (ti, t) in plan.targets.iter().enumerate() {
-            let on_target = || plan.streams.iter().filter(move |s| s.uses_target(ti));
-            let writes = on_target().any(|s| s.writes());
-            let wants_dsync = on_target().any(|s| s.sync == SyncMode::Dsync);
+            let on_target = || {
+                plan.streams
+                    .iter()
+                    .zip(&lists)
+                    .filter(move |(s, _)| s.uses_target(ti))
+            };
+            let writes = on_target().any(|(s, list)| list.map_or(s.writes(), |l| l.writes));
+            let wants_dsync = on_target()
+                .any(|(s, list)| s.sync == SyncMode::Dsync || list.is_some_and(|l| l.fua));
             let open = |dsync: bool| -> Result<File> {
                 let mut flags = 0;
                 if t.direct {
@@ -158,7 +177,11 @@ impl Engine {
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
         let mut empty_totals = Vec::with_capacity(plan.streams.len());
         for (i, spec) in plan.streams.iter().enumerate() {
-            let state = StreamState::new(i, spec, &target_files);
+            let mut state = StreamState::new(i, spec, &target_files);
+            if let (Some(ios), Some(info)) = (&spec.ios, lists[i]) {
+                let (start, stop) = spec.active_ns();
+                state.attach_replay(Cursor::open(ios, start, stop, &spec.name)?, info);
+            }
             empty_totals.push(state.new_stats());
             per_thread[i % nthreads].push(state);
         }

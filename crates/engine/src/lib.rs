@@ -13,6 +13,7 @@ pub mod error;
 pub mod layout;
 pub mod plan;
 pub mod prepare;
+pub mod replay;
 pub mod rng;
 pub mod stats;
 pub mod stop;

@@ -7,7 +7,11 @@ use crate::verify::VerifySpec;
 
 /// 2: a stream covers a list of regions (target, offset, length) and may start and stop
 /// within the run (`regions`, `spread`, `start_ms`, `stop_ms`).
-pub const PLAN_VERSION: u32 = 2;
+/// 3: a stream may replay a list of recorded IOs (`ios`, docs/engine-boundary.md); plans of
+/// version 2 are still read as they were.
+pub const PLAN_VERSION: u32 = 3;
+/// The oldest plan version this engine reads.
+pub const MIN_PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
 pub const MAX_QD: u32 = 4096;
 /// Upper bound on the regions (targets) of one stream.
@@ -118,6 +122,34 @@ pub enum SyncMode {
     Fsync { every: u32 },
 }
 
+/// How a stream replaying a list of recorded IOs issues them (docs/engine-boundary.md).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReplayMode {
+    /// Each IO at its recorded time, open loop (`arrival` open; `qd` caps IOs in flight).
+    Timed,
+    /// Each IO as soon as as many of the stream's IOs have completed as had completed when it
+    /// was recorded (`arrival` closed; `qd` caps IOs in flight).
+    Afap,
+    /// Closed loop at depth `qd`, in recorded order (`arrival` closed).
+    Qd,
+}
+
+/// A list of recorded IOs a stream replays instead of generating IO (replay.rs has the file
+/// format).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IoListSpec {
+    pub path: String,
+    /// Records in the file (checked against its header).
+    pub count: u64,
+    pub mode: ReplayMode,
+    /// Replay the list again and again, each pass this many ns after the previous one began
+    /// (timed) or as soon as it ends (afap, qd), until the stream's stop or the run's end.
+    #[serde(default)]
+    pub loop_ns: Option<u64>,
+}
+
 /// Where a stream's IOs may land on one target: offset and length relative to the target's
 /// offset.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -174,6 +206,11 @@ pub struct StreamSpec {
     /// Stop issuing after this many bytes (reads + writes); None = no limit.
     #[serde(default)]
     pub io_limit: Option<u64>,
+    /// Replay these recorded IOs instead of generating IO (plan version 3). `read_pct`,
+    /// `sizes`, `pattern` and `align` then describe the list (its read share, size mix,
+    /// alignment), `arrival` says open (timed) or closed loop.
+    #[serde(default)]
+    pub ios: Option<IoListSpec>,
     #[serde(default)]
     pub seed: u64,
 }
@@ -254,9 +291,10 @@ impl Plan {
 
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(EngineError::Plan(m));
-        if self.plan_version != PLAN_VERSION {
+        if !(MIN_PLAN_VERSION..=PLAN_VERSION).contains(&self.plan_version) {
             return bad(format!(
-                "plan_version {} is not supported (this engine reads {PLAN_VERSION})",
+                "plan_version {} is not supported (this engine reads {MIN_PLAN_VERSION} to \
+                 {PLAN_VERSION})",
                 self.plan_version
             ));
         }
@@ -438,6 +476,50 @@ impl Plan {
             if let SyncMode::Fsync { every: 0 } = s.sync {
                 return bad(format!("stream '{name}': fsync every must be > 0"));
             }
+            if let Some(ios) = &s.ios {
+                self.validate_ios(s, ios)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A replaying stream: one unverified region, its mode matching its arrival, and a loop
+    /// that ends.
+    fn validate_ios(&self, s: &StreamSpec, ios: &IoListSpec) -> Result<()> {
+        let name = &s.name;
+        let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
+        if self.plan_version < 3 {
+            return bad("ios needs plan_version 3".into());
+        }
+        if s.regions.len() != 1 {
+            return bad("a stream replaying ios has exactly one region".into());
+        }
+        if self.targets[s.regions[0].target].verify.is_some() {
+            return bad("a stream replaying ios cannot write to a verified target".into());
+        }
+        if ios.count == 0 {
+            return bad("ios count must be > 0".into());
+        }
+        let open = matches!(s.arrival, Arrival::Open { .. });
+        if open != (ios.mode == ReplayMode::Timed) {
+            return bad("ios mode timed needs an open arrival, afap and qd a closed one".into());
+        }
+        if s.burst.is_some() || s.sync != SyncMode::None || s.io_limit.is_some() {
+            return bad("a stream replaying ios takes no burst, sync or io_limit".into());
+        }
+        if let Some(period) = ios.loop_ns {
+            if period == 0 {
+                return bad("ios loop_ns must be > 0".into());
+            }
+            let ends = match ios.mode {
+                ReplayMode::Timed => s.stop_ms.is_some() || self.duration_ms.is_some(),
+                _ => self.duration_ms.is_some(),
+            };
+            if !ends {
+                return bad(
+                    "a looping ios list needs the run's duration_ms (or, timed, stop_ms)".into(),
+                );
+            }
         }
         Ok(())
     }
@@ -481,6 +563,71 @@ mod tests {
         assert_eq!(s.spread, Spread::Size);
         assert_eq!(s.active_ns(), (2_000_000_000, 10_000_000_000));
         assert!(s.uses_target(1));
+    }
+
+    #[test]
+    fn a_replaying_stream_needs_plan_3_one_region_a_matching_arrival_and_an_end() {
+        let ios = |mode: &str, loop_ns: Option<u64>| serde_json::json!({"path": "/l", "count": 3, "mode": mode, "loop_ns": loop_ns});
+        let open = serde_json::json!({"kind": "open", "rate_iops": 10, "dist": "constant"});
+        // `stream` keys over a closed 4 KiB reader, in a plan of `version` without a duration.
+        let check = |version: u32, stream: serde_json::Value| {
+            let mut s = serde_json::json!({"name": "s", "regions": [{"target": 0,
+                "length": 1048576}], "read_pct": 100, "sizes": [[4096, 1]],
+                "pattern": {"kind": "random"}, "align": 4096, "qd": 1,
+                "arrival": {"kind": "closed"}});
+            for (k, v) in stream.as_object().unwrap() {
+                s[k] = v.clone();
+            }
+            let p = serde_json::json!({"plan_version": version, "backend": "null",
+                "threads": 1, "interval_ms": 100,
+                "targets": [{"path": "/a", "length": 1048576}, {"path": "/b", "length": 4096}],
+                "streams": [s]});
+            Plan::from_json(&p.to_string()).map(|_| ())
+        };
+        let refused =
+            |version: u32, stream: serde_json::Value, why: &str| match check(version, stream) {
+                Err(EngineError::Plan(m)) => assert!(m.contains(why), "{m}"),
+                other => panic!("expected a plan error about {why}, got {other:?}"),
+            };
+        check(3, serde_json::json!({"ios": ios("qd", None)})).expect("a qd replay");
+        check(
+            3,
+            serde_json::json!({"ios": ios("timed", Some(5)), "arrival": open,
+            "stop_ms": 100}),
+        )
+        .expect("a timed loop that stops");
+        refused(
+            2,
+            serde_json::json!({"ios": ios("qd", None)}),
+            "needs plan_version 3",
+        );
+        refused(4, serde_json::json!({}), "plan_version 4 is not supported");
+        refused(
+            3,
+            serde_json::json!({"ios": ios("timed", None)}),
+            "needs an open arrival",
+        );
+        refused(
+            3,
+            serde_json::json!({"ios": ios("afap", None), "arrival": open}),
+            "needs an open arrival",
+        );
+        refused(
+            3,
+            serde_json::json!({"ios": ios("qd", None), "regions": [
+                {"target": 0, "length": 4096}, {"target": 1, "length": 4096}]}),
+            "exactly one region",
+        );
+        refused(
+            3,
+            serde_json::json!({"ios": ios("timed", Some(5)), "arrival": open}),
+            "needs the run's duration_ms",
+        );
+        refused(
+            3,
+            serde_json::json!({"ios": ios("afap", Some(5)), "stop_ms": 100}),
+            "needs the run's duration_ms",
+        );
     }
 
     #[test]

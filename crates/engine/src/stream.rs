@@ -4,6 +4,7 @@
 use crate::buf::AlignedBuf;
 use crate::data::{mix64, BlockGen, DedupePlan, Layout};
 use crate::plan::{Arrival, Dist, Pattern, Spread, StreamSpec, SyncMode};
+use crate::replay::{Cursor, ListInfo};
 use crate::rng::{Rng, Zipf};
 use crate::stats::{OpKind, StreamStats};
 
@@ -225,6 +226,10 @@ pub struct StreamState {
     pub qd: u32,
     pub inflight: u32,
     pub schedule: Option<Schedule>,
+    /// Open loop: IOs are due at times (a rate schedule, or a timed replay's records).
+    open_loop: bool,
+    /// A stream replaying a list of recorded IOs (replay.rs): where it is in the list.
+    pub replay: Option<Box<Cursor>>,
     /// Run time (ns) from which the stream issues IO, and from which it issues no more.
     pub start_ns: u64,
     pub stop_ns: u64,
@@ -290,6 +295,8 @@ impl StreamState {
         let open = !matches!(spec.arrival, Arrival::Closed);
         let (start_ns, stop_ns) = spec.active_ns();
         let schedule = match &spec.arrival {
+            // A replayed list's records say when each IO is due; its rate only describes it.
+            _ if spec.ios.is_some() => None,
             Arrival::Closed => None,
             Arrival::Open { dist, in_step, .. } => {
                 let mean_gap_ns = 1e9 / spec.rate_iops().expect("validated open rate");
@@ -336,6 +343,8 @@ impl StreamState {
             qd: spec.qd,
             inflight: 0,
             schedule,
+            open_loop: open,
+            replay: None,
             start_ns,
             stop_ns,
             burst: spec
@@ -364,17 +373,34 @@ impl StreamState {
     }
 
     pub fn is_open_loop(&self) -> bool {
-        self.schedule.is_some()
+        self.open_loop
     }
 
-    /// Empty statistics shaped for this stream (per-region counters when it has several).
+    /// Replay `cursor`'s list instead of generating IO; `info` is what its check found.
+    pub fn attach_replay(&mut self, cursor: Cursor, info: ListInfo) {
+        self.buf_size = self.buf_size.max(info.max_len as usize);
+        self.interval = self.new_stats_for(Some(&cursor));
+        self.replay = Some(Box::new(cursor));
+    }
+
+    /// Empty statistics shaped for this stream (per-region counters when it has several,
+    /// replay counters when it replays a list).
     pub fn new_stats(&self) -> StreamStats {
-        StreamStats::with_regions(self.is_open_loop(), self.regions.len())
+        self.new_stats_for(self.replay.as_deref())
     }
 
-    /// True once the stream's IO limit is used up.
+    fn new_stats_for(&self, replay: Option<&Cursor>) -> StreamStats {
+        let stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
+        match replay {
+            Some(_) => stats.with_replay(self.is_open_loop()),
+            None => stats,
+        }
+    }
+
+    /// True once the stream's IO limit is used up, or its replayed list is done.
     pub fn exhausted(&self) -> bool {
         self.io_limit.is_some_and(|l| self.bytes_issued >= l)
+            || self.replay.as_ref().is_some_and(|r| r.done)
     }
 
     /// Is run time `now` inside the stream's phase [start, stop)?
@@ -390,7 +416,11 @@ impl StreamState {
 
     /// Open loop: IOs due by `now` and not yet issued, counting only those intended before the
     /// stream's stop (nothing is due after it).
-    pub fn behind(&self, now: u64) -> u64 {
+    pub fn behind(&mut self, now: u64) -> u64 {
+        if let Some(replay) = self.replay.as_mut() {
+            // A list that cannot be read here fails the run when the worker next reads it.
+            return replay.due_by(now).unwrap_or(0);
+        }
         match &self.schedule {
             Some(sched) if !self.exhausted() => {
                 sched.behind(now.min(self.stop_ns.saturating_sub(1)))
@@ -872,7 +902,7 @@ mod tests {
 
     #[test]
     fn an_open_loop_schedule_starts_with_the_phase_and_is_behind_only_until_stop() {
-        let s = state(&spec(
+        let mut s = state(&spec(
             r#","arrival":{"kind":"open","rate_iops":1000,"dist":"constant"},"start_ms":100,"stop_ms":200"#,
         ));
         let first = s.schedule.as_ref().unwrap().next_due();

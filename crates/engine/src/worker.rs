@@ -212,7 +212,10 @@ impl Worker {
         self.unix_zero_s = unix_now_s().saturating_sub(clock.now() / 1_000_000_000);
         for i in 0..self.streams.len() {
             let st = &self.streams[i];
-            if st.is_open_loop() {
+            if st.replay.is_some() && st.is_open_loop() {
+                // A timed replay looks at its list when its phase starts (replay.rs).
+                self.timers.push(Reverse((st.start_ns, i as u32)));
+            } else if st.is_open_loop() {
                 // An open-loop schedule starts at the stream's start (next_due).
                 let due = st.schedule.as_ref().expect("open loop").next_due();
                 self.timers.push(Reverse((due, i as u32)));
@@ -355,6 +358,9 @@ impl Worker {
         if !self.streams[s].active(now) {
             return Ok(());
         }
+        if self.streams[s].replay.is_some() {
+            return self.replay_fill(s, now);
+        }
         if self.streams[s].pending_fsyncs > 0 {
             self.issue_fsyncs(s, now)?;
         }
@@ -372,6 +378,9 @@ impl Worker {
         if !st.is_open_loop() {
             self.mark_ready(s);
             return Ok(());
+        }
+        if st.replay.is_some() {
+            return self.replay_timed(s, now);
         }
         self.issue_fsyncs(s, now)?;
         loop {
@@ -554,6 +563,11 @@ impl Worker {
             if kind == OpKind::Write && c.result >= 0 {
                 st.on_write_done(region);
             }
+            if let Some(replay) = st.replay.as_mut() {
+                // Afap issues a record once as many IOs have completed as had when it was
+                // recorded, failed ones included (they completed, as far as order goes).
+                replay.completed += 1;
+            }
             if let Some(delay) = st.burst_drained() {
                 self.timers.push(Reverse((now + delay, s as u32)));
             } else if st.is_open_loop() {
@@ -648,10 +662,11 @@ fn record(op: &mut OpStats, result: i32, kind: OpKind, now: u64, slot: &Slot) {
         return;
     }
     op.ops += 1;
-    op.bytes += if kind == OpKind::Sync {
-        0
-    } else {
-        result as u64
+    op.bytes += match kind {
+        OpKind::Sync => 0,
+        // A discard completes with 0: its bytes are the range it gave back.
+        OpKind::Discard => slot.len as u64,
+        OpKind::Read | OpKind::Write => result as u64,
     };
     op.service.record(now.saturating_sub(slot.submitted));
     if let Some(r) = op.response.as_mut() {
@@ -674,6 +689,9 @@ fn record_region(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, s
 }
 
 mod limits;
+mod replay;
+#[cfg(test)]
+mod replay_tests;
 #[cfg(test)]
 mod tests;
 mod verify;

@@ -69,6 +69,8 @@ COMMANDS: dict[str, Entry] = {
                      "list them, show one, run one.", no_args_is_help=False),
     "trace": Entry("tilemark.cli.trace", "trace_app", "Capture, import and look at block "
                    "traces of real applications (docs/traces.md)."),
+    "replay": Entry("tilemark.cli.replay", "replay_command", "Replay block traces against a "
+                    "target at their own times, as fast as they allow, or at a depth."),
     "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
                       "property by property (docs/fidelity.md)."),
 }  # fmt: skip

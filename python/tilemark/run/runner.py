@@ -30,6 +30,7 @@ from tilemark.targets import data as targetdata
 from tilemark.targets import verification
 from tilemark.telemetry import prometheus as metrics
 from tilemark.telemetry import sampler as tm
+from tilemark.trace.accuracy import failure as replay_failure
 from tilemark.units import format_size
 from tilemark.workload import plan
 
@@ -62,7 +63,8 @@ def _fill_reporter(tty: bool) -> targets.Progress:
 
 def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     mode = "O_DIRECT" if all(i.direct for i in infos) else "buffered"
-    timing = f"{compiled['duration_ms'] / 1000:g}s"
+    duration_ms = compiled["duration_ms"]
+    timing = f"{duration_ms / 1000:g}s" if duration_ms is not None else "until its IO is done"
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     count = len(compiled["streams"])
@@ -143,14 +145,19 @@ def run_plan(
     note: str | None = None,
     label: str | None = None,
     apps: dict[int, str] | None = None,
+    before_start: Callable[[Path, dict[str, Any]], None] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on its prepared targets and store it.
 
     `monitor` sees every batch of interval snapshots as it arrives (nothing is kept here, so
     memory does not grow with the run) and may end the run early; `analyze(plan, result,
-    summary)` may add to the summary before it is stored (application metrics, QoS verdicts).
+    summary)` may add to the summary before it is stored (application metrics, QoS verdicts);
+    `before_start(run_dir, plan)` may put files the plan names into the run directory (a
+    replay's IO lists) and set their paths in the plan before the engine starts.
     """
     if isinstance(infos, RemoteTargets):
+        if before_start is not None:
+            raise UsageError("a replay runs on this host; it cannot run on a --cluster.")
         return infos.run(
             workload,
             compiled,
@@ -187,8 +194,12 @@ def run_plan(
             raise RunError(f"cannot write results under {results}: {e.strerror or e}.") from None
         telemetry.run_id = writer.run_id
         try:
-            if targetdata.begin_plan(infos, compiled, writer.path):
-                writer.rewrite()  # the plan's verification settings: epochs and journals
+            rewrite = targetdata.begin_plan(infos, compiled, writer.path)
+            if before_start is not None:
+                before_start(writer.path, compiled)
+                rewrite = True
+            if rewrite:
+                writer.rewrite()  # the plan's verification settings, a replay's IO lists
             reduction = datareduction.measure(compiled)
         except BaseException as e:
             writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
@@ -410,6 +421,10 @@ def storage_verdict(
     data = verification.verdict(summary)
     if data is not None:
         return "data-errors", data
+    skipped = replay_failure(summary.get("replay"))
+    if skipped is not None:
+        # Not the storage's failure: the run could not do what it had to (stored "failed").
+        return None, skipped
     total = summary.get("total") or {}
     if total.get("errors"):
         named = errors_text(total.get("errors_by_name") or {})

@@ -5,8 +5,8 @@ measurement phase for a result, the interval's own length for a snapshot); a str
 phase (start/stop) is rated over the part of the measurement phase it was active in, not over
 time it was idle. MB/s is 10^6 bytes per second. Percentiles always come from merged
 histograms (tilemark.hist), never from averaging percentiles. Stream and run totals count
-data IOs (reads and writes); fsyncs are reported under "sync" and are not counted as IOPS or
-MB/s.
+data IOs (reads and writes); fsyncs are reported under "sync" and a replay's discards under
+"discard", and neither is counted as IOPS or MB/s.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from tilemark.run.pertarget import stream_targets, summarize_targets, target_nam
 
 OP_KINDS = ("read", "write", "sync")
 DATA_OPS = ("read", "write")
+# Only streams replaying a trace discard; the engine reports the kind for those streams alone.
+REPLAY_KINDS = (*OP_KINDS, "discard")
 NS_PER_MS = 1e6
 NS_PER_S = 1e9
 BYTES_PER_MB = 1e6
@@ -164,14 +166,15 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
         plan_stream = _plan_stream(plan, index)
         arrival = _arrival_kind(plan_stream)
         seconds = active_s(plan_stream, *measure)  # the measurement phase, or its part in phase
-        ops_by_kind = {kind: op_summary(s.get(kind), seconds) for kind in OP_KINDS}
+        kinds = REPLAY_KINDS if "discard" in s else OP_KINDS
+        ops_by_kind = {kind: op_summary(s.get(kind), seconds) for kind in kinds}
         data_ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in DATA_OPS)
         data_bytes = sum(int((s.get(k) or {}).get("bytes", 0)) for k in DATA_OPS)
         for kind in DATA_OPS:
             totals[f"{kind}_ops"] += int((s.get(kind) or {}).get("ops", 0))
             totals[f"{kind}_bytes"] += int((s.get(kind) or {}).get("bytes", 0))
-        totals["errors"] += sum(_error_count(s.get(kind)) for kind in OP_KINDS)
-        stream_errors = errors_by_name(*(s.get(kind) for kind in OP_KINDS))
+        totals["errors"] += sum(_error_count(s.get(kind)) for kind in kinds)
+        stream_errors = errors_by_name(*(s.get(kind) for kind in kinds))
         for name, count in stream_errors.items():
             named[name] = named.get(name, 0) + count
         start, stop = phase_ns(plan_stream)
@@ -252,8 +255,8 @@ def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
                 "service_p99_ms": _ms(service.percentile(99.0)),
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if open_loop else None,
                 "behind_ios": int(s.get("behind_ios", 0)),
-                "errors": sum(_error_count(s.get(kind)) for kind in OP_KINDS),
-                "errors_by_name": errors_by_name(*(s.get(kind) for kind in OP_KINDS)),
+                "errors": sum(_error_count(s.get(kind)) for kind in REPLAY_KINDS),
+                "errors_by_name": errors_by_name(*(s.get(kind) for kind in REPLAY_KINDS)),
             }
         )
     return rows

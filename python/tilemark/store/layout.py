@@ -16,7 +16,8 @@ INTERVALS_FILE = "intervals.parquet"
 INTERVAL_LOG = "intervals.arrows"
 # Left by runs of tilemark before schema 2: Parquet parts flushed every 10 intervals.
 INTERVAL_PARTS_DIR = "intervals.parts"
-OP_KINDS = ("read", "write", "sync")
+# "discard" only comes from streams replaying a trace (the engine reports it for them alone).
+OP_KINDS = ("read", "write", "sync", "discard")
 VERSION_KEY = b"tilemark.schema_version"
 # The results format's version: run.json and the interval files carry it and change together
 # with docs/results-schema.md (rundoc.MIGRATIONS upgrades older run.json documents).

@@ -24,6 +24,33 @@ pub enum Op {
     Read,
     Write,
     Fsync,
+    /// Give `[offset, offset + len)` back: a hole punched in a file, a discard on a block
+    /// device (`discard_request` says which, per file).
+    Discard,
+}
+
+/// How a backend asks the kernel to discard a byte range of a file or block device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiscardKind {
+    /// fallocate(PUNCH_HOLE | KEEP_SIZE): a file's blocks are freed, reads return zeros.
+    PunchHole,
+    /// A block device's discard (BLKDISCARD; io_uring's BLOCK_URING_CMD_DISCARD).
+    BlockDiscard,
+}
+
+/// fallocate mode of a discard on a file.
+pub(crate) const PUNCH_HOLE_MODE: i32 = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+
+/// How `fd` is discarded: a block device by its discard, anything else by punching a hole.
+pub fn discard_kind(fd: RawFd) -> DiscardKind {
+    // SAFETY: fstat writes into a zeroed stat owned here; an invalid fd only makes it fail.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::fstat(fd, &mut st) } == 0;
+    if ok && st.st_mode & libc::S_IFMT == libc::S_IFBLK {
+        DiscardKind::BlockDiscard
+    } else {
+        DiscardKind::PunchHole
+    }
 }
 
 /// One IO request. `buf` must stay valid until the request's completion is reaped.

@@ -8,11 +8,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Backend, Completion, IoReq, Op};
+use super::{discard_kind, Backend, Completion, DiscardKind, IoReq, Op, PUNCH_HOLE_MODE};
 use crate::clock::RunClock;
 
 /// Workers per engine thread at most; deeper queues wait in the request queue.
 const MAX_WORKERS: usize = 256;
+/// The block device discard ioctl, `_IO(0x12, 119)`: takes [start, length] in bytes.
+const BLKDISCARD: libc::c_ulong = 0x1277;
 
 struct Shared {
     requests: Mutex<(VecDeque<SendReq>, bool)>,
@@ -40,7 +42,7 @@ impl PsyncBackend {
     /// last worker exits: a worker detached while stuck in a system call (see Drop) keeps its
     /// file open, so the fd number cannot be reused for another file under it.
     pub fn new(files: &[RawFd], max_inflight: usize) -> io::Result<Self> {
-        let files: Arc<Vec<OwnedFd>> = Arc::new(
+        let files: Arc<Vec<(OwnedFd, DiscardKind)>> = Arc::new(
             files
                 .iter()
                 .map(|&fd| {
@@ -50,7 +52,7 @@ impl PsyncBackend {
                         return Err(io::Error::last_os_error());
                     }
                     // SAFETY: dup is a fresh fd owned by nobody else.
-                    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
+                    Ok((unsafe { OwnedFd::from_raw_fd(dup) }, discard_kind(fd)))
                 })
                 .collect::<io::Result<_>>()?,
         );
@@ -76,7 +78,7 @@ impl PsyncBackend {
     }
 }
 
-fn worker(shared: &Shared, files: &[OwnedFd]) {
+fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
     loop {
         let req = {
             let mut q = shared.requests.lock().unwrap();
@@ -90,13 +92,25 @@ fn worker(shared: &Shared, files: &[OwnedFd]) {
                 q = shared.request_ready.wait(q).unwrap();
             }
         };
-        let fd = files[req.file as usize].as_raw_fd();
-        // SAFETY: buf is valid for len bytes until this completion is reaped (see SendReq).
+        let (file, discard) = &files[req.file as usize];
+        let fd = file.as_raw_fd();
+        // SAFETY: buf is valid for len bytes until this completion is reaped (see SendReq); the
+        // discard range is two u64 the ioctl only reads.
         let ret = unsafe {
             match req.op {
                 Op::Read => libc::pread(fd, req.buf.cast(), req.len as usize, req.offset as i64),
                 Op::Write => libc::pwrite(fd, req.buf.cast(), req.len as usize, req.offset as i64),
                 Op::Fsync => libc::fsync(fd) as isize,
+                Op::Discard => match discard {
+                    DiscardKind::PunchHole => {
+                        libc::fallocate(fd, PUNCH_HOLE_MODE, req.offset as i64, req.len as i64)
+                            as isize
+                    }
+                    DiscardKind::BlockDiscard => {
+                        let range = [req.offset, req.len as u64];
+                        libc::ioctl(fd, BLKDISCARD, range.as_ptr()) as isize
+                    }
+                },
             }
         };
         let result = if ret < 0 {

@@ -35,6 +35,11 @@ pub struct Log {
     pub reads: u64,
     pub writes: u64,
     pub fsyncs: u64,
+    pub discards: u64,
+    /// Every request in the order taken: (op, offset, len, file).
+    pub requests: Vec<(Op, u64, u32, u32)>,
+    /// Run time at which each request was taken (submitted), in the same order.
+    pub times: Vec<u64>,
     /// Calls to `submit`, and those that waited.
     pub submits: u64,
     pub waits: u64,
@@ -103,6 +108,8 @@ impl Backend for ScriptBackend {
         log.submits += 1;
         for (user_data, op, len, offset, file) in self.queued.drain(..) {
             log.files.push(file);
+            log.requests.push((op, offset, len, file));
+            log.times.push(now);
             let hangs = self.script.hang_from.is_some_and(|h| self.taken >= h);
             self.taken += 1;
             let mut result = len as i32;
@@ -113,8 +120,12 @@ impl Backend for ScriptBackend {
                     log.fsyncs += 1;
                     result = 0;
                 }
+                Op::Discard => {
+                    log.discards += 1;
+                    result = 0;
+                }
             }
-            if op != Op::Fsync {
+            if matches!(op, Op::Read | Op::Write) {
                 log.offsets.push(offset);
                 self.data_taken += 1;
                 let every = self.script.fail_every;

@@ -19,7 +19,9 @@ use std::time::Duration;
 use io_uring::{opcode, squeue, types, IoUring};
 
 use super::judge::{Judge, Modes, Question};
-use super::{yield_cpu, Backend, Completion, IoReq, Op};
+use super::{
+    discard_kind, yield_cpu, Backend, Completion, DiscardKind, IoReq, Op, PUNCH_HOLE_MODE,
+};
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
@@ -29,6 +31,9 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 const TIMER_TAG: u64 = 1 << 63;
 /// At most this many timeout requests in the ring; beyond, a wait passes its own timeout.
 const MAX_TIMERS: usize = 4;
+/// io_uring's discard command for block devices (`BLOCK_URING_CMD_DISCARD`, `_IO(0x12, 0)`,
+/// Linux 6.12): start in `addr`, length in `addr3` (the first 8 bytes of the command).
+const BLOCK_URING_CMD_DISCARD: u32 = 0x12 << 8;
 
 pub struct UringBackend {
     ring: IoUring,
@@ -47,6 +52,8 @@ pub struct UringBackend {
     /// Each timeout's timespec, which the kernel reads when it takes the request from the SQ.
     /// The backend is boxed, so these addresses are stable.
     timer_ts: [types::Timespec; MAX_TIMERS],
+    /// How each registered file is discarded.
+    discard: Vec<DiscardKind>,
 }
 
 impl UringBackend {
@@ -88,6 +95,7 @@ impl UringBackend {
             taskrun_flag,
             timers: [None; MAX_TIMERS],
             timer_ts: std::array::from_fn(|_| types::Timespec::new()),
+            discard: files.iter().map(|&fd| discard_kind(fd)).collect(),
         })
     }
 
@@ -165,6 +173,20 @@ impl Backend for UringBackend {
                 .offset(req.offset)
                 .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),
+            Op::Discard => match self.discard[req.file as usize] {
+                DiscardKind::PunchHole => opcode::Fallocate::new(fd, req.len as u64)
+                    .offset(req.offset)
+                    .mode(PUNCH_HOLE_MODE)
+                    .build(),
+                DiscardKind::BlockDiscard => {
+                    let mut cmd = [0u8; 16];
+                    cmd[..8].copy_from_slice(&(req.len as u64).to_ne_bytes());
+                    opcode::UringCmd16::new(fd, BLOCK_URING_CMD_DISCARD)
+                        .addr(Some(req.offset))
+                        .cmd(cmd)
+                        .build()
+                }
+            },
         };
         self.push(&entry.user_data(req.user_data))?;
         self.inflight += 1;

@@ -14,9 +14,15 @@ pub enum OpKind {
     Read = 0,
     Write = 1,
     Sync = 2,
+    /// Only replayed IO lists discard (replay.rs); results show the kind for those streams.
+    Discard = 3,
 }
 
+/// Op kinds counted per stream (the array length of `StreamStats::ops`).
+pub const KINDS: usize = 4;
+
 impl OpKind {
+    /// The kinds every stream reports.
     pub const ALL: [OpKind; 3] = [OpKind::Read, OpKind::Write, OpKind::Sync];
 
     pub fn name(self) -> &'static str {
@@ -24,6 +30,7 @@ impl OpKind {
             OpKind::Read => "read",
             OpKind::Write => "write",
             OpKind::Sync => "sync",
+            OpKind::Discard => "discard",
         }
     }
 }
@@ -97,17 +104,13 @@ impl Serialize for OpStats {
 /// can be broken down per target). One-region streams keep none: their target is known.
 #[derive(Clone, Debug, Default)]
 pub struct RegionStats {
-    pub ops: [OpStats; 3],
+    pub ops: [OpStats; KINDS],
 }
 
 impl RegionStats {
     fn new(open_loop: bool) -> Self {
         RegionStats {
-            ops: [
-                OpStats::new(open_loop),
-                OpStats::new(open_loop),
-                OpStats::new(open_loop),
-            ],
+            ops: std::array::from_fn(|_| OpStats::new(open_loop)),
         }
     }
 
@@ -117,10 +120,75 @@ impl RegionStats {
     }
 }
 
+/// How a replayed IO list kept to its recorded times (streams with `ios` only).
+#[derive(Clone, Debug, Default)]
+pub struct ReplayStats {
+    /// Records issued (every op kind).
+    pub issued: u64,
+    /// Timed replay: submission minus recorded time of every record issued.
+    pub lateness: Option<Histogram>,
+    /// Run time of the first and last submission, and the recorded (due) times of the first
+    /// and last record issued (the stream's start plus the record's time, loops included).
+    pub first_submit_ns: Option<u64>,
+    pub last_submit_ns: u64,
+    pub first_due_ns: Option<u64>,
+    pub last_due_ns: u64,
+}
+
+impl ReplayStats {
+    pub fn new(timed: bool) -> Self {
+        ReplayStats {
+            lateness: timed.then(Histogram::new),
+            ..Default::default()
+        }
+    }
+
+    /// One record issued at `now`, recorded for `due`.
+    #[inline]
+    pub fn issued(&mut self, now: u64, due: u64) {
+        self.issued += 1;
+        self.first_submit_ns.get_or_insert(now);
+        self.last_submit_ns = now;
+        self.first_due_ns.get_or_insert(due);
+        self.last_due_ns = due;
+        if let Some(h) = self.lateness.as_mut() {
+            h.record(now.saturating_sub(due));
+        }
+    }
+
+    pub fn merge(&mut self, other: &ReplayStats) {
+        self.issued += other.issued;
+        if let (Some(mine), Some(theirs)) = (&mut self.lateness, &other.lateness) {
+            mine.merge(theirs);
+        }
+        let min = |a: Option<u64>, b: Option<u64>| a.into_iter().chain(b).min();
+        self.first_submit_ns = min(self.first_submit_ns, other.first_submit_ns);
+        self.first_due_ns = min(self.first_due_ns, other.first_due_ns);
+        self.last_submit_ns = self.last_submit_ns.max(other.last_submit_ns);
+        self.last_due_ns = self.last_due_ns.max(other.last_due_ns);
+    }
+}
+
+impl Serialize for ReplayStats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let some = self.issued > 0;
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("issued", &self.issued)?;
+        m.serialize_entry("lateness", &self.lateness)?;
+        m.serialize_entry("first_submit_ns", &self.first_submit_ns)?;
+        m.serialize_entry("last_submit_ns", &some.then_some(self.last_submit_ns))?;
+        m.serialize_entry("first_due_ns", &self.first_due_ns)?;
+        m.serialize_entry("last_due_ns", &some.then_some(self.last_due_ns))?;
+        m.end()
+    }
+}
+
 /// Everything measured for one stream over one interval (or a whole phase).
 #[derive(Clone, Debug, Default)]
 pub struct StreamStats {
-    pub ops: [OpStats; 3],
+    pub ops: [OpStats; KINDS],
+    /// Streams replaying an IO list: how the replay kept time.
+    pub replay: Option<Box<ReplayStats>>,
     /// Per region (in the stream's region order), when the stream has more than one.
     pub regions: Vec<RegionStats>,
     /// Open loop: largest (submit - intended) seen.
@@ -141,13 +209,15 @@ pub const LATE_NS: u64 = 1_000_000;
 impl StreamStats {
     pub fn new(open_loop: bool) -> Self {
         StreamStats {
-            ops: [
-                OpStats::new(open_loop),
-                OpStats::new(open_loop),
-                OpStats::new(open_loop),
-            ],
+            ops: std::array::from_fn(|_| OpStats::new(open_loop)),
             ..Default::default()
         }
+    }
+
+    /// Statistics of a stream replaying an IO list (`timed`: it keeps issue lateness).
+    pub fn with_replay(mut self, timed: bool) -> Self {
+        self.replay = Some(Box::new(ReplayStats::new(timed)));
+        self
     }
 
     /// Statistics of a stream over `regions` regions: per-region counters only when there
@@ -174,6 +244,9 @@ impl StreamStats {
             for (a, b) in mine.ops.iter_mut().zip(&theirs.ops) {
                 a.merge(b);
             }
+        }
+        if let (Some(mine), Some(theirs)) = (&mut self.replay, &other.replay) {
+            mine.merge(theirs);
         }
         self.lag_max_ns = self.lag_max_ns.max(other.lag_max_ns);
         // Levels, not sums: the latest one stands.
@@ -229,6 +302,12 @@ impl Serialize for IndexedStats<'_> {
         m.serialize_entry("stream", &self.stream)?;
         for k in OpKind::ALL {
             m.serialize_entry(k.name(), &self.stats.ops[k as usize])?;
+        }
+        if let Some(replay) = &self.stats.replay {
+            // Only replayed IO lists discard: other streams' output stays as it was.
+            let k = OpKind::Discard;
+            m.serialize_entry(k.name(), &self.stats.ops[k as usize])?;
+            m.serialize_entry("replay", replay)?;
         }
         m.serialize_entry("lag_max_ns", &self.stats.lag_max_ns)?;
         if self.totals {

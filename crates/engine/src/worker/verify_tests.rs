@@ -55,7 +55,7 @@ impl MemBackend {
                     }
                 }
             }
-            Op::Fsync => {}
+            Op::Fsync | Op::Discard => {}
         }
         out.push(Completion {
             user_data: req.user_data,
