@@ -14,7 +14,7 @@ import pytest
 
 from report_runs import simple_plan, write_run, write_study
 from tilemark.cli import main
-from tilemark.store import docshape
+from tilemark.store import results as result_docs
 from tilemark.store.catalog import list_runs
 from tilemark.store.rundoc import read_run_json
 from tilemark.store.studies import list_studies
@@ -76,7 +76,7 @@ def test_a_run_json_with_wrong_types_is_damaged_and_the_others_list(runs, capsys
 def test_every_run_json_tilemark_writes_has_the_shape_readers_rely_on(runs):
     _, dirs = runs
     for run_dir in [*dirs, *sorted((DATA / "results-v1").glob("2*"))]:
-        assert docshape.problem(read_run_json(run_dir), docshape.RUN) is None
+        assert result_docs.run_problem(read_run_json(run_dir)) is None
 
 
 @pytest.fixture
@@ -97,9 +97,7 @@ def study(tmp_path) -> tuple[Path, Path]:
 )
 def test_a_damaged_study_json_is_one_sentence_and_lists_as_damaged(study, capsys, content, said):
     results, study_dir = study
-    assert (
-        docshape.problem(json.loads((study_dir / "study.json").read_text()), docshape.STUDY) is None
-    )
+    assert result_docs.study_problem(json.loads((study_dir / "study.json").read_text())) is None
     (study_dir / "study.json").write_bytes(content)
     (row,) = list_studies(results)
     assert row["status"] == "damaged" and said in row["problem"]

@@ -15,7 +15,7 @@ __all__ = ["build_report"]
 def build_report(source: Source) -> Report:
     """The report of a run or a study."""
     if isinstance(source, StudyData):
-        if source.doc.get("kind") in POINT_KINDS:
+        if source.kind in POINT_KINDS:
             return points_report(source)
-        return repeat_report(source) if source.doc.get("kind") == "repeat" else study_report(source)
+        return repeat_report(source) if source.kind == "repeat" else study_report(source)
     return run_report(source)

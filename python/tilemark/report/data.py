@@ -16,6 +16,7 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import duckdb
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
+from tilemark.store import results
 from tilemark.store.intervals import (
     INTERVAL_SCHEMA,
     IntervalSource,
@@ -77,18 +79,23 @@ class RunData:
             doc = {**doc, "status": state.status, "error": state.problem}
         return cls(state.run_dir, doc, state.intervals)
 
+    @cached_property
+    def typed(self) -> results.RunDoc:
+        """run.json as typed classes (store/results.py); its shape was checked when read."""
+        return results.read_run(self.doc)
+
     @property
     def status(self) -> str:
-        return str(self.doc.get("status"))
+        return str(self.typed.status)
 
     @property
     def problem(self) -> str | None:
         """Why the run is killed, damaged or failed, or None."""
-        return self.doc.get("error")
+        return self.typed.error
 
     @property
     def run_id(self) -> str:
-        return str(self.doc.get("run_id") or self.run_dir.name)
+        return str(self.typed.run_id or self.run_dir.name)
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -96,7 +103,8 @@ class RunData:
 
     @property
     def stream_names(self) -> list[str]:
-        return [s.get("name", f"stream{i}") for i, s in enumerate(self.plan.get("streams", []))]
+        streams = (self.typed.plan.streams if self.typed.plan else None) or []
+        return [s.name or f"stream{i}" for i, s in enumerate(streams)]
 
     @property
     def summary(self) -> dict[str, Any] | None:
@@ -190,13 +198,22 @@ class StudyData:
     doc: dict[str, Any]
     steps: list[StudyStep] = field(default_factory=list)
 
+    @cached_property
+    def typed(self) -> results.StudyDoc:
+        """study.json as typed classes (store/results.py); its shape was checked when read."""
+        return results.read_study(self.doc)
+
+    @property
+    def kind(self) -> str | None:
+        return self.typed.kind
+
     @property
     def study_id(self) -> str:
-        return str(self.doc.get("study_id") or self.study_dir.name)
+        return str(self.typed.study_id or self.study_dir.name)
 
     @property
     def is_knob(self) -> bool:
-        return self.doc.get("kind") == "knob"
+        return self.typed.kind == "knob"
 
     @property
     def axis(self) -> str:
@@ -210,7 +227,7 @@ class StudyData:
 
     @property
     def repeats(self) -> int:
-        return int(self.doc.get("repeat", 1) or 1)
+        return int(self.typed.repeat or 1)
 
     def shown_repeat(self) -> int:
         """The repetition the charts show: the first whose answer is the study's (median)."""

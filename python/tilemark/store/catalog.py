@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 
 from tilemark.errors import UsageError
+from tilemark.store import results
 from tilemark.store.layout import INTERVAL_LOG, INTERVALS_FILE
 from tilemark.store.rundoc import RUN_JSON, RunState, StoreError, inspect_run, read_run_json
 
@@ -231,33 +232,33 @@ def _id_time(name: str) -> datetime | None:
 
 
 def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The catalog columns of one run, derived from its run.json."""
-    plan = run_json.get("plan") or {}
-    workload = run_json.get("workload") or {}
-    summary = run_json.get("summary") or {}
-    total = summary.get("total") or {}
-    targets = run_json.get("targets") or []
-    target_paths = [str(t.get("path")) if isinstance(t, dict) else str(t) for t in targets]
-    errors = total.get("errors")
+    """The catalog columns of one run, derived from its run.json (read typed)."""
+    doc = results.read_run(run_json)
+    summary = doc.summary or results.Summary()
+    total = summary.total or results.Total()
+    plan = doc.plan or results.Plan()
+    target_paths = [
+        str(t.get("path")) if isinstance(t, dict) else str(t) for t in doc.targets or []
+    ]
     return {
-        "run_id": run_json.get("run_id") or Path(run_dir).name,
-        "started_at": _parse_time(run_json.get("started_at")),
-        "ended_at": _parse_time(run_json.get("ended_at")),
-        "status": run_json.get("status"),
-        "complete": bool(run_json.get("complete")),
-        "kind": run_json.get("kind") or "run",
-        "label": run_json.get("label"),
-        "workload_name": workload.get("name") if isinstance(workload, dict) else None,
+        "run_id": doc.run_id or Path(run_dir).name,
+        "started_at": _parse_time(doc.started_at),
+        "ended_at": _parse_time(doc.ended_at),
+        "status": doc.status,
+        "complete": bool(doc.complete),
+        "kind": doc.kind or "run",
+        "label": doc.label,
+        "workload_name": doc.workload.name if doc.workload else None,
         "target": ", ".join(target_paths) or None,
-        "backend": plan.get("backend"),
-        "streams": len(plan.get("streams") or []),
-        "duration_s": summary.get("duration_s"),
-        "total_iops": total.get("iops"),
-        "total_mbps": total.get("mbps"),
-        "errors": None if errors is None else int(errors),
+        "backend": plan.backend,
+        "streams": len(plan.streams or []),
+        "duration_s": summary.duration_s,
+        "total_iops": total.iops,
+        "total_mbps": total.mbps,
+        "errors": None if total.errors is None else int(total.errors),
         "path": str(Path(run_dir).resolve()),
-        "tilemark_version": run_json.get("tilemark_version"),
-        "problem": run_json.get("error"),
+        "tilemark_version": doc.tilemark_version,
+        "problem": doc.error,
     }
 
 
@@ -268,8 +269,8 @@ def state_row(state: RunState) -> dict[str, Any]:
     if state.doc is not None:
         try:
             row = catalog_row(state.doc, run_dir)
-        except (TypeError, ValueError, AttributeError, KeyError) as exc:
-            # docshape checks what readers rely on; a value it lets through and this row
+        except (TypeError, ValueError, AttributeError, KeyError, results.DocumentError) as exc:
+            # store/results.py checks what readers rely on; a value it lets through and this row
             # cannot use still makes one damaged run, never a listing that fails.
             state.status, state.problem = "damaged", f"run.json cannot be listed: {exc}"
     if row is None:

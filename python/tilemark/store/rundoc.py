@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import tilemark
 from tilemark.errors import UsageError, excerpt
-from tilemark.store import docshape, process
+from tilemark.store import process, results
 from tilemark.store.layout import SCHEMA_VERSION, atomic_file
 
 if TYPE_CHECKING:  # the readers of interval data (pyarrow) load when data is read
@@ -203,7 +203,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise RunFormatError(f"{source} is not a JSON object; it is not a tilemark run")
     doc = migrate(doc, str(source))
-    wrong = docshape.problem(doc, docshape.RUN)
+    wrong = results.run_problem(doc)
     if wrong is not None:
         raise RunFormatError(f"{source} cannot be read: its {wrong}")
     return doc

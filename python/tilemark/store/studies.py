@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import excerpt
-from tilemark.store import docshape
+from tilemark.store import results
 from tilemark.store.rundoc import RUN_JSON, inspect_run
 
 STUDIES_DIR = "studies"
@@ -28,7 +28,7 @@ def study_dirs(results_root: Path) -> list[Path]:
 
 def read_study(study_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     """(study.json, None), or (None, why it cannot be read): not JSON, not an object, or a
-    field of the wrong type (docshape.STUDY); such a study is `damaged`."""
+    field of the wrong type (store/results.py); such a study is `damaged`."""
     path = Path(study_dir) / STUDY_FILE
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -36,7 +36,7 @@ def read_study(study_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"{path} cannot be read as JSON: {excerpt(str(exc), 200)}"
     if not isinstance(doc, dict):
         return None, f"{path} is not a JSON object"
-    wrong = docshape.problem(doc, docshape.STUDY)
+    wrong = results.study_problem(doc)
     if wrong is not None:
         return None, f"{path} cannot be read: its {wrong}"
     return doc, None

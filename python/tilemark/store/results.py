@@ -1,0 +1,515 @@
+"""The results documents as typed classes: run.json, its summary, and study.json.
+
+One definition serves three purposes:
+- reading: `read_run(bytes)` / `read_study(bytes)` decode a document and check it against these
+  classes in one pass (msgspec), so a field of the wrong type is found once, when the document is
+  read, and named in one sentence ("field summary.total is a string, not an object");
+- using: readers (the catalog, reports, compare, export) get attributes with types instead of
+  `.get("literal")` on nested dicts, and a renamed field fails where the class is used;
+- documenting: docs/results-schema.md's field tables are generated from the classes and their
+  field docs (`python -m tilemark.store.results`), as docs/options.md is from the option table.
+
+Why msgspec (bench/results_schema.py; bench/results/*-results-schema.md): a 6 MB run.json of
+1,000 streams decodes typed in about the time json.loads alone takes (both are dominated by the
+engine result's histograms; 158-195 ms against 247-295 ms with the machine lightly loaded), a
+reader that needs only the listing fields decodes in 16-24 ms because msgspec skips the rest
+without building it, and pydantic was slower than either (319-351 ms) with a heavier import.
+The same classes check the shape, so the dict walk they replace (store/docshape.py) is gone.
+
+The classes describe what readers walk: containers, the numbers they do arithmetic on, and the
+strings they show. Fields they do not read stay loose (`dict[str, Any]`), and unknown fields are
+kept out of the typed view but never refused, so an older reader opens a newer writer's
+document; `schema_version` and rundoc.MIGRATIONS handle the rest. Every field is optional
+(`None`) unless it is what identifies the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA_DOC_VERSION = 1  # the generated documentation's layout, not the results format
+
+
+class _Struct(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Every results class: keyword fields, absent means default."""
+
+
+class Latency(_Struct):
+    """Latency statistics of a set of IOs, from merged histograms (ms)."""
+
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    max_ms: float | None = None
+
+
+class OpSummary(_Struct):
+    """One op kind of one stream over the measurement window."""
+
+    ops: float | None = None
+    bytes: float | None = None
+    iops: float | None = None
+    mbps: float | None = None
+    errors: dict[str, Any] | None = None  # errno name -> count
+    service: Latency | None = None  # submission to completion
+    response: Latency | None = None  # intended issue time to completion (open loop)
+
+
+class Rates(_Struct):
+    """Rates of the whole run (or a target, a host)."""
+
+    iops: float | None = None
+    mbps: float | None = None
+    read_iops: float | None = None
+    write_iops: float | None = None
+    read_mbps: float | None = None
+    write_mbps: float | None = None
+    ops: float | None = None
+    bytes: float | None = None
+    errors: float | None = None
+    duration_s: float | None = None
+
+
+class Total(Rates):
+    """The run as a whole: rates, errors by errno name, read and write latency."""
+
+    errors_by_name: dict[str, Any] | None = None
+    read_latency: Latency | None = None
+    write_latency: Latency | None = None
+
+
+class StreamSummary(Rates):
+    """One stream of the plan over the measurement window."""
+
+    name: str | None = None
+    stream: int | None = None
+    arrival: str | None = None  # closed | constant | poisson | replay
+    target_iops: float | None = None
+    targets: list[Any] | None = None
+    read: OpSummary | None = None
+    write: OpSummary | None = None
+    sync: OpSummary | None = None
+    total: dict[str, Any] | None = None
+    lag_max_ms: float | None = None
+    ios_issued_late: int | None = None
+
+
+class AppResult(_Struct):
+    """One application of a tile run: its verdict and its metric."""
+
+    app: str | None = None
+    passed: bool | None = None
+    criteria: list[dict[str, Any]] | None = None
+    worst: dict[str, Any] | None = None
+    metric_total: float | None = None
+
+
+class LayoutStream(_Struct):
+    index: int | None = None
+    app: str | None = None
+
+
+class Layout(_Struct):
+    streams: list[LayoutStream] | None = None
+
+
+class Applications(_Struct):
+    """The `applications` section of a tile run's summary (QoS per application)."""
+
+    applications: list[AppResult] | None = None
+    instances: list[dict[str, Any]] | None = None
+    layout: Layout | None = None
+    passed: bool | None = None
+    score: float | None = None
+    tiles: int | None = None
+    measurement: dict[str, Any] | None = None
+
+
+class Verification(_Struct):
+    listed: list[dict[str, Any]] | None = None
+    by_class: dict[str, Any] | None = None
+    findings: int | None = None
+    checked: int | None = None
+
+
+class ToolBound(_Struct):
+    """Whether the host, not the storage, limited the run, and why."""
+
+    tool_bound: bool | None = None
+    reasons: list[str] | None = None
+
+
+class Summary(_Struct):
+    """run.json `summary`: what the run measured (docs/results-schema.md)."""
+
+    total: Total | None = None
+    streams: list[StreamSummary] | None = None
+    targets: list[dict[str, Any]] | None = None
+    applications: Applications | None = None
+    duration_s: float | None = None
+    notes: list[str] | None = None
+    verification: Verification | None = None
+    telemetry: dict[str, Any] | None = None
+    tool_bound: ToolBound | None = None
+    change_points: list[dict[str, Any]] | None = None
+    hosts: list[dict[str, Any]] | None = None
+    cluster: dict[str, Any] | None = None
+    steady_state: dict[str, Any] | None = None
+    data_reduction: dict[str, Any] | None = None
+    preconditioning: dict[str, Any] | None = None
+    verify_pass: dict[str, Any] | None = None
+    replay: dict[str, Any] | None = None
+
+
+class ResultOp(_Struct):
+    ops: float | None = None
+    bytes: float | None = None
+    errors: dict[str, Any] | None = None
+    service: dict[str, Any] | None = None  # the engine's histogram document
+    response: dict[str, Any] | None = None
+
+
+class ResultStream(_Struct):
+    stream: int
+    read: ResultOp | None = None
+    write: ResultOp | None = None
+    sync: ResultOp | None = None
+
+
+class HungIo(_Struct):
+    stream: Any = None
+    age_ns: float | None = None
+
+
+class EngineVerification(_Struct):
+    findings: list[dict[str, Any]] | None = None
+    by_class: dict[str, Any] | None = None
+
+
+class EngineResult(_Struct):
+    """run.json `result`: the engine's final result (docs/engine-boundary.md)."""
+
+    streams: list[ResultStream] | None = None
+    complete: bool | None = None
+    stop_reason: str | None = None
+    hung: list[HungIo] | None = None
+    verification: EngineVerification | None = None
+    started_at_ns: float | None = None
+    measure_start_ns: float | None = None
+
+
+class PlanStream(_Struct):
+    name: str | None = None
+    arrival: dict[str, Any] | None = None
+    regions: list[dict[str, Any]] | None = None
+
+
+class PlanTarget(_Struct):
+    path: str | None = None
+    offset: float | None = None
+    length: float | None = None
+    verify: dict[str, Any] | None = None
+
+
+class Plan(_Struct):
+    """run.json `plan`: the engine plan that ran (docs/engine-boundary.md)."""
+
+    streams: list[PlanStream] | None = None
+    targets: list[PlanTarget] | None = None
+    backend: str | None = None
+    duration_ms: float | None = None
+    warmup_ms: float | None = None
+    interval_ms: float | None = None
+    threads: float | None = None
+
+
+class Host(_Struct):
+    dir: str
+    name: str
+    hostname: str | None = None
+    plan: Plan | None = None
+
+
+class Files(_Struct):
+    intervals: str | None = None
+    intervals_log: str | None = None
+    targets: str | None = None
+    devices: str | None = None
+    host: str | None = None
+
+
+class Workload(_Struct):
+    name: str | None = None
+
+
+class RunDoc(_Struct):
+    """run.json: one run (docs/results-schema.md)."""
+
+    schema_version: int | None = None
+    run_id: str | None = None
+    kind: str | None = None  # run | tiles | scale-step | repeat-step | sweep-step | replay ...
+    label: str | None = None
+    status: str | None = None  # running | complete | incomplete | errors | hung | failed ...
+    complete: bool | None = None
+    error: str | None = None
+    argv: list[str] | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    tilemark_version: str | None = None
+    process: dict[str, Any] | None = None
+    workload: Workload | None = None
+    plan: Plan | None = None
+    targets: list[Any] | None = None
+    environment: dict[str, Any] | None = None
+    telemetry: dict[str, Any] | None = None
+    summary: Summary | None = None
+    result: EngineResult | None = None
+    hosts: list[Host] | None = None
+    files: Files | None = None
+    verify_passes: list[dict[str, Any]] | None = None
+
+
+class StudyStep(Rates):
+    """One run of a study's step (study.json `steps`)."""
+
+    run_id: str | None = None
+    run_dir: str | None = None
+    label: str | None = None
+    verdict: str | None = None
+    passed: bool | None = None
+    tiles: float | None = None
+    key: float | None = None
+    value: float | None = None
+    repeat: int | None = None
+    votes: dict[str, Any] | None = None
+    runs: list[dict[str, Any]] | None = None
+    applications: list[dict[str, Any]] | None = None
+    total: Rates | None = None
+    failed: list[Any] | None = None
+
+
+class StudyTile(_Struct):
+    name: str | None = None
+    applications: list[dict[str, Any]] | None = None
+
+
+class StudyRepeat(_Struct):
+    repeat: int | None = None
+
+
+class StudyDoc(_Struct):
+    """study.json: a study and its steps (docs/studies.md); the kind says which study."""
+
+    study_id: str | None = None
+    kind: str | None = None  # scale | knob | repeat | sweep | matrix | curve
+    label: str | None = None
+    complete: bool | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    steps: list[StudyStep] | None = None
+    tile: StudyTile | None = None
+    repeats: list[StudyRepeat] | None = None
+    repeat: int | None = None
+    first_failure: dict[str, Any] | None = None
+    settle: dict[str, Any] | None = None
+    runs_used: int | None = None
+
+
+# -----------------------------------------------------------------------------------------------
+# Reading
+
+
+class DocumentError(ValueError):
+    """A document that is not JSON, or whose fields do not have the types readers rely on;
+    the message is one sentence naming the first wrong field."""
+
+
+_TYPE_NAMES = {
+    "object": "an object",
+    "array": "a list",
+    "str": "a string",
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "null": "null",
+}
+
+
+def _sentence(e: msgspec.ValidationError) -> str:
+    """msgspec's 'Expected `object`, got `str` - at `$.summary.total`' as 'field summary.total
+    is a string, not an object'."""
+    text = str(e)
+    where = text.rsplit(" - at `$", 1)[1].rstrip("`") if " - at `$" in text else ""
+    where = where.lstrip(".").replace("][", "].[") or "(the document)"
+    head = text.split(" - at ", 1)[0]
+    if head.startswith("Expected `") and "`, got `" in head:
+        want, got = head[len("Expected `") :].split("`, got `", 1)
+        kinds = [w.strip() for w in want.split("|") if w.strip() != "null"] or ["null"]
+        want = " or ".join(_TYPE_NAMES.get(w, w) for w in kinds)
+        got = got.rstrip("`")
+        got = "a number" if got in ("int", "float") else _TYPE_NAMES.get(got, got)
+        return f"field {where} is {got}, not {want}"
+    return f"field {where}: {head}"
+
+
+def _decode(data: bytes | str | dict[str, Any], kind: type) -> Any:
+    try:
+        if isinstance(data, dict):
+            return msgspec.convert(data, kind)
+        return msgspec.json.decode(data, type=kind)
+    except msgspec.ValidationError as e:
+        raise DocumentError(_sentence(e)) from None
+    except msgspec.DecodeError as e:
+        raise DocumentError(f"not JSON ({e})") from None
+    except RecursionError:
+        raise DocumentError("nested too deep to be a tilemark document") from None
+
+
+def read_run(data: bytes | str | dict[str, Any]) -> RunDoc:
+    """A run.json document (bytes, text, or an already migrated dict), typed; DocumentError."""
+    return _decode(data, RunDoc)
+
+
+def read_study(data: bytes | str | dict[str, Any]) -> StudyDoc:
+    """A study.json document, typed; DocumentError naming the first wrong field."""
+    return _decode(data, StudyDoc)
+
+
+def run_problem(doc: dict[str, Any]) -> str | None:
+    """The first field of a run.json document that readers cannot use, or None."""
+    try:
+        read_run(doc)
+    except DocumentError as e:
+        return str(e)
+    return None
+
+
+def study_problem(doc: dict[str, Any]) -> str | None:
+    """The first field of a study.json document that readers cannot use, or None."""
+    try:
+        read_study(doc)
+    except DocumentError as e:
+        return str(e)
+    return None
+
+
+# -----------------------------------------------------------------------------------------------
+# docs/results-schema.md, the typed fields section
+
+_BEGIN = "<!-- typed fields: generated by `python -m tilemark.store.results`; do not edit -->"
+_END = "<!-- end of the typed fields -->"
+DOCUMENTS = (RunDoc, StudyDoc)
+
+
+def _classes() -> list[type]:
+    """Every class a document reaches, in the order a reader meets them."""
+    import typing
+
+    seen: list[type] = []
+
+    def visit(kind: type) -> None:
+        if kind in seen:
+            return
+        seen.append(kind)
+        for hint in typing.get_type_hints(kind).values():
+            for arg in _leaves(hint):
+                if isinstance(arg, type) and issubclass(arg, _Struct):
+                    visit(arg)
+
+    for doc in DOCUMENTS:
+        visit(doc)
+    return seen
+
+
+def _leaves(hint: Any) -> list[Any]:
+    import typing
+
+    args = typing.get_args(hint)
+    if not args:
+        return [hint]
+    return [leaf for a in args for leaf in _leaves(a)]
+
+
+def _type_text(hint: Any) -> str:
+    """`list[StreamSummary]`, `dict[str, Any]`, `float` (None left out: every field may be)."""
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if args and origin in (typing.Union, __import__("types").UnionType):
+        return " or ".join(_type_text(a) for a in args if a is not type(None))
+    if args:
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(_type_text(a) for a in args)}]"
+    if hint is Any:
+        return "Any"
+    return getattr(hint, "__name__", str(hint))
+
+
+def _field_notes() -> dict[tuple[str, str], str]:
+    """(class, field) -> the comment written after the field in this file."""
+    import inspect
+    import re
+
+    notes: dict[tuple[str, str], str] = {}
+    current = None
+    for line in inspect.getsource(__import__(__name__, fromlist=["x"])).splitlines():
+        m = re.match(r"class (\w+)\(", line)
+        if m:
+            current = m.group(1)
+            continue
+        m = re.match(r"    (\w+): [^#]+#\s*(.+)$", line)
+        if current and m:
+            notes[(current, m.group(1))] = m.group(2).strip()
+    return notes
+
+
+def markdown() -> str:
+    """The generated section of docs/results-schema.md: every class and field readers use."""
+    import typing
+
+    notes = _field_notes()
+    lines = [
+        _BEGIN,
+        "",
+        "## Typed fields (store/results.py)",
+        "",
+        "The fields tilemark's readers rely on, with their types; a document whose field has",
+        "another type is `damaged`, named in one sentence. Every field may be absent or null.",
+        "`dict` fields are kept as read (their keys are described above).",
+    ]
+    for kind in _classes():
+        doc = (kind.__doc__ or "").strip().splitlines()[0] if kind.__doc__ else ""
+        lines += ["", f"### {kind.__name__}", ""]
+        if doc:
+            lines += [doc, ""]
+        lines += ["| field | type | note |", "|---|---|---|"]
+        for name, hint in typing.get_type_hints(kind).items():
+            note = notes.get((kind.__name__, name), "").replace("|", "\\|")
+            lines.append(f"| `{name}` | `{_type_text(hint)}` | {note} |")
+    lines += ["", _END]
+    return "\n".join(lines) + "\n"
+
+
+def update_docs(text: str) -> str:
+    """docs/results-schema.md with its generated section replaced (appended when missing)."""
+    section = markdown()
+    if _BEGIN in text and _END in text:
+        head, rest = text.split(_BEGIN, 1)
+        _, tail = rest.split(_END, 1)
+        return head + section.rstrip("\n") + tail
+    return text.rstrip("\n") + "\n\n" + section
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from tilemark.store import results as module  # the classes under their own names
+
+    docs = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+    if docs is None:
+        sys.stdout.write(module.markdown())
+    else:
+        docs.write_text(module.update_docs(docs.read_text()))
