@@ -18,7 +18,7 @@ from .engine_helpers import MiB
 from .rigs import loop_device, throttled_cgroup
 from .test_scale_throttled import tilemark
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.serial]
 
 IOPS_CAP = 500
 BPS_CAP = 16 * MiB
