@@ -1,7 +1,7 @@
 """The cost of `tilemark trace capture`: 4 KiB random reads on the ramdisk with and without a
 block trace running (issue 23 budget: traced IOPS >= 0.95x untraced, 0 events dropped).
 
-Reuses bench/vs_fio.py's machinery (the ramdisk: a loop device over random bytes in /dev/shm,
+Uses the tmbench package's machinery (the ramdisk: a loop device over random bytes in /dev/shm,
 direct IO, always detached afterwards; the child runner; load and pressure samples). Loads:
 
 - `closed`: closed loop at QD32, one engine thread: the most IOPS the machine gives;
@@ -24,7 +24,7 @@ other load land on all; ratios are formed per repetition against that repetition
 and reported as min / median / max. Before every run: sync(), 1 s to settle, load and PSI noted.
 The tracer's own CPU (its process tree) is measured over the run: it competes for the same cores.
 
-Results: bench/results/<date>-<host>-capture.json (every run, command, drops) and .md.
+Results: bench/results/<date>-<time>-<host>-capture<tag>.json (every run, command, drops) and .md.
 Exit 0 when the budget holds for `capture`, 1 when not, 2 when the ramdisk or tilemark is unusable.
 """
 
@@ -38,7 +38,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -46,12 +45,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vs_fio as vf  # noqa: E402  (the sibling script's machinery)
+import tmbench as tb
+from tmbench import spread
 
 IOPS_FLOOR = 0.95
-STATE = vf.WORK / "state"
-TRACES = vf.WORK / "traces"
+STATE = tb.WORK / "state"
+TRACES = tb.WORK / "traces"
 TRACEFS = Path("/sys/kernel/tracing")
 LOADS = {
     "closed": ["--qd", "32"],
@@ -84,11 +83,11 @@ class Tracer:
         self.procs: list[subprocess.Popen] = []
         self.instance: Path | None = None
         self.trace_file = TRACES / f"{load}-rep{rep}.parquet"
-        self.log = vf.LOGS / f"tracer-{load}-{kind}-rep{rep}.err"
+        self.log = tb.LOGS / f"tracer-{load}-{kind}-rep{rep}.err"
         self.cpu_ticks_at_start = 0
 
     def start(self) -> None:
-        vf.LOGS.mkdir(parents=True, exist_ok=True)
+        tb.LOGS.mkdir(parents=True, exist_ok=True)
         err = open(self.log, "wb")  # noqa: SIM115  (closed with the process)
         if self.kind == "capture":
             TRACES.mkdir(parents=True, exist_ok=True)
@@ -140,13 +139,13 @@ class Tracer:
         self.cpu_ticks_at_start = self._ticks()
 
     def _ticks(self) -> int:
-        return sum(vf.tree_cpu_ticks(p.pid) or 0 for p in self.procs)
+        return sum(tb.tree_cpu_ticks(p.pid) or 0 for p in self.procs)
 
     def stop(self) -> dict[str, Any]:
         out: dict[str, Any] = {"tracer": self.kind}
         if self.kind == "none":
             return out
-        out["cpu_s"] = (self._ticks() - self.cpu_ticks_at_start) / vf.CLK_TCK
+        out["cpu_s"] = (self._ticks() - self.cpu_ticks_at_start) / tb.CLK_TCK
         alive = [p.poll() is None for p in self.procs]
         for p in self.procs:
             if p.poll() is None:
@@ -165,34 +164,19 @@ class Tracer:
         stderr = self.log.read_text(errors="replace") if self.log.exists() else ""
         out["stderr_tail"] = stderr.strip()[-600:]
         if self.kind == "tracefs-raw" and self.instance is not None:
-            out["dropped"] = self._tracefs_losses()
+            out["dropped"] = tb.tracefs_lost_events(self.instance)
             for ev in TRACEFS_EVENTS:
                 (self.instance / "events" / "block" / ev / "enable").write_text("0\n")
             for p in self.procs:  # the cats of the shell loops, still holding the pipes
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
-            for _ in range(100):
-                try:
-                    self.instance.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.05)
+            tb.rmdir_retrying(self.instance, tries=100, pause_s=0.05)
         elif self.kind == "bpftrace-raw":
             lost = [int(n) for n in re.findall(r"Lost (\d+) events", stderr)]
             out["dropped"] = sum(lost)
         elif self.kind == "capture":
             out["dropped"] = _capture_losses(self.trace_file)
         return out
-
-    def _tracefs_losses(self) -> int:
-        total = 0
-        assert self.instance is not None
-        for stats in (self.instance / "per_cpu").glob("cpu*/stats"):
-            for line in stats.read_text().splitlines():
-                key, _, value = line.partition(":")
-                if key.strip() in ("overrun", "dropped events"):
-                    total += int(value.split()[0])
-        return total
 
 
 def _capture_losses(path: Path) -> int | None:
@@ -210,14 +194,13 @@ def command(tm: str, device: str, load: str, a: argparse.Namespace) -> list[str]
         tm, "run", "--target", device, "--destroy-data", device, "--size", a.size,
         "--rw", "randread", "--bs", "4k", *LOADS[load], "--threads", "1",
         "--duration", f"{a.duration:g}", "--warmup", f"{a.warmup:g}",
-        "--json", "--results", vf.rel(vf.TILEMARK_RESULTS),
+        "--json", "--results", tb.rel(tb.TILEMARK_RESULTS),
     ]  # fmt: skip
 
 
 def measure(tm: str, device: str, load: str, tracer: str, a: argparse.Namespace, rep: int):
-    os.sync()
-    time.sleep(vf.SETTLE_S)
-    record: dict[str, Any] = {"load": load, "tracer": tracer, "rep": rep, "psi": vf.load_now()}
+    tb.settle()
+    record: dict[str, Any] = {"load": load, "tracer": tracer, "rep": rep, "psi": tb.load_now()}
     t = Tracer(tracer, device, tm, rep, load)
     try:
         t.start()
@@ -227,20 +210,20 @@ def measure(tm: str, device: str, load: str, tracer: str, a: argparse.Namespace,
     cmd = command(tm, device, load, a)
     record["cmd"] = cmd
     try:
-        child = vf.run_child(cmd, f"capture-{load}-{tracer}-rep{rep}")
+        child = tb.run_child(cmd, f"capture-{load}-{tracer}-rep{rep}")
     finally:
         record["trace"] = t.stop()
     if child.exit_code != 0:
         record["error"] = f"exit {child.exit_code}: {child.stderr.strip()[-300:]}"
         return record
-    parsed = vf.parse_tilemark(child)
+    parsed = tb.parse_tilemark(child)
     m = parsed["metrics"]
     record.update(iops=m["iops"], ios=m["ios"], p50_us=m["p50_us"], p99_us=m["p99_us"])
     # The run's own CPU per IO in the measured window: the tracepoints fire in its threads, so
     # the kernel's share of tracing shows up here (the loop device's worker is not counted).
-    win = vf.window_cpu(child.samples, *parsed["window"])
+    win = tb.window_cpu(child.samples, *parsed["window"])
     if win and m["iops"]:
-        record["run_cpu_us_per_io"] = win["cpu_s"] / (m["iops"] * win["seconds"]) * 1e6
+        record["run_cpu_us_per_io"] = tb.cpu_us_per_io(win, m["iops"])
     if tracer == "capture":
         record["trace"]["rows"] = _trace_rows(t.trace_file)
     return record
@@ -253,12 +236,6 @@ def _trace_rows(path: Path) -> int | None:
         return open_trace(path).rows
     except Exception:
         return None
-
-
-def spread(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def summarize(records: list[dict], tracers: list[str]) -> dict[str, Any]:
@@ -375,7 +352,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ramdisk", type=vf.parse_size, default=vf.parse_size("512m"))
+    p.add_argument("--ramdisk", type=tb.parse_size, default=tb.parse_size("512m"))
     p.add_argument("--size", default="512m", help="data area used on the ramdisk")
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=1.0)
@@ -399,13 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     if "bpftrace-raw" in tracers and not shutil.which("bpftrace"):
         p.error("bpftrace-raw needs bpftrace (Debian package bpftrace)")
     try:
-        tm = vf.find_tilemark(a.tilemark)
+        tm = tb.find_tilemark(a.tilemark)
         STATE.mkdir(parents=True, exist_ok=True)
         os.environ["TILEMARK_STATE_DIR"] = str(STATE)
         if not (TRACEFS / "instances").is_dir():
             subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)], check=False)
         records = []
-        with vf.ramdisk(a.ramdisk) as ram:
+        with tb.ramdisk(a.ramdisk) as ram:
             device = ram["device"]
             for rep in range(1, a.reps + 1):
                 shift = (rep - 1) % len(tracers)
@@ -420,12 +397,12 @@ def main(argv: list[str] | None = None) -> int:
                             f"psi cpu {r['psi']['cpu_some_avg10']}",
                             flush=True,
                         )
-            settings = vf.Settings(
+            settings = tb.Settings(
                 tilemark=tm, fio="", size=0, duration=a.duration, warmup=a.warmup,
                 reps=a.reps, target=device, device=True,
             )  # fmt: skip
-            notes = vf.machine_notes(settings, {"ramdisk": ram})
-    except vf.SetupError as e:
+            notes = tb.machine_notes(settings, {"ramdisk": ram})
+    except tb.SetupError as e:
         print(f"capture_overhead: {e}", file=sys.stderr)
         return 2
     now = datetime.now()
@@ -435,16 +412,15 @@ def main(argv: list[str] | None = None) -> int:
         "host": socket.gethostname(),
         "settings": vars(a) | {"ramdisk": a.ramdisk},
         "machine": notes
-        | {"lockdown": vf.read_text("/sys/kernel/security/lockdown"), "cpus_shared": True},
+        | {"lockdown": tb.read_text("/sys/kernel/security/lockdown"), "cpus_shared": True},
         "runs": records,
         "summary": summarize(records, tracers),
     }
-    stem = vf.RESULTS_DIR / f"{now:%Y-%m-%d-%H%M%S}-{socket.gethostname()}-capture{a.tag}"
-    vf.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    stem.with_suffix(".md").write_text(markdown(doc))
+    json_path, _ = tb.write_results(
+        tb.RESULTS_DIR, f"capture{a.tag}", doc, markdown(doc), when=now, indent=2
+    )
     print(markdown(doc))
-    print(f"results: {vf.rel(stem.with_suffix('.json'))}, .md")
+    print(f"results: {tb.rel(json_path)}, .md")
     return 0 if doc["summary"]["budget"]["passed"] else 1
 
 

@@ -30,20 +30,17 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tmbench as tb
+from tmbench import spread
 
-import vs_fio  # noqa: E402  (bench/ is not a package; its helpers are shared)
-
-WORK = vs_fio.WORK / "cluster"
+WORK = tb.WORK / "cluster"
 IMAGE = Path("/dev/shm/tilemark-bench-cluster.img")
 SCHEMA = "tilemark-bench-cluster/1"
 QD = 16
@@ -78,7 +75,7 @@ def ramdisk(size: int) -> Any:
     devices: list[str] = []
     WORK.mkdir(parents=True, exist_ok=True)
     try:
-        vs_fio._fill_random(IMAGE, size)
+        tb.fill_random(IMAGE, size)
         for i in range(2):
             cmd = [losetup, "--find", "--show", "--direct-io=on", str(IMAGE)]
             dev = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
@@ -95,18 +92,6 @@ def ramdisk(size: int) -> Any:
         IMAGE.unlink(missing_ok=True)
 
 
-def machine_load() -> dict[str, Any]:
-    """Load average and pressure stall information now (the machine is shared)."""
-    out: dict[str, Any] = {"loadavg": (vs_fio.read_text("/proc/loadavg") or "").split()[:3]}
-    for res in ("cpu", "io"):
-        text = vs_fio.read_text(f"/proc/pressure/{res}") or ""
-        some = next((ln for ln in text.splitlines() if ln.startswith("some")), "")
-        out[f"{res}_some_avg10"] = next(
-            (float(f.split("=")[1]) for f in some.split() if f.startswith("avg10=")), None
-        )
-    return out
-
-
 def run_once(mode: str, case: str, args: argparse.Namespace, rep: int) -> dict[str, Any]:
     target = str(WORK / ("dev-{worker}" if mode == "cluster" else "dev-0"))
     cmd = [
@@ -118,10 +103,9 @@ def run_once(mode: str, case: str, args: argparse.Namespace, rep: int) -> dict[s
     ]  # fmt: skip
     if mode == "cluster":
         cmd += ["--cluster", "local:2"]
-    os.sync()
-    time.sleep(vs_fio.SETTLE_S)
-    load = machine_load()
-    child = vs_fio.run_child(cmd, f"cluster-{case}-{mode}-{rep}")
+    tb.settle()
+    load = tb.load_now()  # the machine is shared
+    child = tb.run_child(cmd, f"cluster-{case}-{mode}-{rep}")
     if child.exit_code != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({child.exit_code}):\n{child.stderr[-2000:]}")
     doc = json.loads(child.stdout)
@@ -134,10 +118,7 @@ def run_once(mode: str, case: str, args: argparse.Namespace, rep: int) -> dict[s
     )
     iops = float(doc["summary"]["total"]["iops"])
     ios = iops * float(doc["summary"]["duration_s"])
-    window = vs_fio.window_cpu(child.samples, start, end)
-    window_us = None
-    if window and window["seconds"] > 0:
-        window_us = window["cpu_s"] / (iops * window["seconds"]) * 1e6
+    window_us = tb.cpu_us_per_io(tb.window_cpu(child.samples, start, end), iops)
     hosts = doc["summary"].get("hosts") or []
     return {
         "mode": mode,
@@ -151,16 +132,6 @@ def run_once(mode: str, case: str, args: argparse.Namespace, rep: int) -> dict[s
         "hosts": [{k: h.get(k) for k in ("name", "iops", "start_late_ms")} for h in hosts],
         "start_spread_ms": (doc["summary"].get("cluster") or {}).get("start_spread_ms"),
         "cmd": cmd,
-    }
-
-
-def spread(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {
-        "min": min(values),
-        "median": statistics.median(values),
-        "max": max(values),
     }
 
 
@@ -254,11 +225,11 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--cases", default="uring,null")
-    parser.add_argument("--tilemark", default=str(vs_fio.REPO / ".venv" / "bin" / "tilemark"))
-    parser.add_argument("--out", default=str(vs_fio.RESULTS_DIR))
+    parser.add_argument("--tilemark", default=str(tb.REPO / ".venv" / "bin" / "tilemark"))
+    parser.add_argument("--out", default=str(tb.RESULTS_DIR))
     args = parser.parse_args()
     cases = [c for c in args.cases.split(",") if c in CASES]
-    size = vs_fio.parse_size(args.ramdisk)
+    size = tb.parse_size(args.ramdisk)
     runs: list[dict[str, Any]] = []
     with ramdisk(size) as devices:
         for rep in range(args.reps):
@@ -273,12 +244,12 @@ def main() -> int:
                         f"load {' '.join(r['load_before']['loadavg'])}",
                         flush=True,
                     )
-        settings = vs_fio.Settings(
+        settings = tb.Settings(
             args.tilemark, "fio", size, args.duration, args.warmup, args.reps,
             target=devices[0], device=True,
         )  # fmt: skip
-        machine = vs_fio.machine_notes(settings)
-    stamp = datetime.now().strftime("%Y-%m-%d-%H%M%S")
+        machine = tb.machine_notes(settings)
+    now = datetime.now()
     doc = {
         "schema": SCHEMA,
         "date": datetime.now().astimezone().isoformat(timespec="seconds"),
@@ -289,10 +260,9 @@ def main() -> int:
         "summary": summarize(runs),
         "runs": runs,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stamp}-cluster-local2-ramdisk.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out / f"{stamp}-cluster-local2-ramdisk.md").write_text(markdown(doc))
+    tb.write_results(
+        Path(args.out), "cluster-local2-ramdisk", doc, markdown(doc), when=now, indent=2
+    )
     print(markdown(doc))
     return 0
 

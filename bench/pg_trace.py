@@ -16,6 +16,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from tmbench import rmdir_retrying
+
 IMAGE = Path("/dev/shm/tilemark-bench-pg.img")
 IMAGE_BYTES = 1 << 30
 TRACEFS = Path("/sys/kernel/tracing")
@@ -184,12 +186,7 @@ def capture(out: Path, work: Path, seconds: int) -> Path:
         return out
     finally:
         if inst.exists():
-            for _ in range(50):
-                try:
-                    inst.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            rmdir_retrying(inst)
         if started:
             subprocess.run([*pg, _tool("pg_ctl"), "-D", str(data), "-m", "fast", "stop"],
                            capture_output=True)  # fmt: skip
@@ -201,10 +198,5 @@ def capture(out: Path, work: Path, seconds: int) -> Path:
             time.sleep(0.1)
         subprocess.run(["losetup", "-d", dev], capture_output=True)
         if cg.exists():
-            for _ in range(50):
-                try:
-                    cg.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            rmdir_retrying(cg)
         IMAGE.unlink(missing_ok=True)

@@ -24,8 +24,8 @@ recorded beside them.
 
 Method: root (loop devices, cgroups, tracefs). Runs alternate between the tools, the tool that
 goes first flips every repetition and case; sync() and 1 s settle before every run; load and
-pressure (PSI) are recorded before and after every run. Results: bench/results/<date>-<host>-
-replay.json (every run) and .md (the table). Exit status 0 when tilemark met both budgets on
+pressure (PSI) are recorded before and after every run. Results: bench/results/<date>-<time>-
+<host>-replay.json (every run) and .md (the table). Exit status 0 when tilemark met both budgets on
 every case of the RAM disk, 1 when not, 2 when the benchmark cannot run.
 """
 
@@ -36,24 +36,22 @@ import json
 import os
 import random
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vs_fio  # noqa: E402  (the ramdisk, load and machine helpers)
+import tmbench as tb
+from tmbench import SetupError, median_or_none
 
-REPO = vs_fio.REPO
-WORK = vs_fio.WORK / "replay"
+REPO = tb.REPO
+WORK = tb.WORK / "replay"
 TRACES = WORK / "traces"
-RESULTS = vs_fio.RESULTS_DIR
+RESULTS = tb.RESULTS_DIR
 TRACEFS = Path("/sys/kernel/tracing")
 BLKIO = Path("/sys/fs/cgroup/blkio")
 RAM_IMAGE = Path("/dev/shm/tilemark-bench-replay.img")
@@ -63,10 +61,6 @@ THROTTLE_IOPS = 5000  # read and write IOPS of the throttled device
 SCHEMA = "tilemark-bench-replay/1"
 BUDGET_RATE_PCT = 0.5
 BUDGET_LATE_P99_US = 50.0
-
-
-class SetupError(Exception):
-    """The benchmark cannot run; one sentence."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,13 +173,7 @@ class Submissions:
 
     def lost(self) -> int:
         """Events the buffer could not take (overrun or dropped), over every CPU."""
-        total = 0
-        for stats in (self.dir / "per_cpu").glob("cpu*/stats"):
-            for line in stats.read_text().splitlines():
-                key, _, value = line.partition(":")
-                if key.strip() in ("overrun", "dropped events"):
-                    total += int(value.split()[0])
-        return total
+        return tb.tracefs_lost_events(self.dir)
 
     def stop(self, tgid: int) -> list[float]:
         """Submission times (us, CLOCK_MONOTONIC) of process `tgid`'s reads and writes."""
@@ -204,12 +192,7 @@ class Submissions:
         return sorted(times)
 
     def __exit__(self, *exc: object) -> None:
-        for _ in range(50):
-            try:
-                self.dir.rmdir()
-                return
-            except OSError:
-                time.sleep(0.1)
+        tb.rmdir_retrying(self.dir)
 
 
 def timing(submits: list[float], trace_us: list[float]) -> dict[str, Any]:
@@ -254,19 +237,14 @@ def throttle(dev: str, iops: int):
         raise SetupError("cgroup v1 blkio throttling is not available")
     cg = BLKIO / f"tilemark-bench-replay-{os.getpid()}"
     cg.mkdir()
-    numbers = vs_fio.run_text(["stat", "-L", "-c", "%t:%T", dev]) or "0:0"
+    numbers = tb.run_text(["stat", "-L", "-c", "%t:%T", dev]) or "0:0"
     major, minor = (int(x, 16) for x in numbers.split(":"))
     try:
         for kind in ("read", "write"):
             (cg / f"blkio.throttle.{kind}_iops_device").write_text(f"{major}:{minor} {iops}\n")
         yield cg
     finally:
-        for _ in range(50):
-            try:
-                cg.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+        tb.rmdir_retrying(cg)
 
 
 def held(cg: Path | None, cmd: list[str], pin: int | None = None) -> list[str]:
@@ -313,8 +291,7 @@ def fio_cmd(fio: str, iolog: Path, dev: str, out: Path, iodepth: int) -> list[st
 def run_one(
     cmd: list[str], sub: Submissions, trace_us: list[float], cg: Path | None, pin: int | None
 ) -> tuple[int, float, dict[str, Any], str, str]:
-    os.sync()
-    time.sleep(1.0)
+    tb.settle()
     proc = subprocess.Popen(held(cg, cmd, pin), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=REPO)  # fmt: skip
     try:
@@ -374,10 +351,10 @@ def measure(args: argparse.Namespace, dev: str, cg: Path | None, device: str, tr
                         if tool == "tilemark"
                         else fio_cmd(args.fio, iolog, dev, fio_json, depth)
                     )
-                    before = vs_fio.load_now()
+                    before = tb.load_now()
                     code, wall, tim, out, err = run_one(cmd, sub, trace_us, cg, args.pin)
                     run = Run(tool, case, device, rep, cmd, code, wall, tim, {}, before,
-                              vs_fio.load_now())  # fmt: skip
+                              tb.load_now())  # fmt: skip
                     try:
                         run.own = tilemark_own(out) if tool == "tilemark" else fio_own(fio_json)
                     except (ValueError, KeyError, OSError) as e:
@@ -422,11 +399,6 @@ def pg_trace(seconds: int) -> Path | None:
 # Summary and report
 
 
-def _med(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
 def summarize(runs: list[Run]) -> list[dict[str, Any]]:
     rows = []
     keys = dict.fromkeys((r.device, r.case, r.tool) for r in runs)
@@ -441,22 +413,24 @@ def summarize(runs: list[Run]) -> list[dict[str, Any]]:
                 "tool": tool,
                 "reps": len(mine),
                 "failed": sum(1 for r in mine if r.error),
-                "ios": _med([x.get("submitted") for x in t]),
-                "trace_ios": _med([x.get("trace_ios") for x in t]),
-                "trace_iops": _med([x.get("trace_iops") for x in t]),
-                "rate_error_pct": _med([x.get("rate_error_pct") for x in t]),
+                "ios": median_or_none([x.get("submitted") for x in t]),
+                "trace_ios": median_or_none([x.get("trace_ios") for x in t]),
+                "trace_iops": median_or_none([x.get("trace_iops") for x in t]),
+                "rate_error_pct": median_or_none([x.get("rate_error_pct") for x in t]),
                 "rate_error_worst_pct": max(errors) if errors else None,
-                "span_ratio": _med(
+                "span_ratio": median_or_none(
                     [x["span_s"] / x["trace_span_s"] for x in t if x.get("trace_span_s")]
                 ),
-                "late_p50_us": _med([x.get("late_p50_us") for x in t]),
-                "late_p99_us": _med([x.get("late_p99_us") for x in t]),
+                "late_p50_us": median_or_none([x.get("late_p50_us") for x in t]),
+                "late_p99_us": median_or_none([x.get("late_p99_us") for x in t]),
                 "late_p99_worst_us": max((x.get("late_p99_us") or 0) for x in t),
-                "late_max_us": _med([x.get("late_max_us") for x in t]),
-                "own_late_p99_us": _med([r.own.get("late_p99_us") for r in mine]),
-                "own_rate_error_pct": _med([r.own.get("rate_error_pct") for r in mine]),
-                "cpu_some_avg10": _med([r.load_before.get("cpu_some_avg10") for r in mine]),
-                "io_some_avg10": _med([r.load_before.get("io_some_avg10") for r in mine]),
+                "late_max_us": median_or_none([x.get("late_max_us") for x in t]),
+                "own_late_p99_us": median_or_none([r.own.get("late_p99_us") for r in mine]),
+                "own_rate_error_pct": median_or_none([r.own.get("rate_error_pct") for r in mine]),
+                "cpu_some_avg10": median_or_none(
+                    [r.load_before.get("cpu_some_avg10") for r in mine]
+                ),
+                "io_some_avg10": median_or_none([r.load_before.get("io_some_avg10") for r in mine]),
             }
         )
     return rows
@@ -532,7 +506,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pg-seconds", type=int, default=15)
     p.add_argument("--devices", default="ramdisk,throttled")
     p.add_argument("--cases", default="constant250,bursty,pg")
-    p.add_argument("--fio", default=vs_fio.DEFAULT_FIO)
+    p.add_argument("--fio", default=tb.DEFAULT_FIO)
     p.add_argument("--tilemark", default=str(REPO / ".venv" / "bin" / "tilemark"))
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument(
@@ -569,9 +543,9 @@ def main(argv: list[str] | None = None) -> int:
             iolog = TRACES / f"{case}.iolog"
             write_iolog(trace, iolog)
             traces.append((case, trace, iolog, data_times_us(trace), inflight_cap(trace)))
-        vs_fio.RAMDISK_IMAGE = RAM_IMAGE  # our own image: vs_fio may run beside us
         runs: list[Run] = []
-        with vs_fio.ramdisk(RAM_SIZE) as ram, vs_fio.pinned_workqueues(args.pin):
+        # Our own image: tb.py may run beside us.
+        with tb.ramdisk(RAM_SIZE, RAM_IMAGE) as ram, tb.pinned_workqueues(args.pin):
             dev = ram["device"]
             with open(dev, "r+b") as f:  # no accidental filesystem signature in random data
                 f.write(bytes(128 << 10))
@@ -581,16 +555,16 @@ def main(argv: list[str] | None = None) -> int:
                 elif device == "throttled":
                     with throttle(dev, THROTTLE_IOPS) as cg:
                         runs += measure(args, dev, cg, device, traces)
-    except (SetupError, vs_fio.SetupError) as e:
+    except SetupError as e:
         print(f"replay bench: {e}", file=sys.stderr)
         return 2
     rows = summarize(runs)
-    settings = vs_fio.Settings(args.tilemark, args.fio, RAM_SIZE, 0, 0, args.reps, target=dev)
+    settings = tb.Settings(args.tilemark, args.fio, RAM_SIZE, 0, 0, args.reps, target=dev)
     doc = {
         "schema": SCHEMA,
         "argv": ["bench/replay.py", *(argv if argv is not None else sys.argv[1:])],
         "reps": args.reps,
-        "machine": vs_fio.machine_notes(settings, {"ramdisk": ram}),
+        "machine": tb.machine_notes(settings, {"ramdisk": ram}),
         "traces": {
             c: {"path": str(t), "data_ios": len(us), "inflight_cap": depth}
             for c, t, _, us, depth in traces
@@ -610,12 +584,9 @@ def main(argv: list[str] | None = None) -> int:
             ),
         ],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{datetime.now():%Y-%m-%d-%H%M%S}-{socket.gethostname()}-replay"
-    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    (args.out / f"{stem}.md").write_text(markdown(doc))
+    json_path, _ = tb.write_results(args.out, "replay", doc, markdown(doc))
     print(markdown(doc))
-    print(f"results: {args.out / stem}.json, .md")
+    print(f"results: {json_path}, .md")
     return 1 if doc["budget_failures"] or any(r.error for r in runs) else 0
 
 

@@ -28,7 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import tmbench as tb
+
+ROOT = tb.REPO
+SCHEMA = "tilemark-bench-results-schema/1"
 
 
 def _grown_doc(streams: int) -> bytes:
@@ -104,7 +107,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--out", default=str(tb.RESULTS_DIR))
     args = ap.parse_args()
     import msgspec
 
@@ -126,19 +129,20 @@ def main() -> int:
     model = _pydantic_model(RunDoc, {})
     rows["pydantic"] = _time(lambda: model.model_validate_json(data), args.reps)
     imports = {m: _import_ms(m) for m in ("msgspec", "pydantic", "json")}
-    stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    now = dt.datetime.now()
+    stamp = now.strftime("%Y-%m-%d-%H%M%S")
+    tilemark = str(ROOT / ".venv/bin/tilemark")
     doc = {
+        "schema": SCHEMA,
         "date": stamp,
-        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "load": os.getloadavg()},
+        "machine": tb.machine_notes(tb.Settings(tilemark, tb.DEFAULT_FIO))
+        | {"host": platform.node(), "cpus": os.cpu_count(), "load": os.getloadavg()},
         "document_bytes": len(data),
         "streams": args.streams,
         "reps": args.reps,
         "decode": rows,
         "import_ms": imports,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stamp}-results-schema.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [
         f"# Reading a run.json of {args.streams} streams ({len(data) / 1e6:.1f} MB), typed",
         "",
@@ -152,7 +156,8 @@ def main() -> int:
         "|---|---|",
         *(f"| {k} | {v:.1f} |" for k, v in imports.items()),
     ]
-    (out / f"{stamp}-results-schema.md").write_text("\n".join(lines) + "\n")
+    markdown = "\n".join(lines) + "\n"
+    tb.write_results(Path(args.out), "results-schema", doc, markdown, when=now, indent=2)
     print("\n".join(lines))
     return 0
 

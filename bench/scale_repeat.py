@@ -10,9 +10,9 @@ times on one target and records each answer, in two modes, alternating:
 - `default`: tilemark's defaults (confidence intervals, steps measured until decided up to
   4x --duration, failures confirmed by the majority of runs, non-monotonic steps re-checked).
 
-It writes bench/results/<date>-<host>-scale-repeat.{json,md}: every study's answer, runs used,
-wall time, deciding criterion, and the host's IO and CPU pressure (PSI) over each study, so a
-surprising answer carries its evidence. It measures the storage and tilemark's rules together;
+It writes bench/results/<date>-<time>-<host>-scale-repeat.{json,md}: every study's answer, runs
+used, wall time, deciding criterion, and the host's IO and CPU pressure (PSI) over each study, so
+a surprising answer carries its evidence. It measures the storage and tilemark's rules together;
 on a noisy shared disk the point is how often the answers agree, not the answer itself.
 
     .venv/bin/python bench/scale_repeat.py --rounds 3
@@ -29,24 +29,18 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-WORK = ROOT / "bench" / "work"
+import tmbench as tb
+
+ROOT = tb.REPO
+WORK = tb.WORK
+SCHEMA = "tilemark-bench-scale-repeat/1"
 MODES = {
     "classic": ["--confirm-runs", "0", "--no-settle"],  # plus --max-duration = --duration
     "default": [],
 }
-
-
-def psi(kind: str) -> dict[str, float]:
-    """The 'some' line of /proc/pressure/<kind>: avg10, avg60, total (us)."""
-    try:
-        line = Path(f"/proc/pressure/{kind}").read_text().splitlines()[0]
-    except OSError:
-        return {}
-    fields = dict(part.split("=") for part in line.split()[1:])
-    return {k: float(v) for k, v in fields.items()}
 
 
 def run_study(args: argparse.Namespace, mode: str, target: Path, results: Path) -> dict:
@@ -58,11 +52,11 @@ def run_study(args: argparse.Namespace, mode: str, target: Path, results: Path) 
     ]  # fmt: skip
     if mode == "classic":
         cmd += ["--max-duration", str(args.duration)]
-    before = {k: psi(k) for k in ("io", "cpu")}
+    before = {k: tb.psi_some(k) for k in ("io", "cpu")}
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.monotonic() - t0
-    after = {k: psi(k) for k in ("io", "cpu")}
+    after = {k: tb.psi_some(k) for k in ("io", "cpu")}
     # Mean pressure over the study: growth of the stall total over the wall time.
     pressure = {
         k: round((after[k].get("total", 0) - before[k].get("total", 0)) / 1e6 / wall * 100, 1)
@@ -163,7 +157,7 @@ def main() -> int:
     ap.add_argument("--warmup", type=float, default=2)
     ap.add_argument("--capacity", default="4g")
     ap.add_argument("--target", default=str(WORK / "scale.dat"))
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--out", default=str(tb.RESULTS_DIR))
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
@@ -184,10 +178,14 @@ def main() -> int:
                 f"({s['runs_used']} runs, {s['wall_s']} s)",
                 flush=True,
             )
+    now = datetime.now()
+    tilemark = str(ROOT / ".venv" / "bin" / "tilemark")
     report = {
-        "date": time.strftime("%Y-%m-%d"),
+        "schema": SCHEMA,
+        "date": now.strftime("%Y-%m-%d"),
         "argv": [Path(sys.argv[0]).name, *sys.argv[1:]],
-        "machine": {
+        "machine": tb.machine_notes(tb.Settings(tilemark, tb.DEFAULT_FIO))
+        | {
             "host": socket.gethostname(),
             "kernel": platform.release(),
             "cpus": os.cpu_count(),
@@ -200,13 +198,11 @@ def main() -> int:
         "modes": modes,
         "studies": studies,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{report['date']}-{report['machine']['host']}-scale-repeat"
-    stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(markdown(report))
+    json_path, md_path = tb.write_results(
+        Path(args.out), "scale-repeat", report, markdown(report), when=now, indent=2
+    )
     print(markdown(report))
-    print(f"results: {stem}.json, {stem}.md")
+    print(f"results: {json_path}, {md_path}")
     return 0
 
 

@@ -17,9 +17,8 @@ import json
 import os
 import statistics
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tmbench import REPO as ROOT
 
 
 def _timed(cmd: list[str]) -> tuple[str, float]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import os
 import platform
 import shutil
@@ -27,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-TILEMARK = ROOT / ".venv" / "bin" / "tilemark"
+import tmbench as tb
+
+TILEMARK = tb.REPO / ".venv" / "bin" / "tilemark"
+SCHEMA = "tilemark-bench-startup/1"
 JOB = "[a]\nrw=randread\nbs=4k\nsize=1m\nruntime=10\n"
 # (name, arguments, budget in seconds or None)
 CASES = [
@@ -53,20 +54,18 @@ def _timed(argv: list[str]) -> tuple[float, int]:
 
 
 def _pressure() -> dict[str, str]:
-    out = {}
-    for kind in ("cpu", "io"):
-        try:
-            out[kind] = Path(f"/proc/pressure/{kind}").read_text().splitlines()[0]
-        except OSError:
-            out[kind] = "unavailable"
-    return out
+    """The "some" line of CPU and IO pressure, as text."""
+    return {
+        kind: ((tb.read_text(f"/proc/pressure/{kind}") or "").splitlines() or ["unavailable"])[0]
+        for kind in ("cpu", "io")
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--tilemark", default=str(TILEMARK))
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    ap.add_argument("--out", default=str(tb.RESULTS_DIR))
     args = ap.parse_args()
     if not Path(args.tilemark).exists():
         print(f"startup: {args.tilemark} is missing; run `make build` first", file=sys.stderr)
@@ -98,10 +97,14 @@ def main() -> int:
             }
         )
     shutil.rmtree(work, ignore_errors=True)
-    stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
+    now = dt.datetime.now()
+    stamp = now.strftime("%Y-%m-%d-%H%M%S")
+    notes = tb.machine_notes(tb.Settings(args.tilemark, shutil.which("fio") or tb.DEFAULT_FIO))
     doc = {
+        "schema": SCHEMA,
         "date": stamp,
-        "machine": {
+        "machine": notes
+        | {
             "host": platform.node(),
             "kernel": platform.release(),
             "cpus": os.cpu_count(),
@@ -112,9 +115,6 @@ def main() -> int:
         "reps": args.reps,
         "cases": rows,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stamp}-startup.json").write_text(json.dumps(doc, indent=2) + "\n")
     lines = [
         f"# CLI start-up, {stamp}",
         "",
@@ -133,7 +133,7 @@ def main() -> int:
             f"| `{r['case']}` | {w['min']:.3f} | {w['median']:.3f} | {w['max']:.3f} | "
             f"{r['peak_rss_mib']:.0f} | {budget} | {verdict} |"
         )
-    (out / f"{stamp}-startup.md").write_text("\n".join(lines) + "\n")
+    tb.write_results(Path(args.out), "startup", doc, "\n".join(lines) + "\n", when=now, indent=2)
     print("\n".join(lines))
     return 0 if all(r["pass"] is not False for r in rows) else 1
 

@@ -14,16 +14,16 @@ Bounded memory shows as the same peak RSS for 100 MB and 1000 MB.
     .venv/bin/python bench/trace_import.py                 # 100 MB and 1 GB, 3 repetitions
     .venv/bin/python bench/trace_import.py --sizes 50 --repeat 1 --formats msr
 
-Results: bench/results/<date>-<host>-trace-import.json and .md. The generated files stay in
+Results: bench/results/<date>-<time>-<host>-trace-import.json and .md. The generated files stay in
 --dir (default bench/work/trace-import) for the next run; delete it to free the space.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import platform
 import random
 import resource
 import socket
@@ -32,13 +32,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT / "tests"))
+import tmbench as tb
+
+HERE = tb.BENCH
+ROOT = tb.REPO
+SCHEMA = "tilemark-bench-trace-import/1"
 FORMATS = ("blkparse", "iolog", "msr", "alibaba", "tencent")
 RENDER_AS = {"iolog": "iolog3"}
 MB = 1_000_000
@@ -89,10 +90,20 @@ class _Limited:
                 return
 
 
+def _render_module() -> Any:
+    """tests/trace_render.py, the renderers the tests use (tests/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "trace_render", ROOT / "tests" / "trace_render.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def generate(fmt: str, size_mb: int, directory: Path) -> Path:
     """The trace file of `fmt`, about `size_mb` MB of text (reused when already there)."""
-    from trace_render import render
-
+    render = _render_module().render
     path = directory / f"{fmt}-{size_mb}MB.txt"
     if path.exists():
         return path
@@ -122,35 +133,16 @@ def one(fmt: str, src: str, out: str) -> None:
     }))  # fmt: skip
 
 
-def machine_load() -> dict[str, Any]:
-    """Load average and the `some avg10` of CPU and IO pressure now."""
-    out: dict[str, Any] = {"loadavg": Path("/proc/loadavg").read_text().split()[:3]}
-    for res in ("cpu", "io"):
-        try:
-            some = Path(f"/proc/pressure/{res}").read_text().splitlines()[0]
-            out[f"{res}_some_avg10"] = float(some.split("avg10=")[1].split()[0])
-        except (OSError, IndexError, ValueError):
-            out[f"{res}_some_avg10"] = None
-    return out
-
-
 def machine_notes() -> dict[str, Any]:
+    """The machine notes every result carries, with pyarrow's version and the commit."""
     import pyarrow
 
-    model = next(
-        (ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-         if ln.startswith("model name")), platform.processor(),
-    )  # fmt: skip
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     ).stdout.strip()
-    return {
-        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
+    tilemark = str(ROOT / ".venv" / "bin" / "tilemark")
+    return tb.machine_notes(tb.Settings(tilemark, tb.DEFAULT_FIO)) | {
         "host": socket.gethostname(),
-        "cpu_model": model,
-        "cpus": os.cpu_count(),
-        "kernel": platform.release(),
-        "python": platform.python_version(),
         "pyarrow": pyarrow.__version__,
         "commit": commit,
     }
@@ -170,7 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             out = directory / f"{fmt}-{size}MB.parquet"
             os.sync()
             time.sleep(1)
-            load = machine_load()
+            load = tb.load_now()
             cmd = [sys.executable, __file__, "--one", fmt, str(src), str(out)]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
@@ -189,7 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   f"{result['rows_per_s']:>11,.0f} rows/s  RSS {result['peak_rss_mb']:6.0f} MB "
                   f"(cpu psi {load['cpu_some_avg10']})", file=sys.stderr)  # fmt: skip
             out.unlink()
-    return {"machine": machine_notes(), "args": vars(args), "runs": runs,
+    return {"schema": SCHEMA, "machine": machine_notes(), "args": vars(args), "runs": runs,
             "summary": summarize(runs)}  # fmt: skip
 
 
@@ -256,12 +248,9 @@ def main() -> None:
     args.sizes = [int(s) for s in args.sizes.split(",")]
     args.formats = args.formats.split(",")
     doc = run(args)
-    stamp = datetime.now().strftime("%Y-%m-%d-%H%M%S")
-    base = Path(args.out) / f"{stamp}-{socket.gethostname()}-trace-import"
-    base.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-    base.with_suffix(".md").write_text(markdown(doc))
+    json_path, md_path = tb.write_results(Path(args.out), "trace-import", doc, markdown(doc))
     print(markdown(doc))
-    print(f"results: {base}.json, {base}.md", file=sys.stderr)
+    print(f"results: {json_path}, {md_path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

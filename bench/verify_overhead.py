@@ -1,7 +1,7 @@
 """The cost of --verify: 4 KiB random 50/50 read/write at QD32 on the ramdisk, with and without
 verification (design.md budget: CPU per IO with verification <= 1.3x without, IOPS >= 0.95x).
 
-Reuses bench/vs_fio.py's machinery: the ramdisk (a loop device over random bytes in /dev/shm,
+Uses the tmbench package's machinery: the ramdisk (a loop device over random bytes in /dev/shm,
 direct IO, always detached afterwards), the child runner that samples the process tree's CPU,
 and the CPU window inside the measurement phase. Method:
 
@@ -14,30 +14,27 @@ and the CPU window inside the measurement phase. Method:
 - Before every run: sync(), 1 s to settle, and the load average and CPU/IO pressure (PSI) are
   recorded with the run: this machine is shared, and a ratio means little without them.
 
-Results: bench/results/<date>-<host>-verify.json (every run's numbers and command) and .md.
+Results: bench/results/<date>-<time>-<host>-verify.json (every run's numbers and command) and
+.md.
 Exit 0 when the budget holds, 1 when it does not, 2 when the ramdisk or tilemark is unusable.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import socket
-import statistics
 import sys
-import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vs_fio as vf  # noqa: E402  (the sibling script's machinery)
+import tmbench as tb
+from tmbench import spread
 
 CPU_LIMIT = 1.3
 IOPS_FLOOR = 0.95
-STATE = vf.WORK / "state"
+STATE = tb.WORK / "state"
 VARIANTS = ("plain", "verify")
 
 
@@ -46,25 +43,24 @@ def command(tm: str, device: str, variant: str, a: argparse.Namespace, seed: int
         tm, "run", "--target", device, "--destroy-data", device, "--size", a.size,
         "--rw", "randrw", "--read", "50", "--bs", "4k", "--qd", "32", "--threads", "1",
         "--duration", f"{a.duration:g}", "--warmup", f"{a.warmup:g}", "--seed", str(seed),
-        "--json", "--results", vf.rel(vf.TILEMARK_RESULTS),
+        "--json", "--results", tb.rel(tb.TILEMARK_RESULTS),
     ]  # fmt: skip
     return cmd + (["--verify"] if variant == "verify" else [])
 
 
 def measure(tm: str, device: str, variant: str, a: argparse.Namespace, rep: int) -> dict:
-    os.sync()
-    time.sleep(vf.SETTLE_S)
-    load = vf.load_now()
+    tb.settle()
+    load = tb.load_now()
     cmd = command(tm, device, variant, a, random.SystemRandom().randrange(1, 2**31))
-    child = vf.run_child(cmd, f"verify-{variant}-rep{rep}")
+    child = tb.run_child(cmd, f"verify-{variant}-rep{rep}")
     record: dict[str, Any] = {"variant": variant, "rep": rep, "cmd": cmd, "load": load}
     if child.exit_code != 0:
         record["error"] = f"exit {child.exit_code}: {child.stderr.strip()[-300:]}"
         return record
-    parsed = vf.parse_tilemark(child)
+    parsed = tb.parse_tilemark(child)
     m = parsed["metrics"]
-    win = vf.window_cpu(child.samples, *parsed["window"])
-    cpu_per_io = win["cpu_s"] / (m["iops"] * win["seconds"]) * 1e6 if win and m["iops"] else None
+    win = tb.window_cpu(child.samples, *parsed["window"])
+    cpu_per_io = tb.cpu_us_per_io(win, m["iops"])
     verification = parsed["raw"]["summary"].get("verification")
     record.update(
         iops=m["iops"],
@@ -76,12 +72,6 @@ def measure(tm: str, device: str, variant: str, a: argparse.Namespace, rep: int)
         verification=verification,
     )
     return record
-
-
-def spread(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {"min": min(values), "median": statistics.median(values), "max": max(values)}
 
 
 def summarize(records: list[dict]) -> dict[str, Any]:
@@ -161,7 +151,7 @@ def markdown(doc: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ramdisk", type=vf.parse_size, default=vf.parse_size("1g"))
+    p.add_argument("--ramdisk", type=tb.parse_size, default=tb.parse_size("1g"))
     p.add_argument("--size", default="1g", help="data area used on the ramdisk")
     p.add_argument("--duration", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=1.0)
@@ -169,17 +159,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tilemark", default=None)
     a = p.parse_args(argv)
     try:
-        tm = vf.find_tilemark(a.tilemark)
+        tm = tb.find_tilemark(a.tilemark)
         STATE.mkdir(parents=True, exist_ok=True)
         os.environ["TILEMARK_STATE_DIR"] = str(STATE)
-        with vf.ramdisk(a.ramdisk) as ram:
+        with tb.ramdisk(a.ramdisk) as ram:
             device = ram["device"]
             fill = [tm, "run", "--target", device, "--destroy-data", device, "--size", a.size,
                     "--fill", "--rw", "randwrite", "--duration", "0.2", "--verify",
-                    "--results", vf.rel(vf.TILEMARK_RESULTS)]  # fmt: skip
-            done = vf.run_child(fill, "verify-fill")
+                    "--results", tb.rel(tb.TILEMARK_RESULTS)]  # fmt: skip
+            done = tb.run_child(fill, "verify-fill")
             if done.exit_code != 0:
-                raise vf.SetupError(f"the verifiable fill failed: {done.stderr.strip()[-300:]}")
+                raise tb.SetupError(f"the verifiable fill failed: {done.stderr.strip()[-300:]}")
             records = []
             for rep in range(1, a.reps + 1):
                 order = VARIANTS if rep % 2 else VARIANTS[::-1]
@@ -192,12 +182,12 @@ def main(argv: list[str] | None = None) -> int:
                         else record["error"]
                     )
                     print(f"rep {rep} {variant}: {shown}, load {record['load']}", flush=True)
-            settings = vf.Settings(
+            settings = tb.Settings(
                 tilemark=tm, fio="", size=0, duration=a.duration, warmup=a.warmup,
                 reps=a.reps, target=device, device=True,
             )  # fmt: skip
-            notes = vf.machine_notes(settings, {"ramdisk": ram})
-    except vf.SetupError as e:
+            notes = tb.machine_notes(settings, {"ramdisk": ram})
+    except tb.SetupError as e:
         print(f"verify_overhead: {e}", file=sys.stderr)
         return 2
     now = datetime.now()
@@ -210,12 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         "runs": records,
         "summary": summarize(records),
     }
-    stem = vf.RESULTS_DIR / f"{now:%Y-%m-%d}-{socket.gethostname()}-verify"
-    vf.RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    stem.with_suffix(".json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    stem.with_suffix(".md").write_text(markdown(doc))
+    json_path, _ = tb.write_results(
+        tb.RESULTS_DIR, "verify", doc, markdown(doc), when=now, indent=2
+    )
     print(markdown(doc))
-    print(f"results: {vf.rel(stem.with_suffix('.json'))}, .md")
+    print(f"results: {tb.rel(json_path)}, .md")
     return 0 if doc["summary"]["budget"]["passed"] else 1
 
 

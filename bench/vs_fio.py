@@ -56,10 +56,18 @@ jitter by +-20% from run to run, far more than the budgets):
   isolates the engines from the disk. The loop device is always detached and the file removed
   at the end (also on Ctrl-C, SIGTERM, SIGHUP or an error).
 
-Results: a table on stdout, `bench/results/<YYYY-MM-DD>-<hostname>.json` (every raw number of
-every run, both tools, exact command lines, machine notes) and `.md` (the table); with --ramdisk
-the names end in `-ramdisk`, with --device in `-dev-<name>`. Exit status: 0 all budgets pass,
-1 a budget failed or a run failed, 2 fio or tilemark unusable or the target cannot be set up.
+Results: a table on stdout, `bench/results/<YYYY-MM-DD>-<HHMMSS>-<hostname>-vs-fio.json` (every
+raw number of every run, both tools, exact command lines, machine notes) and `.md` (the table);
+with --ramdisk the names end in `-vs-fio-ramdisk`, with --device in `-vs-fio-dev-<name>`. Exit
+status: 0 all budgets pass, 1 a budget failed or a run failed, 2 fio or tilemark unusable or the
+target cannot be set up.
+
+The machinery shared with the other scripts (child runs and their CPU, the RAM disk, machine
+notes, running and parsing both tools, results files) is the tmbench package beside this file;
+this script holds the cases, the budgets, the measurement loop and the report. It is longer than
+the project's ~600 lines because those four are one method: a case names its budgets, the loop
+forms the ratios the budgets judge, and the report prints them in the cases' terms; split, each
+part would need the others' definitions.
 """
 
 from __future__ import annotations
@@ -67,64 +75,60 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import re
 import shlex
-import shutil
-import signal
-import socket
 import stat
-import statistics
-import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-try:  # merging histograms of many streams; run with the virtualenv's Python (make bench does)
-    from tilemark.hist import Histogram
-except ImportError:  # reported by check_tilemark
-    Histogram = None  # type: ignore[assignment,misc]
+from tmbench import (
+    DEFAULT_FIO,
+    DEVICE_REGION_ALIGN,
+    RAMDISK_IMAGE,
+    RESULTS_DIR,
+    SAMPLE_INTERVAL_S,
+    SCRATCH,
+    TILEMARK_RESULTS,
+    WINDOW_MARGIN_S,
+    WORK,
+    Settings,
+    SetupError,
+    check_fio,
+    check_tilemark,
+    cpu_us_per_io,
+    find_tilemark,
+    load_now,
+    machine_notes,
+    median_or_none,
+    parse_fio,
+    parse_size,
+    parse_tilemark,
+    pinned_workqueues,
+    positive_float,
+    ramdisk,
+    ratio,
+    read_header,
+    rel,
+    run_child,
+    settle,
+    spread,
+    window_cpu,
+    write_results,
+)
 
-REPO = Path(__file__).resolve().parent.parent
-BENCH = REPO / "bench"
-WORK = BENCH / "work"
-SCRATCH = WORK / "bench.dat"
-RESULTS_DIR = BENCH / "results"
-TILEMARK_RESULTS = WORK / "results"
-LOGS = WORK / "logs"
-
-DEFAULT_FIO = "/usr/bin/fio"
-MARKER = b"TILEMARK-TARGET\n"
-HEADER_SIZE = 4096
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-SAMPLE_INTERVAL_S = 0.1
-WINDOW_MARGIN_S = 0.5
-SETTLE_S = 1.0  # after sync(), before every run
 SCHEMA = "tilemark-bench-vs-fio/1"
 DEFAULT_SIZE = "2g"
-RAMDISK_IMAGE = Path("/dev/shm/tilemark-bench-ram.img")
-RAMDISK_FILL_CHUNK = 16 * 2**20
-RAMDISK_FREE_MARGIN = 256 * 2**20  # leave this much of /dev/shm (and memory) free
-DEVICE_REGION_ALIGN = 128 * 2**10  # device region: whole blocks of the largest case block size
 WRITE_SKIP_NOTE = (
     "skipped: it writes, and tilemark writes a block device only with --destroy-data; "
     "run it on the scratch file (no --device/--ramdisk)"
 )
 
 EXIT_OK, EXIT_BUDGET_FAILED, EXIT_SETUP = 0, 1, 2
-OPS = ("read", "write")
-RAW_STREAMS = 4  # per-stream summaries kept in the results JSON for many-stream cases
-
-
-class SetupError(Exception):
-    """The benchmark cannot run (fio or tilemark missing or broken); one sentence."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,196 +226,7 @@ CLOSED_REFERENCE = "rr4k-qd1"
 
 
 # ---------------------------------------------------------------------------------------------
-# Small helpers
-
-
-def parse_size(text: str) -> int:
-    """Bytes from 2g, 512m, 1GiB or a plain number (binary units, like fio and tilemark)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)(i?b?)\s*", text, re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 2g or 512m)")
-    return int(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " ")
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
-    return value
-
-
-def run_text(cmd: list[str]) -> str | None:
-    """stdout of a quick helper command, stripped, or None if it fails."""
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.strip() or None
-
-
-def read_text(path: Path | str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace").strip() or None
-    except OSError:
-        return None
-
-
-def rel(path: Path) -> str:
-    """A path relative to the repo when it is inside it (shorter command lines in reports)."""
-    try:
-        return str(path.relative_to(REPO))
-    except ValueError:
-        return str(path)
-
-
-def median_or_none(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return a / b if a is not None and b else None
-
-
-# ---------------------------------------------------------------------------------------------
-# CPU accounting of a child process tree
-
-
-def _tree_pids(pid: int) -> list[int]:
-    """pid and all its live descendants (fio runs each job in a forked process)."""
-    pids, i = [pid], 0
-    while i < len(pids):
-        tasks = Path(f"/proc/{pids[i]}/task")
-        i += 1
-        try:
-            for task in tasks.iterdir():
-                children = read_text(task / "children")
-                if children:
-                    pids.extend(int(c) for c in children.split())
-        except OSError:
-            continue
-    return pids
-
-
-def _stat_ticks(pid: int) -> int | None:
-    """utime+stime (fields 14, 15) plus waited-for children's cutime+cstime (16, 17)."""
-    text = read_text(f"/proc/{pid}/stat")
-    if text is None:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()  # fields[0] is field 3 (state)
-    return sum(int(fields[n - 3]) for n in (14, 15, 16, 17))
-
-
-def tree_cpu_ticks(pid: int) -> int | None:
-    total = None
-    for p in _tree_pids(pid):
-        ticks = _stat_ticks(p)
-        if ticks is not None:
-            total = (total or 0) + ticks
-    return total
-
-
-@dataclass
-class ChildRun:
-    cmd: list[str]
-    exit_code: int
-    wall_s: float
-    rusage_cpu_s: float
-    samples: list[tuple[float, int]]  # (CLOCK_REALTIME seconds, CPU ticks of the tree)
-    stdout: str
-    stderr: str
-
-
-def run_child(cmd: list[str], log_stem: str) -> ChildRun:
-    """Run cmd to completion, sampling its process tree's CPU; rusage from wait4."""
-    LOGS.mkdir(parents=True, exist_ok=True)
-    out_path, err_path = LOGS / f"{log_stem}.out", LOGS / f"{log_stem}.err"
-    samples: list[tuple[float, int]] = []
-    started = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=REPO)
-        try:
-            while True:
-                pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                now = time.time()
-                ticks = tree_cpu_ticks(proc.pid)
-                if ticks is not None:
-                    samples.append((now, ticks))
-                time.sleep(SAMPLE_INTERVAL_S)
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return ChildRun(
-        cmd=cmd,
-        exit_code=proc.returncode,
-        wall_s=time.monotonic() - started,
-        rusage_cpu_s=rusage.ru_utime + rusage.ru_stime,
-        samples=samples,
-        stdout=out_path.read_text(errors="replace"),
-        stderr=err_path.read_text(errors="replace"),
-    )
-
-
-def load_now() -> dict[str, Any]:
-    """Load average and pressure stall information (PSI, "some" avg10 %) at this moment: on a
-    shared machine a surprising run is first explained by what else was running."""
-
-    def psi(kind: str) -> float | None:
-        for line in (read_text(f"/proc/pressure/{kind}") or "").splitlines():
-            if line.startswith("some"):
-                return float(line.split()[1].split("=")[1])
-        return None
-
-    return {
-        "loadavg": (read_text("/proc/loadavg") or "").split()[:3],
-        "cpu_some_avg10": psi("cpu"),
-        "io_some_avg10": psi("io"),
-    }
-
-
-def window_cpu(
-    samples: list[tuple[float, int]], measure_start: float | None, measure_end: float | None
-) -> dict[str, Any] | None:
-    """CPU seconds and wall seconds between the samples bracketing the inner window."""
-    if measure_start is None or measure_end is None:
-        return None
-    lo, hi = measure_start + WINDOW_MARGIN_S, measure_end - WINDOW_MARGIN_S
-    inside = [s for s in samples if lo <= s[0] <= hi]
-    if len(inside) < 2:
-        return None
-    (t0, c0), (t1, c1) = inside[0], inside[-1]
-    return {
-        "t_start": t0,
-        "t_end": t1,
-        "seconds": t1 - t0,
-        "cpu_ticks": c1 - c0,
-        "cpu_s": (c1 - c0) / CLK_TCK,
-        "measure_start": measure_start,
-        "measure_end": measure_end,
-    }
-
-
-# ---------------------------------------------------------------------------------------------
 # The two tools
-
-
-@dataclass
-class Settings:
-    tilemark: str
-    fio: str
-    size: int
-    duration: float
-    warmup: float
-    reps: int
-    region_offset: int = HEADER_SIZE
-    region_length: int = 0
-    target: str = rel(SCRATCH)  # what both tools are pointed at: the scratch file or a device
-    device: bool = False  # target is a block device: data area at 0, tilemark gets --size
-    pin: int | None = None  # --pin: both tools run on this CPU (taskset)
 
 
 def workload_file(case: Case) -> Path:
@@ -487,120 +302,6 @@ def fio_cmd(case: Case, s: Settings) -> list[str]:
     return cmd
 
 
-def _us_from_ms(value: float | None) -> float | None:
-    return None if value is None else value * 1000.0
-
-
-def _merged_us(streams: list[dict], op: str, kind: str) -> dict[str, float | None]:
-    """p50, p99 and mean (us) of one latency histogram merged over every stream."""
-    hist = Histogram.merged((st.get(op) or {}).get(kind) for st in streams)
-    to_us = lambda v: None if v is None else v / 1000.0  # noqa: E731
-    return {
-        "p50": to_us(hist.percentile(50.0)),
-        "p99": to_us(hist.percentile(99.0)),
-        "mean": to_us(hist.mean()),
-    }
-
-
-def parse_tilemark(child: ChildRun) -> dict[str, Any]:
-    """Metrics from tilemark's --json stdout and its run.json (engine result, plan, window)."""
-    doc = json.loads(child.stdout)
-    summary = doc["summary"]
-    run_json = Path(doc.get("run_dir") or "") / "run.json"
-    if not run_json.is_absolute():
-        run_json = REPO / run_json
-    run = json.loads(run_json.read_text())
-    result, plan = run["result"], run["plan"]
-    streams = result["streams"]
-    ops = {k: sum(int((st.get(k) or {}).get("ops", 0)) for st in streams) for k in OPS}
-    lat_op = "read" if ops["read"] else "write"  # the mixed case compares reads
-    service = _merged_us(streams, lat_op, "service")
-    metrics = {
-        "iops": float(summary["total"]["iops"]),
-        "mbps": float(summary["total"]["mbps"]),
-        "ios": ops["read"] + ops["write"],
-        "duration_s": float(summary["duration_s"]),
-        "p50_us": service["p50"],
-        "p99_us": service["p99"],
-        "mean_us": service["mean"],
-        # tilemark's service clock starts before the submitting io_uring_enter, like fio's lat.
-        "lat_mean_us": service["mean"],
-        "streams": len(streams),
-    }
-    if ops["read"] and ops["write"]:
-        write = _merged_us(streams, "write", "service")
-        metrics["write_p50_us"], metrics["write_p99_us"] = write["p50"], write["p99"]
-    if any((st.get(lat_op) or {}).get("response") for st in streams):
-        response = _merged_us(streams, lat_op, "response")
-        metrics["response_p50_us"] = response["p50"]
-        metrics["response_p99_us"] = response["p99"]
-        metrics["lag_max_us"] = max(int(st.get("lag_max_ns", 0)) for st in streams) / 1000.0
-        metrics["ios_issued_late"] = sum(int(st.get("ios_issued_late", 0)) for st in streams)
-    t0 = int(result["started_at_ns"]) / 1e9
-    window = (t0 + int(result["measure_start_ns"]) / 1e9, t0 + int(result["measure_end_ns"]) / 1e9)
-    pstream = plan["streams"][0]
-    # Plan 2 (regions per stream), else plan 1 (one target, offset and length per stream).
-    region = (pstream.get("regions") or [pstream])[0]
-    target = plan["targets"][int(region.get("target", 0))]
-    plan_region = {
-        "offset": int(target["offset"]) + int(region.get("offset", 0)),
-        "length": int(region["length"]),
-        "align": pstream.get("align"),
-        "direct": target.get("direct"),
-        "seed": pstream.get("seed"),
-    }
-    if len(summary["streams"]) > RAW_STREAMS:  # keep the results file readable
-        kept = summary["streams"][:RAW_STREAMS]
-        summary = dict(summary, streams=kept, streams_omitted=len(summary["streams"]) - len(kept))
-    return {
-        "metrics": metrics,
-        "window": window,
-        "raw": dict(doc, summary=summary),
-        "plan_region": plan_region,
-    }
-
-
-def _fio_clat_us(op: dict, pct: str) -> float | None:
-    value = (op.get("clat_ns", {}).get("percentile") or {}).get(pct)
-    return None if value is None else value / 1000.0
-
-
-def parse_fio(child: ChildRun) -> dict[str, Any]:
-    # fio may print warnings before the JSON document on stdout.
-    text = child.stdout
-    doc = json.loads(text[text.index("{") :])
-    job = doc["jobs"][0]
-    read, write = job["read"], job["write"]
-    ops = int(read["total_ios"]) + int(write["total_ios"])
-    lat_op = read if read["total_ios"] else write
-    metrics = {
-        "iops": float(read["iops"]) + float(write["iops"]),
-        "mbps": (float(read["bw_bytes"]) + float(write["bw_bytes"])) / 1e6,
-        "ios": ops,
-        "duration_s": int(job["job_runtime"]) / 1000.0,
-        "p50_us": _fio_clat_us(lat_op, "50.000000"),
-        "p99_us": _fio_clat_us(lat_op, "99.000000"),
-        "mean_us": lat_op["clat_ns"]["mean"] / 1000.0,
-        # fio's io_uring engine stamps issue_time after io_uring_enter returns, so clat leaves
-        # out the submitting system call (slat); lat = slat + clat is the like-for-like mean.
-        "lat_mean_us": lat_op["lat_ns"]["mean"] / 1000.0,
-        "slat_mean_us": lat_op["slat_ns"]["mean"] / 1000.0,
-    }
-    if read["total_ios"] and write["total_ios"]:
-        metrics["write_p50_us"] = _fio_clat_us(write, "50.000000")
-        metrics["write_p99_us"] = _fio_clat_us(write, "99.000000")
-    # timestamp_ms is taken when the report is written, right after the job ended.
-    end = int(doc["timestamp_ms"]) / 1000.0
-    window = (end - int(job["job_runtime"]) / 1000.0, end)
-    raw = {
-        "fio version": doc.get("fio version"),
-        "timestamp_ms": doc.get("timestamp_ms"),
-        "job": {k: v for k, v in job.items() if k not in ("trim", "sync", "job options")},
-        "disk_util": doc.get("disk_util"),
-    }
-    return {"metrics": metrics, "window": window, "raw": raw, "plan_region": None}
-
-
 @dataclass
 class RunRecord:
     rep: int
@@ -625,8 +326,7 @@ def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunR
     record = RunRecord(rep=rep, case=case.key, tool=tool, position=position, cmd=cmd)
     # tilemark stores results (run.json, Parquet, catalog) after each run; flush them and let
     # the device settle so that writeback does not land in whichever run comes next.
-    os.sync()
-    time.sleep(SETTLE_S)
+    settle()
     record.load = load_now()
     child = run_child(cmd, f"{case.key}-rep{rep}-{tool}")
     record.exit_code = child.exit_code
@@ -649,11 +349,7 @@ def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunR
         "wall_s": child.wall_s,
         "whole_us_per_io": child.rusage_cpu_s / m["ios"] * 1e6 if m["ios"] else None,
         "window": win,
-        "window_us_per_io": (
-            win["cpu_s"] / (m["iops"] * win["seconds"]) * 1e6
-            if win and m["iops"] and win["seconds"] > 0
-            else None
-        ),
+        "window_us_per_io": cpu_us_per_io(win, m["iops"]),
         "samples": len(child.samples),
     }
     return record
@@ -661,20 +357,6 @@ def measure(tool: str, case: Case, rep: int, position: int, s: Settings) -> RunR
 
 # ---------------------------------------------------------------------------------------------
 # Scratch file
-
-
-def read_header(path: Path) -> dict[str, Any] | None:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(HEADER_SIZE)
-    except OSError:
-        return None
-    if not raw.startswith(MARKER):
-        return None
-    try:
-        return json.loads(raw[len(MARKER) :].split(b"\0", 1)[0])
-    except ValueError:
-        return None
 
 
 def prepare_scratch(s: Settings, reuse: bool) -> dict[str, Any]:
@@ -756,306 +438,6 @@ def prepare_device(s: Settings, path: str, limit: int | None) -> dict[str, Any]:
     }
 
 
-def loop_notes(dev_name: str) -> dict[str, Any] | None:
-    """Backing file and direct-IO flag of a loop device, None when dev_name is not one."""
-    loop = Path(f"/sys/block/{dev_name}/loop")
-    if not loop.is_dir():
-        return None
-    backing = read_text(loop / "backing_file")
-
-    def findmnt(columns: str) -> str | None:
-        # With mounts stacked on one mount point, findmnt lists all; the last one is in effect.
-        out = run_text(["findmnt", "-n", "-o", columns, "-T", backing]) if backing else None
-        return out.splitlines()[-1] if out else None
-
-    return {
-        "backing_file": backing,
-        "dio": read_text(loop / "dio"),
-        "backing_filesystem": findmnt("TARGET,SOURCE,FSTYPE,OPTIONS"),
-        "backing_fstype": findmnt("FSTYPE"),
-    }
-
-
-def _attached_loops(losetup: str, image: Path) -> list[str]:
-    """Loop devices attached to image (`losetup -j`), e.g. ['/dev/loop1']."""
-    out = run_text([losetup, "--associated", str(image)]) or ""
-    return [ln.split(":", 1)[0] for ln in out.splitlines() if ln.startswith("/dev/")]
-
-
-def _exit_on_signal(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally that detaches the loop device
-
-
-def _fill_random(path: Path, size: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    try:
-        done = 0
-        while done < size:
-            chunk = os.urandom(min(RAMDISK_FILL_CHUNK, size - done))
-            view = memoryview(chunk)
-            while view:
-                view = view[os.write(fd, view) :]
-            done += len(chunk)
-    finally:
-        os.close(fd)
-
-
-@contextmanager
-def ramdisk(size: int) -> Iterator[dict[str, Any]]:
-    """A loop device over SIZE random bytes in tmpfs; always detached and removed afterwards."""
-    if os.geteuid() != 0:
-        raise SetupError("--ramdisk needs root (it attaches a loop device with losetup)")
-    losetup = shutil.which("losetup")
-    if losetup is None:
-        raise SetupError("--ramdisk needs losetup (util-linux), which is not installed")
-    if size <= 0 or size % DEVICE_REGION_ALIGN:
-        raise SetupError(f"--ramdisk size must be a positive multiple of {DEVICE_REGION_ALIGN}")
-    image = RAMDISK_IMAGE
-    if image.exists():
-        attached = _attached_loops(losetup, image)
-        if attached:
-            raise SetupError(
-                f"{image} is attached to {', '.join(attached)} (another vs_fio run?); if not, "
-                f"clean up with `losetup -d {attached[0]} && rm {image}`"
-            )
-    old_bytes = image.stat().st_size if image.exists() else 0
-    free = shutil.disk_usage(image.parent).free + old_bytes
-    if size + RAMDISK_FREE_MARGIN > free:
-        raise SetupError(
-            f"--ramdisk {size / 2**30:g} GiB does not fit in {image.parent} "
-            f"({free / 2**30:.1f} GiB free); choose a smaller size"
-        )
-    handlers = {sig: signal.signal(sig, _exit_on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    device: str | None = None
-    try:
-        print(f"creating {image} ({size / 2**30:g} GiB of random data) ...", flush=True)
-        started = time.monotonic()
-        _fill_random(image, size)
-        fill_s = time.monotonic() - started
-        cmd = [losetup, "--find", "--show", "--direct-io=on", str(image)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-        if done.returncode != 0 or not done.stdout.strip().startswith("/dev/"):
-            raise SetupError(
-                f"`{shlex.join(cmd)}` failed (exit {done.returncode}): "
-                f"{(done.stderr or done.stdout).strip()}"
-            )
-        device = done.stdout.strip()
-        notes = loop_notes(Path(device).name) or {}
-        print(
-            f"attached {device} over {image} (direct IO {notes.get('dio')}, backing filesystem "
-            f"{notes.get('backing_fstype')})",
-            flush=True,
-        )
-        if notes.get("dio") != "1":
-            print(
-                f"vs_fio: warning: {device} does not do direct IO to its backing file "
-                f"(dio={notes.get('dio')}); the loop driver goes through the page cache",
-                file=sys.stderr,
-            )
-        yield {
-            "image": str(image),
-            "image_bytes": size,
-            "fill": f"os.urandom, {RAMDISK_FILL_CHUNK // 2**20} MiB chunks",
-            "fill_s": round(fill_s, 2),
-            "losetup_cmd": cmd,
-            "losetup_stderr": done.stderr.strip() or None,
-            "device": device,
-            **notes,
-        }
-    finally:
-        # A second Ctrl-C must not cut the clean-up short.
-        sigint = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            _remove_ramdisk(losetup, image, device)
-        finally:
-            signal.signal(signal.SIGINT, sigint)
-            for sig, handler in handlers.items():
-                signal.signal(sig, handler)
-
-
-WORKQUEUE_CPUMASK = Path("/sys/devices/virtual/workqueue/cpumask")
-
-
-@contextmanager
-def pinned_workqueues(cpu: int | None) -> Iterator[None]:
-    """With --pin: the kernel's unbound workqueues (a loop device's worker among them) on `cpu`
-    for the run, restored at exit. Both tools then run where the device's completion work
-    runs, one scheduler state for both, so the engines are compared rather than where the
-    scheduler happened to put them (bench/README.md, "One scheduler state for both tools")."""
-    if cpu is None:
-        yield
-        return
-    if os.geteuid() != 0:
-        raise SetupError("--pin needs root (it sets the unbound workqueues' CPU mask)")
-    if not 0 <= cpu < (os.cpu_count() or 1):
-        raise SetupError(f"--pin must be a CPU number from 0 to {(os.cpu_count() or 1) - 1}")
-    old = WORKQUEUE_CPUMASK.read_text().strip()
-    WORKQUEUE_CPUMASK.write_text(f"{1 << cpu:x}\n")
-    try:
-        yield
-    finally:
-        WORKQUEUE_CPUMASK.write_text(old + "\n")
-
-
-def _remove_ramdisk(losetup: str, image: Path, device: str | None) -> None:
-    # Also whatever got attached if we were interrupted before losetup printed the device.
-    devices = list(dict.fromkeys([d for d in [device] if d] + _attached_loops(losetup, image)))
-    for dev in devices:
-        done = subprocess.run([losetup, "--detach", dev], capture_output=True, text=True)
-        if done.returncode != 0:
-            print(
-                f"vs_fio: could not detach {dev}: {done.stderr.strip()}; run `losetup -d {dev}`",
-                file=sys.stderr,
-            )
-    # Detaching is lazy while something still holds the device (a killed child's io_uring is
-    # torn down asynchronously); wait a little for it to complete.
-    deadline = time.monotonic() + 10.0
-    while (left := _attached_loops(losetup, image)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    try:
-        image.unlink(missing_ok=True)
-    except OSError as exc:
-        print(f"vs_fio: could not remove {image}: {exc.strerror}", file=sys.stderr)
-    print(
-        f"ramdisk: detached {', '.join(devices) or 'nothing'}, removed {image}"
-        + (f" (detach still pending after 10 s: {', '.join(left)})" if left else ""),
-        flush=True,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Machine notes
-
-
-def block_device(path: Path) -> dict[str, Any]:
-    """Disk, model (or driver) and IO scheduler behind the filesystem holding path, or of the
-    block device path itself."""
-    st = path.stat()
-    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
-    node = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
-    notes: dict[str, Any] = {"dev": f"{os.major(dev)}:{os.minor(dev)}"}
-    if not node.exists():
-        notes["disk"] = None  # tmpfs, overlay, nbd-fuse ...: no block device
-        return notes
-    node = node.resolve()
-    disk = node.parent if (node / "partition").exists() else node
-    notes["disk"] = disk.name
-    notes["partition"] = node.name if disk != node else None
-    model = read_text(disk / "device" / "model")
-    driver = None
-    try:
-        if (disk / "device" / "driver").exists():  # virtual devices (loop) have none
-            driver = (disk / "device" / "driver").resolve().name
-    except OSError:
-        pass
-    if model is None and ((driver or "").startswith("virtio") or disk.name.startswith("vd")):
-        model = "virtio"
-    notes["model"] = model
-    notes["driver"] = driver
-    sched = read_text(disk / "queue" / "scheduler") or ""
-    chosen = re.search(r"\[(\S+)\]", sched)
-    notes["scheduler"] = chosen.group(1) if chosen else (sched or None)
-    notes["rotational"] = read_text(disk / "queue" / "rotational")
-    notes["nr_requests"] = read_text(disk / "queue" / "nr_requests")
-    loop = loop_notes(disk.name)
-    if loop is not None:
-        notes["loop"] = loop
-    return notes
-
-
-def target_note(s: Settings, target: dict[str, Any] | None) -> str | None:
-    """One line on what the tools ran against, for --device and --ramdisk runs."""
-    if target is None:
-        return None
-    ram = target.get("ramdisk")
-    if ram:
-        return (
-            f"loop device {ram['device']} (losetup --direct-io=on, dio={ram.get('dio')}) over "
-            f"{ram['image']}, {ram['image_bytes'] / 2**30:g} GiB of random data in "
-            f"{ram.get('backing_fstype')} (RAM, not a disk); measures the engines, not storage"
-        )
-    return f"block device {s.target} ({target['device_bytes'] / 2**30:g} GiB), read-only cases"
-
-
-# Kernel command-line parameters that change where the scheduler runs a woken thread or how an
-# idle CPU sleeps: on a small VM these decide low-queue-depth results more than either engine.
-SCHED_PARAMS = re.compile(r"sched|idle|haltpoll|isolcpus|nohz|irqaffinity|rcu_nocbs|preempt")
-# Wake-up placement code that mainline Linux does not have, by its symbol names. The
-# development VM's kernel packs woken tasks onto busy vCPUs (`sched_vcpu_pack=`,
-# `vcpu_pack_room` next to `select_idle_core`): bench/README.md, "Which kernel decides QD1".
-NON_MAINLINE_PLACEMENT = re.compile(r"\s((?!__pfx_)\w*vcpu_pack\w*)$")
-
-
-def scheduler_notes() -> dict[str, Any]:
-    """What decides where threads and the device's worker run: the facts a placement-sensitive
-    result (QD1 on a loop device, bench/README.md) needs beside it."""
-    cmdline = (read_text("/proc/cmdline") or "").split(" -- ")[0].split()
-    symbols: set[str] = set()
-    try:  # root reads the names; nothing here needs the addresses
-        with open("/proc/kallsyms") as f:
-            for line in f:
-                if "vcpu_pack" in line and (m := NON_MAINLINE_PLACEMENT.search(line.rstrip())):
-                    symbols.add(m.group(1))
-    except OSError:
-        pass
-    cpuidle = Path("/sys/devices/system/cpu/cpuidle")
-    return {
-        "kernel_params": [p for p in cmdline if SCHED_PARAMS.search(p.split("=")[0])],
-        "cpuidle_driver": read_text(cpuidle / "current_driver"),
-        "cpuidle_governor": read_text(cpuidle / "current_governor"),
-        "autogroup": read_text("/proc/sys/kernel/sched_autogroup_enabled"),
-        "non_mainline_placement": sorted(symbols),
-    }
-
-
-def machine_notes(s: Settings, target: dict[str, Any] | None = None) -> dict[str, Any]:
-    cpuinfo = read_text("/proc/cpuinfo") or ""
-    models = [
-        ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines() if ln.startswith("model name")
-    ]
-    model = models[0] if models else platform.processor() or None
-    meminfo = read_text("/proc/meminfo") or ""
-    mem = re.search(r"MemTotal:\s+(\d+) kB", meminfo)
-    os_name = re.search(r'PRETTY_NAME="?([^"\n]*)', read_text("/etc/os-release") or "")
-    if target is None:
-        findmnt = run_text(
-            ["findmnt", "-n", "-o", "TARGET,SOURCE,FSTYPE,OPTIONS", "-T", str(SCRATCH)]
-        )
-    else:  # a device has no filesystem under the benchmark; a loop device's backing file does
-        loop = loop_notes(Path(os.path.realpath(s.target)).name) or {}
-        findmnt = loop.get("backing_filesystem")
-    tm_version = run_text([s.tilemark, "--version"])
-    if tm_version is None:
-        python = Path(s.tilemark).parent / "python"
-        tm_version = run_text(
-            [
-                str(python if python.exists() else sys.executable),
-                "-c",
-                "import tilemark; print(tilemark.__version__)",
-            ]
-        )
-    return {
-        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
-        "hostname": socket.gethostname(),
-        "cpu_model": model,
-        "cpus": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)),
-        "virtualized": " hypervisor" in cpuinfo,
-        "memory_gib": round(int(mem.group(1)) / 2**20, 1) if mem else None,
-        "kernel": platform.release(),
-        "os": os_name.group(1) if os_name else None,
-        "fio_version": run_text([s.fio, "--version"]),
-        "tilemark_version": tm_version,
-        "python": platform.python_version(),
-        "filesystem": findmnt,
-        "block_device": block_device(
-            Path(s.target) if target else SCRATCH if SCRATCH.exists() else WORK
-        ),
-        "clk_tck": CLK_TCK,
-        "scheduler": scheduler_notes(),
-    } | ({"target": target_note(s, target)} if target else {})
-
-
 # ---------------------------------------------------------------------------------------------
 # Summary: ratios per rep, min/median/max, budgets
 
@@ -1114,13 +496,6 @@ OPEN_ABS = (
 )
 
 
-def _spread(values: list[float | None]) -> dict[str, float] | None:
-    present = [v for v in values if v is not None]
-    if not present:
-        return None
-    return {"min": min(present), "median": statistics.median(present), "max": max(present)}
-
-
 def summarize(records: list[RunRecord]) -> list[dict[str, Any]]:
     out = []
     for case in CASES:
@@ -1160,10 +535,10 @@ def summarize(records: list[RunRecord]) -> list[dict[str, Any]]:
             for name in OPEN_ABS:
                 value = tm.metrics.get(name) if tm and not tm.error else None
                 absolute["tilemark"].setdefault(name, []).append(value)
-        spread = {name: _spread(values) for name, values in ratios.items()}
+        spreads = {name: spread(values) for name, values in ratios.items()}
         budgets = []
         for b in case.budgets:
-            med = spread[b.metric]["median"] if spread[b.metric] else None
+            med = spreads[b.metric]["median"] if spreads[b.metric] else None
             budgets.append(
                 {"budget": b.label, "metric": b.metric, "median_ratio": med, "pass": b.check(med)}
             )
@@ -1174,7 +549,7 @@ def summarize(records: list[RunRecord]) -> list[dict[str, Any]]:
                 "with_fio": case.with_fio,
                 "rate": case.rate,
                 "ratios_per_rep": ratios,
-                "ratios": spread,
+                "ratios": spreads,
                 "median": {
                     tool: {k: median_or_none(v) for k, v in m.items()}
                     for tool, m in absolute.items()
@@ -1186,10 +561,10 @@ def summarize(records: list[RunRecord]) -> list[dict[str, Any]]:
     return out
 
 
-def _fmt_ratio(spread: dict | None) -> str:
-    if not spread:
+def _fmt_ratio(values: dict | None) -> str:
+    if not values:
         return "n/a"
-    return f"{spread['median']:.3f} ({spread['min']:.3f}–{spread['max']:.3f})"
+    return f"{values['median']:.3f} ({values['min']:.3f}–{values['max']:.3f})"
 
 
 def _fmt_num(value: float | None, digits: int = 0) -> str:
@@ -1523,41 +898,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def find_tilemark(explicit: str | None) -> str:
-    candidates = (
-        [explicit]
-        if explicit
-        else [
-            str(Path(sys.executable).parent / "tilemark"),
-            str(REPO / ".venv" / "bin" / "tilemark"),
-        ]
-    )
-    for c in candidates:
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return c
-    raise SetupError(f"tilemark CLI not found (tried {', '.join(candidates)}); run `make build`")
-
-
-def check_fio(fio: str) -> None:
-    if not (Path(fio).is_file() and os.access(fio, os.X_OK)) and not shutil.which(fio):
-        raise SetupError(
-            f"fio not found at {fio}; install Debian's fio (`make system-deps` or "
-            f"`apt-get install fio`) or pass --fio PATH"
-        )
-
-
-def check_tilemark(s: Settings) -> None:
-    if Histogram is None:
-        raise SetupError(
-            "this Python cannot import tilemark; run the script with the virtualenv's Python "
-            "(.venv/bin/python bench/vs_fio.py, as make bench does)"
-        )
-    probe = subprocess.run([s.tilemark, "run", "--help"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        tail = " | ".join((probe.stderr or probe.stdout).strip().splitlines()[-2:])
-        raise SetupError(f"`{s.tilemark} run --help` fails, the CLI is not usable: {tail}")
-
-
 def region_mismatch(record: RunRecord, case: Case, s: Settings) -> str | None:
     """Why tilemark's plan did not do the same job as fio, or None when it did."""
     region = record.plan_region
@@ -1715,16 +1055,8 @@ def run_cases(
         "runs": [vars(r) for r in records],
         "summary": summary,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    now = datetime.now()
-    stem = f"{now.strftime('%Y-%m-%d')}-{socket.gethostname()}"
-    if label:
-        stem += f"-{label}"
-    if (args.out / f"{stem}.json").exists():  # never replace an earlier run's results
-        stem += now.strftime("-%H%M%S")
-    json_path, md_path = args.out / f"{stem}.json", args.out / f"{stem}.md"
-    json_path.write_text(json.dumps(doc, indent=1) + "\n")
-    md_path.write_text(markdown_report(doc, tables))
+    case = "vs-fio" + (f"-{label}" if label else "")
+    json_path, md_path = write_results(args.out, case, doc, markdown_report(doc, tables))
     print()
     print(tables)
     print(f"results: {rel(json_path)}, {rel(md_path)}")

@@ -2,19 +2,18 @@
 device (from /proc/diskstats, not the tool's own figures) and its process tree's CPU per IO,
 with each busy thread's share and voluntary context switches (sleeps).
 
-    python3 window.py SECONDS DEVICE -- COMMAND...
+    cd bench && python3 -m placement.window SECONDS DEVICE -- COMMAND...
 
-The window starts 2.5 s after COMMAND does (past start-up and warm-up) and lasts SECONDS.
+The window starts 2.5 s after COMMAND does (past start-up and warm-up) and lasts SECONDS. Run as
+a module from bench/ (as pinned.sh does), so that the tmbench package beside placement/ imports.
 """
 
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vs_fio import _tree_pids as tree_pids  # noqa: E402  (the same process-tree walk)
+from tmbench import tree_pids
 
 
 def sample(root: int) -> dict[tuple[int, int], tuple[str, int, int]]:
