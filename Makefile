@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test check test-rust test-python lint fmt bench clean system-deps docs wheel
+.PHONY: help build run test check test-rust test-python lint fmt bench bench-index clean system-deps docs wheel
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -64,8 +64,11 @@ fmt: ## format Rust and Python
 	cargo fmt --all
 	$(BIN)/ruff format python tests bench
 
-bench: build system-deps ## tilemark vs fio side by side; results under bench/results/
-	$(BIN)/python bench/vs_fio.py
+bench: build system-deps ## tilemark vs fio side by side; results under bench/results/, then the index
+	$(BIN)/python bench/vs_fio.py; status=$$?; $(BIN)/python bench/index.py && exit $$status
+
+bench-index: ## regenerate bench/results/INDEX.md from the results files
+	$(BIN)/python bench/index.py
 
 clean: ## remove build products (keeps results)
 	cargo clean
