@@ -1,4 +1,4 @@
-"""Quick A/B of tilemark variants and fio on one block device (bench/README.md, "Deep queues").
+"""Quick A/B of tilemark variants and fio on one block device (bench/results/LOG.md, "Deep queues").
 
     sudo .venv/bin/python bench/spin_ab.py --device /dev/loop0 --qd 32 --reps 3 \\
         tm fio 'p100:--poll-us 100' 'tmpin::taskset -c 1'

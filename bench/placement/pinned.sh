@@ -1,7 +1,7 @@
 #!/bin/bash
 # fio and tilemark on one CPU with the kernel's unbound workqueues (where a loop device's
 # worker runs): both tools in the same scheduler state, so the comparison is of the engines
-# (bench/README.md, "QD1 on a VM"). Root; the workqueue mask is restored at exit.
+# (bench/README.md, "One scheduler state for both tools"). Root; the mask is restored at exit.
 #
 #   bench/placement/pinned.sh /dev/loopN [QD] [BS] [RW] [REPS] [SECONDS]
 set -euo pipefail

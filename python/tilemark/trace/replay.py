@@ -111,7 +111,7 @@ def inflight_cap(max_len: int, trace_inflight: int) -> int:
     than in tilemark (where its IOs would go out late), as long as the buffers stay within
     CAP_BUFFER_BYTES; at least MIN_CAP and twice the trace's own concurrency, at most MAX_QD.
     On a device throttled to 5,000 IOPS, bursts of 3,000 IOs at 20,000 IOPS went out up to
-    0.3 s late with 256 slots (bench/README.md, Trace replay)."""
+    0.3 s late with 256 slots (bench/results/LOG.md, Trace replay)."""
     by_memory = CAP_BUFFER_BYTES // max(1, max_len)
     return min(MAX_QD, max(MIN_CAP, 2 * trace_inflight, by_memory))
 
