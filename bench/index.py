@@ -96,6 +96,8 @@ def gib(size: float | int | None) -> str:
 def machine_host(doc: dict[str, Any]) -> str | None:
     """The host name, with its CPUs and whether it is virtual when the notes say."""
     machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else {}
+    if not (machine.get("hostname") or machine.get("host")):  # notes per rig (fio_jobs.py)
+        machine = next((m for m in machine.values() if isinstance(m, dict)), machine)
     host = machine.get("hostname") or machine.get("host") or doc.get("host")
     if host and machine.get("cpus"):
         virtual = ", virtual" if machine.get("virtualized") else ""
@@ -243,23 +245,29 @@ def read_replay(doc: dict[str, Any]) -> Reading:
 
 
 def read_fio_jobs(doc: dict[str, Any]) -> Reading:
-    """fio_jobs.py: tilemark / fio IOPS per example job, and whether it is within fio's noise."""
+    """fio_jobs.py: tilemark / fio IOPS per example job, and whether it is within fio's noise.
+    Rows carry `ratio` and `within_noise`, or (the rewrite on branch fio-corpus) a `rig` and
+    `figures` with those per figure."""
     parts, within = [], 0
     for job in doc["jobs"]:
-        name = Path(job["job"]).stem
-        if "ratio" not in job:
+        name = Path(job["job"]).stem + (f" ({job['rig']})" if job.get("rig") else "")
+        iops = (job.get("figures") or {}).get("iops") if "figures" in job else job
+        if not iops or iops.get("ratio") is None:
             parts.append(f"{name} failed")
             continue
-        within += bool(job.get("within_noise"))
-        parts.append(f"{name} x{num(job['ratio'])}{'' if job.get('within_noise') else '*'}")
-    # Results from before --as-written existed ran every job as written (no direct=1 added).
-    as_written = doc.get("as_written", True)
-    mode = ["as written" if as_written else "direct=1"]
+        within += bool(iops.get("within_noise"))
+        parts.append(f"{name} x{num(iops['ratio'])}{'' if iops.get('within_noise') else '*'}")
+    mode = []
+    if "as_written" in doc:
+        mode.append("as written" if doc["as_written"] else "direct=1")
+    elif "ramdisk" in doc:  # results from before --as-written existed ran the jobs as written
+        mode.append("as written")
     if doc.get("same_engine"):
         mode.append("fio on io_uring")
+    rigs = doc.get("rigs") or {}
     return Reading(
-        f"fio_jobs.py ({', '.join(mode)}), {doc.get('reps')} reps",
-        f"RAM disk {doc['ramdisk']}" if "ramdisk" in doc else "-",
+        "fio_jobs.py" + (f" ({', '.join(mode)})" if mode else "") + f", {doc.get('reps')} reps",
+        f"RAM disk {doc['ramdisk']}" if "ramdisk" in doc else "; ".join(rigs.values()) or "-",
         "; ".join(parts) + " (* outside fio's spread + 3%)",
         f"{within} of {len(doc['jobs'])} within noise",
         when=doc.get("date"),
@@ -379,7 +387,7 @@ def _list_of(doc: Any, *names: str) -> bool:
 
 # Results written before their script named a schema, recognised by their keys.
 BY_SHAPE: tuple[tuple[str, Callable[[Any], bool], Adapter], ...] = (
-    ("fio_jobs", lambda d: _keys(d, "jobs", "ramdisk", "runtime", "ramp"), read_fio_jobs),
+    ("fio_jobs", lambda d: _keys(d, "jobs", "runtime", "ramp", "machine"), read_fio_jobs),
     ("scale_repeat", lambda d: _keys(d, "studies", "modes", "tiles"), read_scale_repeat),
     ("trace_import", lambda d: _keys(d, "args", "runs", "summary", "machine"), read_trace_import),
     ("results_schema", lambda d: _keys(d, "decode", "import_ms"), read_results_schema),

@@ -74,6 +74,30 @@ def test_kinds_unknown_and_broken_results_are_listed_not_dropped(tmp_path):
         ],
     }
     (tmp_path / "2026-12-01-110000-rig-startup.json").write_text(json.dumps(startup))
+    # Results without a schema, known by their shape: fio_jobs.py's rows per rig, and
+    # fidelity.py's list of runs (named by the file: no host inside).
+    fio_jobs = {
+        "date": "2026-12-01T11:30:00+00:00",
+        "reps": 3,
+        "runtime": 3.0,
+        "ramp": 1.0,
+        "machine": {"ramdisk": {"hostname": "rig"}},
+        "rigs": {"ramdisk": "loop device over 1 GiB in tmpfs"},
+        "jobs": [
+            {
+                "job": "a.fio",
+                "rig": "ramdisk",
+                "figures": {"iops": {"ratio": 0.98, "within_noise": True}},
+            },
+            {"job": "b.fio", "rig": "ramdisk", "figures": {"iops": None}},
+        ],
+    }
+    (tmp_path / "2026-12-01-113000-fio-jobs.json").write_text(json.dumps(fio_jobs))
+    fidelity = [
+        {"app": "sqlite", "fidelity": {"overall": 0.96, "properties": [{"accuracy": 0.93}]}},
+        {"app": "sqlite", "fidelity": {"overall": 0.96, "properties": [{"accuracy": 0.85}]}},
+    ]
+    (tmp_path / "2026-12-01-114000-rig-fidelity.json").write_text(json.dumps(fidelity))
     (tmp_path / "2026-12-01-120000-rig-new.json").write_text('{"schema": "tilemark-bench-new/1"}')
     (tmp_path / "2026-12-01-130000-rig-odd.json").write_text('{"figures": [1, 2]}')
     (tmp_path / "2026-12-01-140000-rig-cut.json").write_text('{"schema": "tilemark-')
@@ -86,6 +110,8 @@ def test_kinds_unknown_and_broken_results_are_listed_not_dropped(tmp_path):
     assert rows == {
         "2026-12-01-100000-rig-vs-fio-ramdisk": "2026-12-01-100000-rig-vs-fio-ramdisk.md",
         "2026-12-01-110000-rig-startup": "2026-12-01-110000-rig-startup.json",  # no .md
+        "2026-12-01-113000-fio-jobs": "2026-12-01-113000-fio-jobs.json",
+        "2026-12-01-114000-rig-fidelity": "2026-12-01-114000-rig-fidelity.json",
     }
     vs_fio = next(ln for ln in text.splitlines() if "rig-vs-fio-ramdisk" in ln)
     cells = [c.strip() for c in vs_fio.split(" | ")]
@@ -97,6 +123,13 @@ def test_kinds_unknown_and_broken_results_are_listed_not_dropped(tmp_path):
     assert cells[5] == "1 of 2 fail: rr4k-qd1 cpu_window"
     startup_row = next(ln for ln in text.splitlines() if "rig-startup" in ln)
     assert "**`runs` 0.710 s**" in startup_row and "FAIL: runs" in startup_row
+
+    jobs_row = next(ln for ln in text.splitlines() if "fio-jobs" in ln)
+    assert jobs_row.startswith("| 2026-12-01 11:30 | rig |")  # host from the rig's notes
+    assert "a (ramdisk) x0.98; b (ramdisk) failed" in jobs_row and "1 of 2 within noise" in jobs_row
+    fidelity_row = next(ln for ln in text.splitlines() if "rig-fidelity" in ln)
+    assert fidelity_row.startswith("| 2026-12-01 11:40 | rig |")
+    assert "sqlite 0.960/0.960" in fidelity_row and "1 of 2 meet the budget" in fidelity_row
 
     named = dict(NOT_UNDERSTOOD.findall(text))
     assert named["2026-12-01-120000-rig-new.json"] == "schema 'tilemark-bench-new/1' has no adapter"
