@@ -126,9 +126,18 @@ def main() -> int:
         "msgspec": _time(lambda: msgspec.json.decode(data, type=RunDoc), args.reps),
         "json+msgspec.convert": _time(lambda: msgspec.convert(json.loads(data), RunDoc), args.reps),
     }
-    model = _pydantic_model(RunDoc, {})
-    rows["pydantic"] = _time(lambda: model.model_validate_json(data), args.reps)
-    imports = {m: _import_ms(m) for m in ("msgspec", "pydantic", "json")}
+    try:  # not a tilemark dependency: compared when it is installed
+        model = _pydantic_model(RunDoc, {})
+    except ImportError:
+        print("results_schema: pydantic is not installed; its row is left out", file=sys.stderr)
+    else:
+        rows["pydantic"] = _time(lambda: model.model_validate_json(data), args.reps)
+    imports = {}
+    for m in ("msgspec", "pydantic", "json"):
+        try:
+            imports[m] = _import_ms(m)
+        except subprocess.CalledProcessError:
+            pass  # not installed
     now = dt.datetime.now()
     stamp = now.strftime("%Y-%m-%d-%H%M%S")
     tilemark = str(ROOT / ".venv/bin/tilemark")
