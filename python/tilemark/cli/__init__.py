@@ -68,6 +68,8 @@ COMMANDS: dict[str, Entry] = {
                      "list them, show one, run one.", no_args_is_help=False),
     "trace": Entry("tilemark.cli.trace", "trace_app", "Capture, import and look at block "
                    "traces of real applications (docs/traces.md)."),
+    "learn": Entry("tilemark.cli.learn", "learn", "Learn a profile from block traces: streams, "
+                   "rates, mixes, placement, sync; it runs in tiles (docs/learn.md)."),
     "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
                       "property by property (docs/fidelity.md)."),
 }  # fmt: skip

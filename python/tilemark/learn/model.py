@@ -1,0 +1,273 @@
+"""The statistical model of a trace: its IOs split into streams by who issued them and how,
+and per stream what moves storage (docs/learn.md has what each profile key is fitted from).
+
+Streams. Every read or write is keyed by its process family (the comm without its instance
+suffix: `kworker/u8:2` -> kworker, `jbd2/loop3-8` -> jbd2) and its kind: a read, a write the
+kernel marked sync (written for an fsync, O_DIRECT, O_DSYNC: an application waiting for it), or
+an async write (page-cache writeback). A database's backends thus give a `postgres_read`
+stream, its WAL writes a `postgres_log` stream, the flusher threads a `kworker_writeback`
+stream and the ext4 journal a `jbd2_journal` stream, whatever the pids. Keys with too few IOs
+to fit (below MIN_STREAM_IOS) join the largest stream of the same kind, else the largest one.
+Flushes belong to the stream whose sync writes they follow (the same process), else the
+largest sync-write stream.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilemark.learn import placement
+from tilemark.learn.traces import Columns
+
+MIN_STREAM_IOS = 20
+MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest join the nearest kept one
+MIN_SIZE_SHARE = 0.005
+SEQUENTIAL_PCT = 98.0  # a stream this sequential is written as a sequential stream
+POISSON_CV = 0.7  # inter-arrival CV from which arrivals are Poisson rather than constant
+
+
+@dataclass
+class StreamModel:
+    """One learned stream, in profile terms."""
+
+    name: str
+    comm: str
+    kind: str  # read | scan | log | syncwrite | writeback | journal
+    ios: int
+    rate_iops: float
+    read_pct: float
+    sizes: list[tuple[int, float]]  # (bytes, share)
+    sequential_pct: float
+    pattern: str = "uniform"
+    area: int = 0  # index of the area it shares a region in
+    sync: str = "none"
+    fua_share: float = 0.0
+    sync_share: float = 0.0
+    flushes: int = 0
+    qd: int | None = None
+    arrival: str = "poisson"
+    interarrival_cv: float = 1.0
+    pids: int = 1
+    latency_p99_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def random_pct(self) -> float:
+        return 0.0 if self.pattern == "sequential" else round(100.0 - self.sequential_pct, 1)
+
+
+@dataclass
+class Area:
+    """A region of the profile shared by streams that touch the same data."""
+
+    streams: list[str]
+    length: int  # bytes
+    touched: int  # distinct 64 KiB blocks the trace touched there
+
+
+@dataclass
+class Model:
+    """Streams and areas of one trace (or several end to end)."""
+
+    streams: list[StreamModel]
+    areas: list[Area]
+    span_s: float
+    ios: int
+    flushes_unassigned: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate_iops(self) -> float:
+        return sum(s.rate_iops for s in self.streams)
+
+
+def family(comm: str) -> str:
+    """A process family: the comm without worker numbers or a device suffix."""
+    base = re.split(r"[/:]", comm or "", maxsplit=1)[0]
+    base = re.sub(r"[-_.]\d+$", "", base)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", base).strip("_").lower()
+    return base or "unknown"
+
+
+def _kind_of(ops: np.ndarray, sync: np.ndarray, fua: np.ndarray, fam: np.ndarray) -> np.ndarray:
+    kind = np.where(ops == "read", "read", np.where(sync | fua, "syncwrite", "writeback"))
+    return np.where((fam == "jbd2") & (ops == "write"), "journal", kind).astype(object)
+
+
+def _sequential_pct(offsets: np.ndarray, sizes: np.ndarray) -> float:
+    if len(offsets) < 2:
+        return 0.0
+    seq = offsets[1:] == offsets[:-1] + sizes[:-1]
+    return float(100.0 * seq.sum() / (len(offsets) - 1))
+
+
+def _size_mix(sizes: np.ndarray) -> list[tuple[int, float]]:
+    values, counts = np.unique(sizes, return_counts=True)
+    order = np.argsort(counts)[::-1]
+    total = counts.sum()
+    kept = [int(values[i]) for i in order[:MAX_SIZES] if counts[i] / total >= MIN_SIZE_SHARE]
+    if not kept:
+        kept = [int(values[order[0]])]
+    weight = dict.fromkeys(kept, 0.0)
+    logs = np.log2(np.array(kept, dtype=np.float64))
+    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+        nearest = kept[int(np.argmin(np.abs(logs - math.log2(max(v, 1)))))]
+        weight[nearest] += c / total
+    return sorted(((s, w) for s, w in weight.items() if w > 0), key=lambda sw: -sw[1])
+
+
+def _in_flight(issue: np.ndarray, complete: np.ndarray) -> np.ndarray:
+    """IOs of these (issue-ordered) requests in flight as each is issued, itself included."""
+    done = np.searchsorted(np.sort(complete), issue.astype(np.float64), side="right")
+    return np.arange(1, len(issue) + 1) - done
+
+
+def _cv(values: np.ndarray) -> float:
+    if len(values) < 2 or values.mean() <= 0:
+        return 1.0
+    return float(values.std() / values.mean())
+
+
+def _name(fam: str, kind: str, seq_pct: float) -> str:
+    if kind == "read" and seq_pct >= 50:
+        kind = "scan"
+    if kind == "syncwrite" and seq_pct >= 50:
+        kind = "log"
+    return f"{fam}_{kind}"[:64]
+
+
+def build(cols: Columns) -> Model:
+    """Split the IOs into streams and fit each stream (module doc)."""
+    data = cols.data
+    fam = np.array([family(c) for c in cols.comm], dtype=object)
+    kind = _kind_of(cols.op, cols.sync, cols.fua, fam)
+    keys = np.where(data, fam + "|" + kind, "")
+    uniq, counts = np.unique(keys[data], return_counts=True)
+    sizes_by_key = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
+    # small keys join the largest of the same kind, else the largest overall
+    largest = max(sizes_by_key, key=lambda k: sizes_by_key[k])
+    merged: dict[str, str] = {}
+    for key, n in sizes_by_key.items():
+        if n >= MIN_STREAM_IOS:
+            merged[key] = key
+            continue
+        same = [k for k, m in sizes_by_key.items() if k.split("|")[1] == key.split("|")[1]]
+        big = max(same, key=lambda k: sizes_by_key[k])
+        merged[key] = big if sizes_by_key[big] >= MIN_STREAM_IOS else largest
+    stream_of = np.array([merged.get(k, "") for k in keys], dtype=object)
+    span_s = cols.span_ns / 1e9
+    streams: dict[str, StreamModel] = {}
+    observed: dict[str, placement.Observed] = {}
+    for key in sorted(set(merged.values()), key=lambda k: -sizes_by_key[k]):
+        mask = stream_of == key
+        fam_k, kind_k = key.split("|")
+        offs, szs = cols.offset[mask], cols.size[mask]
+        writes = cols.op[mask] == "write"
+        seq = _sequential_pct(offs, szs)
+        issue = cols.issue[mask]
+        gaps = np.diff(issue).astype(np.float64)
+        m = StreamModel(
+            name=_name(fam_k, kind_k, seq),
+            comm=fam_k,
+            kind=kind_k,
+            ios=int(mask.sum()),
+            rate_iops=float(mask.sum() / span_s),
+            read_pct=float(100.0 * (1 - writes.mean())),
+            sizes=_size_mix(szs),
+            sequential_pct=seq,
+            sync_share=float(cols.sync[mask][writes].mean()) if writes.any() else 0.0,
+            fua_share=float(cols.fua[mask][writes].mean()) if writes.any() else 0.0,
+            interarrival_cv=_cv(gaps),
+            pids=len(set(cols.pid[mask].tolist())),
+        )
+        m.arrival = "poisson" if m.interarrival_cv >= POISSON_CV else "constant"
+        comp = cols.complete[mask]
+        finite = np.isfinite(comp)
+        if finite.sum() >= MIN_STREAM_IOS:
+            flight = _in_flight(issue[finite], comp[finite])
+            m.qd = max(1, int(math.ceil(np.percentile(flight, 99))))
+            lat = (comp[finite] - issue[finite]) / 1e6
+            m.latency_p99_ms = float(np.percentile(lat, 99))
+        if m.sequential_pct >= SEQUENTIAL_PCT:
+            m.pattern = "sequential"
+        name = m.name
+        i = 2
+        while name in streams:
+            name, i = f"{m.name}{i}", i + 1
+        m.name = name
+        streams[name] = m
+        observed[name] = placement.Observed(offs, szs, m.random_pct)
+    model = Model(list(streams.values()), [], span_s, int(data.sum()))
+    _assign_flushes(model, cols, fam)
+    _areas(model, observed, cols)
+    return model
+
+
+def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
+    """Flushes to the stream of sync writes of their process family, else the largest."""
+    is_flush = cols.op == "flush"
+    if not is_flush.any():
+        return
+    writers = [s for s in model.streams if s.read_pct < 100]
+    if not writers:
+        model.flushes_unassigned = int(is_flush.sum())
+        model.notes.append(
+            f"{model.flushes_unassigned} flushes left out: the trace has no writes to carry them"
+        )
+        return
+    syncers = [s for s in writers if s.kind in ("syncwrite", "journal")] or writers
+    for f, n in zip(*np.unique(fam[is_flush], return_counts=True), strict=True):
+        own = [s for s in syncers if s.comm == f]
+        target = max(own or syncers, key=lambda s: s.ios)
+        target.flushes += int(n)
+    for s in writers:
+        if s.flushes:
+            writes = s.ios * (1 - s.read_pct / 100)
+            every = max(1, int(round(writes / s.flushes)))
+            s.sync = f"fsync:{every}"
+            if s.fua_share >= 0.5:
+                s.notes.append(
+                    f"{s.fua_share:.0%} of its writes are FUA, written as fsync:{every} (one "
+                    "sync mode per stream)"
+                )
+        elif s.fua_share >= 0.5:
+            s.sync = "dsync"
+
+
+def _areas(model: Model, observed: dict[str, placement.Observed], cols: Columns) -> None:
+    """Group streams touching the same 1 MiB regions into areas and fit each area's size."""
+    regions = {
+        n: set(np.unique(o.offsets // placement.REGION).tolist()) for n, o in observed.items()
+    }
+    names = list(observed)
+    parent = {n: n for n in names}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            small = min(len(regions[a]), len(regions[b]))
+            if small and len(regions[a] & regions[b]) / small >= 0.5:
+                parent[root(b)] = root(a)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(root(n), []).append(n)
+    by_name = {s.name: s for s in model.streams}
+    for index, members in enumerate(groups.values()):
+        obs = [observed[n] for n in members]
+        offs = np.concatenate([o.offsets for o in obs])
+        ends = np.concatenate([o.offsets + o.sizes for o in obs])
+        extent = int(ends.max() - offs.min())
+        length = placement.fit_area(obs, extent)
+        touched = len(placement.touched_blocks(offs, np.concatenate([o.sizes for o in obs])))
+        model.areas.append(Area(members, length, touched))
+        for n, o in zip(members, obs, strict=True):
+            by_name[n].pattern = o.pattern
+            by_name[n].area = index
