@@ -102,9 +102,10 @@ impl Engine {
             let on_target = || plan.streams.iter().filter(move |s| s.uses_target(ti));
             let writes = on_target().any(|s| s.writes());
             let wants_dsync = on_target().any(|s| s.sync == SyncMode::Dsync);
-            let open = |dsync: bool| -> Result<File> {
+            let wants_buffered = t.direct && on_target().any(|s| s.writeback && s.writes());
+            let open = |dsync: bool, direct: bool| -> Result<File> {
                 let mut flags = 0;
-                if t.direct {
+                if direct {
                     flags |= libc::O_DIRECT;
                 }
                 if dsync {
@@ -118,9 +119,15 @@ impl Engine {
                     .map_err(|e| EngineError::io(format!("cannot open target {}", t.path), e))
             };
             let file = files.len() as u32;
-            files.push(open(false)?);
+            files.push(open(false, t.direct)?);
             let file_dsync = if wants_dsync {
-                files.push(open(true)?);
+                files.push(open(true, t.direct)?);
+                files.len() as u32 - 1
+            } else {
+                file
+            };
+            let file_buffered = if wants_buffered {
+                files.push(open(false, false)?);
                 files.len() as u32 - 1
             } else {
                 file
@@ -129,6 +136,7 @@ impl Engine {
                 offset: t.offset,
                 file,
                 file_dsync,
+                file_buffered,
                 verify: t.verify.as_ref().map(|v| BlockStamp {
                     target_id: v.target_id,
                     block: v.block_size as usize,

@@ -100,6 +100,12 @@ pub enum Arrival {
         /// the first gap (stream.rs).
         #[serde(default)]
         in_step: bool,
+        /// Mean IOs per batch (learned profiles: bursty arrivals). IOs come in batches of a
+        /// geometric size with this mean, every IO of a batch due at once, the batches at
+        /// `dist` gaps of the batch's size times the mean gap: the same rate, an inter-arrival
+        /// CV of about sqrt(2 * batch - 1). None or 1: one IO at a time.
+        #[serde(default)]
+        batch: Option<f64>,
     },
 }
 
@@ -115,7 +121,13 @@ pub struct Burst {
 pub enum SyncMode {
     None,
     Dsync,
-    Fsync { every: u32 },
+    Fsync {
+        every: u32,
+        /// fdatasync rather than fsync (what databases call for their logs): no journal
+        /// commit for the timestamps an O_DIRECT write changes.
+        #[serde(default)]
+        data: bool,
+    },
 }
 
 /// Where a stream's IOs may land on one target: offset and length relative to the target's
@@ -166,6 +178,11 @@ pub struct StreamSpec {
     pub burst: Option<Burst>,
     #[serde(default = "no_sync")]
     pub sync: SyncMode,
+    /// Writes go through the page cache, uncached (RWF_DONTCACHE): the kernel starts their
+    /// writeback at once, asynchronously, as an application's page-cache writeback reaches
+    /// the device (no sync flag), and drops the pages once written.
+    #[serde(default)]
+    pub writeback: bool,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -435,8 +452,16 @@ impl Plan {
                     ));
                 }
             }
-            if let SyncMode::Fsync { every: 0 } = s.sync {
+            if let SyncMode::Fsync { every: 0, .. } = s.sync {
                 return bad(format!("stream '{name}': fsync every must be > 0"));
+            }
+            if let Arrival::Open { batch: Some(b), .. } = &s.arrival {
+                if !(b.is_finite() && (1.0..=1e6).contains(b)) {
+                    return bad(format!("stream '{name}': batch must be from 1 to 1e6"));
+                }
+            }
+            if s.writeback && s.sync == SyncMode::Dsync {
+                return bad(format!("stream '{name}': writeback writes cannot be dsync"));
             }
         }
         Ok(())

@@ -47,12 +47,20 @@ pub struct Schedule {
     pub mean_gap_ns: f64,
     pub poisson: bool,
     pub next_intended_ns: f64,
+    /// Mean IOs per batch (1: none); IOs of the current batch still to take.
+    pub batch_mean: f64,
+    pub batch_left: u32,
+    /// When the batch after the current one is due.
+    pub pending_next: f64,
 }
 
 impl Schedule {
     /// Intended time of the next IO, then advance the schedule.
     pub fn take(&mut self, rng: &mut Rng) -> u64 {
         let t = self.next_intended_ns;
+        if self.batch_mean > 1.0 {
+            return self.take_batched(rng);
+        }
         let gap = if self.poisson {
             self.mean_gap_ns * rng.exp1()
         } else {
@@ -60,6 +68,31 @@ impl Schedule {
         };
         self.next_intended_ns += gap;
         t as u64
+    }
+
+    /// Batched arrivals (plan.rs `batch`): a batch of geometric size is due at once, the
+    /// next one its size times the mean gap later (exponential for Poisson).
+    #[inline(never)]
+    fn take_batched(&mut self, rng: &mut Rng) -> u64 {
+        let t = self.next_intended_ns;
+        if self.batch_left == 0 {
+            let p = 1.0 / self.batch_mean;
+            let u = 1.0 - rng.next_f64(); // (0, 1]
+            let size = 1.0 + (u.ln() / (1.0 - p).ln()).floor();
+            self.batch_left = size.clamp(1.0, 1e6) as u32;
+            let gap = self.mean_gap_ns * size;
+            self.next_batch_gap(gap, rng);
+        }
+        self.batch_left -= 1;
+        if self.batch_left == 0 {
+            self.next_intended_ns = self.pending_next;
+        }
+        t as u64
+    }
+
+    fn next_batch_gap(&mut self, gap: f64, rng: &mut Rng) {
+        let gap = if self.poisson { gap * rng.exp1() } else { gap };
+        self.pending_next = self.next_intended_ns + gap;
     }
 
     pub fn next_due(&self) -> u64 {
@@ -103,9 +136,10 @@ pub struct NextIo {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TargetFiles {
     pub offset: u64,
-    /// File-table indices for plain and O_DSYNC access.
+    /// File-table indices for plain and O_DSYNC access, and for page-cache (writeback) writes.
     pub file: u32,
     pub file_dsync: u32,
+    pub file_buffered: u32,
     /// With verification: how the target's blocks are stamped.
     pub verify: Option<BlockStamp>,
 }
@@ -128,6 +162,7 @@ pub struct RegionState {
     pub target: u32,
     pub file: u32,
     pub file_dsync: u32,
+    pub file_buffered: u32,
     /// Absolute offset of the region in the target's file or device.
     pub base: u64,
     pub length: u64,
@@ -237,6 +272,10 @@ pub struct StreamState {
     /// The region whose write completed the last fsync cadence: where pending fsyncs go.
     pub fsync_region: u32,
     pub dsync: bool,
+    /// Its fsyncs are fdatasyncs.
+    pub fsync_data: bool,
+    /// Its writes are uncached page-cache writes (plan.rs `writeback`).
+    pub writeback: bool,
     io_limit: Option<u64>,
     bytes_issued: u64,
     buf_size: usize,
@@ -279,6 +318,7 @@ impl StreamState {
                     target: r.target as u32,
                     file: t.file,
                     file_dsync: t.file_dsync,
+                    file_buffered: t.file_buffered,
                     base: t.offset + r.offset,
                     length: r.length,
                     blocks,
@@ -291,7 +331,12 @@ impl StreamState {
         let (start_ns, stop_ns) = spec.active_ns();
         let schedule = match &spec.arrival {
             Arrival::Closed => None,
-            Arrival::Open { dist, in_step, .. } => {
+            Arrival::Open {
+                dist,
+                in_step,
+                batch,
+                ..
+            } => {
                 let mean_gap_ns = 1e9 / spec.rate_iops().expect("validated open rate");
                 let poisson = *dist == Dist::Poisson;
                 // The first IO is due at a random point after the stream's phase starts: the
@@ -316,12 +361,15 @@ impl StreamState {
                     mean_gap_ns,
                     poisson,
                     next_intended_ns: start_ns as f64 + first * mean_gap_ns,
+                    batch_mean: batch.unwrap_or(1.0),
+                    batch_left: 0,
+                    pending_next: 0.0,
                 })
             }
         };
-        let fsync_every = match spec.sync {
-            SyncMode::Fsync { every } => every,
-            _ => 0,
+        let (fsync_every, fsync_data) = match spec.sync {
+            SyncMode::Fsync { every, data } => (every, data),
+            _ => (0, false),
         };
         let nregions = spec.regions.len();
         StreamState {
@@ -349,6 +397,8 @@ impl StreamState {
             pending_fsyncs: 0,
             fsync_region: 0,
             dsync: spec.sync == SyncMode::Dsync,
+            fsync_data,
+            writeback: spec.writeback,
             io_limit: spec.io_limit,
             bytes_issued: 0,
             buf_size: max_size as usize,
@@ -428,6 +478,8 @@ impl StreamState {
         region.seq_next = (offset + len as u64).next_multiple_of(self.align);
         let file = if kind == OpKind::Write && self.dsync {
             region.file_dsync
+        } else if kind == OpKind::Write && self.writeback {
+            region.file_buffered
         } else {
             region.file
         };
@@ -841,6 +893,31 @@ mod tests {
     }
 
     #[test]
+    fn batched_arrivals_keep_the_rate_and_come_in_batches_of_the_mean_size() {
+        for poisson in [false, true] {
+            let mut s = Schedule {
+                mean_gap_ns: 1000.0,
+                poisson,
+                next_intended_ns: 0.0,
+                batch_mean: 8.0,
+                batch_left: 0,
+                pending_next: 0.0,
+            };
+            let mut rng = Rng::new(3);
+            let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();
+            let rate_gap = *times.last().unwrap() as f64 / times.len() as f64;
+            assert!(
+                (rate_gap / 1000.0 - 1.0).abs() < 0.05,
+                "mean gap {rate_gap}"
+            );
+            let batches = 1 + times.windows(2).filter(|w| w[1] != w[0]).count();
+            let mean = times.len() as f64 / batches as f64;
+            assert!((mean / 8.0 - 1.0).abs() < 0.05, "mean batch {mean}");
+            assert!(times.windows(2).all(|w| w[1] >= w[0]));
+        }
+    }
+
+    #[test]
     fn regions_carry_their_target_and_absolute_base() {
         let sp = spec(
             r#","regions":[{"target":1,"offset":8192,"length":1048576},{"target":0,"length":1048576}]"#,
@@ -850,12 +927,14 @@ mod tests {
                 offset: 4096,
                 file: 0,
                 file_dsync: 2,
+                file_buffered: 2,
                 verify: None,
             },
             TargetFiles {
                 offset: 0,
                 file: 1,
                 file_dsync: 1,
+                file_buffered: 1,
                 verify: None,
             },
         ];

@@ -20,6 +20,7 @@ trace_app = typer.Typer(
 def _trace() -> None:
     """Capture, import and look at block traces of real applications (docs/traces.md)."""
 
+
 from tilemark.cli.trace_capture import trace_capture  # noqa: E402  (subcommands register below)
 
 trace_app.command("capture", no_args_is_help=True)(trace_capture)

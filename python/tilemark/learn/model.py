@@ -28,6 +28,8 @@ MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest join the neare
 MIN_SIZE_SHARE = 0.005
 SEQUENTIAL_PCT = 98.0  # a stream this sequential is written as a sequential stream
 POISSON_CV = 0.7  # inter-arrival CV from which arrivals are Poisson rather than constant
+BATCH_CV = 1.2  # inter-arrival CV from which Poisson arrivals come in batches
+MAX_BATCH = 1000.0
 
 
 @dataclass
@@ -50,6 +52,8 @@ class StreamModel:
     flushes: int = 0
     qd: int | None = None
     arrival: str = "poisson"
+    batch: float = 1.0  # mean IOs per batch of arrivals
+    writeback: bool = False  # async (page-cache) writes
     interarrival_cv: float = 1.0
     pids: int = 1
     latency_p99_ms: float | None = None
@@ -185,6 +189,10 @@ def build(cols: Columns) -> Model:
             pids=len(set(cols.pid[mask].tolist())),
         )
         m.arrival = "poisson" if m.interarrival_cv >= POISSON_CV else "constant"
+        if m.interarrival_cv >= BATCH_CV:
+            # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
+            m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
+        m.writeback = kind_k == "writeback"
         comp = cols.complete[mask]
         finite = np.isfinite(comp)
         if finite.sum() >= MIN_STREAM_IOS:
@@ -228,10 +236,10 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
         if s.flushes:
             writes = s.ios * (1 - s.read_pct / 100)
             every = max(1, int(round(writes / s.flushes)))
-            s.sync = f"fsync:{every}"
+            s.sync = f"fdatasync:{every}"
             if s.fua_share >= 0.5:
                 s.notes.append(
-                    f"{s.fua_share:.0%} of its writes are FUA, written as fsync:{every} (one "
+                    f"{s.fua_share:.0%} of its writes are FUA, written as fdatasync:{every} (one "
                     "sync mode per stream)"
                 )
         elif s.fua_share >= 0.5:

@@ -91,10 +91,14 @@ def _stream_lines(
         out.append('pattern = "sequential"')
     out.append(f'rate = "{rate:.6g} * rate"')
     out.append(f"arrival = {q(s.arrival)}")
+    if s.batch > 1:
+        out.append(f"batch = {s.batch:g}")
     if s.qd is not None:
         out.append(f"qd = {s.qd}")
     if s.sync != "none" and writes:
         out.append(f"sync = {q(s.sync)}")
+    if s.writeback and writes:
+        out.append("writeback = true")
     if phase is not None:
         out.append(f"start = {q(f'{phase[0]:g}s')}")
         out.append(f"stop = {q(f'{phase[1]:g}s')}")

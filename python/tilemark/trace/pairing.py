@@ -237,9 +237,7 @@ def _request_keys(ev: np.ndarray) -> np.ndarray:
     _, dev_index = np.unique(ev["dev"], return_inverse=True)
     sector = np.where(ev["op"] == OP_FLUSH, 0, ev["sector"]).astype(np.int64)
     return (
-        (sector << 13)
-        | (dev_index.reshape(-1).astype(np.int64) << 3)
-        | ev["op"].astype(np.int64)
+        (sector << 13) | (dev_index.reshape(-1).astype(np.int64) << 3) | ev["op"].astype(np.int64)
     )
 
 

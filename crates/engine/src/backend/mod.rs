@@ -24,6 +24,20 @@ pub enum Op {
     Read,
     Write,
     Fsync,
+    /// fdatasync (a stream's `fsync` with `data`).
+    Fdatasync,
+    /// A page-cache write with RWF_DONTCACHE: writeback starts at once, pages dropped after.
+    WriteUncached,
+}
+
+/// RWF_DONTCACHE (linux/fs.h, Linux 6.14): uncached buffered IO.
+pub const RWF_DONTCACHE: i32 = 0x80;
+
+impl Op {
+    /// True for the ops that move no data.
+    pub fn is_sync(self) -> bool {
+        matches!(self, Op::Fsync | Op::Fdatasync)
+    }
 }
 
 /// One IO request. `buf` must stay valid until the request's completion is reaped.

@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::{Backend, Completion, IoReq, Op};
+use super::{Backend, Completion, IoReq};
 use crate::clock::RunClock;
 
 #[derive(Default)]
@@ -13,11 +13,7 @@ pub struct NullBackend {
 
 impl Backend for NullBackend {
     fn queue(&mut self, req: IoReq) -> io::Result<()> {
-        let result = if req.op == Op::Fsync {
-            0
-        } else {
-            req.len as i32
-        };
+        let result = if req.op.is_sync() { 0 } else { req.len as i32 };
         self.done.push(Completion {
             user_data: req.user_data,
             result,

@@ -35,6 +35,9 @@ pub struct Log {
     pub reads: u64,
     pub writes: u64,
     pub fsyncs: u64,
+    /// Of those: fdatasyncs; and of the writes: uncached page-cache writes.
+    pub fdatasyncs: u64,
+    pub uncached_writes: u64,
     /// Calls to `submit`, and those that waited.
     pub submits: u64,
     pub waits: u64,
@@ -109,12 +112,21 @@ impl Backend for ScriptBackend {
             match op {
                 Op::Read => log.reads += 1,
                 Op::Write => log.writes += 1,
+                Op::WriteUncached => {
+                    log.writes += 1;
+                    log.uncached_writes += 1;
+                }
+                Op::Fdatasync => {
+                    log.fsyncs += 1;
+                    log.fdatasyncs += 1;
+                    result = 0;
+                }
                 Op::Fsync => {
                     log.fsyncs += 1;
                     result = 0;
                 }
             }
-            if op != Op::Fsync {
+            if !op.is_sync() {
                 log.offsets.push(offset);
                 self.data_taken += 1;
                 let every = self.script.fail_every;

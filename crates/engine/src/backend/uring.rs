@@ -164,7 +164,14 @@ impl Backend for UringBackend {
             Op::Write => opcode::Write::new(fd, req.buf, req.len)
                 .offset(req.offset)
                 .build(),
+            Op::WriteUncached => opcode::Write::new(fd, req.buf, req.len)
+                .offset(req.offset)
+                .rw_flags(super::RWF_DONTCACHE)
+                .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),
+            Op::Fdatasync => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
         };
         self.push(&entry.user_data(req.user_data))?;
         self.inflight += 1;
