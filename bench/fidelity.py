@@ -331,6 +331,7 @@ def main() -> int:
     for rep in range(args.reps):
         for app in apps:  # alternate the applications, rep by rep
             work = Path(tempfile.mkdtemp(prefix=f"tm-fid-{app}-", dir="/var/tmp"))
+            work.chmod(0o755)  # the postgres user walks into it
             common = dict(seconds=args.seconds, rdelay_ms=args.rdelay_ms,
                           wdelay_ms=args.wdelay_ms, memcg_mb=args.memcg_mb)  # fmt: skip
             try:

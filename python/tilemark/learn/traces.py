@@ -12,7 +12,6 @@ trace takes 400 MB); learning is a batch job over traces of minutes, not a strea
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,19 +61,17 @@ class Columns:
 
 
 def fingerprint(path: Path) -> str:
-    """sha256 of the file's Parquet footer: its schema, row groups (sizes, statistics) and
-    key-value metadata; a changed trace has another one, a copy the same."""
-    import pyarrow.parquet as pq
-
-    meta = pq.ParquetFile(path).metadata
-    doc = {
-        "rows": meta.num_rows,
-        "row_groups": [meta.row_group(i).to_dict() for i in range(meta.num_row_groups)],
-        "schema": str(meta.schema),
-        "kv": {k.decode(): v.decode(errors="replace") for k, v in (meta.metadata or {}).items()},
-    }
-    text = json.dumps(doc, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of the file's Parquet footer (its schema, row groups with their statistics, and
+    key-value metadata, as stored): a changed trace has another one, a copy the same."""
+    with open(path, "rb") as f:
+        f.seek(-8, os.SEEK_END)
+        tail = f.read(8)
+        if tail[4:] != b"PAR1":
+            raise UsageError(f"trace {path} is not a Parquet file (no footer).")
+        length = int.from_bytes(tail[:4], "little")
+        f.seek(-8 - length, os.SEEK_END)
+        footer = f.read(length)
+    return hashlib.sha256(footer).hexdigest()
 
 
 def _one(path: Path, device: str | None) -> tuple[dict[str, np.ndarray], Source, int | None]:
