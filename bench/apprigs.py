@@ -64,6 +64,10 @@ def delayed_device(
 ) -> Iterator[Device]:
     """nbdkit memory SIZE behind delay (and noparallel when `serial`) as a loop device."""
     need("nbdkit", "nbdfuse", "fusermount3", "losetup")
+    for d in (rdelay_ms, wdelay_ms):
+        if d != int(d):
+            # nbdkit's delay filter takes whole milliseconds (NNms); "0.5ms" parses as no delay
+            raise ValueError(f"delays are whole milliseconds for nbdkit's delay filter, got {d}")
     if os.geteuid() != 0:
         raise Unavailable("needs root (loop devices, mounts, cgroups)")
     if not Path("/dev/fuse").exists():
@@ -71,7 +75,7 @@ def delayed_device(
     mnt = workdir / "nbd"
     mnt.mkdir(parents=True)
     filters = ["--filter=delay"] + (["--filter=noparallel"] if serial else [])
-    args = [f"rdelay={rdelay_ms}ms", f"wdelay={wdelay_ms}ms", "delay-zero=0ms", "delay-trim=0ms"]
+    args = [f"rdelay={int(rdelay_ms)}ms", f"wdelay={int(wdelay_ms)}ms"]
     if serial:
         args.append("serialize=requests")
     cmd = ["nbdfuse", str(mnt), "--command", "nbdkit", "-s", *filters, "memory", size, *args]
@@ -87,7 +91,9 @@ def delayed_device(
             time.sleep(0.05)
         else:
             raise Unavailable("nbdfuse did not expose its disk within 10 s")
-        out = _run(["losetup", "--find", "--show", str(disk)])
+        # direct IO to the FUSE file: otherwise the loop device's reads are served from the
+        # page cache of its backing file and never meet the delay
+        out = _run(["losetup", "--find", "--show", "--direct-io=on", str(disk)])
         if out.returncode != 0:
             raise Unavailable(f"cannot set up a loop device: {out.stderr.strip()}")
         loop = out.stdout.strip()

@@ -25,7 +25,7 @@ import fidelity as bench  # noqa: E402
 pytestmark = [pytest.mark.root, pytest.mark.serial, pytest.mark.apps, pytest.mark.nbd]
 
 SECONDS = 6
-DELAYS = dict(rdelay_ms=0.5, wdelay_ms=1.0)
+DELAYS = dict(rdelay_ms=1, wdelay_ms=1)
 
 
 @pytest.fixture

@@ -183,6 +183,12 @@ pub struct StreamSpec {
     /// the device (no sync flag), and drops the pages once written.
     #[serde(default)]
     pub writeback: bool,
+    /// Bytes between the end of the previous IO and the start of a sequential one: [lo, hi]
+    /// of one sign, log-uniform between them (one value when equal; aligned). Negative
+    /// overlaps the previous IO (a log rewriting its last page), positive skips ahead (a
+    /// sorted writeback sweep). None: 0, plain sequential.
+    #[serde(default)]
+    pub skip: Option<(i64, i64)>,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -458,6 +464,13 @@ impl Plan {
             if let Arrival::Open { batch: Some(b), .. } = &s.arrival {
                 if !(b.is_finite() && (1.0..=1e6).contains(b)) {
                     return bad(format!("stream '{name}': batch must be from 1 to 1e6"));
+                }
+            }
+            if let Some((lo, hi)) = s.skip {
+                if (lo < 0) != (hi < 0) || lo.abs() > hi.abs() || lo == 0 {
+                    return bad(format!(
+                        "stream '{name}': skip needs lo and hi of one sign, |lo| <= |hi|, not 0"
+                    ));
                 }
             }
             if s.writeback && s.sync == SyncMode::Dsync {

@@ -256,6 +256,8 @@ pub struct StreamState {
     random_frac: f64,
     /// Every IO is sequential (the pattern is sequential).
     sequential_only: bool,
+    /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
+    skip: Option<(i64, i64)>,
     size_cdf: Vec<(f64, u32)>,
     pub qd: u32,
     pub inflight: u32,
@@ -380,6 +382,7 @@ impl StreamState {
             read_frac: spec.read_pct / 100.0,
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
+            skip: spec.skip,
             size_cdf,
             qd: spec.qd,
             inflight: 0,
@@ -468,6 +471,11 @@ impl StreamState {
         };
         let region = &mut self.regions[r];
         let offset = if sequential {
+            if let Some(range) = self.skip {
+                let skip = skip_bytes(range, self.align, &mut self.rng);
+                let next = region.seq_next as i64 + skip;
+                region.seq_next = if next < 0 { 0 } else { next as u64 };
+            }
             if region.seq_next + len as u64 > region.length {
                 region.seq_next = 0;
             }
@@ -635,6 +643,24 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
 }
 
 /// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
+/// A skip drawn from `(lo, hi)`: log-uniform in magnitude between them, their sign, a whole
+/// number of `align` (at least one).
+#[inline(never)]
+fn skip_bytes((lo, hi): (i64, i64), align: u64, rng: &mut Rng) -> i64 {
+    let (a, b) = (lo.unsigned_abs() as f64, hi.unsigned_abs() as f64);
+    let magnitude = if a == b {
+        a
+    } else {
+        (a.ln() + rng.next_f64() * (b.ln() - a.ln())).exp()
+    };
+    let aligned = ((magnitude / align as f64).round() as i64).max(1) * align as i64;
+    if lo < 0 {
+        -aligned
+    } else {
+        aligned
+    }
+}
+
 fn coprime_multiplier(n: u64) -> u64 {
     if n <= 2 {
         return 1;

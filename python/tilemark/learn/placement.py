@@ -40,6 +40,7 @@ class Observed:
     sizes: np.ndarray
     random_pct: float
     pattern: str = "uniform"
+    skip: tuple[int, int] | None = None  # bytes before a non-random IO (the engine's skip)
 
 
 def _coprime(n: int) -> int:
@@ -98,11 +99,27 @@ def _random_blocks(pattern: str, blocks: int, n: int, rng: np.random.Generator) 
     return rng.integers(0, blocks, n)
 
 
+def skips(skip: tuple[int, int] | None, n: int, rng: np.random.Generator) -> np.ndarray:
+    """The engine's skip before each of n sequential IOs (stream.rs skip_bytes)."""
+    if skip is None:
+        return np.zeros(n, dtype=np.int64)
+    lo, hi = abs(skip[0]), abs(skip[1])
+    mag = np.full(n, float(lo)) if lo == hi else np.exp(rng.uniform(np.log(lo), np.log(hi), n))
+    aligned = np.maximum(np.round(mag / ALIGN), 1).astype(np.int64) * ALIGN
+    return -aligned if skip[0] < 0 else aligned
+
+
 def simulate(
-    pattern: str, random_pct: float, sizes: np.ndarray, length: int, seed: int = 1
+    pattern: str,
+    random_pct: float,
+    sizes: np.ndarray,
+    length: int,
+    seed: int = 1,
+    skip: tuple[int, int] | None = None,
 ) -> np.ndarray:
     """Offsets (relative to the region) the engine would give these IOs in a region of
-    `length` bytes: random ones by `pattern`, the rest after the previous IO (wrapping)."""
+    `length` bytes: random ones by `pattern`, the rest `skip` after the previous IO's end
+    (wrapping)."""
     rng = np.random.default_rng(seed)
     n = len(sizes)
     largest = int(sizes.max()) if n else ALIGN
@@ -113,9 +130,10 @@ def simulate(
     is_random = rng.random(n) < random_pct / 100.0
     is_random[0] = True
     last = np.maximum.accumulate(np.where(is_random, np.arange(n), 0))
-    ends = np.cumsum(sizes)
-    before = np.concatenate(([0], ends[:-1]))
-    run_bytes = before - before[last]  # bytes since the run's random start
+    step = np.zeros(n, dtype=np.int64)
+    step[1:] = sizes[:-1] + skips(skip, n - 1, rng)
+    walked = np.cumsum(step)
+    run_bytes = walked - walked[last]  # bytes since the run's random start
     span = max(length - largest, ALIGN)
     return (starts[last] + run_bytes) % span
 
@@ -154,32 +172,75 @@ def fit_pattern(obs: Observed, length: int) -> str:
     return best
 
 
+def _candidates() -> list[str]:
+    out = ["uniform"] + [f"zipf:{t:g}" for t in ZIPF_THETAS]
+    for region in HOTSPOT_REGIONS:
+        out += [f"hotspot:{io}/{region}" for io in (50, 70, 90, 99) if io > region]
+    return out
+
+
+def _skew_error(streams: list[Observed], length: int) -> float:
+    """IO-weighted mean over the streams of |simulated - trace| hot shares."""
+    total = sum(len(s.sizes) for s in streams) or 1
+    err = 0.0
+    for i, s in enumerate(streams):
+        if s.pattern == "sequential":
+            continue
+        want = np.array(hot_shares(s.offsets))
+        got = np.array(hot_shares(simulate(s.pattern, s.random_pct, _sample(s.sizes), length,
+                                           seed=i + 1, skip=s.skip)))  # fmt: skip
+        err += len(s.sizes) / total * float(np.abs(got - want).mean())
+    return err
+
+
 def fit_area(streams: list[Observed], extent: int) -> int:
-    """The region size (bytes, a multiple of 1 MiB) of an area shared by `streams` whose
-    simulated footprint matches the trace's; their patterns are fitted on the way (set on
-    each Observed)."""
+    """The region size (bytes, a multiple of 1 MiB) of an area shared by `streams`, and each
+    stream's pattern (set on each Observed), fitted together: for every candidate pattern
+    (all streams alike) the size whose simulated footprint matches the trace's, scored by
+    footprint and skew error; then each stream's own pattern at the chosen size."""
     offsets = np.concatenate([s.offsets for s in streams])
     sizes = np.concatenate([s.sizes for s in streams])
     want = len(touched_blocks(offsets, sizes))
     lo = max(want * BLOCK, REGION)
     hi = max(extent, lo)
-    guess = hi
-    for _ in range(2):
-        for s in streams:
-            s.pattern = fit_pattern(s, guess)
-        guess = _bisect(streams, want, lo, hi)
+    placed = [s for s in streams if s.random_pct > 0]
     for s in streams:
-        s.pattern = fit_pattern(s, guess)
-    return guess
+        if s.random_pct <= 0:
+            s.pattern = "sequential"
+    if not placed:
+        return _bisect(streams, want, lo, hi)
+    best: tuple[float, str, int] | None = None
+    for cand in _candidates():
+        for s in placed:
+            s.pattern = cand
+        length = _bisect(streams, want, lo, hi)
+        foot = abs(_footprint(streams, length) - want) / max(want, 1)
+        score = foot + _skew_error(streams, length)
+        if best is None or score < best[0] - 1e-9:
+            best = (score, cand, length)
+    assert best is not None
+    _, cand, length = best
+    for s in placed:
+        s.pattern = cand
+    if len(placed) > 1:  # each stream's own skew at that size (the footprint barely moves)
+        for s in placed:
+            errors = {}
+            for c in _candidates():
+                s.pattern = c
+                errors[c] = _skew_error([s], length)
+            s.pattern = min(errors, key=lambda c: (errors[c], c != cand))
+    return length
 
 
 def _footprint(streams: list[Observed], length: int) -> int:
     parts, sizes = [], []
     for i, s in enumerate(streams):
         if s.pattern == "sequential":
-            parts.append(simulate("uniform", 0.0, s.sizes, length, seed=i + 1))
+            parts.append(simulate("uniform", 0.0, s.sizes, length, seed=i + 1, skip=s.skip))
         else:
-            parts.append(simulate(s.pattern, s.random_pct, s.sizes, length, seed=i + 1))
+            parts.append(
+                simulate(s.pattern, s.random_pct, s.sizes, length, seed=i + 1, skip=s.skip)
+            )
         sizes.append(s.sizes)
     return len(touched_blocks(np.concatenate(parts), np.concatenate(sizes)))
 

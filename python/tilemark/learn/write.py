@@ -52,6 +52,10 @@ def size_text(n: int) -> str:
     return str(n)
 
 
+def signed_size(n: int) -> str:
+    return ("-" if n < 0 else "") + size_text(abs(n))
+
+
 def size_mix(sizes: list[tuple[int, float]]) -> str:
     if len(sizes) == 1:
         return size_text(sizes[0][0])
@@ -89,6 +93,11 @@ def _stream_lines(
         out.append(f"pattern = {q(s.pattern)}")
     else:
         out.append('pattern = "sequential"')
+    if s.skip is not None:
+        lo, hi = s.skip
+        out.append(
+            f"skip = {q(signed_size(lo) if lo == hi else f'{signed_size(lo)}:{signed_size(hi)}')}"
+        )
     out.append(f'rate = "{rate:.6g} * rate"')
     out.append(f"arrival = {q(s.arrival)}")
     if s.batch > 1:

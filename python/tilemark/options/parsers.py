@@ -176,6 +176,29 @@ def parse_sync(value: object, label: str) -> str:
     )
 
 
+def parse_skip(value: object, label: str) -> tuple[int, int]:
+    """SIZE or LO:HI (sizes of one sign, -8k, 16k:4m) -> (lo, hi) bytes, |lo| <= |hi|."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    parts = text.split(":") if text else []
+    out = []
+    for part in parts:
+        sign = -1 if part.startswith("-") else 1
+        try:
+            out.append(sign * parse_size(part.lstrip("-"), label))
+        except UsageError:
+            out = []
+            break
+    if len(out) == 1:
+        out = [out[0], out[0]]
+    if len(out) != 2 or 0 in out or (out[0] < 0) != (out[1] < 0) or abs(out[0]) > abs(out[1]):
+        raise UsageError(
+            f"{label} must be SIZE or LO:HI, sizes of one sign with |LO| <= |HI| (bytes "
+            f"between a sequential IO and the previous one's end: -8k rewrites the last 8 KiB, "
+            f"16k:4m skips ahead), got {shown(value)}."
+        )
+    return out[0], out[1]
+
+
 def parse_batch(value: object, label: str) -> float:
     """Mean IOs per batch of an open-loop stream: a number from 1 to 1,000,000."""
     value_f = -1.0

@@ -64,6 +64,7 @@ from tilemark.options.parsers import (
     parse_pattern,
     parse_run_duration,
     parse_seed,
+    parse_skip,
     parse_sync,
     parse_target_names,
     positive_duration,
@@ -217,6 +218,11 @@ OPTIONS: tuple[Option, ...] = (
        "each batch at once, at the same rate: bursty arrivals (inter-arrival CV about "
        "sqrt(2 * batch - 1)).", flag="--batch", metavar="N", modes=WORKLOAD, toml=True,
        parse=parse_batch, default="1"),
+    _o("skip", "stream", "Where a sequential IO starts: SIZE or LO:HI bytes after the previous "
+       "one's end (log-uniform between LO and HI); negative overlaps it (a log rewriting its "
+       "last page: -8k), positive skips ahead (a sorted writeback sweep: 16k:4m).",
+       flag="--skip", metavar="LO[:HI]", modes=WORKLOAD, toml=True, parse=parse_skip,
+       default="0 (contiguous)"),
     _o("writeback", "stream", "Writes go through the page cache uncached (RWF_DONTCACHE, "
        "Linux 6.14+): the kernel writes them back at once, asynchronously, as an application's "
        "page-cache writeback reaches the device.", toml=True, parse=parse_bool,

@@ -221,6 +221,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 "burst": burst,
                 "sync": _sync_plan(stream.sync),
                 **({"writeback": True} if stream.writeback else {}),
+                **({"skip": list(stream.skip)} if stream.skip else {}),
                 "compress_pct": stream.compress_pct,
                 "dedupe_ratio": stream.dedupe,
                 "seed": stream.seed

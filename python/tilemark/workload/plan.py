@@ -107,6 +107,7 @@ class StreamSpec:
     sync: str = "none"  # "none" | "dsync" | "fsync:N" | "fdatasync:N"
     batch: float = 1.0  # open loop: mean IOs per batch (bursty arrivals); 1: one at a time
     writeback: bool = False  # writes through the page cache, uncached (async writeback)
+    skip: tuple[int, int] | None = None  # bytes before a sequential IO (lo, hi)
     offset: int = 0
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
@@ -346,6 +347,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("sync", "sync"),
         ("batch", "batch"),
         ("writeback", "writeback"),
+        ("skip", "skip"),
         ("offset", "offset"),
         ("length", "length"),
         ("align", "align"),

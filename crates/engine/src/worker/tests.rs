@@ -353,6 +353,43 @@ fn writeback_writes_go_uncached_through_the_buffered_file_and_reads_stay_direct(
 }
 
 #[test]
+fn skip_places_sequential_ios_before_or_after_the_previous_end() {
+    // a log rewriting its last 8 KiB page: each 24 KiB write starts 8 KiB before the last end
+    let (backend, log) = scripted(latency(10_000));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let sp = spec(serde_json::json!({"read_pct": 0, "sizes": [[24576, 1]],
+        "pattern": {"kind": "sequential"}, "random_pct": 0, "skip": [-8192, -8192],
+        "io_limit": 20 * 24576}));
+    run(streams(&[sp]), backend, &clock);
+    let offsets = log.lock().unwrap().offsets.clone();
+    assert_eq!(offsets.len(), 20);
+    for w in offsets.windows(2) {
+        assert_eq!(w[1], w[0] + 24576 - 8192);
+    }
+    // a sorted sweep: 8 KiB writes, each 16 KiB to 1 MiB after the previous end
+    let (backend, log) = scripted(latency(10_000));
+    let sp = spec(serde_json::json!({"read_pct": 0, "sizes": [[8192, 1]],
+        "pattern": {"kind": "sequential"}, "random_pct": 0, "skip": [16384, 1048576],
+        "regions": [{"target": 1, "length": 4194304 - 4096}], "io_limit": 200 * 8192}));
+    run(streams(&[sp]), backend, &clock);
+    let offsets = log.lock().unwrap().offsets.clone();
+    let gaps: Vec<i64> = offsets
+        .windows(2)
+        .map(|w| w[1] as i64 - (w[0] as i64 + 8192))
+        .filter(|&g| g >= 0) // not the wraps at the region's end
+        .collect();
+    assert!(gaps.len() > 100);
+    assert!(gaps
+        .iter()
+        .all(|&g| (16384..=1048576).contains(&g) && g % 4096 == 0));
+    let small = gaps.iter().filter(|&&g| g < 131072).count();
+    assert!(
+        small > gaps.len() / 4 && small < gaps.len() * 3 / 4,
+        "log-uniform: {small}"
+    );
+}
+
+#[test]
 fn a_burst_issues_its_ios_then_waits_the_transfer_delay() {
     let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
     let specs = [spec(
