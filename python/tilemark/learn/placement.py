@@ -179,6 +179,22 @@ def _candidates() -> list[str]:
     return out
 
 
+def _lengths(lo: int, hi: int, points: int = 28) -> list[int]:
+    """Region sizes from lo to hi on a log scale, whole MiB. Searched rather than bisected:
+    the engine scatters zipf ranks by a multiplier that depends on the block count, so the
+    footprint and skew of a region do not grow smoothly with its size."""
+    lo_m, hi_m = max(lo // REGION, 1), max(hi // REGION, 1)
+    if hi_m <= lo_m:
+        return [lo_m * REGION]
+    ratio = max((hi_m / lo_m) ** (1 / (points - 1)), 1.02)
+    out, x = [], float(lo_m)
+    while x < hi_m:
+        out.append(int(round(x)))
+        x *= ratio
+    out.append(hi_m)
+    return [m * REGION for m in sorted(set(out))]
+
+
 def _skew_error(streams: list[Observed], length: int) -> float:
     """IO-weighted mean over the streams of |simulated - trace| hot shares."""
     total = sum(len(s.sizes) for s in streams) or 1
@@ -210,14 +226,16 @@ def fit_area(streams: list[Observed], extent: int) -> int:
     if not placed:
         return _bisect(streams, want, lo, hi)
     best: tuple[float, str, int] | None = None
-    for cand in _candidates():
-        for s in placed:
-            s.pattern = cand
-        length = _bisect(streams, want, lo, hi)
-        foot = abs(_footprint(streams, length) - want) / max(want, 1)
-        score = foot + _skew_error(streams, length)
-        if best is None or score < best[0] - 1e-9:
-            best = (score, cand, length)
+    for length in _lengths(lo, hi):
+        for cand in _candidates():
+            for s in placed:
+                s.pattern = cand
+            foot = abs(_footprint(streams, length) - want) / max(want, 1)
+            if best is not None and foot >= best[0]:
+                continue  # cannot win: the skew error only adds
+            score = foot + _skew_error(streams, length)
+            if best is None or score < best[0] - 1e-9:
+                best = (score, cand, length)
     assert best is not None
     _, cand, length = best
     for s in placed:
