@@ -68,16 +68,26 @@ def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def capture(dev: rigs.Device, out: Path, cmd: list[str], *, duration: str | None = None) -> str:
-    """`tilemark trace capture` of the loop device (not its backing) while `cmd` runs."""
+LEAD_S = 1.5  # the command runs this long before the capture starts, and as long after it
+
+
+def capture(dev: rigs.Device, out: Path, cmd: list[str], seconds: float) -> str:
+    """`tilemark trace capture` of the loop device (not its backing) for `seconds` of the
+    middle of `cmd`, which was given LEAD_S more on either side: both the application and the
+    learned run are captured in their steady state, without start-up (tilemark's own reads
+    of its target's header, pgbench's connections) or wind-down. Returns the capture's
+    summary followed by the command's output."""
     args = [tilemark(), "trace", "capture", "--device", dev.loop, "--no-backing", "-o", str(out),
-            "--force"]  # fmt: skip
-    if duration:
-        args += ["--duration", duration]
-    done = run([*args, "--", *cmd])
+            "--force", "--duration", f"{seconds:g}s"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(LEAD_S)
+        done = run(args)
+    finally:
+        app_out, _ = proc.communicate(timeout=600)
     if done.returncode != 0 or not out.exists():
         raise RuntimeError(f"capture failed ({done.returncode}): {done.stderr[-800:]}")
-    return done.stdout
+    return done.stdout + "\n" + app_out
 
 
 def learn(trace: Path, out: Path, unit: str | None) -> str:
@@ -119,7 +129,7 @@ def run_profile(
     if prep.returncode not in (0, 3):
         raise RuntimeError(f"preparing the target failed ({prep.returncode}): {prep.stderr[-800:]}")
     rigs.drop_caches()
-    return capture(dev, out, [*base, "--duration", f"{seconds:g}s"])
+    return capture(dev, out, [*base, "--duration", f"{seconds + 2 * LEAD_S:g}s"], seconds)
 
 
 def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: int,
@@ -139,8 +149,9 @@ def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: 
                     # warm the instance up a little (connections, first checkpoint)
                     run(pg.pgbench("-c", str(clients), "-j", "2", "-T", "3"))
                     r.pressure_app = rigs.pressure()
-                    cmd = pg.pgbench("-c", str(clients), "-j", "2", "-T", f"{seconds:g}")
-                    r.app_summary = capture(dev, work / "app.parquet", cmd)
+                    span = f"{seconds + 2 * LEAD_S:g}"
+                    cmd = pg.pgbench("-c", str(clients), "-j", "2", "-T", span)
+                    r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
                     r.app_metric = _number_after(r.app_summary, "tps = ")
             r.learn_output = learn(work / "app.parquet", work / "learned.toml",
                                    f"tps={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
@@ -185,10 +196,11 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
             rigs.drop_caches()
             with rigs.memory_cgroup("rocksdb", memcg_mb << 20) as cg:
                 cmd = rigs.in_cgroup(cg, rigs.db_bench_cmd(
-                    db, "readrandomwriterandom", num=num, duration_s=int(seconds),
+                    db, "readrandomwriterandom", num=num,
+                    duration_s=int(seconds + 2 * LEAD_S + 1),
                     extra=("--readwritepercent=70",)))  # fmt: skip
                 r.pressure_app = rigs.pressure()
-                r.app_summary = capture(dev, work / "app.parquet", cmd)
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
             r.app_metric = _ops_per_sec(r.app_summary)
             r.learn_output = learn(work / "app.parquet", work / "learned.toml",
                                    f"ops={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
@@ -217,11 +229,12 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
                 raise RuntimeError(f"sqlite load failed: {load.stderr[-600:]}")
             rigs.drop_caches()
             with rigs.memory_cgroup("sqlite", memcg_mb << 20) as cg:
-                cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, seconds))
+                span = seconds + 2 * LEAD_S
+                cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, span))
                 r.pressure_app = rigs.pressure()
-                r.app_summary = capture(dev, work / "app.parquet", cmd)
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
             orders = _number_after(r.app_summary, "orders ")
-            r.app_metric = orders / seconds if orders else None
+            r.app_metric = orders / span if orders else None
             unit = f"orders={r.app_metric:.6g}" if r.app_metric else None
             r.learn_output = learn(work / "app.parquet", work / "learned.toml", unit)
             r.learned = (work / "learned.toml").read_text()

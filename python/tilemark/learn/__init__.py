@@ -185,7 +185,7 @@ def learn(opts: LearnOptions) -> LearnResult:
         streams=streams,
         span_s=model.span_s,
         ios=model.ios,
-        capacity=sum(a.length for a in model.areas),
+        capacity=model_mod.capacity(model),
         model_bytes=len(text.encode()),
         trace_bytes=trace_bytes,
         notes=tuple(model.notes),

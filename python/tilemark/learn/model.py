@@ -74,6 +74,8 @@ class Area:
     streams: list[str]
     length: int  # bytes
     touched: int  # distinct 64 KiB blocks the trace touched there
+    first: int = 0  # lowest offset of its IOs in the trace
+    position: int = 0  # where it starts in the profile's capacity (bytes, whole MiB)
 
 
 @dataclass
@@ -297,7 +299,27 @@ def _areas(model: Model, observed: dict[str, placement.Observed], cols: Columns)
         extent = int(ends.max() - offs.min())
         length = placement.fit_area(obs, extent)
         touched = len(placement.touched_blocks(offs, np.concatenate([o.sizes for o in obs])))
-        model.areas.append(Area(members, length, touched))
+        model.areas.append(Area(members, length, touched, first=int(offs.min())))
         for n, o in zip(members, obs, strict=True):
             by_name[n].pattern = o.pattern
             by_name[n].area = index
+    _position(model)
+
+
+def _position(model: Model) -> None:
+    """Areas in the order and at the distances they have on the traced device, so the jumps
+    between streams (a backend's read after a WAL write) are as long as the application's:
+    area i starts where it started in the trace relative to the first, or right after the
+    area before it when its fitted size would overlap."""
+    order = sorted(model.areas, key=lambda a: a.first)
+    base = order[0].first
+    at = 0
+    for a in order:
+        wanted = (a.first - base) // placement.REGION * placement.REGION
+        a.position = max(wanted, at)
+        at = a.position + a.length
+
+
+def capacity(model: Model) -> int:
+    """Bytes a tile of the profile spans: the areas at their positions."""
+    return max((a.position + a.length for a in model.areas), default=0)

@@ -240,12 +240,13 @@ def fit_area(streams: list[Observed], extent: int) -> int:
     _, cand, length = best
     for s in placed:
         s.pattern = cand
-    if len(placed) > 1:  # each stream's own skew at that size (the footprint barely moves)
+    if len(placed) > 1:  # then each stream's own pattern at that size, the others kept
         for s in placed:
             errors = {}
             for c in _candidates():
                 s.pattern = c
-                errors[c] = _skew_error([s], length)
+                foot = abs(_footprint(streams, length) - want) / max(want, 1)
+                errors[c] = foot + _skew_error(streams, length)
             s.pattern = min(errors, key=lambda c: (errors[c], c != cand))
     return length
 

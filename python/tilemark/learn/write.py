@@ -126,12 +126,10 @@ def render(
     learned_at: str,
 ) -> str:
     """The profile file's text (module doc). `phases`: per stream, its rate in each chunk."""
-    total = sum(a.length for a in model.areas)
-    bounds = []
-    at = 0
-    for a in model.areas:
-        bounds.append((at / total, (at + a.length) / total))
-        at += a.length
+    from tilemark.learn.model import capacity
+
+    total = capacity(model)
+    bounds = [(a.position / total, (a.position + a.length) / total) for a in model.areas]
     emitted = {s.name: _phase_names(s, (phases or {}).get(s.name), chunk_s) for s in model.streams}
     names = [n for s in model.streams for n in emitted[s.name]]
     lines = [
