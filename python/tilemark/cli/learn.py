@@ -53,6 +53,25 @@ def learn(
             "needed when a trace holds several.",
         ),
     ] = None,
+    wait: Annotated[
+        str | None,
+        typer.Option(
+            "--wait",
+            metavar="STAT=MS",
+            help="QoS for the streams the application waits for (reads, sync writes): their "
+            "response time STAT (p95, p99, mean, ...) at most MS, e.g. p95=20 (docs/learn.md: "
+            "from an application's SLO to storage QoS).",
+        ),
+    ] = None,
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            metavar="HOW",
+            help="trace: areas at their places on the traced device (jumps between streams as "
+            "long as the application's; the capacity spans them); compact: end to end.",
+        ),
+    ] = "trace",
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace an existing APP.toml tilemark did not write."),
@@ -72,6 +91,8 @@ def learn(
             chunk_s=chunk_s,
             unit=unit,
             device=device,
+            wait=wait,
+            layout=layout,
             force=force,
         )
     )

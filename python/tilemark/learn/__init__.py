@@ -33,6 +33,8 @@ class LearnOptions:
     chunk_s: float | None = None
     unit: str | None = None  # NAME=PER_SECOND
     device: str | None = None
+    wait: str | None = None  # STAT=MS: response-time objective of the streams waited for
+    layout: str = "trace"  # trace: areas where the trace had them; compact: end to end
     force: bool = False
 
 
@@ -86,6 +88,24 @@ def parse_unit(text: str) -> tuple[str, float]:
     return name, rate
 
 
+def parse_wait(text: str) -> tuple[str, float]:
+    """`p95=20` -> ("p95", 20.0); UsageError naming --wait otherwise."""
+    from tilemark.analysis.qos import LATENCY_STATS
+
+    stat, eq, ms = text.partition("=")
+    stat = stat.strip().lower()
+    try:
+        limit = float(ms.strip().removesuffix("ms"))
+    except ValueError:
+        limit = -1.0
+    if not eq or stat not in LATENCY_STATS or not limit > 0:
+        raise UsageError(
+            f"--wait must be STAT=MS with STAT one of {', '.join(sorted(LATENCY_STATS))} and a "
+            f"limit above 0 in ms (e.g. p95=20), got {text!r}."
+        )
+    return stat, limit
+
+
 def _phases(cols, model, chunk_s: float) -> dict[str, list[float]]:
     """Per stream whose rate moves from chunk to chunk: its rate in each chunk."""
     from tilemark.learn.model import family
@@ -128,6 +148,9 @@ def learn(opts: LearnOptions) -> LearnResult:
     from tilemark.store.outputs import check_replaceable, starts_with, write_file
 
     unit = parse_unit(opts.unit) if opts.unit is not None else None
+    wait = parse_wait(opts.wait) if opts.wait is not None else None
+    if opts.layout not in ("trace", "compact"):
+        raise UsageError(f"--layout must be trace or compact, got {opts.layout!r}.")
     if opts.chunk_s is not None and not opts.chunk_s > 0:
         raise UsageError(f"--chunk must be a duration above 0, got {opts.chunk_s:g} s.")
     name = opts.name or re.sub(r"[^A-Za-z0-9_.:+-]", "_", opts.output.stem)[:64] or "learned"
@@ -137,7 +160,7 @@ def learn(opts: LearnOptions) -> LearnResult:
     ours = starts_with(MARK)
     check_replaceable(opts.output, force=opts.force, ours=ours, what="profile")
     cols = traces.load(list(opts.traces), opts.device)
-    model = model_mod.build(cols)
+    model = model_mod.build(cols, compact=opts.layout == "compact")
     phases = _phases(cols, model, opts.chunk_s) if opts.chunk_s else {}
     if opts.chunk_s and not phases:
         model.notes.append(
@@ -154,6 +177,7 @@ def learn(opts: LearnOptions) -> LearnResult:
         phases=phases or None,
         version=__version__,
         learned_at=learned_at,
+        wait=wait,
     )
     trace_bytes = sum(s.file_bytes for s in cols.sources)
     text = write.with_size(text, trace_bytes)

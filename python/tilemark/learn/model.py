@@ -165,7 +165,7 @@ def _name(fam: str, kind: str, seq_pct: float) -> str:
     return f"{fam}_{kind}"[:64]
 
 
-def build(cols: Columns) -> Model:
+def build(cols: Columns, *, compact: bool = False) -> Model:
     """Split the IOs into streams and fit each stream (module doc)."""
     data = cols.data
     fam = np.array([family(c) for c in cols.comm], dtype=object)
@@ -235,7 +235,7 @@ def build(cols: Columns) -> Model:
         observed[name] = placement.Observed(offs, szs, m.random_pct, skip=m.skip)
     model = Model(list(streams.values()), [], span_s, int(data.sum()))
     _assign_flushes(model, cols, fam)
-    _areas(model, observed, cols)
+    _areas(model, observed, cols, compact)
     return model
 
 
@@ -270,7 +270,9 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
             s.sync = "dsync"
 
 
-def _areas(model: Model, observed: dict[str, placement.Observed], cols: Columns) -> None:
+def _areas(
+    model: Model, observed: dict[str, placement.Observed], cols: Columns, compact: bool
+) -> None:
     """Group streams touching the same 1 MiB regions into areas and fit each area's size."""
     regions = {
         n: set(np.unique(o.offsets // placement.REGION).tolist()) for n, o in observed.items()
@@ -303,10 +305,10 @@ def _areas(model: Model, observed: dict[str, placement.Observed], cols: Columns)
         for n, o in zip(members, obs, strict=True):
             by_name[n].pattern = o.pattern
             by_name[n].area = index
-    _position(model)
+    _position(model, compact)
 
 
-def _position(model: Model) -> None:
+def _position(model: Model, compact: bool) -> None:
     """Areas in the order and at the distances they have on the traced device, so the jumps
     between streams (a backend's read after a WAL write) are as long as the application's:
     area i starts where it started in the trace relative to the first, or right after the
@@ -315,7 +317,7 @@ def _position(model: Model) -> None:
     base = order[0].first
     at = 0
     for a in order:
-        wanted = (a.first - base) // placement.REGION * placement.REGION
+        wanted = 0 if compact else (a.first - base) // placement.REGION * placement.REGION
         a.position = max(wanted, at)
         at = a.position + a.length
 

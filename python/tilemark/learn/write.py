@@ -124,6 +124,7 @@ def render(
     phases: dict[str, list[float]] | None,
     version: str,
     learned_at: str,
+    wait: tuple[str, float] | None = None,
 ) -> str:
     """The profile file's text (module doc). `phases`: per stream, its rate in each chunk."""
     from tilemark.learn.model import capacity
@@ -174,7 +175,7 @@ def render(
             assert chunk_s is not None
             lines.append("")
             lines += _stream_lines(s, region, r, (i * chunk_s, (i + 1) * chunk_s))
-    lines += _qos(model, emitted)
+    lines += _qos(model, emitted, wait)
     lines += ["", "[learned]"]
     learned: dict[str, Any] = {
         "tilemark_version": version,
@@ -242,7 +243,12 @@ def _description(model: Model, sources: list[Source]) -> str:
     return f"learned from {len(sources)} trace(s), {model.span_s:.4g} s: {kinds}{more}"
 
 
-def _qos(model: Model, emitted: dict[str, list[str]]) -> list[str]:
+WAITED = ("read", "syncwrite")  # kinds of IO an application waits for
+
+
+def _qos(
+    model: Model, emitted: dict[str, list[str]], wait: tuple[str, float] | None
+) -> list[str]:
     """Every stream keeps up with its learned rate (the application's demand is met); the
     latency objectives an application's SLO stands for are added by hand or by a tile file
     (docs/learn.md: the SLO mapping)."""
@@ -255,6 +261,16 @@ def _qos(model: Model, emitted: dict[str, list[str]]) -> list[str]:
             'stat = "throughput"',
             "min_fraction = 0.95",
         ]
+        if wait is not None and s.kind in WAITED:
+            stat, ms = wait
+            out += [
+                "",
+                f"[qos.{_key(s.name + '_' + stat)}]",
+                f"streams = {value(emitted[s.name])}",
+                f"op = {q('read' if s.kind == 'read' else 'write')}",
+                f"stat = {q(stat)}",
+                f"max_ms = {ms:g}                  # --wait: the application waits for these IOs",
+            ]
     return out
 
 
