@@ -138,6 +138,20 @@ def ext4(dev: str, mountpoint: Path) -> Iterator[Path]:
             time.sleep(0.1)
 
 
+def remount(dev: str, mountpoint: Path) -> None:
+    """Unmount and mount again: ext4's allocator forgets where it last allocated (its stream
+    goal), so the next large file starts at the front of the free space, not after the
+    application's last allocation (which made a target wrap from the end of the filesystem
+    to its start)."""
+    for _ in range(100):
+        if _run(["umount", str(mountpoint)]).returncode == 0:
+            break
+        time.sleep(0.1)
+    out = _run(["mount", "-o", "noatime", dev, str(mountpoint)])
+    if out.returncode != 0:
+        raise RuntimeError(f"cannot mount ext4 again: {out.stderr.strip()}")
+
+
 @contextlib.contextmanager
 def memory_cgroup(name: str, limit_bytes: int) -> Iterator[Path]:
     """A cgroup v1 memory group limited to `limit_bytes` (page cache included)."""

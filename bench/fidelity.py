@@ -90,8 +90,10 @@ def capture(dev: rigs.Device, out: Path, cmd: list[str], seconds: float) -> str:
     return done.stdout + "\n" + app_out
 
 
-def learn(trace: Path, out: Path, unit: str | None) -> str:
-    args = [tilemark(), "learn", str(trace), "-o", str(out), "--force"]
+def learn(trace: Path, out: Path, unit: str | None, max_capacity: str = "1400m") -> str:
+    """`tilemark learn`; the tile must fit the 2 GiB filesystem the application leaves."""
+    args = [tilemark(), "learn", str(trace), "-o", str(out), "--force", "--max-capacity",
+            max_capacity]  # fmt: skip
     if unit:
         args += ["--unit", unit]
     done = run(args)
@@ -118,8 +120,13 @@ def run_profile(
     dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
     extra: tuple[str, ...] = (),
 ) -> str:  # fmt: skip
-    """The profile as one tile on a file of the device's filesystem, captured."""
+    """The profile as one tile on a file of the device's filesystem, captured. The caller
+    has removed the application's files: on the emptied filesystem ext4 lays the target out
+    in long extents from the start, so the profile's layout (where its areas lie, how far
+    apart) reaches the device as the profile has it, rather than scattered over the holes
+    between the application's files."""
     target = fs / "tilemark-learned.dat"
+    rigs.remount(dev.loop, fs)
     results = out.parent / "results"
     base = [tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
             "--capacity", str(capacity), "--warmup", "0",
@@ -202,6 +209,7 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
                 r.pressure_app = rigs.pressure()
                 r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
             r.app_metric = _ops_per_sec(r.app_summary)
+            shutil.rmtree(db)
             r.learn_output = learn(work / "app.parquet", work / "learned.toml",
                                    f"ops={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
             r.learned = (work / "learned.toml").read_text()
@@ -233,6 +241,8 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
                 cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, span))
                 r.pressure_app = rigs.pressure()
                 r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+            for f in fs.glob("orders.db*"):
+                f.unlink()
             orders = _number_after(r.app_summary, "orders ")
             r.app_metric = orders / span if orders else None
             unit = f"orders={r.app_metric:.6g}" if r.app_metric else None

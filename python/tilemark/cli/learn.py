@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from tilemark.console import make_console
-from tilemark.units import format_size, parse_duration
+from tilemark.units import format_size, parse_duration, parse_size
 
 
 def learn(
@@ -72,6 +72,15 @@ def learn(
             "long as the application's; the capacity spans them); compact: end to end.",
         ),
     ] = "trace",
+    max_capacity: Annotated[
+        str | None,
+        typer.Option(
+            "--max-capacity",
+            metavar="SIZE",
+            help="With --layout trace: shrink the gaps between areas so a tile spans at most "
+            "SIZE (the areas keep their sizes).",
+        ),
+    ] = None,
     force: Annotated[
         bool,
         typer.Option("--force", help="Replace an existing APP.toml tilemark did not write."),
@@ -93,6 +102,7 @@ def learn(
             device=device,
             wait=wait,
             layout=layout,
+            max_capacity=parse_size(max_capacity, "--max-capacity") if max_capacity else None,
             force=force,
         )
     )

@@ -35,6 +35,7 @@ class LearnOptions:
     device: str | None = None
     wait: str | None = None  # STAT=MS: response-time objective of the streams waited for
     layout: str = "trace"  # trace: areas where the trace had them; compact: end to end
+    max_capacity: int | None = None  # bytes: shrink the gaps between areas to fit
     force: bool = False
 
 
@@ -160,7 +161,7 @@ def learn(opts: LearnOptions) -> LearnResult:
     ours = starts_with(MARK)
     check_replaceable(opts.output, force=opts.force, ours=ours, what="profile")
     cols = traces.load(list(opts.traces), opts.device)
-    model = model_mod.build(cols, compact=opts.layout == "compact")
+    model = model_mod.build(cols, compact=opts.layout == "compact", max_capacity=opts.max_capacity)
     phases = _phases(cols, model, opts.chunk_s) if opts.chunk_s else {}
     if opts.chunk_s and not phases:
         model.notes.append(

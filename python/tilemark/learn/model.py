@@ -165,7 +165,50 @@ def _name(fam: str, kind: str, seq_pct: float) -> str:
     return f"{fam}_{kind}"[:64]
 
 
-def build(cols: Columns, *, compact: bool = False) -> Model:
+def _fit_stream(
+    cols: Columns, mask: np.ndarray, fam_k: str, kind_k: str, span_s: float
+) -> StreamModel:
+    """One stream's parameters from its IOs (the module doc and docs/learn.md)."""
+    offs, szs = cols.offset[mask], cols.size[mask]
+    writes = cols.op[mask] == "write"
+    skip, seq = _skip(offs, szs)
+    issue = cols.issue[mask]
+    gaps = np.diff(issue).astype(np.float64)
+    m = StreamModel(
+        name=_name(fam_k, kind_k, seq),
+        comm=fam_k,
+        kind=kind_k,
+        ios=int(mask.sum()),
+        rate_iops=float(mask.sum() / span_s),
+        read_pct=float(100.0 * (1 - writes.mean())),
+        sizes=_size_mix(szs),
+        sequential_pct=seq,
+        skip=skip,
+        sync_share=float(cols.sync[mask][writes].mean()) if writes.any() else 0.0,
+        fua_share=float(cols.fua[mask][writes].mean()) if writes.any() else 0.0,
+        interarrival_cv=_cv(gaps),
+        pids=len(set(cols.pid[mask].tolist())),
+    )
+    m.arrival = "poisson" if m.interarrival_cv >= POISSON_CV else "constant"
+    if m.interarrival_cv >= BATCH_CV:
+        # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
+        m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
+    m.writeback = kind_k == "writeback"
+    comp = cols.complete[mask]
+    finite = np.isfinite(comp)
+    if finite.sum() >= MIN_STREAM_IOS:
+        flight = _in_flight(issue[finite], comp[finite])
+        # the 90th percentile: a stream's own concurrency (PostgreSQL's backends: 1 to 3
+        # reads in flight, each waiting for its last) rather than its rare pile-ups
+        m.qd = max(1, int(math.ceil(np.percentile(flight, QD_PERCENTILE))))
+        lat = (comp[finite] - issue[finite]) / 1e6
+        m.latency_p99_ms = float(np.percentile(lat, 99))
+    if m.sequential_pct >= SEQUENTIAL_PCT:
+        m.pattern = "sequential"
+    return m
+
+
+def build(cols: Columns, *, compact: bool = False, max_capacity: int | None = None) -> Model:
     """Split the IOs into streams and fit each stream (module doc)."""
     data = cols.data
     fam = np.array([family(c) for c in cols.comm], dtype=object)
@@ -190,52 +233,18 @@ def build(cols: Columns, *, compact: bool = False) -> Model:
     for key in sorted(set(merged.values()), key=lambda k: -sizes_by_key[k]):
         mask = stream_of == key
         fam_k, kind_k = key.split("|")
-        offs, szs = cols.offset[mask], cols.size[mask]
-        writes = cols.op[mask] == "write"
-        skip, seq = _skip(offs, szs)
-        issue = cols.issue[mask]
-        gaps = np.diff(issue).astype(np.float64)
-        m = StreamModel(
-            name=_name(fam_k, kind_k, seq),
-            comm=fam_k,
-            kind=kind_k,
-            ios=int(mask.sum()),
-            rate_iops=float(mask.sum() / span_s),
-            read_pct=float(100.0 * (1 - writes.mean())),
-            sizes=_size_mix(szs),
-            sequential_pct=seq,
-            skip=skip,
-            sync_share=float(cols.sync[mask][writes].mean()) if writes.any() else 0.0,
-            fua_share=float(cols.fua[mask][writes].mean()) if writes.any() else 0.0,
-            interarrival_cv=_cv(gaps),
-            pids=len(set(cols.pid[mask].tolist())),
-        )
-        m.arrival = "poisson" if m.interarrival_cv >= POISSON_CV else "constant"
-        if m.interarrival_cv >= BATCH_CV:
-            # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
-            m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
-        m.writeback = kind_k == "writeback"
-        comp = cols.complete[mask]
-        finite = np.isfinite(comp)
-        if finite.sum() >= MIN_STREAM_IOS:
-            flight = _in_flight(issue[finite], comp[finite])
-            # the 90th percentile: a stream's own concurrency (PostgreSQL's backends: 1 to 3
-            # reads in flight, each waiting for its last) rather than its rare pile-ups
-            m.qd = max(1, int(math.ceil(np.percentile(flight, QD_PERCENTILE))))
-            lat = (comp[finite] - issue[finite]) / 1e6
-            m.latency_p99_ms = float(np.percentile(lat, 99))
-        if m.sequential_pct >= SEQUENTIAL_PCT:
-            m.pattern = "sequential"
+        m = _fit_stream(cols, mask, fam_k, kind_k, span_s)
         name = m.name
         i = 2
         while name in streams:
             name, i = f"{m.name}{i}", i + 1
         m.name = name
         streams[name] = m
+        offs, szs = cols.offset[mask], cols.size[mask]
         observed[name] = placement.Observed(offs, szs, m.random_pct, skip=m.skip)
     model = Model(list(streams.values()), [], span_s, int(data.sum()))
     _assign_flushes(model, cols, fam)
-    _areas(model, observed, cols, compact)
+    _areas(model, observed, cols, compact, max_capacity)
     return model
 
 
@@ -271,7 +280,11 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
 
 
 def _areas(
-    model: Model, observed: dict[str, placement.Observed], cols: Columns, compact: bool
+    model: Model,
+    observed: dict[str, placement.Observed],
+    cols: Columns,
+    compact: bool,
+    max_capacity: int | None,
 ) -> None:
     """Group streams touching the same 1 MiB regions into areas and fit each area's size."""
     regions = {
@@ -305,10 +318,10 @@ def _areas(
         for n, o in zip(members, obs, strict=True):
             by_name[n].pattern = o.pattern
             by_name[n].area = index
-    _position(model, compact)
+    _position(model, compact, max_capacity)
 
 
-def _position(model: Model, compact: bool) -> None:
+def _position(model: Model, compact: bool, max_capacity: int | None = None) -> None:
     """Areas in the order and at the distances they have on the traced device, so the jumps
     between streams (a backend's read after a WAL write) are as long as the application's:
     area i starts where it started in the trace relative to the first, or right after the
@@ -320,6 +333,22 @@ def _position(model: Model, compact: bool) -> None:
         wanted = 0 if compact else (a.first - base) // placement.REGION * placement.REGION
         a.position = max(wanted, at)
         at = a.position + a.length
+    if max_capacity is not None and at > max_capacity:
+        # the gaps between areas shrink in proportion until the whole fits (at least
+        # end to end: the areas themselves keep their fitted sizes)
+        sizes = sum(a.length for a in order)
+        gaps = at - sizes
+        factor = max(0.0, (max_capacity - sizes) / gaps) if gaps else 0.0
+        at = 0
+        prev_end = None
+        for a in order:
+            gap = 0 if prev_end is None else a.position - prev_end
+            prev_end = a.position + a.length
+            a.position = at + int(gap * factor) // placement.REGION * placement.REGION
+            at = a.position + a.length
+        model.notes.append(
+            f"the gaps between areas were shrunk to {factor:.0%} to fit --max-capacity"
+        )
 
 
 def capacity(model: Model) -> int:

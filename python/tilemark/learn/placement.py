@@ -195,17 +195,35 @@ def _lengths(lo: int, hi: int, points: int = 28) -> list[int]:
     return [m * REGION for m in sorted(set(out))]
 
 
+def seek_octaves(offsets: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Shares of a stream's own seek distances (from the previous IO's end) by signed octave,
+    as fidelity bins them, over bins -52..52."""
+    out = np.zeros(105)
+    if len(offsets) < 2:
+        return out
+    gap = offsets[1:] - (offsets[:-1] + sizes[:-1])
+    octave = np.floor(np.log2(np.maximum(np.abs(gap), 1))).astype(np.int64)
+    bins = np.where(gap == 0, 0, np.sign(gap) * (np.minimum(octave, 51) + 1)) + 52
+    counts = np.bincount(bins, minlength=105)
+    return counts / counts.sum()
+
+
 def _skew_error(streams: list[Observed], length: int) -> float:
-    """IO-weighted mean over the streams of |simulated - trace| hot shares."""
+    """IO-weighted mean over the streams of |simulated - trace| hot shares, plus the total
+    variation of their own seek distances (how far apart a stream's IOs land is as much a
+    property of its region's size as its footprint is)."""
     total = sum(len(s.sizes) for s in streams) or 1
     err = 0.0
     for i, s in enumerate(streams):
         if s.pattern == "sequential":
             continue
+        sizes = _sample(s.sizes)
+        sim = simulate(s.pattern, s.random_pct, sizes, length, seed=i + 1, skip=s.skip)
         want = np.array(hot_shares(s.offsets))
-        got = np.array(hot_shares(simulate(s.pattern, s.random_pct, _sample(s.sizes), length,
-                                           seed=i + 1, skip=s.skip)))  # fmt: skip
-        err += len(s.sizes) / total * float(np.abs(got - want).mean())
+        got = np.array(hot_shares(sim))
+        seeks = 0.5 * float(np.abs(seek_octaves(s.offsets, s.sizes)
+                                   - seek_octaves(sim, sizes)).sum())  # fmt: skip
+        err += len(s.sizes) / total * (float(np.abs(got - want).mean()) + seeks)
     return err
 
 

@@ -246,9 +246,7 @@ def _description(model: Model, sources: list[Source]) -> str:
 WAITED = ("read", "syncwrite")  # kinds of IO an application waits for
 
 
-def _qos(
-    model: Model, emitted: dict[str, list[str]], wait: tuple[str, float] | None
-) -> list[str]:
+def _qos(model: Model, emitted: dict[str, list[str]], wait: tuple[str, float] | None) -> list[str]:
     """Every stream keeps up with its learned rate (the application's demand is met); the
     latency objectives an application's SLO stands for are added by hand or by a tile file
     (docs/learn.md: the SLO mapping)."""
