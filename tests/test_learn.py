@@ -252,4 +252,4 @@ def test_placement_fit_reproduces_the_skew_and_the_footprint_of_a_zipf_stream():
     # fidelity's skew accuracy: 1 - the mean absolute difference of the two shares
     assert 1 - (abs(want[0] - got[0]) + abs(want[1] - got[1])) / 2 > 0.95, (want, got)
     blocks = len(placement.touched_blocks(offsets, sizes))
-    assert len(placement.touched_blocks(again, sizes)) == pytest.approx(blocks, rel=0.05)
+    assert len(placement.touched_blocks(again, sizes)) == pytest.approx(blocks, rel=0.1)
