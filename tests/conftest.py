@@ -27,7 +27,7 @@ pytest_plugins = ["fake_engine"]
 import pytest  # noqa: E402
 
 TIER_MARKERS = ("e2e", "quick", "serial", "root", "loopdev", "blkio", "nbd", "fio", "browser",
-                "cluster", "wheel")  # fmt: skip
+                "cluster", "wheel", "apps")  # fmt: skip
 
 
 def pytest_collection_modifyitems(config, items):

@@ -204,6 +204,25 @@ def test_the_submitter_comes_from_the_queue_event_and_flush_echoes_are_ignored()
     assert p.counts.completions_without_issue == 0
 
 
+def test_a_flush_completed_at_sector_2_to_the_64_minus_1_pairs_with_its_issue_at_0():
+    # What the kernel reports (block_rq_issue: "7,1 FF 0 () 0 + 0", block_rq_complete:
+    # "7,1 FF () 18446744073709551615 + 0"): unpaired, every flush lost its completion and held
+    # the rows behind it back for max_pending_ns.
+    f = pairing.OP_FLUSH
+    p = Pairer()
+    p.add(
+        _events(
+            _ev(1, D, sector=0, op=f, nsec=0),
+            _ev(2, C, sector=(1 << 64) - 1, op=f, nsec=0),
+            _ev(3, D, sector=0, op=f, nsec=0),
+            _ev(5, C, sector=(1 << 64) - 1, op=f, nsec=0),
+        )
+    )
+    rows = p.finish()
+    assert rows["complete"].tolist() == [2, 5]
+    assert p.counts.completions_without_issue == 0 and p.counts.in_flight_at_end == 0
+
+
 def test_a_request_that_never_completes_does_not_hold_the_trace_back_forever():
     p = Pairer(max_pending_ns=100)
     p.add(_events(_ev(10, D, sector=1), _ev(20, D, sector=2), _ev(30, C, sector=2)))

@@ -121,9 +121,11 @@ impl Engine {
             let writes = on_target().any(|(s, list)| list.map_or(s.writes(), |l| l.writes));
             let wants_dsync = on_target()
                 .any(|(s, list)| s.sync == SyncMode::Dsync || list.is_some_and(|l| l.fua));
-            let open = |dsync: bool| -> Result<File> {
+            let wants_buffered = t.direct
+                && on_target().any(|(s, list)| list.is_none() && s.writeback && s.writes());
+            let open = |dsync: bool, direct: bool| -> Result<File> {
                 let mut flags = 0;
-                if t.direct {
+                if direct {
                     flags |= libc::O_DIRECT;
                 }
                 if dsync {
@@ -137,9 +139,15 @@ impl Engine {
                     .map_err(|e| EngineError::io(format!("cannot open target {}", t.path), e))
             };
             let file = files.len() as u32;
-            files.push(open(false)?);
+            files.push(open(false, t.direct)?);
             let file_dsync = if wants_dsync {
-                files.push(open(true)?);
+                files.push(open(true, t.direct)?);
+                files.len() as u32 - 1
+            } else {
+                file
+            };
+            let file_buffered = if wants_buffered {
+                files.push(open(false, false)?);
                 files.len() as u32 - 1
             } else {
                 file
@@ -148,6 +156,7 @@ impl Engine {
                 offset: t.offset,
                 file,
                 file_dsync,
+                file_buffered,
                 verify: t.verify.as_ref().map(|v| BlockStamp {
                     target_id: v.target_id,
                     block: v.block_size as usize,

@@ -104,6 +104,12 @@ pub enum Arrival {
         /// the first gap (stream.rs).
         #[serde(default)]
         in_step: bool,
+        /// Mean IOs per batch (learned profiles: bursty arrivals). IOs come in batches of a
+        /// geometric size with this mean, every IO of a batch due at once, the batches at
+        /// `dist` gaps of the batch's size times the mean gap: the same rate, an inter-arrival
+        /// CV of about sqrt(2 * batch - 1). None or 1: one IO at a time.
+        #[serde(default)]
+        batch: Option<f64>,
     },
 }
 
@@ -119,7 +125,13 @@ pub struct Burst {
 pub enum SyncMode {
     None,
     Dsync,
-    Fsync { every: u32 },
+    Fsync {
+        every: u32,
+        /// fdatasync rather than fsync (what databases call for their logs): no journal
+        /// commit for the timestamps an O_DIRECT write changes.
+        #[serde(default)]
+        data: bool,
+    },
 }
 
 /// How a stream replaying a list of recorded IOs issues them (docs/engine-boundary.md).
@@ -198,6 +210,17 @@ pub struct StreamSpec {
     pub burst: Option<Burst>,
     #[serde(default = "no_sync")]
     pub sync: SyncMode,
+    /// Writes go through the page cache, uncached (RWF_DONTCACHE): the kernel starts their
+    /// writeback at once, asynchronously, as an application's page-cache writeback reaches
+    /// the device (no sync flag), and drops the pages once written.
+    #[serde(default)]
+    pub writeback: bool,
+    /// Bytes between the end of the previous IO and the start of a sequential one: [lo, hi]
+    /// of one sign, log-uniform between them (one value when equal; aligned). Negative
+    /// overlaps the previous IO (a log rewriting its last page), positive skips ahead (a
+    /// sorted writeback sweep). None: 0, plain sequential.
+    #[serde(default)]
+    pub skip: Option<(i64, i64)>,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -473,8 +496,23 @@ impl Plan {
                     ));
                 }
             }
-            if let SyncMode::Fsync { every: 0 } = s.sync {
+            if let SyncMode::Fsync { every: 0, .. } = s.sync {
                 return bad(format!("stream '{name}': fsync every must be > 0"));
+            }
+            if let Arrival::Open { batch: Some(b), .. } = &s.arrival {
+                if !(b.is_finite() && (1.0..=1e6).contains(b)) {
+                    return bad(format!("stream '{name}': batch must be from 1 to 1e6"));
+                }
+            }
+            if let Some((lo, hi)) = s.skip {
+                if (lo < 0) != (hi < 0) || lo.abs() > hi.abs() || lo == 0 {
+                    return bad(format!(
+                        "stream '{name}': skip needs lo and hi of one sign, |lo| <= |hi|, not 0"
+                    ));
+                }
+            }
+            if s.writeback && s.sync == SyncMode::Dsync {
+                return bad(format!("stream '{name}': writeback writes cannot be dsync"));
             }
             if let Some(ios) = &s.ios {
                 self.validate_ios(s, ios)?;

@@ -48,12 +48,20 @@ pub struct Schedule {
     pub mean_gap_ns: f64,
     pub poisson: bool,
     pub next_intended_ns: f64,
+    /// Mean IOs per batch (1: none); IOs of the current batch still to take.
+    pub batch_mean: f64,
+    pub batch_left: u32,
+    /// When the batch after the current one is due.
+    pub pending_next: f64,
 }
 
 impl Schedule {
     /// Intended time of the next IO, then advance the schedule.
     pub fn take(&mut self, rng: &mut Rng) -> u64 {
         let t = self.next_intended_ns;
+        if self.batch_mean > 1.0 {
+            return self.take_batched(rng);
+        }
         let gap = if self.poisson {
             self.mean_gap_ns * rng.exp1()
         } else {
@@ -61,6 +69,31 @@ impl Schedule {
         };
         self.next_intended_ns += gap;
         t as u64
+    }
+
+    /// Batched arrivals (plan.rs `batch`): a batch of geometric size is due at once, the
+    /// next one its size times the mean gap later (exponential for Poisson).
+    #[inline(never)]
+    fn take_batched(&mut self, rng: &mut Rng) -> u64 {
+        let t = self.next_intended_ns;
+        if self.batch_left == 0 {
+            let p = 1.0 / self.batch_mean;
+            let u = 1.0 - rng.next_f64(); // (0, 1]
+            let size = 1.0 + (u.ln() / (1.0 - p).ln()).floor();
+            self.batch_left = size.clamp(1.0, 1e6) as u32;
+            let gap = self.mean_gap_ns * size;
+            self.next_batch_gap(gap, rng);
+        }
+        self.batch_left -= 1;
+        if self.batch_left == 0 {
+            self.next_intended_ns = self.pending_next;
+        }
+        t as u64
+    }
+
+    fn next_batch_gap(&mut self, gap: f64, rng: &mut Rng) {
+        let gap = if self.poisson { gap * rng.exp1() } else { gap };
+        self.pending_next = self.next_intended_ns + gap;
     }
 
     pub fn next_due(&self) -> u64 {
@@ -104,9 +137,10 @@ pub struct NextIo {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TargetFiles {
     pub offset: u64,
-    /// File-table indices for plain and O_DSYNC access.
+    /// File-table indices for plain and O_DSYNC access, and for page-cache (writeback) writes.
     pub file: u32,
     pub file_dsync: u32,
+    pub file_buffered: u32,
     /// With verification: how the target's blocks are stamped.
     pub verify: Option<BlockStamp>,
 }
@@ -129,6 +163,7 @@ pub struct RegionState {
     pub target: u32,
     pub file: u32,
     pub file_dsync: u32,
+    pub file_buffered: u32,
     /// Absolute offset of the region in the target's file or device.
     pub base: u64,
     pub length: u64,
@@ -222,6 +257,8 @@ pub struct StreamState {
     random_frac: f64,
     /// Every IO is sequential (the pattern is sequential).
     sequential_only: bool,
+    /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
+    skip: Option<(i64, i64)>,
     size_cdf: Vec<(f64, u32)>,
     pub qd: u32,
     pub inflight: u32,
@@ -242,6 +279,10 @@ pub struct StreamState {
     /// The region whose write completed the last fsync cadence: where pending fsyncs go.
     pub fsync_region: u32,
     pub dsync: bool,
+    /// Its fsyncs are fdatasyncs.
+    pub fsync_data: bool,
+    /// Its writes are uncached page-cache writes (plan.rs `writeback`).
+    pub writeback: bool,
     io_limit: Option<u64>,
     bytes_issued: u64,
     buf_size: usize,
@@ -284,6 +325,7 @@ impl StreamState {
                     target: r.target as u32,
                     file: t.file,
                     file_dsync: t.file_dsync,
+                    file_buffered: t.file_buffered,
                     base: t.offset + r.offset,
                     length: r.length,
                     blocks,
@@ -298,7 +340,12 @@ impl StreamState {
             // A replayed list's records say when each IO is due; its rate only describes it.
             _ if spec.ios.is_some() => None,
             Arrival::Closed => None,
-            Arrival::Open { dist, in_step, .. } => {
+            Arrival::Open {
+                dist,
+                in_step,
+                batch,
+                ..
+            } => {
                 let mean_gap_ns = 1e9 / spec.rate_iops().expect("validated open rate");
                 let poisson = *dist == Dist::Poisson;
                 // The first IO is due at a random point after the stream's phase starts: the
@@ -323,12 +370,15 @@ impl StreamState {
                     mean_gap_ns,
                     poisson,
                     next_intended_ns: start_ns as f64 + first * mean_gap_ns,
+                    batch_mean: batch.unwrap_or(1.0),
+                    batch_left: 0,
+                    pending_next: 0.0,
                 })
             }
         };
-        let fsync_every = match spec.sync {
-            SyncMode::Fsync { every } => every,
-            _ => 0,
+        let (fsync_every, fsync_data) = match spec.sync {
+            SyncMode::Fsync { every, data } => (every, data),
+            _ => (0, false),
         };
         let nregions = spec.regions.len();
         StreamState {
@@ -339,6 +389,7 @@ impl StreamState {
             read_frac: spec.read_pct / 100.0,
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
+            skip: spec.skip,
             size_cdf,
             qd: spec.qd,
             inflight: 0,
@@ -358,6 +409,8 @@ impl StreamState {
             pending_fsyncs: 0,
             fsync_region: 0,
             dsync: spec.sync == SyncMode::Dsync,
+            fsync_data,
+            writeback: spec.writeback,
             io_limit: spec.io_limit,
             bytes_issued: 0,
             buf_size: max_size as usize,
@@ -448,6 +501,11 @@ impl StreamState {
         };
         let region = &mut self.regions[r];
         let offset = if sequential {
+            if let Some(range) = self.skip {
+                let skip = skip_bytes(range, self.align, &mut self.rng);
+                let next = region.seq_next as i64 + skip;
+                region.seq_next = if next < 0 { 0 } else { next as u64 };
+            }
             if region.seq_next + len as u64 > region.length {
                 region.seq_next = 0;
             }
@@ -458,6 +516,8 @@ impl StreamState {
         region.seq_next = (offset + len as u64).next_multiple_of(self.align);
         let file = if kind == OpKind::Write && self.dsync {
             region.file_dsync
+        } else if kind == OpKind::Write && self.writeback {
+            region.file_buffered
         } else {
             region.file
         };
@@ -613,6 +673,24 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
 }
 
 /// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
+/// A skip drawn from `(lo, hi)`: log-uniform in magnitude between them, their sign, a whole
+/// number of `align` (at least one).
+#[inline(never)]
+fn skip_bytes((lo, hi): (i64, i64), align: u64, rng: &mut Rng) -> i64 {
+    let (a, b) = (lo.unsigned_abs() as f64, hi.unsigned_abs() as f64);
+    let magnitude = if a == b {
+        a
+    } else {
+        (a.ln() + rng.next_f64() * (b.ln() - a.ln())).exp()
+    };
+    let aligned = ((magnitude / align as f64).round() as i64).max(1) * align as i64;
+    if lo < 0 {
+        -aligned
+    } else {
+        aligned
+    }
+}
+
 fn coprime_multiplier(n: u64) -> u64 {
     if n <= 2 {
         return 1;
@@ -871,6 +949,31 @@ mod tests {
     }
 
     #[test]
+    fn batched_arrivals_keep_the_rate_and_come_in_batches_of_the_mean_size() {
+        for poisson in [false, true] {
+            let mut s = Schedule {
+                mean_gap_ns: 1000.0,
+                poisson,
+                next_intended_ns: 0.0,
+                batch_mean: 8.0,
+                batch_left: 0,
+                pending_next: 0.0,
+            };
+            let mut rng = Rng::new(3);
+            let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();
+            let rate_gap = *times.last().unwrap() as f64 / times.len() as f64;
+            assert!(
+                (rate_gap / 1000.0 - 1.0).abs() < 0.05,
+                "mean gap {rate_gap}"
+            );
+            let batches = 1 + times.windows(2).filter(|w| w[1] != w[0]).count();
+            let mean = times.len() as f64 / batches as f64;
+            assert!((mean / 8.0 - 1.0).abs() < 0.05, "mean batch {mean}");
+            assert!(times.windows(2).all(|w| w[1] >= w[0]));
+        }
+    }
+
+    #[test]
     fn regions_carry_their_target_and_absolute_base() {
         let sp = spec(
             r#","regions":[{"target":1,"offset":8192,"length":1048576},{"target":0,"length":1048576}]"#,
@@ -880,12 +983,14 @@ mod tests {
                 offset: 4096,
                 file: 0,
                 file_dsync: 2,
+                file_buffered: 2,
                 verify: None,
             },
             TargetFiles {
                 offset: 0,
                 file: 1,
                 file_dsync: 1,
+                file_buffered: 1,
                 verify: None,
             },
         ];

@@ -454,6 +454,8 @@ impl Worker {
             file: io.file,
             op: if io.kind == OpKind::Read {
                 Op::Read
+            } else if st.writeback {
+                Op::WriteUncached
             } else {
                 Op::Write
             },
@@ -483,7 +485,11 @@ impl Worker {
             let req = IoReq {
                 user_data: 0,
                 file: st.regions[region as usize].file,
-                op: Op::Fsync,
+                op: if st.fsync_data {
+                    Op::Fdatasync
+                } else {
+                    Op::Fsync
+                },
                 buf: std::ptr::null_mut(),
                 len: 0,
                 offset: 0,

@@ -71,6 +71,8 @@ COMMANDS: dict[str, Entry] = {
                    "traces of real applications (docs/traces.md)."),
     "replay": Entry("tilemark.cli.replay", "replay_command", "Replay block traces against a "
                     "target at their own times, as fast as they allow, or at a depth."),
+    "learn": Entry("tilemark.cli.learn", "learn", "Learn a profile from block traces: streams, "
+                   "rates, mixes, placement, sync; it runs in tiles (docs/learn.md)."),
     "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
                       "property by property (docs/fidelity.md)."),
 }  # fmt: skip

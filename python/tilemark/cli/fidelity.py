@@ -45,6 +45,15 @@ def fidelity(
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON.")] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            metavar="PROFILE.toml",
+            help="A profile learned from A (tilemark learn): write these scores into its "
+            "[learned.fidelity], so `profiles show` reports them.",
+        ),
+    ] = None,
 ) -> None:
     """Compare two IO streams property by property: accuracy per property and overall."""
     from tilemark.trace import fidelity as fid
@@ -56,6 +65,10 @@ def fidelity(
     cb = fid.characterize(open_trace(b), name=str(b))
     accs = fid.compare(ca, cb, same_device=same_device)
     score = fid.overall(accs)
+    if record is not None:
+        from tilemark.learn.record import record_scores
+
+        record_scores(record, a, b, accs, score, same_device=same_device)
     below = [
         x for x in accs if require is not None and x.accuracy is not None and x.accuracy < require
     ]

@@ -84,6 +84,8 @@ def show(
                 for s in p.streams
             ],
             "qos": [c.__dict__ for c in p.qos],
+            "learned": p.learned,
+            "evidence": p.evidence,
         }
         print(json.dumps(doc, indent=2, default=list))
         return
@@ -144,4 +146,57 @@ def show(
                 c.id, c.describe(), "window and every interval" if c.per_interval else "window"
             )
         console.print(qos)
-    console.print("sources: see the comments in the profile file", markup=False)
+    for line in _provenance(p):
+        console.print(line, markup=False)
+
+
+def _scores(table: dict) -> str:
+    """'overall 0.93; below 0.90: seek_distance 0.64, latency 0.61' from a fidelity table."""
+    props = {k: v for k, v in table.items() if isinstance(v, float) and k != "overall"}
+    low = sorted((v, k) for k, v in props.items() if v < 0.90)
+    overall = table.get("overall")
+    text = f"overall {overall:.3f}" if isinstance(overall, float) else "overall n/a"
+    if low:
+        text += "; below 0.90: " + ", ".join(f"{k} {v:.3f}" for v, k in low)
+    elif props:
+        text += f"; every property >= 0.90 (lowest {min(props.values()):.3f})"
+    return text
+
+
+def _provenance(p) -> list[str]:
+    """Where the profile comes from: a learned profile's source and fidelity, a built-in's
+    evidence, or its comments."""
+    out = []
+    learned = p.learned
+    if learned:
+        for src in learned.get("source", []):
+            out.append(
+                f"learned from: {src.get('path')} ({src.get('rows')} requests over "
+                f"{src.get('span_s')} s, device {src.get('device')}, fingerprint "
+                f"{str(src.get('fingerprint'))[:16]})"
+            )
+        cap = learned.get("capacity")
+        if isinstance(cap, int):
+            out.append(
+                f"capacity per tile: {format_size(cap)} (run with --capacity {cap} per tile for "
+                "the trace's footprint)"
+            )
+        if "model_bytes" in learned:
+            out.append(
+                f"model: {learned['model_bytes']} bytes = {learned.get('model_share', 0):.2%} of "
+                f"the trace's {format_size(learned.get('trace_bytes', 0))}"
+            )
+        fid = learned.get("fidelity")
+        if isinstance(fid, dict):
+            out.append(f"fidelity against {fid.get('reference')}: {_scores(fid)}")
+        else:
+            out.append(
+                "fidelity: not measured yet (tilemark fidelity TRACE RUN.parquet --record FILE)"
+            )
+        for note in learned.get("notes", []):
+            out.append(f"note: {note}")
+    for app, table in (p.evidence or {}).items():
+        out.append(f"evidence against {app}: {_scores(table)} ({table.get('source', '')})")
+    if not learned:
+        out.append("sources: see the comments in the profile file")
+    return out

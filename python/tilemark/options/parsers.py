@@ -164,20 +164,60 @@ def parse_pattern(value: object, label: str) -> str:
 
 
 def parse_sync(value: object, label: str) -> str:
-    """none | dsync | fsync | fsync:N, normalized (fsync is fsync:1)."""
+    """none | dsync | fsync | fsync:N | fdatasync | fdatasync:N, normalized (fsync is
+    fsync:1)."""
     text = value.strip().lower() if isinstance(value, str) else ""
     if text in ("none", "dsync"):
         return text
-    if text == "fsync":
-        return "fsync:1"
-    if match := re.fullmatch(r"fsync:(\d+)", text):
-        every = int(match.group(1))
+    if text in ("fsync", "fdatasync"):
+        return f"{text}:1"
+    if match := re.fullmatch(r"(fsync|fdatasync):(\d+)", text):
+        every = int(match.group(2))
         if every >= 1:
-            return f"fsync:{every}"
+            return f"{match.group(1)}:{every}"
     raise UsageError(
-        f"{label} must be none, dsync, fsync or fsync:N (an fsync after every N writes, "
-        f"N at least 1), got {shown(value)}."
+        f"{label} must be none, dsync, fsync, fsync:N or fdatasync:N (an fsync or fdatasync "
+        f"after every N writes, N at least 1), got {shown(value)}."
     )
+
+
+def parse_skip(value: object, label: str) -> tuple[int, int]:
+    """SIZE or LO:HI (sizes of one sign, -8k, 16k:4m) -> (lo, hi) bytes, |lo| <= |hi|."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    parts = text.split(":") if text else []
+    out = []
+    for part in parts:
+        sign = -1 if part.startswith("-") else 1
+        try:
+            out.append(sign * parse_size(part.lstrip("-"), label))
+        except UsageError:
+            out = []
+            break
+    if len(out) == 1:
+        out = [out[0], out[0]]
+    if len(out) != 2 or 0 in out or (out[0] < 0) != (out[1] < 0) or abs(out[0]) > abs(out[1]):
+        raise UsageError(
+            f"{label} must be SIZE or LO:HI, sizes of one sign with |LO| <= |HI| (bytes "
+            f"between a sequential IO and the previous one's end: -8k rewrites the last 8 KiB, "
+            f"16k:4m skips ahead), got {shown(value)}."
+        )
+    return out[0], out[1]
+
+
+def parse_batch(value: object, label: str) -> float:
+    """Mean IOs per batch of an open-loop stream: a number from 1 to 1,000,000."""
+    value_f = -1.0
+    if not isinstance(value, bool) and isinstance(value, int | float | str):
+        try:
+            value_f = float(value)
+        except ValueError:
+            pass
+    if not (1 <= value_f <= 1e6):
+        raise UsageError(
+            f"{label} must be the mean IOs per batch, a number from 1 to 1000000, got "
+            f"{shown(value)}."
+        )
+    return value_f
 
 
 def parse_burst(value: object, label: str) -> tuple[int, float]:

@@ -49,6 +49,7 @@ from tilemark.options.parsers import (
     Parser,
     choice,
     int_range,
+    parse_batch,
     parse_bool,
     parse_bs,
     parse_burst,
@@ -63,6 +64,7 @@ from tilemark.options.parsers import (
     parse_pattern,
     parse_run_duration,
     parse_seed,
+    parse_skip,
     parse_sync,
     parse_target_names,
     positive_duration,
@@ -209,8 +211,22 @@ OPTIONS: tuple[Option, ...] = (
        default="closed without a rate, constant with one"),
     _o("burst", "stream", "Issue IOS IOs, wait for them, pause: 10/5ms.", flag="--burst",
        metavar="IOS/DELAY", modes=WORKLOAD, toml=True, parse=parse_burst),
-    _o("sync", "stream", "Write sync: none, dsync, fsync or fsync:N.", flag="--sync",
-       metavar="MODE", modes=WORKLOAD, toml=True, parse=parse_sync, default="none"),
+    _o("sync", "stream", "Write sync: none, dsync, fsync, fsync:N or fdatasync:N.",
+       flag="--sync", metavar="MODE", modes=WORKLOAD, toml=True, parse=parse_sync,
+       default="none"),
+    _o("batch", "stream", "Open loop: IOs arrive in batches of this mean size (geometric), "
+       "each batch at once, at the same rate: bursty arrivals (inter-arrival CV about "
+       "sqrt(2 * batch - 1)).", flag="--batch", metavar="N", modes=WORKLOAD, toml=True,
+       parse=parse_batch, default="1"),
+    _o("skip", "stream", "Where a sequential IO starts: SIZE or LO:HI bytes after the previous "
+       "one's end (log-uniform between LO and HI); negative overlaps it (a log rewriting its "
+       "last page: -8k), positive skips ahead (a sorted writeback sweep: 16k:4m).",
+       flag="--skip", metavar="LO[:HI]", modes=WORKLOAD, toml=True, parse=parse_skip,
+       default="0 (contiguous)"),
+    _o("writeback", "stream", "Writes go through the page cache uncached (RWF_DONTCACHE, "
+       "Linux 6.14+): the kernel writes them back at once, asynchronously, as an application's "
+       "page-cache writeback reaches the device.", toml=True, parse=parse_bool,
+       default="false"),
     _o("offset", "stream", "Region start within the data area.", flag="--offset", metavar="SIZE",
        modes=WORKLOAD, toml=True, profile=False, parse=parse_size, default="0"),
     _o("length", "stream", "Region length.", flag="--length", metavar="SIZE", modes=WORKLOAD,

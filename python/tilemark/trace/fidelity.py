@@ -396,7 +396,17 @@ class Accuracy:
 def compare(
     a: Characterization, b: Characterization, *, same_device: bool = False
 ) -> list[Accuracy]:
-    """Every property of PROPERTIES, for A against B, in that order."""
+    """Every property of PROPERTIES, for A against B, in that order. UsageError when a stream
+    has no reads or writes: then no property but the rate could be compared, and a score
+    would say nothing."""
+    for c in (a, b):
+        if c.data_ios == 0:
+            from tilemark.errors import UsageError
+
+            raise UsageError(
+                f"{c.name} has no reads or writes ({c.ios} requests): the two streams have no "
+                "property in common to compare."
+            )
     out: list[Accuracy] = []
 
     def add(prop: str, va: Any, vb: Any, dist: float | None, why: str | None = None) -> None:

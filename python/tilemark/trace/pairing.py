@@ -231,12 +231,13 @@ class Pairer:
 
 
 def _request_keys(ev: np.ndarray) -> np.ndarray:
-    """One integer per event naming its request: sector, device, op (sectors < 2^50)."""
+    """One integer per event naming its request: sector, device, op (sectors < 2^50). A flush
+    has no sector: the kernel issues it at sector 0 and completes it at 2^64 - 1, so flushes
+    are keyed at sector 0 (they pair first-in first-out per device)."""
     _, dev_index = np.unique(ev["dev"], return_inverse=True)
+    sector = np.where(ev["op"] == OP_FLUSH, 0, ev["sector"]).astype(np.int64)
     return (
-        (ev["sector"].astype(np.int64) << 13)
-        | (dev_index.reshape(-1).astype(np.int64) << 3)
-        | ev["op"].astype(np.int64)
+        (sector << 13) | (dev_index.reshape(-1).astype(np.int64) << 3) | ev["op"].astype(np.int64)
     )
 
 

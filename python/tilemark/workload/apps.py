@@ -72,6 +72,11 @@ class Profile:
     streams: list[AppStream]
     qos: list[Criterion]
     path: str
+    # `[learned]` of a profile learned from traces (docs/learn.md): its source's fingerprint,
+    # the model's size and the fidelity measured; None for a hand-written profile.
+    learned: dict[str, Any] | None = None
+    # `[evidence.APP]`: how the profile scored against a real application (docs/tiles.md).
+    evidence: dict[str, Any] | None = None
 
     def stream_names(self) -> list[str]:
         """Names of the compiled streams (copies get a numeric suffix)."""
@@ -207,7 +212,14 @@ def load_profile(name_or_path: str) -> Profile:
     path = find_profile(name_or_path)
     where = str(path)
     doc = read_toml(path, "profile")
-    _keys(doc, ("profile", "scale", "stream", "qos"), where)
+    _keys(doc, ("profile", "scale", "stream", "qos", "learned", "evidence"), where)
+    learned, evidence = doc.get("learned"), doc.get("evidence")
+    if learned is not None and not isinstance(learned, dict):
+        raise UsageError(f"profile {where}: [learned] must be a table (written by tilemark learn).")
+    if evidence is not None and not (
+        isinstance(evidence, dict) and all(isinstance(v, dict) for v in evidence.values())
+    ):
+        raise UsageError(f"profile {where}: [evidence.APP] must be tables of fidelity scores.")
     head = _keys(doc.get("profile", {}), PROFILE_KEYS, f"{where} [profile]")
     for required in ("name", "metric", "metric_unit"):
         if not isinstance(head.get(required), str) or not head[required]:
@@ -241,6 +253,8 @@ def load_profile(name_or_path: str) -> Profile:
         streams=streams,
         qos=[],
         path=where,
+        learned=learned,
+        evidence=evidence,
     )
     profile.qos = [_criterion(cid, t, profile, where) for cid, t in doc.get("qos", {}).items()]
     # Evaluate every expression once now, so a typo fails at load time with the file named.

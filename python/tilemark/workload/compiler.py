@@ -41,6 +41,8 @@ def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
 def _sync_plan(sync: str) -> dict[str, Any]:
     if sync.startswith("fsync:"):
         return {"kind": "fsync", "every": int(sync.split(":")[1])}
+    if sync.startswith("fdatasync:"):
+        return {"kind": "fsync", "every": int(sync.split(":")[1]), "data": True}
     return {"kind": sync}
 
 
@@ -52,6 +54,8 @@ def _arrival_plan(stream: StreamSpec) -> dict[str, Any]:
         arrival["rate_iops"] = stream.rate_iops
     else:
         arrival["rate_bps"] = stream.rate_bytes
+    if stream.batch > 1:
+        arrival["batch"] = stream.batch
     return arrival
 
 
@@ -217,6 +221,8 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 "arrival": _arrival_plan(stream),
                 "burst": burst,
                 "sync": _sync_plan(stream.sync),
+                **({"writeback": True} if stream.writeback else {}),
+                **({"skip": list(stream.skip)} if stream.skip else {}),
                 "compress_pct": stream.compress_pct,
                 "dedupe_ratio": stream.dedupe,
                 "seed": stream.seed

@@ -104,7 +104,10 @@ class StreamSpec:
     rate_iops: float | None = None
     rate_bytes: float | None = None
     burst: tuple[int, float] | None = None  # (ios, delay_ms)
-    sync: str = "none"  # "none" | "dsync" | "fsync:N"
+    sync: str = "none"  # "none" | "dsync" | "fsync:N" | "fdatasync:N"
+    batch: float = 1.0  # open loop: mean IOs per batch (bursty arrivals); 1: one at a time
+    writeback: bool = False  # writes through the page cache, uncached (async writeback)
+    skip: tuple[int, int] | None = None  # bytes before a sequential IO (lo, hi)
     offset: int = 0
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
@@ -341,10 +344,18 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
 
     open_loop = stream.arrival != "closed"
     stream.qd = DEFAULT_OPEN_LOOP_QD if open_loop else 1
+    if "batch" in table and not open_loop:
+        raise UsageError(
+            f"{label('batch')} shapes open-loop arrivals; give the stream a rate (closed loop "
+            "keeps its queue full)."
+        )
     for key, attr in (
         ("qd", "qd"),
         ("burst", "burst"),
         ("sync", "sync"),
+        ("batch", "batch"),
+        ("writeback", "writeback"),
+        ("skip", "skip"),
         ("offset", "offset"),
         ("length", "length"),
         ("align", "align"),

@@ -27,6 +27,25 @@ pub enum Op {
     /// Give `[offset, offset + len)` back: a hole punched in a file, a discard on a block
     /// device (`discard_request` says which, per file).
     Discard,
+    /// fdatasync (a stream's `fsync` with `data`).
+    Fdatasync,
+    /// A page-cache write with RWF_DONTCACHE: writeback starts at once, pages dropped after.
+    WriteUncached,
+}
+
+/// RWF_DONTCACHE (linux/fs.h, Linux 6.14): uncached buffered IO.
+pub const RWF_DONTCACHE: i32 = 0x80;
+
+impl Op {
+    /// True for the flushes: fsync and fdatasync.
+    pub fn is_sync(self) -> bool {
+        matches!(self, Op::Fsync | Op::Fdatasync)
+    }
+
+    /// True for the ops that carry a buffer: reads and writes of any kind.
+    pub fn moves_data(self) -> bool {
+        matches!(self, Op::Read | Op::Write | Op::WriteUncached)
+    }
 }
 
 /// How a backend asks the kernel to discard a byte range of a file or block device.

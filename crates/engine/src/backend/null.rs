@@ -3,7 +3,7 @@
 
 use std::io;
 
-use super::{Backend, Completion, IoReq, Op};
+use super::{Backend, Completion, IoReq};
 use crate::clock::RunClock;
 
 #[derive(Default)]
@@ -13,9 +13,10 @@ pub struct NullBackend {
 
 impl Backend for NullBackend {
     fn queue(&mut self, req: IoReq) -> io::Result<()> {
-        let result = match req.op {
-            Op::Fsync | Op::Discard => 0,
-            Op::Read | Op::Write => req.len as i32,
+        let result = if req.op.moves_data() {
+            req.len as i32
+        } else {
+            0
         };
         self.done.push(Completion {
             user_data: req.user_data,

@@ -100,6 +100,13 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
             match req.op {
                 Op::Read => libc::pread(fd, req.buf.cast(), req.len as usize, req.offset as i64),
                 Op::Write => libc::pwrite(fd, req.buf.cast(), req.len as usize, req.offset as i64),
+                Op::WriteUncached => {
+                    let iov = libc::iovec {
+                        iov_base: req.buf.cast(),
+                        iov_len: req.len as usize,
+                    };
+                    libc::pwritev2(fd, &iov, 1, req.offset as i64, super::RWF_DONTCACHE)
+                }
                 Op::Fsync => libc::fsync(fd) as isize,
                 Op::Discard => match discard {
                     DiscardKind::PunchHole => {
@@ -111,6 +118,7 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
                         libc::ioctl(fd, BLKDISCARD, range.as_ptr()) as isize
                     }
                 },
+                Op::Fdatasync => libc::fdatasync(fd) as isize,
             }
         };
         let result = if ret < 0 {

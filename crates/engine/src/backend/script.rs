@@ -40,6 +40,9 @@ pub struct Log {
     pub requests: Vec<(Op, u64, u32, u32)>,
     /// Run time at which each request was taken (submitted), in the same order.
     pub times: Vec<u64>,
+    /// Of those: fdatasyncs; and of the writes: uncached page-cache writes.
+    pub fdatasyncs: u64,
+    pub uncached_writes: u64,
     /// Calls to `submit`, and those that waited.
     pub submits: u64,
     pub waits: u64,
@@ -116,6 +119,15 @@ impl Backend for ScriptBackend {
             match op {
                 Op::Read => log.reads += 1,
                 Op::Write => log.writes += 1,
+                Op::WriteUncached => {
+                    log.writes += 1;
+                    log.uncached_writes += 1;
+                }
+                Op::Fdatasync => {
+                    log.fsyncs += 1;
+                    log.fdatasyncs += 1;
+                    result = 0;
+                }
                 Op::Fsync => {
                     log.fsyncs += 1;
                     result = 0;
@@ -125,7 +137,7 @@ impl Backend for ScriptBackend {
                     result = 0;
                 }
             }
-            if matches!(op, Op::Read | Op::Write) {
+            if op.moves_data() {
                 log.offsets.push(offset);
                 self.data_taken += 1;
                 let every = self.script.fail_every;

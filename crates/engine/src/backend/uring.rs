@@ -172,6 +172,10 @@ impl Backend for UringBackend {
             Op::Write => opcode::Write::new(fd, req.buf, req.len)
                 .offset(req.offset)
                 .build(),
+            Op::WriteUncached => opcode::Write::new(fd, req.buf, req.len)
+                .offset(req.offset)
+                .rw_flags(super::RWF_DONTCACHE)
+                .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),
             Op::Discard => match self.discard[req.file as usize] {
                 DiscardKind::PunchHole => opcode::Fallocate::new(fd, req.len as u64)
@@ -187,6 +191,9 @@ impl Backend for UringBackend {
                         .build()
                 }
             },
+            Op::Fdatasync => opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build(),
         };
         self.push(&entry.user_data(req.user_data))?;
         self.inflight += 1;

@@ -19,6 +19,7 @@ const TARGET: [TargetFiles; 1] = [TargetFiles {
     offset: 4096,
     file: 0,
     file_dsync: 1,
+    file_buffered: 0,
     verify: None,
 }];
 

@@ -20,12 +20,14 @@ const TARGET_FILES: [TargetFiles; 2] = [
         offset: 0,
         file: 0,
         file_dsync: 0,
+        file_buffered: 0,
         verify: None,
     },
     TargetFiles {
         offset: 4096,
         file: 1,
         file_dsync: 1,
+        file_buffered: 1,
         verify: None,
     },
 ];
@@ -307,6 +309,84 @@ fn fsync_follows_every_nth_write() {
     assert_eq!(total.ops[OpKind::Write as usize].ops, 400);
     assert_eq!(total.ops[OpKind::Sync as usize].ops, 100);
     assert_eq!(log.lock().unwrap().fsyncs, 100);
+}
+
+#[test]
+fn fsync_with_data_issues_fdatasyncs() {
+    let (backend, log) = scripted(latency(20_000));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let specs = [spec(serde_json::json!({"read_pct": 0, "qd": 2,
+        "sync": {"kind": "fsync", "every": 2, "data": true}, "io_limit": 100 * 4096}))];
+    let out = run(streams(&specs), backend, &clock);
+    assert_eq!(out.total(0).ops[OpKind::Sync as usize].ops, 50);
+    let log = log.lock().unwrap();
+    assert_eq!((log.fsyncs, log.fdatasyncs), (50, 50));
+}
+
+#[test]
+fn writeback_writes_go_uncached_through_the_buffered_file_and_reads_stay_direct() {
+    let (backend, log) = scripted(latency(20_000));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let files = [TargetFiles {
+        offset: 0,
+        file: 0,
+        file_dsync: 0,
+        file_buffered: 3,
+        verify: None,
+    }];
+    let sp = spec(
+        serde_json::json!({"read_pct": 50, "qd": 4, "writeback": true,
+        "io_limit": 400 * 4096}),
+    );
+    let out = run(vec![StreamState::new(0, &sp, &files)], backend, &clock);
+    let writes = out.total(0).ops[OpKind::Write as usize].ops;
+    let reads = out.total(0).ops[OpKind::Read as usize].ops;
+    assert_eq!(reads + writes, 400);
+    assert!(
+        writes > 100 && reads > 100,
+        "a 50/50 mix: {reads} reads, {writes} writes"
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(log.uncached_writes, writes);
+    assert_eq!(log.files.iter().filter(|&&f| f == 3).count() as u64, writes);
+    assert_eq!(log.files.iter().filter(|&&f| f == 0).count() as u64, reads);
+}
+
+#[test]
+fn skip_places_sequential_ios_before_or_after_the_previous_end() {
+    // a log rewriting its last 8 KiB page: each 24 KiB write starts 8 KiB before the last end
+    let (backend, log) = scripted(latency(10_000));
+    let clock = RunClock::manual(0, None, 1000 * MS);
+    let sp = spec(serde_json::json!({"read_pct": 0, "sizes": [[24576, 1]],
+        "pattern": {"kind": "sequential"}, "random_pct": 0, "skip": [-8192, -8192],
+        "io_limit": 20 * 24576}));
+    run(streams(&[sp]), backend, &clock);
+    let offsets = log.lock().unwrap().offsets.clone();
+    assert_eq!(offsets.len(), 20);
+    for w in offsets.windows(2) {
+        assert_eq!(w[1], w[0] + 24576 - 8192);
+    }
+    // a sorted sweep: 8 KiB writes, each 16 KiB to 1 MiB after the previous end
+    let (backend, log) = scripted(latency(10_000));
+    let sp = spec(serde_json::json!({"read_pct": 0, "sizes": [[8192, 1]],
+        "pattern": {"kind": "sequential"}, "random_pct": 0, "skip": [16384, 1048576],
+        "regions": [{"target": 1, "length": 4194304 - 4096}], "io_limit": 200 * 8192}));
+    run(streams(&[sp]), backend, &clock);
+    let offsets = log.lock().unwrap().offsets.clone();
+    let gaps: Vec<i64> = offsets
+        .windows(2)
+        .map(|w| w[1] as i64 - (w[0] as i64 + 8192))
+        .filter(|&g| g >= 0) // not the wraps at the region's end
+        .collect();
+    assert!(gaps.len() > 100);
+    assert!(gaps
+        .iter()
+        .all(|&g| (16384..=1048576).contains(&g) && g % 4096 == 0));
+    let small = gaps.iter().filter(|&&g| g < 131072).count();
+    assert!(
+        small > gaps.len() / 4 && small < gaps.len() * 3 / 4,
+        "log-uniform: {small}"
+    );
 }
 
 #[test]

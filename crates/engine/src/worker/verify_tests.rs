@@ -46,7 +46,7 @@ impl MemBackend {
         let buf = unsafe { std::slice::from_raw_parts_mut(req.buf, len) };
         let mut image = self.image.lock().unwrap();
         match req.op {
-            Op::Write => image[at..at + len].copy_from_slice(buf),
+            Op::Write | Op::WriteUncached => image[at..at + len].copy_from_slice(buf),
             Op::Read => {
                 buf.copy_from_slice(&image[at..at + len]);
                 if let Some(d) = self.damaged {
@@ -55,11 +55,11 @@ impl MemBackend {
                     }
                 }
             }
-            Op::Fsync | Op::Discard => {}
+            Op::Fsync | Op::Fdatasync | Op::Discard => {}
         }
         out.push(Completion {
             user_data: req.user_data,
-            result: if req.op == Op::Fsync { 0 } else { len as i32 },
+            result: if req.op.moves_data() { len as i32 } else { 0 },
         });
     }
 }
@@ -98,6 +98,7 @@ fn targets(epoch: u32) -> [TargetFiles; 1] {
         offset: 0,
         file: 0,
         file_dsync: 0,
+        file_buffered: 0,
         verify: Some(BlockStamp {
             target_id: TARGET_ID,
             block: 4096,

@@ -1,0 +1,387 @@
+"""Fidelity of learned profiles to real applications (issue 24): PostgreSQL, RocksDB, SQLite.
+
+For each application: on a device of known capacity (apprigs.delayed_device: nbdkit memory
+behind the delay filter, under a loop device, under ext4), capture the application with
+`tilemark trace capture`, learn a profile from the capture with `tilemark learn`, run the
+learned profile (`tilemark run --tiles 1 --tile learned.toml`) on a file of the same
+filesystem, capture that, and compare the two captures with `tilemark fidelity --same-device`.
+The built-in `oltp` profile is scored against the PostgreSQL capture the same way (run at the
+capture's IO rate).
+
+    sudo .venv/bin/python bench/fidelity.py --apps pg,rocksdb,sqlite --seconds 30 --reps 2
+
+writes bench/results/DATE-vm-fidelity.{md,json}: per application and repetition the
+accuracy of every property and the overall score, with /proc/pressure/* before each capture.
+The e2e tests (tests/e2e/test_learn_apps.py) run the same rounds, smaller and shorter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import apprigs as rigs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+def tilemark() -> str:
+    exe = Path(sys.executable).with_name("tilemark")
+    return str(exe) if exe.exists() else shutil.which("tilemark") or "tilemark"
+
+
+@dataclass
+class Round:
+    """One application captured, learned, run and compared."""
+
+    app: str
+    settings: dict[str, Any]
+    app_summary: str = ""
+    app_metric: float | None = None  # tps, ops/s, orders/s
+    learned: str = ""  # the profile text
+    learn_output: str = ""
+    run_summary: str = ""
+    fidelity: dict[str, Any] = field(default_factory=dict)
+    oltp_fidelity: dict[str, Any] | None = None
+    pressure_app: dict[str, str] = field(default_factory=dict)
+    pressure_run: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def scores(self) -> dict[str, float | None]:
+        return {p["property"]: p["accuracy"] for p in self.fidelity.get("properties", [])}
+
+
+def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+LEAD_S = 1.5  # the command runs this long before the capture starts, and as long after it
+
+
+def capture(dev: rigs.Device, out: Path, cmd: list[str], seconds: float) -> str:
+    """`tilemark trace capture` of the loop device (not its backing) for `seconds` of the
+    middle of `cmd`, which was given LEAD_S more on either side: both the application and the
+    learned run are captured in their steady state, without start-up (tilemark's own reads
+    of its target's header, pgbench's connections) or wind-down. Returns the capture's
+    summary followed by the command's output."""
+    args = [tilemark(), "trace", "capture", "--device", dev.loop, "--no-backing", "-o", str(out),
+            "--force", "--duration", f"{seconds:g}s"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(LEAD_S)
+        done = run(args)
+    finally:
+        app_out, _ = proc.communicate(timeout=600)
+    if done.returncode != 0 or not out.exists():
+        raise RuntimeError(f"capture failed ({done.returncode}): {done.stderr[-800:]}")
+    return done.stdout + "\n" + app_out
+
+
+def learn(trace: Path, out: Path, unit: str | None, max_capacity: str = "1400m") -> str:
+    """`tilemark learn`; the tile must fit the 2 GiB filesystem the application leaves."""
+    args = [tilemark(), "learn", str(trace), "-o", str(out), "--force", "--max-capacity",
+            max_capacity]  # fmt: skip
+    if unit:
+        args += ["--unit", unit]
+    done = run(args)
+    if done.returncode != 0:
+        raise RuntimeError(f"learn failed ({done.returncode}): {done.stderr[-800:]}")
+    return done.stdout
+
+
+def fidelity(a: Path, b: Path) -> dict[str, Any]:
+    done = run([tilemark(), "fidelity", str(a), str(b), "--same-device", "--json"])
+    if done.returncode != 0:
+        raise RuntimeError(f"fidelity failed ({done.returncode}): {done.stderr[-800:]}")
+    return json.loads(done.stdout)
+
+
+def capacity_of(profile: Path) -> int:
+    import tomllib
+
+    doc = tomllib.loads(profile.read_text())
+    return int(doc["learned"]["capacity"])
+
+
+def run_profile(
+    dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
+    extra: tuple[str, ...] = (),
+) -> str:  # fmt: skip
+    """The profile as one tile on a file of the device's filesystem, captured. The caller
+    has removed the application's files: on the emptied filesystem ext4 lays the target out
+    in long extents from the start, so the profile's layout (where its areas lie, how far
+    apart) reaches the device as the profile has it, rather than scattered over the holes
+    between the application's files."""
+    target = fs / "tilemark-learned.dat"
+    rigs.remount(dev.loop, fs)
+    results = out.parent / "results"
+    base = [tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
+            "--capacity", str(capacity), "--warmup", "0",
+            "--results", str(results), *extra]  # fmt: skip
+    # Create and fill the target first (a 1 s run), so the capture holds only the profile.
+    prep = run([*base, "--duration", "1s"])
+    if prep.returncode not in (0, 3):
+        raise RuntimeError(f"preparing the target failed ({prep.returncode}): {prep.stderr[-800:]}")
+    rigs.drop_caches()
+    return capture(dev, out, [*base, "--duration", f"{seconds + 2 * LEAD_S:g}s"], seconds)
+
+
+def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: int,
+             rdelay_ms: float, wdelay_ms: float, port: int = 54329,
+             oltp: bool = False) -> Round:  # fmt: skip
+    """PostgreSQL: pgbench TPC-B-like (data > the memory cgroup), captured, learned, compared."""
+    settings = dict(scale=scale, clients=clients, seconds=seconds, memcg_mb=memcg_mb,
+                    rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms)  # fmt: skip
+    r = Round("postgresql", settings)
+    t0 = time.monotonic()
+    with rigs.delayed_device(work, "2G", rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms) as dev:
+        with rigs.ext4(dev.loop, work / "fs") as fs:
+            with rigs.memory_cgroup("pg", memcg_mb << 20) as cg:
+                with rigs.postgres(fs / "pg", port, cgroup=cg) as pg:
+                    rigs.pgbench_init(pg, scale)
+                    rigs.drop_caches()
+                    # warm the instance up a little (connections, first checkpoint)
+                    run(pg.pgbench("-c", str(clients), "-j", "2", "-T", "3"))
+                    r.pressure_app = rigs.pressure()
+                    span = f"{seconds + 2 * LEAD_S:g}"
+                    cmd = pg.pgbench("-c", str(clients), "-j", "2", "-T", span)
+                    r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+                    r.app_metric = _number_after(r.app_summary, "tps = ")
+            r.learn_output = learn(work / "app.parquet", work / "learned.toml",
+                                   f"tps={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
+            r.learned = (work / "learned.toml").read_text()
+            cap = capacity_of(work / "learned.toml")
+            r.pressure_run = rigs.pressure()
+            r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
+                                        work / "run.parquet")  # fmt: skip
+            r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
+            if oltp:
+                r.oltp_fidelity = oltp_round(dev, fs, work, cap, seconds)
+    r.seconds = time.monotonic() - t0
+    return r
+
+
+def oltp_round(dev: rigs.Device, fs: Path, work: Path, capacity: int, seconds: float) -> dict:
+    """The built-in oltp profile at the PostgreSQL capture's rate, on the same device."""
+    import tomllib
+
+    doc = tomllib.loads((work / "learned.toml").read_text())
+    rate = float(doc["learned"]["rate_iops"])
+    # oltp's data stream carries iops and its redo iops * 0.25: the same total IO rate
+    iops = rate / 1.25
+    run_profile(dev, fs, "oltp", capacity, seconds, work / "oltp.parquet",
+                ("--set", f"oltp.iops={iops:.6g}"))  # fmt: skip
+    return fidelity(work / "app.parquet", work / "oltp.parquet")
+
+
+def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay_ms: float,
+                  wdelay_ms: float) -> Round:  # fmt: skip
+    """RocksDB db_bench: fillrandom (not captured), then readrandomwriterandom captured."""
+    settings = dict(num=num, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
+                    wdelay_ms=wdelay_ms)  # fmt: skip
+    r = Round("rocksdb", settings)
+    t0 = time.monotonic()
+    with rigs.delayed_device(work, "2G", rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms) as dev:
+        with rigs.ext4(dev.loop, work / "fs") as fs:
+            db = fs / "rocksdb"
+            fill = run(rigs.db_bench_cmd(db, "fillrandom", num=num))
+            if fill.returncode != 0:
+                raise RuntimeError(f"db_bench fillrandom failed: {fill.stderr[-600:]}")
+            rigs.drop_caches()
+            with rigs.memory_cgroup("rocksdb", memcg_mb << 20) as cg:
+                cmd = rigs.in_cgroup(cg, rigs.db_bench_cmd(
+                    db, "readrandomwriterandom", num=num,
+                    duration_s=int(seconds + 2 * LEAD_S + 1),
+                    extra=("--readwritepercent=70",)))  # fmt: skip
+                r.pressure_app = rigs.pressure()
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+            r.app_metric = _ops_per_sec(r.app_summary)
+            shutil.rmtree(db)
+            r.learn_output = learn(work / "app.parquet", work / "learned.toml",
+                                   f"ops={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
+            r.learned = (work / "learned.toml").read_text()
+            cap = capacity_of(work / "learned.toml")
+            r.pressure_run = rigs.pressure()
+            r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
+                                        work / "run.parquet")  # fmt: skip
+            r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
+    r.seconds = time.monotonic() - t0
+    return r
+
+
+def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdelay_ms: float,
+                 wdelay_ms: float) -> Round:  # fmt: skip
+    """SQLite (WAL, synchronous=FULL): an order-entry loop, captured, learned, compared."""
+    settings = dict(items=items, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
+                    wdelay_ms=wdelay_ms)  # fmt: skip
+    r = Round("sqlite", settings)
+    t0 = time.monotonic()
+    with rigs.delayed_device(work, "1G", rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms) as dev:
+        with rigs.ext4(dev.loop, work / "fs") as fs:
+            db = fs / "orders.db"
+            load = run(rigs.sqlite_cmd(sys.executable, db, items, 0))
+            if load.returncode != 0:
+                raise RuntimeError(f"sqlite load failed: {load.stderr[-600:]}")
+            rigs.drop_caches()
+            with rigs.memory_cgroup("sqlite", memcg_mb << 20) as cg:
+                span = seconds + 2 * LEAD_S
+                cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, span))
+                r.pressure_app = rigs.pressure()
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+            for f in fs.glob("orders.db*"):
+                f.unlink()
+            orders = _number_after(r.app_summary, "orders ")
+            r.app_metric = orders / span if orders else None
+            unit = f"orders={r.app_metric:.6g}" if r.app_metric else None
+            r.learn_output = learn(work / "app.parquet", work / "learned.toml", unit)
+            r.learned = (work / "learned.toml").read_text()
+            cap = capacity_of(work / "learned.toml")
+            r.pressure_run = rigs.pressure()
+            r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
+                                        work / "run.parquet")  # fmt: skip
+            r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
+    r.seconds = time.monotonic() - t0
+    return r
+
+
+def _number_after(text: str, marker: str) -> float | None:
+    at = text.rfind(marker)
+    if at < 0:
+        return None
+    word = text[at + len(marker) :].split()[0]
+    try:
+        return float(word)
+    except ValueError:
+        return None
+
+
+def _ops_per_sec(text: str) -> float | None:
+    # "readrandomwriterandom :      12.345 micros/op 81000 ops/sec ..."
+    for line in text.splitlines():
+        if "ops/sec" in line and "micros/op" in line:
+            words = line.split()
+            return float(words[words.index("ops/sec") - 1])
+    return None
+
+
+# -----------------------------------------------------------------------------------------------
+# report
+
+
+def table(rounds: list[Round], key: str = "fidelity") -> str:
+    props: list[str] = []
+    for r in rounds:
+        doc = getattr(r, key) or {}
+        for p in doc.get("properties", []):
+            if p["property"] not in props:
+                props.append(p["property"])
+    head = "| property | " + " | ".join(f"rep {i + 1}" for i in range(len(rounds))) + " |"
+    lines = [head, "|---|" + "---|" * len(rounds)]
+    for prop in props:
+        cells = []
+        for r in rounds:
+            doc = getattr(r, key) or {}
+            acc = next((p["accuracy"] for p in doc.get("properties", [])
+                        if p["property"] == prop), None)  # fmt: skip
+            cells.append("-" if acc is None else (f"**{acc:.3f}**" if acc < 0.9 else f"{acc:.3f}"))
+        lines.append(f"| {prop} | " + " | ".join(cells) + " |")
+    overall = []
+    for r in rounds:
+        o = (getattr(r, key) or {}).get("overall")
+        overall.append("-" if o is None else f"{o:.3f}")
+    lines.append("| **overall** | " + " | ".join(overall) + " |")
+    return "\n".join(lines)
+
+
+def report(rounds: list[Round], args: argparse.Namespace) -> str:
+    by_app: dict[str, list[Round]] = {}
+    for r in rounds:
+        by_app.setdefault(r.app, []).append(r)
+    out = [
+        f"# Fidelity of learned profiles to real applications ({datetime.now():%Y-%m-%d %H:%M})",
+        "",
+        f"`{' '.join(sys.argv)}` on {platform.node()} ({os.cpu_count()} CPUs, kernel "
+        f"{platform.release()}); the machine is shared with other agents: /proc/pressure "
+        "(some avg10 avg60 avg300) is given before every capture.",
+        "",
+        "Bold: below the 0.90 goal. Accuracy = 1 - distance (docs/fidelity.md); latency is "
+        "compared (same device).",
+    ]
+    for app, rs in by_app.items():
+        out += ["", f"## {app}", "", f"settings: `{rs[0].settings}`", "", table(rs), ""]
+        for i, r in enumerate(rs):
+            out.append(
+                f"- rep {i + 1}: application metric {r.app_metric}, {r.seconds:.0f} s; pressure "
+                f"at capture {r.pressure_app}, at the learned run {r.pressure_run}"
+            )
+        if any(r.oltp_fidelity for r in rs):
+            out += ["", f"### built-in `oltp` against {app}", "", table(rs, "oltp_fidelity")]
+        out += ["", "<details><summary>learned profile (rep 1)</summary>", "", "```toml",
+                rs[0].learned.strip(), "```", "</details>"]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", default="pg,rocksdb,sqlite")
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--pg-scale", type=int, default=20)
+    ap.add_argument("--pg-clients", type=int, default=4)
+    ap.add_argument("--memcg-mb", type=int, default=96)
+    ap.add_argument("--rdelay-ms", type=int, default=1)
+    ap.add_argument("--wdelay-ms", type=int, default=1)
+    ap.add_argument("--rocksdb-num", type=int, default=400_000)
+    ap.add_argument("--sqlite-items", type=int, default=200_000)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--out", default=None, help="results file stem (default dated)")
+    args = ap.parse_args()
+    rounds: list[Round] = []
+    apps = args.apps.split(",")
+    for rep in range(args.reps):
+        for app in apps:  # alternate the applications, rep by rep
+            work = Path(tempfile.mkdtemp(prefix=f"tm-fid-{app}-", dir="/var/tmp"))
+            work.chmod(0o755)  # the postgres user walks into it
+            common = dict(seconds=args.seconds, rdelay_ms=args.rdelay_ms,
+                          wdelay_ms=args.wdelay_ms, memcg_mb=args.memcg_mb)  # fmt: skip
+            try:
+                if app == "pg":
+                    r = pg_round(work, scale=args.pg_scale, clients=args.pg_clients,
+                                 oltp=rep == 0, **common)  # fmt: skip
+                elif app == "rocksdb":
+                    r = rocksdb_round(work, num=args.rocksdb_num, **common)
+                elif app == "sqlite":
+                    r = sqlite_round(work, items=args.sqlite_items, **common)
+                else:
+                    raise SystemExit(f"unknown app {app}")
+            except rigs.Unavailable as e:
+                print(f"{app}: unavailable: {e}", file=sys.stderr)
+                continue
+            finally:
+                if not args.keep:
+                    shutil.rmtree(work, ignore_errors=True)
+            rounds.append(r)
+            print(f"{app} rep {rep + 1}: overall {r.fidelity.get('overall')}", file=sys.stderr)
+    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-fidelity"
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stem}.md").write_text(report(rounds, args))
+    (RESULTS / f"{stem}.json").write_text(json.dumps([asdict(r) for r in rounds], indent=1))
+    print(RESULTS / f"{stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

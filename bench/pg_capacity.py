@@ -1,0 +1,257 @@
+"""How many PostgreSQL instances fit on a device? Measured with pgbench, predicted with a
+learned profile (issue 24's acceptance test).
+
+On a device of known capacity (apprigs.delayed_device with `serial`: nbdkit serves one request
+at a time, each taking the delay, so the device does at most 1000/delay IOs per second
+whatever the queue depth; below ext4 and a loop device, so writeback meets it too):
+
+1. measured: N = 1, 2, 3, ... PostgreSQL instances (each its own data directory, port, socket
+   and memory cgroup, pgbench scaled past its memory) run `pgbench -R RATE -L LIMIT` at once;
+   the SLO is pgbench's own: at most 5% of every instance's transactions late (above LIMIT, or
+   skipped for being late at their start). The answer is the largest N that meets it.
+2. predicted: instance 1 alone, captured at RATE, learned (`tilemark learn --unit tps=...
+   --wait p95=BUDGET --layout compact`), then `tilemark scale` of that profile on a file of the
+   same filesystem (the instances stopped): the largest tile count whose QoS passes.
+
+The SLO's storage side: a transaction waits for its reads and its commit's WAL write and
+flush, so the learned profile's read and sync-write streams get a response-time objective at
+the SLO's percentile (p95), calibrated at one instance: the limit of each is its p95 at one
+tile times LIMIT / (the transactions' p95 at one instance, mean + 1.645 sd from pgbench): the
+storage may slow down by the factor the application's transactions had left before the limit.
+The learned profile's own `throughput >= 95%` per stream says the device keeps up at all.
+
+    sudo .venv/bin/python bench/pg_capacity.py --rates 20,40 --max 6
+
+writes bench/results/DATE-vm-pg-capacity.{md,json} with both curves per RATE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import apprigs as rigs  # noqa: E402
+import fidelity as fid  # noqa: E402
+
+SLO_LATE = 0.05
+
+
+def parse_pgbench(text: str) -> dict[str, float]:
+    """tps, latency average, late and skipped transactions from pgbench's report."""
+    out: dict[str, float] = {}
+    if m := re.search(r"tps = ([\d.]+)", text):
+        out["tps"] = float(m.group(1))
+    if m := re.search(r"latency average = ([\d.]+) ms", text):
+        out["latency_ms"] = float(m.group(1))
+    if m := re.search(r"latency stddev = ([\d.]+) ms", text):
+        out["latency_sd_ms"] = float(m.group(1))
+    if m := re.search(r"actually processed: (\d+)", text):
+        out["processed"] = float(m.group(1))
+    if m := re.search(r"skipped: (\d+)", text):
+        out["skipped"] = float(m.group(1))
+    if m := re.search(r"latency limit: (\d+)/(\d+)", text):
+        out["late"] = float(m.group(1))
+        out["counted"] = float(m.group(2))
+    total = out.get("processed", 0) + out.get("skipped", 0)
+    out["late_share"] = (out.get("late", 0) + out.get("skipped", 0)) / total if total else 1.0
+    return out
+
+
+def measured(pgs: list[rigs.Postgres], n: int, rate: float, limit: float, seconds: float) -> dict:
+    """N instances running pgbench -R -L at once: each one's result and the SLO verdict."""
+    procs = []
+    for pg in pgs[:n]:
+        cmd = pg.pgbench("-c", "4", "-j", "2", "-R", f"{rate:g}", "-L", f"{limit:g}",
+                         "-T", f"{seconds:g}")  # fmt: skip
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))  # fmt: skip
+    results = [parse_pgbench(p.communicate(timeout=seconds + 300)[0]) for p in procs]
+    worst = max(r["late_share"] for r in results)
+    return {
+        "n": n,
+        "instances": results,
+        "worst_late_share": worst,
+        "mean_latency_ms": sum(r.get("latency_ms", 0) for r in results) / n,
+        "passes": worst <= SLO_LATE,
+        "pressure": rigs.pressure(),
+    }
+
+
+def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"rate": rate, "limit_ms": args.limit, "measured": [], "predicted": {}}
+    with contextlib.ExitStack() as stack:
+        dev = stack.enter_context(rigs.delayed_device(
+            work, "6G", rdelay_ms=args.delay_ms, wdelay_ms=args.delay_ms, serial=True))  # fmt: skip
+        fs = stack.enter_context(rigs.ext4(dev.loop, work / "fs"))
+        out["device"] = f"nbdkit memory, delay {args.delay_ms} ms per read and write, one at a time"
+        pgs = []
+        for i in range(args.max):
+            cg = stack.enter_context(rigs.memory_cgroup(f"pg{i}", args.memcg_mb << 20))
+            pg = stack.enter_context(rigs.postgres(fs / f"pg{i}", args.port + i, cgroup=cg))
+            rigs.pgbench_init(pg, args.scale)
+            pgs.append(pg)
+        rigs.drop_caches()
+        # calibration and learning: instance 0 alone, captured in its steady state
+        span = args.seconds + 2 * fid.LEAD_S
+        cmd = pgs[0].pgbench("-c", "4", "-j", "2", "-R", f"{rate:g}", "-L", f"{args.limit:g}",
+                             "-T", f"{span:g}")  # fmt: skip
+        summary = fid.capture(dev, work / "one.parquet", cmd, args.seconds)
+        one = parse_pgbench(summary)
+        out["calibration"] = one
+        for n in range(1, args.max + 1):
+            step = measured(pgs, n, rate, args.limit, args.seconds)
+            out["measured"].append(step)
+            print(f"rate {rate}: {n} instance(s): worst late {step['worst_late_share']:.1%}",
+                  file=sys.stderr)  # fmt: skip
+            if not step["passes"] and n >= 2 and not out["measured"][-2]["passes"]:
+                break  # two failing counts in a row
+        stack.close()  # instances stopped, device unmounted: the prediction gets a fresh one
+    passing = [m["n"] for m in out["measured"] if m["passes"]]
+    out["measured_answer"] = max(passing) if passing else 0
+    # prediction: the profile learned from instance 0 alone, its waited streams' response
+    # time limits calibrated at one tile (docs/learn.md, from an application's SLO to QoS)
+    learned = work / "learned.toml"
+    tps = one.get("tps", rate)
+    done = fid.run([fid.tilemark(), "learn", str(work / "one.parquet"), "-o", str(learned),
+                    "--force", "--unit", f"tps={tps:.6g}", "--wait", "p95=1000000",
+                    "--layout", "compact"])  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr)
+    first = out["measured"][0]["instances"][0]
+    p95_tx = first.get("latency_ms", 0) + 1.645 * first.get("latency_sd_ms", 0)
+    factor = args.limit / max(p95_tx, 1e-3)
+    out["predicted"]["transaction_p95_ms_at_1"] = p95_tx
+    out["predicted"]["factor"] = factor
+    out["predicted"]["profile"] = learned.read_text()
+    cap = fid.capacity_of(learned)
+    with contextlib.ExitStack() as stack:
+        work2 = work / "predict"
+        work2.mkdir()
+        delay = args.delay_ms
+        dev = stack.enter_context(
+            rigs.delayed_device(work2, "6G", rdelay_ms=delay, wdelay_ms=delay, serial=True)
+        )
+        fs = stack.enter_context(rigs.ext4(dev.loop, work2 / "fs"))
+
+        def scale(tiles: str, sets: list[str]) -> tuple[list[str], dict]:
+            cmd = [fid.tilemark(), "scale", str(learned), "--target", str(fs / "tm.dat"),
+                   "--capacity", str(cap * (args.max + 2)), "--tiles", tiles,
+                   "--duration", f"{args.seconds:g}s", "--warmup", "5s", "--confirm", "2",
+                   "--no-settle", "--qos-interval", f"{args.seconds / 4:g}s",
+                   "--results", str(work / "results"), "--json", *sets]  # fmt: skip
+            done = fid.run(cmd)
+            try:
+                return cmd, json.loads(done.stdout)
+            except json.JSONDecodeError:
+                out["predicted"]["error"] = done.stderr[-2000:]
+                return cmd, {}
+
+        # calibration: one tile, the response times the application's 1-instance run had
+        # room to grow from (factor = LIMIT / its transactions' p95)
+        _, cal = scale("1..1", [])
+        _, cal_steps = predicted_answer(cal)
+        at_one = cal_steps[0]["worst"] if cal_steps else {}
+        sets = []
+        for crit, value in at_one.items():
+            limit = value * factor
+            sets += ["--set", f"learned.qos.{crit}.max_ms={limit:.4g}"]
+        out["predicted"]["at_one_tile_p95_ms"] = at_one
+        out["predicted"]["limits_ms"] = {c: v * factor for c, v in at_one.items()}
+        out["predicted"]["pressure"] = rigs.pressure()
+        command, study = scale(f"1..{args.max + 2}", sets)
+        out["predicted"]["command"] = " ".join(command)
+        out["predicted"]["study"] = study
+    return out
+
+
+def predicted_answer(study: dict) -> tuple[int | None, list[dict]]:
+    """(largest passing tile count, per step: count, verdict, failed criteria, the worst
+    value of every latency criterion over the step's tiles)."""
+    steps = []
+    for step in study.get("steps", []):
+        worst: dict[str, float] = {}
+        for app in step.get("applications", []):
+            for c in app.get("criteria", []):
+                if c.get("unit") == "ms" or str(c.get("criterion", "")).endswith(("_p95", "_p99")):
+                    name = c["criterion"]
+                    worst[name] = max(worst.get(name, 0.0), float(c.get("value") or 0.0))
+        steps.append({"tiles": step.get("tiles"), "passed": step.get("passed"),
+                      "failed": step.get("failed", []), "worst": worst})  # fmt: skip
+    return study.get("max_passing_tiles"), steps
+
+
+def report(results: list[dict], args: argparse.Namespace) -> str:
+    lines = [f"# How many PostgreSQL instances fit? ({datetime.now():%Y-%m-%d %H:%M})", "",
+             f"`{' '.join(sys.argv)}`; SLO: at most {SLO_LATE:.0%} of every instance's "
+             f"transactions late (above -L {args.limit:g} ms or skipped).", ""]  # fmt: skip
+    for r in results:
+        pred, steps = predicted_answer(r["predicted"].get("study", {}))
+        lines += [f"## RATE {r['rate']:g} tps per instance", "",
+                  f"device: {r.get('device')}; calibration (1 instance, captured): "
+                  f"{r.get('calibration')}", "",
+                  f"**measured: {r['measured_answer']} instance(s); predicted: {pred} "
+                  "tile(s)**", "",
+                  "| N | worst late share | mean latency (ms) | tps per instance | pass | "
+                  "pressure |", "|---|---|---|---|---|---|"]  # fmt: skip
+        for m in r["measured"]:
+            tps = ", ".join(f"{i.get('tps', 0):.1f}" for i in m["instances"])
+            lines.append(f"| {m['n']} | {m['worst_late_share']:.1%} | "
+                         f"{m['mean_latency_ms']:.1f} | {tps} | {m['passes']} | "
+                         f"{m['pressure']} |")  # fmt: skip
+        p = r["predicted"]
+        lines += ["", f"prediction: transactions' p95 at 1 instance "
+                  f"{p.get('transaction_p95_ms_at_1', 0):.1f} ms (mean + 1.645 sd), room to "
+                  f"the limit x{p.get('factor', 0):.2f}; waited streams' p95 at 1 tile "
+                  f"{ {k: round(v, 1) for k, v in p.get('at_one_tile_p95_ms', {}).items()} } ms, "
+                  f"limits { {k: round(v, 1) for k, v in p.get('limits_ms', {}).items()} } ms; "
+                  f"`{p.get('command')}`",
+                  "", "| tiles | pass | worst p95 response (ms) per waited stream | failed |",
+                  "|---|---|---|---|"]  # fmt: skip
+        for s in steps:
+            worst = ", ".join(f"{k} {v:.1f}" for k, v in s["worst"].items())
+            lines.append(f"| {s['tiles']} | {s['passed']} | {worst} | {s['failed']} |")
+        if "error" in r["predicted"]:
+            lines += ["", "```", r["predicted"]["error"], "```"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rates", default="20,40")
+    ap.add_argument("--limit", type=float, default=100.0, help="pgbench -L (ms)")
+    ap.add_argument("--max", type=int, default=5, help="most instances")
+    ap.add_argument("--scale", type=int, default=4)
+    ap.add_argument("--memcg-mb", type=int, default=48)
+    ap.add_argument("--delay-ms", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--port", type=int, default=54400)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    results = []
+    for rate in (float(x) for x in args.rates.split(",")):
+        work = Path(tempfile.mkdtemp(prefix="tm-pgcap-", dir="/var/tmp"))
+        work.chmod(0o755)
+        try:
+            results.append(one_rate(work, args, rate))
+        finally:
+            subprocess.run(["rm", "-rf", str(work)], check=False)
+    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
+    fid.RESULTS.mkdir(parents=True, exist_ok=True)
+    (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
+    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+    print(fid.RESULTS / f"{stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,356 @@
+"""The statistical model of a trace: its IOs split into streams by who issued them and how,
+and per stream what moves storage (docs/learn.md has what each profile key is fitted from).
+
+Streams. Every read or write is keyed by its process family (the comm without its instance
+suffix: `kworker/u8:2` -> kworker, `jbd2/loop3-8` -> jbd2) and its kind: a read, a write the
+kernel marked sync (written for an fsync, O_DIRECT, O_DSYNC: an application waiting for it), or
+an async write (page-cache writeback). A database's backends thus give a `postgres_read`
+stream, its WAL writes a `postgres_log` stream, the flusher threads a `kworker_writeback`
+stream and the ext4 journal a `jbd2_journal` stream, whatever the pids. Keys with too few IOs
+to fit (below MIN_STREAM_IOS) join the largest stream of the same kind, else the largest one.
+Flushes belong to the stream whose sync writes they follow (the same process), else the
+largest sync-write stream.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tilemark.learn import placement
+from tilemark.learn.traces import Columns
+
+MIN_STREAM_IOS = 20
+MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest join the nearest kept one
+MIN_SIZE_SHARE = 0.005
+SEQUENTIAL_PCT = 98.0  # a stream this sequential is written as a sequential stream
+POISSON_CV = 0.7  # inter-arrival CV from which arrivals are Poisson rather than constant
+BATCH_CV = 1.2  # inter-arrival CV from which Poisson arrivals come in batches
+MAX_BATCH = 1000.0
+QD_PERCENTILE = 90
+SKIP_SHARE = 0.3  # IOs a skip must place (share of the stream) to be learned
+
+
+@dataclass
+class StreamModel:
+    """One learned stream, in profile terms."""
+
+    name: str
+    comm: str
+    kind: str  # read | scan | log | syncwrite | writeback | journal
+    ios: int
+    rate_iops: float
+    read_pct: float
+    sizes: list[tuple[int, float]]  # (bytes, share)
+    sequential_pct: float  # IOs placed after their predecessor (contiguous or by `skip`)
+    pattern: str = "uniform"
+    skip: tuple[int, int] | None = None
+    area: int = 0  # index of the area it shares a region in
+    sync: str = "none"
+    fua_share: float = 0.0
+    sync_share: float = 0.0
+    flushes: int = 0
+    qd: int | None = None
+    arrival: str = "poisson"
+    batch: float = 1.0  # mean IOs per batch of arrivals
+    writeback: bool = False  # async (page-cache) writes
+    interarrival_cv: float = 1.0
+    pids: int = 1
+    latency_p99_ms: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def random_pct(self) -> float:
+        return 0.0 if self.pattern == "sequential" else round(100.0 - self.sequential_pct, 1)
+
+
+@dataclass
+class Area:
+    """A region of the profile shared by streams that touch the same data."""
+
+    streams: list[str]
+    length: int  # bytes
+    touched: int  # distinct 64 KiB blocks the trace touched there
+    first: int = 0  # lowest offset of its IOs in the trace
+    position: int = 0  # where it starts in the profile's capacity (bytes, whole MiB)
+
+
+@dataclass
+class Model:
+    """Streams and areas of one trace (or several end to end)."""
+
+    streams: list[StreamModel]
+    areas: list[Area]
+    span_s: float
+    ios: int
+    flushes_unassigned: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def rate_iops(self) -> float:
+        return sum(s.rate_iops for s in self.streams)
+
+
+def family(comm: str) -> str:
+    """A process family: the comm without worker numbers or a device suffix."""
+    base = re.split(r"[/:]", comm or "", maxsplit=1)[0]
+    base = re.sub(r"[-_.]\d+$", "", base)
+    base = re.sub(r"[^A-Za-z0-9_]", "_", base).strip("_").lower()
+    return base or "unknown"
+
+
+def _kind_of(ops: np.ndarray, sync: np.ndarray, fua: np.ndarray, fam: np.ndarray) -> np.ndarray:
+    kind = np.where(ops == "read", "read", np.where(sync | fua, "syncwrite", "writeback"))
+    return np.where((fam == "jbd2") & (ops == "write"), "journal", kind).astype(object)
+
+
+def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | None, float]:
+    """How the stream's IOs that follow their predecessor do so: (the engine's skip, their
+    share in %). A log rewriting its last page (PostgreSQL's WAL: 96% of writes start 8 KiB
+    before the previous end) gets a constant negative skip; a sorted sweep (its checkpointer:
+    94% start 16 KiB to 4 MiB after) a log-uniform range; else (None, contiguous share)."""
+    if len(offsets) < 2:
+        return None, 0.0
+    gap = offsets[1:] - (offsets[:-1] + sizes[:-1])
+    zero = float((gap == 0).mean())
+    back = (gap < 0) & (gap >= -(64 << 10))
+    fwd = (gap > 0) & (gap <= (16 << 20))
+    if back.mean() >= SKIP_SHARE and back.mean() > zero:
+        v = int(np.median(gap[back]))
+        v = -max(int(round(-v / placement.ALIGN)), 1) * placement.ALIGN
+        return (v, v), float(100 * back.mean())
+    if fwd.mean() >= SKIP_SHARE and fwd.mean() > zero:
+        lo, hi = (int(x) for x in np.percentile(gap[fwd], [10, 90]))
+        lo = max(lo // placement.ALIGN, 1) * placement.ALIGN
+        hi = max(hi // placement.ALIGN * placement.ALIGN, lo)
+        return (lo, hi), float(100 * fwd.mean())
+    return None, 100 * zero
+
+
+def _size_mix(sizes: np.ndarray) -> list[tuple[int, float]]:
+    values, counts = np.unique(sizes, return_counts=True)
+    order = np.argsort(counts)[::-1]
+    total = counts.sum()
+    kept = [int(values[i]) for i in order[:MAX_SIZES] if counts[i] / total >= MIN_SIZE_SHARE]
+    if not kept:
+        kept = [int(values[order[0]])]
+    weight = dict.fromkeys(kept, 0.0)
+    logs = np.log2(np.array(kept, dtype=np.float64))
+    for v, c in zip(values.tolist(), counts.tolist(), strict=True):
+        nearest = kept[int(np.argmin(np.abs(logs - math.log2(max(v, 1)))))]
+        weight[nearest] += c / total
+    return sorted(((s, w) for s, w in weight.items() if w > 0), key=lambda sw: -sw[1])
+
+
+def _in_flight(issue: np.ndarray, complete: np.ndarray) -> np.ndarray:
+    """IOs of these (issue-ordered) requests in flight as each is issued, itself included."""
+    done = np.searchsorted(np.sort(complete), issue.astype(np.float64), side="right")
+    return np.arange(1, len(issue) + 1) - done
+
+
+def _cv(values: np.ndarray) -> float:
+    if len(values) < 2 or values.mean() <= 0:
+        return 1.0
+    return float(values.std() / values.mean())
+
+
+def _name(fam: str, kind: str, seq_pct: float) -> str:
+    if kind == "read" and seq_pct >= 50:
+        kind = "scan"
+    if kind == "syncwrite" and seq_pct >= 50:
+        kind = "log"
+    return f"{fam}_{kind}"[:64]
+
+
+def _fit_stream(
+    cols: Columns, mask: np.ndarray, fam_k: str, kind_k: str, span_s: float
+) -> StreamModel:
+    """One stream's parameters from its IOs (the module doc and docs/learn.md)."""
+    offs, szs = cols.offset[mask], cols.size[mask]
+    writes = cols.op[mask] == "write"
+    skip, seq = _skip(offs, szs)
+    issue = cols.issue[mask]
+    gaps = np.diff(issue).astype(np.float64)
+    m = StreamModel(
+        name=_name(fam_k, kind_k, seq),
+        comm=fam_k,
+        kind=kind_k,
+        ios=int(mask.sum()),
+        rate_iops=float(mask.sum() / span_s),
+        read_pct=float(100.0 * (1 - writes.mean())),
+        sizes=_size_mix(szs),
+        sequential_pct=seq,
+        skip=skip,
+        sync_share=float(cols.sync[mask][writes].mean()) if writes.any() else 0.0,
+        fua_share=float(cols.fua[mask][writes].mean()) if writes.any() else 0.0,
+        interarrival_cv=_cv(gaps),
+        pids=len(set(cols.pid[mask].tolist())),
+    )
+    m.arrival = "poisson" if m.interarrival_cv >= POISSON_CV else "constant"
+    if m.interarrival_cv >= BATCH_CV:
+        # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
+        m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
+    m.writeback = kind_k == "writeback"
+    comp = cols.complete[mask]
+    finite = np.isfinite(comp)
+    if finite.sum() >= MIN_STREAM_IOS:
+        flight = _in_flight(issue[finite], comp[finite])
+        # the 90th percentile: a stream's own concurrency (PostgreSQL's backends: 1 to 3
+        # reads in flight, each waiting for its last) rather than its rare pile-ups
+        m.qd = max(1, int(math.ceil(np.percentile(flight, QD_PERCENTILE))))
+        lat = (comp[finite] - issue[finite]) / 1e6
+        m.latency_p99_ms = float(np.percentile(lat, 99))
+    if m.sequential_pct >= SEQUENTIAL_PCT:
+        m.pattern = "sequential"
+    return m
+
+
+def build(cols: Columns, *, compact: bool = False, max_capacity: int | None = None) -> Model:
+    """Split the IOs into streams and fit each stream (module doc)."""
+    data = cols.data
+    fam = np.array([family(c) for c in cols.comm], dtype=object)
+    kind = _kind_of(cols.op, cols.sync, cols.fua, fam)
+    keys = np.where(data, fam + "|" + kind, "")
+    uniq, counts = np.unique(keys[data], return_counts=True)
+    sizes_by_key = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
+    # small keys join the largest of the same kind, else the largest overall
+    largest = max(sizes_by_key, key=lambda k: sizes_by_key[k])
+    merged: dict[str, str] = {}
+    for key, n in sizes_by_key.items():
+        if n >= MIN_STREAM_IOS:
+            merged[key] = key
+            continue
+        same = [k for k, m in sizes_by_key.items() if k.split("|")[1] == key.split("|")[1]]
+        big = max(same, key=lambda k: sizes_by_key[k])
+        merged[key] = big if sizes_by_key[big] >= MIN_STREAM_IOS else largest
+    stream_of = np.array([merged.get(k, "") for k in keys], dtype=object)
+    span_s = cols.span_ns / 1e9
+    streams: dict[str, StreamModel] = {}
+    observed: dict[str, placement.Observed] = {}
+    for key in sorted(set(merged.values()), key=lambda k: -sizes_by_key[k]):
+        mask = stream_of == key
+        fam_k, kind_k = key.split("|")
+        m = _fit_stream(cols, mask, fam_k, kind_k, span_s)
+        name = m.name
+        i = 2
+        while name in streams:
+            name, i = f"{m.name}{i}", i + 1
+        m.name = name
+        streams[name] = m
+        offs, szs = cols.offset[mask], cols.size[mask]
+        observed[name] = placement.Observed(offs, szs, m.random_pct, skip=m.skip)
+    model = Model(list(streams.values()), [], span_s, int(data.sum()))
+    _assign_flushes(model, cols, fam)
+    _areas(model, observed, cols, compact, max_capacity)
+    return model
+
+
+def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
+    """Flushes to the stream of sync writes of their process family, else the largest."""
+    is_flush = cols.op == "flush"
+    if not is_flush.any():
+        return
+    writers = [s for s in model.streams if s.read_pct < 100]
+    if not writers:
+        model.flushes_unassigned = int(is_flush.sum())
+        model.notes.append(
+            f"{model.flushes_unassigned} flushes left out: the trace has no writes to carry them"
+        )
+        return
+    syncers = [s for s in writers if s.kind in ("syncwrite", "journal")] or writers
+    for f, n in zip(*np.unique(fam[is_flush], return_counts=True), strict=True):
+        own = [s for s in syncers if s.comm == f]
+        target = max(own or syncers, key=lambda s: s.ios)
+        target.flushes += int(n)
+    for s in writers:
+        if s.flushes:
+            writes = s.ios * (1 - s.read_pct / 100)
+            every = max(1, int(round(writes / s.flushes)))
+            s.sync = f"fdatasync:{every}"
+            if s.fua_share >= 0.5:
+                s.notes.append(
+                    f"{s.fua_share:.0%} of its writes are FUA, written as fdatasync:{every} (one "
+                    "sync mode per stream)"
+                )
+        elif s.fua_share >= 0.5:
+            s.sync = "dsync"
+
+
+def _areas(
+    model: Model,
+    observed: dict[str, placement.Observed],
+    cols: Columns,
+    compact: bool,
+    max_capacity: int | None,
+) -> None:
+    """Group streams touching the same 1 MiB regions into areas and fit each area's size."""
+    regions = {
+        n: set(np.unique(o.offsets // placement.REGION).tolist()) for n, o in observed.items()
+    }
+    names = list(observed)
+    parent = {n: n for n in names}
+
+    def root(n: str) -> str:
+        while parent[n] != n:
+            n = parent[n]
+        return n
+
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            small = min(len(regions[a]), len(regions[b]))
+            if small and len(regions[a] & regions[b]) / small >= 0.5:
+                parent[root(b)] = root(a)
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        groups.setdefault(root(n), []).append(n)
+    by_name = {s.name: s for s in model.streams}
+    for index, members in enumerate(groups.values()):
+        obs = [observed[n] for n in members]
+        offs = np.concatenate([o.offsets for o in obs])
+        ends = np.concatenate([o.offsets + o.sizes for o in obs])
+        extent = int(ends.max() - offs.min())
+        length = placement.fit_area(obs, extent)
+        touched = len(placement.touched_blocks(offs, np.concatenate([o.sizes for o in obs])))
+        model.areas.append(Area(members, length, touched, first=int(offs.min())))
+        for n, o in zip(members, obs, strict=True):
+            by_name[n].pattern = o.pattern
+            by_name[n].area = index
+    _position(model, compact, max_capacity)
+
+
+def _position(model: Model, compact: bool, max_capacity: int | None = None) -> None:
+    """Areas in the order and at the distances they have on the traced device, so the jumps
+    between streams (a backend's read after a WAL write) are as long as the application's:
+    area i starts where it started in the trace relative to the first, or right after the
+    area before it when its fitted size would overlap."""
+    order = sorted(model.areas, key=lambda a: a.first)
+    base = order[0].first
+    at = 0
+    for a in order:
+        wanted = 0 if compact else (a.first - base) // placement.REGION * placement.REGION
+        a.position = max(wanted, at)
+        at = a.position + a.length
+    if max_capacity is not None and at > max_capacity:
+        # the gaps between areas shrink in proportion until the whole fits (at least
+        # end to end: the areas themselves keep their fitted sizes)
+        sizes = sum(a.length for a in order)
+        gaps = at - sizes
+        factor = max(0.0, (max_capacity - sizes) / gaps) if gaps else 0.0
+        at = 0
+        prev_end = None
+        for a in order:
+            gap = 0 if prev_end is None else a.position - prev_end
+            prev_end = a.position + a.length
+            a.position = at + int(gap * factor) // placement.REGION * placement.REGION
+            at = a.position + a.length
+        model.notes.append(
+            f"the gaps between areas were shrunk to {factor:.0%} to fit --max-capacity"
+        )
+
+
+def capacity(model: Model) -> int:
+    """Bytes a tile of the profile spans: the areas at their positions."""
+    return max((a.position + a.length for a in model.areas), default=0)

@@ -1,0 +1,76 @@
+"""Real applications captured, learned, run as a learned profile on the same device, captured
+again and compared (issue 24), small and short: the long measurements are bench/fidelity.py.
+
+Each test runs one round of bench/fidelity.py (the same code) on a delayed nbdkit device
+under a loop device under ext4, and asserts what a round must give whatever the machine's
+load: the capture holds the application's IO, the profile loads and holds the streams the
+application has, the learned run reaches the device, and fidelity compares them on every
+property with an overall score. The accuracy goals (>= 0.90 per property, >= 0.95 overall)
+are benchmark results, measured with repetitions in bench/results, not asserted here.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import apprigs  # noqa: E402
+import fidelity as bench  # noqa: E402
+
+pytestmark = [pytest.mark.root, pytest.mark.serial, pytest.mark.apps, pytest.mark.nbd]
+
+SECONDS = 6
+DELAYS = dict(rdelay_ms=1, wdelay_ms=1)
+
+
+@pytest.fixture
+def work(tmp_path):
+    tmp_path.chmod(0o755)  # the postgres user walks into it
+    return tmp_path
+
+
+def _round(fn, work, **kw):
+    try:
+        return fn(work, seconds=SECONDS, **DELAYS, **kw)
+    except apprigs.Unavailable as e:
+        pytest.skip(f"{e} (scripts/system-deps.sh installs what is missing)")
+
+
+def _check(r: bench.Round, streams: set[str]) -> dict:
+    doc = tomllib.loads(r.learned)
+    names = {s["name"] for s in doc["stream"]}
+    assert streams <= names, names
+    assert doc["learned"]["ios"] >= 200 and doc["learned"]["source"][0]["fingerprint"]
+    scores = r.scores()
+    # every property compared (latency too: same device)
+    assert all(v is not None for v in scores.values()), scores
+    assert 0 < r.fidelity["overall"] <= 1
+    # the learned run did reach the device at about the application's rate
+    assert scores["rate"] > 0.5 and scores["read_share"] > 0.7 and scores["size_mix"] > 0.7
+    return doc
+
+
+def test_postgresql_pgbench_is_learned_and_its_profile_compared(work):
+    r = _round(bench.pg_round, work, scale=4, clients=4, memcg_mb=64, port=54339)
+    doc = _check(r, {"postgres_read"})
+    assert r.app_metric and r.app_metric > 0  # pgbench's tps
+    assert doc["profile"]["metric_unit"] == "tps"
+    # the WAL: sync writes of postgres with a flush cadence
+    wal = [s for s in doc["stream"] if s["name"].startswith("postgres_") and "sync" in s]
+    assert wal and wal[0]["sync"].startswith("fdatasync:")
+
+
+def test_rocksdb_db_bench_is_learned_and_its_profile_compared(work):
+    r = _round(bench.rocksdb_round, work, num=100_000, memcg_mb=48)
+    _check(r, {"db_bench_read"})
+
+
+def test_sqlite_order_entry_is_learned_and_its_profile_compared(work):
+    r = _round(bench.sqlite_round, work, items=50_000, memcg_mb=32)
+    doc = _check(r, set())
+    assert any(s.get("sync", "").startswith("fdatasync:") for s in doc["stream"])

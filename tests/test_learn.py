@@ -1,0 +1,255 @@
+"""tilemark learn: synthetic traces of a database-like application learned into a profile that
+the loader accepts, with the streams, rates, placement and sync cadence the trace has; bad
+input refused with one sentence and nothing written; fidelity scores recorded."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tilemark.errors import UsageError
+from tilemark.learn import LearnOptions, learn, placement
+from tilemark.learn.traces import fingerprint
+from tilemark.trace.schema import TraceMeta, TraceWriter
+from tilemark.workload.apps import load_profile
+
+TM = str(Path(sys.executable).with_name("tilemark"))
+MS = 1_000_000
+GIB = 1 << 30
+
+
+def _db_trace(path: Path, *, seconds: float = 10.0, devices: tuple[str, ...] = ("7:3",)) -> dict:
+    """A database on one device: backends reading 8 KiB pages at random (Zipf-skewed) from a
+    1 GiB table, a log writer appending 16 KiB sync writes each followed by a flush, and
+    kworker writing pages back asynchronously in batches. Returns what was put in."""
+    rng = np.random.default_rng(5)
+    rows: list[tuple] = []
+    span = int(seconds * 1e9)
+    # reads: 400/s Poisson from 4 backends
+    t = 0
+    ranks = rng.zipf(1.3, size=100_000) % (GIB // 8192)
+    i = 0
+    while True:
+        t += int(rng.exponential(1e9 / 400))
+        if t >= span:
+            break
+        off = int(ranks[i] * 7919 % (GIB // 8192)) * 8192  # hot pages scattered over the table
+        rows.append((t, t + 2 * MS, "read", off, 8192, False, 100 + i % 4, "postgres"))
+        i += 1
+    reads = i
+    # log: 100/s constant, sequential 16 KiB at 2 GiB.., each followed by a flush
+    log = 0
+    for k in range(int(seconds * 100)):
+        t = k * 10 * MS + 3 * MS
+        rows.append((t, t + MS, "write", 2 * GIB + k * 16384, 16384, True, 200, "postgres"))
+        rows.append((t + MS + 1000, t + 2 * MS, "flush", 0, 0, False, 200, "postgres"))
+        log += 1
+    # writeback: batches of 32 async 8 KiB writes every 500 ms
+    wb = 0
+    for k in range(int(seconds * 2)):
+        base = k * 500 * MS + 7 * MS
+        for j in range(32):
+            off = int(rng.integers(0, GIB // 8192)) * 8192
+            tj = base + j * 20_000
+            rows.append((tj, tj + 5 * MS, "write", off, 8192, False, 300 + k % 3, "kworker/u8:1"))
+            wb += 1
+    rows.sort()
+    cols = {
+        "issue_ns": [r[0] for r in rows],
+        "complete_ns": [r[1] for r in rows],
+        "op": [r[2] for r in rows],
+        "offset": [r[3] for r in rows],
+        "size": [r[4] for r in rows],
+        "sync": [r[5] for r in rows],
+        "pid": [r[6] for r in rows],
+        "comm": [r[7] for r in rows],
+        "device": [devices[n % len(devices)] for n in range(len(rows))],
+    }
+    with TraceWriter(path, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
+        w.write(cols)
+    return {"reads": reads, "log": log, "writeback": wb, "span_s": rows[-1][0] / 1e9}
+
+
+def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path):
+    trace = tmp_path / "db.parquet"
+    put = _db_trace(trace)
+    out = tmp_path / "db.toml"
+    result = learn(LearnOptions(traces=(trace,), output=out, unit="tps=50"))
+    profile = load_profile(str(out))
+    names = {s.name for s in profile.streams}
+    assert names == {"postgres_read", "postgres_log", "kworker_writeback"}
+    rates = {k: v["iops"] for k, v in profile.rates().items()}
+    span = put["span_s"]
+    assert rates["postgres_read"] == pytest.approx(put["reads"] / span, rel=0.01)
+    assert rates["postgres_log"] == pytest.approx(put["log"] / span, rel=0.01)
+    assert rates["kworker_writeback"] == pytest.approx(put["writeback"] / span, rel=0.01)
+    by = {s.name: s.table for s in profile.streams}
+    assert by["postgres_read"]["rw"] == "randread"
+    assert by["postgres_read"]["pattern"].startswith(("zipf:", "hotspot:"))  # skewed, not uniform
+    assert by["postgres_read"]["bs"] == "8k"
+    assert by["postgres_log"]["pattern"] == "sequential" and by["postgres_log"]["rw"] == "write"
+    assert by["postgres_log"]["sync"] == "fdatasync:1"  # a flush after every write
+    assert by["postgres_log"]["arrival"] == "constant"
+    assert by["kworker_writeback"]["writeback"] is True
+    assert by["kworker_writeback"]["batch"] > 8  # 32 at once every 500 ms: bursty
+    # log and data touch different places: two areas, the log's the size of what it wrote
+    areas = {s.name: s.region for s in profile.streams}
+    assert areas["postgres_read"] == areas["kworker_writeback"] != areas["postgres_log"]
+    doc = tomllib.loads(out.read_text())
+    log_share = areas["postgres_log"][1] - areas["postgres_log"][0]
+    assert log_share * doc["learned"]["capacity"] >= put["log"] * 16384
+    assert profile.metric_unit == "tps"
+    assert doc["scale"]["rate"] == 1
+    total = sum(rates.values())
+    assert doc["scale"]["ios_per_tps"] == pytest.approx(total / 50, rel=1e-4)
+    src = doc["learned"]["source"][0]
+    assert src["fingerprint"] == fingerprint(trace)
+    assert src["rows"] == put["reads"] + 2 * put["log"] + put["writeback"]
+    assert doc["learned"]["model_bytes"] == len(out.read_bytes())
+    assert result.model_bytes < result.trace_bytes
+
+
+def test_the_rate_knob_scales_every_learned_stream(tmp_path):
+    trace = tmp_path / "db.parquet"
+    _db_trace(trace, seconds=4)
+    out = tmp_path / "db.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    profile = load_profile(str(out))
+    base = profile.rates()
+    doubled = profile.with_overrides({"rate": 2}).rates()
+    for name, r in base.items():
+        assert doubled[name]["iops"] == pytest.approx(2 * r["iops"])
+    assert profile.metric_unit == "IOPS"
+
+
+def test_two_traces_are_learned_end_to_end(tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pa = _db_trace(a, seconds=3)
+    pb = _db_trace(b, seconds=3)
+    out = tmp_path / "ab.toml"
+    learn(LearnOptions(traces=(a, b), output=out))
+    doc = tomllib.loads(out.read_text())
+    assert len(doc["learned"]["source"]) == 2
+    assert doc["learned"]["ios"] == sum(p["reads"] + p["log"] + p["writeback"] for p in (pa, pb))
+
+
+def test_phases_come_from_chunks_where_a_stream_s_rate_moves(tmp_path):
+    trace = tmp_path / "db.parquet"
+    _db_trace(trace, seconds=10)
+    out = tmp_path / "db.toml"
+    learn(LearnOptions(traces=(trace,), output=out, chunk_s=0.25))
+    profile = load_profile(str(out))
+    phased = [s for s in profile.streams if s.name.startswith("kworker_writeback.p")]
+    steady = [s for s in profile.streams if s.name == "postgres_log"]
+    assert phased and steady  # writeback comes every 500 ms; the log is steady
+    assert all("start" in s.table and "stop" in s.table for s in phased)
+
+
+def test_too_few_ios_say_how_many_there_are_and_are_needed(tmp_path):
+    trace = tmp_path / "small.parquet"
+    with TraceWriter(trace, TraceMeta(source="synthetic")) as w:
+        w.write({"issue_ns": list(range(0, 50_000, 1000)), "op": ["read"] * 50,
+                 "offset": [4096 * i for i in range(50)], "size": [4096] * 50})  # fmt: skip
+    out = tmp_path / "small.toml"
+    with pytest.raises(UsageError, match=r"has 50 reads and writes; a model needs at least 200"):
+        learn(LearnOptions(traces=(trace,), output=out))
+    assert not out.exists()
+
+
+def test_a_trace_mixing_devices_needs_device(tmp_path):
+    trace = tmp_path / "two.parquet"
+    _db_trace(trace, seconds=3, devices=("7:3", "259:0"))
+    out = tmp_path / "two.toml"
+    with pytest.raises(UsageError, match=r"mixes devices .*--device"):
+        learn(LearnOptions(traces=(trace,), output=out))
+    assert not out.exists()
+    learn(LearnOptions(traces=(trace,), output=out, device="7:3"))
+    assert tomllib.loads(out.read_text())["learned"]["source"][0]["device"] == "7:3"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--unit", "tps"], "--unit must be NAME=PER_SECOND"),
+        (["--unit", "tps=-3"], "--unit must be NAME=PER_SECOND"),
+        (["--device", "9:9"], "has no requests of device 9:9"),
+        (["--chunk", "1ms"], "at most 64"),
+    ],
+)
+def test_bad_input_is_one_sentence_exit_2_and_nothing_written(tmp_path, args, message):
+    trace = tmp_path / "db.parquet"
+    _db_trace(trace, seconds=3)
+    out = tmp_path / "x.toml"
+    cli = [TM, "learn", str(trace), "-o", str(out), *args]
+    done = subprocess.run(cli, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path):
+    trace = tmp_path / "db.parquet"
+    _db_trace(trace, seconds=3)
+    out = tmp_path / "mine.toml"
+    out.write_text("# my notes\n")
+    with pytest.raises(UsageError, match="was not written by tilemark"):
+        learn(LearnOptions(traces=(trace,), output=out))
+    assert out.read_text() == "# my notes\n"
+    learn(LearnOptions(traces=(trace,), output=out, force=True))
+    learn(LearnOptions(traces=(trace,), output=out))  # its own file: replaced
+
+
+def test_fidelity_scores_are_recorded_in_the_profile_learned_from_the_trace(tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    _db_trace(a, seconds=3)
+    _db_trace(b, seconds=4)
+    out = tmp_path / "db.toml"
+    learn(LearnOptions(traces=(a,), output=out))
+    tm = [TM]
+    done = subprocess.run([*tm, "fidelity", str(a), str(b), "--record", str(out)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    fid = tomllib.loads(out.read_text())["learned"]["fidelity"]
+    assert fid["reference"] == str(a) and 0.5 < fid["overall"] <= 1.0
+    assert set(fid) >= {"rate", "seek_distance", "skew"}
+    load_profile(str(out))  # still a profile
+    shown = subprocess.run([*tm, "profiles", "show", str(out)], capture_output=True, text=True)
+    assert "fidelity against" in shown.stdout and "fingerprint" in shown.stdout
+    # B was not the source: refused, the profile untouched
+    before = out.read_text()
+    done = subprocess.run([*tm, "fidelity", str(b), str(a), "--record", str(out)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "was not learned from" in done.stderr
+    assert out.read_text() == before
+
+
+def test_fidelity_of_streams_without_a_common_property_is_refused(tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "flushes.parquet"
+    _db_trace(a, seconds=2)
+    with TraceWriter(b, TraceMeta(source="synthetic")) as w:
+        w.write({"issue_ns": [0, 1000, 2000], "op": ["flush"] * 3, "offset": [0] * 3,
+                 "size": [0] * 3})  # fmt: skip
+    done = subprocess.run([TM, "fidelity", str(a), str(b)],
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert "no property in common" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_placement_fit_reproduces_the_skew_and_the_footprint_of_a_zipf_stream():
+    length = 256 << 20
+    sizes = np.full(20_000, 8192)
+    offsets = placement.simulate("zipf:1.1", 100, sizes, length, seed=9)
+    obs = placement.Observed(offsets + (1 << 30), sizes, 100.0)
+    fitted = placement.fit_area([obs], extent=4 * length)
+    assert obs.pattern != "uniform"
+    again = placement.simulate(obs.pattern, 100, sizes, fitted, seed=4)
+    want, got = placement.hot_shares(offsets), placement.hot_shares(again)
+    # fidelity's skew accuracy: 1 - the mean absolute difference of the two shares
+    assert 1 - (abs(want[0] - got[0]) + abs(want[1] - got[1])) / 2 > 0.95, (want, got)
+    blocks = len(placement.touched_blocks(offsets, sizes))
+    assert len(placement.touched_blocks(again, sizes)) == pytest.approx(blocks, rel=0.1)
