@@ -11,7 +11,9 @@ are benchmark results, measured with repetitions in bench/results, not asserted 
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -29,9 +31,13 @@ DELAYS = dict(rdelay_ms=1, wdelay_ms=1)
 
 
 @pytest.fixture
-def work(tmp_path):
-    tmp_path.chmod(0o755)  # the postgres user walks into it
-    return tmp_path
+def work():
+    # The postgres user walks into it, and pytest's own base directory is 0700: a directory
+    # of its own in /tmp, traversable, removed afterwards.
+    path = Path(tempfile.mkdtemp(prefix="tilemark-apps-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _round(fn, work, **kw):
