@@ -72,6 +72,7 @@ class PlanStream(TypedDict):
     sync: dict[str, Any]
     compress_pct: float
     dedupe_ratio: NotRequired[float]
+    io_limit: NotRequired[int | None]  # bytes after which the stream issues none
     seed: int
 
 
@@ -116,6 +117,7 @@ class StreamCounters(TypedDict):
     behind_ios: NotRequired[int]  # snapshots only
     inflight: NotRequired[int]  # snapshots only
     ios_issued_late: int
+    done_ns: NotRequired[int]  # run time it finished its io_limit (totals; absent if it did not)
     targets: NotRequired[list[TargetCounters]]  # streams over several targets only
 
 

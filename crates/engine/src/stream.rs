@@ -239,6 +239,8 @@ pub struct StreamState {
     pub dsync: bool,
     io_limit: Option<u64>,
     bytes_issued: u64,
+    /// Its byte limit is used up and its last IO completed (reported once, as `done_ns`).
+    pub done: bool,
     buf_size: usize,
     read_bufs: Vec<AlignedBuf>,
     /// Write buffers whose data is prepared, and those given back whose first bytes were
@@ -351,6 +353,7 @@ impl StreamState {
             dsync: spec.sync == SyncMode::Dsync,
             io_limit: spec.io_limit,
             bytes_issued: 0,
+            done: false,
             buf_size: max_size as usize,
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),

@@ -23,6 +23,7 @@ from tilemark.units import (
 MAX_QD = 4096
 MAX_THREADS = 1024
 MAX_COPIES = 256
+MAX_PASSES = 1_000_000_000
 MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
 MAX_POLL_US = 1_000_000
 MAX_ERRORS = 1 << 53

@@ -40,6 +40,7 @@ from tilemark.options.parsers import (
     BACKENDS,
     MAX_COPIES,
     MAX_ERRORS,
+    MAX_PASSES,
     MAX_POLL_US,
     MAX_QD,
     MAX_THREADS,
@@ -141,7 +142,9 @@ OPTIONS: tuple[Option, ...] = (
        metavar="SIZE", modes=WORKLOAD | POINT_STUDIES | {PRECONDITION}, toml=True,
        parse=positive_size,
        default="the existing data area, else min(2 GiB, 10% of free space)"),
-    _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m.", flag="--duration",
+    _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m. A workload whose streams "
+       "all end by themselves (io_size or passes, or stop) and that gives no duration runs "
+       "until every stream is done.", flag="--duration",
        metavar="TIME", modes=ALL, toml=True, parse=parse_run_duration,
        default="60s"),
     _o("warmup", "run", "Warm-up before measuring, excluded from results.", flag="--warmup",
@@ -239,6 +242,14 @@ OPTIONS: tuple[Option, ...] = (
     _o("stop", "stream", "Run time at which the stream stops issuing IO: 20m.", flag="--stop",
        metavar="TIME", modes=WORKLOAD, toml=True, parse=positive_duration,
        default="the end of the run"),
+    _o("io_size", "stream", "Bytes of IO (reads and writes) after which the stream stops "
+       "issuing, like fio's io_size: 10g (times passes when both are given).",
+       flag="--io-size", metavar="SIZE", modes=WORKLOAD, toml=True, profile=False,
+       parse=positive_size, default="no limit"),
+    _o("passes", "stream", "Passes over the stream's region after which it stops issuing "
+       "(region length x passes bytes, or io_size x passes), like fio's size and loops.",
+       flag="--passes", metavar="N", modes=WORKLOAD, toml=True, profile=False,
+       parse=int_range(1, MAX_PASSES), default="no limit"),
     # -- data verification and reduction (docs/verification.md) ---------------------------------
     _o("verify", "run", "Write verifiable blocks (target, offset, generation, checksums) and "
        "check every read of a block whose content is known; a finding (corrupt, misdirected, "
