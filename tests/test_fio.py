@@ -129,6 +129,20 @@ def test_percentage_random_applies_to_random_jobs_only(tmp_path):
     assert any("fio ignores it for rw=read" in n for n in t.notes)
 
 
+def test_zoned_placement_and_sequential_mixes_are_fios(tmp_path):
+    # HOWTO random_distribution: "zoned:50/5:30/15:20/ ... 50% of the accesses to the first 5%
+    # of the file (50/5), 30% to the next 15% (30/15), and finally 20% of the IO will end up
+    # in the remaining 80%" (fio's rand-zones.fio); an empty size takes what is left.
+    s = one(tmp_path, "[j]\nfilename=/x\nrw=randread\nrandom_distribution=zoned:50/5:30/15:20/\n")
+    assert s["pattern"] == "zoned:50/5:30/15:20/80"
+    s = one(tmp_path, "[j]\nfilename=/x\nrw=randread\nrandom_distribution=zoned:90/10:10/90\n")
+    assert s["pattern"] == "hotspot:90/10"
+    # io_u.c get_next_seq_offset keeps last_pos per direction: reads and writes of rw=rw each
+    # continue their own sequence.
+    assert one(tmp_path, "[j]\nfilename=/x\nrw=rw\n")["cursors"] == "per-op"
+    assert "cursors" not in one(tmp_path, "[j]\nfilename=/x\nrw=randrw\n")
+
+
 def test_thinktime_is_an_exact_burst(tmp_path):
     # HOWTO thinktime: "Stall the job for the specified period of time after an I/O has
     # completed before issuing the next ... Value is in microseconds if a unit is omitted";

@@ -454,3 +454,24 @@ def test_a_workload_whose_streams_all_end_by_themselves_runs_until_they_are_done
 def test_bad_byte_limits(stream, message):
     with pytest.raises(UsageError, match=message):
         plan.parse_workload({"target": "/x", "stream": [stream]}, source="w.toml")
+
+
+def test_zoned_pattern_and_per_op_cursors_compile_to_the_engine_plan():
+    w = plan.parse_workload(
+        {
+            "target": "/data/tm.dat",
+            "stream": [
+                {"name": "z", "rw": "randread", "pattern": "zoned:50/5:30/15:20/80"},
+                {"name": "m", "rw": "rw", "cursors": "per-op"},
+            ],
+        },
+        source="w.toml",
+    )
+    z, m = compiler.compile_plan(w, target())["streams"]
+    assert z["pattern"] == {"kind": "zoned", "zones": [[50.0, 5.0], [30.0, 15.0], [20.0, 80.0]]}
+    assert "cursors" not in z and m["cursors"] == "per-op"
+    for bad in ("zoned:50/5:30/15", "zoned:50/0:50/100", "zoned:abc"):
+        with pytest.raises(UsageError, match="needs zones whose IO shares and REGION shares"):
+            plan.parse_workload(
+                {"target": "/x", "stream": [{"rw": "randread", "pattern": bad}]}, source="w"
+            )

@@ -63,7 +63,8 @@ class PlanStream(TypedDict):
     stop_ms: int | None  # None: to the run's end
     read_pct: float
     sizes: list[list[float]]
-    pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot, ...}
+    pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot | zoned, ...}
+    cursors: NotRequired[Literal["shared", "per-op"]]  # sequential mix: one position or two
     random_pct: float
     align: int
     qd: int

@@ -106,6 +106,15 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
             body.append(
                 f"random_distribution=zoned:{io:g}/{region:g}:{100 - io:g}/{100 - region:g}"
             )
+        elif pattern["kind"] == "zoned":
+            zones = ":".join(f"{io:g}/{region:g}" for io, region in pattern["zones"])
+            body.append(f"random_distribution=zoned:{zones}")
+        if rw in ("rw", "randrw") and stream["random_pct"] < 100:
+            if stream.get("cursors", "shared") == "shared":
+                notes.append(
+                    f"stream {stream['name']}: its reads and writes continue one sequential "
+                    "position; fio keeps one for each (its writes go over what its reads read)"
+                )
         if stream["random_pct"] > 0:
             body.append("norandommap")
         body.append(f"iodepth={stream['qd']}")

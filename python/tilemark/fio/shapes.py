@@ -154,12 +154,9 @@ def _zoned(label: str, text: str, arg: str) -> str:
         )
     if len(zones) == 1:
         return "uniform"
-    if len(zones) == 2:
+    if len(zones) == 2 and zones[0][1] < 100:
         (io, size), _ = zones
-        if 0 < size < 100:
-            return f"hotspot:{io:g}/{size:g}"
-    raise Refused(
-        f"{text} has {len(zones)} zones; tilemark's hotspot:IO/REGION has one hot "
-        "zone and the rest",
-        "placement",
-    )
+        return f"hotspot:{io:g}/{size:g}"
+    if any(size == 0 for _, size in zones):
+        raise Refused(f"{text} has a zone of no size, which fio never reaches", "placement")
+    return "zoned:" + ":".join(f"{io:g}/{size:g}" for io, size in zones)

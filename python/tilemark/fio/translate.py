@@ -252,6 +252,9 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
         read_pct = _rate(job, table)
     if job.mixed():
         table["read"] = float(read_pct)
+        if not random or job.percentage_random not in (None, 100):
+            # fio keeps one sequential position per direction (io_u.c, last_pos[ddir]).
+            table["cursors"] = "per-op"
     if job.thinktime_us:
         table["burst"] = f"{job.thinktime_blocks}/{_fmt_ms(job.thinktime_us)}"
         if table["qd"] > 1 and not job.thinktime_issue:
@@ -413,13 +416,6 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
             by_note.setdefault(item, []).append(job.name)
         real = job.engine not in ("null", "cpp_null")  # the null engine touches no storage
         random_map = job.is_random() and not job.norandommap and real
-        if job.mixed() and not job.is_random() and real:
-            by_note.setdefault(
-                "fio keeps one sequential position for reads and another for writes (io_u.c, "
-                "last_pos per direction), so its writes go over what its reads read; "
-                "tilemark's sequential mix moves one position for both",
-                [],
-            ).append(job.name)
         if random_map and (job.blockalign in (None, job.min_bs())):
             by_note.setdefault(
                 "fio visits every block once per pass over the region (its random map, HOWTO "
@@ -484,6 +480,7 @@ STREAM_ORDER = (
     "qd",
     "pattern",
     "random",
+    "cursors",
     "rate",
     "rate_bytes",
     "arrival",

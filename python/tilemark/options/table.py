@@ -38,6 +38,7 @@ from typing import Any
 from tilemark.options.parsers import (
     ARRIVALS,
     BACKENDS,
+    CURSORS,
     MAX_COPIES,
     MAX_ERRORS,
     MAX_PASSES,
@@ -190,10 +191,15 @@ OPTIONS: tuple[Option, ...] = (
        modes=WORKLOAD | {CURVE}, toml=True, parse=parse_percent, default="50"),
     _o("bs", "stream", "IO size or weighted mix '512:22,1k:15,4k:23'.", flag="--bs",
        metavar="SIZE[:W,...]", modes=WORKLOAD | {CURVE}, toml=True, parse=parse_bs, default="4k"),
-    _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10.",
+    _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10, or zones from "
+       "the region's start as fio's zoned, zoned:50/5:30/15:20/80 (IO%/REGION% each).",
        flag="--pattern", metavar="PATTERN", modes=WORKLOAD | {SWEEP, CURVE}, toml=True,
        parse=parse_pattern,
        default="uniform"),
+    _o("cursors", "stream", "Sequential position of a read/write mix: shared (every IO continues "
+       "where the last one ended) or per-op (reads continue reads and writes continue writes, "
+       "each from the region's start, as fio's rw=rw).", toml=True, parse=choice(CURSORS),
+       default="shared"),
     _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
        metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
        default="100 for rand*, else 0"),

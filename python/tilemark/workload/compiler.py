@@ -34,6 +34,9 @@ def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
     if kind == "hotspot":
         io_pct, region_pct = arg.split("/")
         return {"kind": "hotspot", "io_pct": float(io_pct), "region_pct": float(region_pct)}
+    if kind == "zoned":
+        zones = [zone.split("/") for zone in arg.split(":")]
+        return {"kind": "zoned", "zones": [[float(io), float(region)] for io, region in zones]}
     return {"kind": "random"}
 
 
@@ -234,8 +237,10 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         )
     for stream, spec in zip(streams, workload.streams, strict=True):
         limit = _io_limit(spec, stream["regions"])
-        if limit is not None:  # only when set: plans without it read as before
+        if limit is not None:  # only when set: plans without them read as before
             stream["io_limit"] = limit
+        if spec.cursors != "shared":
+            stream["cursors"] = spec.cursors
     return {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,

@@ -97,7 +97,7 @@ class StreamSpec:
     rw: str
     read_pct: float
     sizes: list[tuple[int, float]]
-    pattern: str  # "uniform" | "sequential" | "zipf:THETA" | "hotspot:IO/REGION"
+    pattern: str  # "uniform" | "sequential" | "zipf:THETA" | "hotspot:IO/REGION" | "zoned:..."
     random_pct: float
     qd: int
     arrival: str  # "closed" | "constant" | "poisson"
@@ -115,6 +115,7 @@ class StreamSpec:
     spread: str = "uniform"  # over several targets: "uniform" | "size"
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
+    cursors: str = "shared"  # sequential mix: "shared" | "per-op" (fio's rw)
     io_size: int | None = None  # bytes after which it issues none (times passes)
     passes: int | None = None  # passes over its region after which it issues none
     host: str | None = None  # cluster runs: the one host it runs on (None: every host)
@@ -353,6 +354,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("spread", "spread"),
         ("start", "start_s"),
         ("stop", "stop_s"),
+        ("cursors", "cursors"),
         ("io_size", "io_size"),
         ("passes", "passes"),
         ("host", "host"),
