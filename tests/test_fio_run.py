@@ -144,3 +144,19 @@ def test_jobs_that_end_by_their_bytes_in_phases_run_and_round_trip(tmp_path, cap
     assert jobs["fill"]["write"]["io_bytes"] == 4 * MIB
     assert jobs["check"]["read"]["io_bytes"] == MIB
     assert jobs["check"]["read"]["total_ios"] == 256
+
+
+def test_jobs_on_two_files_run_on_two_targets(tmp_path, capsys):
+    # HOWTO filename: jobs "with fixed file paths" each use their own file.
+    text = (
+        "[global]\ndirect=1\nioengine=io_uring\ntime_based\nruntime=1\nsize=8m\nbs=4k\n"
+        f"[a]\nfilename={tmp_path / 'a.dat'}\nrw=randread\n"
+        f"[b]\nfilename={tmp_path / 'b.dat'}\nrw=randwrite\n"
+    )
+    doc = run_job(capsys, tmp_path, text)
+    a, b = doc["summary"]["streams"]
+    assert (a["targets"], b["targets"]) == (["a"], ["b"])
+    assert a["read"]["ops"] > 0 and a["write"] is None
+    assert b["write"]["ops"] > 0 and b["read"] is None
+    for name in ("a.dat", "b.dat"):
+        assert (tmp_path / name).stat().st_size == 4096 + 8 * MIB

@@ -53,6 +53,9 @@ class Problem:
         return f"{self.where}: fio option {self.key} cannot be translated: {self.why}."
 
 
+UNSET = "variables the file expects to be set"
+FIXABLE = ("malformed values", UNSET)  # what the user can fix in the file or environment
+
 # Aliases: a key and the canonical option it sets (rwmixwrite and buffered invert it).
 ALIASES = {
     "readwrite": "rw",
@@ -218,8 +221,10 @@ def _kb_base(job: Job, opt: Option) -> int:
 
 def _value(opt: Option) -> str:
     if opt.value is None or opt.value.strip() == "":
-        used = f" (it is {', '.join(opt.substituted)}, which is empty)" if opt.substituted else ""
-        raise _Refused(f"it needs a value{used}", "malformed values")
+        if opt.substituted:
+            names = ", ".join(opt.substituted)
+            raise _Refused(f"it needs a value (it is {names}, which is empty)", UNSET)
+        raise _Refused("it needs a value", "malformed values")
     return opt.value.strip()
 
 
@@ -510,8 +515,6 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
     elif key == "kb_base":
         if _value(opt) not in ("1000", "1024"):
             raise UsageError(f"{_label(opt)} must be 1000 or 1024, got {opt.value!r}.")
-    elif key == "startdelay_high":
-        raise _Refused("a range makes fio draw each clone's delay at random", "timing")
     elif key in REPORTING or key in ("ss_dur", "ss_ramp", "ss_interval"):
         return
     elif key in BY_DESIGN:

@@ -173,6 +173,7 @@ BY_DESIGN = {
     "nice": "tilemark runs at the priority it is started with",
     "verify_async": "tilemark checks data on its own engine threads",
     "verify_fatal": "a data finding fails a tilemark run (max_errors 0 stops it at the first)",
+    "exitall_on_error": "a failed IO ends a tilemark run (max_errors 0)",
     "ratecycle": "tilemark's open loop keeps its schedule IO by IO",
     "rate_cycle": "tilemark's open loop keeps its schedule IO by IO",
 }

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio.job import FioJob, Problem, read_job
+from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
 from tilemark.fio.options import ENGINES
@@ -60,7 +60,7 @@ def translate(path: str | os.PathLike[str], sections: tuple[str, ...] = ()) -> T
     try:
         outcome = _translate(path, parsed)
         if outcome.translation is None:
-            raise UsageError(_first(outcome.problems).sentence())
+            raise UsageError(first_problem(outcome.problems).sentence())
         return outcome.translation
     except UsageError as e:
         raise redact_included(e, parsed) from None
@@ -75,11 +75,11 @@ def examine(path: str | os.PathLike[str], sections: tuple[str, ...] = ()) -> Out
     return _translate(path, parsed)
 
 
-def _first(problems: list[Problem]) -> Problem:
+def first_problem(problems: list[Problem]) -> Problem:
     """The problem a refusal names: the engine first (the rest of a job for another engine is
-    beside the point), then the first in the file."""
-    engine = [p for p in problems if p.key == "ioengine"]
-    return engine[0] if engine else sorted(problems, key=_line)[0]
+    beside the point), then what no edit of the values would cure, then the first in the
+    file."""
+    return sorted(problems, key=lambda p: (p.key != "ioengine", p.group in FIXABLE, _line(p)))[0]
 
 
 def _line(problem: Problem) -> tuple[str, int]:
