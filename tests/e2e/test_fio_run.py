@@ -65,6 +65,7 @@ rate_iops=200
 """
 
 
+@pytest.mark.fio
 def test_a_fio_job_file_runs_and_exports_back_to_fio(tmp_path, capsys):
     data = tmp_path / "data.dat"
     doc = run_job(capsys, tmp_path, JOB.format(path=data))
@@ -119,6 +120,7 @@ io_size=1m
 """
 
 
+@pytest.mark.fio
 def test_jobs_that_end_by_their_bytes_in_phases_run_and_round_trip(tmp_path, capsys):
     # fio: the fill writes size bytes once (not time_based: it ends by its bytes or its
     # runtime); the check starts when the fill has ended (stonewall) and reads io_size bytes.
@@ -146,6 +148,7 @@ def test_jobs_that_end_by_their_bytes_in_phases_run_and_round_trip(tmp_path, cap
     assert jobs["check"]["read"]["total_ios"] == 256
 
 
+@pytest.mark.quick
 def test_jobs_on_two_files_run_on_two_targets(tmp_path, capsys):
     # HOWTO filename: jobs "with fixed file paths" each use their own file.
     text = (
