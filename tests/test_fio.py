@@ -202,7 +202,7 @@ def test_jobs_without_files_get_regions_of_one_target(tmp_path):
     got = [(s["name"], s.get("offset", "0"), s["length"]) for s in t.doc["stream"]]
     assert got == [("a0", "0", "512m"), ("a1", "512m", "512m"), ("b", "1152m", "384m")]
     assert t.doc["size"] == "1536m" and "target" not in t.doc
-    assert any("fio makes 3 files, one per job and clone in /data1" in n for n in t.notes)
+    assert any("fio makes 3 files, one per job and clone, in /data1" in n for n in t.notes)
     # A named file is shared by the clones; directory prefixes it (HOWTO directory).
     t = translate(write(tmp_path, "[j]\ndirectory=/mnt\nfilename=f.dat\nnumjobs=3\nsize=1g\n"))
     assert (t.doc["target"], t.doc["stream"][0]["copies"]) == ("/mnt/f.dat", 3)

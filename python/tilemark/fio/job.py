@@ -518,7 +518,7 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
     elif key in REPORTING or key in ("ss_dur", "ss_ramp", "ss_interval"):
         return
     elif key in BY_DESIGN:
-        job.by_design.append(f"{opt.key} is not translated: {BY_DESIGN[key]}")
+        job.by_design.append(f"{opt.key} is not translated, because {BY_DESIGN[key]}")
     elif key in REFUSED:
         reason = REFUSED[key]
         raise _Refused(reason.text, reason.group)

@@ -103,7 +103,7 @@ def place(
     files = "a file for the job" if count == 1 else f"{count} files, one per job and clone"
     notes.append(
         f"fio makes {files}"
-        + (f" in {', '.join(sorted(where))}" if where else "")
+        + (f", in {', '.join(sorted(where))}" if where else "")
         + "; tilemark gives "
         + ("it" if count == 1 else "each")
         + " a region of one target (pass --target)"

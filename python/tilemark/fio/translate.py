@@ -425,9 +425,10 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
             ).append(job.name)
         if job.time_based and not job.direct and job.invalidate and real:
             by_note.setdefault(
-                "buffered and time_based: fio drops the file's cached pages after every pass "
-                "over it (io_u.c loop_cache_invalidate); tilemark drops them once, before the "
-                "run, so once the region is cached it measures the page cache (compare with "
+                "buffered and time_based: after every pass over the file fio writes back and "
+                "drops its cached pages (io_u.c loop_cache_invalidate; on a block device a "
+                "BLKFLSBUF that waits for the writeback); tilemark does that once, before the "
+                "run, so its later passes read from and write to the page cache (compare with "
                 "direct=1)",
                 [],
             ).append(job.name)
@@ -450,7 +451,10 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
                 [],
             ).append(job.name)
     for item, names in by_note.items():
-        label = "every job" if len(names) == len(jobs) > 1 else "job " + ", ".join(names)
+        if len(names) == len(jobs) > 1:
+            label = "every job"
+        else:
+            label = ("job " if len(names) == 1 else "jobs ") + ", ".join(names)
         notes.append(item if len(jobs) == 1 else f"{label}: {item}")
     return notes
 
