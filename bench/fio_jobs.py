@@ -71,9 +71,15 @@ REPLACED = (
     # fio 3.33 hung (never ended, SIGTERM ignored) on fixed-rate-submission with
     # io_submit_mode=offload and time_based; tilemark's translation only notes the option.
     "io_submit_mode",
+    # numa.fio names node 1, which fio refuses on a one-node machine; tilemark notes the
+    # options (it places its own threads), so without them both run the same IO.
+    "numa_cpu_nodes",
+    "numa_mem_policy",
 )
 NOISE_MARGIN = 0.03
 RAMDISK_IMAGE = Path("/dev/shm/tilemark-fio-jobs-ram.img")
+# Every job's rows so far, in case a later step fails (bench/work is not committed).
+PARTIAL = REPO / "bench" / "work" / "fio-jobs-partial.json"
 
 
 def runnable(job: Path, target: str, size: int, runtime: float, ramp: float) -> str:
@@ -333,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     where: dict[str, str] = {}
     load_before = vs_fio.load_now()
     vs_fio.RAMDISK_IMAGE = RAMDISK_IMAGE  # not the image vs_fio.py runs may hold
+    PARTIAL.parent.mkdir(parents=True, exist_ok=True)
     machine: dict[str, Any] = {}
 
     def settings(target: str, device: bool) -> vs_fio.Settings:
@@ -358,7 +365,11 @@ def main(argv: list[str] | None = None) -> int:
                 for job in jobs:
                     targets = {"fio": device, "tilemark": device}
                     rows.append(run_job(args, job, "ramdisk", targets, work))
-                machine["ramdisk"] = vs_fio.machine_notes(settings(device, True), ram)
+                    PARTIAL.write_text(json.dumps(rows, default=str))
+                machine["ramdisk"] = {
+                    **vs_fio.machine_notes(settings(device, True)),
+                    "ramdisk": ram,
+                }
         if "file" in rigs:
             folder = Path(tempfile.mkdtemp(prefix="tilemark-fio-jobs-", dir=args.file_dir))
             try:
@@ -369,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 where["file"] = f"files in {folder} ({mount})"
                 for job in jobs:
                     rows.append(run_job(args, job, "file", files, work))
+                    PARTIAL.write_text(json.dumps(rows, default=str))
             finally:
                 for path in folder.glob("*"):
                     path.unlink()
