@@ -226,3 +226,52 @@ def test_real_engine_run_from_a_toml_workload(tmp_path, capsys):
     assert db["read"]["ops"] > 0 and db["write"]["ops"] > 0
     assert lookup["arrival"] == "open" and lookup["target_iops"] == 500.0
     assert lookup["read"]["ops"] > 0 and lookup["write"] is None
+
+
+def test_streams_that_end_by_their_bytes_end_the_run(tmp_path, capsys):
+    # Without a duration, a run of streams with byte limits lasts until they are done, and
+    # each stream's rate is over its own time, as fio rates a job that ends by its size.
+    workload = tmp_path / "w.toml"
+    workload.write_text(
+        textwrap.dedent(
+            """
+            backend = "psync"
+            direct = false
+            keep_cache = true
+            [[stream]]
+            name = "pass"
+            rw = "write"
+            bs = "64k"
+            rate = 50
+            passes = 2
+            length = "1m"
+            [[stream]]
+            name = "bytes"
+            rw = "randread"
+            rate = 1000
+            io_size = "256k"
+            offset = "4m"
+            """
+        )
+    )
+    status, out, err = run_cli(
+        capsys,
+        str(workload),
+        "--target",
+        str(tmp_path / "t.dat"),
+        "--size",
+        "8m",
+        "--json",
+        "--results",
+        str(tmp_path / "results"),
+    )
+    assert status == 0, err
+    doc = json.loads(out)
+    passes, limited = doc["summary"]["streams"]
+    assert passes["write"]["bytes"] == 2 * MIB and passes["write"]["ops"] == 32
+    assert limited["read"]["bytes"] == 256 * 1024 and limited["read"]["ops"] == 64
+    # 32 writes at 50/s: about 0.64 s, not the default 60 s.
+    assert doc["summary"]["duration_s"] < 10
+    # 64 reads at 1000/s end long before the writes: their rate is over their own time.
+    assert limited["active_s"] < doc["summary"]["duration_s"] / 2
+    assert limited["total"]["iops"] == pytest.approx(64 / limited["active_s"])

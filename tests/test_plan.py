@@ -404,3 +404,74 @@ def test_o_direct_unsupported_is_reported_with_the_fix():
     message = compile_error(flags(), target(dio_alignment=0))
     assert "does not support O_DIRECT" in message and "--buffered" in message
     compiler.compile_plan(flags(direct=False), target(dio_alignment=0))
+
+
+def test_io_size_and_passes_end_a_stream_by_its_bytes():
+    # io_size, passes x the region, or io_size x passes: the engine's io_limit.
+    doc = {
+        "target": "/data/tm.dat",
+        "duration": 10,
+        "stream": [
+            {"name": "bytes", "io_size": "8m"},
+            {"name": "pass", "length": "64m", "passes": 2},
+            {"name": "both", "io_size": "1m", "passes": 3},
+            {"name": "time"},
+        ],
+    }
+    w = plan.parse_workload(doc, source="w.toml")
+    compiled = compiler.compile_plan(w, target())
+    limits = [s.get("io_limit") for s in compiled["streams"]]
+    assert limits == [8 * MIB, 128 * MIB, 3 * MIB, None]
+    assert compiled["duration_ms"] == 10_000  # a stream without a limit: the run's time
+
+
+def test_a_workload_whose_streams_all_end_by_themselves_runs_until_they_are_done():
+    doc = {
+        "target": "/data/tm.dat",
+        "stream": [
+            {"name": "a", "io_size": "8m"},
+            {"name": "b", "start": "1s", "stop": "2s"},
+        ],
+    }
+    w = plan.parse_workload(doc, source="w.toml")
+    assert w.duration_s is None
+    assert compiler.compile_plan(w, target())["duration_ms"] is None
+    # A duration given is a cap; streams with stop times alone keep the default duration.
+    assert plan.parse_workload({**doc, "duration": 5}, source="w.toml").duration_s == 5
+    doc["stream"][0] = {"name": "a", "stop": "3s"}
+    assert plan.parse_workload(doc, source="w.toml").duration_s == plan.DEFAULT_DURATION_S
+
+
+@pytest.mark.parametrize(
+    "stream, message",
+    [
+        ({"io_size": 0}, "io_size must be above 0"),
+        ({"io_size": "lots"}, "io_size must be a size"),
+        ({"passes": 0}, "passes must be an integer from 1"),
+        ({"passes": 1.5}, "passes must be an integer from 1"),
+    ],
+)
+def test_bad_byte_limits(stream, message):
+    with pytest.raises(UsageError, match=message):
+        plan.parse_workload({"target": "/x", "stream": [stream]}, source="w.toml")
+
+
+def test_zoned_pattern_and_per_op_cursors_compile_to_the_engine_plan():
+    w = plan.parse_workload(
+        {
+            "target": "/data/tm.dat",
+            "stream": [
+                {"name": "z", "rw": "randread", "pattern": "zoned:50/5:30/15:20/80"},
+                {"name": "m", "rw": "rw", "cursors": "per-op"},
+            ],
+        },
+        source="w.toml",
+    )
+    z, m = compiler.compile_plan(w, target())["streams"]
+    assert z["pattern"] == {"kind": "zoned", "zones": [[50.0, 5.0], [30.0, 15.0], [20.0, 80.0]]}
+    assert "cursors" not in z and m["cursors"] == "per-op"
+    for bad in ("zoned:50/5:30/15", "zoned:50/0:50/100", "zoned:abc"):
+        with pytest.raises(UsageError, match="needs zones whose IO shares and REGION shares"):
+            plan.parse_workload(
+                {"target": "/x", "stream": [{"rw": "randread", "pattern": bad}]}, source="w"
+            )

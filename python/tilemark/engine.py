@@ -63,7 +63,8 @@ class PlanStream(TypedDict):
     stop_ms: int | None  # None: to the run's end
     read_pct: float
     sizes: list[list[float]]
-    pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot, ...}
+    pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot | zoned, ...}
+    cursors: NotRequired[Literal["shared", "per-op"]]  # sequential mix: one position or two
     random_pct: float
     align: int
     qd: int
@@ -72,6 +73,7 @@ class PlanStream(TypedDict):
     sync: dict[str, Any]
     compress_pct: float
     dedupe_ratio: NotRequired[float]
+    io_limit: NotRequired[int | None]  # bytes after which the stream issues none
     seed: int
 
 
@@ -116,6 +118,7 @@ class StreamCounters(TypedDict):
     behind_ios: NotRequired[int]  # snapshots only
     inflight: NotRequired[int]  # snapshots only
     ios_issued_late: int
+    done_ns: NotRequired[int]  # run time it finished its io_limit (totals; absent if it did not)
     targets: NotRequired[list[TargetCounters]]  # streams over several targets only
 
 

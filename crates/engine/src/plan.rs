@@ -78,8 +78,18 @@ fn yes() -> bool {
 pub enum Pattern {
     Sequential,
     Random,
-    Zipf { theta: f64 },
-    Hotspot { io_pct: f64, region_pct: f64 },
+    Zipf {
+        theta: f64,
+    },
+    Hotspot {
+        io_pct: f64,
+        region_pct: f64,
+    },
+    /// Consecutive zones from the region's start: [io_pct, region_pct] each, both summing to
+    /// 100 (fio's random_distribution=zoned).
+    Zoned {
+        zones: Vec<(f64, f64)>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -203,6 +213,9 @@ pub struct StreamSpec {
     pub pattern: Pattern,
     #[serde(default = "hundred")]
     pub random_pct: f64,
+    /// Sequential position of a read/write mix: shared, or one per op kind.
+    #[serde(default)]
+    pub cursors: Cursors,
     pub align: u64,
     pub qd: u32,
     pub arrival: Arrival,
@@ -236,6 +249,29 @@ pub struct StreamSpec {
     pub ios: Option<IoListSpec>,
     #[serde(default)]
     pub seed: u64,
+}
+
+fn zones_valid(zones: &[(f64, f64)]) -> bool {
+    let (io, region) = zones
+        .iter()
+        .fold((0.0, 0.0), |(a, b), &(i, r)| (a + i, b + r));
+    !zones.is_empty()
+        && zones
+            .iter()
+            .all(|&(i, r)| i >= 0.0 && r > 0.0 && i.is_finite() && r.is_finite())
+        && (io - 100.0).abs() < 1e-6
+        && (region - 100.0).abs() < 1e-6
+}
+
+/// How a read/write mix continues sequentially.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cursors {
+    /// One position: a read continues where the last IO of either kind ended.
+    #[default]
+    Shared,
+    /// One position per kind: reads continue reads, writes continue writes (fio's rw).
+    PerOp,
 }
 
 fn hundred() -> f64 {
@@ -471,6 +507,12 @@ impl Plan {
                         "stream '{name}': hotspot needs io_pct 0..100 and region_pct in (0, 100)"
                     ));
                 }
+                Pattern::Zoned { zones } if !zones_valid(zones) => {
+                    return bad(format!(
+                        "stream '{name}': zoned needs zones [io_pct >= 0, region_pct > 0] whose \
+                         io_pct and region_pct each sum to 100"
+                    ));
+                }
                 _ => {}
             }
             if let Arrival::Open {
@@ -692,6 +734,14 @@ mod tests {
             "must be before stop_ms",
         );
         refused(serde_json::json!({"start_ms": 10000}), "within the run");
+        refused(
+            serde_json::json!({"pattern": {"kind": "zoned", "zones": [[60, 10], [30, 90]]}}),
+            "sum to 100",
+        );
+        refused(
+            serde_json::json!({"pattern": {"kind": "zoned", "zones": [[60, 0], [40, 100]]}}),
+            "region_pct > 0",
+        );
         refused(serde_json::json!({"stop_ms": 10001}), "within the run");
     }
 }

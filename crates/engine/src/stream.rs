@@ -3,7 +3,7 @@
 
 use crate::buf::AlignedBuf;
 use crate::data::{mix64, BlockGen, DedupePlan, Layout};
-use crate::plan::{Arrival, Dist, Pattern, Spread, StreamSpec, SyncMode};
+use crate::plan::{Arrival, Cursors, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::replay::{Cursor, ListInfo};
 use crate::rng::{Rng, Zipf};
 use crate::stats::{OpKind, StreamStats};
@@ -23,6 +23,10 @@ enum Placement {
         hot_blocks: u64,
         hot_frac: f64,
     },
+    /// Zones from the region's start: cumulative IO share, first block, block count.
+    Zoned {
+        zones: Vec<(f64, u64, u64)>,
+    },
 }
 
 impl Placement {
@@ -38,6 +42,26 @@ impl Placement {
                 hot_blocks: ((blocks as f64 * region_pct / 100.0) as u64).clamp(1, blocks),
                 hot_frac: io_pct / 100.0,
             },
+            Pattern::Zoned { zones } => {
+                // fio (io_u.c __get_next_rand_offset_zoned): a zone starts at the blocks of
+                // the region shares before it and spans its own share of them.
+                let (mut io, mut region) = (0.0, 0.0);
+                let zones = zones
+                    .iter()
+                    .map(|&(io_pct, region_pct)| {
+                        let first = (blocks as f64 * region / 100.0) as u64;
+                        region += region_pct;
+                        io += io_pct;
+                        let end = ((blocks as f64 * region / 100.0) as u64).min(blocks);
+                        (
+                            io / 100.0,
+                            first.min(blocks - 1),
+                            (end - first.min(end)).max(1),
+                        )
+                    })
+                    .collect();
+                Placement::Zoned { zones }
+            }
         }
     }
 }
@@ -170,7 +194,8 @@ pub struct RegionState {
     /// Candidate block count for random placement (based on the largest size, so every IO fits).
     blocks: u64,
     placement: Placement,
-    seq_next: u64,
+    /// Next sequential offset: [0] for every IO, or per op kind (reads [0], writes [1]).
+    seq_next: [u64; 2],
 }
 
 impl RegionState {
@@ -192,6 +217,14 @@ impl RegionState {
                 } else {
                     hot + rng.below(self.blocks - hot)
                 }
+            }
+            Placement::Zoned { zones } => {
+                let u = rng.next_f64();
+                let &(_, first, count) = zones
+                    .iter()
+                    .find(|z| u < z.0)
+                    .unwrap_or(zones.last().expect("validated zones"));
+                (first + rng.below(count)).min(self.blocks - 1)
             }
         }
     }
@@ -285,6 +318,10 @@ pub struct StreamState {
     pub writeback: bool,
     io_limit: Option<u64>,
     bytes_issued: u64,
+    /// Its byte limit is used up and its last IO completed (reported once, as `done_ns`).
+    pub done: bool,
+    /// Reads and writes of a mix continue sequentially each from its own position.
+    per_op_cursors: bool,
     buf_size: usize,
     read_bufs: Vec<AlignedBuf>,
     /// Write buffers whose data is prepared, and those given back whose first bytes were
@@ -330,7 +367,7 @@ impl StreamState {
                     length: r.length,
                     blocks,
                     placement: Placement::new(&spec.pattern, blocks),
-                    seq_next: 0,
+                    seq_next: [0, 0],
                 }
             })
             .collect();
@@ -413,6 +450,8 @@ impl StreamState {
             writeback: spec.writeback,
             io_limit: spec.io_limit,
             bytes_issued: 0,
+            done: false,
+            per_op_cursors: spec.cursors == Cursors::PerOp,
             buf_size: max_size as usize,
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),
@@ -500,20 +539,21 @@ impl StreamState {
             0
         };
         let region = &mut self.regions[r];
+        let cursor = (self.per_op_cursors && kind == OpKind::Write) as usize;
         let offset = if sequential {
             if let Some(range) = self.skip {
                 let skip = skip_bytes(range, self.align, &mut self.rng);
-                let next = region.seq_next as i64 + skip;
-                region.seq_next = if next < 0 { 0 } else { next as u64 };
+                let next = region.seq_next[cursor] as i64 + skip;
+                region.seq_next[cursor] = if next < 0 { 0 } else { next as u64 };
             }
-            if region.seq_next + len as u64 > region.length {
-                region.seq_next = 0;
+            if region.seq_next[cursor] + len as u64 > region.length {
+                region.seq_next[cursor] = 0;
             }
-            region.seq_next
+            region.seq_next[cursor]
         } else {
             region.random_block(&mut self.rng) * self.align
         };
-        region.seq_next = (offset + len as u64).next_multiple_of(self.align);
+        region.seq_next[cursor] = (offset + len as u64).next_multiple_of(self.align);
         let file = if kind == OpKind::Write && self.dsync {
             region.file_dsync
         } else if kind == OpKind::Write && self.writeback {
@@ -798,6 +838,53 @@ mod tests {
             (hot as f64 / n as f64 - 0.9).abs() < 0.01,
             "hot share {hot}"
         );
+    }
+
+    #[test]
+    fn zoned_sends_each_zone_its_share() {
+        // fio's zoned:50/5:30/15:20/80 (rand-zones.fio): 50% of the IOs to the first 5% of the
+        // region, 30% to the next 15%, 20% to the remaining 80%.
+        let mut s = state(&spec(&base(
+            r#","pattern":{"kind":"zoned","zones":[[50,5],[30,15],[20,80]]}"#,
+        )));
+        let (first, second) = (1048576 / 20, 1048576 / 5);
+        let n = 100_000;
+        let mut counts = [0u32; 3];
+        for _ in 0..n {
+            let off = s.next_io().offset;
+            counts[(off >= first) as usize + (off >= second) as usize] += 1;
+        }
+        let f = |c: u32| c as f64 / n as f64;
+        assert!((f(counts[0]) - 0.5).abs() < 0.01, "{counts:?}");
+        assert!((f(counts[1]) - 0.3).abs() < 0.01, "{counts:?}");
+        assert!((f(counts[2]) - 0.2).abs() < 0.01, "{counts:?}");
+    }
+
+    #[test]
+    fn a_mix_continues_each_op_from_its_own_position_with_per_op_cursors() {
+        // fio's rw=rw keeps last_pos per direction: reads and writes each go 0, 4k, 8k, ...
+        let mut s = state(&spec(&base(
+            r#","read_pct":50,"pattern":{"kind":"sequential"},"random_pct":0,"cursors":"per-op""#,
+        )));
+        let (mut next_read, mut next_write) = (0, 0);
+        for _ in 0..1000 {
+            let io = s.next_io();
+            let next = if io.kind == OpKind::Read {
+                &mut next_read
+            } else {
+                &mut next_write
+            };
+            assert_eq!(io.offset, *next % 1048576);
+            *next += 4096;
+        }
+        assert!(next_read > 0 && next_write > 0);
+        // Shared (the default): one position for both.
+        let mut s = state(&spec(&base(
+            r#","read_pct":50,"pattern":{"kind":"sequential"},"random_pct":0"#,
+        )));
+        for i in 0..1000u64 {
+            assert_eq!(s.next_io().offset, i * 4096 % 1048576);
+        }
     }
 
     #[test]

@@ -244,10 +244,12 @@ impl Worker {
         clock.stopping()
             || clock.end_ns.is_some_and(|e| now >= e)
             || (self.inflight == 0
-                && self
-                    .streams
-                    .iter()
-                    .all(|s| s.exhausted() && s.pending_fsyncs == 0))
+                && self.streams.iter().all(|s| {
+                    // A run without an end lasts until every stream is done: its byte limit
+                    // used up, or (phases) its stop time passed.
+                    let done = s.exhausted() || (clock.end_ns.is_none() && now >= s.stop_ns);
+                    done && s.pending_fsyncs == 0
+                }))
     }
 
     /// The next time the loop must run even if nothing completes, and whether it is an
@@ -609,6 +611,11 @@ impl Worker {
                 record_region(stats, c.result, kind, now, slot);
             }
             self.free_slots.push(c.user_data as u32);
+            let st = &mut self.streams[slot_stream(&self.slots, c.user_data)];
+            if !st.done && st.exhausted() && st.inflight == 0 && st.pending_fsyncs == 0 {
+                st.done = true;
+                st.interval.done_ns = now;
+            }
         }
         self.released.clear();
         // Fresh data for the write buffers given back, while the device works.
@@ -658,6 +665,10 @@ impl Worker {
         self.interval_start = end;
         self.boundary = clock.boundary_after(end);
     }
+}
+
+fn slot_stream(slots: &[Slot], user_data: u64) -> usize {
+    slots[user_data as usize].stream as usize
 }
 
 /// Count one completion (of an IO in `slot`, completed at `now`) in `op`.

@@ -22,9 +22,17 @@ def import_fio(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace FILE if it exists.")] = False,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--section",
+            metavar="NAME",
+            help="Translate only this job (repeatable), as fio's --section; [global] applies.",
+        ),
+    ] = None,
 ) -> None:
     """Translate a fio job file into a tilemark workload (TOML), naming what does not translate."""
-    translation = translate(job_file)
+    translation = translate(job_file, tuple(section or ()))
     text = toml_text(translation)
     if output is None:
         typer.echo(text, nl=False)

@@ -234,7 +234,11 @@ def joined_plan(
 
 
 def _describe(compiled: dict[str, Any], info: HostTargets) -> str:
-    timing = f"{compiled['duration_ms'] / 1000:g}s"
+    timing = (
+        "until every stream is done"
+        if compiled["duration_ms"] is None
+        else f"{compiled['duration_ms'] / 1000:g}s"
+    )
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     names = ", ".join(h["name"] for h in compiled["hosts"])

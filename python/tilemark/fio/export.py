@@ -44,9 +44,7 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
     body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
     directs = {t["direct"] for t in plan["targets"]}
     body.append(f"direct={1 if directs == {True} else 0}")
-    body += ["time_based", f"runtime={plan['duration_ms'] / 1000:g}s"]
-    if plan.get("warmup_ms"):
-        body.append(f"ramp_time={plan['warmup_ms'] / 1000:g}s")
+    run_ms = plan.get("duration_ms")  # None: until every stream has done its io_limit
     if plan.get("max_errors") not in (0, None):
         notes.append(f"tilemark allowed {plan['max_errors']} IO errors; fio stops at the first")
     for stream in plan["streams"]:
@@ -72,11 +70,25 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
                     f"stream {stream['name']}: spread by size; fio's file_service_type=random "
                     "picks the files uniformly"
                 )
-        if stream.get("start_ms"):
-            body.append(f"startdelay={stream['start_ms'] / 1000:g}s")
-        if stream.get("stop_ms") is not None:
-            run_s = (stream["stop_ms"] - (stream.get("start_ms") or 0)) / 1000
-            body.append(f"runtime={run_s:g}s")
+        # fio ramps and times each job from its own start; tilemark's warm-up is the first
+        # warmup_ms of the run, and a phase runs from start_ms to stop_ms (run time).
+        start = stream.get("start_ms") or 0
+        warmup = plan.get("warmup_ms") or 0
+        stop = stream.get("stop_ms")
+        if stop is None and run_ms is not None:
+            stop = warmup + run_ms
+        if start:
+            body.append(f"startdelay={start}ms")
+        if warmup > start:
+            body.append(f"ramp_time={warmup - start}ms")
+        # A stream with a byte limit ends by it, as a fio job without time_based does (and by
+        # its stop time, whichever is first); the others run for their time.
+        if stream.get("io_limit") is None:
+            body.append("time_based")
+        else:
+            body.append(f"io_size={stream['io_limit']}")
+        if stop is not None:
+            body.append(f"runtime={stop - max(start, warmup)}ms")
         if rw in ("rw", "randrw"):
             body.append(f"rwmixread={stream['read_pct']:g}")
         sizes = stream["sizes"]
@@ -94,6 +106,15 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
             body.append(
                 f"random_distribution=zoned:{io:g}/{region:g}:{100 - io:g}/{100 - region:g}"
             )
+        elif pattern["kind"] == "zoned":
+            zones = ":".join(f"{io:g}/{region:g}" for io, region in pattern["zones"])
+            body.append(f"random_distribution=zoned:{zones}")
+        if rw in ("rw", "randrw") and stream["random_pct"] < 100:
+            if stream.get("cursors", "shared") == "shared":
+                notes.append(
+                    f"stream {stream['name']}: its reads and writes continue one sequential "
+                    "position; fio keeps one for each (its writes go over what its reads read)"
+                )
         if stream["random_pct"] > 0:
             body.append("norandommap")
         body.append(f"iodepth={stream['qd']}")
@@ -119,14 +140,13 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
             body.append("sync=dsync")
         if stream.get("burst"):
             burst = stream["burst"]
+            # fio waits for the IOs in flight before it thinks (backend.c handle_thinktime,
+            # io_u_quiesce), as a burst does; counted at issue, as a burst counts them.
             body += [
                 f"thinktime={burst['delay_ms'] * 1000:.0f}",
                 f"thinktime_blocks={burst['ios']}",
+                "thinktime_blocks_type=issue",
             ]
-            notes.append(
-                f"stream {stream['name']}: a burst waits for its IOs before pausing; fio's "
-                "thinktime pauses after the blocks are issued"
-            )
         if stream.get("compress_pct"):
             body.append(f"buffer_compress_percentage={stream['compress_pct']:g}")
             body.append("refill_buffers")

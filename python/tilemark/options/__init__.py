@@ -6,6 +6,7 @@ given (typed.py), built once at the edge from what the user typed or passed to t
 from tilemark.options.parsers import (
     ARRIVALS,
     BACKENDS,
+    CURSORS,
     MAX_COPIES,
     MAX_DEDUPE,
     MAX_ERRORS,
@@ -77,6 +78,7 @@ __all__ = [
     "ALL",
     "ARRIVALS",
     "BACKENDS",
+    "CURSORS",
     "CURVE",
     "MATRIX",
     "MAX_COPIES",

@@ -23,6 +23,7 @@ from tilemark.units import (
 MAX_QD = 4096
 MAX_THREADS = 1024
 MAX_COPIES = 256
+MAX_PASSES = 1_000_000_000
 MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
 MAX_POLL_US = 1_000_000
 MAX_ERRORS = 1 << 53
@@ -42,6 +43,7 @@ RW_MODES: dict[str, tuple[float | None, bool]] = {
     "randrw": (None, True),
 }
 ARRIVALS = ("closed", "constant", "poisson")
+CURSORS = ("shared", "per-op")
 SPREADS = ("uniform", "size")
 BACKENDS = ("uring", "psync", "null")
 NAME_RE = re.compile(r"[A-Za-z0-9_.:+-]{1,64}")
@@ -141,7 +143,8 @@ def parse_path(value: object, label: str) -> str:
 def parse_pattern(value: object, label: str) -> str:
     """uniform | sequential | zipf:THETA | hotspot:IO/REGION, normalized."""
     allowed = (
-        "uniform, sequential, zipf:THETA (e.g. zipf:1.2) or hotspot:IO/REGION (e.g. hotspot:90/10)"
+        "uniform, sequential, zipf:THETA (e.g. zipf:1.2), hotspot:IO/REGION (e.g. hotspot:90/10) "
+        "or zoned:IO/REGION:IO/REGION... (e.g. zoned:50/5:30/15:20/80)"
     )
     text = value.strip().lower() if isinstance(value, str) else ""
     if text in ("uniform", "random"):
@@ -152,6 +155,8 @@ def parse_pattern(value: object, label: str) -> str:
         if float(match.group(1)) <= 0:
             raise UsageError(f"{label} zipf theta must be above 0, got {shown(value)}.")
         return f"zipf:{float(match.group(1)):g}"
+    if text.startswith("zoned:"):
+        return _parse_zoned(text, label, value)
     if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
         io_pct, region_pct = float(match.group(1)), float(match.group(2))
         if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
@@ -161,6 +166,33 @@ def parse_pattern(value: object, label: str) -> str:
             )
         return f"hotspot:{io_pct:g}/{region_pct:g}"
     raise UsageError(f"{label} must be {allowed}, got {shown(value)}.")
+
+
+def _parse_zoned(text: str, label: str, value: object) -> str:
+    """zoned:IO/REGION:... (fio's zoned distribution): consecutive zones from the region's
+    start, IO and REGION percentages each summing to 100, every zone above 0."""
+    number = r"(\d+(?:\.\d*)?)"
+    parts = text.removeprefix("zoned:").split(":")
+    zones = []
+    for part in parts:
+        match = re.fullmatch(number + "/" + number, part)
+        if not match:
+            zones = []
+            break
+        zones.append((float(match.group(1)), float(match.group(2))))
+    io = sum(z[0] for z in zones)
+    region = sum(z[1] for z in zones)
+    if (
+        not zones
+        or abs(io - 100) > 1e-9
+        or abs(region - 100) > 1e-9
+        or min(z[1] for z in zones) <= 0
+    ):
+        raise UsageError(
+            f"{label} zoned:IO/REGION:... needs zones whose IO shares and REGION shares each add "
+            f"up to 100, every REGION above 0 (e.g. zoned:50/5:30/15:20/80), got {shown(value)}."
+        )
+    return "zoned:" + ":".join(f"{a:g}/{b:g}" for a, b in zones)
 
 
 def parse_sync(value: object, label: str) -> str:

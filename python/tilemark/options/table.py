@@ -38,8 +38,10 @@ from typing import Any
 from tilemark.options.parsers import (
     ARRIVALS,
     BACKENDS,
+    CURSORS,
     MAX_COPIES,
     MAX_ERRORS,
+    MAX_PASSES,
     MAX_POLL_US,
     MAX_QD,
     MAX_THREADS,
@@ -143,7 +145,9 @@ OPTIONS: tuple[Option, ...] = (
        metavar="SIZE", modes=WORKLOAD | POINT_STUDIES | {PRECONDITION}, toml=True,
        parse=positive_size,
        default="the existing data area, else min(2 GiB, 10% of free space)"),
-    _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m.", flag="--duration",
+    _o("duration", "run", "Measured time after warm-up: 60, 90s, 2m. A workload whose streams "
+       "all end by themselves (io_size or passes, or stop) and that gives no duration runs "
+       "until every stream is done.", flag="--duration",
        metavar="TIME", modes=ALL, toml=True, parse=parse_run_duration,
        default="60s"),
     _o("warmup", "run", "Warm-up before measuring, excluded from results.", flag="--warmup",
@@ -189,10 +193,15 @@ OPTIONS: tuple[Option, ...] = (
        modes=WORKLOAD | {CURVE}, toml=True, parse=parse_percent, default="50"),
     _o("bs", "stream", "IO size or weighted mix '512:22,1k:15,4k:23'.", flag="--bs",
        metavar="SIZE[:W,...]", modes=WORKLOAD | {CURVE}, toml=True, parse=parse_bs, default="4k"),
-    _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10.",
+    _o("pattern", "stream", "Random placement: uniform, zipf:1.2, hotspot:90/10, or zones from "
+       "the region's start as fio's zoned, zoned:50/5:30/15:20/80 (IO%/REGION% each).",
        flag="--pattern", metavar="PATTERN", modes=WORKLOAD | {SWEEP, CURVE}, toml=True,
        parse=parse_pattern,
        default="uniform"),
+    _o("cursors", "stream", "Sequential position of a read/write mix: shared (every IO continues "
+       "where the last one ended) or per-op (reads continue reads and writes continue writes, "
+       "each from the region's start, as fio's rw=rw).", toml=True, parse=choice(CURSORS),
+       default="shared"),
     _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
        metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
        default="100 for rand*, else 0"),
@@ -255,6 +264,14 @@ OPTIONS: tuple[Option, ...] = (
     _o("stop", "stream", "Run time at which the stream stops issuing IO: 20m.", flag="--stop",
        metavar="TIME", modes=WORKLOAD, toml=True, parse=positive_duration,
        default="the end of the run"),
+    _o("io_size", "stream", "Bytes of IO (reads and writes) after which the stream stops "
+       "issuing, like fio's io_size: 10g (times passes when both are given).",
+       flag="--io-size", metavar="SIZE", modes=WORKLOAD, toml=True, profile=False,
+       parse=positive_size, default="no limit"),
+    _o("passes", "stream", "Passes over the stream's region after which it stops issuing "
+       "(region length x passes bytes, or io_size x passes), like fio's size and loops.",
+       flag="--passes", metavar="N", modes=WORKLOAD, toml=True, profile=False,
+       parse=int_range(1, MAX_PASSES), default="no limit"),
     # -- data verification and reduction (docs/verification.md) ---------------------------------
     _o("verify", "run", "Write verifiable blocks (target, offset, generation, checksums) and "
        "check every read of a block whose content is known; a finding (corrupt, misdirected, "

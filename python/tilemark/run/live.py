@@ -156,7 +156,9 @@ class LiveDisplay:
         self.plan = plan
         self.console = console
         self.tty = tty
-        self.total_s = (plan.get("warmup_ms", 0) + (plan.get("duration_ms") or 0)) / 1000
+        # None: the run lasts until every stream has done its io_size.
+        duration = plan.get("duration_ms")
+        self.total_s = None if duration is None else (plan.get("warmup_ms", 0) + duration) / 1000
         self._live: Live | None = None
         self._rows: list[dict[str, Any]] = []
         self._targets: list[dict[str, Any]] = []
@@ -207,9 +209,10 @@ class LiveDisplay:
     def _table(self) -> Table:
         if self._rows:
             first = self._rows[0]
-            title = (
-                f"interval {first['interval']} · {first['phase']} · "
+            title = f"interval {first['interval']} · {first['phase']} · " + (
                 f"{first['end_s']:.0f}s of {self.total_s:.0f}s"
+                if self.total_s is not None
+                else f"{first['end_s']:.0f}s, until every stream is done"
             )
         else:
             title = "starting…"

@@ -63,8 +63,11 @@ def _fill_reporter(tty: bool) -> targets.Progress:
 
 def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     mode = "O_DIRECT" if all(i.direct for i in infos) else "buffered"
-    duration_ms = compiled["duration_ms"]
-    timing = f"{duration_ms / 1000:g}s" if duration_ms is not None else "until its IO is done"
+    timing = (
+        "until every stream is done"
+        if compiled["duration_ms"] is None
+        else f"{compiled['duration_ms'] / 1000:g}s"
+    )
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     count = len(compiled["streams"])

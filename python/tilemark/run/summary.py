@@ -146,10 +146,15 @@ def is_phased(plan_stream: dict) -> bool:
     return bool(plan_stream.get("start_ms")) or plan_stream.get("stop_ms") is not None
 
 
-def active_s(plan_stream: dict, window_start_ns: int, window_end_ns: int) -> float:
-    """Seconds of [window_start, window_end) (run time, ns) inside the stream's phase."""
+def active_s(
+    plan_stream: dict, window_start_ns: int, window_end_ns: int, done_ns: int | None = None
+) -> float:
+    """Seconds of [window_start, window_end) (run time, ns) inside the stream's phase, up to
+    `done_ns` when it finished its byte limit earlier (the engine's done_ns)."""
     start, stop = phase_ns(plan_stream)
     end = window_end_ns if stop is None else min(stop, window_end_ns)
+    if done_ns:
+        end = min(end, done_ns)
     return max(0, end - max(start, window_start_ns)) / NS_PER_S
 
 
@@ -165,7 +170,8 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
         index = int(s["stream"])
         plan_stream = _plan_stream(plan, index)
         arrival = _arrival_kind(plan_stream)
-        seconds = active_s(plan_stream, *measure)  # the measurement phase, or its part in phase
+        # The measurement phase, or its part in the stream's phase and before it was done.
+        seconds = active_s(plan_stream, *measure, s.get("done_ns"))
         kinds = REPLAY_KINDS if "discard" in s else OP_KINDS
         ops_by_kind = {kind: op_summary(s.get(kind), seconds) for kind in kinds}
         data_ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in DATA_OPS)

@@ -35,6 +35,9 @@ def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
     if kind == "hotspot":
         io_pct, region_pct = arg.split("/")
         return {"kind": "hotspot", "io_pct": float(io_pct), "region_pct": float(region_pct)}
+    if kind == "zoned":
+        zones = [zone.split("/") for zone in arg.split(":")]
+        return {"kind": "zoned", "zones": [[float(io), float(region)] for io, region in zones]}
     return {"kind": "random"}
 
 
@@ -178,6 +181,15 @@ def _direct_align(workload: Workload, target: TargetInfo) -> int:
     return target.dio_alignment
 
 
+def _io_limit(stream: StreamSpec, regions: list[dict[str, Any]]) -> int | None:
+    """Bytes after which the stream stops: io_size, or its region's length, times passes (over
+    several targets, the regions together)."""
+    if stream.io_size is None and stream.passes is None:
+        return None
+    base = stream.io_size if stream.io_size is not None else sum(r["length"] for r in regions)
+    return base * (stream.passes or 1)
+
+
 def _phase_ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
@@ -230,6 +242,12 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 else stream_seed(workload.seed, index),
             }
         )
+    for stream, spec in zip(streams, workload.streams, strict=True):
+        limit = _io_limit(spec, stream["regions"])
+        if limit is not None:  # only when set: plans without them read as before
+            stream["io_limit"] = limit
+        if spec.cursors != "shared":
+            stream["cursors"] = spec.cursors
     compiled: EnginePlan = {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,
@@ -237,7 +255,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         "interval_ms": round(workload.interval_s * 1000),
         "start_at_ns": None,
         "warmup_ms": round(workload.warmup_s * 1000),
-        "duration_ms": round(workload.duration_s * 1000),
+        "duration_ms": None if workload.duration_s is None else round(workload.duration_s * 1000),
         "poll_us": workload.poll_us,
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,

@@ -97,7 +97,7 @@ class StreamSpec:
     rw: str
     read_pct: float
     sizes: list[tuple[int, float]]
-    pattern: str  # "uniform" | "sequential" | "zipf:THETA" | "hotspot:IO/REGION"
+    pattern: str  # "uniform" | "sequential" | "zipf:THETA" | "hotspot:IO/REGION" | "zoned:..."
     random_pct: float
     qd: int
     arrival: str  # "closed" | "constant" | "poisson"
@@ -118,6 +118,9 @@ class StreamSpec:
     spread: str = "uniform"  # over several targets: "uniform" | "size"
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
+    cursors: str = "shared"  # sequential mix: "shared" | "per-op" (fio's rw)
+    io_size: int | None = None  # bytes after which it issues none (times passes)
+    passes: int | None = None  # passes over its region after which it issues none
     host: str | None = None  # cluster runs: the one host it runs on (None: every host)
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
@@ -125,6 +128,10 @@ class StreamSpec:
     def writes(self) -> bool:
         """True if this stream issues any writes."""
         return self.read_pct < 100.0
+
+    def ends_by_itself(self) -> bool:
+        """True when the stream stops on its own: a byte limit, passes, or a stop time."""
+        return self.io_size is not None or self.passes is not None or self.stop_s is not None
 
     def label(self, key: str) -> str:
         """How to name a field of this stream in a message."""
@@ -144,7 +151,7 @@ class Workload:
     name: str
     source: str  # "flags", "default" or the TOML file path
     targets: list[TargetSpec]
-    duration_s: float
+    duration_s: float | None  # None: until every stream is done (io_size, passes or stop)
     warmup_s: float
     interval_s: float
     backend: str
@@ -366,6 +373,9 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("spread", "spread"),
         ("start", "start_s"),
         ("stop", "stop_s"),
+        ("cursors", "cursors"),
+        ("io_size", "io_size"),
+        ("passes", "passes"),
         ("host", "host"),
     ):
         if key in table:
@@ -384,16 +394,20 @@ def _check_stream_targets(stream: StreamSpec, targets: list[TargetSpec]) -> None
             )
 
 
-def _check_phase(stream: StreamSpec, warmup_s: float, duration_s: float, dur_key: str) -> None:
+def _check_phase(
+    stream: StreamSpec, warmup_s: float, duration_s: float | None, dur_key: str
+) -> None:
     """start before stop, both within the run (warm-up + duration)."""
     start, stop = stream.start_s, stream.stop_s
-    end = warmup_s + duration_s
-    run = f"{end:g} s" + (f" ({warmup_s:g} s warm-up + {duration_s:g} s)" if warmup_s else "")
     if start is not None and stop is not None and start >= stop:
         raise UsageError(
             f"{stream.label('start')} {start:g} s is not before {stream.key('stop')} {stop:g} s; "
             "a stream issues IO from start until stop (run time)."
         )
+    if duration_s is None:
+        return  # the run lasts until every stream is done
+    end = warmup_s + duration_s
+    run = f"{end:g} s" + (f" ({warmup_s:g} s warm-up + {duration_s:g} s)" if warmup_s else "")
     if start is not None and start >= end:
         raise UsageError(
             f"{stream.label('start')} {start:g} s is not within the run of {run}; start it "
@@ -404,6 +418,14 @@ def _check_phase(stream: StreamSpec, warmup_s: float, duration_s: float, dur_key
             f"{stream.label('stop')} {stop:g} s is past the end of the run at {run}; stop it "
             f"earlier or raise {dur_key}."
         )
+
+
+def _until_done(streams: list[StreamSpec]) -> bool:
+    """A workload without a duration runs until every stream is done when they all end by
+    themselves and at least one by its bytes (a run of stop times alone keeps the default)."""
+    return all(s.ends_by_itself() for s in streams) and any(
+        s.io_size is not None or s.passes is not None for s in streams
+    )
 
 
 def parse_workload(
@@ -448,7 +470,6 @@ def parse_workload(
         )
     size = run_value("size", None)
     target_list = parse_targets(doc["target"], size, flag="target" in flag_keys)
-    duration_s = run_value("duration", DEFAULT_DURATION_S)
     warmup_s = run_value("warmup", 0.0)
     interval_s = run_value("interval", DEFAULT_INTERVAL_S)
     backend = run_value("backend", "uring")
@@ -474,6 +495,9 @@ def parse_workload(
         parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
     ]
+    duration_s = run_value("duration", DEFAULT_DURATION_S)
+    if "duration" not in doc and _until_done(streams):
+        duration_s = None
     for stream in streams:
         _check_stream_targets(stream, target_list)
         _check_phase(stream, warmup_s, duration_s, run_label("duration"))

@@ -201,6 +201,9 @@ pub struct StreamStats {
     pub inflight: u64,
     /// Age of the oldest IO in flight when the interval ended, 0 if none (a level).
     pub oldest_inflight_ns: u64,
+    /// Run time at which the stream finished its byte limit (its last IO completed); 0 while
+    /// it has not. Summaries rate such a stream over its own time, as fio rates a job.
+    pub done_ns: u64,
 }
 
 /// An open-loop IO submitted later than this after its intended time counts as late.
@@ -254,6 +257,7 @@ impl StreamStats {
         self.inflight = other.inflight;
         self.oldest_inflight_ns = other.oldest_inflight_ns;
         self.ios_issued_late += other.ios_issued_late;
+        self.done_ns = self.done_ns.max(other.done_ns);
     }
 
     pub fn total_ops(&self) -> u64 {
@@ -310,6 +314,9 @@ impl Serialize for IndexedStats<'_> {
             m.serialize_entry("replay", replay)?;
         }
         m.serialize_entry("lag_max_ns", &self.stats.lag_max_ns)?;
+        if self.stats.done_ns > 0 {
+            m.serialize_entry("done_ns", &self.stats.done_ns)?;
+        }
         if self.totals {
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
         } else {

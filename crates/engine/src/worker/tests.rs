@@ -664,3 +664,26 @@ fn an_open_loop_stream_schedules_only_inside_its_phase() {
         .collect();
     assert_eq!(behind, [1, 1, 0, 0]);
 }
+
+#[test]
+fn a_run_without_an_end_lasts_until_every_stream_is_done() {
+    // One stream ends by its byte limit, the other by its stop time (fio's size and runtime
+    // of jobs that are not time_based); nothing ends the run but them.
+    let limited = serde_json::json!({"qd": 2, "io_limit": 300 * 4096});
+    let stopped = serde_json::json!({"qd": 1, "start_ms": 200, "stop_ms": 500});
+    let (backend, log) = scripted(latency(MS));
+    let clock = RunClock::manual(0, None, 100 * MS);
+    let out = run(streams(&[spec(limited), spec(stopped)]), backend, &clock);
+    assert_eq!(out.total(0).total_ops(), 300);
+    assert_eq!(out.total(1).total_ops(), 300); // one per ms from 200 to 500 ms
+                                               // Two at a time, 1 ms each: the limited stream's last IO completes at 150 ms.
+    assert_eq!(out.total(0).done_ns, 150 * MS);
+    assert_eq!(
+        out.total(1).done_ns,
+        0,
+        "a stop time is not a finished byte limit"
+    );
+    assert!(out.result.end_ns >= 500 * MS && out.result.end_ns < 600 * MS);
+    assert_eq!(out.result.stop_reason, None);
+    assert_eq!(log.lock().unwrap().outstanding, 0);
+}
