@@ -235,7 +235,7 @@ def failure_text(v: Verdict) -> str:
     """One failed criterion: what, where, the value, and when it is within noise, its CI."""
     got = _value_text(v.value, v.unit)
     if v.decision == "inconclusive":
-        got += f", within noise: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms"
+        got += f", inconclusive: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms straddles the limit"
     return f"{v.description} ({v.scope}: {got})"
 
 
@@ -259,7 +259,7 @@ def margin_text(c: dict[str, Any]) -> str:
         bound = "" if c.get("ci_bounded", True) else ", few samples"
         extra.append(f"CI {_ms(c['ci_low'])}-{_ms(c['ci_high'])} ms{bound}")
     if c.get("decision") == "inconclusive":
-        extra.append("within noise")
+        extra.append("inconclusive")
     if c.get("scope", "window") != "window":
         extra.append(c["scope"])
     return what + (f" ({', '.join(extra)})" if extra else "")

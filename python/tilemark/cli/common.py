@@ -18,6 +18,7 @@ from tilemark.run import datareduction
 from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
 from tilemark.run.outcome import RunOutcome
 from tilemark.targets import verification
+from tilemark.wording import counted
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 DEFAULT_RESULTS = Path("tilemark-results")
@@ -113,8 +114,9 @@ def listed_plainly(rows: list[dict[str, Any]], json_out: bool, nothing: str) -> 
 
 
 def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
-    """One line per failing application: its worst criterion with margin and CI, and how many
-    more of its criteria failed."""
+    """One line per application that did not pass: its worst criterion with margin and CI,
+    whether it failed or is inconclusive (its interval straddles the limit: not a failure for
+    certain), and how many more of its criteria did not pass."""
     lines = []
     for a in apps["applications"]:
         if a["passed"] or a.get("worst") is None:
@@ -122,8 +124,10 @@ def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
         w = a["worst"]
         more = a.get("failed_criteria", 1) - 1
         where = f" in tile {w['tile']}" if apps.get("tiles", 1) > 1 else ""
-        tail = f", +{more} more" if more > 0 else ""
-        lines.append(f"{indent}{a['app']}: {margin_text(w)}{where}{tail}")
+        inconclusive = a.get("verdict") == "noise"
+        state = "inconclusive" if inconclusive else "fails"
+        tail = f", +{more} more" + (" inconclusive" if inconclusive else "") if more > 0 else ""
+        lines.append(f"{indent}{a['app']} {state}: {margin_text(w)}{where}{tail}")
     return lines
 
 
@@ -134,7 +138,15 @@ def verdict_line(apps: dict[str, Any]) -> str:
     took = ""
     if m.get("extended"):
         took = f" (measured {m['measured_s']:.0f} s of up to {m['max_duration_s']:.0f} s to decide)"
+    tiles = counted(apps["tiles"], "tile")
     if apps["passed"]:
-        return f"QoS: every application in {apps['tiles']} tile(s) passes{score}{took}"
-    noise = " within noise" if apps.get("verdict") == "noise" else ""
-    return f"QoS: FAIL{noise} in {apps['tiles']} tile(s){score}{took}"
+        every = (
+            "the application" if len(apps.get("applications") or []) == 1 else "every application"
+        )
+        return f"QoS: {every} in {tiles} passes{score}{took}"
+    if apps.get("verdict") == "noise":
+        return (
+            f"QoS: inconclusive in {tiles}{score}{took}: no criterion failed for certain, but "
+            "one's confidence interval straddles its limit, so it does not pass"
+        )
+    return f"QoS: FAIL in {tiles}{score}{took}"

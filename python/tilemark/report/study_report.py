@@ -27,6 +27,8 @@ from tilemark.report.data import (
 )
 from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
+from tilemark.study.answers import answer_phrase, caveat_notes
+from tilemark.wording import counted
 
 
 def study_report(study: StudyData) -> Report:
@@ -75,14 +77,16 @@ def study_headline(study: StudyData) -> tuple[str, str]:
     best = study.answer
     what = f"Max {study.axis}" if study.is_knob else "Max passing tiles"
     if study.is_knob:
-        what += f" at {doc.get('tiles_per_step', 1)} tile(s)"
+        what += f" at {counted(doc.get('tiles_per_step', 1), 'tile')}"
     if best is None:
         headline = f"No {'value' if study.is_knob else 'tile count'} passes QoS"
         status = "fail"
     else:
         score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
-        headline = f"{what}: {best:g}{score}"
-        status = "pass"
+        headline = f"{what}: {answer_phrase(doc)}{score}"
+        # An answer that is a range or measured the host is shown, but not as a clean pass.
+        caveat = doc.get("host_bound") or doc.get("inconclusive_at") is not None
+        status = "warn" if caveat else "pass"
     runs = doc.get(("max_passing_value" if study.is_knob else "max_passing_tiles") + "_runs")
     if runs and len(runs) > 1:
         listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
@@ -119,7 +123,7 @@ def study_facts(study: StudyData) -> list[tuple[str, str]]:
 
 
 def _answer_text(study: StudyData) -> str:
-    return "none" if study.answer is None else f"{study.answer:g}"
+    return answer_phrase(study.doc)
 
 
 def study_notes(study: StudyData) -> list[str]:
@@ -130,13 +134,12 @@ def study_notes(study: StudyData) -> list[str]:
     if first:
         at = _axis_value(study, first.get("value") if study.is_knob else first.get("tiles"))
         deciding = first.get("deciding")
-        noise = " (within noise)" if first.get("within_noise") else ""
+        how = "bounded (inconclusive)" if first.get("within_noise") else "decided"
         if deciding:
             where = f", tile {deciding['tile']}" if deciding.get("tile") else ""
-            notes.append(
-                f"decided at {at}{noise} by {deciding['app']}{where}: {margin_text(deciding)}"
-            )
+            notes.append(f"{how} at {at} by {deciding['app']}{where}: {margin_text(deciding)}")
         elif first.get("failed"):
+            noise = " (inconclusive)" if first.get("within_noise") else ""
             notes.append(f"first failure ({at}){noise}: " + "; ".join(first["failed"][:6]))
         votes = first.get("votes") or {}
         if sum(votes.values()) > 1:
@@ -144,6 +147,7 @@ def study_notes(study: StudyData) -> list[str]:
                 f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
                 f"{sum(votes.values())} runs failed"
             )
+    notes += caveat_notes(doc)
     for nm in doc.get("non_monotonic") or []:
         notes.append(
             f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed after a "

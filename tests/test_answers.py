@@ -1,0 +1,91 @@
+"""What a scaling study's answer is worth, as the terminal and the report say it: the range's
+top, an inconclusive bounding step, a host-bound failure and tool-bound passes (study/answers.py,
+cli/scale.py), on studies driven by a scripted step runner (tests/test_study.py)."""
+
+from __future__ import annotations
+
+from test_study import capacity, drive, knob, tiles
+
+from tilemark.cli.common import qos_lines, verdict_line
+from tilemark.cli.scale import failure_lines, headline
+from tilemark.study.answers import answer_phrase, caveat_notes
+
+
+def test_a_plain_answer_has_no_caveats():
+    _, doc = drive(tiles(range(1, 9)), capacity(3))
+    assert answer_phrase(doc) == "3"
+    assert caveat_notes(doc) == []
+    assert headline(doc)[0] == "max passing tiles: 3, score 3.00 (5 runs, linear)"
+
+
+def test_the_range_top_is_a_lower_bound():
+    _, doc = drive(tiles(range(1, 5), search=True), capacity(99))
+    assert answer_phrase(doc) == "at least 4 (the range's top)"
+    lines = headline(doc)
+    assert lines[0].startswith("max passing tiles: at least 4 (the range's top)")
+    assert any("widen --tiles" in line for line in lines)
+
+
+def test_the_knob_range_top_is_a_lower_bound():
+    _, doc = drive(knob(high=8000), lambda v, _: True)
+    assert answer_phrase(doc) == "at least 8000 (the range's top)"
+    assert "widen --knob-range" in " ".join(caveat_notes(doc))
+    assert headline(doc)[0].startswith("max mail.mailboxes at 1 tile: at least 8000")
+
+
+def test_an_inconclusive_bound_makes_the_answer_a_range():
+    _, doc = drive(tiles(range(1, 16)), lambda n, k: n <= 10 or "noise", confirm_runs=1)
+    assert answer_phrase(doc) == "10 (11 inconclusive)"
+    lines = headline(doc)
+    assert lines[0].startswith("max passing tiles: 10 (11 inconclusive)")
+    note = next(line for line in lines if "11 tiles was inconclusive" in line)
+    assert "even measured for longer" in note and "between 10 and 11" in note
+    assert failure_lines(doc)[0] == "11 tiles: QoS inconclusive (no criterion failed for certain):"
+
+
+def test_a_host_bound_failure_makes_the_answer_a_lower_bound():
+    _, doc = drive(tiles(range(1, 4)), capacity(1), tool_bound=lambda n, k: True)
+    assert answer_phrase(doc) == "at least 1 (host-bound)"
+    notes = caveat_notes(doc)
+    assert any(n.startswith("2 tiles failed only in runs that measured the host") for n in notes)
+    # The passing step was tool-bound too: its pass stands, and it is said.
+    assert any("tool-bound runs at tiles 1" in n and "passes stand" in n for n in notes)
+    assert failure_lines(doc)[0] == "2 tiles fail QoS:"
+
+
+def test_one_tile_fails_in_the_singular():
+    _, doc = drive(tiles(range(1, 4)), capacity(0))
+    assert failure_lines(doc)[0] == "1 tile fails QoS:"
+    assert headline(doc)[0] == "no tile count passes QoS (2 runs, linear)"
+
+
+def _app(name, verdict, decision, value, limit, more=0):
+    worst = {
+        "criterion": "read_p99", "unit": "ms", "value": value, "limit": limit, "decision": decision,
+        "margin_pct": (value - limit) / limit * 100, "ci_low": value * 0.8,
+        "ci_high": value * 1.2, "ci_bounded": True, "scope": "window", "tile": 2,
+    }  # fmt: skip
+    return {"app": name, "passed": False, "verdict": verdict, "worst": worst,
+            "failed_criteria": 1 + more}  # fmt: skip
+
+
+def test_inconclusive_criteria_are_listed_as_inconclusive_not_as_failures():
+    apps = {
+        "tiles": 2,
+        "score": 2.0,
+        "passed": False,
+        "verdict": "fail",
+        "applications": [
+            _app("oltp", "fail", "fail", 39.1, 30, more=2),
+            _app("web", "noise", "inconclusive", 42.2, 50),
+        ],
+    }
+    oltp, web = qos_lines(apps)
+    assert (
+        oltp.startswith("  oltp fails: read_p99 39.1 ms vs 30 ms limit (+30%") and "+2 more" in oltp
+    )
+    assert web.startswith("  web inconclusive: read_p99 42.2 ms vs 50 ms limit (-16%")
+    assert web.endswith("inconclusive) in tile 2") and "fail" not in web
+    assert verdict_line(apps) == "QoS: FAIL in 2 tiles, score 2.00"
+    apps["verdict"] = "noise"
+    assert verdict_line(apps).startswith("QoS: inconclusive in 2 tiles, score 2.00: no criterion")
