@@ -5,7 +5,6 @@ cli/scale.py), on studies driven by a scripted step runner (tests/test_study.py)
 from __future__ import annotations
 
 from test_study import capacity, drive, knob, tiles
-
 from tilemark.cli.common import qos_lines, verdict_line
 from tilemark.cli.scale import failure_lines, headline
 from tilemark.study.answers import answer_phrase, caveat_notes

@@ -16,7 +16,6 @@ trace_app = typer.Typer(
 )
 
 
-
 @trace_app.callback()
 def _trace() -> None:
     """Capture, import and look at block traces of real applications (docs/traces.md)."""
