@@ -68,17 +68,21 @@ class Metric:
                 self.normalized.append(v / base)
                 self.change_pct.append((v / base - 1.0) * 100.0)
 
-    def normalize_to(self, reference: float | None) -> None:
-        """Every value relative to one reference value (VMmark: the baseline's 1-tile score)."""
+    def normalize_to(self, reference: float | None, baseline: int) -> None:
+        """Every value relative to one reference value (VMmark: the baseline's 1-tile score);
+        the change is still from the baseline's own value of this metric."""
+        base = self.values[baseline]
         self.normalized = []
         self.change_pct = []
         for v in self.values:
             if v is None or reference is None or reference == 0:
                 self.normalized.append(None)
-                self.change_pct.append(None)
             else:
                 self.normalized.append(v / reference)
-                self.change_pct.append((v / reference - 1.0) * 100.0)
+            if v is None or base is None or base == 0:
+                self.change_pct.append(None)
+            else:
+                self.change_pct.append((v / base - 1.0) * 100.0)
 
     def to_json(self, names: list[str]) -> dict[str, Any]:
         return {
@@ -542,7 +546,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
         refs = {m.name: m.values[baseline] for m in metrics if m.scope == ref_key}
         for m in metrics:
             ref = refs.get(m.name, m.values[baseline] if m.scope == "total" else None)
-            m.normalize_to(ref)
+            m.normalize_to(ref, baseline)
     docs = [s.first_run().doc for s in studies if s.first_run() is not None]
     return Comparison(
         kind="points",
