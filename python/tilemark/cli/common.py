@@ -18,6 +18,7 @@ from tilemark.run import datareduction
 from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
 from tilemark.run.outcome import RunOutcome
 from tilemark.targets import verification
+from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.wording import counted
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
@@ -70,8 +71,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     host = host_line(outcome.summary)
     if host is not None:
         out.print(host, markup=False, soft_wrap=True)
-    for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
-        err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
+    bound = tool_bound_line(outcome.summary.get("tool_bound"))
+    if bound is not None:
+        err.print(bound, markup=False, soft_wrap=True)
     out.print(f"results: {outcome.run_dir}", markup=False)
     pre = outcome.summary.get("preconditioning") or {}
     if pre.get("record"):
@@ -88,7 +90,8 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:
-        err.print(f"note: {note}", markup=False, soft_wrap=True)
+        if note not in outcome.notes_shown:  # said once, as the run started
+            err.print(f"note: {note}", markup=False, soft_wrap=True)
     if outcome.catalog_error:
         err.print(
             f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "

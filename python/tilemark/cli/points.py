@@ -26,6 +26,7 @@ from tilemark.commands import points as points_command
 from tilemark.options import CURVE, MATRIX, SWEEP, Option
 from tilemark.options.typed import Options
 from tilemark.study.base import Attempt, StepRecord, StepSpec, StudyOutcome
+from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.units import MAX_IOPS, format_size
 
 
@@ -63,8 +64,9 @@ class _Progress:
         verdict = attempt.detail.get("slo_verdict")
         tail = f"; SLO {verdict}" if verdict else ""
         self.console.print("  " + ("; ".join(parts) or "no IO completed") + tail, markup=False)
-        for reason in (attempt.detail.get("tool_bound") or {}).get("reasons") or []:
-            self.console.print(f"  note: tool-bound: {reason}", markup=False)
+        bound = tool_bound_line(attempt.detail.get("tool_bound"))
+        if bound is not None:
+            self.console.print(f"  {bound}", markup=False)
 
 
 def _finish(

@@ -65,7 +65,7 @@ def run(
         return outcome
 
     with cluster.opened(opts.cluster, force=opts.safety.force):
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
         if opts.mode == RUN:
             ready = workload_command.setup(opts, workload_file)

@@ -157,7 +157,7 @@ def run(
     Ctrl-C stops the preparation."""
     with cluster.opened(opts.cluster, force=opts.safety.force):
         ready = setup(opts, workload_file, until_steady=True)
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         steady = steady_settings(opts)
         monitor = RoundMonitor(ready.compiled, steady) if steady is not None else None
         ready.print_notes(console, workload_file)

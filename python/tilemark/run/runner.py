@@ -255,6 +255,7 @@ def run_plan(
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         outcome = store_run(writer, compiled, result, summary, stopper, ended_by)
+        outcome.notes_shown = tuple(target_notes + telemetry.notes)
     stuck = stuck_in_kernel(compiled, result)
     if stuck:
         console.print(f"note: {stuck}", markup=False, soft_wrap=True)
