@@ -88,3 +88,13 @@ def test_inconclusive_criteria_are_listed_as_inconclusive_not_as_failures():
     assert verdict_line(apps) == "QoS: FAIL in 2 tiles, score 2.00"
     apps["verdict"] = "noise"
     assert verdict_line(apps).startswith("QoS: inconclusive in 2 tiles, score 2.00: no criterion")
+
+
+def test_counts_take_their_noun_and_changes_never_read_minus_zero():
+    from tilemark.wording import counted, signed_pct
+
+    assert counted(1, "tile") == "1 tile" and counted(2, "tile") == "2 tiles"
+    assert counted(1, "criterion", "criteria") == "1 criterion"
+    assert counted(3.0, "stream") == "3 streams" and counted(1200, "run") == "1,200 runs"
+    assert signed_pct(-0.04) == "+0.0%" and signed_pct(-0.4, 0) == "+0%"
+    assert signed_pct(12.94) == "+12.9%" and signed_pct(-3) == "-3.0%"

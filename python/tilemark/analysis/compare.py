@@ -20,6 +20,7 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.units import format_size
+from tilemark.wording import signed_pct
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -281,7 +282,7 @@ def data_gain(names: list[str], metrics: list[Metric], baseline: int) -> list[st
         for metric in ("IOPS", "MB/s", "write latency p99", "read latency p99"):
             m = by_name.get(metric)
             if m is not None and m.change_pct[i] is not None:
-                changes.append(f"{metric} {m.change_pct[i]:+.1f}%")
+                changes.append(f"{metric} {signed_pct(m.change_pct[i])}")
         base = zstd.values[baseline]
         out.append(
             f"{name}: its data compresses {value:.2f}:1 (zstd) against {base:.2f}:1 for the "

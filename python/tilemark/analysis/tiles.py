@@ -22,6 +22,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import OPS, Verdict, evaluate, failures, undecided, worst
 from tilemark.hist import latency_hist
 from tilemark.run.summary import active_s, errors_by_name, errors_text, mean_io_size
+from tilemark.wording import signed_pct
 from tilemark.workload.apps import Profile, TileSpec
 from tilemark.workload.tilelayout import TileLayout
 
@@ -254,7 +255,7 @@ def margin_text(c: dict[str, Any]) -> str:
         what = f"{c['criterion']} {_ms(c['value'])} ms vs {c['limit']:g} ms limit"
     extra = []
     if c.get("margin_pct") is not None:
-        extra.append(f"{c['margin_pct']:+.0f}%")
+        extra.append(f"{signed_pct(c['margin_pct'], 0)}")
     if c.get("ci_low") is not None and c["unit"] == "ms" and c["ci_low"] != c["ci_high"]:
         bound = "" if c.get("ci_bounded", True) else ", few samples"
         extra.append(f"CI {_ms(c['ci_low'])}-{_ms(c['ci_high'])} ms{bound}")

@@ -138,7 +138,7 @@ def repetitions_table(doc: dict[str, Any]) -> Table:
     label = f" ({doc['label']})" if doc.get("label") else ""
     table = Table(
         title=f"repeat study {doc['study_id']}{label}: {len(doc['steps'])} of "
-        f"{doc['repetitions']} repetition(s)",
+        f"{counted(doc['repetitions'], 'repetition')}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )

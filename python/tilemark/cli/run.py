@@ -33,6 +33,7 @@ from tilemark.options.typed import Options
 from tilemark.run.tiles import (
     applications_table,
 )
+from tilemark.wording import counted
 
 
 def _clash(mode: str) -> Any:
@@ -93,7 +94,7 @@ def run_tiles_command(ctx: typer.Context, opts: Options) -> int:
     if opts.output.json:
         write_json(outcome, {"summary": _without_layout(outcome.summary)})
     print_run(outcome, out, err)
-    title = f"{ready.tiles} tile(s) of {ready.tile.name}: applications"
+    title = f"{counted(ready.tiles, 'tile')} of {ready.tile.name}: applications"
     out.print(applications_table(apps, title))
     out.print(verdict_line(apps), markup=False)
     for line in qos_lines(apps):

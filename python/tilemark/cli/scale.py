@@ -41,7 +41,7 @@ from tilemark.study import (
     StepSpec,
 )
 from tilemark.study.answers import answer_key, answer_phrase, caveat_notes, step_name, value_text
-from tilemark.wording import counted
+from tilemark.wording import counted, signed_pct
 
 
 class _Progress:
@@ -241,7 +241,9 @@ def _latency_cell(app: dict) -> str:
             lines.append(f"{cid} -")
             continue
         c = criteria.get(cid)
-        margin = f" ({c['margin_pct']:+.0f}%)" if c and c.get("margin_pct") is not None else ""
+        margin = (
+            f" ({signed_pct(c['margin_pct'], 0)})" if c and c.get("margin_pct") is not None else ""
+        )
         lines.append(f"{cid} {v:,.1f}{margin}")
     return "\n".join(lines) or "-"
 

@@ -19,6 +19,7 @@ from tilemark.cli.runs import (
 )
 from tilemark.console import make_console
 from tilemark.store.studies import list_studies
+from tilemark.wording import counted
 
 COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")
 OPTIONAL_COLUMNS = ("path", "started", "tile", "label")
@@ -34,9 +35,9 @@ def _result(r: dict[str, Any]) -> str:
         return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"
     if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
         best = r.get("max_passing_tiles")
-        return "no tile count passed" if best is None else f"max {best} tiles"
+        return "no tile count passed" if best is None else f"max {counted(best, 'tile')}"
     if r.get("kind") in ("sweep", "matrix"):
-        return f"{r.get('points_measured') or 0} points"
+        return counted(r.get("points_measured") or 0, "point")
     if r.get("kind") == "curve" and r.get("max_iops") is not None:
         slo = f", {r['slo_iops']:,.0f} at {r['slo']}" if r.get("slo_iops") is not None else ""
         return f"max {r['max_iops']:,.0f} IOPS{slo}"

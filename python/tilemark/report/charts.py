@@ -18,6 +18,8 @@ from typing import Any
 
 import altair as alt
 
+from tilemark.wording import signed_pct
+
 WIDTH = 640
 SMALL_WIDTH = 300
 HEIGHT = 240
@@ -152,7 +154,7 @@ def change_layer(changes: Sequence[dict[str, Any]]) -> alt.Chart | None:
 def _change_label(c: dict[str, Any]) -> str:
     word = "IOPS" if c["metric"] == "iops" else "p99"
     pct = c.get("change_pct")
-    return f"{word} {pct:+.0f}%" if pct is not None else word
+    return f"{word} {signed_pct(pct, 0)}" if pct is not None else word
 
 
 def phase_layer(phases: Sequence[dict[str, Any]]) -> alt.Chart | None:

@@ -18,6 +18,7 @@ from tilemark.report.data import StudyData
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.study_report import study_details, study_links
 from tilemark.units import format_size
+from tilemark.wording import counted
 
 POINT_KINDS = ("sweep", "matrix", "curve")
 
@@ -98,7 +99,7 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
     axes = doc.get("axes") or {}
     varied = ", ".join(doc.get("varied") or []) or "nothing (one point)"
     verdict = Verdict(
-        headline=f"Sweep of {len(points)} point(s) over {varied}",
+        headline=f"Sweep of {counted(len(points), 'point')} over {varied}",
         status="info",
         facts=facts,
         tested=[

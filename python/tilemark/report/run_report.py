@@ -38,6 +38,7 @@ from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.run import datareduction
 from tilemark.run.summary import errors_by_name, errors_text
 from tilemark.targets import verification
+from tilemark.wording import counted
 
 # Groups drawn individually in a latency distribution plot; more are merged into one line.
 MAX_DISTRIBUTION_GROUPS = 12
@@ -156,7 +157,7 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         score = f", score {apps['score']:.2f}" if apps.get("score") is not None else ""
         failed = len(apps.get("failed") or [])
         headline = (
-            f"{apps['tiles']} tile(s) of {(apps.get('layout') or {}).get('tile', name)}: "
+            f"{counted(apps['tiles'], 'tile')} of {(apps.get('layout') or {}).get('tile', name)}: "
             f"QoS {verdict}{score}"
             + (f" ({failed} criteria failed)" if failed else " (every application passes)")
         )

@@ -28,7 +28,7 @@ from tilemark.report.data import (
 from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
 from tilemark.study.answers import answer_phrase, caveat_notes
-from tilemark.wording import counted
+from tilemark.wording import counted, signed_pct
 
 
 def study_report(study: StudyData) -> Report:
@@ -200,7 +200,8 @@ def _study_setup(study: StudyData) -> str:
         lo, hi = doc.get("knob_range") or (None, None)
         what = (
             f"{study.axis} searched from {num(doc.get('knob_start'))} within {num(lo)}..{num(hi)} "
-            f"to {num(doc.get('knob_precision_pct'))}% at {doc.get('tiles_per_step')} tile(s)"
+            f"to {num(doc.get('knob_precision_pct'))}% at "
+            f"{counted(doc.get('tiles_per_step') or 1, 'tile')}"
         )
     else:
         what = f"{doc.get('mode')} over {doc.get('tile_counts')} tiles"
@@ -215,8 +216,9 @@ def _study_setup(study: StudyData) -> str:
         timing += f" (up to {num(doc['max_duration'])} s while undecided)"
     return (
         f"{what}, {timing} + {num(doc.get('warmup'))} s warm-up per step, QoS interval "
-        f"{num(doc.get('qos_interval_s'))} s, {doc.get('confirm_runs', 0)} confirmation run(s) "
-        f"per failure, {study.repeats} repeat(s)"
+        f"{num(doc.get('qos_interval_s'))} s, "
+        f"{counted(doc.get('confirm_runs', 0), 'confirmation run')} "
+        f"per failure, {counted(study.repeats, 'repeat')}"
     )
 
 
@@ -512,7 +514,7 @@ def margins_table(study: StudyData) -> Table:
                         Cell(c["criterion"]),
                         Cell(shown, "num"),
                         Cell(limit, "num"),
-                        Cell("-" if margin is None else f"{margin:+.0f}%", "num"),
+                        Cell("-" if margin is None else f"{signed_pct(margin, 0)}", "num"),
                         Cell(ci, "num"),
                         Cell(c.get("decision") or "-", "fail" if not c["passed"] else ""),
                         Cell(str(c.get("tile") or "-"), "num"),

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tilemark.run import pertarget
 from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
+from tilemark.wording import counted
 
 
 def fmt_ms(value: float | None) -> str:
@@ -257,7 +258,7 @@ class LiveDisplay:
             where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),
-                f"{row['streams']} streams" if grouped else f"{arrival} {where}".rstrip(),
+                counted(row["streams"], "stream") if grouped else f"{arrival} {where}".rstrip(),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),
