@@ -98,3 +98,24 @@ def test_counts_take_their_noun_and_changes_never_read_minus_zero():
     assert counted(3.0, "stream") == "3 streams" and counted(1200, "run") == "1,200 runs"
     assert signed_pct(-0.04) == "+0.0%" and signed_pct(-0.4, 0) == "+0%"
     assert signed_pct(12.94) == "+12.9%" and signed_pct(-3) == "-3.0%"
+
+
+def test_an_example_step_says_what_its_exit_status_means():
+    from tilemark.cli.example import step_outcome
+
+    assert step_outcome(0) == "done (exit 0)"
+    assert step_outcome(3) == "QoS failed (exit 3): an answer, not an error"
+    assert step_outcome(130) == "interrupted (exit 130)"
+
+
+def test_a_refusal_names_the_fields_that_differ_not_a_cut_off_dict():
+    from tilemark.analysis.compare import value_differences
+
+    a = {"bs": [4096, 65536], "qd": [1], "read": [100], "region": ["100%"]}
+    b = {"bs": [4096], "qd": [1], "read": [100], "region": ["100%"]}
+    assert value_differences("axes", a, b) == ["axes.bs (4096, 65536 vs 4096)"]
+    stream = {"kind": "random", "size": 4096, "read_pct": 100, "pattern": {"dist": "uniform"}}
+    other = {**stream, "pattern": {"dist": "zipf", "theta": 1.2}}
+    assert value_differences("stream", stream, other) == [
+        "stream.pattern.dist (uniform vs zipf)", "stream.pattern.theta (none vs 1.2)"
+    ]  # fmt: skip

@@ -131,6 +131,10 @@ def test_the_command_lists_shows_and_plans_examples(capsys, tmp_path):
     assert main(["example", "show", "1"]) == 0
     shown = capsys.readouterr().out
     assert "Figure 1: FA Director IOPS" in shown and "quick form (--quick):" in shown
+    # The README is rendered, not printed raw: no Markdown heading marks or code fences, and
+    # its prose wraps at a readable width even on a pipe.
+    assert "```" not in shown and not any(line.startswith("#") for line in shown.splitlines())
+    assert max(len(line) for line in shown.split("files:")[0].splitlines()) <= 100
     args = ["example", "run", "003", "--target", "/dev/h", "--target", str(tmp_path / "f.dat"),
             "--destroy-data", "/dev/h", "--dry-run", "--results", str(tmp_path), "--",
             "--capacity", "2t", "--duration", "10m"]  # fmt: skip
