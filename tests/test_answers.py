@@ -119,3 +119,25 @@ def test_a_refusal_names_the_fields_that_differ_not_a_cut_off_dict():
     assert value_differences("stream", stream, other) == [
         "stream.pattern.dist (uniform vs zipf)", "stream.pattern.theta (none vs 1.2)"
     ]  # fmt: skip
+
+
+def test_prose_wraps_between_words_with_an_indent_and_stays_whole_on_a_pipe():
+    import io
+
+    from rich.console import Console
+
+    from tilemark.console import PIPE_WIDTH, say
+
+    text = (
+        "tool-bound: host CPU 99% busy on average (above 85%); 8 of 12 open-loop streams "
+        "issued more than 1% of their IOs more than 1 ms late, worst t1.oltp.redo 8.4%"
+    )
+    narrow = Console(file=io.StringIO(), width=60)
+    say(narrow, text)
+    lines = narrow.file.getvalue().splitlines()
+    assert len(lines) > 1 and all(len(line) <= 60 for line in lines)
+    assert all(line.startswith("  ") for line in lines[1:])
+    assert " ".join(line.strip() for line in lines) == text  # no word cut in two
+    pipe = Console(file=io.StringIO(), width=PIPE_WIDTH)
+    say(pipe, text)
+    assert pipe.file.getvalue() == text + "\n"

@@ -13,7 +13,7 @@ from rich.console import Console
 from tilemark import targets
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
-from tilemark.console import make_console
+from tilemark.console import make_console, say
 from tilemark.run import datareduction
 from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
 from tilemark.run.outcome import RunOutcome
@@ -70,10 +70,10 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(front_back)
     host = host_line(outcome.summary)
     if host is not None:
-        out.print(host, markup=False, soft_wrap=True)
+        say(out, host)
     bound = tool_bound_line(outcome.summary.get("tool_bound"))
     if bound is not None:
-        err.print(bound, markup=False, soft_wrap=True)
+        say(err, bound)
     out.print(f"results: {outcome.run_dir}", markup=False)
     pre = outcome.summary.get("preconditioning") or {}
     if pre.get("record"):
@@ -81,9 +81,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(f"target preconditioned {shown}", markup=False)
     checked = outcome.summary.get("verification")
     if checked is not None:
-        out.print(verification.line(checked), markup=False, soft_wrap=True)
+        say(out, verification.line(checked))
         for f in checked["listed"][:5]:
-            err.print(f"finding: {verification.finding_text(f)}", markup=False, soft_wrap=True)
+            say(err, f"finding: {verification.finding_text(f)}")
     reduction = (outcome.summary.get("data_reduction") or {}).get("overall")
     if reduction:
         out.print(f"data written: {datareduction.describe(reduction)}", markup=False)
@@ -91,7 +91,7 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:
         if note not in outcome.notes_shown:  # said once, as the run started
-            err.print(f"note: {note}", markup=False, soft_wrap=True)
+            say(err, f"note: {note}")
     if outcome.catalog_error:
         err.print(
             f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "

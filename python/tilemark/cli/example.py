@@ -154,8 +154,9 @@ def run(
     typer.echo("")
     typer.echo(f"example {e.name} (seed {e.seed}){' --quick' if quick else ''}:")
     for r in done:
-        where = f", study {r.study}" if r.study is not None else ""
-        typer.echo(f"  {r.step.name}: {step_outcome(r.status)}{where}")
+        typer.echo(f"  {r.step.name}: {step_outcome(r.status)}")
+        if r.study is not None:
+            typer.echo(f"    study: {r.study}")
         for out, path in r.outputs:
             mark = "" if path.exists() else " (missing)"
             typer.echo(f"    {out.seed} -> {path}{mark}")

@@ -23,6 +23,7 @@ from tilemark.cli.params import check_mode, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.commands import Interrupted
 from tilemark.commands import points as points_command
+from tilemark.console import say
 from tilemark.options import CURVE, MATRIX, SWEEP, Option
 from tilemark.options.typed import Options
 from tilemark.study.base import Attempt, StepRecord, StepSpec, StudyOutcome
@@ -88,7 +89,7 @@ def _finish(
     for t in tables:
         out.print(t)
     for line in lines + _tool_bound_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {path}", markup=False)
     if opts.output.report and doc.get("steps"):
         write_study_report(path, opts.output.results, err, out)

@@ -28,6 +28,7 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode
 from tilemark.cli.scale import write_study_report
 from tilemark.commands import Interrupted
 from tilemark.commands import repeat as repeat_command
+from tilemark.console import say
 from tilemark.options import REPEAT, RUN, TILES, parse_int
 from tilemark.options.typed import Options
 from tilemark.study import StepRecord, StepSpec
@@ -81,7 +82,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     out.print(repetitions_table(doc))
     for line in trend_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {outcome.path}", markup=False)
     if doc.get("first_run_id") and doc.get("last_run_id"):
         out.print(

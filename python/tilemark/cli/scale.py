@@ -28,6 +28,7 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.commands import Interrupted
 from tilemark.commands import scale as scale_command
+from tilemark.console import say
 from tilemark.options import SCALE, Option
 from tilemark.options.typed import Options
 from tilemark.report.format import steady_cell
@@ -67,9 +68,9 @@ class _Progress:
         if attempt.verdict is None:
             return
         apps = _apps_of(step, attempt)
-        self.console.print(verdict_line(apps), markup=False)
+        say(self.console, verdict_line(apps))
         for line in qos_lines(apps):
-            self.console.print(line, markup=False)
+            say(self.console, line)
 
 
 def _apps_of(step: StepRecord, attempt: Attempt) -> dict[str, Any]:
@@ -113,9 +114,9 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     for table in study_tables(doc):
         out.print(table)
     for line in failure_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     for line in headline(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {outcome.path}", markup=False)
     if opts.output.report and doc["steps"]:
         write_study_report(outcome.path, opts.output.results, err, out)
