@@ -349,12 +349,14 @@ def store_run(
 def print_reduction(reduction: dict[str, Any] | None, console: Console) -> None:
     """The data reduction measured at run start (datareduction.py), one line per setting."""
     for setting in (reduction or {}).get("settings") or []:
-        console.print(
+        streams = setting["streams"]
+        more = f" and {len(streams) - 5} more" if len(streams) > 5 else ""
+        say(
+            console,
             f"data: {datareduction.describe(setting)} measured on "
-            f"{format_size(setting['sample_bytes'])} as stream(s) "
-            f"{', '.join(setting['streams'][:5])} write it",
-            markup=False,
-            soft_wrap=True,
+            f"{format_size(setting['sample_bytes'])} as "
+            f"{'stream' if len(streams) == 1 else 'streams'} {', '.join(streams[:5])}{more} "
+            f"{'writes' if len(streams) == 1 else 'write'} it",
         )
 
 
