@@ -141,3 +141,13 @@ def test_prose_wraps_between_words_with_an_indent_and_stays_whole_on_a_pipe():
     pipe = Console(file=io.StringIO(), width=PIPE_WIDTH)
     say(pipe, text)
     assert pipe.file.getvalue() == text + "\n"
+
+
+def test_a_workload_from_flags_is_named_by_its_stream_not_flags():
+    from tilemark.wording import workload_title
+
+    stream = {"name": "randread", "sizes": [[4096, 1.0]], "pattern": {"kind": "uniform"},
+              "read_pct": 100, "qd": 4}  # fmt: skip
+    assert workload_title({"name": "flags"}, [stream]) == "randread: 100% read, 4 KiB uniform, QD 4"
+    assert workload_title({"name": "flags"}, [stream, stream]) == "workload (2 streams)"
+    assert workload_title({"name": "oltp-nightly"}, [stream]) == "oltp-nightly"

@@ -1,7 +1,13 @@
-"""Small words every printed line needs right: counts with their noun ("1 tile", "2 tiles")
-and signed changes that never read "-0.0%"."""
+"""Small words every printed line needs right: counts with their noun ("1 tile", "2 tiles"),
+signed changes that never read "-0.0%", and what a run ran when its workload has no name."""
 
 from __future__ import annotations
+
+from typing import Any
+
+# The names a workload gets when it was not named: built from command-line flags, or the
+# built-in default.
+UNNAMED_WORKLOADS = ("flags", "default")
 
 
 def counted(n: int | float, noun: str, plural: str | None = None) -> str:
@@ -19,3 +25,27 @@ def signed_pct(value: float, digits: int = 1) -> str:
     if float(text) == 0:
         text = f"+{0:.{digits}f}"
     return f"{text}%"
+
+
+def workload_title(workload: dict[str, Any] | None, streams: list[dict[str, Any]]) -> str:
+    """A headline's name for what ran: the workload's own name, or for one given by flags its
+    stream ('randread: 100% read, 4 KiB uniform, QD 4'), never the bare word "flags"."""
+    from tilemark.units import format_size
+
+    name = (workload or {}).get("name")
+    if name and name not in UNNAMED_WORKLOADS:
+        return str(name)
+    if len(streams) == 1:
+        s = streams[0]
+        sizes = s.get("sizes") or []
+        size = "/".join(format_size(sz) for sz, _ in sizes) or "?"
+        pattern = (s.get("pattern") or {}).get("kind", "")
+        read = s.get("read_pct", 0)
+        read = f"{read:g}" if isinstance(read, float) else str(read)
+        return f"{s.get('name')}: {read}% read, {size} {pattern}, QD {s.get('qd')}".replace(
+            "  ", " "
+        )
+    shown = name if name and name != "flags" else "workload"
+    if streams:
+        return f"{shown} ({counted(len(streams), 'stream')})"
+    return shown

@@ -20,7 +20,7 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.units import format_size
-from tilemark.wording import signed_pct
+from tilemark.wording import signed_pct, workload_title
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -364,7 +364,8 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
     metrics = _metrics([run_values(r.doc) for r in runs])
     for m in metrics:
         m.normalize(baseline)
-    workload = (runs[baseline].doc.get("workload") or {}).get("name") or "workload"
+    base = runs[baseline]
+    workload = workload_title(base.doc.get("workload"), (base.plan or {}).get("streams") or [])
     gain = data_gain([r.run_id for r in runs], metrics, baseline)
     return Comparison(
         data_gain=gain,

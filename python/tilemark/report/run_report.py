@@ -31,6 +31,7 @@ from tilemark.report.format import (
     num,
     run_links,
     tested_on,
+    workload_title,
 )
 from tilemark.report.steady_report import steady_section, window_hist
 from tilemark.report.targets_report import targets_section
@@ -150,7 +151,7 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         ("errors", num(total.get("errors", 0))),
     ]
     apps = run.applications
-    name = (doc.get("workload") or {}).get("name") or "workload"
+    name = workload_title(run)
     if apps is not None:
         verdict = "PASS" if apps["passed"] else "FAIL"
         status = "pass" if apps["passed"] and status == "info" else "fail"
