@@ -404,3 +404,13 @@ def test_run_report_names_io_errors_by_errno(tmp_path):
     )
     errors = [row[streams.columns.index("errors")].text for row in streams.rows]
     assert errors[0] == "EIO 4, ENOSPC 1"
+
+
+def test_warnings_are_styled_as_warnings_and_neutral_notes_are_not(tmp_path):
+    from tilemark.report.base import Caution, Report, Verdict
+    from tilemark.report.html import render
+
+    verdict = Verdict("h", "info", notes=[Caution("tool-bound: host CPU 99%"), "data written"])
+    html = render(Report(kind="run", title="t", verdict=verdict), tmp_path / "r.html")
+    assert '<li class="warn">tool-bound: host CPU 99%</li>' in html
+    assert "<li>data written</li>" in html

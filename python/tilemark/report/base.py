@@ -57,6 +57,13 @@ class Section:
     intro: str = ""
 
 
+class Caution(str):
+    """A note of the verdict that warns (tool-bound, failed IOs, an answer that is a range):
+    shown in the warning colour; every other note is neutral."""
+
+    __slots__ = ()
+
+
 @dataclass
 class Verdict:
     """What was tested, on what, and what came out: shown first."""

@@ -12,7 +12,7 @@ from typing import Any
 import altair as alt
 
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.charts import SMALL_HEIGHT, SMALL_WIDTH, compact, dataset
 from tilemark.report.data import StudyData
 from tilemark.report.format import generated_by, num, tested_on
@@ -31,12 +31,15 @@ def points_report(study: StudyData) -> Report:
     bound = [i for i, p in enumerate(study.doc.get("points") or [], 1) if p.get("tool_bound")]
     if bound:
         verdict.notes.append(
-            f"point(s) {', '.join(map(str, bound))} were tool-bound (host CPU above 85% or the "
-            "engine behind its schedule): their numbers describe the host, not the storage"
+            Caution(
+                f"{'point' if len(bound) == 1 else 'points'} {', '.join(map(str, bound))} "
+                f"{'was' if len(bound) == 1 else 'were'} tool-bound (host CPU above 85% or the "
+                "engine behind its schedule): their numbers describe the host, not the storage"
+            )
         )
         verdict.status = "warn"
     if not study.doc.get("complete", True):
-        verdict.notes.append("the study was interrupted: the points so far are shown")
+        verdict.notes.append(Caution("the study was interrupted: the points so far are shown"))
         verdict.status = "warn"
     return Report(
         kind="study",

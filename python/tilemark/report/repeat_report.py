@@ -9,7 +9,7 @@ from typing import Any
 
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import StudyData, compute_series
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.run_report import time_series_sections
@@ -123,14 +123,16 @@ def repeat_verdict(study: StudyData) -> Verdict:
     bound = doc.get("tool_bound_repetitions") or []
     if bound:
         notes.append(
-            f"tool-bound: repetition(s) {', '.join(map(str, bound))} measured the host (CPU "
-            "above 85% or the engine behind its schedule): those numbers describe the host, "
-            "not the storage"
+            Caution(
+                f"tool-bound: {'repetition' if len(bound) == 1 else 'repetitions'} "
+                f"{', '.join(map(str, bound))} measured the host (CPU above 85% or the engine "
+                "behind its schedule): those numbers describe the host, not the storage"
+            )
         )
     if doc.get("stopped"):
-        notes.append(f"stopped: {doc['stopped']}")
+        notes.append(Caution(f"stopped: {doc['stopped']}"))
     elif not doc.get("complete", True):
-        notes.append("the study was interrupted: the repetitions that ran are shown")
+        notes.append(Caution("the study was interrupted: the repetitions that ran are shown"))
     for st in study.steps:
         for c in st.step.get("change_points") or []:
             notes.append(f"repetition {st.key:g}: {change_text(c)}")

@@ -11,7 +11,7 @@ from typing import Any
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
 from tilemark.report.array_report import array_section
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
     RunData,
     SeriesSet,
@@ -115,27 +115,29 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             "fail" if doc.get("status") in ("failed", "errors", "hung", "data-errors") else "warn"
         )
         notes.append(
-            f"run status: {doc.get('status')}"
-            + (f": {doc['error']}" if doc.get("error") else "")
-            + " (measurements cover what completed)"
+            Caution(
+                f"run status: {doc.get('status')}"
+                + (f": {doc['error']}" if doc.get("error") else "")
+                + " (measurements cover what completed)"
+            )
         )
     if total.get("errors"):
         status = "warn" if status == "info" else status
         named = errors_text(total.get("errors_by_name") or {})
         named = f" ({named})" if total.get("errors_by_name") else ""
         notes.append(
-            f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency"
+            Caution(f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency")
         )
     bound = tool_bound_notes(summary)
     if bound:
         status = "warn" if status == "info" else status
-        notes.extend(bound)
+        notes.extend(Caution(b) for b in bound)
     for change in summary.get("change_points") or []:
         notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
     notes.extend(data_notes(doc))
     steady = summary.get("steady_state")
     if steady:
-        notes.append(steady["verdict"])
+        notes.append(steady["verdict"] if steady["steady"] else Caution(steady["verdict"]))
         if not steady["steady"] and status == "info":
             status = "warn"
     read = (steady and window_hist(steady, "read")) or merged_run_hist(run, None, "read")
@@ -197,7 +199,9 @@ def data_notes(doc: dict[str, Any]) -> list[str]:
     checked = summary.get("verification")
     if checked is not None:
         notes.append(verification.line(checked))
-        notes.extend(f"finding: {verification.finding_text(f)}" for f in checked["listed"][:5])
+        notes.extend(
+            Caution(f"finding: {verification.finding_text(f)}") for f in checked["listed"][:5]
+        )
     for p in doc.get("verify_passes") or []:
         notes.append(
             f"verification pass {p.get('started_at')}: {num(p['bytes'] / 1e6)} MB in "

@@ -15,7 +15,7 @@ from typing import Any
 
 from tilemark.analysis.tiles import margin_text
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
     STUDY_FILE,
     StudyData,
@@ -27,7 +27,7 @@ from tilemark.report.data import (
 )
 from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
-from tilemark.study.answers import answer_phrase, caveat_notes
+from tilemark.study.answers import answer_phrase, caveats
 from tilemark.wording import counted, signed_pct
 
 
@@ -147,29 +147,36 @@ def study_notes(study: StudyData) -> list[str]:
                 f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
                 f"{sum(votes.values())} runs failed"
             )
-    notes += caveat_notes(doc)
+    notes += [Caution(text) if warns else text for text, warns in caveats(doc)]
     for nm in doc.get("non_monotonic") or []:
         notes.append(
-            f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed after a "
-            "re-check; the storage's answer is within its noise there"
+            Caution(
+                f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed "
+                "after a re-check; the storage's answer is within its noise there"
+            )
         )
     unsteady = [
         st for st in study.steps if st.step.get("steady") and not st.step["steady"]["rule_met"]
     ]
     if unsteady:
         notes.append(
-            f"not steady after {doc['until_steady']['max_rounds']} rounds at "
-            + ", ".join(_axis_value(study, st.key) for st in unsteady)
-            + ": those steps were judged over all they measured while the storage was changing"
+            Caution(
+                f"not steady after {doc['until_steady']['max_rounds']} rounds at "
+                + ", ".join(_axis_value(study, st.key) for st in unsteady)
+                + ": those steps were judged over all they measured while the storage was "
+                "changing"
+            )
         )
     settle = doc.get("settle")
     if settle and not settle["steady"]:
         notes.append(
-            f"read latency was not steady after {settle['seconds']:.0f} s of settling after the "
-            "fill; the first step may still see the storage absorbing it"
+            Caution(
+                f"read latency was not steady after {settle['seconds']:.0f} s of settling after "
+                "the fill; the first step may still see the storage absorbing it"
+            )
         )
     if not doc.get("complete", True):
-        notes.append("the study was interrupted: the steps so far are shown")
+        notes.append(Caution("the study was interrupted: the steps so far are shown"))
     return notes
 
 

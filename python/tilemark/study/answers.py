@@ -60,38 +60,53 @@ def answer_phrase(doc: dict[str, Any]) -> str:
 
 def caveat_notes(doc: dict[str, Any]) -> list[str]:
     """One sentence per caveat of the answer: what it means and what was done about it."""
+    return [text for text, _warns in caveats(doc)]
+
+
+def caveats(doc: dict[str, Any]) -> list[tuple[str, bool]]:
+    """caveat_notes with whether each warns (an answer that is a range, a host-bound bound,
+    tool-bound runs) or only informs (the range's top)."""
     best = doc.get(answer_key(doc))
-    notes = []
+    notes: list[tuple[str, bool]] = []
     flag = "--knob-range" if is_knob(doc) else "--tiles"
     if doc.get("limited_by_range") and best is not None:
         notes.append(
-            f"{step_name(doc, best)} is the top of the range and passed: the storage may carry "
-            f"more; widen {flag} to find where QoS fails"
+            (
+                f"{step_name(doc, best)} is the top of the range and passed: the storage may "
+                f"carry more; widen {flag} to find where QoS fails",
+                False,
+            )
         )
     first = doc.get("first_failure") or {}
     at = first.get("value") if is_knob(doc) else first.get("tiles")
     if doc.get("inconclusive_at") is not None:
         longer = " even measured for longer" if first.get("longer_window") else ""
-        notes.append(
+        text = (
             f"{step_name(doc, doc['inconclusive_at'])} was inconclusive{longer}: a QoS "
-            "criterion's confidence interval straddles its limit, so the capacity lies between "
-            f"{value_text(best)} and {value_text(doc['inconclusive_at'])}"
-            if best is not None
-            else f"{step_name(doc, doc['inconclusive_at'])} was inconclusive{longer}: a QoS "
             "criterion's confidence interval straddles its limit"
         )
+        if best is not None:
+            text += (
+                f", so the capacity lies between {value_text(best)} and "
+                f"{value_text(doc['inconclusive_at'])}"
+            )
+        notes.append((text, True))
     if doc.get("host_bound") and at is not None:
         runs = sum((first.get("votes") or {}).values())
-        notes.append(
-            f"{step_name(doc, at)} failed only in runs that measured the host, not the storage "
-            f"(tool-bound: host CPU above 85% or the engine behind its schedule; "
-            f"{counted(runs, 'run')}): the storage carries at least {value_text(best)}; a "
-            "less busy or faster load host would show how much more"
-            if best is not None
-            else f"{step_name(doc, at)} failed only in runs that measured the host, not the "
-            f"storage (tool-bound, {counted(runs, 'run')}): the host, not the storage, may be "
-            "what failed"
-        )
+        if best is not None:
+            text = (
+                f"{step_name(doc, at)} failed only in runs that measured the host, not the "
+                f"storage (tool-bound: host CPU above 85% or the engine behind its schedule; "
+                f"{counted(runs, 'run')}): the storage carries at least {value_text(best)}; a "
+                "less busy or faster load host would show how much more"
+            )
+        else:
+            text = (
+                f"{step_name(doc, at)} failed only in runs that measured the host, not the "
+                f"storage (tool-bound, {counted(runs, 'run')}): the host, not the storage, may "
+                "be what failed"
+            )
+        notes.append((text, True))
     passed_bound = [
         v
         for v in doc.get("tool_bound_steps") or []
@@ -101,7 +116,11 @@ def caveat_notes(doc: dict[str, Any]) -> list[str]:
         axis = doc["knob"] if is_knob(doc) else "tiles"
         listed = ", ".join(value_text(v) for v in passed_bound)
         notes.append(
-            f"tool-bound runs at {axis} {listed} (host CPU above 85% or the engine behind its "
-            "schedule): their passes stand, since a busy host only makes QoS harder to meet"
+            (
+                f"tool-bound runs at {axis} {listed} (host CPU above 85% or the engine behind "
+                "its schedule): their passes stand, since a busy host only makes QoS harder "
+                "to meet",
+                True,
+            )
         )
     return notes
