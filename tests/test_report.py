@@ -125,9 +125,9 @@ def test_study_report_scaling_charts_with_qos_rule_and_saturation(study, tmp_pat
     # Chart data are stored once per page; the figure's own spec carries them inline.
     figure = {f.id: json.dumps(f.spec()) for f in report.figures()}
     totals = figure["scaling-totals"]
-    assert f"max passing: {doc['max_passing_tiles']}" in totals
+    assert f"max passing {doc['max_passing_tiles']} (green)" in totals  # the subtitle
     latency = figure["scaling-latency"]
-    assert '"rule"' in latency and "QoS db_read_avg 20 ms" in latency
+    assert '"rule"' in latency and "db_read_avg\\u00a020\\u00a0ms" in latency
     assert "Per tile count: application metrics" in text
 
 

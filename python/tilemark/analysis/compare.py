@@ -116,6 +116,14 @@ class Comparison:
     data_gain: list[str] = field(default_factory=list)  # runs whose data reduces differently
 
     @property
+    def legend_names(self) -> list[str]:
+        """How charts name each run or study: its --label ("before tiering"), its id when it
+        has none or labels repeat."""
+        labels = self.labels or [None] * len(self.names)
+        names = [lb or n for n, lb in zip(self.names, labels, strict=True)]
+        return names if len(set(names)) == len(names) else self.shown
+
+    @property
     def shown(self) -> list[str]:
         """Each id with its label: '20261123-101500-ab12 (before tiering)'."""
         labels = self.labels or [None] * len(self.names)

@@ -23,6 +23,7 @@ from tilemark.study.base import StudyEvents, StudyOutcome
 from tilemark.study.repeat import RepeatStepRunner, RepeatStudy
 from tilemark.targets import verification
 from tilemark.telemetry import prometheus
+from tilemark.wording import workload_title
 
 
 def _refuse_remote_verify(verify: bool) -> None:
@@ -74,7 +75,10 @@ def run(
             infos = ready.infos
             definition.update(
                 mode="workload",
-                workload=ready.workload.name,
+                # A workload given by flags is named by its stream, not "flags".
+                workload=workload_title(
+                    {"name": ready.workload.name}, ready.compiled.get("streams") or []
+                ),
                 target=", ".join(i.path for i in infos),
             )
 

@@ -166,13 +166,13 @@ def metric_rows(comparison: Comparison) -> list[dict[str, Any]]:
             "unit": m.unit,
         }
         for m in comparison.metrics
-        for i, name in enumerate(comparison.names)
+        for i, name in enumerate(comparison.legend_names)
     ]
 
 
 def normalized_figure(comparison: Comparison) -> Figure:
     """Each metric relative to the baseline: whole runs, or per tile count for studies."""
-    names = comparison.names
+    names = comparison.legend_names
     baseline = names[comparison.baseline]
     rows = metric_rows(comparison)
     if comparison.kind == "runs":
@@ -215,15 +215,16 @@ def normalized_figure(comparison: Comparison) -> Figure:
 
 def runs_side_by_side(comparison: Comparison) -> Section:
     """Total throughput and latency over time, and latency percentiles, one line per run."""
-    names = comparison.names
+    names = comparison.legend_names
     warm = comparison.sources[comparison.baseline].warmup_s()
     series_rows = []
     dist_rows = []
+    shown = dict(zip(comparison.names, comparison.legend_names, strict=True))
     for run in comparison.sources:
         if run.intervals_path().exists():
             for r in compute_series(run).rows.get("total", []):
-                series_rows.append({**r, "group": run.run_id})
-        all_streams = {run.run_id: list(range(len(run.stream_names)))}
+                series_rows.append({**r, "group": shown[run.run_id]})
+        all_streams = {shown[run.run_id]: list(range(len(run.stream_names)))}
         dist_rows += distribution_rows(run, all_streams)
     side: list[Figure | Table] = []
     if series_rows:
@@ -274,15 +275,18 @@ def runs_side_by_side(comparison: Comparison) -> Section:
 
 def studies_side_by_side(comparison: Comparison) -> Section:
     """Score, IOPS and MB/s vs tile count, one line per study."""
+    shown = dict(zip(comparison.names, comparison.legend_names, strict=True))
     totals = [
-        {**r, "group": s.study_id} for s in comparison.sources for r in study_rows(s)["totals"]
+        {**r, "group": shown[s.study_id]}
+        for s in comparison.sources
+        for r in study_rows(s)["totals"]
     ]
     figure = Figure(
         "compare-scaling",
         "Scaling side by side",
         charts.scaling_side_by_side(
             totals,
-            studies=comparison.names,
+            studies=comparison.legend_names,
             title="Score, IOPS and MB/s vs tile count per study",
         ),
     )

@@ -543,7 +543,8 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
     rows = series.rows.get("stream", [])
     warm = series.warmup_s
     stats = ["p99", "p50"] + (["svc_p99", "svc_p50"] if _has_svc(series, "stream") else [])
-    many = len({r["group"] for r in rows}) > charts.MAX_LINES
+    groups = len({r["group"] for r in rows})
+    many = groups > 1 and groups * len(stats) > charts.MAX_LATENCY_LINES
     items: list[Figure | Table] = [
         Figure(
             f"{prefix}streams-{field}",
