@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tilemark's test rigs and benchmarks use, if missing:
 # fio (reference benchmark), nbdkit + nbdfuse (slow/failing storage), chromium (the headless
-# browser the report tests open reports in, through Playwright). Needs root and apt;
+# browser the report tests open reports in, through Playwright), pngquant (`make screenshots`
+# keeps the report screenshots in docs/ small). Needs root and apt;
 # without them it says what is missing and the tests that need it skip with that reason.
 set -u
 need=()
@@ -10,6 +11,7 @@ command -v nbdkit >/dev/null || need+=(nbdkit)
 command -v nbdfuse >/dev/null || need+=(libnbd-bin)
 command -v fusermount3 >/dev/null || need+=(fuse3)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v pngquant >/dev/null || need+=(pngquant)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
   echo "system-deps: missing ${need[*]}; not root or no apt-get, tests needing them will skip" >&2

@@ -109,7 +109,7 @@ def test_an_example_step_says_what_its_exit_status_means():
 
 
 def test_a_refusal_names_the_fields_that_differ_not_a_cut_off_dict():
-    from tilemark.analysis.compare import value_differences
+    from tilemark.wording import value_differences
 
     a = {"bs": [4096, 65536], "qd": [1], "read": [100], "region": ["100%"]}
     b = {"bs": [4096], "qd": [1], "read": [100], "region": ["100%"]}
@@ -151,3 +151,14 @@ def test_a_workload_from_flags_is_named_by_its_stream_not_flags():
     assert workload_title({"name": "flags"}, [stream]) == "randread: 100% read, 4 KiB uniform, QD 4"
     assert workload_title({"name": "flags"}, [stream, stream]) == "workload (2 streams)"
     assert workload_title({"name": "oltp-nightly"}, [stream]) == "oltp-nightly"
+
+
+def test_the_studies_listing_keeps_the_caveats():
+    from tilemark.cli.studies import _result
+
+    row = {"kind": "scale", "max_passing_tiles": 4, "answer": "at least 4 (the range's top)"}
+    assert _result(row) == "max tiles: at least 4 (the range's top)"
+    assert _result({"kind": "scale", "max_passing_tiles": 2, "answer": "2"}) == "max 2 tiles"
+    knob_row = {"kind": "knob", "knob": "mail.mailboxes", "max_passing_value": 5625.0,
+                "answer": "5625 (6000 inconclusive)"}  # fmt: skip
+    assert _result(knob_row) == "max mail.mailboxes: 5625 (6000 inconclusive)"

@@ -414,3 +414,19 @@ def test_warnings_are_styled_as_warnings_and_neutral_notes_are_not(tmp_path):
     html = render(Report(kind="run", title="t", verdict=verdict), tmp_path / "r.html")
     assert '<li class="warn">tool-bound: host CPU 99%</li>' in html
     assert "<li>data written</li>" in html
+
+
+def test_a_passing_tile_run_that_was_tool_bound_is_amber_not_red(tmp_path):
+    from report_runs import write_tile_run
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+    from tilemark.store.rundoc import write_json_atomic
+
+    run_dir, _ = write_tile_run(tmp_path, 1)
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["summary"]["applications"]["passed"]
+    doc["summary"]["tool_bound"] = {"tool_bound": True, "reasons": ["host CPU 99% busy"]}
+    write_json_atomic(run_dir / "run.json", doc)
+    verdict = build_report(load_source(run_dir)).verdict
+    assert "QoS PASS" in verdict.headline and verdict.status == "warn"
+    assert any(n.startswith("tool-bound: host CPU 99% busy") for n in verdict.notes)

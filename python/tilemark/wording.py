@@ -1,5 +1,6 @@
 """Small words every printed line needs right: counts with their noun ("1 tile", "2 tiles"),
-signed changes that never read "-0.0%", and what a run ran when its workload has no name."""
+signed changes that never read "-0.0%", what a run ran when its workload has no name, and how
+two definitions differ (field by field, never a Python dict cut off in the middle)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,31 @@ def workload_title(workload: dict[str, Any] | None, streams: list[dict[str, Any]
     if streams:
         return f"{shown} ({counted(len(streams), 'stream')})"
     return shown
+
+
+def value_differences(name: str, a: Any, b: Any) -> list[str]:
+    """Where two values of a definition differ, field by field, in plain words: 'axes.bs
+    (4096, 65536 vs 4096)', never a Python dict cut off in the middle."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [
+            d
+            for k in [*a, *(k for k in b if k not in a)]
+            if a.get(k) != b.get(k)
+            for d in value_differences(f"{name}.{k}", a.get(k), b.get(k))
+        ]
+    return [f"{name} ({_plain(a)} vs {_plain(b)})"]
+
+
+def _plain(value: Any) -> str:
+    """A definition's value as a person writes it: 4096, 1, 2, 4, none, uniform."""
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        shown = ", ".join(_plain(v) for v in value[:8])
+        return shown + (f" and {len(value) - 8} more" if len(value) > 8 else "")
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_plain(v)}" for k, v in list(value.items())[:6])
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -20,7 +20,7 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.units import format_size
-from tilemark.wording import signed_pct, workload_title
+from tilemark.wording import signed_pct, value_differences, workload_title
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -503,34 +503,6 @@ def _check_points(studies: list[tuple[str, dict]]) -> None:
                 f"studies {base_id} and {other_id} are {kind} studies of different definitions "
                 f"and cannot be compared point by point: {shown}."
             )
-
-
-def value_differences(name: str, a: Any, b: Any) -> list[str]:
-    """Where two values of a definition differ, field by field, in plain words: 'axes.bs
-    (4096, 65536 vs 4096)', never a Python dict cut off in the middle."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return [
-            d
-            for k in [*a, *(k for k in b if k not in a)]
-            if a.get(k) != b.get(k)
-            for d in value_differences(f"{name}.{k}", a.get(k), b.get(k))
-        ]
-    return [f"{name} ({_plain(a)} vs {_plain(b)})"]
-
-
-def _plain(value: Any) -> str:
-    """A definition's value as a person writes it: 4096, 1, 2, 4, none, uniform."""
-    if value is None:
-        return "none"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list | tuple):
-        shown = ", ".join(_plain(v) for v in value[:8])
-        return shown + (f" and {len(value) - 8} more" if len(value) > 8 else "")
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_plain(v)}" for k, v in list(value.items())[:6])
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def resolve_point(study: Any, point: str) -> str:

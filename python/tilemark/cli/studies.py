@@ -30,12 +30,17 @@ def _result(r: dict[str, Any]) -> str:
     verdict."""
     if r.get("kind") == "repeat":
         return r.get("verdict") or "no verdict"
+    caveat = r.get("answer") and "(" in r["answer"]  # the range's top, inconclusive, host-bound
     if r.get("knob"):
         best = r.get("max_passing_value")
-        return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"
+        if best is None:
+            return f"no {r['knob']} passed"
+        return f"max {r['knob']}: {r['answer']}" if caveat else f"max {r['knob']}={best:g}"
     if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
         best = r.get("max_passing_tiles")
-        return "no tile count passed" if best is None else f"max {counted(best, 'tile')}"
+        if best is None:
+            return "no tile count passed"
+        return f"max tiles: {r['answer']}" if caveat else f"max {counted(best, 'tile')}"
     if r.get("kind") in ("sweep", "matrix"):
         return counted(r.get("points_measured") or 0, "point")
     if r.get("kind") == "curve" and r.get("max_iops") is not None:

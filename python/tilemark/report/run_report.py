@@ -156,7 +156,11 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     name = workload_title(run)
     if apps is not None:
         verdict = "PASS" if apps["passed"] else "FAIL"
-        status = "pass" if apps["passed"] and status == "info" else "fail"
+        # A pass stays a pass when a note warns (tool-bound): amber, not red.
+        if not apps["passed"]:
+            status = "fail"
+        elif status == "info":
+            status = "pass"
         score = f", score {apps['score']:.2f}" if apps.get("score") is not None else ""
         failed = len(apps.get("failed") or [])
         headline = (
