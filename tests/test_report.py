@@ -430,3 +430,23 @@ def test_a_passing_tile_run_that_was_tool_bound_is_amber_not_red(tmp_path):
     verdict = build_report(load_source(run_dir)).verdict
     assert "QoS PASS" in verdict.headline and verdict.status == "warn"
     assert any(n.startswith("tool-bound: host CPU 99% busy") for n in verdict.notes)
+
+
+def test_a_study_report_headline_says_what_the_answer_is_worth(tmp_path):
+    from report_runs import write_study
+    from tilemark.report import build_report
+    from tilemark.report.base import Caution
+    from tilemark.report.data import load_source
+    from tilemark.store.rundoc import write_json_atomic
+
+    study = write_study(tmp_path, (1, 2, 3), latency_per_tile=5.0)
+    doc = json.loads((study / "study.json").read_text())
+    assert doc["max_passing_tiles"] == 2 and doc["host_bound"] is False
+    doc.update(host_bound=True, tool_bound_steps=[1, 2, 3])
+    doc["first_failure"]["votes"] = {"pass": 0, "fail": 2, "noise": 0}
+    write_json_atomic(study / "study.json", doc)
+    verdict = build_report(load_source(study)).verdict
+    assert verdict.headline.startswith("Max passing tiles: at least 2 (host-bound)")
+    assert verdict.status == "warn"
+    host = next(n for n in verdict.notes if "measured the host" in n)
+    assert isinstance(host, Caution) and "the storage carries at least 2" in host
