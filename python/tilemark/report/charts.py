@@ -419,10 +419,15 @@ def percentile_plot(
     rows: list[dict[str, Any]], *, title: str, group_field: str = "group", group_title: str
 ) -> alt.TopLevelMixin:
     """Latency at p50..p99.99 of merged histograms: one line per group and op."""
+    rows = [r for r in rows if (r.get("latency_ms") or 0) > 0]  # none at 0 on a log axis
     data = dataset(compact(rows, (group_field, "op", "percentile", "nines", "latency_ms", "ios")))
     base = alt.Chart(data).encode(
         x=alt.X("nines:Q", axis=_nines_axis(), scale=alt.Scale(domain=[0.3, 4.0])),
-        y=alt.Y("latency_ms:Q", title=LATENCY_TITLE, scale=alt.Scale(type="log")),
+        y=alt.Y(
+            "latency_ms:Q",
+            scale=alt.Scale(type="log"),
+            axis=log_axis((r.get("latency_ms") for r in rows), LATENCY_TITLE),
+        ),
         color=alt.Color(f"{group_field}:N", title=group_title),
         tooltip=[
             alt.Tooltip(f"{group_field}:N", title=group_title),

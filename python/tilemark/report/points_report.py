@@ -184,7 +184,7 @@ def sweep_qd_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
     long = []
     for r in rows:
         for stat, name in (("p50_ms", "p50"), ("p99_ms", "p99")):
-            if r.get(stat) is not None:
+            if (r.get(stat) or 0) > 0:  # a log axis has no place for 0 (Vega warns)
                 long.append({"qd": r["qd"], "ms": r[stat], "line": r["by_qd"], "stat": name})
     data = dataset(compact(long, ("qd", "ms", "line", "stat")))
     qds = sorted({r["qd"] for r in long}) or [1]
@@ -465,7 +465,7 @@ def curve_chart(
     long = []
     for p in points:
         for stat, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
-            if p.get(stat) is not None:
+            if (p.get(stat) or 0) > 0:  # a log axis has no place for 0 (Vega warns)
                 long.append(
                     {
                         "iops": p["iops"],
