@@ -438,3 +438,22 @@ def test_repeat_2_on_the_null_backend_answers_before_and_after(tmp_path, capsys)
     report = build_report(load_source(doc["study_id"], tmp_path / "r"))
     assert report.verdict.headline.startswith(f"{doc['verdict']}, before vs after")
     assert dict(report.verdict.facts)["beyond noise"] in ("yes", "no")
+
+
+def test_the_repetitions_table_keeps_run_ids_whole_on_a_narrow_terminal():
+    import io
+
+    from rich.console import Console
+
+    from tilemark.cli.repeat import repetitions_table
+
+    _, doc = repeat_study(3, Spread(lambda n: 1000.0 + n))
+    doc["study_id"] = "20261127-123937-e966"
+    for s in doc["steps"]:
+        s["run_id"] = f"20261127-12393{s['repetition']}-503d"
+        s["status"] = "complete"
+    narrow = Console(file=io.StringIO(), width=90)
+    narrow.print(repetitions_table(doc))
+    shown = narrow.file.getvalue()
+    assert all(s["run_id"] in shown for s in doc["steps"]), shown
+    assert "tool-bound" in shown  # repetition 2's run measured the host

@@ -146,11 +146,13 @@ def repetitions_table(doc: dict[str, Any]) -> Table:
     by_key = {(m["metric"], m["scope"]): m for m in doc.get("metrics") or []}
     shown = [(name, head) for name, head in TABLE_METRICS if (name, "total") in by_key]
     table.add_column("rep", justify="right")
-    table.add_column("run")
+    # Run ids stay whole however narrow the terminal (`tilemark compare` takes them).
+    longest = max((len(st.get("run_id") or "-") for st in doc["steps"]), default=3)
+    table.add_column("run", no_wrap=True, min_width=longest)
     for _, head in shown:
         table.add_column(head, justify="right")
     table.add_column("IOPS vs 1st", justify="right")
-    table.add_column("status")
+    table.add_column("status", min_width=10, overflow="fold")
     complete = doc.get("repetitions_complete") or []
     iops = by_key.get(("IOPS", "total"))
     for step in doc["steps"]:
