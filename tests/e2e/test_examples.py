@@ -80,7 +80,7 @@ def test_the_seed_004_example_repeats_jetstress_with_a_timed_checksum_pass(examp
     passes = by_name[("verification pass", "total")]["values"]
     assert len(passes) == 7 and all(v is not None and v > 0 for v in passes)
     assert by_name[("verification findings", "total")]["values"] == [0] * 7
-    assert study["verdict"] in ("stable", "decaying", "improving")
+    assert study["verdict"] in ("stable", "decaying", "improving", "inconclusive")
     # Database and log on their own targets, each checked by its own pass.
     first = json.loads((Path(study["steps"][0]["run_dir"]) / "run.json").read_text())
     assert [t["name"] for t in first["plan"]["targets"]] == ["db", "log"]
