@@ -134,10 +134,14 @@ class StepRecord:
         return self.spec.key
 
     def voting(self) -> list[Attempt]:
-        """The runs whose votes decide the step: its runs with a longer window once one of
-        them is judged (they carry more samples than every shorter run), else all of them."""
-        longer = [a for a in self.attempts if a.reason == EXTEND]
-        return longer if any(a.judged for a in longer) else self.attempts
+        """The runs whose votes decide the step: once a run with a longer window is judged,
+        it and every run after it (they carry more samples than the shorter runs before, and
+        a later re-check still counts); else all of them."""
+        first = next((i for i, a in enumerate(self.attempts) if a.reason == EXTEND), None)
+        if first is None:
+            return self.attempts
+        later = self.attempts[first:]
+        return later if any(a.judged and a.reason == EXTEND for a in later) else self.attempts
 
     @property
     def verdict(self) -> str | None:
