@@ -42,6 +42,7 @@ from tilemark.study import (
     StepSpec,
 )
 from tilemark.study.answers import answer_key, answer_phrase, caveat_notes, step_name, value_text
+from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.wording import counted, signed_pct
 
 
@@ -71,6 +72,9 @@ class _Progress:
         say(self.console, verdict_line(apps))
         for line in qos_lines(apps):
             say(self.console, line)
+        bound = tool_bound_line(attempt.detail.get("tool_bound"))
+        if bound is not None:  # why a failure is run again, and what the headline will say
+            say(self.console, f"  {bound}")
 
 
 def _apps_of(step: StepRecord, attempt: Attempt) -> dict[str, Any]:
