@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test check test-rust test-python lint fmt bench bench-index clean system-deps docs wheel
+.PHONY: help build run test check test-rust test-python lint fmt bench bench-index clean system-deps docs screenshots wheel
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,6 +59,14 @@ lint: build ## cargo fmt --check, clippy -D warnings, ruff check and format --ch
 docs: build ## regenerate docs/options.md (option table) and the typed fields of docs/results-schema.md
 	$(BIN)/python -m tilemark.options > docs/options.md
 	$(BIN)/python -m tilemark.store.results docs/results-schema.md
+
+SHOTS := docs/screenshots
+screenshots: build system-deps ## the top of one report of every kind at 1400 px, as docs/screenshots/report-KIND.png
+	rm -rf $(SHOTS).new && TILEMARK_SCREENSHOTS=$(abspath $(SHOTS)).new $(PYTEST) tests/e2e/test_report_layout.py
+	@# Palette PNGs are a quarter of the size; without pngquant (Debian) they stay as taken.
+	@if command -v pngquant >/dev/null; then for f in $(SHOTS).new/*.png; do \
+	  pngquant --quality 60-85 --strip --speed 1 --force --output $$f -- $$f; done; fi
+	rm -rf $(SHOTS) && mv $(SHOTS).new $(SHOTS)
 
 fmt: ## format Rust and Python
 	cargo fmt --all

@@ -105,7 +105,7 @@ def test_run_stores_results_and_prints_only_json_on_stdout(tmp_path, capsys, fak
     assert run["workload"]["streams"][0]["qd"] == 8
     assert (results / doc["run_id"] / "intervals.parquet").is_file()
     # Human output went to stderr: one plain line per interval, then the table.
-    assert "[   1s measure] total 100 IOPS 0.4 MB/s | randread 100 IOPS p50 0.20ms" in err
+    assert "[measure 1s of 3s] total 100 IOPS 0.4 MB/s | randread 100 IOPS p50 0.20ms" in err
     assert "run " in err and "(complete)" in err
 
 
@@ -275,3 +275,15 @@ def test_streams_that_end_by_their_bytes_end_the_run(tmp_path, capsys):
     # 64 reads at 1000/s end long before the writes: their rate is over their own time.
     assert limited["active_s"] < doc["summary"]["duration_s"] / 2
     assert limited["total"]["iops"] == pytest.approx(64 / limited["active_s"])
+
+
+def test_the_progress_line_counts_time_within_its_phase():
+    from tilemark.run.live import phase_clock
+
+    plan = {"warmup_ms": 1000, "duration_ms": 3000}
+    # The first interval ends 1 s into the warm-up; the next one 1 s into the measurement
+    # (2 s into the run); a run that stops once decided ends in a shorter interval.
+    assert phase_clock(plan, 1.0, "warmup") == "warmup 1s of 1s"
+    assert phase_clock(plan, 2.0, "measure") == "measure 1s of 3s"
+    assert phase_clock({**plan, "duration_ms": 12000}, 4.3, "measure") == "measure 3.3s of 12s"
+    assert phase_clock({}, 2.0, "measure") == "measure 2s"

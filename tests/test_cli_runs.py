@@ -109,7 +109,7 @@ def test_rm_deletes_runs_and_their_catalog_rows(tmp_path, capsys):
     a, b, c = (store_one_run(root) for _ in range(3))
     status, out, err = cli(capsys, "runs", "rm", "--results", str(root), a.run_id, b.run_id)
     assert status == 0, err
-    assert f"deleted {a.run_id}: run, complete" in out and "deleted 2 run(s)" in out
+    assert f"deleted {a.run_id}: run, complete" in out and "deleted 2 runs" in out
     assert sorted(p.name for p in root.iterdir()) == sorted(["catalog.duckdb", c.run_id])
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     assert con.execute("SELECT run_id FROM runs").fetchall() == [(c.run_id,)]
@@ -325,8 +325,8 @@ def test_a_signal_during_rm_finishes_the_run_being_deleted_and_keeps_the_rest(
     monkeypatch.setattr(manage.shutil, "rmtree", rmtree_then_sigterm)
     status, out, err = cli(capsys, "runs", "rm", "--results", str(root), *(r.run_id for r in runs))
     assert status == 143, err
-    assert f"deleted {runs[0].run_id}" in out and "deleted 1 run(s)" in out
-    assert "interrupted: 2 run(s) not deleted" in err
+    assert f"deleted {runs[0].run_id}" in out and "deleted 1 run" in out
+    assert "interrupted: 2 runs not deleted" in err
     assert not runs[0].path.exists() and runs[1].path.is_dir() and runs[2].path.is_dir()
     assert not [p for p in root.iterdir() if p.name.startswith(".deleting-")]
     listed = json.loads(cli(capsys, "runs", "--results", str(root), "--json")[1])

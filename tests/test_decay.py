@@ -50,10 +50,21 @@ def test_a_sure_but_small_slope_is_stable_below_the_noise_floor():
     assert verdict(t, "higher") == "stable"
 
 
-def test_one_bad_last_repetition_is_not_decay():
+def test_one_bad_last_repetition_is_not_decay_but_inconclusive():
     t = fit([1, 2, 3, 4], [100.0, 101.0, 99.0, 80.0])
     assert t.ci_high > 0 and t.change_pct == pytest.approx(-20.0)
-    assert verdict(t, "higher") == "stable"
+    # Not decay (one bad run), and not stable either: the interval allows -20%/rep.
+    assert verdict(t, "higher") == "inconclusive"
+
+
+def test_a_trend_whose_interval_is_wide_is_inconclusive_not_stable():
+    # Read latency over three noisy repetitions: +166% from first to last, but the slope's
+    # interval spans hundreds of percent per repetition (issue 29).
+    t = fit([1.0, 2, 3], [1.0, 4.5, 2.66])
+    assert t.pct(t.ci_low) < -100 and t.pct(t.ci_high) > 100
+    assert verdict(t, "lower") == "inconclusive"
+    # The same three repetitions within 1% of each other: the interval rules a trend out.
+    assert verdict(fit([1.0, 2, 3], [1000.0, 1001.0, 1000.5]), "higher") == "stable"
 
 
 def test_fewer_than_three_repetitions_have_no_verdict():
@@ -66,6 +77,8 @@ def test_the_study_verdict_is_decaying_if_any_headline_metric_decays():
     assert overall(["stable", "decaying", "improving"]) == "decaying"
     assert overall(["stable", "improving", None]) == "improving"
     assert overall(["stable", None]) == "stable"
+    assert overall(["stable", "inconclusive"]) == "inconclusive"
+    assert overall(["inconclusive", "decaying"]) == "decaying"
 
 
 # -----------------------------------------------------------------------------------------------
@@ -165,8 +178,8 @@ def test_noise_without_a_level_or_a_trend_is_rarely_called_a_trend():
         ys = [1000 * (1 + rng.uniform(-0.04, 0.04)) for _ in range(8)]
         called += verdict(fit([float(i) for i in range(1, 9)], ys), "higher") != "stable"
     assert called <= 30, called
-    # Alternating levels are no shift to one level.
-    assert verdict(fit([1.0, 2, 3, 4], [1000.0, 700, 1000, 700]), "higher") == "stable"
+    # Alternating levels are no shift to one level, but no sign of stability either.
+    assert verdict(fit([1.0, 2, 3, 4], [1000.0, 700, 1000, 700]), "higher") == "inconclusive"
 
 
 def test_a_constant_result_is_stable():
@@ -295,3 +308,152 @@ def test_a_long_run_keeps_the_tracker_bounded_and_still_finds_its_change():
     assert abs(changes["iops"]["t_s"] - 120.0) <= point_s
     assert changes["iops"]["change_pct"] == pytest.approx(-40.0, abs=0.5)
     assert changes["p99_ms"]["after"] == pytest.approx(3.0, rel=0.01)
+
+
+# -----------------------------------------------------------------------------------------------
+# Two repetitions: before and after
+
+
+def test_batches_give_the_spread_within_a_run():
+    from tilemark.analysis.beforeafter import batch_errors
+
+    # 20 intervals of 0.1 s alternating 90 and 110 IOs: IOPS 1,000 +- 100 per interval; in 16
+    # batches of one or two intervals the batch IOPS spread is what remains.
+    intervals = [
+        {"s": 0.1, "ops": 90 + 20 * (i % 2), "bytes": 4096 * 100, "read_ops": 100,
+         "read_lat": 100 * 500.0}
+        for i in range(20)
+    ]  # fmt: skip
+    errors = batch_errors(intervals)
+    assert set(errors) == {"IOPS", "MB/s", "read latency mean"}
+    assert errors["IOPS"]["batches"] == 16 and 0 < errors["IOPS"]["se"] < 100
+    assert errors["read latency mean"]["se"] == pytest.approx(0.0)  # 0.5 ms in every batch
+    assert batch_errors(intervals[:1]) == {}  # one interval: no spread
+
+
+@pytest.mark.parametrize(
+    "before, after, better, verdict_, beyond",
+    [
+        (1000.0, 700.0, "higher", "decaying", True),
+        (1000.0, 1300.0, "higher", "improving", True),
+        (1000.0, 1010.0, "higher", "stable", False),
+        (4.0, 5.0, "lower", "decaying", True),
+    ],
+)
+def test_a_change_beyond_its_interval_and_the_noise_floor_decides(
+    before, after, better, verdict_, beyond
+):
+    from tilemark.analysis.beforeafter import compare
+
+    done = compare(
+        {"value": before, "se": before * 0.005, "batches": 16},
+        {"value": after, "se": after * 0.005, "batches": 16},
+        better,
+    )
+    assert done["verdict"] == verdict_ and done["beyond_noise"] is beyond
+    low, high = done["ci_pct"]
+    assert low < done["change_pct"] < high
+    assert done["change_pct"] == pytest.approx((after / before - 1) * 100)
+
+
+def test_a_change_within_a_wide_interval_is_inconclusive():
+    from tilemark.analysis.beforeafter import compare
+
+    done = compare(
+        {"value": 1000.0, "se": 100.0, "batches": 4}, {"value": 900.0, "se": 100.0, "batches": 4},
+        "higher",
+    )  # fmt: skip
+    assert done["verdict"] == "inconclusive" and done["beyond_noise"] is False
+    assert compare({"value": 1000.0}, {"value": 900.0, "se": 1, "batches": 4}, "higher") is None
+
+
+class Spread(Repetitions):
+    """Repetitions whose headline metrics carry a spread within the run (1% of the value)."""
+
+    def run(self, spec: StepSpec, reason: str) -> Attempt:
+        attempt = super().run(spec, reason)
+        for m in attempt.detail["metrics"]:
+            if m["headline"]:
+                m.update(se=m["value"] * 0.01, batches=16)
+        attempt.detail["tool_bound"] = {"tool_bound": int(spec.key) == 2, "reasons": ["x"]}
+        return attempt
+
+
+def test_two_repetitions_are_a_before_after_comparison():
+    from tilemark.cli.repeat import trend_lines
+
+    _, doc = repeat_study(2, Spread(lambda n: 1000.0 if n == 1 else 700.0))
+    iops = metric(doc, "IOPS")
+    assert doc["method"] == "before/after" and doc["verdict"] == "decaying"
+    assert iops["before_after"]["verdict"] == "decaying" and iops["trend"]["slope_ci"] == [
+        None,
+        None,
+    ]
+    assert doc["tool_bound_repetitions"] == [2]
+    lines = trend_lines(doc)
+    assert lines[0].startswith("IOPS: 1,000 -> 700 (-30.0%, 95% CI -")
+    assert lines[0].endswith(", beyond noise): decaying")
+    assert any(line.startswith("verdict: decaying, before vs after") for line in lines)
+    assert any("tool-bound: repetition 2 measured the host" in line for line in lines)
+
+
+def test_the_verdict_line_says_why_there_is_none():
+    from tilemark.cli.repeat import trend_lines
+
+    _, doc = repeat_study(1, Repetitions(lambda n: 1000.0))
+    assert "verdict: none (1 complete repetition: nothing to compare" in trend_lines(doc)[-1]
+    _, doc = repeat_study(2, Repetitions(lambda n: 1000.0))  # no interval data in the runs
+    assert "hold no interval data" in trend_lines(doc)[-1]
+
+
+def test_an_inconclusive_study_says_so():
+    from tilemark.cli.repeat import trend_lines
+
+    _, doc = repeat_study(3, Repetitions(lambda n: [1000.0, 400.0, 1200.0][n - 1]))
+    assert doc["verdict"] == "inconclusive"
+    lines = trend_lines(doc)
+    assert any(line.startswith("verdict: inconclusive over 3 repetitions") for line in lines)
+
+
+def test_repeat_2_on_the_null_backend_answers_before_and_after(tmp_path, capsys):
+    import json
+
+    from tilemark.cli import main
+
+    args = ["repeat", "2", "--target", str(tmp_path / "t.dat"), "--size", "4m", "--backend",
+            "null", "--duration", "0.6", "--interval", "0.05", "--results", str(tmp_path / "r"),
+            "--no-report", "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["method"] == "before/after" and doc["verdict"] is not None
+    iops = next(m for m in doc["metrics"] if m["metric"] == "IOPS")
+    assert iops["before_after"] is not None
+    assert all(m["batches"] >= 2 for m in doc["steps"][0]["metrics"] if m["metric"] == "IOPS")
+    assert "before vs after" in out.err
+    # The report's verdict says the same.
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+
+    report = build_report(load_source(doc["study_id"], tmp_path / "r"))
+    assert report.verdict.headline.startswith(f"{doc['verdict']}, before vs after")
+    assert dict(report.verdict.facts)["beyond noise"] in ("yes", "no")
+
+
+def test_the_repetitions_table_keeps_run_ids_whole_on_a_narrow_terminal():
+    import io
+
+    from rich.console import Console
+
+    from tilemark.cli.repeat import repetitions_table
+
+    _, doc = repeat_study(3, Spread(lambda n: 1000.0 + n))
+    doc["study_id"] = "20261127-123937-e966"
+    for s in doc["steps"]:
+        s["run_id"] = f"20261127-12393{s['repetition']}-503d"
+        s["status"] = "complete"
+    narrow = Console(file=io.StringIO(), width=90)
+    narrow.print(repetitions_table(doc))
+    shown = narrow.file.getvalue()
+    assert all(s["run_id"] in shown for s in doc["steps"]), shown
+    assert "tool-bound" in shown  # repetition 2's run measured the host

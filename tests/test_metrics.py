@@ -105,3 +105,31 @@ def test_the_grafana_dashboard_uses_only_served_metrics():
     used = {re.sub(r"_total$", "", m) for e in exprs for m in re.findall(r"tilemark_[a-z_]+", e)}
     served_names = set(served())
     assert used and used <= served_names, used - served_names
+
+
+def test_the_endpoint_says_its_url(tmp_path, capsys):
+    import re as re_
+
+    from tilemark.cli import main
+    from tilemark.telemetry import prometheus
+
+    args = ["run", "--target", str(tmp_path / "t.dat"), "--size", "4m", "--backend", "null",
+            "--duration", "0.3", "--interval", "0.1", "--results", str(tmp_path / "r"),
+            "--metrics-port", str(_free_port())]  # fmt: skip
+    try:
+        assert main(args) == 0
+        server = prometheus.current()
+        assert server is not None
+        err = capsys.readouterr().err
+        (url,) = re_.findall(r"metrics: serving (http://127\.0\.0\.1:\d+/metrics)", err)
+        assert url == server.url
+    finally:
+        prometheus.stop()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

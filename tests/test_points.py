@@ -224,6 +224,19 @@ def test_compare_two_sweeps_point_by_point_or_to_one_point(tmp_path, capsys):
     ref = by[("IOPS", "4KiB/qd1/r100/100%")][0]["value"]
     for run in by[("IOPS", "64KiB/qd1/r100/100%")]:
         assert run["normalized"] == pytest.approx(run["value"] / ref)
+    # The change is still between the sweeps at the same point, not against point 1.
+    a, b = by[("IOPS", "64KiB/qd1/r100/100%")]
+    assert b["change_pct"] == pytest.approx((b["value"] / a["value"] - 1) * 100)
+    # The table prints the normalized values, the baseline's own included.
+    args = ["compare", "--results", str(results), ids[0], ids[1], "--normalize-to", "1"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "divided by baseline" in table
+    row = next(line for line in table.splitlines() if "IOPS 64KiB/qd1/r100/100%" in line)
+    cells = row.split()
+    assert cells[-3:] == [
+        f"{a['normalized']:.2f}", f"{b['normalized']:.2f}", f"({b['change_pct']:+.1f}%)"
+    ]  # fmt: skip
     report = tmp_path / "compare.html"
     args = ["compare", "--results", str(results), ids[0], ids[1], "--normalize-to",
             "64KiB/qd1/r100/100%", "-o", str(report)]  # fmt: skip

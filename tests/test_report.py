@@ -125,9 +125,9 @@ def test_study_report_scaling_charts_with_qos_rule_and_saturation(study, tmp_pat
     # Chart data are stored once per page; the figure's own spec carries them inline.
     figure = {f.id: json.dumps(f.spec()) for f in report.figures()}
     totals = figure["scaling-totals"]
-    assert f"max passing: {doc['max_passing_tiles']}" in totals
+    assert f"max passing {doc['max_passing_tiles']} (green)" in totals  # the subtitle
     latency = figure["scaling-latency"]
-    assert '"rule"' in latency and "QoS db_read_avg 20 ms" in latency
+    assert '"rule"' in latency and "db_read_avg\\u00a020\\u00a0ms" in latency
     assert "Per tile count: application metrics" in text
 
 
@@ -373,7 +373,11 @@ def test_knob_study_report_uses_the_knob_as_its_axis(tmp_path):
     from tilemark.report.data import load_source
 
     report = build_report(load_source(write_knob_study(tmp_path)))
-    assert report.verdict.headline.startswith("Max oltp.iops at 1 tile(s): ")
+    assert report.verdict.headline.startswith("Max oltp.iops at 1 tile: ")
+    # The synthetic storage's latency at 3500 straddles its limit: the answer is a range, and
+    # the verdict says what was done about it.
+    assert "(3500 inconclusive)" in report.verdict.headline and report.verdict.status == "warn"
+    assert any("3500 was inconclusive even measured for longer" in n for n in report.verdict.notes)
     assert report.title.startswith("tilemark report: knob study")
     tables = {t.id: t for sec in report.sections for t in sec.items if hasattr(t, "rows")}
     assert tables["study-table"].columns[0] == "oltp.iops"
@@ -400,3 +404,49 @@ def test_run_report_names_io_errors_by_errno(tmp_path):
     )
     errors = [row[streams.columns.index("errors")].text for row in streams.rows]
     assert errors[0] == "EIO 4, ENOSPC 1"
+
+
+def test_warnings_are_styled_as_warnings_and_neutral_notes_are_not(tmp_path):
+    from tilemark.report.base import Caution, Report, Verdict
+    from tilemark.report.html import render
+
+    verdict = Verdict("h", "info", notes=[Caution("tool-bound: host CPU 99%"), "data written"])
+    html = render(Report(kind="run", title="t", verdict=verdict), tmp_path / "r.html")
+    assert '<li class="warn">tool-bound: host CPU 99%</li>' in html
+    assert "<li>data written</li>" in html
+
+
+def test_a_passing_tile_run_that_was_tool_bound_is_amber_not_red(tmp_path):
+    from report_runs import write_tile_run
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+    from tilemark.store.rundoc import write_json_atomic
+
+    run_dir, _ = write_tile_run(tmp_path, 1)
+    doc = json.loads((run_dir / "run.json").read_text())
+    assert doc["summary"]["applications"]["passed"]
+    doc["summary"]["tool_bound"] = {"tool_bound": True, "reasons": ["host CPU 99% busy"]}
+    write_json_atomic(run_dir / "run.json", doc)
+    verdict = build_report(load_source(run_dir)).verdict
+    assert "QoS PASS" in verdict.headline and verdict.status == "warn"
+    assert any(n.startswith("tool-bound: host CPU 99% busy") for n in verdict.notes)
+
+
+def test_a_study_report_headline_says_what_the_answer_is_worth(tmp_path):
+    from report_runs import write_study
+    from tilemark.report import build_report
+    from tilemark.report.base import Caution
+    from tilemark.report.data import load_source
+    from tilemark.store.rundoc import write_json_atomic
+
+    study = write_study(tmp_path, (1, 2, 3), latency_per_tile=5.0)
+    doc = json.loads((study / "study.json").read_text())
+    assert doc["max_passing_tiles"] == 2 and doc["host_bound"] is False
+    doc.update(host_bound=True, tool_bound_steps=[1, 2, 3])
+    doc["first_failure"]["votes"] = {"pass": 0, "fail": 2, "noise": 0}
+    write_json_atomic(study / "study.json", doc)
+    verdict = build_report(load_source(study)).verdict
+    assert verdict.headline.startswith("Max passing tiles: at least 2 (host-bound)")
+    assert verdict.status == "warn"
+    host = next(n for n in verdict.notes if "measured the host" in n)
+    assert isinstance(host, Caution) and "the storage carries at least 2" in host

@@ -14,6 +14,7 @@ from tilemark.errors import UsageError
 from tilemark.run.tiles import MAX_TILES
 from tilemark.study import (
     CONFIRM,
+    EXTEND,
     NEW,
     RECHECK,
     Attempt,
@@ -45,10 +46,16 @@ class NullRecord:
 
 
 class FakeRunner:
-    """A storage whose verdict for the k-th run (0-based) of a step is verdict(key, k)."""
+    """A storage whose verdict for the k-th run (0-based) of a step is verdict(key, k); the run
+    was tool-bound (measured the host) when tool_bound(key, k)."""
 
-    def __init__(self, verdict: Callable[[float, int], Verdict]):
+    def __init__(
+        self,
+        verdict: Callable[[float, int], Verdict],
+        tool_bound: Callable[[float, int], bool] | None = None,
+    ):
         self.verdict = verdict
+        self.tool_bound = tool_bound or (lambda key, k: False)
         self.ran: list[tuple[float, str]] = []
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
@@ -65,6 +72,7 @@ class FakeRunner:
             detail={
                 "score": float(spec.key),
                 "failed": [] if verdict == "pass" else [f"{spec.label}: read p99 (window)"],
+                "tool_bound": {"tool_bound": self.tool_bound(spec.key, k), "reasons": []},
             },
         )
 
@@ -73,8 +81,8 @@ def tiles(counts, *, search=False, confirm=1) -> Callable[[], TileCountStudy]:
     return lambda: TileCountStudy(list(counts), search=search, confirm=confirm, definition={})
 
 
-def drive(make, verdict, *, confirm_runs=0, repeat=1):
-    runner = FakeRunner(verdict)
+def drive(make, verdict, *, confirm_runs=0, repeat=1, tool_bound=None):
+    runner = FakeRunner(verdict, tool_bound)
     record = NullRecord()
     outcome = run_study(make, runner, record, confirm_runs=confirm_runs, repeat=repeat)
     assert outcome.interrupted is None
@@ -231,24 +239,26 @@ def test_search_over_the_whole_range(k):
 
 
 @pytest.mark.parametrize(
-    "runs, verdict, count",
+    "runs, verdict, reasons",
     [
-        (["pass"], "pass", 1),
-        (["fail", "fail"], "fail", 2),
-        (["fail", "pass", "pass"], "pass", 3),
-        (["fail", "pass", "fail"], "fail", 3),
-        (["noise", "noise"], "fail", 2),
+        (["pass"], "pass", [NEW]),
+        (["fail", "fail"], "fail", [NEW, CONFIRM]),
+        (["fail", "pass", "pass"], "pass", [NEW, CONFIRM, CONFIRM]),
+        (["fail", "pass", "fail"], "fail", [NEW, CONFIRM, CONFIRM]),
+        # Inconclusive twice: the step bounds the answer, so it is measured again with a longer
+        # window, and that inconclusive run is confirmed with a longer window too.
+        (["noise", "noise", "noise", "noise"], "fail", [NEW, CONFIRM, EXTEND, EXTEND]),
     ],
 )
-def test_a_failing_step_is_confirmed_and_the_majority_decides(runs, verdict, count):
+def test_a_failing_step_is_confirmed_and_the_majority_decides(runs, verdict, reasons):
     ran, doc = drive(tiles([1]), lambda n, k: runs[k], confirm_runs=1)
-    assert [r for _, r in ran] == [NEW] + [CONFIRM] * (count - 1)
+    assert [r for _, r in ran] == reasons
     s = step(doc, 1)
-    assert s["verdict"] == verdict and len(s["runs"]) == count
+    assert s["verdict"] == verdict and len(s["runs"]) == len(reasons)
     assert [r["verdict"] for r in s["runs"]] == runs
     # The step's run is one that agrees with its verdict.
     assert next(r for r in s["runs"] if r["run_id"] == s["run_id"])["passed"] == (verdict == "pass")
-    assert s["within_noise"] == (runs == ["noise", "noise"])
+    assert s["within_noise"] == (runs[0] == "noise")
 
 
 def test_majority_rule():
@@ -384,3 +394,114 @@ def test_parse_tile_counts_rejects_with_a_usage_error_naming_tiles(text):
         parse_tile_counts(text)
     assert str(e.value).startswith("--tiles ")
     assert repr(text.strip()) in str(e.value)
+
+
+# -----------------------------------------------------------------------------------------------
+# What an answer is worth: the range's top, inconclusive and host-bound steps
+
+
+@pytest.mark.parametrize("search", [False, True])
+def test_an_answer_at_the_top_of_the_range_is_limited_by_it(search):
+    _, doc = drive(tiles(range(1, 5), search=search), capacity(99))
+    assert doc["max_passing_tiles"] == 4 and doc["limited_by_range"] is True
+    _, doc = drive(tiles(range(1, 5), search=search), capacity(3))
+    assert doc["max_passing_tiles"] == 3 and doc["limited_by_range"] is False
+
+
+def test_an_inconclusive_step_bounding_the_answer_is_measured_longer_and_then_decides():
+    # 3 is inconclusive on its first runs (4 fails for certain), and passes once measured
+    # longer: the study goes on (5 fails too) and the answer is 3, decided.
+    ran, doc = drive(
+        tiles(range(1, 8)),
+        lambda n, k: n <= 2 or (n == 3 and k >= 2) or ("noise" if n == 3 else False),
+        confirm_runs=1,
+    )
+    assert [r for n, r in ran if n == 3] == [NEW, CONFIRM, EXTEND]
+    assert keys(ran, NEW) == [1, 2, 3, 4, 5]
+    assert step(doc, 3)["verdict"] == "pass" and step(doc, 3)["longer_window"] is True
+    assert doc["max_passing_tiles"] == 3 and doc["inconclusive_at"] is None
+    # Only the step that bounds the answer is measured longer, not every failed one.
+    assert [n for n, r in ran if r == EXTEND] == [3]
+
+
+def test_an_answer_bounded_by_a_step_that_stays_inconclusive_is_a_range():
+    ran, doc = drive(tiles(range(1, 8)), lambda n, k: n <= 2 or "noise", confirm_runs=0)
+    # 3 and 4 fail within noise (linear, --confirm 1); 3 bounds the answer and is run once more
+    # with a longer window; it stays inconclusive.
+    assert ran == [(1, NEW), (2, NEW), (3, NEW), (4, NEW), (3, EXTEND)]
+    assert doc["max_passing_tiles"] == 2 and doc["inconclusive_at"] == 3
+    assert doc["first_failure"]["within_noise"] is True
+    assert doc["first_failure"]["longer_window"] is True
+
+
+def test_a_decided_failure_is_not_measured_longer():
+    ran, doc = drive(tiles(range(1, 8)), capacity(2), confirm_runs=1)
+    assert EXTEND not in [r for _, r in ran]
+    assert doc["inconclusive_at"] is None and doc["host_bound"] is False
+
+
+def test_a_tool_bound_failure_is_run_again_even_without_confirm_runs():
+    # Every run of 3 and above measured the host (tool-bound) and failed.
+    ran, doc = drive(
+        tiles(range(1, 8)), capacity(2), confirm_runs=0, tool_bound=lambda n, k: n >= 3
+    )
+    assert [r for n, r in ran if n == 3] == [NEW, CONFIRM]
+    assert doc["max_passing_tiles"] == 2
+    assert doc["host_bound"] is True and doc["first_failure"]["host_bound"] is True
+    assert doc["tool_bound_steps"] == [3, 4]
+
+
+def test_a_tool_bound_failure_that_fails_again_on_a_free_host_is_a_storage_failure():
+    ran, doc = drive(
+        tiles(range(1, 8)), capacity(2), confirm_runs=0, tool_bound=lambda n, k: n == 3 and k == 0
+    )
+    assert [r for n, r in ran if n == 3] == [NEW, CONFIRM]
+    assert doc["max_passing_tiles"] == 2 and doc["host_bound"] is False
+
+
+def test_tool_bound_passes_are_believed_and_listed():
+    _, doc = drive(tiles(range(1, 5)), capacity(2), tool_bound=lambda n, k: n == 1)
+    assert doc["max_passing_tiles"] == 2 and doc["host_bound"] is False
+    assert doc["tool_bound_steps"] == [1]
+    assert step(doc, 1)["tool_bound"] is True and step(doc, 2)["tool_bound"] is False
+
+
+def test_knob_search_bounded_by_an_inconclusive_value_answers_a_range():
+    ran, doc = drive(knob(), lambda v, _: True if v <= 1500 else "noise")
+    assert doc["max_passing_value"] <= 1500 < doc["first_failing_value"]
+    assert doc["inconclusive_at"] == doc["first_failing_value"]
+    assert [v for v, r in ran if r == EXTEND] == [doc["first_failing_value"]]
+
+
+def test_knob_search_caveats_at_the_top_and_host_bound():
+    _, doc = drive(knob(high=3000), lambda v, _: True)
+    assert doc["limited_by_range"] is True and doc["host_bound"] is False
+    _, doc = drive(knob(), lambda v, _: v <= 1500, tool_bound=lambda v, _: v > 1500)
+    assert doc["host_bound"] is True and doc["limited_by_range"] is False
+
+
+def test_an_extended_step_runs_with_a_longer_window(monkeypatch):
+    from tilemark.run.tiles import TileRunSettings
+    from tilemark.study import scale as scale_module
+
+    seen = []
+
+    class Outcome:
+        complete, error, exit_status, run_id, run_dir = True, None, None, "r", "/d"
+        summary = {
+            "applications": {"failed": [], "score": 1.0, "applications": [], "instances": [],
+                             "verdict": "pass"},
+            "total": {},
+        }  # fmt: skip
+
+    def fake_run_tiles(tile, n, settings, infos, **kw):
+        seen.append(settings.max_duration_s)
+        return Outcome()
+
+    monkeypatch.setattr(scale_module, "run_tiles", fake_run_tiles)
+    settings = TileRunSettings([], 1 << 20, duration=2, warmup=0, max_duration=8)
+    runner = scale_module.TileStepRunner(lambda spec: None, settings, None)
+    spec = StepSpec(1, "1 tile(s)", {"tiles": 1})
+    runner.run(spec, NEW)
+    runner.run(spec, EXTEND)
+    assert seen == [8.0, 16.0]

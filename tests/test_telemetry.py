@@ -101,9 +101,26 @@ def test_tool_bound_by_host_cpu_or_by_a_stream_behind_schedule():
     assert len(verdict["reasons"]) == 2
     assert "host CPU 90% busy" in verdict["reasons"][0]
     assert "paced issued 5.0%" in verdict["reasons"][1]
+    line = tm.tool_bound_line(verdict)
+    assert line.startswith("tool-bound: host CPU 90% busy") and "\n" not in line
     on_time = {"streams": [{**summary["streams"][0], "ios_issued_late": 5}]}
     assert tm.tool_bound(on_time, {"cpu_busy_pct": 50.0}) == {"tool_bound": False, "reasons": []}
     assert tm.tool_bound(on_time, None)["tool_bound"] is False
+
+
+def test_many_late_streams_are_one_reason_with_the_worst_and_a_count():
+    # 24 streams of 2 tiles, all behind their schedule: one line, not 24 (issue 29).
+    streams = [
+        {"name": f"t{i % 2 + 1}.s{i}", "arrival": "open", "read": {"ops": 1000},
+         "ios_issued_late": 20 + i}
+        for i in range(24)
+    ]  # fmt: skip
+    verdict = tm.tool_bound({"streams": streams}, {"cpu_busy_pct": 40.0})
+    (reason,) = verdict["reasons"]
+    assert reason.startswith("24 of 24 open-loop streams issued more than 1% of their IOs")
+    assert "worst t2.s23 4.3%" in reason
+    assert tm.tool_bound_line(verdict).endswith(": the numbers describe the host, not the storage")
+    assert tm.tool_bound_line({"tool_bound": False, "reasons": []}) is None
 
 
 def test_the_sampler_follows_the_engines_interval_boundaries():
@@ -230,3 +247,12 @@ def test_a_long_runs_charts_merge_intervals_and_keep_the_rates():
     busy = host_series(host)
     assert len(busy) == 500
     assert {round(r["pct"], 6) for r in busy} == {round(70 / 3, 6), round(50 / 3, 6)}
+
+
+def test_engine_cpu_never_runs_backwards_when_a_thread_ends():
+    # Thread 12 used 50 ticks and ended before the second sample; thread 11 used 10 more and
+    # thread 13 started (5 ticks): 15 ticks, where the sums would give 100+5 - 140 = -35.
+    a = {"11": 90, "12": 50}
+    b = {"11": 100, "13": 5}
+    assert tm._ticks_used(a, b) == 15
+    assert tm._ticks_used(100, 130) == 30 and tm._ticks_used(130, 100) == 0

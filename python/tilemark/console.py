@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 
 from rich.console import Console
 
@@ -24,3 +25,24 @@ def make_console(*, stderr: bool) -> Console:
     if not console.is_terminal:
         console = Console(stderr=stderr, highlight=False, width=PIPE_WIDTH)
     return console
+
+
+def say(console: Console, text: str, *, indent: str = "  ", style: str | None = None) -> None:
+    """A line of prose: wrapped between words to the console's width (a terminal's, or
+    $TILEMARK_COLUMNS) with its continuation lines indented, never in the middle of a word the
+    way a terminal breaks a line too long for it; whole on a pipe (PIPE_WIDTH). A word longer
+    than the width (a path) is kept whole."""
+    width = console.width
+    lines = []
+    for line in text.split("\n"):
+        if len(line) > width:
+            lead = " " * (len(line) - len(line.lstrip(" ")))
+            line = textwrap.fill(
+                line,
+                width=width,
+                subsequent_indent=lead + indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        lines.append(line)
+    console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True, style=style)

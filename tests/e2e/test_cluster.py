@@ -253,7 +253,7 @@ def test_a_worker_killed_mid_run_is_lost_within_two_intervals(tmp_path: Path) ->
     )  # fmt: skip
     try:
         seen = ""
-        while "measure]" not in seen:  # the first interval line: every host is running
+        while "[measure " not in seen:  # the first interval line: every host is running
             line = proc.stderr.readline()
             assert line, f"the run ended early: {seen}"
             seen += line

@@ -12,6 +12,7 @@ The workload is closed-loop 4 KiB random reads at QD 4: the device delivers its 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from datetime import datetime
@@ -132,9 +133,10 @@ def run_with_cap_change(cg: Path, dev: str, tmp: Path, lower_at_s: float | None)
     lowered_at = None
     assert proc.stderr is not None
     for line in proc.stderr:
-        # Live lines: "[   1.2s measure] total ..."
-        if lowered_at is None and lower_at_s is not None and "s measure]" in line:
-            t = float(line.split("]")[0].strip("[ ").split("s")[0])
+        # Live lines: "[measure 1.2s of 3s] total ..." (seconds measured)
+        measured = re.match(r"\[measure ([\d.]+)s", line)
+        if lowered_at is None and lower_at_s is not None and measured:
+            t = float(measured[1])
             if t >= lower_at_s:
                 set_read_iops(cg, dev, CAP // 2)
                 lowered_at = time.time()

@@ -72,7 +72,7 @@ def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted
         "--duration", "1", "--warmup", "0", "--interval", "0.1", "--backend", "null",
         "--no-report", "--no-settle", "--results", str(results),
     )  # fmt: skip
-    before = signal_after_line(proc, "scale: 2 tile(s)", signum)
+    before = signal_after_line(proc, "scale: 2 tiles", signum)
     status, out, err = finish(proc, before)
     assert status == STATUS[signum], err
     assert "Traceback" not in err

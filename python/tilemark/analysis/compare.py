@@ -20,6 +20,7 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.units import format_size
+from tilemark.wording import signed_pct, value_differences, workload_title
 
 HIGHER = "higher"
 LOWER = "lower"
@@ -68,17 +69,21 @@ class Metric:
                 self.normalized.append(v / base)
                 self.change_pct.append((v / base - 1.0) * 100.0)
 
-    def normalize_to(self, reference: float | None) -> None:
-        """Every value relative to one reference value (VMmark: the baseline's 1-tile score)."""
+    def normalize_to(self, reference: float | None, baseline: int) -> None:
+        """Every value relative to one reference value (VMmark: the baseline's 1-tile score);
+        the change is still from the baseline's own value of this metric."""
+        base = self.values[baseline]
         self.normalized = []
         self.change_pct = []
         for v in self.values:
             if v is None or reference is None or reference == 0:
                 self.normalized.append(None)
-                self.change_pct.append(None)
             else:
                 self.normalized.append(v / reference)
-                self.change_pct.append((v / reference - 1.0) * 100.0)
+            if v is None or base is None or base == 0:
+                self.change_pct.append(None)
+            else:
+                self.change_pct.append((v / base - 1.0) * 100.0)
 
     def to_json(self, names: list[str]) -> dict[str, Any]:
         return {
@@ -109,6 +114,14 @@ class Comparison:
     labels: list[str | None] = field(default_factory=list)  # --label of each run or study
     normalized_to: str | None = None  # points: the one baseline point every value is divided by
     data_gain: list[str] = field(default_factory=list)  # runs whose data reduces differently
+
+    @property
+    def legend_names(self) -> list[str]:
+        """How charts name each run or study: its --label ("before tiering"), its id when it
+        has none or labels repeat."""
+        labels = self.labels or [None] * len(self.names)
+        names = [lb or n for n, lb in zip(self.names, labels, strict=True)]
+        return names if len(set(names)) == len(names) else self.shown
 
     @property
     def shown(self) -> list[str]:
@@ -277,7 +290,7 @@ def data_gain(names: list[str], metrics: list[Metric], baseline: int) -> list[st
         for metric in ("IOPS", "MB/s", "write latency p99", "read latency p99"):
             m = by_name.get(metric)
             if m is not None and m.change_pct[i] is not None:
-                changes.append(f"{metric} {m.change_pct[i]:+.1f}%")
+                changes.append(f"{metric} {signed_pct(m.change_pct[i])}")
         base = zstd.values[baseline]
         out.append(
             f"{name}: its data compresses {value:.2f}:1 (zstd) against {base:.2f}:1 for the "
@@ -359,7 +372,8 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
     metrics = _metrics([run_values(r.doc) for r in runs])
     for m in metrics:
         m.normalize(baseline)
-    workload = (runs[baseline].doc.get("workload") or {}).get("name") or "workload"
+    base = runs[baseline]
+    workload = workload_title(base.doc.get("workload"), (base.plan or {}).get("streams") or [])
     gain = data_gain([r.run_id for r in runs], metrics, baseline)
     return Comparison(
         data_gain=gain,
@@ -475,18 +489,20 @@ def _check_points(studies: list[tuple[str, dict]]) -> None:
                 f"{base_id} is a {kind} and {other_id} a {doc.get('kind')}; compare studies of "
                 "one kind."
             )
-        diffs = [f for f in POINT_DEFINITION[kind] if base.get(f) != doc.get(f)]
+        diffs = [
+            d
+            for f in POINT_DEFINITION[kind]
+            if base.get(f) != doc.get(f)
+            for d in value_differences(f, base.get(f), doc.get(f))
+        ]
         if diffs:
-            shown = "; ".join(f"{f} ({_brief(base.get(f))} vs {_brief(doc.get(f))})" for f in diffs)
+            shown = "; ".join(diffs[:6]) + (
+                f"; and {len(diffs) - 6} more" if len(diffs) > 6 else ""
+            )
             raise UsageError(
                 f"studies {base_id} and {other_id} are {kind} studies of different definitions "
                 f"and cannot be compared point by point: {shown}."
             )
-
-
-def _brief(value: Any) -> str:
-    text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def resolve_point(study: Any, point: str) -> str:
@@ -542,7 +558,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
         refs = {m.name: m.values[baseline] for m in metrics if m.scope == ref_key}
         for m in metrics:
             ref = refs.get(m.name, m.values[baseline] if m.scope == "total" else None)
-            m.normalize_to(ref)
+            m.normalize_to(ref, baseline)
     docs = [s.first_run().doc for s in studies if s.first_run() is not None]
     return Comparison(
         kind="points",

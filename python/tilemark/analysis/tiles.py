@@ -22,6 +22,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import OPS, Verdict, evaluate, failures, undecided, worst
 from tilemark.hist import latency_hist
 from tilemark.run.summary import active_s, errors_by_name, errors_text, mean_io_size
+from tilemark.wording import signed_pct
 from tilemark.workload.apps import Profile, TileSpec
 from tilemark.workload.tilelayout import TileLayout
 
@@ -235,7 +236,7 @@ def failure_text(v: Verdict) -> str:
     """One failed criterion: what, where, the value, and when it is within noise, its CI."""
     got = _value_text(v.value, v.unit)
     if v.decision == "inconclusive":
-        got += f", within noise: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms"
+        got += f", inconclusive: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms straddles the limit"
     return f"{v.description} ({v.scope}: {got})"
 
 
@@ -254,12 +255,12 @@ def margin_text(c: dict[str, Any]) -> str:
         what = f"{c['criterion']} {_ms(c['value'])} ms vs {c['limit']:g} ms limit"
     extra = []
     if c.get("margin_pct") is not None:
-        extra.append(f"{c['margin_pct']:+.0f}%")
+        extra.append(f"{signed_pct(c['margin_pct'], 0)}")
     if c.get("ci_low") is not None and c["unit"] == "ms" and c["ci_low"] != c["ci_high"]:
         bound = "" if c.get("ci_bounded", True) else ", few samples"
         extra.append(f"CI {_ms(c['ci_low'])}-{_ms(c['ci_high'])} ms{bound}")
     if c.get("decision") == "inconclusive":
-        extra.append("within noise")
+        extra.append("inconclusive")
     if c.get("scope", "window") != "window":
         extra.append(c["scope"])
     return what + (f" ({', '.join(extra)})" if extra else "")

@@ -16,8 +16,12 @@ repetition. The verdict (docs/studies.md, Repeated runs):
   noisy bad run. On eight repetitions of pure noise (+-4%) the slope test alone calls 2% of
   series a trend; with the level test at 1% it is still 2% (tests/test_decay.py).
 - `improving`: the same on the better side.
-- `stable`: otherwise.
-- None: fewer than three repetitions, or a metric missing from some of them.
+- `inconclusive`: neither, but the slope's interval reaches beyond +-`NOISE_FLOOR_PCT` of the
+  first repetition per repetition: the repetitions cannot tell a stable result from a trend
+  (three noisy repetitions: "+166%, CI -332..+499%" is not "stable").
+- `stable`: otherwise: no trend, and the interval rules out one beyond the noise floor.
+- None: fewer than three repetitions, or a metric missing from some of them (two repetitions
+  are compared as before and after instead: analysis/beforeafter.py).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ NOISE_FLOOR_PCT = 5.0
 MIN_REPETITIONS = 3
 MIN_SIDE = 2  # repetitions on each side of a level shift
 SHIFT_ALPHA = 0.01
-STABLE, DECAYING, IMPROVING = "stable", "decaying", "improving"
+STABLE, DECAYING, IMPROVING, INCONCLUSIVE = "stable", "decaying", "improving", "inconclusive"
 
 
 @dataclass
@@ -163,17 +167,20 @@ def verdict(trend: Trend | None, better: str) -> str | None:
         return DECAYING
     if gain > NOISE_FLOOR_PCT and (low > 0 or shifted > 0):
         return IMPROVING
+    widest = max(abs(trend.pct(trend.ci_low) or 0.0), abs(trend.pct(trend.ci_high) or 0.0))
+    if widest > NOISE_FLOOR_PCT:
+        return INCONCLUSIVE
     return STABLE
 
 
 def overall(verdicts: list[str | None]) -> str | None:
     """The repeat's verdict from its headline metrics: decaying if any decays, else improving
-    if any improves, else stable; None when none could be judged."""
+    if any improves, else inconclusive if any cannot tell, else stable; None when none could
+    be judged."""
     judged = [v for v in verdicts if v is not None]
     if not judged:
         return None
-    if DECAYING in judged:
-        return DECAYING
-    if IMPROVING in judged:
-        return IMPROVING
+    for v in (DECAYING, IMPROVING, INCONCLUSIVE):
+        if v in judged:
+            return v
     return STABLE

@@ -12,11 +12,13 @@ from rich.console import Console
 from tilemark import targets
 from tilemark.analysis.changepoints import change_text
 from tilemark.analysis.tiles import margin_text
-from tilemark.console import make_console
+from tilemark.console import make_console, say
 from tilemark.run import datareduction
 from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
 from tilemark.run.outcome import RunOutcome
 from tilemark.targets import verification
+from tilemark.telemetry.sampler import tool_bound_line
+from tilemark.wording import counted
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 from tilemark.options.typed import DEFAULT_RESULTS  # noqa: E402, F401  (one definition)
@@ -67,9 +69,10 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(front_back)
     host = host_line(outcome.summary)
     if host is not None:
-        out.print(host, markup=False, soft_wrap=True)
-    for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
-        err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
+        say(out, host)
+    bound = tool_bound_line(outcome.summary.get("tool_bound"))
+    if bound is not None:
+        say(err, bound)
     out.print(f"results: {outcome.run_dir}", markup=False)
     pre = outcome.summary.get("preconditioning") or {}
     if pre.get("record"):
@@ -77,16 +80,17 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(f"target preconditioned {shown}", markup=False)
     checked = outcome.summary.get("verification")
     if checked is not None:
-        out.print(verification.line(checked), markup=False, soft_wrap=True)
+        say(out, verification.line(checked))
         for f in checked["listed"][:5]:
-            err.print(f"finding: {verification.finding_text(f)}", markup=False, soft_wrap=True)
+            say(err, f"finding: {verification.finding_text(f)}")
     reduction = (outcome.summary.get("data_reduction") or {}).get("overall")
     if reduction:
         out.print(f"data written: {datareduction.describe(reduction)}", markup=False)
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
     for note in outcome.summary.get("notes") or []:
-        err.print(f"note: {note}", markup=False, soft_wrap=True)
+        if note not in outcome.notes_shown:  # said once, as the run started
+            say(err, f"note: {note}")
     if outcome.catalog_error:
         err.print(
             f"note: the run is saved but not yet in the catalog ({outcome.catalog_error}); "
@@ -100,8 +104,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
 
 
 def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
-    """One line per failing application: its worst criterion with margin and CI, and how many
-    more of its criteria failed."""
+    """One line per application that did not pass: its worst criterion with margin and CI,
+    whether it failed or is inconclusive (its interval straddles the limit: not a failure for
+    certain), and how many more of its criteria did not pass."""
     lines = []
     for a in apps["applications"]:
         if a["passed"] or a.get("worst") is None:
@@ -109,8 +114,10 @@ def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
         w = a["worst"]
         more = a.get("failed_criteria", 1) - 1
         where = f" in tile {w['tile']}" if apps.get("tiles", 1) > 1 else ""
-        tail = f", +{more} more" if more > 0 else ""
-        lines.append(f"{indent}{a['app']}: {margin_text(w)}{where}{tail}")
+        inconclusive = a.get("verdict") == "noise"
+        state = "inconclusive" if inconclusive else "fails"
+        tail = f", +{more} more" + (" inconclusive" if inconclusive else "") if more > 0 else ""
+        lines.append(f"{indent}{a['app']} {state}: {margin_text(w)}{where}{tail}")
     return lines
 
 
@@ -121,7 +128,15 @@ def verdict_line(apps: dict[str, Any]) -> str:
     took = ""
     if m.get("extended"):
         took = f" (measured {m['measured_s']:.0f} s of up to {m['max_duration_s']:.0f} s to decide)"
+    tiles = counted(apps["tiles"], "tile")
     if apps["passed"]:
-        return f"QoS: every application in {apps['tiles']} tile(s) passes{score}{took}"
-    noise = " within noise" if apps.get("verdict") == "noise" else ""
-    return f"QoS: FAIL{noise} in {apps['tiles']} tile(s){score}{took}"
+        every = (
+            "the application" if len(apps.get("applications") or []) == 1 else "every application"
+        )
+        return f"QoS: {every} in {tiles} passes{score}{took}"
+    if apps.get("verdict") == "noise":
+        return (
+            f"QoS: inconclusive in {tiles}{score}{took}: no criterion failed for certain, but "
+            "one's confidence interval straddles its limit, so it does not pass"
+        )
+    return f"QoS: FAIL in {tiles}{score}{took}"

@@ -18,6 +18,7 @@ from tilemark.report import HtmlExporter, compare_report
 from tilemark.report.data import RunData, StudyData, load_source
 from tilemark.report.format import num
 from tilemark.report.points_report import POINT_KINDS
+from tilemark.wording import signed_pct
 
 
 def _key(source: RunData | StudyData) -> Path:
@@ -42,30 +43,40 @@ def comparison_table(c: Comparison) -> Table:
     b = c.baseline
     labels = c.labels or [None] * len(c.names)
     heads = [f"{n}\n{lb}" if lb else n for n, lb in zip(c.names, labels, strict=True)]
-    to = f" at {c.normalized_to}" if c.normalized_to else ""
-    table = Table(
-        title=f"{c.workload}: change from baseline {c.shown[b]}{to} (↓ lower is better)",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-    )
+    if c.normalized_to:
+        title = (
+            f"{c.workload}: every value divided by baseline {c.shown[b]} at {c.normalized_to} "
+            "(1.00); in parentheses the change from the baseline's same point (↓ lower is "
+            "better)"
+        )
+    else:
+        title = f"{c.workload}: change from baseline {c.shown[b]} (↓ lower is better)"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("metric", no_wrap=True)
     table.add_column(f"{heads[b]}\n(baseline)", justify="right", no_wrap=True)
     others = [i for i in range(len(c.names)) if i != b]
     for i in others:
         table.add_column(heads[i], justify="right", no_wrap=True)
+    normalized = c.normalized_to is not None
+
+    def shown(m, i: int) -> str:
+        if not normalized:
+            return num(m.values[i])
+        return "-" if m.normalized[i] is None else f"{m.normalized[i]:.2f}"
+
     for m in c.metrics:
-        row = [_label(m), num(m.values[b])]
+        row = [_label(m), shown(m, b)]
         for i in others:
             change = m.change_pct[i]
             if change is None:
-                row.append(num(m.values[i]))
+                row.append(shown(m, i))
                 continue
             better = (change > 0) == (m.better == "higher")
             style = "" if abs(change) < 0.05 else ("green" if better else "red")
-            text = f"{change:+.1f}%"
-            row.append(
-                f"{num(m.values[i])} [{style}]{text}[/]" if style else f"{num(m.values[i])} {text}"
-            )
+            text = signed_pct(change)
+            if normalized:
+                text = f"({text})"
+            row.append(f"{shown(m, i)} [{style}]{text}[/]" if style else f"{shown(m, i)} {text}")
         table.add_row(*row)
     return table
 

@@ -36,6 +36,22 @@ def examples(ctx: typer.Context) -> None:
     console.print(table)
 
 
+README_WIDTH = 100
+
+
+def step_outcome(status: int) -> str:
+    """What a step's exit status means, in words (docs/results-schema.md, exit statuses)."""
+    words = {
+        0: "done (exit 0)",
+        1: "a run failed (exit 1)",
+        2: "bad input (exit 2)",
+        3: "QoS failed (exit 3): an answer, not an error",
+    }
+    if status in words:
+        return words[status]
+    return f"interrupted (exit {status})" if status > 128 else f"exit {status}"
+
+
 def _shown(argv: list[str]) -> str:
     return "tilemark " + shlex.join(argv)
 
@@ -45,19 +61,28 @@ def show(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Example name or seed number.")],
 ) -> None:
     """An example's README (setup, commands, outputs by the seed's captions) and its files."""
+    from rich.markdown import Markdown
+
     e = find_example(name)
-    typer.echo(e.readme.read_text(encoding="utf-8").rstrip())
-    typer.echo("")
-    typer.echo(f"files: {e.directory}")
-    for f in sorted(p.name for p in e.directory.iterdir()):
-        typer.echo(f"  {f}")
+    console = make_console(stderr=False)
+    # Rendered, not raw: headings, lists, tables and code blocks as a terminal shows them;
+    # prose at most README_WIDTH wide (a pipe has no width) and without trailing padding.
+    with console.capture() as captured:
+        console.print(
+            Markdown(e.readme.read_text(encoding="utf-8").rstrip()),
+            width=min(console.width, README_WIDTH),
+        )
+    for line in captured.get().splitlines():
+        console.file.write(line.rstrip() + "\n")
+    lines = ["", f"files: {e.directory}"]
+    lines += [f"  {f}" for f in sorted(p.name for p in e.directory.iterdir())]
     placeholders = [f"<{t}>" for t in e.targets]
     for quick in (False, True):
         plan = plan_example(e, placeholders, quick=quick, results=DEFAULT_RESULTS)
-        typer.echo("")
-        typer.echo("quick form (--quick):" if quick else "commands:")
-        for argv in plan.commands:
-            typer.echo("  " + _shown(argv))
+        lines += ["", "quick form (--quick):" if quick else "commands:"]
+        lines += ["  " + _shown(argv) for argv in plan.commands]
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @example_app.command(
@@ -129,13 +154,20 @@ def run(
     typer.echo("")
     typer.echo(f"example {e.name} (seed {e.seed}){' --quick' if quick else ''}:")
     for r in done:
-        where = f": study {r.study}" if r.study is not None else ""
-        typer.echo(f"  {r.step.name}: exit {r.status}{where}")
+        typer.echo(f"  {r.step.name}: {step_outcome(r.status)}")
+        if r.study is not None:
+            typer.echo(f"    study: {r.study}")
         for out, path in r.outputs:
             mark = "" if path.exists() else " (missing)"
             typer.echo(f"    {out.seed} -> {path}{mark}")
     failed = next((r.status for r in done if r.status not in (0, 3)), None)
     if failed is not None:
         raise typer.Exit(failed)
-    if any(r.status == 3 for r in done):
+    qos = [r.step.name for r in done if r.status == 3]
+    if qos:
+        typer.echo(
+            f"exit status 3: QoS failed in {', '.join(qos)}; a failed QoS is an answer about "
+            "the storage (how much it carries), not an error of the example",
+            err=True,
+        )
         raise typer.Exit(3)  # QoS failed somewhere: an answer, reported like `scale` does

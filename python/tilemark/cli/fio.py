@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tilemark.console import make_console
+from tilemark.console import make_console, say
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
 from tilemark.store.outputs import write_file
@@ -44,5 +44,5 @@ def import_fio(
     except OSError as e:
         raise UsageError(f"--output {output} cannot be written: {e.strerror}.") from None
     for note in translation.notes:
-        make_console(stderr=True).print(f"note: {note}", markup=False, soft_wrap=True)
+        say(make_console(stderr=True), f"note: {note}")
     typer.echo(str(output))

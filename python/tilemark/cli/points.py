@@ -23,9 +23,11 @@ from tilemark.cli.params import check_mode, table_command
 from tilemark.cli.scale import write_study_report
 from tilemark.commands import Interrupted
 from tilemark.commands import points as points_command
+from tilemark.console import say
 from tilemark.options import CURVE, MATRIX, SWEEP, Option
 from tilemark.options.typed import Options
 from tilemark.study.base import Attempt, StepRecord, StepSpec, StudyOutcome
+from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.units import MAX_IOPS, format_size
 
 
@@ -63,8 +65,9 @@ class _Progress:
         verdict = attempt.detail.get("slo_verdict")
         tail = f"; SLO {verdict}" if verdict else ""
         self.console.print("  " + ("; ".join(parts) or "no IO completed") + tail, markup=False)
-        for reason in (attempt.detail.get("tool_bound") or {}).get("reasons") or []:
-            self.console.print(f"  note: tool-bound: {reason}", markup=False)
+        bound = tool_bound_line(attempt.detail.get("tool_bound"))
+        if bound is not None:
+            self.console.print(f"  {bound}", markup=False)
 
 
 def _finish(
@@ -86,7 +89,7 @@ def _finish(
     for t in tables:
         out.print(t)
     for line in lines + _tool_bound_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {path}", markup=False)
     if opts.output.report and doc.get("steps"):
         write_study_report(path, opts.output.results, err, out)

@@ -3,10 +3,11 @@
 Every option of `tilemark run` works after `repeat N` (each repetition is such a run), plus
 `--pause TIME` and `--between CMD` between repetitions. The study runs on the framework
 (study/repeat.py); this module parses, calls and prints: the table of repetitions, the trend of
-the key metrics, the verdict (stable / decaying / improving) and the `compare` command for the
-first and last repetition. Exit status: 0 when every repetition ran, 1 when a run failed, 3
-when a tile repetition failed QoS, the --between command's status when it failed, 128 + signal
-when interrupted; what ran is always kept.
+the key metrics (with two repetitions, their before/after change), the verdict (stable /
+decaying / improving / inconclusive) and the `compare` command for the first and last
+repetition. Exit status: 0 when every repetition ran, 1 when a run failed, 3 when a tile
+repetition failed QoS (said in a sentence), the --between command's status when it failed,
+128 + signal when interrupted; what ran is always kept.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from tilemark.cli.run import WORKLOAD_ARG, run_mode
 from tilemark.cli.scale import write_study_report
 from tilemark.commands import Interrupted
 from tilemark.commands import repeat as repeat_command
+from tilemark.console import say
 from tilemark.options import REPEAT, RUN, TILES, parse_int
 from tilemark.options.typed import Options
 from tilemark.study import StepRecord, StepSpec
 from tilemark.study.base import Attempt
 from tilemark.study.repeat import MAX_REPETITIONS
+from tilemark.wording import counted, signed_pct
 
 
 class _Progress:
@@ -79,7 +82,7 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     out.print(repetitions_table(doc))
     for line in trend_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {outcome.path}", markup=False)
     if doc.get("first_run_id") and doc.get("last_run_id"):
         out.print(
@@ -98,7 +101,13 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
         err.print(f"{why}: the repetitions so far are kept, the study is incomplete", markup=False)
     if outcome.interrupted is not None:
         raise typer.Exit(outcome.interrupted)
-    if any(s.get("qos") not in (None, "pass") for s in doc["steps"]):
+    failed_qos = [s["repetition"] for s in doc["steps"] if s.get("qos") not in (None, "pass")]
+    if failed_qos:
+        err.print(
+            f"exit status {EXIT_QOS}: QoS failed in {_repetitions(failed_qos)} (an answer about "
+            "the storage, not an error of tilemark)",
+            markup=False,
+        )
         raise typer.Exit(EXIT_QOS)
 
 
@@ -130,18 +139,20 @@ def repetitions_table(doc: dict[str, Any]) -> Table:
     label = f" ({doc['label']})" if doc.get("label") else ""
     table = Table(
         title=f"repeat study {doc['study_id']}{label}: {len(doc['steps'])} of "
-        f"{doc['repetitions']} repetition(s)",
+        f"{counted(doc['repetitions'], 'repetition')}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
     by_key = {(m["metric"], m["scope"]): m for m in doc.get("metrics") or []}
     shown = [(name, head) for name, head in TABLE_METRICS if (name, "total") in by_key]
     table.add_column("rep", justify="right")
-    table.add_column("run")
+    # Run ids stay whole however narrow the terminal (`tilemark compare` takes them).
+    longest = max((len(st.get("run_id") or "-") for st in doc["steps"]), default=3)
+    table.add_column("run", no_wrap=True, min_width=longest)
     for _, head in shown:
         table.add_column(head, justify="right")
     table.add_column("IOPS vs 1st", justify="right")
-    table.add_column("status")
+    table.add_column("status", min_width=10, overflow="fold")
     complete = doc.get("repetitions_complete") or []
     iops = by_key.get(("IOPS", "total"))
     for step in doc["steps"]:
@@ -154,38 +165,60 @@ def repetitions_table(doc: dict[str, Any]) -> Table:
         change = None
         if iops is not None and n in complete:
             change = iops["change_pct"][complete.index(n)]
-        row.append("-" if change is None else f"{change:+.1f}%")
+        row.append("-" if change is None else signed_pct(change))
         status = step.get("status") or ("complete" if step.get("complete") else "incomplete")
         if step.get("qos") is not None:
             status += f", QoS {step['qos']}"
+        if step.get("tool_bound"):
+            status += ", tool-bound"
         row.append(status)
         table.add_row(*row)
     return table
 
 
+def _repetitions(numbers: list[int]) -> str:
+    """'repetition 2', 'repetitions 1, 3'."""
+    return ("repetition " if len(numbers) == 1 else "repetitions ") + ", ".join(map(str, numbers))
+
+
 def trend_text(m: dict[str, Any]) -> str:
-    """'IOPS: 1,000 -> 700 (-30.0%), trend -6.9%/rep (95% CI -13.3..-0.4%): decaying'."""
+    """'IOPS: 1,000 -> 700 (-30.0%), trend -6.9%/rep (95% CI -13.3..-0.4%): decaying', or
+    with two repetitions 'IOPS: 1,000 -> 700 (-30.0%, 95% CI -31.2..-28.8%, beyond noise):
+    decaying'."""
     scope = "" if m["scope"] == "total" else f" ({m['scope']})"
     values = [v for v in m["values"] if v is not None]
     unit = f" {m['unit']}" if m["unit"] == "ms" else ""
     first_last = ""
     if values:
         first_last = f"{_fmt(values[0], m['unit'])} -> {_fmt(values[-1], m['unit'])}{unit}"
+    text = f"{m['metric']}{scope}: {first_last}"
+    paired = m.get("before_after")
+    if paired:
+        low, high = paired["ci_pct"]
+        noise = "beyond noise" if paired["beyond_noise"] else "within noise"
+        text += (
+            f" ({signed_pct(paired['change_pct'])}, 95% CI {signed_pct(low)}..{signed_pct(high)},"
+            f" {noise})"
+        )
+        return text + f": {paired['verdict']}"
     t = m.get("trend")
     if not t:
-        return f"{m['metric']}{scope}: {first_last} (no trend: too few repetitions)"
+        return f"{text} (no trend: too few repetitions)"
     change = t.get("last_vs_first_pct")
-    text = f"{m['metric']}{scope}: {first_last}"
     if change is not None:
-        text += f" ({change:+.1f}%)"
+        text += f" ({signed_pct(change)})"
     low, high = t["slope_ci_pct"]
     if t.get("slope_pct") is not None and low is not None and high is not None:
-        text += f", trend {t['slope_pct']:+.1f}%/rep (95% CI {low:+.1f}..{high:+.1f}%)"
+        text += (
+            f", trend {signed_pct(t['slope_pct'])}/rep "
+            f"(95% CI {signed_pct(low)}..{signed_pct(high)})"
+        )
     return text + (f": {m['verdict']}" if m.get("verdict") else "")
 
 
 def trend_lines(doc: dict[str, Any]) -> list[str]:
-    """The headline metrics' trends, any other metric that moved, and the verdict."""
+    """The headline metrics' trends (or before/after changes), any other metric that moved,
+    the verdict with what decided it, and the tool-bound repetitions."""
     metrics = doc.get("metrics") or []
     lines = [trend_text(m) for m in metrics if m["headline"]]
     moved = [
@@ -194,14 +227,38 @@ def trend_lines(doc: dict[str, Any]) -> list[str]:
     lines += [trend_text(m) for m in moved]
     v = doc.get("verdict")
     complete = len(doc.get("repetitions_complete") or [])
-    if v is None:
-        lines.append(f"verdict: none ({complete} complete repetition(s); a trend needs at least 3)")
+    floor = doc.get("noise_floor_pct") or 5
+    why = f", decided by {doc['deciding_metric']}" if doc.get("deciding_metric") else ""
+    if v is None and complete < 2:
+        lines.append(
+            f"verdict: none ({counted(complete, 'complete repetition')}: nothing to compare; "
+            "two compare before and after, three or more give a trend)"
+        )
+    elif v is None:
+        lines.append(
+            f"verdict: none ({counted(complete, 'complete repetition')}, but their runs hold no "
+            "interval data to put an interval on the change)"
+        )
+    elif complete == 2:
+        lines.append(
+            f"verdict: {v}, before vs after{why} (95% CI of each change from the spread within "
+            f"each run; noise floor {floor:g}%)"
+        )
     else:
-        floor = doc.get("noise_floor_pct")
-        why = f", decided by {doc['deciding_metric']}" if doc.get("deciding_metric") else ""
         lines.append(
             f"verdict: {v} over {complete} repetitions{why} (95% CI of the trend, noise floor "
             f"{floor:g}% from first to last)"
+        )
+    if v == "inconclusive":
+        lines.append(
+            f"  inconclusive: the interval allows a change beyond {floor:g}% either way; more "
+            "repetitions (or longer ones) narrow it"
+        )
+    bound = doc.get("tool_bound_repetitions") or []
+    if bound:
+        lines.append(
+            f"  tool-bound: {_repetitions(bound)} measured the host (CPU above 85% or the "
+            "engine behind its schedule): those numbers describe the host, not the storage"
         )
     if not doc.get("complete"):
         lines.append(f"incomplete: {complete} of {doc['repetitions']} repetitions complete")
@@ -219,7 +276,8 @@ COUNT_ARG = inspect.Parameter(
 repeat = table_command(
     "repeat",
     "Run the same workload (or --tiles N) N times and report its decay: metrics per "
-    "repetition, change from the first, trend and a verdict (stable, decaying, improving).",
+    "repetition, change from the first, trend and a verdict (stable, decaying, improving, "
+    "inconclusive); two repetitions are compared as before and after.",
     {RUN, TILES, REPEAT},
     _repeat,
     [COUNT_ARG, WORKLOAD_ARG],

@@ -27,12 +27,14 @@ from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.commands import Interrupted
 from tilemark.commands import tiles as tiles_command
 from tilemark.commands import workload as workload_command
+from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options import RUN, TILES, Option
 from tilemark.options.typed import Options
 from tilemark.run.tiles import (
     applications_table,
 )
+from tilemark.wording import counted
 
 
 def _clash(mode: str) -> Any:
@@ -81,7 +83,7 @@ def run_workload(ctx: typer.Context, opts: Options, workload_file: Path | None) 
     print_run(outcome, out, err)
     state = outcome.summary.get("steady_state")
     if state is not None:
-        out.print(f"steady state: {state['verdict']}", markup=False, soft_wrap=True)
+        say(out, f"steady state: {state['verdict']}")
     return outcome.exit_status or 0
 
 
@@ -93,14 +95,14 @@ def run_tiles_command(ctx: typer.Context, opts: Options) -> int:
     if opts.output.json:
         write_json(outcome, {"summary": _without_layout(outcome.summary)})
     print_run(outcome, out, err)
-    title = f"{ready.tiles} tile(s) of {ready.tile.name}: applications"
+    title = f"{counted(ready.tiles, 'tile')} of {ready.tile.name}: applications"
     out.print(applications_table(apps, title))
     out.print(verdict_line(apps), markup=False)
     for line in qos_lines(apps):
         out.print(line, markup=False)
     state = outcome.summary.get("steady_state")
     if state is not None:
-        out.print(f"steady state: {state['verdict']}", markup=False, soft_wrap=True)
+        say(out, f"steady state: {state['verdict']}")
     if outcome.exit_status is not None:
         return outcome.exit_status
     return 0 if apps["passed"] else EXIT_QOS

@@ -21,6 +21,7 @@ from tilemark.store import catalog
 from tilemark.store.catalog import list_runs
 from tilemark.store.studies import steps_of_studies
 from tilemark.units import format_size
+from tilemark.wording import counted
 
 if TYPE_CHECKING:  # rm and prune load the deleting code; listing does not
     from tilemark.store.manage import Candidate
@@ -253,9 +254,9 @@ def _report(candidates: list[Candidate], root: Path, *, dry_run: bool, note: str
         )
     total = format_size(sum(c.size for c in candidates))
     if dry_run:
-        typer.echo(f"{len(candidates)} run(s), {total}; nothing deleted (--dry-run)")
+        typer.echo(f"{counted(len(candidates), 'run')}, {total}; nothing deleted (--dry-run)")
     else:
-        typer.echo(f"deleted {len(candidates)} run(s), {total} freed")
+        typer.echo(f"deleted {counted(len(candidates), 'run')}, {total} freed")
     if note:
         typer.echo(f"note: {note}", err=True)
 
@@ -302,7 +303,7 @@ def _delete(candidates: list[Candidate], root: Path, *, dry_run: bool) -> None:
     _report(done.deleted, root, dry_run=False, note=done.note)
     if done.exit_status is not None:
         left = len(candidates) - len(done.deleted)
-        typer.echo(f"interrupted: {left} run(s) not deleted", err=True)
+        typer.echo(f"interrupted: {counted(left, 'run')} not deleted", err=True)
         raise typer.Exit(done.exit_status)
 
 

@@ -28,17 +28,22 @@ from tilemark.cli.common import (
 from tilemark.cli.params import argument, check_mode, table_command
 from tilemark.commands import Interrupted
 from tilemark.commands import scale as scale_command
+from tilemark.console import say
 from tilemark.options import SCALE, Option
 from tilemark.options.typed import Options
 from tilemark.report.format import steady_cell
 from tilemark.run.live import hosts_table
 from tilemark.study import (
     CONFIRM,
+    EXTEND,
     RECHECK,
     Attempt,
     StepRecord,
     StepSpec,
 )
+from tilemark.study.answers import answer_key, answer_phrase, caveat_notes, step_name, value_text
+from tilemark.telemetry.sampler import tool_bound_line
+from tilemark.wording import counted, signed_pct
 
 
 class _Progress:
@@ -56,15 +61,20 @@ class _Progress:
             why = f" (confirming its failure: run {attempt})"
         elif reason == RECHECK:
             why = " (re-check: a higher step passed)"
+        elif reason == EXTEND:
+            why = " (inconclusive and bounding the answer: measuring again, up to twice as long)"
         self.console.print(f"{self.kind}: {prefix}{spec.label}{why}", markup=False)
 
     def finished(self, step: StepRecord, attempt: Attempt) -> None:
         if attempt.verdict is None:
             return
         apps = _apps_of(step, attempt)
-        self.console.print(verdict_line(apps), markup=False)
+        say(self.console, verdict_line(apps))
         for line in qos_lines(apps):
-            self.console.print(line, markup=False)
+            say(self.console, line)
+        bound = tool_bound_line(attempt.detail.get("tool_bound"))
+        if bound is not None:  # why a failure is run again, and what the headline will say
+            say(self.console, f"  {bound}")
 
 
 def _apps_of(step: StepRecord, attempt: Attempt) -> dict[str, Any]:
@@ -108,9 +118,9 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
     for table in study_tables(doc):
         out.print(table)
     for line in failure_lines(doc):
-        out.print(line, markup=False)
+        say(out, line)
     for line in headline(doc):
-        out.print(line, markup=False)
+        say(out, line)
     out.print(f"study: {outcome.path}", markup=False)
     if opts.output.report and doc["steps"]:
         write_study_report(outcome.path, opts.output.results, err, out)
@@ -155,11 +165,13 @@ def _step_qos(s: dict) -> str:
     if runs > 1:
         agree = votes.get("pass", 0) if s["passed"] else runs - votes.get("pass", 0)
         of = f" ({agree} of {runs} runs)"
+    bound = ", tool-bound" if s.get("tool_bound") else ""
     if s["passed"]:
-        return "pass" + of
-    n_failed = len(s.get("failed") or [])
-    noise = " within noise" if s.get("within_noise") else ""
-    return f"FAIL{noise} ({n_failed} criteria){of}"
+        return "pass" + of + bound
+    n_failed = counted(len(s.get("failed") or []), "criterion", "criteria")
+    if s.get("within_noise"):
+        return f"inconclusive ({n_failed}){of}{bound}"
+    return f"FAIL ({n_failed}){of}{bound}"
 
 
 def study_tables(doc: dict) -> list[Table]:
@@ -171,8 +183,8 @@ def study_tables(doc: dict) -> list[Table]:
     title = (
         f"scaling study {doc['study_id']} ({doc['tile']['name']} tile): application metrics"
         if doc.get("kind") != "knob"
-        else f"knob study {doc['study_id']} ({doc['knob']}, {doc['tiles_per_step']} tile(s)): "
-        "application metrics"
+        else f"knob study {doc['study_id']} ({doc['knob']}, "
+        f"{counted(doc['tiles_per_step'], 'tile')}): application metrics"
     )
     if doc.get("label"):
         title = f"{doc['label']}: {title}"
@@ -234,17 +246,20 @@ def _latency_cell(app: dict) -> str:
             lines.append(f"{cid} -")
             continue
         c = criteria.get(cid)
-        margin = f" ({c['margin_pct']:+.0f}%)" if c and c.get("margin_pct") is not None else ""
+        margin = (
+            f" ({signed_pct(c['margin_pct'], 0)})" if c and c.get("margin_pct") is not None else ""
+        )
         lines.append(f"{cid} {v:,.1f}{margin}")
     return "\n".join(lines) or "-"
 
 
 def failure_lines(doc: dict) -> list[str]:
-    """Why the step that bounds the answer failed: one line per failing application."""
+    """Why the step that bounds the answer failed: one line per failing or inconclusive
+    application."""
     first = doc.get("first_failure")
     if not first:
         return []
-    axis_title, axis_field = _axis(doc)
+    _, axis_field = _axis(doc)
     step = next(
         (
             s
@@ -253,13 +268,12 @@ def failure_lines(doc: dict) -> list[str]:
         ),
         None,
     )
-    where = (
-        f"{first[axis_field]:g} {axis_title}"
-        if axis_field == "tiles"
-        else (f"{axis_title}={first[axis_field]:g}")
-    )
-    noise = " (within noise)" if first.get("within_noise") else ""
-    lines = [f"{where} fail QoS{noise}:"]
+    where = step_name(doc, first[axis_field])
+    one = axis_field != "tiles" or first[axis_field] == 1
+    if first.get("within_noise"):
+        lines = [f"{where}: QoS inconclusive (no criterion failed for certain):"]
+    else:
+        lines = [f"{where} {'fails' if one else 'fail'} QoS:"]
     if step is not None:
         apps = {
             "tiles": step.get("tiles", 1),
@@ -272,13 +286,12 @@ def failure_lines(doc: dict) -> list[str]:
 
 
 def headline(doc: dict) -> list[str]:
-    """The answer, how it was reached, and what decided it."""
-    key = "max_passing_tiles" if doc.get("kind") != "knob" else "max_passing_value"
-    best = doc.get(key)
-    used = f"{doc['runs_used']} run(s), {doc.get('mode')}"
+    """The answer with what it is worth, how it was reached, and what decided it."""
+    best = doc.get(answer_key(doc))
+    used = f"{counted(doc['runs_used'], 'run')}, {doc.get('mode')}"
     lines = []
     if doc.get("kind") == "knob":
-        what = f"max {doc['knob']} at {doc['tiles_per_step']} tile(s)"
+        what = f"max {doc['knob']} at {counted(doc['tiles_per_step'], 'tile')}"
     else:
         what = "max passing tiles"
     if best is None:
@@ -287,26 +300,30 @@ def headline(doc: dict) -> list[str]:
         )
     else:
         score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
-        shown = f"{best:g}" if isinstance(best, float) else str(best)
-        lines.append(f"{what}: {shown}{score} ({used})")
-    runs = doc.get(f"{key}_runs") or []
+        lines.append(f"{what}: {answer_phrase(doc)}{score} ({used})")
+    runs = doc.get(f"{answer_key(doc)}_runs") or []
     if len(runs) > 1:
-        listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
+        listed = ", ".join(value_text(v) for v in runs)
         agree = "all agree" if doc.get("stable") else "they differ; the median is reported"
         lines.append(f"  {len(runs)} repeats: {listed} ({agree})")
     first = doc.get("first_failure")
     if first and first.get("deciding"):
-        axis_title, axis_field = _axis(doc)
+        _, axis_field = _axis(doc)
         d = first["deciding"]
-        at = f"{first[axis_field]:g}"
-        lines.append(
-            f"  decided at {at} {axis_title} by {d['app']}: {margin_text(d)}"
-            + (f" in tile {d['tile']}" if d.get("tile") and axis_field == "tiles" else "")
-        )
+        where = step_name(doc, first[axis_field])
+        tile = f" in tile {d['tile']}" if d.get("tile") and axis_field == "tiles" else ""
+        if first.get("within_noise"):
+            lines.append(
+                f"  bounded at {where} by {d['app']}, inconclusive: {margin_text(d)}{tile}"
+            )
+        else:
+            lines.append(f"  decided at {where} by {d['app']}: {margin_text(d)}{tile}")
+    lines += [f"  {note}" for note in caveat_notes(doc)]
     for nm in doc.get("non_monotonic") or []:
         lines.append(
-            f"  note: not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} "
-            "passed (after a re-check); the storage's answer is within its noise there"
+            f"  not monotonic: {value_text(nm['failed'])} failed but "
+            f"{value_text(nm['passed_above'])} passed (after a re-check); the storage's answer "
+            "is within its noise there"
         )
     unsteady = [
         s
@@ -315,9 +332,9 @@ def headline(doc: dict) -> list[str]:
     ]
     if unsteady:
         axis_title, axis_field = _axis(doc)
-        listed = ", ".join(f"{s[axis_field]:g}" for s in unsteady)
+        listed = ", ".join(value_text(s[axis_field]) for s in unsteady)
         lines.append(
-            f"  note: not steady at {axis_title} {listed}: those steps were judged over all they "
+            f"  not steady at {axis_title} {listed}: those steps were judged over all they "
             "measured while the storage was still changing"
         )
     if doc.get("settle"):

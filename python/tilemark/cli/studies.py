@@ -20,6 +20,7 @@ from tilemark.cli.runs import (
 from tilemark.console import make_console
 from tilemark.options.typed import DEFAULT_RESULTS
 from tilemark.store.studies import list_studies
+from tilemark.wording import counted
 
 COLUMNS = ("id", "kind", "label", "started", "tile", "steps", "result", "status")
 OPTIONAL_COLUMNS = ("path", "started", "tile", "label")
@@ -30,14 +31,19 @@ def _result(r: dict[str, Any]) -> str:
     verdict."""
     if r.get("kind") == "repeat":
         return r.get("verdict") or "no verdict"
+    caveat = r.get("answer") and "(" in r["answer"]  # the range's top, inconclusive, host-bound
     if r.get("knob"):
         best = r.get("max_passing_value")
-        return f"no {r['knob']} passed" if best is None else f"max {r['knob']}={best:g}"
+        if best is None:
+            return f"no {r['knob']} passed"
+        return f"max {r['knob']}: {r['answer']}" if caveat else f"max {r['knob']}={best:g}"
     if r.get("kind") == "scale" or r.get("max_passing_tiles") is not None:
         best = r.get("max_passing_tiles")
-        return "no tile count passed" if best is None else f"max {best} tiles"
+        if best is None:
+            return "no tile count passed"
+        return f"max tiles: {r['answer']}" if caveat else f"max {counted(best, 'tile')}"
     if r.get("kind") in ("sweep", "matrix"):
-        return f"{r.get('points_measured') or 0} points"
+        return counted(r.get("points_measured") or 0, "point")
     if r.get("kind") == "curve" and r.get("max_iops") is not None:
         slo = f", {r['slo_iops']:,.0f} at {r['slo']}" if r.get("slo_iops") is not None else ""
         return f"max {r['max_iops']:,.0f} IOPS{slo}"

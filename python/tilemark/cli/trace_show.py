@@ -38,14 +38,14 @@ def trace_show(
             doc["html"] = str(result.html)
         typer.echo(json.dumps(doc, indent=2))
         return
-    from tilemark.console import make_console
+    from tilemark.console import make_console, say
 
     console = make_console(stderr=False)
     console.print(summary_table(result.summary))
     for note in result.summary.notes:
-        console.print(f"note: {note}", markup=False, soft_wrap=True, highlight=False)
+        say(console, f"note: {note}")
     if result.html is not None:
-        console.print(f"report: {result.html}", markup=False, soft_wrap=True)
+        say(console, f"report: {result.html}")
 
 
 def summary_table(s: TraceSummary) -> Table:

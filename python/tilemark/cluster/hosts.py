@@ -29,6 +29,7 @@ from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.cluster import placement
 from tilemark.cluster.handle import ClusterHandle, HostRun, HostsLine, host_dir_name
 from tilemark.cluster.session import Session
+from tilemark.console import say
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram, latency_hist
 from tilemark.run import datareduction
@@ -372,7 +373,7 @@ def run_on_hosts(
         )
         target_notes = [n for t in info.infos for n in t.notes()]
         for line in clock_notes + target_notes:
-            console.print(f"note: {line}", markup=False, soft_wrap=True)
+            say(console, f"note: {line}")
         print_reduction(reduction, console)
 
         # The start time: far enough ahead that every host's engine is set up and sleeping.

@@ -145,7 +145,8 @@ def run_points(
     if points is not None:
         console.print(_estimate(mode, points, probe, opts.study.repeat or 1), markup=False)
     results = opts.output.results
-    prometheus.from_options(opts.output)  # --metrics-port: every point's run and the progress
+    # --metrics-port: every point's run and the progress
+    prometheus.from_options(opts.output, console)
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -23,6 +23,7 @@ from tilemark.study.base import StudyEvents, StudyOutcome
 from tilemark.study.repeat import RepeatStepRunner, RepeatStudy
 from tilemark.targets import verification
 from tilemark.telemetry import prometheus
+from tilemark.wording import workload_title
 
 
 def _refuse_remote_verify(verify: bool) -> None:
@@ -65,7 +66,7 @@ def run(
         return outcome
 
     with cluster.opened(opts.cluster, force=opts.safety.force):
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         definition: dict[str, Any] = {"label": label, "pause_s": pause_s, "between": between}
         if opts.mode == RUN:
             ready = workload_command.setup(opts, workload_file)
@@ -74,7 +75,10 @@ def run(
             infos = ready.infos
             definition.update(
                 mode="workload",
-                workload=ready.workload.name,
+                # A workload given by flags is named by its stream, not "flags".
+                workload=workload_title(
+                    {"name": ready.workload.name}, ready.compiled.get("streams") or []
+                ),
                 target=", ".join(i.path for i in infos),
             )
 

@@ -81,7 +81,7 @@ def run(
             ready.tile, ready.settings, ready.max_tiles, **opts.safety.inspect_kwargs()
         )
         ready.check_compiles(infos)
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         with lock(infos, argv):
             outcome = run_tile_study(
                 ready,

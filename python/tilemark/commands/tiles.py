@@ -53,7 +53,7 @@ def run(opts: Options, *, argv: list[str], console: Console) -> tuple[TilesSetup
     stored run, whose summary has an `applications` section with the QoS verdicts."""
     with cluster.opened(opts.cluster, force=opts.safety.force):
         ready = setup(opts)
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         with held(ready.infos, argv, console):
             outcome = run_tiles(
                 ready.tile,

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tilemark import cluster, fio, targets
 from tilemark.commands import held
+from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options.typed import Options
 from tilemark.run.outcome import RunOutcome
@@ -115,7 +116,7 @@ class WorkloadSetup:
 
     def print_notes(self, console: Console, workload_file: Path | None) -> None:
         for note in self.notes:
-            console.print(f"note: {note}", markup=False, soft_wrap=True)
+            say(console, f"note: {note}")
         if self.overridden:
             console.print(
                 f"note: {'; '.join(self.overridden)} in {workload_file}",
@@ -157,7 +158,7 @@ def run(
     Ctrl-C stops the preparation."""
     with cluster.opened(opts.cluster, force=opts.safety.force):
         ready = setup(opts, workload_file, until_steady=True)
-        prometheus.from_options(opts.output)
+        prometheus.from_options(opts.output, console)
         steady = steady_settings(opts)
         monitor = RoundMonitor(ready.compiled, steady) if steady is not None else None
         ready.print_notes(console, workload_file)

@@ -10,6 +10,7 @@ over the same span.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from typing import Any
 
@@ -62,16 +63,55 @@ def counter_series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+# What a counter counts, from its name: a share in % must not share an axis with IOPS (a cache
+# hit ratio of 95 drawn at the foot of an IOPS axis in thousands says nothing).
+COUNTER_KINDS = (
+    ("%", re.compile(r"%|pct|percent|ratio|util|hit|busy", re.I), "share (%)"),
+    ("ms", re.compile(r"latency|\blat\b|_ms\b|\bms\b|\bus\b|usec|msec|resp", re.I), "time"),
+    ("bytes", re.compile(r"mb|gb|kb|bytes|bandwidth|throughput|\bbw\b", re.I), "bytes or MB/s"),
+)
+
+
+def counter_kind(name: str) -> tuple[str, str]:
+    """(kind, axis title) of a counter by its name; IOs or operations by default."""
+    for kind, pattern, title in COUNTER_KINDS:
+        if pattern.search(name):
+            return kind, title
+    return "count", "IOs or operations (the storage's unit)"
+
+
 def counters_chart(
     rows: list[dict[str, Any]], warmup_s: float, order: list[str]
 ) -> alt.TopLevelMixin:
-    """Every attached counter over the run's time (a drop-down when there are many), in the
-    files' column order."""
+    """Every attached counter over the run's time, in the files' column order: one panel per
+    kind of counter (shares in %, times, bytes, counts), each on its own axis, and a drop-down
+    in a panel with many counters."""
     present = {r["group"] for r in rows}
     groups = [g for g in order if g in present] + sorted(present - set(order))
+    kinds: dict[str, tuple[str, list[str]]] = {}
+    for g in groups:
+        kind, title = counter_kind(g)
+        kinds.setdefault(kind, (title, []))[1].append(g)
+    panels = [
+        _counter_panel([r for r in rows if r["group"] in mine], mine, warmup_s, title, kind)
+        for kind, (title, mine) in kinds.items()
+    ]
+    chart = (
+        panels[0]
+        if len(panels) == 1
+        # One time axis for every panel (and the front end's chart above them): the warm-up
+        # band and every sample stand at the same place in each.
+        else alt.vconcat(*panels).resolve_scale(x="shared", y="independent", color="independent")
+    )
+    return chart.properties(title="Counters attached from the storage side")
+
+
+def _counter_panel(
+    rows: list[dict[str, Any]], groups: list[str], warmup_s: float, y_title: str, kind: str
+) -> alt.TopLevelMixin:
     data = charts.dataset(charts.compact(rows, ("t_s", "group", "value")))
     x = alt.X("t_s:Q", title=charts.TIME_TITLE, scale=alt.Scale(nice=False))
-    y = alt.Y("value:Q", title="counter value (the storage's unit)")
+    y = alt.Y("value:Q", title=y_title)
     tooltip = [
         alt.Tooltip("group:N", title="counter"),
         alt.Tooltip("t_s:Q", title="t (s)"),
@@ -80,7 +120,7 @@ def counters_chart(
     line = alt.Chart(data).mark_line(strokeWidth=1.5, point=len(rows) <= 200)
     if len(groups) > charts.MAX_LINES:
         picker = alt.param(
-            name="pick_counter",
+            name=f"pick_counter_{kind}" if kind != "count" else "pick_counter",
             value=groups[0],
             bind=alt.binding_select(options=groups, name="counter: "),
         )
@@ -95,9 +135,7 @@ def counters_chart(
         )
     warm = charts._warmup_layer(warmup_s)
     layered = (warm + chart) if warm is not None else chart
-    return layered.properties(
-        title="Counters attached from the storage side", width=charts.WIDTH, height=charts.HEIGHT
-    )
+    return layered.properties(width=charts.WIDTH, height=charts.SMALL_HEIGHT)
 
 
 def _front_over(front: list[dict[str, Any]], lo: float, hi: float) -> tuple[float, float, float]:

@@ -13,6 +13,9 @@ from typing import Any, Protocol
 
 import altair as alt
 
+LEGEND_LABEL_LIMIT_PX = 400
+LEGEND_SYMBOL_LIMIT = 200
+
 
 @dataclass
 class Figure:
@@ -24,10 +27,17 @@ class Figure:
     caption: str = ""
 
     def spec(self) -> dict[str, Any]:
-        """The Vega-Lite specification, its data under top-level `datasets`."""
+        """The Vega-Lite specification, its data under top-level `datasets`. Legends show every
+        entry and their whole labels (Vega's defaults cut a legend at 30 entries with
+        "…N entries" and a label at 160 px with "…"): a chart with too many lines for a legend
+        offers a picker instead (charts.MAX_LINES)."""
         from tilemark.report.charts import with_datasets
 
-        return with_datasets(self.chart.to_dict())
+        spec = with_datasets(self.chart.to_dict())
+        legend = spec.setdefault("config", {}).setdefault("legend", {})
+        legend.setdefault("labelLimit", LEGEND_LABEL_LIMIT_PX)
+        legend.setdefault("symbolLimit", LEGEND_SYMBOL_LIMIT)
+        return spec
 
 
 @dataclass
@@ -55,6 +65,13 @@ class Section:
     title: str
     items: list[Figure | Table] = field(default_factory=list)
     intro: str = ""
+
+
+class Caution(str):
+    """A note of the verdict that warns (tool-bound, failed IOs, an answer that is a range):
+    shown in the warning colour; every other note is neutral."""
+
+    __slots__ = ()
 
 
 @dataclass

@@ -18,6 +18,8 @@ from typing import Any
 
 import altair as alt
 
+from tilemark.wording import signed_pct
+
 WIDTH = 640
 SMALL_WIDTH = 300
 HEIGHT = 240
@@ -25,6 +27,9 @@ SMALL_HEIGHT = 180
 THIRD_WIDTH = 250
 # More groups than this in one time-series chart: pick one with a drop-down instead.
 MAX_LINES = 12
+# More lines than this (groups x statistics) in a latency chart: one group at a time.
+MAX_LATENCY_LINES = 12
+MAX_LOG_TICKS = 9
 TIME_TITLE = "time since run start (s)"
 LATENCY_TITLE = "latency (ms, log scale)"
 PASS_COLORS = alt.Scale(domain=["pass", "fail"], range=["#2e7d32", "#c62828"])
@@ -107,6 +112,82 @@ def compact(rows: Iterable[dict[str, Any]], fields: Sequence[str]) -> list[dict[
     return out
 
 
+def whole_axis(values: Iterable[float], title: str) -> alt.Axis:
+    """An axis of whole numbers (tile counts, repetitions, queue depths) labelled only at the
+    values themselves: no 1.5 printed as '2' beside the real 2."""
+    present = sorted({int(v) for v in values if v is not None and float(v).is_integer()})
+    if present and len(present) <= 24:
+        return alt.Axis(title=title, values=present, format="d", labelAngle=0)
+    return alt.Axis(title=title, tickMinStep=1, format="d", labelOverlap=True, labelAngle=0)
+
+
+def log_ticks(values: Iterable[float | None]) -> list[float]:
+    """Tick values of a log axis over `values`: 1, 2, 5 per decade, or decades only when that
+    would be more than MAX_LOG_TICKS; spaced so that labels never collide."""
+    seen = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not seen:
+        return []
+    lo, hi = min(seen), max(seen)
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    ticks = [m * 10.0**e for e in range(first, last + 1) for m in (1, 2, 5)]
+    ticks = [t for t in ticks if lo / 2.5 <= t <= hi * 2.5]
+    if len(ticks) > MAX_LOG_TICKS:
+        ticks = [10.0**e for e in range(first, last + 1)]
+    return [float(f"{t:.6g}") for t in ticks]
+
+
+def log_axis(values: Iterable[float | None], title: str) -> alt.Axis:
+    """A log axis labelled at log_ticks (with light grid lines at them only)."""
+    ticks = log_ticks(values)
+    if not ticks:
+        return alt.Axis(title=title, labelOverlap=True)
+    return alt.Axis(title=title, values=ticks, format="~g", labelOverlap=True)
+
+
+# Colours of marked positions on an axis, and the word the subtitle names each by.
+MARK_COLORS = {
+    "green": "#2e7d32",
+    "red": "#c62828",
+    "brown": "#6d4c41",
+    "purple": "#6a1b9a",
+}
+
+
+def marker_layers(marks: Sequence[dict[str, Any]], *, field: str) -> list[alt.Chart]:
+    """Dashed vertical rules at `marks` ({field: x, "label": "max passing 2", "color":
+    "green"}): coloured, named in the chart's subtitle (marker_subtitle) and in a tooltip,
+    never written into the plot, where a label would sit on the data, an axis or another
+    label."""
+    if not marks:
+        return []
+    rows = [
+        {field: rounded(m[field]), "label": m["label"], "color": m.get("color", "brown")}
+        for m in marks
+    ]
+    # A layer per mark with its colour fixed: a colour channel would merge with the chart's own
+    # (pass/fail, percentiles) in one shared scale.
+    return [
+        alt.Chart(dataset([r]))
+        .mark_rule(strokeDash=[6, 4], strokeWidth=1.5, color=MARK_COLORS[r["color"]])
+        .encode(x=f"{field}:Q", tooltip=[alt.Tooltip("label:N", title="marked")])
+        for r in rows
+    ]
+
+
+def marker_subtitle(marks: Sequence[dict[str, Any]]) -> str:
+    """'dashed: max passing 2 (green), first failure 3 (red)'."""
+    if not marks:
+        return ""
+    return "dashed: " + ", ".join(f"{m['label']} ({m.get('color', 'brown')})" for m in marks)
+
+
+def _wrapped(text: str, width: int = 48) -> list[str]:
+    """A subtitle as lines of at most `width` characters (Vega does not wrap titles)."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, break_long_words=False) or [""]
+
+
 def _warmup_layer(warmup_s: float) -> alt.Chart | None:
     if warmup_s <= 0:
         return None
@@ -152,7 +233,7 @@ def change_layer(changes: Sequence[dict[str, Any]]) -> alt.Chart | None:
 def _change_label(c: dict[str, Any]) -> str:
     word = "IOPS" if c["metric"] == "iops" else "p99"
     pct = c.get("change_pct")
-    return f"{word} {pct:+.0f}%" if pct is not None else word
+    return f"{word} {signed_pct(pct, 0)}" if pct is not None else word
 
 
 def phase_layer(phases: Sequence[dict[str, Any]]) -> alt.Chart | None:
@@ -276,7 +357,11 @@ def latency_over_time(
         .transform_calculate(statistic=_label_expr("datum.stat", labels))
     )
     x = alt.X("t_s:Q", title=TIME_TITLE, scale=alt.Scale(nice=False))
-    y = alt.Y("latency_ms:Q", title=LATENCY_TITLE, scale=alt.Scale(type="log"))
+    y = alt.Y(
+        "latency_ms:Q",
+        scale=alt.Scale(type="log"),
+        axis=log_axis((r.get(st) for r in rows for st in stats), LATENCY_TITLE),
+    )
     tooltip = [
         alt.Tooltip("group:N", title=group_title),
         alt.Tooltip("statistic:N"),
@@ -285,7 +370,10 @@ def latency_over_time(
     ]
     stat_dash = alt.StrokeDash("statistic:N", title="statistic", sort=[labels[s] for s in stats])
     line = folded.mark_line(strokeWidth=1.5)
-    if len(groups) > MAX_LINES or len(groups) == 1:
+    # Every group in its own colour, each statistic in its own dash, while that stays
+    # readable; beyond MAX_LATENCY_LINES lines colours repeat (12 streams x 4 statistics), so
+    # one group is shown at a time, its statistics in colour.
+    if len(groups) * len(stats) > MAX_LATENCY_LINES or len(groups) == 1:
         chart = line.encode(
             x=x,
             y=y,
@@ -331,10 +419,15 @@ def percentile_plot(
     rows: list[dict[str, Any]], *, title: str, group_field: str = "group", group_title: str
 ) -> alt.TopLevelMixin:
     """Latency at p50..p99.99 of merged histograms: one line per group and op."""
+    rows = [r for r in rows if (r.get("latency_ms") or 0) > 0]  # none at 0 on a log axis
     data = dataset(compact(rows, (group_field, "op", "percentile", "nines", "latency_ms", "ios")))
     base = alt.Chart(data).encode(
         x=alt.X("nines:Q", axis=_nines_axis(), scale=alt.Scale(domain=[0.3, 4.0])),
-        y=alt.Y("latency_ms:Q", title=LATENCY_TITLE, scale=alt.Scale(type="log")),
+        y=alt.Y(
+            "latency_ms:Q",
+            scale=alt.Scale(type="log"),
+            axis=log_axis((r.get("latency_ms") for r in rows), LATENCY_TITLE),
+        ),
         color=alt.Color(f"{group_field}:N", title=group_title),
         tooltip=[
             alt.Tooltip(f"{group_field}:N", title=group_title),
@@ -372,14 +465,15 @@ def _small_multiples(
     return alt.concat(*charts, columns=2).properties(title=title)
 
 
-def _tiles_x(ordinal: bool, title: str = "tiles") -> alt.X:
+def _tiles_x(ordinal: bool, title: str = "tiles", values: Iterable[float] | None = None) -> alt.X:
     """The study's axis (field `tiles`: the tile count, or a knob's value titled by the knob):
-    ordinal for per-step marks, quantitative for lines over steps."""
+    ordinal for per-step marks, quantitative for lines over steps (tile counts labelled at
+    the counts studied)."""
     if ordinal:
         return alt.X("tiles:O", title=title, axis=alt.Axis(labelAngle=0))
     if title == "tiles":
-        return alt.X("tiles:Q", title=title, axis=alt.Axis(tickMinStep=1, format="d"))
-    return alt.X("tiles:Q", title=title)
+        return alt.X("tiles:Q", title=title, axis=whole_axis(values or [], title))
+    return alt.X("tiles:Q", title=title, axis=alt.Axis(labelOverlap=True))
 
 
 def scaling_metric(
@@ -419,7 +513,7 @@ def scaling_latency(
         limits = {(r["criterion"], r["limit_ms"]) for r in mine if r.get("limit_ms") is not None}
         limit_data = dataset(
             [
-                {"criterion": c, "limit_ms": rounded(v), "label": f"QoS {c} {v:g} ms"}
+                {"criterion": c, "limit_ms": rounded(v), "label": f"{c} {v:g} ms"}
                 for c, v in sorted(limits)
             ]
         )
@@ -436,14 +530,24 @@ def scaling_latency(
                 alt.Tooltip("limit_ms:Q", title="QoS limit (ms)"),
             ]
         )
-        rule_base = alt.Chart(limit_data)
-        rule = rule_base.mark_rule(strokeDash=[5, 4], strokeWidth=1.5).encode(
-            y="limit_ms:Q", color=alt.Color("criterion:N", title="criterion")
+        rule = (
+            alt.Chart(limit_data)
+            .mark_rule(strokeDash=[5, 4], strokeWidth=1.5)
+            .encode(
+                y="limit_ms:Q",
+                color=alt.Color("criterion:N", title="criterion"),
+                tooltip=[alt.Tooltip("label:N", title="QoS limit")],
+            )
         )
-        text = rule_base.mark_text(align="left", dx=2, dy=-5, fontSize=10).encode(
-            x=alt.value(0), y="limit_ms:Q", text="label:N", color="criterion:N"
+        # The limits are named in the subtitle, not written on their lines: limits close to
+        # each other (5 and 10 ms on a 500 ms axis) would print their labels on top of each
+        # other.
+        # Non-breaking spaces keep each limit whole when the subtitle wraps.
+        listed = [f"{c}\u00a0{v:g}\u00a0ms" for c, v in sorted(limits, key=lambda cv: cv[1])]
+        subtitle = _wrapped("dashed QoS limits: " + ", ".join(listed)) if listed else []
+        return (lines + rule).properties(
+            title=alt.TitleParams(f"{app}: latency", subtitle=subtitle, subtitleFontSize=10)
         )
-        return (lines + rule + text).properties(title=f"{app}: latency (dashed: QoS limit)")
 
     return _small_multiples(rows, "app", draw, title=title)
 
@@ -472,15 +576,20 @@ def scaling_totals(
     data = dataset(compact(rows, ("tiles", "iops", "mbps", "score", "verdict")))
     marks_rows = []
     if max_passing is not None:
-        marks_rows.append({"tiles": max_passing, "label": f"max passing: {max_passing:g}"})
+        marks_rows.append(
+            {"tiles": max_passing, "label": f"max passing {max_passing:g}", "color": "green"}
+        )
     if first_failure is not None:
-        marks_rows.append({"tiles": first_failure, "label": f"first failure: {first_failure:g}"})
+        marks_rows.append(
+            {"tiles": first_failure, "label": f"first failure {first_failure:g}", "color": "red"}
+        )
     charts = []
+    steps = [r["tiles"] for r in rows if r.get("tiles") is not None]
     for field in ("iops", "mbps", "score"):
         if not any(r.get(field) is not None for r in rows):
             continue
         y_title = Y_TITLES[field]
-        base = alt.Chart(data).encode(x=_tiles_x(ordinal=False, title=axis))
+        base = alt.Chart(data).encode(x=_tiles_x(ordinal=False, title=axis, values=steps))
         line = base.mark_line(color="#1565c0").encode(y=alt.Y(f"{field}:Q", title=y_title))
         points = base.mark_point(filled=True, size=60).encode(
             y=f"{field}:Q",
@@ -491,21 +600,16 @@ def scaling_totals(
                 alt.Tooltip("verdict:N", title="QoS"),
             ],
         )
-        layers = [line, points]
-        if marks_rows:
-            marks = alt.Chart(dataset(marks_rows))
-            layers.append(marks.mark_rule(strokeDash=[6, 4], color="#6d4c41").encode(x="tiles:Q"))
-            layers.append(
-                marks.mark_text(angle=270, align="right", dx=-4, dy=-6, fontSize=10).encode(
-                    x="tiles:Q", y=alt.value(0), text="label:N"
-                )
-            )
+        layers = [line, points, *marker_layers(marks_rows, field="tiles")]
         charts.append(
             alt.layer(*layers).properties(
                 title=f"{y_title} vs {axis}", width=THIRD_WIDTH, height=SMALL_HEIGHT
             )
         )
-    return alt.concat(*charts, columns=3).properties(title=title)
+    subtitle = marker_subtitle(marks_rows)
+    return alt.concat(*charts, columns=3).properties(
+        title=alt.TitleParams(title, subtitle=subtitle) if subtitle else title
+    )
 
 
 def scaling_side_by_side(
@@ -517,7 +621,7 @@ def scaling_side_by_side(
         y_title = Y_TITLES[field]
         data = dataset(compact(rows, ("tiles", "group", field, "verdict")))
         base = alt.Chart(data).encode(
-            x=_tiles_x(ordinal=False),
+            x=_tiles_x(ordinal=False, values=[r["tiles"] for r in rows]),
             y=alt.Y(f"{field}:Q", title=y_title),
             color=alt.Color("group:N", title="study", sort=studies),
         )
@@ -567,8 +671,10 @@ def normalized_bars(
     x: str = "run",
     x_title: str = "tiles",
 ) -> alt.TopLevelMixin:
-    """One small bar chart per metric: each run's value / the baseline's (rule at 1.00)."""
+    """One small bar chart per metric: each run's value / the baseline's (rule at 1.00). The
+    legend names the runs (their labels); the x axis names what they are compared at."""
     charts = []
+    many_points = x != "run" and len(_ordered(r[x] for r in rows)) > 6
     for metric in _ordered(r["metric"] for r in rows):
         mine = [r for r in rows if r["metric"] == metric and r.get("normalized") is not None]
         if not mine:
@@ -578,13 +684,13 @@ def normalized_bars(
         )
         base = alt.Chart(data)
         encode_x = (
-            alt.X("run:N", title=None, sort=runs, axis=alt.Axis(labelAngle=-20))
+            alt.X("run:N", title=None, sort=runs, axis=None)
             if x == "run"
             else alt.X(
                 f"{x}:O",
                 title=x_title,
                 sort=_ordered(r[x] for r in mine),
-                axis=alt.Axis(labelAngle=0 if x == "tiles" else -30),
+                axis=alt.Axis(labelAngle=-90 if many_points else 0, labelOverlap=True),
             )
         )
         extra = {} if x == "run" else {"xOffset": alt.XOffset("run:N", sort=runs)}
@@ -605,12 +711,12 @@ def normalized_bars(
         charts.append(
             (bars + one).properties(
                 title=f"{metric}" + (f" ({unit})" if unit and unit != metric else ""),
-                width=THIRD_WIDTH if x == "run" else SMALL_WIDTH + 60,
+                width=THIRD_WIDTH if x == "run" else (WIDTH if many_points else SMALL_WIDTH + 60),
                 height=SMALL_HEIGHT,
             )
         )
     return (
-        alt.concat(*charts, columns=3 if x == "run" else 2)
+        alt.concat(*charts, columns=3 if x == "run" else (1 if many_points else 2))
         .properties(title=title)
         .configure_legend(orient="bottom", labelLimit=400)
     )
@@ -630,7 +736,7 @@ def decay_curve(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
     data = dataset([{k: rounded(v) for k, v in r.items()} for r in rows])
     metrics = _ordered(r["metric"] for r in rows)
     base = alt.Chart(data)
-    x = alt.X("repetition:Q", title="repetition", axis=alt.Axis(tickMinStep=1, format="d"))
+    x = alt.X("repetition:Q", axis=whole_axis((r["repetition"] for r in rows), "repetition"))
     color = alt.Color("metric:N", title="metric", sort=metrics)
     tooltip = [
         alt.Tooltip("metric:N"),

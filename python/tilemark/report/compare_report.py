@@ -11,6 +11,7 @@ from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import STUDY_FILE, RunData, compute_series, distribution_rows
 from tilemark.report.format import generated_by, num, run_links
 from tilemark.report.study_report import study_rows
+from tilemark.wording import signed_pct
 
 # Metrics whose change from the baseline is a big number of the verdict.
 KEY_METRICS = (
@@ -72,7 +73,7 @@ def _change_text(m: Metric, i: int) -> tuple[str, str]:
     if abs(c) < 0.05:
         return "+0.0%", ""
     better = (c > 0) == (m.better == "higher")
-    return f"{c:+.1f}%", "pass" if better else "fail"
+    return signed_pct(c), "pass" if better else "fail"
 
 
 def compare_verdict(comparison: Comparison) -> Verdict:
@@ -105,10 +106,16 @@ def compare_table(comparison: Comparison) -> Table:
     """Every metric: the baseline's value, then each other's value, ratio and change."""
     names = comparison.shown
     b = comparison.baseline
-    columns = ["metric", "unit", f"{names[b]} (baseline)"]
+    to = comparison.normalized_to
+    ratio = f"÷ baseline at {to}" if to else "x baseline"
+    columns = ["metric", "unit", f"{names[b]} (baseline)"] + ([ratio] if to else [])
     others = _others(comparison)
     for i in others:
-        columns += [names[i], "x baseline", "change"]
+        columns += [names[i], ratio, "change"]
+
+    def normalized(m: Metric, i: int) -> Cell:
+        return Cell("-" if m.normalized[i] is None else f"{m.normalized[i]:.2f}", "num")
+
     rows = []
     for m in comparison.metrics:
         label = m.name if _is_headline_scope(m) else f"{m.name} ({m.scope})"
@@ -117,21 +124,24 @@ def compare_table(comparison: Comparison) -> Table:
             Cell(m.unit + (" (lower is better)" if m.better == "lower" else "")),
             Cell(num(m.values[b]), "num"),
         ]
+        if to:  # the baseline's own value divided by its value at the reference point
+            row.append(normalized(m, b))
         for i in others:
             text, state = _change_text(m, i)
-            row += [
-                Cell(num(m.values[i]), "num"),
-                Cell("-" if m.normalized[i] is None else f"{m.normalized[i]:.2f}", "num"),
-                Cell(text, state or "num"),
-            ]
+            row += [Cell(num(m.values[i]), "num"), normalized(m, i), Cell(text, state or "num")]
         rows.append(row)
+    title = (
+        f"Every value divided by {names[b]}'s value at {to} (= 1.00)"
+        if to
+        else f"Normalized to {names[b]} (baseline = 1.00)"
+    )
     return Table(
         "comparison",
-        f"Normalized to {names[b]} (baseline = 1.00)",
+        title,
         columns,
         rows,
-        caption="Latency is response time from merged histograms; green: better than the "
-        "baseline, red: worse.",
+        caption="Latency is response time from merged histograms; change: from the baseline's "
+        "same point; green: better than the baseline, red: worse.",
     )
 
 
@@ -156,13 +166,13 @@ def metric_rows(comparison: Comparison) -> list[dict[str, Any]]:
             "unit": m.unit,
         }
         for m in comparison.metrics
-        for i, name in enumerate(comparison.names)
+        for i, name in enumerate(comparison.legend_names)
     ]
 
 
 def normalized_figure(comparison: Comparison) -> Figure:
     """Each metric relative to the baseline: whole runs, or per tile count for studies."""
-    names = comparison.names
+    names = comparison.legend_names
     baseline = names[comparison.baseline]
     rows = metric_rows(comparison)
     if comparison.kind == "runs":
@@ -205,15 +215,16 @@ def normalized_figure(comparison: Comparison) -> Figure:
 
 def runs_side_by_side(comparison: Comparison) -> Section:
     """Total throughput and latency over time, and latency percentiles, one line per run."""
-    names = comparison.names
+    names = comparison.legend_names
     warm = comparison.sources[comparison.baseline].warmup_s()
     series_rows = []
     dist_rows = []
+    shown = dict(zip(comparison.names, comparison.legend_names, strict=True))
     for run in comparison.sources:
         if run.intervals_path().exists():
             for r in compute_series(run).rows.get("total", []):
-                series_rows.append({**r, "group": run.run_id})
-        all_streams = {run.run_id: list(range(len(run.stream_names)))}
+                series_rows.append({**r, "group": shown[run.run_id]})
+        all_streams = {shown[run.run_id]: list(range(len(run.stream_names)))}
         dist_rows += distribution_rows(run, all_streams)
     side: list[Figure | Table] = []
     if series_rows:
@@ -264,15 +275,18 @@ def runs_side_by_side(comparison: Comparison) -> Section:
 
 def studies_side_by_side(comparison: Comparison) -> Section:
     """Score, IOPS and MB/s vs tile count, one line per study."""
+    shown = dict(zip(comparison.names, comparison.legend_names, strict=True))
     totals = [
-        {**r, "group": s.study_id} for s in comparison.sources for r in study_rows(s)["totals"]
+        {**r, "group": shown[s.study_id]}
+        for s in comparison.sources
+        for r in study_rows(s)["totals"]
     ]
     figure = Figure(
         "compare-scaling",
         "Scaling side by side",
         charts.scaling_side_by_side(
             totals,
-            studies=comparison.names,
+            studies=comparison.legend_names,
             title="Score, IOPS and MB/s vs tile count per study",
         ),
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import tilemark
+from tilemark import wording
 from tilemark.report.base import Cell
 from tilemark.report.data import RunData
 from tilemark.targets.header import describe_precondition
@@ -82,6 +83,11 @@ def describe_stream(s: dict[str, Any]) -> str:
         f"{s.get('name')}: {num(s.get('read_pct', 0))}% read, {size_text}, {pattern}, "
         f"qd {s.get('qd')}, {arrival_text}{sync_text}"
     )
+
+
+def workload_title(run: RunData) -> str:
+    """What a run ran, for its headline (wording.workload_title)."""
+    return wording.workload_title(run.doc.get("workload"), (run.plan or {}).get("streams") or [])
 
 
 def _device_text(target: dict[str, Any]) -> tuple[str, str]:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tilemark.report.base import Figure, Report, Table
+from tilemark.report.base import Caution, Figure, Report, Table
 from tilemark.report.charts import rounded
 from tilemark.report.data import relpath
 from tilemark.report.vega import javascript_bundle
@@ -43,7 +43,8 @@ nav { margin: 10px 0 0; font-size: 13px; } nav a { margin-right: 14px; color: va
 .verdict.pass .headline { color: var(--pass); } .verdict.fail .headline { color: var(--fail); }
 .facts { display: flex; flex-wrap: wrap; gap: 8px 26px; margin: 6px 0 12px; }
 .fact .v { font-size: 19px; font-weight: 600; } .fact .k { color: var(--muted); font-size: 12px; }
-.notes { margin: 4px 0 10px; padding-left: 18px; color: var(--warn); }
+.notes { margin: 4px 0 10px; padding-left: 18px; color: var(--muted); }
+.notes li.warn { color: var(--warn); }
 dl.tested { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 8px 0; }
 dl.tested dt { color: var(--muted); } dl.tested dd { margin: 0; font-family: ui-monospace,
   "DejaVu Sans Mono", monospace; font-size: 12.5px; }
@@ -176,7 +177,10 @@ def render(report: Report, out_path: Path) -> str:
         f'<div class="fact"><div class="v">{_esc(val)}</div><div class="k">{_esc(k)}</div></div>'
         for k, val in v.facts
     )
-    notes = "".join(f"<li>{_esc(n)}</li>" for n in v.notes)
+    notes = "".join(
+        f'<li class="warn">{_esc(n)}</li>' if isinstance(n, Caution) else f"<li>{_esc(n)}</li>"
+        for n in v.notes
+    )
     tested = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(val)}</dd>" for k, val in v.tested)
     parts = [
         f'<section class="verdict {_esc(v.status)}" id="verdict">',

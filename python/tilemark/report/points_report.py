@@ -12,12 +12,13 @@ from typing import Any
 import altair as alt
 
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.charts import SMALL_HEIGHT, SMALL_WIDTH, compact, dataset
 from tilemark.report.data import StudyData
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.study_report import study_details, study_links
 from tilemark.units import format_size
+from tilemark.wording import counted
 
 POINT_KINDS = ("sweep", "matrix", "curve")
 
@@ -30,12 +31,15 @@ def points_report(study: StudyData) -> Report:
     bound = [i for i, p in enumerate(study.doc.get("points") or [], 1) if p.get("tool_bound")]
     if bound:
         verdict.notes.append(
-            f"point(s) {', '.join(map(str, bound))} were tool-bound (host CPU above 85% or the "
-            "engine behind its schedule): their numbers describe the host, not the storage"
+            Caution(
+                f"{'point' if len(bound) == 1 else 'points'} {', '.join(map(str, bound))} "
+                f"{'was' if len(bound) == 1 else 'were'} tool-bound (host CPU above 85% or the "
+                "engine behind its schedule): their numbers describe the host, not the storage"
+            )
         )
         verdict.status = "warn"
     if not study.doc.get("complete", True):
-        verdict.notes.append("the study was interrupted: the points so far are shown")
+        verdict.notes.append(Caution("the study was interrupted: the points so far are shown"))
         verdict.status = "warn"
     return Report(
         kind="study",
@@ -98,7 +102,7 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
     axes = doc.get("axes") or {}
     varied = ", ".join(doc.get("varied") or []) or "nothing (one point)"
     verdict = Verdict(
-        headline=f"Sweep of {len(points)} point(s) over {varied}",
+        headline=f"Sweep of {counted(len(points), 'point')} over {varied}",
         status="info",
         facts=facts,
         tested=[
@@ -115,8 +119,8 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         {
             **p,
             "bs_kib": p["bs"] / 1024,
-            "series": f"QD{p['qd']} read {p['read']:g}% region {p['region']}",
-            "by_qd": f"{format_size(p['bs'])} read {p['read']:g}% region {p['region']}",
+            "series": _series_name(p, doc.get("varied") or [], ("qd", "read", "region")),
+            "by_qd": _series_name(p, doc.get("varied") or [], ("bs", "read", "region")),
         }
         for p in measured
     ]
@@ -126,6 +130,19 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         items.append(Figure("sweep-qd", "Latency vs queue depth", sweep_qd_chart(rows)))
     items.append(sweep_table(points))
     return verdict, [Section("points", "Points", items)]
+
+
+def _series_name(p: dict[str, Any], varied: list[str], parts: tuple[str, ...]) -> str:
+    """A line's name from what varies in the sweep besides the chart's own axis: 'QD4',
+    '64 KiB read 70%'; 'every point' when nothing else varies."""
+    words = {
+        "qd": f"QD{p['qd']}",
+        "bs": format_size(p["bs"]),
+        "read": f"read {p['read']:g}%",
+        "region": f"region {p['region']}",
+    }
+    shown = [words[k] for k in parts if k in varied]
+    return " ".join(shown) or "every point"
 
 
 def sweep_size_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
@@ -138,7 +155,16 @@ def sweep_size_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
             alt.Chart(data)
             .mark_line(point=True)
             .encode(
-                x=alt.X("bs_kib:Q", title="IO size (KiB, log scale)", scale=x_scale),
+                x=alt.X(
+                    "bs_kib:Q",
+                    scale=x_scale,
+                    axis=alt.Axis(
+                        title="IO size (KiB, log scale)",
+                        values=sorted(set(sizes)),
+                        format="~g",
+                        labelOverlap=True,
+                    ),
+                ),
                 y=alt.Y(f"{field}:Q", title=title),
                 color=alt.Color("series:N", title="point"),
                 tooltip=[
@@ -153,25 +179,51 @@ def sweep_size_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
 
 
 def sweep_qd_chart(rows: list[dict[str, Any]]) -> alt.TopLevelMixin:
+    """p50 and p99 latency against queue depth: a colour per line of the sweep, a dash per
+    percentile, the axis labelled at the queue depths measured."""
     long = []
     for r in rows:
-        for stat in ("p50_ms", "p99_ms"):
-            if r.get(stat) is not None:
-                long.append({"qd": r["qd"], "ms": r[stat], "line": f"{r['by_qd']} {stat[:3]}"})
-    data = dataset(compact(long, ("qd", "ms", "line")))
-    qds = [r["qd"] for r in long] or [1]
+        for stat, name in (("p50_ms", "p50"), ("p99_ms", "p99")):
+            if (r.get(stat) or 0) > 0:  # a log axis has no place for 0 (Vega warns)
+                long.append({"qd": r["qd"], "ms": r[stat], "line": r["by_qd"], "stat": name})
+    data = dataset(compact(long, ("qd", "ms", "line", "stat")))
+    qds = sorted({r["qd"] for r in long}) or [1]
     x_scale = alt.Scale(type="log", base=2, nice=False, domain=[min(qds), max(max(qds), 2)])
+    lines = _ordered_values(r["line"] for r in long)
     return (
         alt.Chart(data)
         .mark_line(point=True)
         .encode(
-            x=alt.X("qd:Q", title="queue depth (log scale)", scale=x_scale),
-            y=alt.Y("ms:Q", title="latency (ms, log scale)", scale=alt.Scale(type="log")),
-            color=alt.Color("line:N", title="point and percentile"),
-            tooltip=["qd:Q", alt.Tooltip("ms:Q", format=",.4~g"), "line:N"],
+            x=alt.X("qd:Q", scale=x_scale, axis=charts.whole_axis(qds, "queue depth (log scale)")),
+            y=alt.Y(
+                "ms:Q",
+                scale=alt.Scale(type="log"),
+                axis=charts.log_axis((r["ms"] for r in long), "latency (ms, log scale)"),
+            ),
+            color=alt.Color("line:N", title="points", sort=lines),
+            strokeDash=alt.StrokeDash(
+                "stat:N",
+                title="percentile",
+                sort=["p99", "p50"],
+                legend=alt.Legend(symbolType="stroke", symbolStrokeWidth=2),
+            ),
+            tooltip=[
+                "qd:Q",
+                alt.Tooltip("ms:Q", format=",.4~g"),
+                alt.Tooltip("line:N", title="points"),
+                alt.Tooltip("stat:N", title="percentile"),
+            ],
         )
         .properties(title="p50 and p99 latency vs queue depth", width=charts.WIDTH, height=240)
     )
+
+
+def _ordered_values(values: Any) -> list[str]:
+    seen: list[str] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen
 
 
 def sweep_table(points: list[dict[str, Any]]) -> Table:
@@ -222,16 +274,38 @@ def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
         values = [v for row in doc.get(name) or [] for v in row if v is not None]
         return max(values) if values else None
 
+    def where(name: str, best: Any) -> str:
+        """The cell of a matrix's best value: 'L0/S32' (large streams / small IOs)."""
+        for n, row in zip(large, doc.get(name) or [], strict=False):
+            for q, v in zip(small, row, strict=False):
+                if v is not None and v == best:
+                    return f"L{n}/S{q}"
+        return "-"
+
     lat = [v for row in doc.get("small_latency_ms") or [] for v in row if v is not None]
+    # The answer, as Orion's summary gives it: the most small IOPS, the most large MB/s and
+    # the lowest small-IO latency, each with the cell it came from.
+    answers = []
+    if peak("small_iops") is not None:
+        best = peak("small_iops")
+        answers.append(f"max {num(best)} small IOPS ({where('small_iops', best)})")
+    if peak("large_mbps") is not None:
+        best = peak("large_mbps")
+        answers.append(f"max {num(best)} large MB/s ({where('large_mbps', best)})")
+    if lat:
+        answers.append(
+            f"min {min(lat):.3g} ms small latency ({where('small_latency_ms', min(lat))})"
+        )
+    shape = f"{counted(len(small), 'small-IO level')} x {counted(len(large), 'large-stream level')}"
     verdict = Verdict(
-        headline=f"Orion matrix: {len(small)} small-IO level(s) x {len(large)} large-stream "
-        "level(s)",
+        headline=f"Orion matrix: {', '.join(answers)}" if answers else f"Orion matrix: {shape}",
         status="info",
         facts=[
             ("cells", str(doc.get("cells_measured"))),
             ("max small IOPS", num(peak("small_iops"))),
             ("max large MB/s", num(peak("large_mbps"))),
             ("min small latency ms", "-" if not lat else f"{min(lat):.3g}"),
+            ("matrix", shape),
         ],
         tested=[
             (
@@ -261,16 +335,36 @@ def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
 def heatmap(
     cells: list[dict[str, Any]], small: list[int], large: list[int], title: str, unit: str
 ) -> alt.TopLevelMixin:
+    """One of Orion's matrices: cells coloured by value and labelled with it in SI units
+    ("15.6M", not "1.56e+7"), in white on the darker half of the scale so that no label is
+    dark on dark."""
     data = dataset(compact(cells, ("small", "large", "value")))
+    values = [c["value"] for c in cells]
+    middle = (min(values) + max(values)) / 2 if values else 0
+    # Rates in SI units (15.6M); milliseconds as they are (an SI "m" would read as milli-ms).
+    shown = ",.3~g" if unit == "ms" else ".3~s"
     base = alt.Chart(data).encode(
-        x=alt.X("small:O", title="small outstanding IOs", sort=[str(q) for q in small]),
+        x=alt.X(
+            "small:O",
+            title="small outstanding IOs",
+            sort=[str(q) for q in small],
+            axis=alt.Axis(labelAngle=0),
+        ),
         y=alt.Y("large:O", title="large streams", sort=[str(n) for n in large]),
     )
     rect = base.mark_rect().encode(
-        color=alt.Color("value:Q", title=unit, scale=alt.Scale(scheme="blues")),
+        color=alt.Color(
+            "value:Q",
+            title=unit,
+            scale=alt.Scale(scheme="blues"),
+            legend=alt.Legend(format="~g" if unit == "ms" else "~s"),
+        ),
         tooltip=["small:O", "large:O", alt.Tooltip("value:Q", title=unit, format=",.4~g")],
     )
-    text = base.mark_text(fontSize=10).encode(text=alt.Text("value:Q", format=",.3~g"))
+    text = base.mark_text(fontSize=11).encode(
+        text=alt.Text("value:Q", format=shown),
+        color=alt.condition(f"datum.value > {middle!r}", alt.value("white"), alt.value("#1f2328")),
+    )
     return alt.layer(rect, text).properties(title=title, width=SMALL_WIDTH, height=SMALL_HEIGHT)
 
 
@@ -371,7 +465,7 @@ def curve_chart(
     long = []
     for p in points:
         for stat, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
-            if p.get(stat) is not None:
+            if (p.get(stat) or 0) > 0:  # a log axis has no place for 0 (Vega warns)
                 long.append(
                     {
                         "iops": p["iops"],
@@ -386,8 +480,15 @@ def curve_chart(
         alt.Chart(data)
         .mark_line(point=True)
         .encode(
-            x=alt.X("iops:Q", title="achieved IOPS"),
-            y=alt.Y("ms:Q", title="response time (ms, log scale)", scale=alt.Scale(type="log")),
+            x=alt.X("iops:Q", title="achieved IOPS", axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y(
+                "ms:Q",
+                scale=alt.Scale(type="log"),
+                axis=charts.log_axis(
+                    [r["ms"] for r in long] + [lim["ms"] for lim in limits or []],
+                    "response time (ms, log scale)",
+                ),
+            ),
             color=alt.Color("stat:N", title="percentile", sort=["p50", "p99", "p99.9"]),
             order="iops:Q",
             tooltip=[
@@ -402,29 +503,32 @@ def curve_chart(
     layers: list[Any] = [lines]
     marks = []
     if knee:
-        marks.append({"iops": knee["iops"], "label": "knee"})
-    if slo_iops is not None:
-        marks.append({"iops": slo_iops, "label": "SLO"})
-    if max_iops is not None:
-        marks.append({"iops": max_iops, "label": "max (closed loop)"})
-    if marks:
-        m = alt.Chart(dataset(compact(marks, ("iops", "label"))))
-        layers.append(m.mark_rule(strokeDash=[6, 4], color="#6d4c41").encode(x="iops:Q"))
-        layers.append(
-            m.mark_text(angle=270, align="right", dx=-4, dy=-6, fontSize=10).encode(
-                x="iops:Q", y=alt.value(0), text="label:N"
-            )
+        marks.append(
+            {"iops": knee["iops"], "label": f"knee {num(knee['iops'])}", "color": "purple"}
         )
+    if slo_iops is not None:
+        marks.append({"iops": slo_iops, "label": f"SLO answer {num(slo_iops)}", "color": "green"})
+    if max_iops is not None:
+        marks.append(
+            {"iops": max_iops, "label": f"max {num(max_iops)} (closed loop)", "color": "brown"}
+        )
+    layers += charts.marker_layers(marks, field="iops")
     if limits:
+        # The objective's bounds: labelled at the right end, above their line (the marker
+        # labels stand at the top, the axis at the left).
         lim = alt.Chart(dataset(compact(limits, ("ms", "label"))))
         layers.append(lim.mark_rule(strokeDash=[2, 2], color="#c62828").encode(y="ms:Q"))
         layers.append(
-            lim.mark_text(align="left", dx=4, dy=-6, fontSize=10, color="#c62828").encode(
-                y="ms:Q", x=alt.value(0), text="label:N"
-            )
-        )
+            lim.mark_text(align="right", baseline="bottom", dx=-4, dy=-3, fontSize=10,
+                          color="#c62828")
+            .encode(y="ms:Q", x=alt.value(charts.WIDTH), text="label:N")
+        )  # fmt: skip
+    title = "Response time percentiles vs achieved IOPS"
+    subtitle = charts.marker_subtitle(marks)
     return alt.layer(*layers).properties(
-        title="Response time percentiles vs achieved IOPS", width=charts.WIDTH, height=280
+        title=alt.TitleParams(title, subtitle=subtitle) if subtitle else title,
+        width=charts.WIDTH,
+        height=280,
     )
 
 

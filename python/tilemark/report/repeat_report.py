@@ -1,4 +1,5 @@
-"""The report of a repeat study: the verdict (stable / decaying / improving), the decay curve
+"""The report of a repeat study: the verdict (stable / decaying / improving / inconclusive; two
+repetitions compared before and after), the decay curve
 (every headline metric per repetition as % of the first, with its trend line), the table of
 repetitions and the trends of every metric, then the last repetition's time series."""
 
@@ -8,13 +9,20 @@ from typing import Any
 
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import StudyData, compute_series
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.run_report import time_series_sections
 from tilemark.report.study_report import study_details, study_links
+from tilemark.wording import counted, signed_pct
 
-VERDICT_STATUS = {"stable": "pass", "decaying": "fail", "improving": "info", None: "warn"}
+VERDICT_STATUS = {
+    "stable": "pass",
+    "decaying": "fail",
+    "improving": "info",
+    "inconclusive": "warn",
+    None: "warn",
+}
 
 
 def repeat_report(study: StudyData) -> Report:
@@ -44,7 +52,12 @@ def _metric(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.1f}%"
+    return "-" if value is None else signed_pct(value)
+
+
+def _ci(pair: list[float | None] | None) -> str:
+    low, high = pair or (None, None)
+    return "-" if low is None or high is None else f"{signed_pct(low)}..{signed_pct(high)}"
 
 
 def repeat_verdict(study: StudyData) -> Verdict:
@@ -53,34 +66,73 @@ def repeat_verdict(study: StudyData) -> Verdict:
     verdict = doc.get("verdict")
     done = doc.get("repetitions_complete") or []
     label = f"{doc['label']}: " if doc.get("label") else ""
-    if verdict is None:
-        headline = f"{label}no verdict: {len(done)} complete repetition(s), a trend needs 3"
+    floor = doc.get("noise_floor_pct", 5)
+    paired = len(done) == 2
+    deciding = _metric(doc, doc.get("deciding_metric") or "")
+    if verdict is None and len(done) < 2:
+        headline = (
+            f"{label}no verdict: {counted(len(done), 'complete repetition')}; two compare "
+            "before and after, three or more give a trend"
+        )
+    elif verdict is None:
+        headline = f"{label}no verdict: the two repetitions hold no interval data to compare"
+    elif paired:
+        headline = f"{label}{verdict}, before vs after"
+        if deciding and deciding.get("before_after"):
+            ba = deciding["before_after"]
+            headline += (
+                f" ({deciding['metric']} {_pct(ba['change_pct'])}, 95% CI {_ci(ba['ci_pct'])})"
+            )
     else:
         headline = f"{label}{verdict} over {len(done)} repetitions"
-        deciding = _metric(doc, doc.get("deciding_metric") or "")
         if deciding and deciding.get("trend"):
             change = deciding["trend"]["last_vs_first_pct"]
             headline += f" ({deciding['metric']} {_pct(change)} from first to last)"
     iops = _metric(doc, "IOPS") or {}
     trend = iops.get("trend") or {}
-    low, high = trend.get("slope_ci_pct") or (None, None)
-    facts = [
-        ("verdict", verdict or "none"),
-        ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
-        ("IOPS last vs first", _pct(trend.get("last_vs_first_pct"))),
-        ("IOPS trend / rep", _pct(trend.get("slope_pct"))),
-        ("95% CI", "-" if low is None else f"{low:+.1f}..{high:+.1f}%"),
-    ]
-    notes = [
-        "decaying: the 95% interval of a headline metric's least-squares slope lies wholly on "
-        f"the worse side of zero and its last repetition is more than "
-        f"{doc.get('noise_floor_pct', 5):g}% worse than its first; improving likewise; "
-        "headline metrics: total IOPS, MB/s, mean read and write latency"
-    ]
+    if paired and iops.get("before_after"):
+        ba = iops["before_after"]
+        facts = [
+            ("verdict", verdict or "none"),
+            ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
+            ("IOPS after vs before", _pct(ba["change_pct"])),
+            ("95% CI", _ci(ba["ci_pct"])),
+            ("beyond noise", "yes" if ba["beyond_noise"] else "no"),
+        ]
+        notes = [
+            "before vs after: each headline metric's change with a 95% interval from the spread "
+            "within each run (batch means); decaying or improving when it moved more than "
+            f"{floor:g}% and the interval lies wholly on that side of zero, stable when the "
+            f"interval lies within +-{floor:g}%, inconclusive otherwise"
+        ]
+    else:
+        facts = [
+            ("verdict", verdict or "none"),
+            ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
+            ("IOPS last vs first", _pct(trend.get("last_vs_first_pct"))),
+            ("IOPS trend / rep", _pct(trend.get("slope_pct"))),
+            ("95% CI", _ci(trend.get("slope_ci_pct"))),
+        ]
+        notes = [
+            "decaying: the 95% interval of a headline metric's least-squares slope lies wholly "
+            f"on the worse side of zero and its last repetition is more than {floor:g}% worse "
+            "than its first; improving likewise; inconclusive when the interval allows more "
+            f"than {floor:g}% per repetition either way; headline metrics: total IOPS, MB/s, "
+            "mean read and write latency"
+        ]
+    bound = doc.get("tool_bound_repetitions") or []
+    if bound:
+        notes.append(
+            Caution(
+                f"tool-bound: {'repetition' if len(bound) == 1 else 'repetitions'} "
+                f"{', '.join(map(str, bound))} measured the host (CPU above 85% or the engine "
+                "behind its schedule): those numbers describe the host, not the storage"
+            )
+        )
     if doc.get("stopped"):
-        notes.append(f"stopped: {doc['stopped']}")
+        notes.append(Caution(f"stopped: {doc['stopped']}"))
     elif not doc.get("complete", True):
-        notes.append("the study was interrupted: the repetitions that ran are shown")
+        notes.append(Caution("the study was interrupted: the repetitions that ran are shown"))
     for st in study.steps:
         for c in st.step.get("change_points") or []:
             notes.append(f"repetition {st.key:g}: {change_text(c)}")
@@ -151,7 +203,7 @@ def decay_section(study: StudyData) -> Section:
             if n in reps:
                 i = reps.index(n)
                 value, change = m["values"][i], m["change_pct"][i]
-                text = num(value) + ("" if change is None or i == 0 else f" ({change:+.1f}%)")
+                text = num(value) + ("" if change is None or i == 0 else f" ({_pct(change)})")
             else:
                 text = st.step.get("status") or "incomplete"
             cells.append(Cell(text, "num"))
@@ -172,16 +224,18 @@ def trends_section(study: StudyData) -> Section:
     rows = []
     for m in study.doc.get("metrics") or []:
         t = m.get("trend") or {}
-        low, high = t.get("slope_ci_pct") or (None, None)
-        state = {"decaying": "fail", "improving": "pass"}.get(m.get("verdict") or "", "")
+        ba = m.get("before_after")
+        state = {"decaying": "fail", "improving": "pass", "inconclusive": "warn"}.get(
+            m.get("verdict") or "", ""
+        )
         rows.append(
             [
                 Cell(m["metric"] + (" *" if m["headline"] else "")),
                 Cell(m["scope"]),
                 Cell(m["unit"]),
-                Cell(_pct(t.get("last_vs_first_pct")), "num"),
-                Cell(_pct(t.get("slope_pct")), "num"),
-                Cell("-" if low is None else f"{low:+.1f}..{high:+.1f}%", "num"),
+                Cell(_pct(ba["change_pct"] if ba else t.get("last_vs_first_pct")), "num"),
+                Cell(_pct(t.get("slope_pct")) if not ba else "-", "num"),
+                Cell(_ci(ba["ci_pct"] if ba else t.get("slope_ci_pct")), "num"),
                 Cell(m.get("verdict") or "-", state),
             ]
         )
@@ -191,7 +245,8 @@ def trends_section(study: StudyData) -> Section:
         ["metric", "scope", "unit", "last vs first", "trend / rep", "95% CI", "verdict"],
         rows,
         caption="Trend: least-squares slope per repetition as % of the first repetition, with "
-        "its 95% Student t interval.",
+        "its 95% Student t interval. With two repetitions the 95% interval is that of the "
+        "change from before to after.",
     )
     return Section("trends", "Trends", [table])
 

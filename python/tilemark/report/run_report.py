@@ -11,7 +11,7 @@ from typing import Any
 from tilemark.analysis.changepoints import change_text
 from tilemark.report import charts
 from tilemark.report.array_report import array_section
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
     RunData,
     SeriesSet,
@@ -31,6 +31,7 @@ from tilemark.report.format import (
     num,
     run_links,
     tested_on,
+    workload_title,
 )
 from tilemark.report.steady_report import steady_section, window_hist
 from tilemark.report.targets_report import targets_section
@@ -38,6 +39,7 @@ from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.run import datareduction
 from tilemark.run.summary import errors_by_name, errors_text
 from tilemark.targets import verification
+from tilemark.wording import counted
 
 # Groups drawn individually in a latency distribution plot; more are merged into one line.
 MAX_DISTRIBUTION_GROUPS = 12
@@ -113,27 +115,29 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             "fail" if doc.get("status") in ("failed", "errors", "hung", "data-errors") else "warn"
         )
         notes.append(
-            f"run status: {doc.get('status')}"
-            + (f": {doc['error']}" if doc.get("error") else "")
-            + " (measurements cover what completed)"
+            Caution(
+                f"run status: {doc.get('status')}"
+                + (f": {doc['error']}" if doc.get("error") else "")
+                + " (measurements cover what completed)"
+            )
         )
     if total.get("errors"):
         status = "warn" if status == "info" else status
         named = errors_text(total.get("errors_by_name") or {})
         named = f" ({named})" if total.get("errors_by_name") else ""
         notes.append(
-            f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency"
+            Caution(f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency")
         )
     bound = tool_bound_notes(summary)
     if bound:
         status = "warn" if status == "info" else status
-        notes.extend(bound)
+        notes.extend(Caution(b) for b in bound)
     for change in summary.get("change_points") or []:
         notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
     notes.extend(data_notes(doc))
     steady = summary.get("steady_state")
     if steady:
-        notes.append(steady["verdict"])
+        notes.append(steady["verdict"] if steady["steady"] else Caution(steady["verdict"]))
         if not steady["steady"] and status == "info":
             status = "warn"
     read = (steady and window_hist(steady, "read")) or merged_run_hist(run, None, "read")
@@ -149,14 +153,18 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
         ("errors", num(total.get("errors", 0))),
     ]
     apps = run.applications
-    name = (doc.get("workload") or {}).get("name") or "workload"
+    name = workload_title(run)
     if apps is not None:
         verdict = "PASS" if apps["passed"] else "FAIL"
-        status = "pass" if apps["passed"] and status == "info" else "fail"
+        # A pass stays a pass when a note warns (tool-bound): amber, not red.
+        if not apps["passed"]:
+            status = "fail"
+        elif status == "info":
+            status = "pass"
         score = f", score {apps['score']:.2f}" if apps.get("score") is not None else ""
         failed = len(apps.get("failed") or [])
         headline = (
-            f"{apps['tiles']} tile(s) of {(apps.get('layout') or {}).get('tile', name)}: "
+            f"{counted(apps['tiles'], 'tile')} of {(apps.get('layout') or {}).get('tile', name)}: "
             f"QoS {verdict}{score}"
             + (f" ({failed} criteria failed)" if failed else " (every application passes)")
         )
@@ -195,7 +203,9 @@ def data_notes(doc: dict[str, Any]) -> list[str]:
     checked = summary.get("verification")
     if checked is not None:
         notes.append(verification.line(checked))
-        notes.extend(f"finding: {verification.finding_text(f)}" for f in checked["listed"][:5])
+        notes.extend(
+            Caution(f"finding: {verification.finding_text(f)}") for f in checked["listed"][:5]
+        )
     for p in doc.get("verify_passes") or []:
         notes.append(
             f"verification pass {p.get('started_at')}: {num(p['bytes'] / 1e6)} MB in "
@@ -537,7 +547,8 @@ def _streams_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Fig
     rows = series.rows.get("stream", [])
     warm = series.warmup_s
     stats = ["p99", "p50"] + (["svc_p99", "svc_p50"] if _has_svc(series, "stream") else [])
-    many = len({r["group"] for r in rows}) > charts.MAX_LINES
+    groups = len({r["group"] for r in rows})
+    many = groups > 1 and groups * len(stats) > charts.MAX_LATENCY_LINES
     items: list[Figure | Table] = [
         Figure(
             f"{prefix}streams-{field}",

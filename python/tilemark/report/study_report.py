@@ -15,7 +15,7 @@ from typing import Any
 
 from tilemark.analysis.tiles import margin_text
 from tilemark.report import charts
-from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
 from tilemark.report.data import (
     STUDY_FILE,
     StudyData,
@@ -27,6 +27,8 @@ from tilemark.report.data import (
 )
 from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
+from tilemark.study.answers import answer_phrase, caveats
+from tilemark.wording import counted, signed_pct
 
 
 def study_report(study: StudyData) -> Report:
@@ -75,14 +77,16 @@ def study_headline(study: StudyData) -> tuple[str, str]:
     best = study.answer
     what = f"Max {study.axis}" if study.is_knob else "Max passing tiles"
     if study.is_knob:
-        what += f" at {doc.get('tiles_per_step', 1)} tile(s)"
+        what += f" at {counted(doc.get('tiles_per_step', 1), 'tile')}"
     if best is None:
         headline = f"No {'value' if study.is_knob else 'tile count'} passes QoS"
         status = "fail"
     else:
         score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
-        headline = f"{what}: {best:g}{score}"
-        status = "pass"
+        headline = f"{what}: {answer_phrase(doc)}{score}"
+        # An answer that is a range or measured the host is shown, but not as a clean pass.
+        caveat = doc.get("host_bound") or doc.get("inconclusive_at") is not None
+        status = "warn" if caveat else "pass"
     runs = doc.get(("max_passing_value" if study.is_knob else "max_passing_tiles") + "_runs")
     if runs and len(runs) > 1:
         listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
@@ -119,7 +123,7 @@ def study_facts(study: StudyData) -> list[tuple[str, str]]:
 
 
 def _answer_text(study: StudyData) -> str:
-    return "none" if study.answer is None else f"{study.answer:g}"
+    return answer_phrase(study.doc)
 
 
 def study_notes(study: StudyData) -> list[str]:
@@ -130,13 +134,12 @@ def study_notes(study: StudyData) -> list[str]:
     if first:
         at = _axis_value(study, first.get("value") if study.is_knob else first.get("tiles"))
         deciding = first.get("deciding")
-        noise = " (within noise)" if first.get("within_noise") else ""
+        how = "bounded (inconclusive)" if first.get("within_noise") else "decided"
         if deciding:
             where = f", tile {deciding['tile']}" if deciding.get("tile") else ""
-            notes.append(
-                f"decided at {at}{noise} by {deciding['app']}{where}: {margin_text(deciding)}"
-            )
+            notes.append(f"{how} at {at} by {deciding['app']}{where}: {margin_text(deciding)}")
         elif first.get("failed"):
+            noise = " (inconclusive)" if first.get("within_noise") else ""
             notes.append(f"first failure ({at}){noise}: " + "; ".join(first["failed"][:6]))
         votes = first.get("votes") or {}
         if sum(votes.values()) > 1:
@@ -144,28 +147,36 @@ def study_notes(study: StudyData) -> list[str]:
                 f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
                 f"{sum(votes.values())} runs failed"
             )
+    notes += [Caution(text) if warns else text for text, warns in caveats(doc)]
     for nm in doc.get("non_monotonic") or []:
         notes.append(
-            f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed after a "
-            "re-check; the storage's answer is within its noise there"
+            Caution(
+                f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed "
+                "after a re-check; the storage's answer is within its noise there"
+            )
         )
     unsteady = [
         st for st in study.steps if st.step.get("steady") and not st.step["steady"]["rule_met"]
     ]
     if unsteady:
         notes.append(
-            f"not steady after {doc['until_steady']['max_rounds']} rounds at "
-            + ", ".join(_axis_value(study, st.key) for st in unsteady)
-            + ": those steps were judged over all they measured while the storage was changing"
+            Caution(
+                f"not steady after {doc['until_steady']['max_rounds']} rounds at "
+                + ", ".join(_axis_value(study, st.key) for st in unsteady)
+                + ": those steps were judged over all they measured while the storage was "
+                "changing"
+            )
         )
     settle = doc.get("settle")
     if settle and not settle["steady"]:
         notes.append(
-            f"read latency was not steady after {settle['seconds']:.0f} s of settling after the "
-            "fill; the first step may still see the storage absorbing it"
+            Caution(
+                f"read latency was not steady after {settle['seconds']:.0f} s of settling after "
+                "the fill; the first step may still see the storage absorbing it"
+            )
         )
     if not doc.get("complete", True):
-        notes.append("the study was interrupted: the steps so far are shown")
+        notes.append(Caution("the study was interrupted: the steps so far are shown"))
     return notes
 
 
@@ -196,7 +207,8 @@ def _study_setup(study: StudyData) -> str:
         lo, hi = doc.get("knob_range") or (None, None)
         what = (
             f"{study.axis} searched from {num(doc.get('knob_start'))} within {num(lo)}..{num(hi)} "
-            f"to {num(doc.get('knob_precision_pct'))}% at {doc.get('tiles_per_step')} tile(s)"
+            f"to {num(doc.get('knob_precision_pct'))}% at "
+            f"{counted(doc.get('tiles_per_step') or 1, 'tile')}"
         )
     else:
         what = f"{doc.get('mode')} over {doc.get('tile_counts')} tiles"
@@ -211,8 +223,9 @@ def _study_setup(study: StudyData) -> str:
         timing += f" (up to {num(doc['max_duration'])} s while undecided)"
     return (
         f"{what}, {timing} + {num(doc.get('warmup'))} s warm-up per step, QoS interval "
-        f"{num(doc.get('qos_interval_s'))} s, {doc.get('confirm_runs', 0)} confirmation run(s) "
-        f"per failure, {study.repeats} repeat(s)"
+        f"{num(doc.get('qos_interval_s'))} s, "
+        f"{counted(doc.get('confirm_runs', 0), 'confirmation run')} "
+        f"per failure, {counted(study.repeats, 'repeat')}"
     )
 
 
@@ -222,8 +235,8 @@ def _per_step(study: StudyData) -> str:
 
 
 def _verdict_cell(verdict: str | None, passed: bool) -> Cell:
-    if verdict == "noise":
-        return Cell("FAIL (noise)", "fail")
+    if verdict == "noise":  # failed only within noise: not a failure for certain
+        return Cell("inconclusive", "warn")
     return mark(passed)
 
 
@@ -508,7 +521,7 @@ def margins_table(study: StudyData) -> Table:
                         Cell(c["criterion"]),
                         Cell(shown, "num"),
                         Cell(limit, "num"),
-                        Cell("-" if margin is None else f"{margin:+.0f}%", "num"),
+                        Cell("-" if margin is None else f"{signed_pct(margin, 0)}", "num"),
                         Cell(ci, "num"),
                         Cell(c.get("decision") or "-", "fail" if not c["passed"] else ""),
                         Cell(str(c.get("tile") or "-"), "num"),

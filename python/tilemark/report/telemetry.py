@@ -360,6 +360,6 @@ def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
 
 
 def tool_bound_notes(summary: dict[str, Any] | None) -> list[str]:
-    """The verdict's tool-bound sentences."""
-    verdict = (summary or {}).get("tool_bound") or {}
-    return [f"tool-bound: {reason}" for reason in verdict.get("reasons") or []]
+    """The verdict's tool-bound sentence (one, however many streams fell behind)."""
+    line = tm.tool_bound_line((summary or {}).get("tool_bound"))
+    return [] if line is None else [line]

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tilemark.run import pertarget
 from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
+from tilemark.wording import counted
 
 
 def fmt_ms(value: float | None) -> str:
@@ -114,6 +115,27 @@ def target_part(rows: list[dict[str, Any]]) -> str:
     return "targets: " + ", ".join(parts)
 
 
+def _seconds(value: float) -> str:
+    """Whole seconds for full intervals; a shorter last interval shows its tenth."""
+    return f"{value:.0f}s" if abs(value - round(value)) < 0.05 else f"{value:.1f}s"
+
+
+def phase_clock(plan: dict[str, Any], end_s: float, phase: str) -> str:
+    """Where an interval ends within its phase: 'warmup 1s of 2s', 'measure 3s of 10s' (the
+    measurement counts from its own start, not the run's)."""
+    warmup_s = (plan.get("warmup_ms") or 0) / 1000
+    duration_s = (plan.get("duration_ms") or 0) / 1000
+    if phase == "measure":
+        into, of = end_s - warmup_s, duration_s
+        if "duration_ms" in plan and plan["duration_ms"] is None:
+            return f"{phase} {_seconds(into)}, until every stream is done"
+    else:
+        into, of = end_s, warmup_s
+    if of <= 0:
+        return f"{phase} {_seconds(into)}"
+    return f"{phase} {_seconds(into)} of {_seconds(of)}"
+
+
 def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -> str:
     """One log line for an interval's rows (per application when there are many streams);
     a phased stream outside its phase says where it stands instead of its zeros."""
@@ -123,10 +145,8 @@ def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -
     first = rows[0]
     total_iops = sum(row["iops"] for row in rows)
     total_mbps = sum(row["mbps"] for row in rows)
-    end_s = first["end_s"]
-    # Whole seconds for full intervals; the shorter last interval shows its tenth.
-    elapsed = f"{end_s:4.0f}" if abs(end_s - round(end_s)) < 0.05 else f"{end_s:6.1f}"
-    parts = [f"[{elapsed}s {first['phase']}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
+    clock = phase_clock(plan or {}, first["end_s"], first["phase"])
+    parts = [f"[{clock}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
     streams = (plan or {}).get("streams") or []
     for row in group_rows(rows):
         plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
@@ -156,9 +176,6 @@ class LiveDisplay:
         self.plan = plan
         self.console = console
         self.tty = tty
-        # None: the run lasts until every stream has done its io_size.
-        duration = plan.get("duration_ms")
-        self.total_s = None if duration is None else (plan.get("warmup_ms", 0) + duration) / 1000
         self._live: Live | None = None
         self._rows: list[dict[str, Any]] = []
         self._targets: list[dict[str, Any]] = []
@@ -209,10 +226,10 @@ class LiveDisplay:
     def _table(self) -> Table:
         if self._rows:
             first = self._rows[0]
-            title = f"interval {first['interval']} · {first['phase']} · " + (
-                f"{first['end_s']:.0f}s of {self.total_s:.0f}s"
-                if self.total_s is not None
-                else f"{first['end_s']:.0f}s, until every stream is done"
+            # Intervals are counted from 1, the time within the phase.
+            title = (
+                f"interval {first['interval'] + 1} · "
+                f"{phase_clock(self.plan, first['end_s'], first['phase'])}"
             )
         else:
             title = "starting…"
@@ -242,7 +259,7 @@ class LiveDisplay:
             where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),
-                f"{row['streams']} streams" if grouped else f"{arrival} {where}".rstrip(),
+                counted(row["streams"], "stream") if grouped else f"{arrival} {where}".rstrip(),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),

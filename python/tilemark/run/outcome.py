@@ -24,3 +24,4 @@ class RunOutcome:
     ended_by: str | None = None  # why the run ended before its plan did ("decided")
     status: str = "complete"  # as stored in run.json (docs/results-schema.md, Statuses)
     error: str | None = None  # why the run is stored as failed
+    notes_shown: tuple[str, ...] = ()  # notes printed as the run started: not repeated after it

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
+from tilemark.console import say
 from tilemark.errors import RunError, UsageError
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
@@ -212,16 +213,14 @@ def run_plan(
             served.run_started(writer.run_id, compiled, apps or {})
         extra = f"; {note}" if note else ""
         labelled = f" ({label})" if label else ""
-        console.print(
-            f"run {writer.run_id}{labelled}: {_describe(compiled, infos)}{extra}", markup=False
-        )
+        say(console, f"run {writer.run_id}{labelled}: {_describe(compiled, infos)}{extra}")
         target_notes = [note for i in infos for note in i.notes()]
         for info in infos:
             if compiled["backend"] != "null" and info.precondition_note():
                 # The null backend touches no storage: its preconditioning does not matter.
                 target_notes.append(str(info.precondition_note()))
         for target_note in target_notes + telemetry.notes:
-            console.print(f"note: {target_note}", markup=False, soft_wrap=True)
+            say(console, f"note: {target_note}")
         print_reduction(reduction, console)
 
         if not workload.keep_cache:
@@ -269,9 +268,10 @@ def run_plan(
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
         outcome = store_run(writer, compiled, result, summary, stopper, ended_by)
+        outcome.notes_shown = tuple(target_notes + telemetry.notes)
     stuck = stuck_in_kernel(compiled, result)
     if stuck:
-        console.print(f"note: {stuck}", markup=False, soft_wrap=True)
+        say(console, f"note: {stuck}")
     return outcome
 
 
@@ -363,12 +363,14 @@ def store_run(
 def print_reduction(reduction: dict[str, Any] | None, console: Console) -> None:
     """The data reduction measured at run start (datareduction.py), one line per setting."""
     for setting in (reduction or {}).get("settings") or []:
-        console.print(
+        streams = setting["streams"]
+        more = f" and {len(streams) - 5} more" if len(streams) > 5 else ""
+        say(
+            console,
             f"data: {datareduction.describe(setting)} measured on "
-            f"{format_size(setting['sample_bytes'])} as stream(s) "
-            f"{', '.join(setting['streams'][:5])} write it",
-            markup=False,
-            soft_wrap=True,
+            f"{format_size(setting['sample_bytes'])} as "
+            f"{'stream' if len(streams) == 1 else 'streams'} {', '.join(streams[:5])}{more} "
+            f"{'writes' if len(streams) == 1 else 'write'} it",
         )
 
 

@@ -31,6 +31,7 @@ from tilemark.hist import Histogram, latency_hist
 from tilemark.options import option
 from tilemark.options.typed import Options
 from tilemark.run.summary import summarize, target_iops
+from tilemark.wording import counted, signed_pct
 from tilemark.workload import plan
 
 DEFAULT_ROUND_S = 60.0
@@ -223,12 +224,12 @@ class RoundMonitor:
         line = f"round {r.index}/{self.settings.max_rounds}: {self.settings.metric} {shown}"
         c = self.check
         if c is None:
-            line += f"; window needs {WINDOW - len(self.rounds)} more round(s)"
+            line += f"; window needs {counted(WINDOW - len(self.rounds), 'more round')}"
         else:
             state = "steady" if c.steady else "not steady"
             line += (
                 f"; window rounds {c.first + 1}-{c.last + 1}: range {c.range_pct:.1f}% "
-                f"({'ok' if c.range_ok else '> 20%'}), slope {c.slope_pct:+.1f}% "
+                f"({'ok' if c.range_ok else '> 20%'}), slope {signed_pct(c.slope_pct)} "
                 f"({'ok' if c.slope_ok else '> 10%'}): {state}"
             )
         if not self.steady and left > 0:
@@ -334,13 +335,18 @@ def _verdict(record: dict[str, Any], settings: SteadySettings) -> str:
         return (
             f"steady after {rounds} rounds: rounds {w['first_round']}-{w['last_round']} "
             f"average {shown_value(w['mean'], record['metric'])} (range {w['range_pct']:.1f}%, "
-            f"slope {w['slope_pct']:+.1f}%); the summary covers these {WINDOW} rounds"
+            f"slope {signed_pct(w['slope_pct'])}); the summary covers these {WINDOW} rounds"
         )
     trend = record["trend_pct_per_round"]
-    moving = f"; trend {trend:+.1f}% per round over the last rounds" if trend is not None else ""
+    moving = (
+        f"; trend {signed_pct(trend)} per round over the last rounds" if trend is not None else ""
+    )
     if rounds < WINDOW:
-        return f"not steady: only {rounds} round(s) measured, the window needs {WINDOW}{moving}"
+        return (
+            f"not steady: only {counted(rounds, 'round')} measured, the window needs "
+            f"{WINDOW}{moving}"
+        )
     return (
         f"not steady after {rounds} rounds (range {w['range_pct']:.1f}%, slope "
-        f"{w['slope_pct']:+.1f}% over the last {WINDOW}){moving}"
+        f"{signed_pct(w['slope_pct'])} over the last {WINDOW}){moving}"
     )

@@ -52,6 +52,9 @@ def step_run_dir(results_root: Path, step: dict[str, Any]) -> Path | None:
 
 def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
     """One study as `tilemark studies` lists it."""
+    # the study package (and with it pyarrow) only when a study is listed, not for `runs`
+    from tilemark.study.answers import answer_phrase
+
     doc, problem = read_study(study_dir)
     row: dict[str, Any] = {"study_id": study_dir.name, "path": str(study_dir.resolve())}
     if doc is None:
@@ -80,8 +83,10 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         "max_passing_tiles": doc.get("max_passing_tiles"),
         "knob": doc.get("knob"),  # studies of an application knob (study.json 2)
         "max_passing_value": doc.get("max_passing_value"),
+        # the answer with its caveats: "at least 4 (the range's top)", "10 (11 inconclusive)"
+        "answer": answer_phrase(doc) if doc.get("kind") in ("scale", "knob") else None,
         "score_at_max": doc.get("score_at_max"),
-        "verdict": doc.get("verdict"),  # repeat studies: stable, decaying or improving
+        "verdict": doc.get("verdict"),  # repeat studies: stable, decaying, improving, inconclusive
         # sweeps, matrices and curves (study/points.py, study/curve.py)
         "points_measured": doc.get("points_measured", doc.get("cells_measured")),
         "max_iops": doc.get("max_iops"),

@@ -8,6 +8,7 @@ describes the design and study.json.
 
 from tilemark.study.base import (
     CONFIRM,
+    EXTEND,
     FAIL,
     NEW,
     NOISE,
@@ -43,6 +44,7 @@ from tilemark.study.settle import Settling, settle
 
 __all__ = [
     "CONFIRM",
+    "EXTEND",
     "FAIL",
     "NEW",
     "NOISE",

@@ -9,6 +9,13 @@ an `Attempt`: one stored run and, for judged studies, its verdict. `run_study` d
   believed. Every run is stored and listed in study.json with why it ran.
 - **Re-check what does not add up.** A study may ask to run a step again (a failed tile count
   below a passing one); the extra run joins that step's vote.
+- **A tool-bound failure is run again.** A failing run that measured the host rather than the
+  storage (`summary.tool_bound`) is confirmed even with `confirm_runs` 0; a step whose every
+  failing run was tool-bound is `host_bound`, and an answer it bounds says so.
+- **An inconclusive answer gets a longer look.** When the study is done and the step that bounds
+  its answer failed only within noise (`Study.inconclusive_step`), that step is run again with
+  a longer window (reason `extend`) before answering; those runs alone then decide it, and
+  one still inconclusive makes the answer a range ("10 (11 inconclusive)").
 - **Repeat the whole study** `repeat` times; the answers are reported as a distribution.
 - **Keep what ran.** study.json is rewritten after every run (atomically), so an interrupted
   study keeps its steps and says it is incomplete.
@@ -38,8 +45,9 @@ STUDY_FILE = "study.json"
 STUDIES_DIR = "studies"
 
 PASS, FAIL, NOISE = "pass", "fail", "noise"
-# Why a run of a step happened.
-NEW, CONFIRM, RECHECK = "new", "confirm", "recheck"
+# Why a run of a step happened: its first run, confirming a failure, re-checking a failure
+# below a pass, or measuring the inconclusive step that bounds the answer for longer.
+NEW, CONFIRM, RECHECK, EXTEND = "new", "confirm", "recheck", "extend"
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,16 @@ class Attempt:
     def passed(self) -> bool:
         return self.verdict == PASS
 
+    @property
+    def tool_bound(self) -> bool:
+        """The run measured the host rather than the storage (telemetry.sampler.tool_bound)."""
+        return bool((self.detail.get("tool_bound") or {}).get("tool_bound"))
+
+    @property
+    def judged(self) -> bool:
+        """A complete run with a verdict: it votes."""
+        return self.complete and self.verdict is not None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -75,6 +93,7 @@ class Attempt:
             "passed": self.passed,
             "complete": self.complete,
             "reason": self.reason,
+            "tool_bound": self.tool_bound,
             **{k: self.detail[k] for k in ("measured_s", "extended", "steady") if k in self.detail},
         }
 
@@ -108,15 +127,31 @@ class StepRecord:
     confirm_runs: int
     attempts: list[Attempt] = field(default_factory=list)
     rechecked: bool = False
+    extended: bool = False  # run again with a longer window (EXTEND) because it was inconclusive
 
     @property
     def key(self) -> float:
         return self.spec.key
 
+    def voting(self) -> list[Attempt]:
+        """The runs whose votes decide the step: once a run with a longer window is judged,
+        it and every run after it (they carry more samples than the shorter runs before, and
+        a later re-check still counts); else all of them."""
+        first = next((i for i, a in enumerate(self.attempts) if a.reason == EXTEND), None)
+        if first is None:
+            return self.attempts
+        later = self.attempts[first:]
+        return later if any(a.judged and a.reason == EXTEND for a in later) else self.attempts
+
     @property
     def verdict(self) -> str | None:
         """pass | fail once decided; None while runs are missing (or not judged)."""
-        return majority(self.attempts, self.confirm_runs)
+        runs = self.voting()
+        first = next((a for a in runs if a.judged), None)
+        confirm = self.confirm_runs
+        if first is not None and not first.passed and first.tool_bound:
+            confirm = max(confirm, 1)  # a failure that measured the host is always run again
+        return majority(runs, confirm)
 
     @property
     def passed(self) -> bool:
@@ -136,16 +171,31 @@ class StepRecord:
     def deciding(self) -> Attempt | None:
         """The run that stands for the step: the first one that agrees with its verdict."""
         verdict = self.verdict
-        for a in self.attempts:
+        for a in self.voting():
             if verdict is None or (a.passed == (verdict == PASS) and a.complete):
                 return a
         return self.attempts[-1] if self.attempts else None
 
+    def _failing(self) -> list[Attempt]:
+        return [a for a in self.voting() if a.judged and not a.passed]
+
     @property
     def within_noise(self) -> bool:
-        """Failed, but every failing run failed only within noise."""
-        failing = [a for a in self.attempts if a.complete and a.verdict in (FAIL, NOISE)]
+        """Failed, but every failing run failed only within noise: inconclusive."""
+        failing = self._failing()
         return self.failed and bool(failing) and all(a.verdict == NOISE for a in failing)
+
+    @property
+    def host_bound(self) -> bool:
+        """Failed, but every failing run was tool-bound: the host may be what failed."""
+        failing = self._failing()
+        return self.failed and bool(failing) and all(a.tool_bound for a in failing)
+
+    @property
+    def tool_bound(self) -> bool:
+        """The run that stands for the step was tool-bound."""
+        deciding = self.deciding()
+        return deciding is not None and deciding.tool_bound
 
 
 class StepBook:
@@ -229,6 +279,11 @@ class Study(ABC):
     def answer(self, book: StepBook) -> dict[str, Any]:
         """The answer of one repetition; must hold `answer_key`."""
 
+    def inconclusive_step(self, book: StepBook) -> StepRecord | None:
+        """The step that bounds the answer when it failed only within noise: the driver runs
+        it again with a longer window (once) before the study answers. None by default."""
+        return None
+
     def step_json(self, step: StepRecord) -> dict[str, Any]:
         """A step as study.json keeps it (the study adds its own results)."""
         deciding = step.deciding()
@@ -239,8 +294,11 @@ class Study(ABC):
             "verdict": step.verdict,
             "passed": step.passed,
             "within_noise": step.within_noise,
+            "host_bound": step.host_bound,
+            "tool_bound": step.tool_bound,
             "votes": step.votes(),
             "rechecked": step.rechecked,
+            "longer_window": step.extended,
             "run_id": deciding.run_id if deciding else None,
             "run_dir": deciding.run_dir if deciding else None,
             "complete": all(a.complete for a in step.attempts),
@@ -349,11 +407,13 @@ def run_study(
         for r in range(1, repeat + 1):
             study, book = make_study(), StepBook()
             books.append((study, book))
-            while interrupted is None and (chosen := study.next_step(book)) is not None:
+            while interrupted is None and (chosen := _next_step(study, book)) is not None:
                 spec, reason = chosen
                 step = book.get(spec.key) or book.add(StepRecord(spec, r, confirm_runs))
                 if reason == RECHECK:
                     step.rechecked = True
+                if reason == EXTEND:
+                    step.extended = True
                 while True:
                     if stopper.exit_status is not None:
                         interrupted = stopper.exit_status
@@ -382,13 +442,26 @@ def run_study(
                         break
                     if attempt.verdict is None or step.verdict is not None:
                         break
-                    reason = CONFIRM
+                    if reason != EXTEND:  # runs that confirm a longer look are longer too
+                        reason = CONFIRM
                 if not step.attempts:
                     book.discard(spec.key)  # stopped before its first run
             if interrupted is not None:
                 break
     doc = save(interrupted is None)
     return StudyOutcome(doc, record.path, interrupted, stopped)
+
+
+def _next_step(study: Study, book: StepBook) -> tuple[StepSpec, str] | None:
+    """The study's next step; when it has none, the inconclusive step that bounds its answer,
+    once, with a longer window."""
+    chosen = study.next_step(book)
+    if chosen is not None:
+        return chosen
+    undecided = study.inconclusive_step(book)
+    if undecided is not None and not undecided.extended:
+        return undecided.spec, EXTEND
+    return None
 
 
 def _body(books: list[tuple[Study, StepBook]], extra: dict[str, Any]) -> dict[str, Any]:

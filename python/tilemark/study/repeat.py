@@ -3,10 +3,14 @@
 A `RepeatStudy`'s steps are the repetitions 1..N, not judged (verdict None: nothing to
 confirm). Its answer is the decay curve: per key metric its value in every repetition, the
 change from the first in %, the least-squares trend per repetition with a 95% interval, and a
-verdict, `stable`, `decaying` or `improving` (analysis/trend.py). The verdict of the study is
-that of its headline metrics (total IOPS and MB/s, mean read and write latency): decaying if
-any of them decays. p99s, streams and applications get their own trend and verdict, shown but
-not deciding: a tail percentile of one run is too noisy to call storage decaying on.
+verdict, `stable`, `decaying`, `improving` or `inconclusive` (analysis/trend.py). The verdict of
+the study is that of its headline metrics (total IOPS and MB/s, mean read and write latency):
+decaying if any of them decays. p99s, streams and applications get their own trend and
+verdict, shown but not deciding: a tail percentile of one run is too noisy to call storage
+decaying on. Two repetitions are a before/after comparison instead (analysis/beforeafter.py):
+each headline metric's change with a 95% interval from the spread within each run. Repetitions
+whose run was tool-bound (measured the host) are listed with the verdict
+(`tool_bound_repetitions`): their numbers describe the host, not the storage.
 
 Between repetitions the `RepeatStepRunner` waits `pause_s` (a countdown; a signal stops the
 study there and keeps what ran) and runs the `--between` shell command (its output shown; a
@@ -23,6 +27,7 @@ from typing import Any
 
 from rich.console import Console
 
+from tilemark.analysis import beforeafter
 from tilemark.analysis.compare import run_values
 from tilemark.analysis.trend import NOISE_FLOOR_PCT, fit, overall, verdict
 from tilemark.interrupts import SignalStopper
@@ -91,8 +96,15 @@ def attempt_of_run(outcome: RunOutcome, reason: str = NEW) -> Attempt:
     """One repetition as an attempt of its step: its metrics and how it ended."""
     summary = outcome.summary or {}
     apps = summary.get("applications")
+    metrics = repetition_metrics(summary, outcome.result)
+    # The spread within the run, for a before/after comparison of two repetitions.
+    spread = beforeafter.interval_spread(outcome.run_dir) if outcome.complete else {}
+    for m in metrics:
+        if m["scope"] == "total" and m["metric"] in spread:
+            m.update(spread[m["metric"]])
     detail: dict[str, Any] = {
-        "metrics": repetition_metrics(summary, outcome.result),
+        "metrics": metrics,
+        "tool_bound": summary.get("tool_bound"),
         "total": summary.get("total"),
         "measured_s": summary.get("duration_s"),
         "status": outcome.status,
@@ -146,6 +158,7 @@ class RepeatStudy(Study):
         for k in ("status", "measured_s", "total", "metrics", "qos", "score", "failed", "error"):
             if k in detail:
                 out[k] = detail[k]
+        out["tool_bound"] = attempt.tool_bound if attempt else False
         out["change_points"] = detail.get("change_points") or []
         return out
 
@@ -169,6 +182,7 @@ def decay(repetitions: list[tuple[int, Attempt]]) -> dict[str, Any]:
             if m.get("value") is not None:
                 values.setdefault(key, {})[n] = float(m["value"])
     numbers = [n for n, _ in complete]
+    by_number = dict(complete)
     metrics = []
     for key in order:
         by_rep = values.get(key, {})
@@ -177,6 +191,12 @@ def decay(repetitions: list[tuple[int, Attempt]]) -> dict[str, Any]:
         # A metric missing from some repetition is shown, not trended.
         trend = fit([float(x) for x in xs], ys) if len(xs) == len(numbers) else None
         first = ys[0] if ys else None
+        paired = None
+        if len(numbers) == 2 and len(xs) == 2:
+            paired = beforeafter.compare(
+                _entry(by_number[numbers[0]], key), _entry(by_number[numbers[1]], key),
+                info[key]["better"],
+            )  # fmt: skip
         metrics.append(
             {
                 **info[key],
@@ -186,7 +206,8 @@ def decay(repetitions: list[tuple[int, Attempt]]) -> dict[str, Any]:
                     for n in numbers
                 ],
                 "trend": trend.to_json() if trend else None,
-                "verdict": verdict(trend, info[key]["better"]),
+                "before_after": paired,
+                "verdict": paired["verdict"] if paired else verdict(trend, info[key]["better"]),
             }
         )
     headline = [m for m in metrics if m["headline"]]
@@ -194,7 +215,9 @@ def decay(repetitions: list[tuple[int, Attempt]]) -> dict[str, Any]:
     deciding = _deciding(headline, study_verdict)
     return {
         "verdict": study_verdict,
+        "method": "before/after" if len(numbers) == 2 else ("trend" if numbers else None),
         "deciding_metric": deciding,
+        "tool_bound_repetitions": [n for n, a in complete if a.tool_bound],
         "repetitions_complete": numbers,
         "first_run_id": complete[0][1].run_id if complete else None,
         "last_run_id": complete[-1][1].run_id if len(complete) > 1 else None,
@@ -202,13 +225,25 @@ def decay(repetitions: list[tuple[int, Attempt]]) -> dict[str, Any]:
     }
 
 
+def _entry(attempt: Attempt, key: tuple[str, str]) -> dict[str, Any]:
+    """A repetition's entry for one (metric, scope): value and, when known, its spread."""
+    return next(
+        (m for m in attempt.detail.get("metrics") or [] if (m["metric"], m["scope"]) == key), {}
+    )
+
+
 def _deciding(headline: list[dict[str, Any]], study_verdict: str | None) -> str | None:
-    """The headline metric that decided a decaying or improving verdict: the one that moved
-    most in that direction, from first to last."""
-    movers = [m for m in headline if m["verdict"] == study_verdict and m["trend"]]
+    """The headline metric that decided the verdict (decaying, improving or inconclusive):
+    the one that moved most in that direction, from first to last."""
+    movers = [m for m in headline if m["verdict"] == study_verdict and m["values"]]
     if not movers or study_verdict in (None, "stable"):
         return None
-    return max(movers, key=lambda m: abs(m["trend"]["last_vs_first_pct"] or 0))["metric"]
+
+    def moved(m: dict[str, Any]) -> float:
+        changes = [c for c in m["change_pct"] if c is not None]
+        return abs(changes[-1]) if changes else 0.0
+
+    return max(movers, key=moved)["metric"]
 
 
 # -----------------------------------------------------------------------------------------------

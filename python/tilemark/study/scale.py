@@ -10,13 +10,16 @@
   verdict changes, then bisects to `precision`.
 
 Both re-check a failed step below a passing one (the framework's RECHECK), and every step's
-verdict is the majority of its runs (base.run_study).
+verdict is the majority of its runs (base.run_study). Their answers carry their caveats
+(study/answers.py words them): the range's top (`limited_by_range`: the storage may carry
+more), an inconclusive step bounding the answer (`inconclusive_at`, after the framework ran it
+with a longer window), a bounding failure that measured the host (`host_bound`), and every step
+whose run was tool-bound (`tool_bound_steps`).
 """
 
 from __future__ import annotations
 
-import math
-import re
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +27,13 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.tiles import (
-    MAX_TILES,
     TileRunSettings,
     run_tiles,
     tiles_plan,
 )
 from tilemark.run.where import Targets
 from tilemark.study.base import (
+    EXTEND,
     NEW,
     RECHECK,
     Attempt,
@@ -39,29 +42,18 @@ from tilemark.study.base import (
     StepSpec,
     Study,
 )
+from tilemark.study.scaleargs import (  # noqa: F401  (parse_knob is part of this module's API)
+    parse_knob,
+    parse_knob_range,
+    parse_tile_counts,
+)
+from tilemark.wording import counted
 from tilemark.workload.apps import TileSpec
 
 DEFAULT_COUNTS = "1..8"
-KNOB_SPAN_DOWN = 64  # default knob range: the profile's value / 64 .. x 1024
-KNOB_SPAN_UP = 1024
-
-
-def parse_tile_counts(text: str) -> list[int]:
-    """'1..8' -> [1..8]; '1,2,4' -> [1, 2, 4]; '4' -> [4]."""
-    text = text.strip()
-    m = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", text)
-    if m:
-        lo, hi = int(m[1]), int(m[2])
-        counts = list(range(lo, hi + 1))
-    elif re.fullmatch(r"\d+(\s*,\s*\d+)*", text):
-        counts = sorted({int(x) for x in text.split(",")})
-    else:
-        raise UsageError(f"--tiles must be a range like 1..8 or a list like 1,2,4, got {text!r}.")
-    if not counts:
-        raise UsageError(f"--tiles range {text!r} is empty; write it low..high, e.g. 1..8.")
-    if counts[0] < 1 or counts[-1] > MAX_TILES:
-        raise UsageError(f"--tiles counts must be from 1 to {MAX_TILES}, got {text!r}.")
-    return counts
+# An inconclusive step that bounds the answer is run again measuring up to this many times as
+# long (its confidence intervals narrow by about the square root).
+LONGER_WINDOW = 2
 
 
 def tile_definition(tile: TileSpec, settings: TileRunSettings) -> dict[str, Any]:
@@ -132,6 +124,7 @@ def attempt_of(outcome: RunOutcome, reason: str) -> Attempt:
         "measurement": measurement,
         "error": outcome.error,
         "hosts": host_rows(outcome.summary),
+        "tool_bound": outcome.summary.get("tool_bound"),
     }
     return Attempt(
         run_id=outcome.run_id,
@@ -164,10 +157,15 @@ class TileStepRunner:
         self.run_options = {"kind": "scale-step", **run_options}
 
     def run(self, spec: StepSpec, reason: str) -> Attempt:
+        settings = self.settings
+        if reason == EXTEND:  # an inconclusive step: measure up to twice as long to decide it
+            settings = dataclasses.replace(
+                settings, max_duration=LONGER_WINDOW * settings.max_duration_s
+            )
         outcome = run_tiles(
             self.tile_of(spec),
             spec.params["tiles"],
-            self.settings,
+            settings,
             self.infos,
             label=f"{self.label}, {spec.label}" if self.label else None,
             **self.run_options,
@@ -216,7 +214,34 @@ class _TileStudy(Study):
             "failed": detail.get("failed") or [],
             "deciding": detail.get("deciding"),
             "within_noise": step.within_noise,
+            "host_bound": step.host_bound,
+            "tool_bound": step.tool_bound,
+            "longer_window": step.extended,
             "votes": step.votes(),
+        }
+
+    def _shown(self, key: float) -> float:
+        return key
+
+    def bounding(self, book: StepBook) -> StepRecord | None:
+        """The failed step that bounds the answer (the lowest failure above it)."""
+        raise NotImplementedError
+
+    def inconclusive_step(self, book: StepBook) -> StepRecord | None:
+        step = self.bounding(book)
+        return step if step is not None and step.within_noise else None
+
+    def caveats(self, book: StepBook, best: float | None, top: float) -> dict[str, Any]:
+        """What the answer is worth: the range's top, an inconclusive or host-bound bounding
+        step, and the steps whose runs measured the host (module doc)."""
+        bounding = self.bounding(book)
+        return {
+            "limited_by_range": best is not None and best >= top,
+            "inconclusive_at": self._shown(bounding.key)
+            if bounding is not None and bounding.within_noise
+            else None,
+            "host_bound": bounding is not None and bounding.host_bound,
+            "tool_bound_steps": [self._shown(s.key) for s in book.by_key() if s.tool_bound],
         }
 
 
@@ -243,7 +268,7 @@ class TileCountStudy(_TileStudy):
         self.confirm = confirm
 
     def spec(self, n: int) -> StepSpec:
-        return StepSpec(key=n, label=f"{n} tile(s)", params={"tiles": n})
+        return StepSpec(key=n, label=counted(n, "tile"), params={"tiles": n})
 
     def next_step(self, book: StepBook) -> tuple[StepSpec, str] | None:
         recheck = book.recheck_candidate()
@@ -307,18 +332,24 @@ class TileCountStudy(_TileStudy):
                     break
         return best
 
+    def _shown(self, key: float) -> float:
+        return int(key)
+
+    def bounding(self, book: StepBook) -> StepRecord | None:
+        best = self.max_passing(book)
+        return next((s for s in book.by_key() if s.failed and (best is None or s.key > best)), None)
+
     def answer(self, book: StepBook) -> dict[str, Any]:
         best = self.max_passing(book)
         at_best = book.get(best) if best is not None else None
-        bounding = next(
-            (s for s in book.by_key() if s.failed and (best is None or s.key > best)), None
-        )
+        bounding = self.bounding(book)
         deciding = at_best.deciding() if at_best else None
         return {
             "max_passing_tiles": best,
             "score_at_max": deciding.detail.get("score") if deciding else None,
             "first_failure": self._failure(bounding, tiles=int(bounding.key) if bounding else None),
             "non_monotonic": book.non_monotonic(),
+            **self.caveats(book, best, self.counts[-1]),
         }
 
     def step_json(self, step: StepRecord) -> dict[str, Any]:
@@ -417,9 +448,13 @@ class KnobStudy(_TileStudy):
                 return None
         return None if candidate in book else candidate
 
+    def bounding(self, book: StepBook) -> StepRecord | None:
+        _, worst = self._bracket(book)
+        return book.get(worst) if worst is not None else None
+
     def answer(self, book: StepBook) -> dict[str, Any]:
         best, worst = self._bracket(book)
-        bounding = book.get(worst) if worst is not None else None
+        bounding = self.bounding(book)
         at_best = book.get(best) if best is not None else None
         deciding = at_best.deciding() if at_best else None
         return {
@@ -428,55 +463,11 @@ class KnobStudy(_TileStudy):
             "score_at_max": deciding.detail.get("score") if deciding else None,
             "first_failure": self._failure(bounding, value=worst),
             "non_monotonic": book.non_monotonic(),
-            "limited_by_range": best is not None and best >= self.high,
+            **self.caveats(book, best, self.high),
         }
 
     def step_json(self, step: StepRecord) -> dict[str, Any]:
         return {"value": step.key, "tiles": self.tiles, **super().step_json(step)}
-
-
-def parse_knob(knob: str, tile: TileSpec) -> tuple[str, str, float]:
-    """'mail.mailboxes' -> ('mail', 'mailboxes', its current value in the tile); a tile of one
-    application also takes the bare knob ('mailboxes')."""
-    labels = [a.label for a in tile.apps]
-    if "." not in knob.strip() and len(labels) == 1 and knob.strip() in tile.apps[0].profile.scale:
-        knob = f"{labels[0]}.{knob.strip()}"
-    app, dot, name = knob.strip().partition(".")
-    if not dot or not name:
-        raise UsageError(f"--knob must be APP.KNOB such as mail.mailboxes, got {knob!r}.")
-    found = next((a for a in tile.apps if a.label == app), None)
-    if found is None:
-        raise UsageError(
-            f"--knob {knob}: the tile has no application '{app}' (it has: {', '.join(labels)})."
-        )
-    if name not in found.profile.scale:
-        knobs = ", ".join(sorted(found.profile.scale)) or "none"
-        raise UsageError(f"--knob {knob}: {app} has no scale knob '{name}' (knobs: {knobs}).")
-    value = float(found.profile.scale[name])
-    if not (value > 0 and math.isfinite(value)):
-        raise UsageError(
-            f"--knob {knob}: its value in the tile is {value:g}; set a positive starting value "
-            f"with --set {knob}=VALUE."
-        )
-    return app, name, value
-
-
-def parse_knob_range(text: str | None, start: float) -> tuple[float, float]:
-    """'LOW..HIGH' -> (low, high); default start / 64 .. start x 1024."""
-    if text is None:
-        return start / KNOB_SPAN_DOWN, start * KNOB_SPAN_UP
-    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*\.\.\s*(\d+(?:\.\d*)?)\s*", text)
-    if not m or not 0 < float(m[1]) < float(m[2]):
-        raise UsageError(
-            f"--knob-range must be LOW..HIGH with 0 < LOW < HIGH, e.g. 100..100000, got {text!r}."
-        )
-    low, high = float(m[1]), float(m[2])
-    if not low <= start <= high:
-        raise UsageError(
-            f"--knob-range {text} does not contain the knob's starting value {start:g}; widen "
-            "it or set the start with --set."
-        )
-    return low, high
 
 
 # -----------------------------------------------------------------------------------------------

@@ -23,11 +23,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram
 from tilemark.options.typed import OutputOptions
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 QUANTILES = (0.5, 0.99, 0.999)
 DATA_OPS = ("read", "write", "sync")
@@ -85,6 +88,13 @@ class MetricsServer:
             ) from None
         self._server = server
         self.address = (bind, server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Where Prometheus scrapes: 'http://127.0.0.1:9100/metrics'."""
+        host, port = self.address or ("127.0.0.1", 0)
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{port}/metrics"
 
     def close(self) -> None:
         if self._server is not None:
@@ -345,11 +355,16 @@ def current() -> MetricsServer | None:
     return _SERVER
 
 
-def from_options(output: OutputOptions) -> MetricsServer | None:
-    """Start the endpoint when the options ask for one (--metrics-port, --metrics-bind)."""
+def from_options(output: OutputOptions, console: Console | None = None) -> MetricsServer | None:
+    """Start the endpoint when the options ask for one (--metrics-port, --metrics-bind) and
+    say where Prometheus (or a person) finds it, on `console`."""
     if output.metrics_port is None:
         return None
-    return serve(output.metrics_port, output.metrics_bind or "127.0.0.1")
+    started = _SERVER is None
+    server = serve(output.metrics_port, output.metrics_bind or "127.0.0.1")
+    if console is not None and started:
+        console.print(f"metrics: serving {server.url}", markup=False, highlight=False)
+    return server
 
 
 def stop() -> None:

@@ -159,9 +159,11 @@ def read_cpu() -> tuple[int, ...] | None:
     return tuple(int(v) for v in first[1:9])
 
 
-def _thread_ticks() -> tuple[int | None, int | None]:
-    """utime + stime clock ticks of the engine's threads and of the whole process."""
-    engine = 0
+def _thread_ticks() -> tuple[dict[str, int] | None, int | None]:
+    """utime + stime clock ticks of each engine thread (by thread id) and of the whole
+    process. Per thread, so that a thread that ends between two samples does not make the
+    engine's CPU time run backwards (its sum would drop by all that thread had used)."""
+    engine: dict[str, int] = {}
     found = False
     process = None
     try:
@@ -177,7 +179,7 @@ def _thread_ticks() -> tuple[int | None, int | None]:
             name = text[text.index("(") + 1 : text.rindex(")")]
             if name == ENGINE_THREAD:
                 fields = text.rsplit(")", 1)[1].split()
-                engine += int(fields[11]) + int(fields[12])
+                engine[task] = int(fields[11]) + int(fields[12])
                 found = True
     except (OSError, ValueError, IndexError):
         return None, process
@@ -274,6 +276,15 @@ def cpu_figures(a: tuple[int, ...] | None, b: tuple[int, ...] | None) -> dict[st
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def _ticks_used(a: int | dict[str, int], b: int | dict[str, int]) -> int:
+    """Clock ticks used between two samples: of the process, or summed over the engine
+    threads alive at the second one (a thread started since counts from 0; one that ended
+    since is left out, so the figure never goes negative)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sum(max(0, ticks - a.get(tid, 0)) for tid, ticks in b.items())
+    return max(0, int(b) - int(a))  # type: ignore[arg-type]
+
+
 def host_figures(a: Sample, b: Sample) -> dict[str, Any]:
     dt_s = (b.t_ns - a.t_ns) / 1e9
     out: dict[str, Any] = cpu_figures(a.cpu, b.cpu)
@@ -286,7 +297,7 @@ def host_figures(a: Sample, b: Sample) -> dict[str, Any]:
         if ticks_a is None or ticks_b is None or dt_s <= 0:
             out[key] = None
         else:
-            out[key] = 100.0 * (ticks_b - ticks_a) / _TICK / dt_s
+            out[key] = 100.0 * _ticks_used(ticks_a, ticks_b) / _TICK / dt_s
     for res in PSI_RESOURCES:
         for kind in ("some", "full"):
             base = f"{res}_{kind}"
@@ -663,28 +674,50 @@ def tool_bound(
     summary: dict[str, Any], host: dict[str, Any] | None, cpu_count: int | None = None
 ) -> dict[str, Any]:
     """Whether a run measured the host rather than the storage: its CPUs were more than
-    TOOL_BOUND_CPU_PCT busy on average over the measurement window, or an open-loop stream
-    issued more than TOOL_BOUND_LATE_SHARE of its IOs more than 1 ms after their time (the
-    engine fell behind its schedule)."""
+    TOOL_BOUND_CPU_PCT busy on average over the measurement window, or open-loop streams
+    issued more than TOOL_BOUND_LATE_SHARE of their IOs more than 1 ms after their time (the
+    engine fell behind its schedule). One reason per cause: the late streams are counted, and
+    the worst one named, however many there are."""
     reasons = []
     busy = (host or {}).get("cpu_busy_pct")
     if busy is not None and busy > TOOL_BOUND_CPU_PCT:
-        reasons.append(
-            f"host CPU {busy:.0f}% busy on average (above {TOOL_BOUND_CPU_PCT:.0f}%): the "
-            "numbers describe the host, not the storage"
-        )
+        reasons.append(f"host CPU {busy:.0f}% busy on average (above {TOOL_BOUND_CPU_PCT:.0f}%)")
+    late_streams: list[tuple[float, str]] = []
+    open_streams = 0
     for s in summary.get("streams") or []:
         if s.get("arrival") != "open":
             continue
+        open_streams += 1
         ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in ("read", "write"))
         late = int(s.get("ios_issued_late") or 0)
         if ops and late / ops > TOOL_BOUND_LATE_SHARE:
+            late_streams.append((100 * late / ops, str(s.get("name"))))
+    if late_streams:
+        share, name = max(late_streams)
+        if len(late_streams) == 1:
             reasons.append(
-                f"stream {s.get('name')} issued {100 * late / ops:.1f}% of its IOs more than "
-                "1 ms late: the engine fell behind its schedule (a host too busy, or every "
-                "slot of its queue depth in use)"
+                f"stream {name} issued {share:.1f}% of its IOs more than 1 ms late (the engine "
+                "fell behind its schedule)"
+            )
+        else:
+            reasons.append(
+                f"{len(late_streams)} of {open_streams} open-loop streams issued more than "
+                f"{100 * TOOL_BOUND_LATE_SHARE:g}% of their IOs more than 1 ms late, worst "
+                f"{name} {share:.1f}% (the engine fell behind its schedule)"
             )
     return {"tool_bound": bool(reasons), "reasons": reasons}
+
+
+def tool_bound_line(verdict: dict[str, Any] | None) -> str | None:
+    """The tool-bound verdict of a run as one line (None when it was not)."""
+    reasons = (verdict or {}).get("reasons") or []
+    if not (verdict or {}).get("tool_bound") or not reasons:
+        return None
+    return (
+        "tool-bound: "
+        + "; ".join(r.rstrip(".") for r in reasons)
+        + ": the numbers describe the host, not the storage"
+    )
 
 
 def back_end(summary: dict[str, Any]) -> dict[str, Any]:

@@ -259,7 +259,7 @@ class ChartScan:
 # -- the report --------------------------------------------------------------------------------
 def trace_report(trace: Trace, s: TraceSummary, c: ChartScan):
     """The format-free report of a trace: summary facts first, then the six charts."""
-    from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+    from tilemark.report.base import Caution, Cell, Figure, Report, Section, Table, Verdict
     from tilemark.report.format import generated_by
     from tilemark.trace import charts
 
@@ -290,7 +290,7 @@ def trace_report(trace: Trace, s: TraceSummary, c: ChartScan):
         tested.append(("first issue", start.strftime("%Y-%m-%d %H:%M:%S.%f UTC")))
     notes = list(s.notes)
     if s.events_lost:
-        notes.insert(0, f"{s.events_lost:,} events were lost while tracing.")
+        notes.insert(0, Caution(f"{s.events_lost:,} events were lost while tracing."))
     headline = (
         f"{s.ios:,} IOs over {duration_text(s.duration_s)}: "
         f"{'-' if s.read_share is None else f'{s.read_share:.1%}'} reads, {iops} IOPS mean"
