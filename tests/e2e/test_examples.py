@@ -13,6 +13,10 @@ import pytest
 from tilemark.cli import main
 from tilemark.example import EXAMPLES_DIR, find_example, list_examples
 
+# One xdist worker runs every test of the session's example runs (make test uses
+# --dist loadgroup), so the examples run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("examples")
+
 SHIPPED = (
     "000-esg-mixed-workload",
     "001-dmx-orion-sweep",

@@ -24,7 +24,9 @@ sys.path.insert(0, str(BENCH))
 import apprigs  # noqa: E402
 import fidelity as bench  # noqa: E402
 
-pytestmark = [pytest.mark.root, pytest.mark.serial, pytest.mark.apps, pytest.mark.nbd]
+# Not serial: every assertion holds under load (fidelity goals are benchmark results), and
+# most of each test is the application starting and filling its data.
+pytestmark = [pytest.mark.root, pytest.mark.apps, pytest.mark.nbd]
 
 SECONDS = 6
 DELAYS = dict(rdelay_ms=1, wdelay_ms=1)

@@ -20,7 +20,8 @@ from tilemark.cli import main
 from tilemark.report import HtmlExporter, build_report
 from tilemark.report.data import load_source
 
-pytestmark = [pytest.mark.browser]
+# With the examples' tests on one xdist worker: the session's example runs are made once.
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("examples")]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
