@@ -221,6 +221,9 @@ def test_afap_and_qd_replay_without_waiting_for_the_traces_times(tmp_path, capsy
     assert (plan["qd"], plan["ios"]["mode"]) == (4, "qd")
 
 
+# Serial: an IO due just before the duration ends must be issued in time, or the run fails by
+# design (every IO of a timed replay counts); another test's load can make it miss by ms.
+@pytest.mark.serial
 def test_loop_repeats_the_trace_until_the_duration(tmp_path, capsys):
     trace = mixed_trace(tmp_path / "short.parquet", 101, 1.0, seed=3)
     status, run, err = replay(
