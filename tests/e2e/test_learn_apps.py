@@ -60,6 +60,12 @@ def _check(r: bench.Round, streams: set[str]) -> dict:
     assert 0 < r.fidelity["overall"] <= 1
     # the learned run did reach the device at about the application's rate
     assert scores["rate"] > 0.5 and scores["read_share"] > 0.7 and scores["size_mix"] > 0.7
+    # the control: the trace replayed on the same raw device keeps what the replay does not
+    # time (ops, sizes, offsets) exactly, whatever the load (its 0.98 goal is measured in
+    # bench/fidelity.py)
+    control = {p["property"]: p["accuracy"] for p in r.control["properties"]}
+    for prop in ("read_share", "size_mix", "seek_distance", "footprint", "skew"):
+        assert control[prop] >= 0.98, (prop, control)
     return doc
 
 
