@@ -34,8 +34,8 @@ from tilemark.study import (
 )
 from tilemark.targets.header import TargetInfo
 from tilemark.targets.spec import TargetSpec
-from tilemark.workload.apps import default_tile, parse_sets
 from tilemark.workload.compiler import compile_plan
+from tilemark.workload.tilefile import default_tile, parse_sets
 
 GIB = 1 << 30
 

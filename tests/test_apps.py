@@ -25,12 +25,10 @@ from tilemark.workload.apps import (
     DEFAULT_TILE,
     TileApp,
     TileSpec,
-    default_tile,
     list_profiles,
     load_profile,
-    load_tile,
-    parse_sets,
 )
+from tilemark.workload.tilefile import default_tile, load_tile, parse_sets
 from tilemark.workload.tilelayout import compile_tiles
 
 KIB = 1 << 10

@@ -257,7 +257,7 @@ def test_vmmark_like_tile_is_mail_web_with_think_time_database_and_standby():
 
 def test_a_profile_name_or_file_is_a_tile_of_that_one_application(tmp_path):
     from tilemark.study.scale import parse_knob
-    from tilemark.workload.apps import load_tile_or_profile
+    from tilemark.workload.tilefile import load_tile_or_profile
 
     by_name = load_tile_or_profile("jetstress-2010", {"jetstress-2010": {"mailboxes": "2000"}})
     assert [a.label for a in by_name.apps] == ["jetstress-2010"]
@@ -275,7 +275,7 @@ def test_a_profile_name_or_file_is_a_tile_of_that_one_application(tmp_path):
 
 def test_a_name_that_is_neither_a_file_nor_a_profile_says_the_tile_file_is_missing():
     from tilemark.errors import UsageError
-    from tilemark.workload.apps import load_tile_or_profile
+    from tilemark.workload.tilefile import load_tile_or_profile
 
     with pytest.raises(UsageError, match="tile file no-such-thing does not exist"):
         load_tile_or_profile("no-such-thing")

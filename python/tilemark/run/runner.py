@@ -161,7 +161,7 @@ def run_plan(
     """
     if isinstance(infos, RemoteTargets):
         if before_start is not None:
-            raise UsageError("a replay runs on this host; it cannot run on a --cluster.")
+            raise UsageError("a replayed trace runs on this host; it cannot run on a --cluster.")
         return infos.run(
             workload,
             compiled,

@@ -45,7 +45,8 @@ from tilemark.run.where import Targets, compile_on, inspect_targets
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.units import format_size, parse_duration
 from tilemark.workload import plan
-from tilemark.workload.apps import TileSpec, default_tile, load_tile_or_profile, parse_sets
+from tilemark.workload.apps import TileSpec
+from tilemark.workload.tilefile import default_tile, load_tile_or_profile, parse_sets
 from tilemark.workload.tilelayout import TileLayout, compile_tiles, min_capacity
 
 DEFAULT_TILE_DURATION = "60s"
@@ -224,7 +225,7 @@ def _steady_qos_interval(round_s: float, given: float | None) -> float:
 
 
 def load_tile_spec(tile_file: str | None, sets: list[str] | None) -> TileSpec:
-    """The tile of a file (or of one profile, apps.load_tile_or_profile), else the default
+    """The tile of a file (or of one profile, tilefile.load_tile_or_profile), else the default
     tile, with --set overrides applied."""
     overrides = parse_sets(sets or [])
     return load_tile_or_profile(str(tile_file), overrides) if tile_file else default_tile(overrides)
@@ -475,20 +476,35 @@ def run_tiles(
         }
         summary["applications"] = apps
 
-    return run_plan(
-        workload,
-        infos,
-        compiled,
-        results=results,
-        argv=argv,
-        console=console,
-        kind=kind,
-        analyze=analyze,
-        monitor=steady if steady is not None else qos_monitor,
-        note="; ".join(settings.notes()) or None,
-        label=label,
-        apps={t.index: t.app for t in layout.tags},
-    )
+    from tilemark.trace.tileapp import tile_lists
+
+    with tile_lists(compiled, trace_sources(tile, layout), results) as before_start:
+        return run_plan(
+            workload,
+            infos,
+            compiled,
+            results=results,
+            argv=argv,
+            console=console,
+            kind=kind,
+            analyze=analyze,
+            monitor=steady if steady is not None else qos_monitor,
+            note="; ".join(settings.notes()) or None,
+            label=label,
+            apps={t.index: t.app for t in layout.tags},
+            before_start=before_start,
+        )
+
+
+def trace_sources(tile: TileSpec, layout: TileLayout) -> dict[int, Any]:
+    """Plan stream index -> the trace it replays, for the streams of trace applications."""
+    apps = {a.label: a for a in tile.apps}
+    out = {}
+    for tag in layout.tags:
+        for stream in apps[tag.app].profile.streams:
+            if stream.name == tag.stream and stream.trace is not None:
+                out[tag.index] = stream.trace
+    return out
 
 
 def _fmt(v: float | None, digits: int = 1) -> str:
