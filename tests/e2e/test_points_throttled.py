@@ -62,7 +62,11 @@ def test_sweep_curve_and_matrix_find_the_throttled_caps(tmp_path):
         # What the loop device saw (diskstats) is what tilemark issued: O_DIRECT, no cache.
         assert abs(points[bs]["device_iops"] / points[bs]["iops"] - 1) < 0.05, points[bs]
     for bs in (256 * 1024, 512 * 1024):  # the bandwidth plateau (MB/s are 10^6 B/s)
-        assert abs(points[bs]["mbps"] * 1e6 / BPS_CAP - 1) < 0.05, points[bs]
+        # 512 KiB at 16 MiB/s is 64 IOs in the 2 s window: the QD 4 in flight at its edges
+        # weigh up to 4 IOs (6%) on top of the 3% the throttle itself keeps to.
+        window_ios = BPS_CAP / bs * 2
+        tolerance = 0.03 + 4 / window_ios
+        assert abs(points[bs]["mbps"] * 1e6 / BPS_CAP - 1) < tolerance, points[bs]
     for p in sweep["points"]:
         assert p["p50_ms"] > 0 and p["p99_ms"] >= p["p50_ms"]
         assert "device_iops" in p and "device_util" in p
