@@ -6,6 +6,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,18 +27,22 @@ def test_interrupted_run_is_stored_incomplete_with_its_intervals(tmp_path, signu
         "--results", str(tmp_path / "results"),
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    runs = tmp_path / "results"
-    # Wait until the run has flushed some intervals, then interrupt it.
-    while time.monotonic() < deadline:
-        dirs = [d for d in runs.glob("*-*") if (d / "run.json").exists()] if runs.exists() else []
-        if dirs and json.loads((dirs[0] / "run.json").read_text())["status"] == "running":
-            time.sleep(2.5)
+    # Interrupt once four measured intervals have been printed (one plain line per interval on
+    # stderr, which is not a terminal): however long preparing the target took on a busy host.
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if sum(line.startswith("[measure") for line in list(lines)) >= 4:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
+    runs = tmp_path / "results"
     t0 = time.monotonic()
     proc.send_signal(signum)
-    out, err = proc.communicate(timeout=30)
+    proc.wait(timeout=30)  # not communicate(): the reader thread owns stderr
+    reader.join(timeout=10)
+    err = "".join(lines)
     assert time.monotonic() - t0 < 5, "stopping must be prompt"
     assert proc.returncode == status, err
     assert "Traceback" not in err
