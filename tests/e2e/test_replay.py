@@ -459,3 +459,21 @@ def test_a_block_device_receives_the_traces_requests(tmp_path, capsys):
     if fua_device:
         fua = sum(1 for rwbs, _, size in seen if rwbs.lstrip("F").startswith("WF") and size)
         assert fua == sum(op == "write" and i % 5 == 0 for i, op in enumerate(ops))
+
+
+def test_the_run_report_shows_the_replay_accuracy(tmp_path, capsys):
+    from tilemark.report import build_report
+    from tilemark.report.data import load_source
+
+    trace = mixed_trace(tmp_path / "app.parquet", 120, 0.5)
+    status, run, err = replay(
+        tmp_path, str(trace), "--target", str(tmp_path / "t.dat"), "--size", "16m", capsys=capsys
+    )
+    assert status == 0, err
+    (run_dir,) = [d for d in (tmp_path / "results").iterdir() if (d / "run.json").is_file()]
+    report = build_report(load_source(run_dir))
+    (section,) = [s for s in report.sections if s.id == "replay"]
+    assert section.intro == run["summary"]["replay"]["verdict"]
+    (table,) = section.items
+    (row,) = table.rows
+    assert [c.text for c in row[:4]] == ["app", "120", "120", "0"]  # name, records, issued, skipped

@@ -33,6 +33,7 @@ from tilemark.report.format import (
     tested_on,
     workload_title,
 )
+from tilemark.report.replay_report import replay_section
 from tilemark.report.steady_report import steady_section, window_hist
 from tilemark.report.targets_report import targets_section
 from tilemark.report.telemetry import telemetry_section, tool_bound_notes
@@ -64,6 +65,9 @@ def run_report(run: RunData) -> Report:
         sections.append(steady_section(steady))
     if run.is_tile_run:
         sections.append(Section("applications", "Applications", applications_tables(run)))
+    replay = (run.summary or {}).get("replay")
+    if replay:
+        sections.append(replay_section(replay))
     if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
         series = compute_series(run)
         series.phases = phase_marks(run)
