@@ -68,7 +68,9 @@ def describe_stream(s: dict[str, Any]) -> str:
         size_text = "mix " + "/".join(format_size(sz) for sz, _ in sizes)
     pattern = (s.get("pattern") or {}).get("kind", "?")
     arrival = s.get("arrival") or {}
-    if arrival.get("kind") == "open":
+    if s.get("ios"):  # a replayed trace
+        arrival_text = f"trace replayed {s['ios'].get('mode', 'timed')}"
+    elif arrival.get("kind") == "open":
         rate = (
             f"{num(arrival['rate_iops'])} IOPS"
             if arrival.get("rate_iops")

@@ -54,6 +54,11 @@ def phase_text(plan_stream: dict[str, Any], end_s: float | None = None) -> str:
 def describe_arrival(plan_stream: dict[str, Any]) -> str:
     """'closed qd8' or 'open 2,000/s poisson' for a plan stream."""
     arrival = plan_stream.get("arrival") or {}
+    ios = plan_stream.get("ios")
+    if ios:  # a replayed trace: its own times (timed) or its order (afap, qd)
+        if ios.get("mode") == "timed":
+            return f"trace {arrival.get('rate_iops') or 0:,.0f}/s timed"
+        return f"trace {ios.get('mode')} qd{plan_stream.get('qd')}"
     if arrival.get("kind") != "open":
         return f"closed qd{plan_stream.get('qd')}"
     if arrival.get("rate_iops") is not None:
