@@ -1,0 +1,126 @@
+"""`tilemark files`: file sets and file/metadata workloads (docs/files.md). The work is in
+tilemark.files; this module parses options and prints the typed results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from tilemark.files.fileset import PreparedSet
+    from tilemark.files.run import FileRunResult
+
+files_app = typer.Typer(
+    help="File sets and file/metadata workloads: prepare a set, run its streams (docs/files.md).",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+WorkloadArg = Annotated[
+    Path, typer.Argument(metavar="WORKLOAD", help="TOML file with [[fileset]] and [[filestream]].")
+]
+
+
+@files_app.callback()
+def _files() -> None:
+    """File sets and file/metadata workloads: prepare a set, run its streams (docs/files.md)."""
+
+
+def _prepared_line(p: PreparedSet) -> str:
+    from tilemark.units import format_size
+
+    how = "reused" if p.reused and not (p.created or p.rewritten or p.removed) else "prepared"
+    return (
+        f"fileset {p.spec.name}: {how} {p.spec.path}: {p.files:,} files, "
+        f"{format_size(p.bytes)} in {len(p.dirs):,} directories ({p.created:,} created, "
+        f"{p.rewritten:,} rewritten, {p.removed:,} removed) in {p.seconds:.2f} s"
+    )
+
+
+@files_app.command("prepare", no_args_is_help=True)
+def files_prepare(workload: WorkloadArg) -> None:
+    """Create the workload's file sets (or make tilemark's existing ones match again)."""
+    from tilemark.files.run import load_file_workload, prepare_all
+
+    w = load_file_workload(str(workload))
+    for p in prepare_all(w):
+        typer.echo(_prepared_line(p))
+
+
+@files_app.command("run", no_args_is_help=True)
+def files_run(
+    workload: WorkloadArg,
+    duration: Annotated[
+        str | None, typer.Option("--duration", help="Run time, e.g. 10s (default: the file's).")
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option("--json", metavar="FILE", help="Also write the result (and intervals)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace FILE even if tilemark did not write it.")
+    ] = False,
+) -> None:
+    """Prepare the file sets, run the file streams, print every operation's rate and latency."""
+    import dataclasses
+
+    from tilemark.errors import RunError
+    from tilemark.files.run import load_file_workload, run_file_workload
+    from tilemark.units import parse_duration
+
+    w = load_file_workload(str(workload))
+    if duration is not None:
+        w = dataclasses.replace(w, duration_s=parse_duration(duration, "--duration"))
+    result = run_file_workload(w)
+    for p in result.prepared:
+        typer.echo(_prepared_line(p))
+    _print_result(result)
+    if json_out is not None:
+        from tilemark.store.outputs import write_file
+
+        write_file(json_out, json.dumps(result.to_json(), indent=2), force=force, what="--json")
+    if result.status == "errors":
+        raise RunError(f"file workload {w.name} stopped: {result.error}.")
+    if result.status == "interrupted":
+        raise typer.Exit(130)
+
+
+def _print_result(r: FileRunResult) -> None:
+    from rich import box
+    from rich.table import Table
+
+    from tilemark.console import make_console
+    from tilemark.units import format_size
+
+    def us(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.1f}"
+
+    console = make_console(stderr=False)
+    for s in r.streams:
+        t = Table(box=box.SIMPLE, title=f"{s.name} on {s.fileset} ({r.seconds:.1f} s, {r.status})")
+        for col in ("op", "ops", "ops/s", "bytes", "mean us", "p50 us", "p99 us", "max us"):
+            t.add_column(col, justify="left" if col == "op" else "right")
+        t.add_column("skipped", justify="right")
+        t.add_column("errors")
+        for o in s.ops:
+            if not (o.ops or o.skipped or o.errors):
+                continue
+            t.add_row(
+                o.op, f"{o.ops:,}", f"{o.rate:,.1f}", format_size(o.bytes), us(o.mean_us),
+                us(o.p50_us), us(o.p99_us), us(o.max_us), f"{o.skipped:,}",
+                ", ".join(f"{k} {v}" for k, v in o.errors.items()),
+            )  # fmt: skip
+        console.print(t)
+        if s.loops:
+            console.print(
+                f"{s.name}: {s.loops:,} loops, {s.loop_rate:,.1f}/s, p99 {us(s.loop_p99_us)} us",
+                markup=False,
+            )
+    for f in r.filesets:
+        console.print(
+            f"fileset {f.name} after the run: {f.files:,} files, {format_size(f.bytes)}",
+            markup=False,
+        )

@@ -1,0 +1,273 @@
+"""Running a file workload: prepare its sets, hand the engine a file plan, sum up what every
+operation did (docs/files.md)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tilemark.errors import RunError, UsageError
+from tilemark.files.fileset import PreparedSet, prepare_fileset
+from tilemark.files.spec import OPS, FileWorkload
+
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class OpSummary:
+    """One operation of one stream over the run."""
+
+    op: str
+    ops: int
+    bytes: int
+    skipped: int
+    errors: dict[str, int]  # errno name -> count
+    rate: float  # ops/s over the run
+    mean_us: float | None
+    p50_us: float | None
+    p99_us: float | None
+    max_us: float | None
+
+
+@dataclass(frozen=True)
+class StreamSummary:
+    name: str
+    fileset: str
+    ops: tuple[OpSummary, ...]
+    loops: int  # whole sequence loops (a mix: 0)
+    loop_rate: float
+    loop_p99_us: float | None
+
+    def op(self, name: str) -> OpSummary:
+        return next(o for o in self.ops if o.op == name)
+
+
+@dataclass(frozen=True)
+class FilesetState:
+    """A set as the run left it (the engine's count, to compare with the disk)."""
+
+    name: str
+    path: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class FileRunResult:
+    workload: str
+    status: str  # "complete" | "errors" | "interrupted"
+    error: str | None
+    seconds: float
+    prepared: tuple[PreparedSet, ...]
+    streams: tuple[StreamSummary, ...]
+    filesets: tuple[FilesetState, ...]
+    intervals: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The result as plain data (--json)."""
+        from dataclasses import asdict
+
+        return {
+            "workload": self.workload,
+            "status": self.status,
+            "error": self.error,
+            "seconds": self.seconds,
+            "prepared": [
+                {
+                    "fileset": p.spec.name,
+                    "path": p.spec.path,
+                    "files": p.files,
+                    "bytes": p.bytes,
+                    "reused": p.reused,
+                    "created": p.created,
+                    "rewritten": p.rewritten,
+                    "removed": p.removed,
+                    "seconds": round(p.seconds, 3),
+                }
+                for p in self.prepared
+            ],
+            "streams": [asdict(s) for s in self.streams],
+            "filesets": [asdict(f) for f in self.filesets],
+            "intervals": list(self.intervals),
+        }
+
+
+def errno_name(code: str) -> str:
+    import errno
+
+    try:
+        return errno.errorcode.get(int(code), f"errno {code}")
+    except ValueError:
+        return code
+
+
+def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
+    """The engine's file plan (crates/engine/src/files/mod.rs)."""
+    from tilemark.engine import _engine
+
+    index = {p.spec.name: k for k, p in enumerate(sets)}
+    return {
+        "plan_version": _engine.FILE_PLAN_VERSION,
+        "interval_ms": max(1, round(w.interval_s * 1000)),
+        "duration_ms": max(1, round(w.duration_s * 1000)),
+        "max_errors": w.max_errors,
+        "filesets": [
+            {
+                "name": p.spec.name,
+                "root": p.spec.path,
+                "dirs": list(p.dirs),
+                "entries": [list(e) for e in p.entries],
+            }
+            for p in sets
+        ],
+        "streams": [
+            {
+                "name": s.name,
+                "fileset": index[s.fileset],
+                "ops": [list(o) for o in s.ops],
+                "sequence": s.sequence,
+                "select": {"kind": "uniform"}
+                if s.select[0] == "uniform"
+                else {"kind": "zipf", "theta": s.select[1]},
+                "threads": s.threads,
+                "arrival": {"kind": "closed"}
+                if s.rate is None
+                else {"kind": "open", "rate": s.rate, "poisson": s.poisson},
+                "read_size": s.read,
+                "append_size": s.append,
+                "io_size": s.io_size,
+                "openfiles": s.openfiles,
+                "seed": s.seed,
+            }
+            for s in w.streams
+        ],
+    }
+
+
+def prepare_all(
+    w: FileWorkload, progress: Callable[[str, int, int], None] | None = None
+) -> list[PreparedSet]:
+    """Prepare every set of the workload (safety checks first, one sentence each)."""
+    out = []
+    for f in w.filesets:
+        writes = any(s.writes for s in w.streams if s.fileset == f.name)
+        cb = (lambda done, total, n=f.name: progress(n, done, total)) if progress else None
+        out.append(prepare_fileset(f, writes=writes, progress=cb))
+    return out
+
+
+def _summarize(doc: dict[str, Any], seconds: float, sequence: bool) -> list[OpSummary]:
+    from tilemark.hist import latency_hist
+
+    out = []
+    for op in OPS:
+        o = doc["ops"][op]
+        h = latency_hist(o)
+        us = lambda v: None if v is None else v / 1000.0  # noqa: E731
+        out.append(
+            OpSummary(
+                op=op,
+                ops=o["ops"],
+                bytes=o["bytes"],
+                skipped=doc["skipped"][op],
+                errors={errno_name(k): v for k, v in o["errors"].items()},
+                rate=o["ops"] / seconds if seconds > 0 else 0.0,
+                mean_us=us(h.mean()),
+                p50_us=us(h.percentile(50)),
+                p99_us=us(h.percentile(99)),
+                max_us=us(float(h.max) if h.n else None),
+            )
+        )
+    return out
+
+
+def run_file_workload(
+    w: FileWorkload,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+    on_interval: Callable[[dict[str, Any]], None] | None = None,
+) -> FileRunResult:
+    """Prepare the sets, run the streams for the workload's duration, return what happened.
+    SIGINT/SIGTERM stop the run in order: what ran is returned as interrupted."""
+    from tilemark import _engine
+    from tilemark.hist import latency_hist
+
+    sets = prepare_all(w, progress)
+    plan = file_plan(w, sets)
+    try:
+        run = _engine.start_files(json.dumps(plan))
+    except _engine.EngineError as e:
+        raise RunError(f"the file workload could not start: {e}.") from None
+    interrupted: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        interrupted.append(signum)
+        run.stop()
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, on_signal)
+    intervals: list[dict[str, Any]] = []
+    try:
+        while not run.wait(POLL_S):
+            for snap in json.loads(run.poll()):
+                intervals.append(snap)
+                if on_interval:
+                    on_interval(snap)
+        for snap in json.loads(run.poll()):
+            intervals.append(snap)
+            if on_interval:
+                on_interval(snap)
+        try:
+            doc = json.loads(run.result())
+        except _engine.EngineError as e:
+            raise RunError(f"the file workload failed: {e}.") from None
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    seconds = doc["elapsed_ns"] / 1e9
+    streams = []
+    for spec, s in zip(w.streams, doc["streams"], strict=True):
+        loops = s.get("loops") or {"ops": 0}
+        lh = latency_hist(loops) if s.get("loops") else None
+        p99 = lh.percentile(99) if lh else None
+        streams.append(
+            StreamSummary(
+                spec.name,
+                spec.fileset,
+                tuple(_summarize(s, seconds, spec.sequence)),
+                loops["ops"],
+                loops["ops"] / seconds if seconds > 0 else 0.0,
+                None if p99 is None else p99 / 1000.0,
+            )
+        )
+    error = doc.get("error")
+    if error:
+        # errno numbers -> names, as the rest of tilemark says them.
+        import re
+
+        error = re.sub(r"errno (\d+)", lambda m: errno_name(m.group(1)), error)
+    status = "errors" if error else "interrupted" if interrupted else "complete"
+    filesets = tuple(
+        FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"])
+        for p, f in zip(sets, doc["filesets"], strict=True)
+    )
+    return FileRunResult(
+        w.name, status, error, seconds, tuple(sets), tuple(streams), filesets, tuple(intervals)
+    )
+
+
+def load_file_workload(path: str) -> FileWorkload:
+    """A file workload from a TOML file."""
+    from tilemark.files.spec import parse_file_workload
+    from tilemark.workload.tomlfile import load_toml
+
+    doc = load_toml(path)
+    if "fileset" not in doc:
+        raise UsageError(f"workload file {path} has no [[fileset]] table; see docs/files.md.")
+    return parse_file_workload(doc, f"workload file {path}")
