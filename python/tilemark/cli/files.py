@@ -20,7 +20,17 @@ files_app = typer.Typer(
 )
 
 WorkloadArg = Annotated[
-    Path, typer.Argument(metavar="WORKLOAD", help="TOML file with [[fileset]] and [[filestream]].")
+    str,
+    typer.Argument(
+        metavar="WORKLOAD",
+        help="TOML file with [[fileset]] and [[filestream]], or varmail, webserver, fileserver.",
+    ),
+]
+DirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dir", metavar="DIR", help="Make every file set in DIR/<set name> (DIR must exist)."
+    ),
 ]
 
 
@@ -33,19 +43,20 @@ def _prepared_line(p: PreparedSet) -> str:
     from tilemark.units import format_size
 
     how = "reused" if p.reused and not (p.created or p.rewritten or p.removed) else "prepared"
+    dirs = f"{len(p.dirs):,} director{'y' if len(p.dirs) == 1 else 'ies'}"
     return (
         f"fileset {p.spec.name}: {how} {p.spec.path}: {p.files:,} files, "
-        f"{format_size(p.bytes)} in {len(p.dirs):,} directories ({p.created:,} created, "
+        f"{format_size(p.bytes)} in {dirs} ({p.created:,} created, "
         f"{p.rewritten:,} rewritten, {p.removed:,} removed) in {p.seconds:.2f} s"
     )
 
 
 @files_app.command("prepare", no_args_is_help=True)
-def files_prepare(workload: WorkloadArg) -> None:
+def files_prepare(workload: WorkloadArg, directory: DirOption = None) -> None:
     """Create the workload's file sets (or make tilemark's existing ones match again)."""
     from tilemark.files.run import load_file_workload, prepare_all
 
-    w = load_file_workload(str(workload))
+    w = load_file_workload(workload, directory)
     for p in prepare_all(w):
         typer.echo(_prepared_line(p))
 
@@ -53,6 +64,7 @@ def files_prepare(workload: WorkloadArg) -> None:
 @files_app.command("run", no_args_is_help=True)
 def files_run(
     workload: WorkloadArg,
+    directory: DirOption = None,
     duration: Annotated[
         str | None, typer.Option("--duration", help="Run time, e.g. 10s (default: the file's).")
     ] = None,
@@ -71,7 +83,7 @@ def files_run(
     from tilemark.files.run import load_file_workload, run_file_workload
     from tilemark.units import parse_duration
 
-    w = load_file_workload(str(workload))
+    w = load_file_workload(workload, directory)
     if duration is not None:
         w = dataclasses.replace(w, duration_s=parse_duration(duration, "--duration"))
     result = run_file_workload(w)

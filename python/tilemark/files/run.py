@@ -4,10 +4,12 @@ operation did (docs/files.md)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tilemark.errors import RunError, UsageError
@@ -262,12 +264,32 @@ def run_file_workload(
     )
 
 
-def load_file_workload(path: str) -> FileWorkload:
-    """A file workload from a TOML file."""
-    from tilemark.files.spec import parse_file_workload
+BUILTIN = ("varmail", "webserver", "fileserver")
+
+
+def builtin_path(name: str) -> Path:
+    """The TOML file of a built-in file workload."""
+    return Path(__file__).with_name("profiles") / f"{name}.toml"
+
+
+def load_file_workload(path: str, directory: str | None = None) -> FileWorkload:
+    """A file workload from a TOML file or a built-in name (varmail, webserver, fileserver);
+    with `directory`, every set lives in DIRECTORY/<set name> instead of its own path."""
+    from tilemark.files.spec import parse_file_workload, parse_fileset_path
     from tilemark.workload.tomlfile import load_toml
 
-    doc = load_toml(path)
+    source = builtin_path(path) if path in BUILTIN and not Path(path).exists() else Path(path)
+    doc = load_toml(source)
     if "fileset" not in doc:
-        raise UsageError(f"workload file {path} has no [[fileset]] table; see docs/files.md.")
+        raise UsageError(
+            f"workload file {path} has no [[fileset]] table; name a file workload or one of "
+            f"{', '.join(BUILTIN)} (docs/files.md)."
+        )
+    if directory is not None:
+        base = parse_fileset_path(directory, "--dir")
+        if not os.path.isdir(base):
+            raise UsageError(f"--dir {directory} is not a directory; name one that exists.")
+        for t in doc["fileset"] if isinstance(doc["fileset"], list) else []:
+            if isinstance(t, dict) and isinstance(t.get("name"), str):
+                t["path"] = os.path.join(base, t["name"])
     return parse_file_workload(doc, f"workload file {path}")
