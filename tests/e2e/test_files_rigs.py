@@ -1,0 +1,170 @@
+"""File workloads on real file systems: the varmail-like workload on ext4 and xfs loop
+devices (counts against the disk), ENOSPC and EMFILE ending a run with the error named and
+the intervals kept, and a read-only mount or too few inodes refused in one sentence with
+nothing created (docs/files.md). Each test takes a second or two."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from tests.e2e.rigs import need_root, remount_read_only, small_filesystem, tilemark_exe
+
+pytestmark = [pytest.mark.quick, pytest.mark.root]
+
+
+def write_workload(path: Path, sets: str, streams: str, duration: str = "1s") -> Path:
+    path.write_text(f'name = "t"\nduration = "{duration}"\ninterval = "0.2s"\n{sets}\n{streams}\n')
+    return path
+
+
+def tilemark(*args: str, nofile: int | None = None) -> subprocess.CompletedProcess:
+    def limit() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    return subprocess.run(
+        [tilemark_exe(), *args], capture_output=True, text=True, preexec_fn=limit, timeout=60
+    )
+
+
+def files_under(root: Path) -> dict[str, int]:
+    out = {}
+    for dirpath, _dirs, names in os.walk(root):
+        for n in names:
+            if not n.startswith(".tilemark"):
+                out[os.path.join(dirpath, n)] = os.path.getsize(os.path.join(dirpath, n))
+    return out
+
+
+@pytest.fixture(params=["ext4", "xfs"])
+def loop_fs(request, tmp_path):
+    """A fresh ext4 or xfs file system on a loop device, mounted in tmp_path/mnt."""
+    need_root()
+    kind = request.param
+    mkfs = shutil.which(f"mkfs.{kind}")
+    if not mkfs:
+        pytest.skip(f"mkfs.{kind} not installed (Debian {'xfsprogs' if kind == 'xfs' else kind})")
+    image, mnt = tmp_path / f"{kind}.img", tmp_path / "mnt"
+    mnt.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(320 << 20)  # xfs needs 300 MB at least
+    made = subprocess.run([mkfs, "-q", "-f" if kind == "xfs" else "-F", str(image)],
+                          capture_output=True, text=True)  # fmt: skip
+    if made.returncode != 0:
+        pytest.skip(f"mkfs.{kind} failed: {made.stderr.strip()}")
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount {kind} on a loop device: {mounted.stderr.decode().strip()}")
+    try:
+        yield kind, mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_varmail_on_a_loop_device_leaves_on_disk_what_it_counted(loop_fs, tmp_path):
+    kind, mnt = loop_fs
+    out = tmp_path / "r.json"
+    r = tilemark("files", "run", "varmail", "--dir", str(mnt), "--duration", "1s", "--json",
+                 str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    mail = next(s for s in doc["streams"] if s["name"] == "mail")
+    n = {o["op"]: o["ops"] for o in mail["ops"]}
+    assert n["create"] > 0 and n["fsync"] > 0 and n["read"] > 0 and n["delete"] > 0, n
+    on_disk = files_under(mnt / "mail")
+    assert len(on_disk) == 800 + n["create"] - n["delete"]
+    state = {f["name"]: f for f in doc["filesets"]}
+    assert state["mail"]["files"] == len(on_disk)
+    assert state["mail"]["bytes"] == sum(on_disk.values())
+    log = next(s for s in doc["streams"] if s["name"] == "log")
+    appended = next(o for o in log["ops"] if o["op"] == "append")
+    assert sum(files_under(mnt / "log").values()) == appended["bytes"] == 4096 * appended["ops"]
+    # Nothing outside the two sets' directories (lost+found is ext4's own).
+    assert sorted(p.name for p in mnt.iterdir()) in (["log", "mail"], ["log", "lost+found", "mail"])
+
+
+def test_enospc_while_creating_files_ends_the_run_named_and_keeps_the_intervals(tmp_path):
+    with small_filesystem(tmp_path / "small", "2m") as mnt:
+        toml = write_workload(
+            tmp_path / "w.toml",
+            f'[[fileset]]\nname = "s"\npath = "{mnt}/set"\nfiles = 1000\nprealloc = 0\n',
+            '[[filestream]]\nname = "fill"\nsequence = "create,append,close"\nappend = "64k"\n',
+            duration="20s",
+        )
+        out = tmp_path / "r.json"
+        r = tilemark("files", "run", str(toml), "--json", str(out))
+        assert r.returncode == 1, r.stderr
+        assert "ENOSPC" in r.stderr and "append" in r.stderr, r.stderr
+        doc = json.loads(out.read_text())
+        assert doc["status"] == "errors" and doc["seconds"] < 10
+        n = {o["op"]: o for o in doc["streams"][0]["ops"]}
+        assert n["append"]["errors"] == {"ENOSPC": 1}
+        # What ran before the error is kept, interval by interval.
+        assert sum(i["streams"][0]["ops"]["create"]["ops"] for i in doc["intervals"]) == \
+            n["create"]["ops"] > 0  # fmt: skip
+        assert len(files_under(mnt / "set")) == n["create"]["ops"]
+
+
+def test_emfile_ends_the_run_named_and_keeps_the_intervals(tmp_path):
+    toml = write_workload(
+        tmp_path / "w.toml",
+        f'[[fileset]]\nname = "s"\npath = "{tmp_path}/set"\nfiles = 500\nsize = "1k"\n',
+        '[[filestream]]\nname = "hold"\nops = "open:1"\nopenfiles = 4096\n',
+        duration="20s",
+    )
+    out = tmp_path / "r.json"
+    r = tilemark("files", "run", str(toml), "--json", str(out), nofile=128)
+    assert r.returncode == 1, r.stderr
+    assert "EMFILE" in r.stderr and "open" in r.stderr, r.stderr
+    doc = json.loads(out.read_text())
+    opens = next(o for o in doc["streams"][0]["ops"] if o["op"] == "open")
+    assert opens["errors"] == {"EMFILE": 1} and 0 < opens["ops"] < 128
+    assert sum(i["streams"][0]["ops"]["open"]["ops"] for i in doc["intervals"]) == opens["ops"]
+
+
+def test_a_read_only_mount_is_refused_for_writes_and_read_by_a_read_only_workload(tmp_path):
+    with small_filesystem(tmp_path / "ro", "4m") as mnt:
+        sets = f'[[fileset]]\nname = "s"\npath = "{mnt}/set"\nfiles = 50\nsize = "1k"\n'
+        write_ops = '[[filestream]]\nname = "w"\nops = "create:1,delete:1"\n'
+        writer = write_workload(tmp_path / "w.toml", sets, write_ops)
+        reader = write_workload(tmp_path / "r.toml", sets,
+                                '[[filestream]]\nname = "r"\nsequence = "open,read,close"\n',
+                                duration="0.3s")  # fmt: skip
+        assert tilemark("files", "prepare", str(writer)).returncode == 0
+        before = files_under(mnt)
+        remount_read_only(mnt)
+        r = tilemark("files", "run", str(writer))
+        assert r.returncode == 2
+        assert r.stderr.strip().count("\n") == 0 and "read-only mount" in r.stderr, r.stderr
+        assert files_under(mnt) == before
+        ok = tilemark("files", "run", str(reader))
+        assert ok.returncode == 0, ok.stderr
+        assert files_under(mnt) == before
+
+
+def test_more_files_than_free_inodes_is_refused_and_nothing_is_made(tmp_path):
+    need_root()
+    mnt = tmp_path / "few"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,nr_inodes=64", "tmpfs",
+                              str(mnt)], capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+    try:
+        toml = write_workload(
+            tmp_path / "w.toml",
+            f'[[fileset]]\nname = "s"\npath = "{mnt}/set"\nfiles = 100\nsize = "1"\n',
+            '[[filestream]]\nname = "r"\nops = "stat:1"\n',
+        )
+        r = tilemark("files", "prepare", str(toml))
+        assert r.returncode == 2
+        assert "inodes" in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+        assert list(mnt.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
