@@ -246,3 +246,23 @@ def test_files_run_on_the_command_line_writes_its_result(tmp_path, capsys):
     assert main(["files", "run", str(bad)]) == 2
     assert "climbs out" in capsys.readouterr().err
     assert not (tmp_path / "y").exists()
+
+
+def test_the_worked_example_in_docs_runs_once_its_directory_is_replaced(tmp_path):
+    import re
+    import tomllib
+
+    text = (Path(__file__).parents[1] / "docs" / "files.md").read_text()
+    block = re.search(r"```toml\n(.*?)```", text, re.S).group(1)
+    assert "/mnt/nas/tm" in block
+    doc = tomllib.loads(block.replace("/mnt/nas/tm", str(tmp_path)))
+    doc["duration"] = "0.3s"
+    r = run_file_workload(parse_file_workload(doc, "docs/files.md"))
+    assert r.status == "complete", r.error
+    mail = next(s for s in r.streams if s.name == "mail")
+    assert mail.loops > 0 and mail.op("fsync").ops >= mail.loops
+    # The shipped varmail workload is the same as the documented one.
+    from tilemark.files.run import builtin_path
+
+    shipped = tomllib.loads(builtin_path("varmail").read_text())
+    assert shipped == tomllib.loads(block)
