@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from tests.e2e.rigs import need_root, remount_read_only, small_filesystem, tilemark_exe
 
-pytestmark = [pytest.mark.quick, pytest.mark.root]
+pytestmark = [pytest.mark.quick]
 
 
 def write_workload(path: Path, sets: str, streams: str, duration: str = "1s") -> Path:
@@ -67,6 +67,8 @@ def loop_fs(request, tmp_path):
         subprocess.run(["umount", str(mnt)], check=False)
 
 
+@pytest.mark.root
+@pytest.mark.loopdev
 def test_varmail_on_a_loop_device_leaves_on_disk_what_it_counted(loop_fs, tmp_path):
     kind, mnt = loop_fs
     out = tmp_path / "r.json"
@@ -89,6 +91,7 @@ def test_varmail_on_a_loop_device_leaves_on_disk_what_it_counted(loop_fs, tmp_pa
     assert sorted(p.name for p in mnt.iterdir()) in (["log", "mail"], ["log", "lost+found", "mail"])
 
 
+@pytest.mark.root
 def test_enospc_while_creating_files_ends_the_run_named_and_keeps_the_intervals(tmp_path):
     with small_filesystem(tmp_path / "small", "2m") as mnt:
         toml = write_workload(
@@ -128,6 +131,7 @@ def test_emfile_ends_the_run_named_and_keeps_the_intervals(tmp_path):
     assert sum(i["streams"][0]["ops"]["open"]["ops"] for i in doc["intervals"]) == opens["ops"]
 
 
+@pytest.mark.root
 def test_a_read_only_mount_is_refused_for_writes_and_read_by_a_read_only_workload(tmp_path):
     with small_filesystem(tmp_path / "ro", "4m") as mnt:
         sets = f'[[fileset]]\nname = "s"\npath = "{mnt}/set"\nfiles = 50\nsize = "1k"\n'
@@ -148,6 +152,7 @@ def test_a_read_only_mount_is_refused_for_writes_and_read_by_a_read_only_workloa
         assert files_under(mnt) == before
 
 
+@pytest.mark.root
 def test_more_files_than_free_inodes_is_refused_and_nothing_is_made(tmp_path):
     need_root()
     mnt = tmp_path / "few"
@@ -168,3 +173,28 @@ def test_more_files_than_free_inodes_is_refused_and_nothing_is_made(tmp_path):
         assert list(mnt.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_sigterm_stops_a_file_run_in_order_and_keeps_what_ran(tmp_path):
+    import signal
+    import time
+
+    toml = write_workload(
+        tmp_path / "w.toml",
+        f'[[fileset]]\nname = "s"\npath = "{tmp_path}/set"\nfiles = 50\nsize = "1k"\n',
+        '[[filestream]]\nname = "r"\nops = "stat:1"\n',
+        duration="60s",
+    )
+    out = tmp_path / "r.json"
+    p = subprocess.Popen([tilemark_exe(), "files", "run", str(toml), "--json", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=20)
+    assert p.returncode == 143, err
+    assert "interrupted" in err
+    doc = json.loads(out.read_text())
+    assert doc["status"] == "interrupted" and 0.5 < doc["seconds"] < 10
+    stats = next(o for o in doc["streams"][0]["ops"] if o["op"] == "stat")["ops"]
+    assert stats > 0
+    assert sum(i["streams"][0]["ops"]["stat"]["ops"] for i in doc["intervals"]) == stats

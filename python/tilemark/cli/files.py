@@ -97,7 +97,8 @@ def files_run(
     if result.status == "errors":
         raise RunError(f"file workload {w.name} stopped: {result.error}.")
     if result.status == "interrupted":
-        raise typer.Exit(130)
+        typer.echo(f"interrupted: the run stopped after {result.seconds:.1f} s", err=True)
+        raise typer.Exit(result.exit_status or 130)
 
 
 def _print_result(r: FileRunResult) -> None:

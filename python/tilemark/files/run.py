@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +13,7 @@ from typing import Any
 from tilemark.errors import RunError, UsageError
 from tilemark.files.fileset import PreparedSet, prepare_fileset
 from tilemark.files.spec import OPS, FileWorkload
+from tilemark.interrupts import SignalStopper
 
 POLL_S = 0.2
 
@@ -68,6 +67,7 @@ class FileRunResult:
     streams: tuple[StreamSummary, ...]
     filesets: tuple[FilesetState, ...]
     intervals: tuple[dict[str, Any], ...]
+    exit_status: int | None = None  # interrupted: 128 + the signal
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain data (--json)."""
@@ -194,7 +194,8 @@ def run_file_workload(
     on_interval: Callable[[dict[str, Any]], None] | None = None,
 ) -> FileRunResult:
     """Prepare the sets, run the streams for the workload's duration, return what happened.
-    SIGINT/SIGTERM stop the run in order: what ran is returned as interrupted."""
+    SIGINT/SIGTERM stop the run in order: what ran is returned as interrupted (with its
+    exit_status)."""
     from tilemark import _engine
     from tilemark.hist import latency_hist
 
@@ -204,18 +205,11 @@ def run_file_workload(
         run = _engine.start_files(json.dumps(plan))
     except _engine.EngineError as e:
         raise RunError(f"the file workload could not start: {e}.") from None
-    interrupted: list[int] = []
-
-    def on_signal(signum: int, _frame: object) -> None:
-        interrupted.append(signum)
-        run.stop()
-
-    old = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, on_signal)
     intervals: list[dict[str, Any]] = []
-    try:
+    # A stop scope (tilemark.interrupts): SIGINT/SIGTERM stop the engine in order and the
+    # measured intervals are kept, as for block runs.
+    with SignalStopper() as stopper:
+        stopper.attach(run)
         while not run.wait(POLL_S):
             for snap in json.loads(run.poll()):
                 intervals.append(snap)
@@ -229,9 +223,6 @@ def run_file_workload(
             doc = json.loads(run.result())
         except _engine.EngineError as e:
             raise RunError(f"the file workload failed: {e}.") from None
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
     seconds = doc["elapsed_ns"] / 1e9
     streams = []
     for spec, s in zip(w.streams, doc["streams"], strict=True):
@@ -254,14 +245,15 @@ def run_file_workload(
         import re
 
         error = re.sub(r"errno (\d+)", lambda m: errno_name(m.group(1)), error)
-    status = "errors" if error else "interrupted" if interrupted else "complete"
+    status = "errors" if error else "interrupted" if stopper.signum else "complete"
     filesets = tuple(
         FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"])
         for p, f in zip(sets, doc["filesets"], strict=True)
     )
     return FileRunResult(
-        w.name, status, error, seconds, tuple(sets), tuple(streams), filesets, tuple(intervals)
-    )
+        w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
+        tuple(intervals), stopper.exit_status,
+    )  # fmt: skip
 
 
 BUILTIN = ("varmail", "webserver", "fileserver")
