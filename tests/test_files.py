@@ -191,11 +191,13 @@ def _counts(result, stream: str = "m") -> dict[str, int]:
     return {o.op: o.ops for o in s.ops}
 
 
-def test_every_operation_is_counted_and_matches_the_disk(tmp_path):
+@pytest.mark.parametrize("backend", ["psync", "uring"])
+def test_every_operation_is_counted_and_matches_the_disk(tmp_path, backend):
     root = tmp_path / "set"
     mix = "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5"
     doc = workload(root, {"ops": mix, "append": "1k", "select": "zipf:1.1"}, files=200,
                    prealloc=50, depth=1, width=4)  # fmt: skip
+    doc["backend"] = backend
     w = spec_of(doc)
     r = run_file_workload(w)
     assert r.status == "complete", r.error
@@ -212,10 +214,12 @@ def test_every_operation_is_counted_and_matches_the_disk(tmp_path):
     assert per_interval == n["stat"]
 
 
-def test_a_sequence_appends_exactly_what_it_counts(tmp_path):
+@pytest.mark.parametrize("backend", ["psync", "uring"])
+def test_a_sequence_appends_exactly_what_it_counts(tmp_path, backend):
     root = tmp_path / "set"
-    doc = workload(root, {"sequence": "create,append,append,fsync,close", "append": "3000"},
-                   files=100000, prealloc=0, size="0")  # fmt: skip
+    doc = workload(root, {"sequence": "create,append,append,fsync,close", "append": "3000",
+                          "io_size": "1k"}, files=100000, prealloc=0, size="0")  # fmt: skip
+    doc["backend"] = backend
     r = run_file_workload(spec_of(doc))
     n = _counts(r)
     files = on_disk(root)

@@ -68,6 +68,12 @@ def files_run(
     duration: Annotated[
         str | None, typer.Option("--duration", help="Run time, e.g. 10s (default: the file's).")
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            "--backend", help="psync (a thread per client) or uring (one thread per stream)."
+        ),
+    ] = None,
     json_out: Annotated[
         Path | None,
         typer.Option("--json", metavar="FILE", help="Also write the result (and intervals)."),
@@ -86,6 +92,13 @@ def files_run(
     w = load_file_workload(workload, directory)
     if duration is not None:
         w = dataclasses.replace(w, duration_s=parse_duration(duration, "--duration"))
+    if backend is not None:
+        from tilemark.errors import UsageError
+        from tilemark.files.spec import BACKENDS
+
+        if backend not in BACKENDS:
+            raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
+        w = dataclasses.replace(w, backend=backend)
     result = run_file_workload(w)
     for p in result.prepared:
         typer.echo(_prepared_line(p))

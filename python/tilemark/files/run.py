@@ -114,6 +114,7 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
     index = {p.spec.name: k for k, p in enumerate(sets)}
     return {
         "plan_version": _engine.FILE_PLAN_VERSION,
+        "backend": w.backend,
         "interval_ms": max(1, round(w.interval_s * 1000)),
         "duration_ms": max(1, round(w.duration_s * 1000)),
         "max_errors": w.max_errors,

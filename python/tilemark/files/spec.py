@@ -42,7 +42,8 @@ STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",
     "arrival", "openfiles", "io_size", "seed",
 )  # fmt: skip
-TOP_KEYS = ("name", "duration", "interval", "max_errors", "fileset", "filestream")
+TOP_KEYS = ("name", "duration", "interval", "max_errors", "backend", "fileset", "filestream")
+BACKENDS = ("psync", "uring")
 MAX_FILES = 10_000_000
 MAX_DEPTH = 8
 MAX_WIDTH = 1000
@@ -169,6 +170,7 @@ class FileWorkload:
     max_errors: int
     filesets: tuple[FilesetSpec, ...]
     streams: tuple[FileStreamSpec, ...]
+    backend: str = "psync"  # "uring": each stream's threads are io_uring slots of one thread
 
     def fileset(self, name: str) -> FilesetSpec:
         return next(f for f in self.filesets if f.name == name)
@@ -368,4 +370,9 @@ def parse_file_workload(doc: dict[str, Any], source: str) -> FileWorkload:
     max_errors = doc.get("max_errors", 0)
     if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
         raise UsageError(f"max_errors must be a whole number >= 0, got {shown(max_errors)}.")
-    return FileWorkload(name, duration, interval, max_errors, tuple(filesets), tuple(streams))
+    backend = doc.get("backend", "psync")
+    if backend not in BACKENDS:
+        raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {shown(backend)}.")
+    return FileWorkload(
+        name, duration, interval, max_errors, tuple(filesets), tuple(streams), backend
+    )

@@ -10,6 +10,7 @@
 pub mod ops;
 pub mod run;
 pub mod table;
+mod uring;
 
 use serde::Deserialize;
 
@@ -137,10 +138,23 @@ pub struct FileStreamSpec {
     pub seed: u64,
 }
 
+/// How a file plan's streams issue their calls.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FileBackend {
+    /// One engine thread per stream thread, plain system calls.
+    #[default]
+    Psync,
+    /// One engine thread per stream, its threads as io_uring slots (Linux 5.11+ for unlinkat).
+    Uring,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilePlan {
     pub plan_version: u32,
+    #[serde(default)]
+    pub backend: FileBackend,
     pub interval_ms: u64,
     pub duration_ms: Option<u64>,
     /// Stop once more than this many operations failed; None = never.

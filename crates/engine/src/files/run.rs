@@ -85,7 +85,7 @@ impl Serialize for Indexed<'_> {
 }
 
 /// Open-loop schedule shared by a stream's threads: intended times in run ns.
-struct Schedule {
+pub(super) struct Schedule {
     next_ns: f64,
     gap_ns: f64,
     poisson: bool,
@@ -93,7 +93,7 @@ struct Schedule {
 }
 
 impl Schedule {
-    fn take(&mut self) -> u64 {
+    pub(super) fn take(&mut self) -> u64 {
         let t = self.next_ns;
         let gap = if self.poisson {
             self.gap_ns * self.rng.exp1()
@@ -105,26 +105,87 @@ impl Schedule {
     }
 }
 
-struct Shared {
-    stop: AtomicBool,
+pub(super) struct Shared {
+    pub(super) stop: AtomicBool,
     /// Why the run stopped early: the first failing operation, named.
     failure: Mutex<Option<String>>,
     errors: AtomicU64,
     max_errors: Option<u64>,
-    tables: Vec<Mutex<Table>>,
+    pub(super) tables: Vec<Mutex<Table>>,
     /// Per file set: its directory fds (closed when the run is dropped).
-    dirs: Vec<Vec<RawFd>>,
+    pub(super) dirs: Vec<Vec<RawFd>>,
     names: Vec<String>,
     /// Per engine thread: its counters since the last interval.
     thread_stats: Vec<Mutex<FileStats>>,
-    schedules: Vec<Option<Mutex<Schedule>>>,
-    running: AtomicUsize,
+    pub(super) schedules: Vec<Option<Mutex<Schedule>>>,
+    pub(super) running: AtomicUsize,
     t0: u64,
 }
 
 impl Shared {
-    fn now(&self) -> u64 {
+    pub(super) fn now(&self) -> u64 {
         monotonic_ns() - self.t0
+    }
+
+    /// Count one finished operation of engine thread (or uring slot) `tid`: its time since
+    /// `t0`, and with `response` (open-loop mix) its time since that intended start. A failure
+    /// is counted under its errno and may stop the run (`fail`).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn record(
+        &self,
+        tid: usize,
+        fileset: usize,
+        op: FileOp,
+        t0: u64,
+        result: std::result::Result<u64, i32>,
+        entry: usize,
+        response: Option<u64>,
+    ) {
+        let t1 = self.now();
+        let failed = {
+            let mut st = self.thread_stats[tid].lock().unwrap();
+            let o = &mut st.ops[op as usize];
+            match result {
+                Ok(bytes) => {
+                    o.ops += 1;
+                    o.bytes += bytes;
+                    o.service.record(t1 - t0);
+                    if let (Some(r), Some(i)) = (o.response.as_mut(), response) {
+                        r.record(t1.saturating_sub(i));
+                    }
+                    None
+                }
+                Err(errno) => {
+                    o.add_error(errno);
+                    Some(errno)
+                }
+            }
+        };
+        if let Some(errno) = failed {
+            let e = io::Error::from_raw_os_error(errno);
+            let dir = self.tables[fileset].lock().unwrap().entries[entry].dir;
+            self.fail(format!(
+                "{} of {} (directory {dir}) in file set {} failed: errno {errno} ({e})",
+                op.name(),
+                entry_name(entry),
+                self.names[fileset],
+            ));
+        }
+    }
+
+    pub(super) fn skip(&self, tid: usize, op: FileOp) {
+        self.thread_stats[tid].lock().unwrap().skipped[op as usize] += 1;
+    }
+
+    /// A sequence loop of `tid` that began at `start` (intended at `intended`) ended now.
+    pub(super) fn end_loop(&self, tid: usize, start: u64, intended: Option<u64>) {
+        let now = self.now();
+        let mut st = self.thread_stats[tid].lock().unwrap();
+        st.loops.ops += 1;
+        st.loops.service.record(now - start);
+        if let (Some(r), Some(i)) = (st.loops.response.as_mut(), intended) {
+            r.record(now.saturating_sub(i));
+        }
     }
 
     fn fail(&self, what: String) {
@@ -191,7 +252,13 @@ impl FileRun {
             let _ = ops::close(root);
             dirs.push(fds);
         }
-        let nthreads: usize = plan.streams.iter().map(|s| s.threads).sum();
+        let uring = plan.backend == super::FileBackend::Uring;
+        // Engine threads: one per stream thread (psync) or one per stream (uring).
+        let nthreads: usize = plan
+            .streams
+            .iter()
+            .map(|s| if uring { 1 } else { s.threads })
+            .sum();
         let t0 = monotonic_ns();
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -243,26 +310,55 @@ impl FileRun {
             Condvar::new(),
         ));
         let sequence: Vec<bool> = plan.streams.iter().map(|s| s.sequence).collect();
-        let mut threads = Vec::with_capacity(nthreads);
+        let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(nthreads);
         let mut tid = 0;
+        let mut spawned_threads = 0;
+        let fail = |threads: Vec<JoinHandle<()>>, started: usize, e: EngineError| {
+            shared.stop.store(true, Ordering::Release);
+            shared
+                .running
+                .fetch_sub(nthreads - started, Ordering::AcqRel);
+            for h in threads {
+                let _ = h.join();
+            }
+            Err(e)
+        };
         for (si, s) in plan.streams.iter().enumerate() {
-            for k in 0..s.threads {
-                let mut worker = Worker::new(si, tid, k, s, &plan, shared.clone());
+            let mut bodies: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+            if uring {
+                match super::uring::UringStream::new(si, tid, s, &plan, shared.clone()) {
+                    Ok(mut u) => bodies.push(Box::new(move || u.run())),
+                    Err(e) => {
+                        return fail(
+                            threads,
+                            spawned_threads,
+                            EngineError::io("setting up io_uring", e),
+                        );
+                    }
+                }
+                tid += s.threads;
+            } else {
+                for k in 0..s.threads {
+                    let mut worker = Worker::new(si, tid, k, s, &plan, shared.clone());
+                    bodies.push(Box::new(move || worker.run()));
+                    tid += 1;
+                }
+            }
+            for body in bodies {
                 let spawned = std::thread::Builder::new()
-                    .name(format!("tm-files-{tid}"))
-                    .spawn(move || worker.run());
+                    .name(format!("tm-files-{spawned_threads}"))
+                    .spawn(body);
                 match spawned {
                     Ok(h) => threads.push(h),
                     Err(e) => {
-                        shared.stop.store(true, Ordering::Release);
-                        shared.running.fetch_sub(nthreads - tid, Ordering::AcqRel);
-                        for h in threads {
-                            let _ = h.join();
-                        }
-                        return Err(EngineError::io("starting a file stream thread", e));
+                        return fail(
+                            threads,
+                            spawned_threads,
+                            EngineError::io("starting a file stream thread", e),
+                        );
                     }
                 }
-                tid += 1;
+                spawned_threads += 1;
             }
         }
         let collector = {
@@ -562,15 +658,8 @@ impl Worker {
     }
 
     fn end_loop(&mut self) {
-        let now = self.shared.now();
-        let service = now - self.loop_start;
-        let intended = self.intended;
-        let mut st = self.shared.thread_stats[self.tid].lock().unwrap();
-        st.loops.ops += 1;
-        st.loops.service.record(service);
-        if let (Some(r), Some(i)) = (st.loops.response.as_mut(), intended) {
-            r.record(now.saturating_sub(i));
-        }
+        self.shared
+            .end_loop(self.tid, self.loop_start, self.intended);
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -583,45 +672,19 @@ impl Worker {
     }
 
     fn record(&self, op: FileOp, t0: u64, result: &io::Result<u64>, entry: usize) {
-        let t1 = self.shared.now();
-        let failed = {
-            let mut st = self.shared.thread_stats[self.tid].lock().unwrap();
-            let o = &mut st.ops[op as usize];
-            match result {
-                Ok(bytes) => {
-                    o.ops += 1;
-                    o.bytes += bytes;
-                    o.service.record(t1 - t0);
-                    if let (Some(r), Some(i)) = (o.response.as_mut(), self.intended) {
-                        if self.mix.loop_len() == 1 {
-                            r.record(t1.saturating_sub(i));
-                        }
-                    }
-                    None
-                }
-                Err(e) => {
-                    let errno = e.raw_os_error().unwrap_or(libc::EIO);
-                    o.add_error(errno);
-                    Some(errno)
-                }
-            }
+        let result = match result {
+            Ok(n) => Ok(*n),
+            Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
         };
-        if let Some(errno) = failed {
-            let e = io::Error::from_raw_os_error(errno);
-            let dir = self.table().entries[entry].dir;
-            self.shared.fail(format!(
-                "{} of {} (directory {}, file {}) in file set {} failed: errno {errno} ({e})",
-                op.name(),
-                entry_name(entry),
-                dir,
-                entry_name(entry),
-                self.shared.names[self.fileset],
-            ));
-        }
+        let response = (self.mix.loop_len() == 1)
+            .then_some(self.intended)
+            .flatten();
+        self.shared
+            .record(self.tid, self.fileset, op, t0, result, entry, response);
     }
 
     fn skip(&self, op: FileOp) {
-        self.shared.thread_stats[self.tid].lock().unwrap().skipped[op as usize] += 1;
+        self.shared.skip(self.tid, op);
     }
 
     fn step(&mut self, op: FileOp) {
