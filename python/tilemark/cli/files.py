@@ -57,8 +57,23 @@ def files_prepare(workload: WorkloadArg, directory: DirOption = None) -> None:
     from tilemark.files.run import load_file_workload, prepare_all
 
     w = load_file_workload(workload, directory)
-    for p in prepare_all(w):
+    for p in prepare_all(w, _progress()):
         typer.echo(_prepared_line(p))
+
+
+def _progress():
+    """A progress callback: files written so far, on stderr, at most twice a second."""
+    import time
+
+    last = [time.monotonic()]
+
+    def show(name: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.5 or done == total and total >= 10_000:
+            last[0] = now
+            typer.echo(f"fileset {name}: {done:,} of {total:,} files written", err=True)
+
+    return show
 
 
 @files_app.command("run", no_args_is_help=True)
@@ -99,7 +114,7 @@ def files_run(
         if backend not in BACKENDS:
             raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
         w = dataclasses.replace(w, backend=backend)
-    result = run_file_workload(w)
+    result = run_file_workload(w, progress=_progress())
     for p in result.prepared:
         typer.echo(_prepared_line(p))
     _print_result(result)
