@@ -260,5 +260,33 @@ pub fn entry_name(i: usize) -> String {
     format!("f{i:08}")
 }
 
+/// An entry's name as a NUL-terminated C string on the stack (`f` and 8 digits: entries are
+/// fewer than 10^8): no allocation on the path of every operation.
+#[derive(Clone, Copy)]
+pub struct EntryName([u8; 10]);
+
+impl EntryName {
+    pub fn new(i: usize) -> Self {
+        let mut b = [0u8; 10];
+        b[0] = b'f';
+        let mut n = i;
+        for k in (1..9).rev() {
+            b[k] = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        EntryName(b)
+    }
+
+    pub fn as_ptr(&self) -> *const libc::c_char {
+        self.0.as_ptr().cast()
+    }
+}
+
+impl Default for EntryName {
+    fn default() -> Self {
+        EntryName::new(0)
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,8 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
+use super::EntryName;
+
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {
         Err(io::Error::last_os_error())
@@ -63,20 +65,24 @@ pub fn open_root(path: &str) -> io::Result<RawFd> {
     })
 }
 
-pub fn open(dir: RawFd, name: &str, write: bool) -> io::Result<RawFd> {
-    let p = c(name);
+pub fn open(dir: RawFd, name: &EntryName, write: bool) -> io::Result<RawFd> {
     let mode = if write { libc::O_RDWR } else { libc::O_RDONLY };
     // SAFETY: a valid C string and a directory fd owned by the run.
-    check(unsafe { libc::openat(dir, p.as_ptr(), mode | libc::O_NOFOLLOW | libc::O_CLOEXEC) })
+    check(unsafe {
+        libc::openat(
+            dir,
+            name.as_ptr(),
+            mode | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    })
 }
 
-pub fn create(dir: RawFd, name: &str) -> io::Result<RawFd> {
-    let p = c(name);
+pub fn create(dir: RawFd, name: &EntryName) -> io::Result<RawFd> {
     // SAFETY: as `open`; O_EXCL never opens what exists (a planted link included).
     check(unsafe {
         libc::openat(
             dir,
-            p.as_ptr(),
+            name.as_ptr(),
             libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
             0o644 as libc::c_uint,
         )
@@ -89,18 +95,16 @@ pub fn close(fd: RawFd) -> io::Result<()> {
 }
 
 /// Size of a file by name, links not followed.
-pub fn stat(dir: RawFd, name: &str) -> io::Result<u64> {
-    let p = c(name);
+pub fn stat(dir: RawFd, name: &EntryName) -> io::Result<u64> {
     // SAFETY: st is written by the kernel; a valid C string and directory fd.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    check(unsafe { libc::fstatat(dir, p.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
+    check(unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) })?;
     Ok(st.st_size as u64)
 }
 
-pub fn unlink(dir: RawFd, name: &str) -> io::Result<()> {
-    let p = c(name);
+pub fn unlink(dir: RawFd, name: &EntryName) -> io::Result<()> {
     // SAFETY: a valid C string and directory fd; a name without a slash stays in `dir`.
-    check(unsafe { libc::unlinkat(dir, p.as_ptr(), 0) }).map(|_| ())
+    check(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(|_| ())
 }
 
 pub fn fsync(fd: RawFd) -> io::Result<()> {

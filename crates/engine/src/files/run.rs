@@ -19,7 +19,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use super::table::{OpMix, Picker, Table};
-use super::{entry_name, ops, FileArrival, FileOp, FilePlan, FileStreamSpec, FILE_OPS};
+use super::{entry_name, ops, EntryName, FileArrival, FileOp, FilePlan, FileStreamSpec, FILE_OPS};
 use crate::clock::monotonic_ns;
 use crate::error::{EngineError, Result};
 use crate::rng::Rng;
@@ -666,9 +666,8 @@ impl Worker {
         self.shared.tables[self.fileset].lock().unwrap()
     }
 
-    fn dir_of(&self, entry: usize) -> RawFd {
-        let dir = self.table().entries[entry].dir as usize;
-        self.shared.dirs[self.fileset][dir]
+    fn dir_fd(&self, dir: u32) -> RawFd {
+        self.shared.dirs[self.fileset][dir as usize]
     }
 
     fn record(&self, op: FileOp, t0: u64, result: &io::Result<u64>, entry: usize) {
@@ -699,28 +698,24 @@ impl Worker {
             },
             FileOp::Stat => {
                 let start = self.picker.pick(&mut self.rng);
-                let Some(i) = self.table().take_existing(start) else {
+                let Some((i, dir, size)) = self.table().take_existing_entry(start) else {
                     return self.skip(op);
                 };
-                let dir = self.dir_of(i);
-                let name = entry_name(i);
+                let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
                 let t0 = self.shared.now();
                 let r = ops::stat(dir, &name).map(|_| 0);
                 self.record(op, t0, &r, i);
-                let size = self.table().entries[i].size;
                 self.table().release(i, true, size);
             }
             FileOp::Delete => {
                 let start = self.picker.pick(&mut self.rng);
-                let Some(i) = self.table().take_existing(start) else {
+                let Some((i, dir, size)) = self.table().take_existing_entry(start) else {
                     return self.skip(op);
                 };
-                let dir = self.dir_of(i);
-                let name = entry_name(i);
+                let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
                 let t0 = self.shared.now();
                 let r = ops::unlink(dir, &name).map(|_| 0);
                 self.record(op, t0, &r, i);
-                let size = self.table().entries[i].size;
                 self.table().release(i, r.is_err(), size);
             }
             FileOp::Read | FileOp::Append | FileOp::Fsync => {
@@ -769,13 +764,11 @@ impl Worker {
     fn open_one(&mut self) -> bool {
         self.make_room();
         let start = self.picker.pick(&mut self.rng);
-        let Some(i) = self.table().take_existing(start) else {
+        let Some((i, dir, size)) = self.table().take_existing_entry(start) else {
             self.skip(FileOp::Open);
             return false;
         };
-        let dir = self.dir_of(i);
-        let size = self.table().entries[i].size;
-        let name = entry_name(i);
+        let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
         let t0 = self.shared.now();
         let r = ops::open(dir, &name, self.write);
         self.record(
@@ -799,11 +792,10 @@ impl Worker {
     fn create_one(&mut self) {
         self.make_room();
         let start = self.rng.below(self.picker_len()) as usize;
-        let Some(i) = self.table().take_free(start) else {
+        let Some((i, dir)) = self.table().take_free_entry(start) else {
             return self.skip(FileOp::Create);
         };
-        let dir = self.dir_of(i);
-        let name = entry_name(i);
+        let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
         let t0 = self.shared.now();
         let r = ops::create(dir, &name);
         self.record(

@@ -52,6 +52,18 @@ impl Table {
         self.take(start, true)
     }
 
+    /// `take_existing`, with the entry's directory and size (one lock for all three).
+    pub fn take_existing_entry(&mut self, start: usize) -> Option<(usize, u32, u64)> {
+        let i = self.take(start, true)?;
+        Some((i, self.entries[i].dir, self.entries[i].size))
+    }
+
+    /// `take_free`, with the entry's directory.
+    pub fn take_free_entry(&mut self, start: usize) -> Option<(usize, u32)> {
+        let i = self.take(start, false)?;
+        Some((i, self.entries[i].dir))
+    }
+
     /// Take a free (not existing, idle) entry for a create, from `start` forward.
     pub fn take_free(&mut self, start: usize) -> Option<usize> {
         self.take(start, false)

@@ -248,3 +248,13 @@ fn open_loop_on(backend: FileBackend, tag: &str) {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn an_entry_name_on_the_stack_is_the_formatted_one() {
+    for i in [0, 7, 12_345_678, 99_999_999] {
+        let n = EntryName::new(i);
+        // SAFETY: EntryName is NUL-terminated.
+        let c = unsafe { std::ffi::CStr::from_ptr(n.as_ptr()) };
+        assert_eq!(c.to_str().unwrap(), entry_name(i));
+    }
+}

@@ -8,7 +8,6 @@
 //! reads and long appends go on in `io_size` calls timed as one operation.
 
 use std::collections::VecDeque;
-use std::ffi::CString;
 use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use io_uring::{opcode, types, IoUring};
 
 use super::run::Shared;
 use super::table::{OpMix, Picker};
-use super::{entry_name, ops, FileOp, FilePlan, FileStreamSpec};
+use super::{ops, EntryName, FileOp, FilePlan, FileStreamSpec};
 use crate::rng::Rng;
 
 /// A call of an operation, resolved to an entry and an fd only when it is submitted.
@@ -51,9 +50,11 @@ enum Pending {
     },
     Stat {
         entry: usize,
+        size: u64,
     },
     Delete {
         entry: usize,
+        size: u64,
     },
     Read {
         entry: usize,
@@ -93,7 +94,7 @@ struct Slot {
     waiting: Option<(u64, FileOp)>,
     loop_start: u64,
     /// The name the call in flight reads (it must live until the call completes).
-    name: CString,
+    name: EntryName,
     statx: Box<libc::statx>,
     buf: Vec<u8>,
 }
@@ -143,7 +144,7 @@ impl UringStream {
                     intended: None,
                     waiting: None,
                     loop_start: 0,
-                    name: CString::default(),
+                    name: EntryName::default(),
                     // SAFETY: statx is plain data; zero is a valid value.
                     statx: Box::new(unsafe { std::mem::zeroed() }),
                     buf,
@@ -327,11 +328,6 @@ impl UringStream {
         s.calls.clear();
     }
 
-    fn dir(&self, entry: usize) -> RawFd {
-        let d = self.shared.tables[self.fileset].lock().unwrap().entries[entry].dir as usize;
-        self.shared.dirs[self.fileset][d]
-    }
-
     /// Resolve a call and queue it; false if it found nothing to act on (skipped).
     fn submit(&mut self, k: usize, call: Call) -> bool {
         let now = self.shared.now();
@@ -359,10 +355,14 @@ impl UringStream {
             Call::Open | Call::Create | Call::Stat | Call::Delete => {
                 let pick = if call == Call::Create {
                     let start = self.slots[k].rng.below(self.entries) as usize;
-                    table.lock().unwrap().take_free(start)
+                    table
+                        .lock()
+                        .unwrap()
+                        .take_free_entry(start)
+                        .map(|(i, d)| (i, d, 0))
                 } else {
                     let start = self.picker.pick(&mut self.slots[k].rng);
-                    table.lock().unwrap().take_existing(start)
+                    table.lock().unwrap().take_existing_entry(start)
                 };
                 let op = match call {
                     Call::Open => FileOp::Open,
@@ -370,14 +370,13 @@ impl UringStream {
                     Call::Stat => FileOp::Stat,
                     _ => FileOp::Delete,
                 };
-                let Some(entry) = pick else {
+                let Some((entry, dir, size)) = pick else {
                     self.skip(k, op);
                     return false;
                 };
-                let dir = types::Fd(self.dir(entry));
-                let size = table.lock().unwrap().entries[entry].size;
+                let dir = types::Fd(self.shared.dirs[self.fileset][dir as usize]);
                 let s = &mut self.slots[k];
-                s.name = CString::new(entry_name(entry)).expect("no NUL");
+                s.name = EntryName::new(entry);
                 let name = s.name.as_ptr();
                 let base = libc::O_NOFOLLOW | libc::O_CLOEXEC;
                 match call {
@@ -408,11 +407,11 @@ impl UringStream {
                         .flags(libc::AT_SYMLINK_NOFOLLOW)
                         .mask(libc::STATX_BASIC_STATS)
                         .build(),
-                        Pending::Stat { entry },
+                        Pending::Stat { entry, size },
                     ),
                     _ => (
                         opcode::UnlinkAt::new(dir, name).build(),
-                        Pending::Delete { entry },
+                        Pending::Delete { entry, size },
                     ),
                 }
             }
@@ -535,14 +534,12 @@ impl UringStream {
                 self.record(k, FileOp::Close, err.map_or(Ok(0), Err), entry);
                 self.release(entry, true, size);
             }
-            Pending::Stat { entry } => {
+            Pending::Stat { entry, size } => {
                 self.record(k, FileOp::Stat, err.map_or(Ok(0), Err), entry);
-                let size = self.shared.tables[self.fileset].lock().unwrap().entries[entry].size;
                 self.release(entry, true, size);
             }
-            Pending::Delete { entry } => {
+            Pending::Delete { entry, size } => {
                 self.record(k, FileOp::Delete, err.map_or(Ok(0), Err), entry);
-                let size = self.shared.tables[self.fileset].lock().unwrap().entries[entry].size;
                 self.release(entry, err.is_some(), size);
             }
             Pending::Read { entry, fd, done } => {
