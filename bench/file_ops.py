@@ -6,9 +6,9 @@ the loop the issue names as the fallback.
 
 Two cases, each at --threads clients in one shared flat directory:
 - `stat`: fstatat of a random file among --files (tilemark: ops = "stat");
-- `cycle`: create (openat O_CREAT|O_EXCL), close, unlink (tilemark: sequence =
-  "create,close,delete" over a set of 2 x --files entries, half present; the reference keeps
-  --files files beside its own names).
+- `cycle`: create (openat O_CREAT|O_EXCL), close, unlink of a random existing file (tilemark:
+  sequence = "create,close,delete" over a set of 2 x --files entries, half present; the
+  reference's threads each keep --files / threads files and unlink a random one of theirs).
 
 Tools alternate within every repetition (the order rotates), each runs --seconds; rates are
 calls of the case's first kind per second (stat/s, or create+close+delete cycles/s), CPU per
@@ -140,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                     tm_root = base / f"set-{case}-{threads}"
                     ref_dir = base / f"ref-{case}-{threads}"
                     ref_dir.mkdir()
-                    for i in range(a.files):  # the reference's directory holds as many files
+                    # The reference's directory holds as many files as tilemark's set (for
+                    # `cycle` the reference makes them itself, --files over its threads).
+                    for i in range(a.files if case == "stat" else 0):
                         (ref_dir / f"f{i:08d}").touch()
                     results: dict[str, list[dict]] = {t: [] for t in tools}
                     for rep in range(a.reps):

@@ -15,12 +15,26 @@ pub struct Entry {
 }
 
 /// The entries of one file set (behind a mutex shared by the set's streams).
+///
+/// Besides the entries, a list of the existing ones and a list of the free ones (with each
+/// entry's place in its list), so that a pick in a sparse set (a few files among millions of
+/// entries) or a nearly full one does not scan the set: a pick probes `NEAR` entries from
+/// where selection pointed, then draws from the right list.
 #[derive(Debug)]
 pub struct Table {
     pub entries: Vec<Entry>,
     /// Entries that exist now.
     pub present: u64,
+    existing: Vec<u32>,
+    free: Vec<u32>,
+    /// Each entry's index in `existing` or `free` (whichever it is in).
+    place: Vec<u32>,
 }
+
+/// Entries probed from a selection's pick before drawing from the lists.
+const NEAR: usize = 64;
+/// Draws from a list before the last resort, a scan (many busy entries).
+const DRAWS: u64 = 16;
 
 impl Table {
     pub fn new(entries: &[(u32, Option<u64>)]) -> Self {
@@ -34,7 +48,23 @@ impl Table {
             })
             .collect();
         let present = entries.iter().filter(|e| e.exists).count() as u64;
-        Table { entries, present }
+        let (mut existing, mut free) = (Vec::new(), Vec::new());
+        let place = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let list = if e.exists { &mut existing } else { &mut free };
+                list.push(i as u32);
+                (list.len() - 1) as u32
+            })
+            .collect();
+        Table {
+            entries,
+            present,
+            existing,
+            free,
+            place,
+        }
     }
 
     /// Bytes of all files that exist now.
@@ -74,25 +104,58 @@ impl Table {
         if exists && self.present == 0 || !exists && self.present as usize == n {
             return None;
         }
-        for k in 0..n {
-            let i = (start + k) % n;
-            let e = &mut self.entries[i];
-            if e.exists == exists && !e.busy {
-                e.busy = true;
-                return Some(i);
-            }
+        let ok = |e: &Entry| e.exists == exists && !e.busy;
+        let found = (0..NEAR.min(n))
+            .map(|k| (start + k) % n)
+            .find(|&i| ok(&self.entries[i]))
+            .or_else(|| {
+                // Sparse where selection pointed: an entry of the right kind at random (drawn
+                // from `start`, so a run stays deterministic), then a scan as a last resort.
+                let list = if exists { &self.existing } else { &self.free };
+                let mut h = start as u64;
+                (0..DRAWS)
+                    .map(|_| {
+                        h = crate::data::mix64(h.wrapping_add(0x9E37_79B9_7F4A_7C15));
+                        list[(h % list.len() as u64) as usize] as usize
+                    })
+                    .find(|&i| ok(&self.entries[i]))
+                    .or_else(|| {
+                        list.iter()
+                            .map(|&i| i as usize)
+                            .find(|&i| ok(&self.entries[i]))
+                    })
+            })?;
+        self.entries[found].busy = true;
+        Some(found)
+    }
+
+    fn move_to(&mut self, i: usize, exists: bool) {
+        let (from, to) = if exists {
+            (&mut self.free, &mut self.existing)
+        } else {
+            (&mut self.existing, &mut self.free)
+        };
+        let at = self.place[i] as usize;
+        from.swap_remove(at);
+        if at < from.len() {
+            self.place[from[at] as usize] = at as u32;
         }
-        None
+        to.push(i as u32);
+        self.place[i] = (to.len() - 1) as u32;
     }
 
     /// Give an entry back after an operation: whether it exists now, and its size.
     pub fn release(&mut self, i: usize, exists: bool, size: u64) {
-        let e = &mut self.entries[i];
-        match (e.exists, exists) {
-            (false, true) => self.present += 1,
-            (true, false) => self.present -= 1,
-            _ => {}
+        let was = self.entries[i].exists;
+        if was != exists {
+            self.move_to(i, exists);
+            if exists {
+                self.present += 1;
+            } else {
+                self.present -= 1;
+            }
         }
+        let e = &mut self.entries[i];
         e.exists = exists;
         e.size = if exists { size } else { 0 };
         e.busy = false;
@@ -281,6 +344,34 @@ mod tests {
         assert_eq!(t.present, 2);
         assert_eq!(t.bytes(), 35);
         assert_eq!(t.take_free(2), Some(0));
+    }
+
+    #[test]
+    fn a_sparse_set_finds_its_few_files_and_keeps_its_lists_right() {
+        // 1,000,000 entries, 5 of them existing: picks land on those, wherever they start.
+        let mut spec = vec![(0u32, None); 1_000_000];
+        for i in [3usize, 250_000, 500_001, 750_002, 999_999] {
+            spec[i] = (0, Some(1));
+        }
+        let mut t = Table::new(&spec);
+        let mut rng = Rng::new(9);
+        for _ in 0..10_000 {
+            let start = rng.below(1_000_000) as usize;
+            let i = t.take_existing(start).expect("an existing entry");
+            assert!(t.entries[i].exists);
+            // Delete it and create another in a free entry: the count stays 5.
+            t.release(i, false, 0);
+            let j = t.take_free(rng.below(1_000_000) as usize).unwrap();
+            assert!(!t.entries[j].exists);
+            t.release(j, true, 1);
+        }
+        assert_eq!(t.present, 5);
+        let listed: Vec<usize> = (0..1_000_000).filter(|&i| t.entries[i].exists).collect();
+        assert_eq!(listed.len(), 5);
+        for &i in &listed {
+            assert_eq!(t.existing[t.place[i] as usize] as usize, i);
+        }
+        assert_eq!(t.existing.len() + t.free.len(), 1_000_000);
     }
 
     #[test]
