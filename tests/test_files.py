@@ -270,3 +270,12 @@ def test_the_worked_example_in_docs_runs_once_its_directory_is_replaced(tmp_path
 
     shipped = tomllib.loads(builtin_path("varmail").read_text())
     assert shipped == tomllib.loads(block)
+
+
+def test_a_set_in_use_by_another_run_is_refused(tmp_path):
+    from tilemark.files.run import lock_sets
+
+    w = spec_of(workload(tmp_path / "set"))
+    with lock_sets(w), pytest.raises(UsageError, match="in use by another tilemark run"):
+        run_file_workload(w)
+    assert not (tmp_path / "set").exists()

@@ -54,10 +54,12 @@ def _prepared_line(p: PreparedSet) -> str:
 @files_app.command("prepare", no_args_is_help=True)
 def files_prepare(workload: WorkloadArg, directory: DirOption = None) -> None:
     """Create the workload's file sets (or make tilemark's existing ones match again)."""
-    from tilemark.files.run import load_file_workload, prepare_all
+    from tilemark.files.run import load_file_workload, lock_sets, prepare_all
 
     w = load_file_workload(workload, directory)
-    for p in prepare_all(w, _progress()):
+    with lock_sets(w):
+        prepared = prepare_all(w, _progress())
+    for p in prepared:
         typer.echo(_prepared_line(p))
 
 

@@ -3,6 +3,7 @@ operation did (docs/files.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable
@@ -151,6 +152,25 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
     }
 
 
+def lock_sets(w: FileWorkload) -> contextlib.ExitStack:
+    """`with lock_sets(w):` holds every set of the workload, as block targets are held
+    (tilemark.targets.lock): two tilemark processes never prepare or run one set at once."""
+    import sys
+
+    from tilemark.targets.header import TargetInfo
+    from tilemark.targets.lock import lock_target
+
+    stack = contextlib.ExitStack()
+    try:
+        for f in w.filesets:
+            info = TargetInfo(f.path, "file", 0, 0, False, 0, False, name=f.name)
+            stack.enter_context(lock_target(info, list(sys.argv)))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def prepare_all(
     w: FileWorkload, progress: Callable[[str, int, int], None] | None = None
 ) -> list[PreparedSet]:
@@ -197,6 +217,15 @@ def run_file_workload(
     """Prepare the sets, run the streams for the workload's duration, return what happened.
     SIGINT/SIGTERM stop the run in order: what ran is returned as interrupted (with its
     exit_status)."""
+    with lock_sets(w):
+        return _prepare_and_run(w, progress, on_interval)
+
+
+def _prepare_and_run(
+    w: FileWorkload,
+    progress: Callable[[str, int, int], None] | None,
+    on_interval: Callable[[dict[str, Any]], None] | None,
+) -> FileRunResult:
     from tilemark import _engine
     from tilemark.hist import latency_hist
 
