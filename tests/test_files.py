@@ -279,3 +279,34 @@ def test_a_set_in_use_by_another_run_is_refused(tmp_path):
     with lock_sets(w), pytest.raises(UsageError, match="in use by another tilemark run"):
         run_file_workload(w)
     assert not (tmp_path / "set").exists()
+
+
+def test_qos_criteria_are_judged_on_the_totals(tmp_path):
+    doc = workload(tmp_path / "set", {"sequence": "open,read,close", "unit": "pages"})
+    doc["qos"] = {
+        "fast_enough": {"stream": "m", "op": "loop", "stat": "rate", "min_rate": 1},
+        "never": {"stream": "m", "op": "read", "stat": "max", "max_ms": 1e-6},
+        "reads": {"stream": "m", "op": "read", "stat": "p99", "max_ms": 1000},
+    }
+    r = run_file_workload(spec_of(doc))
+    got = {v.name: v.passed for v in r.qos}
+    assert got == {"fast_enough": True, "never": False, "reads": True}
+    assert r.qos_passed is False and r.streams[0].unit == "pages"
+    rate = next(v for v in r.qos if v.name == "fast_enough").value
+    assert rate == pytest.approx(r.streams[0].loop_rate)
+
+
+@pytest.mark.parametrize(
+    ("qos", "match"),
+    [
+        ({"stream": "nope", "op": "read", "max_ms": 1}, "stream must name"),
+        ({"stream": "m", "op": "loop", "max_ms": 1}, "op must be one of"),
+        ({"stream": "m", "op": "stat", "stat": "rate", "max_ms": 1}, "takes min_rate"),
+        ({"stream": "m", "op": "stat", "stat": "p42", "max_ms": 1}, "stat must be one of"),
+    ],
+)
+def test_bad_qos_is_one_sentence(tmp_path, qos, match):
+    doc = workload(tmp_path / "set")
+    doc["qos"] = {"q": qos}
+    with pytest.raises(UsageError, match=match):
+        spec_of(doc)

@@ -159,11 +159,20 @@ def _print_result(r: FileRunResult) -> None:
         console.print(t)
         if s.loops:
             console.print(
-                f"{s.name}: {s.loops:,} loops, {s.loop_rate:,.1f}/s, p99 {us(s.loop_p99_us)} us",
+                f"{s.name}: {s.loops:,} {s.unit}, {s.loop_rate:,.1f} {s.unit}/s, p99 "
+                f"{us(s.loop_p99_us)} us",
                 markup=False,
             )
     for f in r.filesets:
         console.print(
             f"fileset {f.name} after the run: {f.files:,} files, {format_size(f.bytes)}",
+            markup=False,
+        )
+    for v in r.qos:
+        shown = "-" if v.value is None else f"{v.value:,.3f}"
+        unit = "/s" if "rate" in v.criterion else " ms"
+        console.print(
+            f"qos {v.name}: {'pass' if v.passed else 'FAIL'}: {v.criterion} (measured "
+            f"{shown}{unit if v.value is not None else ''})",
             markup=False,
         )

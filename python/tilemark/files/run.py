@@ -32,6 +32,7 @@ class OpSummary:
     mean_us: float | None
     p50_us: float | None
     p99_us: float | None
+    p999_us: float | None
     max_us: float | None
 
 
@@ -43,6 +44,7 @@ class StreamSummary:
     loops: int  # whole sequence loops (a mix: 0)
     loop_rate: float
     loop_p99_us: float | None
+    unit: str = "loops"  # what a loop is: messages/s, pages/s are loop rates
 
     def op(self, name: str) -> OpSummary:
         return next(o for o in self.ops if o.op == name)
@@ -69,6 +71,12 @@ class FileRunResult:
     filesets: tuple[FilesetState, ...]
     intervals: tuple[dict[str, Any], ...]
     exit_status: int | None = None  # interrupted: 128 + the signal
+    qos: tuple[Any, ...] = ()  # qos.QosVerdict, in the workload's order
+
+    @property
+    def qos_passed(self) -> bool | None:
+        """True when every criterion passed, None when the workload has none."""
+        return all(v.passed for v in self.qos) if self.qos else None
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain data (--json)."""
@@ -95,6 +103,8 @@ class FileRunResult:
             ],
             "streams": [asdict(s) for s in self.streams],
             "filesets": [asdict(f) for f in self.filesets],
+            "qos": [asdict(v) for v in self.qos],
+            "qos_passed": self.qos_passed,
             "intervals": list(self.intervals),
         }
 
@@ -202,6 +212,7 @@ def _summarize(doc: dict[str, Any], seconds: float, sequence: bool) -> list[OpSu
                 mean_us=us(h.mean()),
                 p50_us=us(h.percentile(50)),
                 p99_us=us(h.percentile(99)),
+                p999_us=us(h.percentile(99.9)),
                 max_us=us(float(h.max) if h.n else None),
             )
         )
@@ -267,6 +278,7 @@ def _prepare_and_run(
                 loops["ops"],
                 loops["ops"] / seconds if seconds > 0 else 0.0,
                 None if p99 is None else p99 / 1000.0,
+                spec.unit,
             )
         )
     error = doc.get("error")
@@ -280,9 +292,17 @@ def _prepare_and_run(
         FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"])
         for p, f in zip(sets, doc["filesets"], strict=True)
     )
+    from tilemark.files.qos import judge
+
+    by_name = {spec.name: s for spec, s in zip(w.streams, doc["streams"], strict=True)}
+    verdicts = tuple(
+        judge(q, by_name[q.stream].get("loops") if q.op == "loop" else
+              by_name[q.stream]["ops"][q.op], seconds)
+        for q in w.qos
+    )  # fmt: skip
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
-        tuple(intervals), stopper.exit_status,
+        tuple(intervals), stopper.exit_status, verdicts,
     )  # fmt: skip
 
 

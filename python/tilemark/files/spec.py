@@ -40,9 +40,11 @@ WRITE_OPS = frozenset({"create", "append", "fsync", "delete"})
 FILESET_KEYS = ("name", "path", "depth", "width", "files", "prealloc", "size", "seed")
 STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",
-    "arrival", "openfiles", "io_size", "seed",
+    "arrival", "openfiles", "io_size", "seed", "unit",
 )  # fmt: skip
-TOP_KEYS = ("name", "duration", "interval", "max_errors", "backend", "fileset", "filestream")
+TOP_KEYS = (
+    "name", "duration", "interval", "max_errors", "backend", "fileset", "filestream", "qos",
+)  # fmt: skip
 BACKENDS = ("psync", "uring")
 MAX_FILES = 10_000_000
 MAX_DEPTH = 8
@@ -156,6 +158,7 @@ class FileStreamSpec:
     openfiles: int
     io_size: int
     seed: int
+    unit: str = "loops"  # what one loop of a sequence is (messages, pages, ...)
 
     @property
     def writes(self) -> bool:
@@ -171,6 +174,7 @@ class FileWorkload:
     filesets: tuple[FilesetSpec, ...]
     streams: tuple[FileStreamSpec, ...]
     backend: str = "psync"  # "uring": each stream's threads are io_uring slots of one thread
+    qos: tuple[Any, ...] = ()  # qos.QosSpec
 
     def fileset(self, name: str) -> FilesetSpec:
         return next(f for f in self.filesets if f.name == name)
@@ -327,9 +331,15 @@ def parse_filestream(table: object, index: int, sets: dict[str, FilesetSpec]) ->
     if not 512 <= io_size <= 64 << 20:
         raise UsageError(f"{where}: io_size must be 512 bytes to 64 MiB, got {io_size}.")
     seed = _int(table, "seed", where, 0, 2**62, 1 + index)
+    unit = table.get("unit", "loops")
+    if not isinstance(unit, str) or not NAME_RE.fullmatch(unit) or not sequence and "unit" in table:
+        raise UsageError(
+            f"{where}: unit names what one loop of a sequence is (e.g. 'messages'), got "
+            f"{shown(unit)}."
+        )
     return FileStreamSpec(
         name, fileset, ops, sequence, threads, select, append, read, rate,
-        arrival == "poisson", openfiles, io_size, seed,
+        arrival == "poisson", openfiles, io_size, seed, unit,
     )  # fmt: skip
 
 
@@ -373,6 +383,9 @@ def parse_file_workload(doc: dict[str, Any], source: str) -> FileWorkload:
     backend = doc.get("backend", "psync")
     if backend not in BACKENDS:
         raise UsageError(f"backend must be one of {', '.join(BACKENDS)}, got {shown(backend)}.")
+    from tilemark.files.qos import parse_qos
+
+    qos = parse_qos(doc.get("qos"), {s.name: s.sequence for s in streams}, OPS)
     return FileWorkload(
-        name, duration, interval, max_errors, tuple(filesets), tuple(streams), backend
+        name, duration, interval, max_errors, tuple(filesets), tuple(streams), backend, qos
     )
