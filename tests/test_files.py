@@ -310,3 +310,75 @@ def test_bad_qos_is_one_sentence(tmp_path, qos, match):
     doc["qos"] = {"q": qos}
     with pytest.raises(UsageError, match=match):
         spec_of(doc)
+
+
+FIO_CREATE = """# fio's examples/filecreate-ioengine.fio, nrfiles scaled down
+[global]
+create_on_open=1
+nrfiles=300
+ioengine=filecreate
+fallocate=none
+filesize=4k
+openfiles=1
+
+[t0]
+[t1]
+[t2]
+"""
+
+
+@pytest.mark.parametrize("backend", ["psync", "uring"])
+def test_fio_file_engine_jobs_run_each_file_once(tmp_path, capsys, backend):
+    job = tmp_path / "create.fio"
+    job.write_text(FIO_CREATE)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "r.json"
+    args = ["files", "run", str(job), "--dir", str(work), "--json", str(out)]
+    assert main([*args, "--backend", backend]) == 0
+    assert "create_on_open has no counterpart" in capsys.readouterr().err
+    r = json.loads(out.read_text())
+    for name in ("t0", "t1", "t2"):
+        s = next(x for x in r["streams"] if x["name"] == name)
+        creates = next(o for o in s["ops"] if o["op"] == "create")
+        assert creates["ops"] == 300 and s["loops"] == 300
+        assert len(on_disk(work / name)) == 300
+    # filestat and filedelete over the same sets: every file stated, then every file deleted.
+    stat = FIO_CREATE.replace("ioengine=filecreate", "ioengine=filestat")
+    for engine, after in (("filestat", 300), ("filedelete", 0)):
+        job.write_text(FIO_CREATE.replace("ioengine=filecreate", f"ioengine={engine}"))
+        assert main(["files", "run", str(job), "--dir", str(work), "--json", str(out)]) == 0
+        r = json.loads(out.read_text())
+        op = "stat" if engine == "filestat" else "delete"
+        done = [next(o for o in s["ops"] if o["op"] == op)["ops"] for s in r["streams"]]
+        assert done == [300, 300, 300]
+        assert [len(on_disk(work / n)) for n in ("t0", "t1", "t2")] == [after] * 3
+    assert stat
+
+
+def test_fio_jobs_of_other_engines_or_options_are_one_sentence(tmp_path):
+    from tilemark.files.run import load_file_workload
+
+    job = tmp_path / "j.fio"
+    job.write_text("[a]\nioengine=psync\nrw=randread\n")
+    with pytest.raises(UsageError, match="translates fio's file engines"):
+        load_file_workload(str(job))
+    job.write_text("[a]\nioengine=filestat\nfilesize=4k\nbs=8k\n")
+    with pytest.raises(UsageError, match="option bs has no meaning for a file workload"):
+        load_file_workload(str(job))
+
+
+def test_json_output_replaces_its_own_file_but_never_a_foreign_one(tmp_path, capsys):
+    toml = tmp_path / "w.toml"
+    toml.write_text(
+        f'duration = "0.2s"\n[[fileset]]\nname = "s"\npath = "{tmp_path / "set"}"\nfiles = 5\n'
+        '[[filestream]]\nname = "m"\nops = "stat"\n'
+    )
+    out = tmp_path / "r.json"
+    assert main(["files", "run", str(toml), "--json", str(out)]) == 0
+    assert main(["files", "run", str(toml), "--json", str(out)]) == 0  # its own: replaced
+    foreign = tmp_path / "notes.json"
+    foreign.write_text("mine")
+    assert main(["files", "run", str(toml), "--json", str(foreign)]) == 2
+    assert foreign.read_text() == "mine"
+    capsys.readouterr()

@@ -23,7 +23,8 @@ WorkloadArg = Annotated[
     str,
     typer.Argument(
         metavar="WORKLOAD",
-        help="TOML file with [[fileset]] and [[filestream]], or varmail, webserver, fileserver.",
+        help="TOML file with [[fileset]] and [[filestream]], a fio job file of file engines "
+        "(*.fio), or varmail, webserver, fileserver.",
     ),
 ]
 DirOption = Annotated[
@@ -106,7 +107,10 @@ def files_run(
     from tilemark.files.run import load_file_workload, run_file_workload
     from tilemark.units import parse_duration
 
-    w = load_file_workload(workload, directory)
+    notes: list[str] = []
+    w = load_file_workload(workload, directory, notes)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
     if duration is not None:
         w = dataclasses.replace(w, duration_s=parse_duration(duration, "--duration"))
     if backend is not None:
@@ -121,9 +125,12 @@ def files_run(
         typer.echo(_prepared_line(p))
     _print_result(result)
     if json_out is not None:
-        from tilemark.store.outputs import write_file
+        from tilemark.store.outputs import starts_with, write_file
 
-        write_file(json_out, json.dumps(result.to_json(), indent=2), force=force, what="--json")
+        write_file(
+            json_out, json.dumps(result.to_json(), indent=2), force=force, what="--json",
+            ours=starts_with(b'{\n  "tilemark_file_run": 1'),
+        )  # fmt: skip
     if result.status == "errors":
         raise RunError(f"file workload {w.name} stopped: {result.error}.")
     if result.status == "interrupted":

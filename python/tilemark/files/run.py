@@ -83,6 +83,7 @@ class FileRunResult:
         from dataclasses import asdict
 
         return {
+            "tilemark_file_run": 1,  # first: --json replaces its own files (outputs.starts_with)
             "workload": self.workload,
             "status": self.status,
             "error": self.error,
@@ -156,6 +157,7 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
                 "io_size": s.io_size,
                 "openfiles": s.openfiles,
                 "seed": s.seed,
+                "limit": s.limit,
             }
             for s in w.streams
         ],
@@ -314,14 +316,24 @@ def builtin_path(name: str) -> Path:
     return Path(__file__).with_name("profiles") / f"{name}.toml"
 
 
-def load_file_workload(path: str, directory: str | None = None) -> FileWorkload:
+def load_file_workload(
+    path: str, directory: str | None = None, notes: list[str] | None = None
+) -> FileWorkload:
     """A file workload from a TOML file or a built-in name (varmail, webserver, fileserver);
-    with `directory`, every set lives in DIRECTORY/<set name> instead of its own path."""
+    with `directory`, every set lives in DIRECTORY/<set name> instead of its own path. A fio
+    job file (*.fio, *.job) of file-engine jobs is translated (tilemark.fio.files); what did
+    not carry over is appended to `notes`."""
     from tilemark.files.spec import parse_file_workload, parse_fileset_path
+    from tilemark.fio.files import is_fio_job_file, translate_file_jobs
     from tilemark.workload.tomlfile import load_toml
 
     source = builtin_path(path) if path in BUILTIN and not Path(path).exists() else Path(path)
-    doc = load_toml(source)
+    if is_fio_job_file(path):
+        doc, fio_notes = translate_file_jobs(path)
+        if notes is not None:
+            notes.extend(fio_notes)
+    else:
+        doc = load_toml(source)
     if "fileset" not in doc:
         raise UsageError(
             f"workload file {path} has no [[fileset]] table; name a file workload or one of "

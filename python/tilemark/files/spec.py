@@ -40,7 +40,7 @@ WRITE_OPS = frozenset({"create", "append", "fsync", "delete"})
 FILESET_KEYS = ("name", "path", "depth", "width", "files", "prealloc", "size", "seed")
 STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",
-    "arrival", "openfiles", "io_size", "seed", "unit",
+    "arrival", "openfiles", "io_size", "seed", "unit", "limit",
 )  # fmt: skip
 TOP_KEYS = (
     "name", "duration", "interval", "max_errors", "backend", "fileset", "filestream", "qos",
@@ -159,6 +159,7 @@ class FileStreamSpec:
     io_size: int
     seed: int
     unit: str = "loops"  # what one loop of a sequence is (messages, pages, ...)
+    limit: int | None = None  # operations (a mix) or loops (a sequence), then the stream ends
 
     @property
     def writes(self) -> bool:
@@ -337,9 +338,12 @@ def parse_filestream(table: object, index: int, sets: dict[str, FilesetSpec]) ->
             f"{where}: unit names what one loop of a sequence is (e.g. 'messages'), got "
             f"{shown(unit)}."
         )
+    limit = None
+    if "limit" in table:
+        limit = _int(table, "limit", where, 1, 2**62, 1)
     return FileStreamSpec(
         name, fileset, ops, sequence, threads, select, append, read, rate,
-        arrival == "poisson", openfiles, io_size, seed, unit,
+        arrival == "poisson", openfiles, io_size, seed, unit, limit,
     )  # fmt: skip
 
 

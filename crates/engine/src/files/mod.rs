@@ -136,6 +136,10 @@ pub struct FileStreamSpec {
     /// Files a thread keeps open at most; an open beyond closes the oldest first.
     pub openfiles: usize,
     pub seed: u64,
+    /// Operations (a mix) or loops (a sequence) the stream starts over all its threads; then
+    /// its threads end (fio's file engines: every file once). None: until the run ends.
+    #[serde(default)]
+    pub limit: Option<u64>,
 }
 
 /// How a file plan's streams issue their calls.

@@ -118,6 +118,8 @@ pub(super) struct Shared {
     /// Per engine thread: its counters since the last interval.
     thread_stats: Vec<Mutex<FileStats>>,
     pub(super) schedules: Vec<Option<Mutex<Schedule>>>,
+    /// Per stream: operations or loops it may still start (FileStreamSpec::limit).
+    pub(super) budgets: Vec<Option<AtomicU64>>,
     pub(super) running: AtomicUsize,
     t0: u64,
 }
@@ -170,6 +172,16 @@ impl Shared {
                 entry_name(entry),
                 self.names[fileset],
             ));
+        }
+    }
+
+    /// Take one operation or loop from stream `stream`'s budget; false when it is used up.
+    pub(super) fn take_budget(&self, stream: usize) -> bool {
+        match &self.budgets[stream] {
+            None => true,
+            Some(left) => left
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok(),
         }
     }
 
@@ -294,6 +306,11 @@ impl FileRun {
                         }))
                     }
                 })
+                .collect(),
+            budgets: plan
+                .streams
+                .iter()
+                .map(|s| s.limit.map(AtomicU64::new))
                 .collect(),
             running: AtomicUsize::new(nthreads),
             t0,
@@ -624,7 +641,7 @@ impl Worker {
                 if self.mix.loop_len() > 1 && self.loop_start > 0 {
                     self.end_loop();
                 }
-                if !self.wait_turn() {
+                if !self.shared.take_budget(self.stream) || !self.wait_turn() {
                     break;
                 }
                 self.loop_start = self.shared.now();

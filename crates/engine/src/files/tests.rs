@@ -51,6 +51,7 @@ fn stream(ops: Vec<(FileOp, f64)>, sequence: bool) -> FileStreamSpec {
         io_size: 1 << 16,
         openfiles: 4,
         seed: 5,
+        limit: None,
     }
 }
 
@@ -256,5 +257,26 @@ fn an_entry_name_on_the_stack_is_the_formatted_one() {
         // SAFETY: EntryName is NUL-terminated.
         let c = unsafe { std::ffi::CStr::from_ptr(n.as_ptr()) };
         assert_eq!(c.to_str().unwrap(), entry_name(i));
+    }
+}
+
+#[test]
+fn a_stream_with_a_limit_ends_the_run_when_it_is_used_up() {
+    for (backend, tag) in [
+        (FileBackend::Psync, "limit"),
+        (FileBackend::Uring, "limit-uring"),
+    ] {
+        let root = tmpdir(tag);
+        let set = make_set(&root, 500, 0, 0);
+        let mut s = stream(vec![(FileOp::Create, 1.0), (FileOp::Close, 1.0)], true);
+        s.threads = 3;
+        s.limit = Some(300);
+        let doc = run_on(backend, set, s, 20_000);
+        assert_eq!(doc["stop_reason"], "done", "{doc}");
+        assert_eq!(doc["streams"][0]["ops"]["create"]["ops"], 300);
+        assert_eq!(doc["streams"][0]["loops"]["ops"], 300);
+        assert_eq!(on_disk(&root.join("d0")).0, 300);
+        assert!(doc["elapsed_ns"].as_u64().unwrap() < 10_000_000_000);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

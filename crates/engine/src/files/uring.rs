@@ -92,6 +92,8 @@ struct Slot {
     intended: Option<u64>,
     /// Open loop: the next operation is due then.
     waiting: Option<(u64, FileOp)>,
+    /// The stream's budget (limit) is used up: the slot starts nothing more.
+    finished: bool,
     loop_start: u64,
     /// The name the call in flight reads (it must live until the call completes).
     name: EntryName,
@@ -143,6 +145,7 @@ impl UringStream {
                     started: 0,
                     intended: None,
                     waiting: None,
+                    finished: false,
                     loop_start: 0,
                     name: EntryName::default(),
                     // SAFETY: statx is plain data; zero is a valid value.
@@ -179,7 +182,7 @@ impl UringStream {
                 }
             }
             if inflight == 0 {
-                if stopping {
+                if stopping || self.slots.iter().all(|s| s.finished) {
                     break;
                 }
                 // Nothing in flight: every slot waits for its due time (or skipped MAX_SKIPS
@@ -251,7 +254,7 @@ impl UringStream {
             if s.pending.is_some() {
                 return false;
             }
-            if stopping {
+            if stopping || s.finished {
                 s.calls.clear();
                 return false;
             }
@@ -267,6 +270,11 @@ impl UringStream {
                 if first {
                     if self.sequence && s.loop_start > 0 {
                         self.shared.end_loop(s.tid, s.loop_start, s.intended);
+                        s.loop_start = 0;
+                    }
+                    if !self.shared.take_budget(self.stream) {
+                        s.finished = true;
+                        return false;
                     }
                     if let Some(sched) = &self.shared.schedules[self.stream] {
                         let due = sched.lock().unwrap().take();
