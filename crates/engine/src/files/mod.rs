@@ -8,6 +8,7 @@
 //! outside it.
 
 pub mod ops;
+mod psync;
 pub mod run;
 pub mod table;
 mod uring;

@@ -6,6 +6,9 @@
 //! calls it needs (an open before a read with nothing held, a close of the oldest before an
 //! open with `openfiles` held), each call is counted as the operation it is, and whole-file
 //! reads and long appends go on in `io_size` calls timed as one operation.
+//!
+//! Longer than 600 lines because the slot's state machine (expand an operation into calls,
+//! submit a call, complete it) reads best as one piece: the three halves share every field.
 
 use std::collections::VecDeque;
 use std::os::fd::RawFd;
