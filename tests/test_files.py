@@ -382,3 +382,12 @@ def test_json_output_replaces_its_own_file_but_never_a_foreign_one(tmp_path, cap
     assert main(["files", "run", str(toml), "--json", str(foreign)]) == 2
     assert foreign.read_text() == "mine"
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["varmail", "webserver", "fileserver"])
+def test_every_built_in_file_workload_reads_and_places_its_sets(tmp_path, name):
+    from tilemark.files.run import load_file_workload
+
+    w = load_file_workload(name, str(tmp_path))
+    assert w.name == name and w.streams
+    assert all(f.path == str(tmp_path / f.name) for f in w.filesets)
