@@ -131,7 +131,7 @@ def files_run(
             json_out, json.dumps(result.to_json(), indent=2), force=force, what="--json",
             ours=starts_with(b'{\n  "tilemark_file_run": 1'),
         )  # fmt: skip
-    if result.status == "errors":
+    if result.status in ("errors", "hung"):
         raise RunError(f"file workload {w.name} stopped: {result.error}.")
     if result.status == "interrupted":
         typer.echo(f"interrupted: the run stopped after {result.seconds:.1f} s", err=True)

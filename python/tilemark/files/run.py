@@ -63,7 +63,7 @@ class FilesetState:
 @dataclass(frozen=True)
 class FileRunResult:
     workload: str
-    status: str  # "complete" | "errors" | "interrupted"
+    status: str  # "complete" | "errors" | "hung" | "interrupted"
     error: str | None
     seconds: float
     prepared: tuple[PreparedSet, ...]
@@ -289,7 +289,10 @@ def _prepare_and_run(
         import re
 
         error = re.sub(r"errno (\d+)", lambda m: errno_name(m.group(1)), error)
-    status = "errors" if error else "interrupted" if stopper.signum else "complete"
+    if doc.get("stop_reason") == "hung":
+        status = "hung"
+    else:
+        status = "errors" if error else "interrupted" if stopper.signum else "complete"
     filesets = tuple(
         FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"])
         for p, f in zip(sets, doc["filesets"], strict=True)

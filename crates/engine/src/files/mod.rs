@@ -165,8 +165,16 @@ pub struct FilePlan {
     /// Stop once more than this many operations failed; None = never.
     #[serde(default)]
     pub max_errors: Option<u64>,
+    /// Once the run stops, how long its threads may take to finish the call they are in;
+    /// beyond, the run ends as hung (the storage stopped answering) and they are left behind.
+    #[serde(default = "default_hung_ms")]
+    pub hung_ms: u64,
     pub filesets: Vec<FileSetSpec>,
     pub streams: Vec<FileStreamSpec>,
+}
+
+fn default_hung_ms() -> u64 {
+    5000
 }
 
 fn bad(msg: String) -> EngineError {

@@ -120,6 +120,8 @@ pub(super) struct Shared {
     /// Per stream: operations or loops it may still start (FileStreamSpec::limit).
     pub(super) budgets: Vec<Option<AtomicU64>>,
     pub(super) running: AtomicUsize,
+    /// Threads still in a call `hung_ms` after the run stopped (left behind, never joined).
+    hung: AtomicUsize,
     t0: u64,
 }
 
@@ -312,6 +314,7 @@ impl FileRun {
                 .map(|s| s.limit.map(AtomicU64::new))
                 .collect(),
             running: AtomicUsize::new(nthreads),
+            hung: AtomicUsize::new(0),
             t0,
         });
         let out = Arc::new((
@@ -392,11 +395,12 @@ impl FileRun {
                     .collect()
             };
             let interval = plan.interval_ms * 1_000_000;
+            let hung_ns = plan.hung_ms * 1_000_000;
             let end = plan.duration_ms.map(|d| d * 1_000_000);
             let sequence = sequence.clone();
             std::thread::Builder::new()
                 .name("tm-files-collect".into())
-                .spawn(move || collect(&shared, &out, &streams, &sequence, interval, end))
+                .spawn(move || collect(&shared, &out, &streams, &sequence, interval, end, hung_ns))
                 .map_err(|e| EngineError::io("starting the file run's collector", e))?
         };
         Ok(FileRun {
@@ -430,14 +434,11 @@ impl FileRun {
     /// Wait for the end; the result as JSON (totals per stream, why it stopped, the sets'
     /// files and bytes as the engine left them).
     pub fn result_json(&mut self) -> Result<String> {
-        for h in self.threads.drain(..) {
-            h.join()
-                .map_err(|_| EngineError::Thread("a file stream thread panicked".into()))?;
-        }
         if let Some(c) = self.collector.take() {
             c.join()
                 .map_err(|_| EngineError::Thread("the file run's collector panicked".into()))?;
         }
+        self.join_threads()?;
         let o = self.out.0.lock().unwrap();
         let streams: Vec<Indexed> = o
             .totals
@@ -462,7 +463,14 @@ impl FileRun {
         let failure = self.shared.failure.lock().unwrap().clone();
         let doc = serde_json::json!({
             "streams": streams.iter().map(|s| serde_json::to_value(s).unwrap()).collect::<Vec<_>>(),
-            "stop_reason": if failure.is_some() { "errors" } else { o.stop_reason },
+            "stop_reason": if self.shared.hung.load(Ordering::Acquire) > 0 {
+                "hung"
+            } else if failure.is_some() {
+                "errors"
+            } else {
+                o.stop_reason
+            },
+            "hung": self.shared.hung.load(Ordering::Acquire),
             "error": failure,
             "errors": self.shared.errors.load(Ordering::Relaxed),
             "elapsed_ns": o.elapsed_ns,
@@ -472,17 +480,33 @@ impl FileRun {
     }
 }
 
+impl FileRun {
+    /// Join the engine threads, unless some hung in a call: those are left behind (their
+    /// handles dropped), as is every directory fd they may still use.
+    fn join_threads(&mut self) -> Result<()> {
+        if self.shared.hung.load(Ordering::Acquire) > 0 {
+            self.threads.clear();
+            return Ok(());
+        }
+        for h in self.threads.drain(..) {
+            h.join()
+                .map_err(|_| EngineError::Thread("a file stream thread panicked".into()))?;
+        }
+        Ok(())
+    }
+}
+
 impl Drop for FileRun {
     fn drop(&mut self) {
         self.stop();
-        for h in self.threads.drain(..) {
-            let _ = h.join();
-        }
         if let Some(c) = self.collector.take() {
             let _ = c.join();
         }
-        for fd in self.shared.dirs.iter().flatten() {
-            let _ = ops::close(*fd);
+        let _ = self.join_threads();
+        if self.shared.hung.load(Ordering::Acquire) == 0 {
+            for fd in self.shared.dirs.iter().flatten() {
+                let _ = ops::close(*fd);
+            }
         }
     }
 }
@@ -501,6 +525,7 @@ fn collect(
     sequence: &[bool],
     interval: u64,
     end: Option<u64>,
+    hung_ns: u64,
 ) {
     let mut index = 0u64;
     let mut start = 0u64;
@@ -527,9 +552,25 @@ fn collect(
             "duration"
         };
         if last {
-            // Let the threads finish the operation they are in, so it is counted.
+            // Let the threads finish the operation they are in, so it is counted; a call
+            // that does not return within hung_ns is the storage's failure, not a reason to
+            // wait for ever (a stopped NFS server, a FIFO planted in the set).
             shared.stop.store(true, Ordering::Release);
+            let since = shared.now();
             while shared.running.load(Ordering::Acquire) > 0 {
+                if shared.now() - since > hung_ns {
+                    let n = shared.running.load(Ordering::Acquire);
+                    shared.hung.store(n, Ordering::Release);
+                    let mut f = shared.failure.lock().unwrap();
+                    if f.is_none() {
+                        *f = Some(format!(
+                            "{n} file operation(s) did not return within {} ms after the run \
+                             stopped; the storage may have stopped answering",
+                            hung_ns / 1_000_000
+                        ));
+                    }
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(1));
             }
         }

@@ -59,6 +59,7 @@ fn run_on(backend: FileBackend, set: FileSetSpec, s: FileStreamSpec, ms: u64) ->
     let plan = FilePlan {
         plan_version: FILE_PLAN_VERSION,
         backend,
+        hung_ms: 5000,
         interval_ms: 100,
         duration_ms: Some(ms),
         max_errors: Some(0),
@@ -182,6 +183,7 @@ fn a_link_planted_in_the_set_is_never_followed() {
     let plan = FilePlan {
         plan_version: FILE_PLAN_VERSION,
         backend: FileBackend::Psync,
+        hung_ms: 5000,
         interval_ms: 100,
         duration_ms: Some(100),
         max_errors: Some(0),
@@ -278,5 +280,56 @@ fn a_stream_with_a_limit_ends_the_run_when_it_is_used_up() {
         assert_eq!(on_disk(&root.join("d0")).0, 300);
         assert!(doc["elapsed_ns"].as_u64().unwrap() < 10_000_000_000);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+}
+
+#[test]
+fn a_call_that_never_returns_ends_the_run_as_hung_within_its_wait() {
+    // A FIFO where a file should be: opening it for reading waits for a writer for ever.
+    // (psync only: io_uring's openat tries non-blocking first, and a FIFO then opens at once;
+    // the collector's wait is the same code for both.)
+    {
+        let (backend, tag) = (FileBackend::Psync, "hung");
+        let root = tmpdir(tag);
+        let set = make_set(&root, 1, 0, 0);
+        let fifo =
+            std::ffi::CString::new(root.join("d0").join(entry_name(0)).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let mut set = set;
+        set.entries = vec![(0, Some(0))];
+        let mut s = stream(vec![(FileOp::Open, 1.0)], false);
+        s.threads = 1;
+        let plan = FilePlan {
+            plan_version: FILE_PLAN_VERSION,
+            backend,
+            hung_ms: 300,
+            interval_ms: 100,
+            duration_ms: Some(200),
+            max_errors: Some(0),
+            filesets: vec![set],
+            streams: vec![s],
+        };
+        let t0 = std::time::Instant::now();
+        let mut r = FileRun::start(plan).unwrap();
+        assert!(
+            r.wait(Duration::from_secs(5)),
+            "{backend:?}: the run did not end"
+        );
+        let doc: serde_json::Value = serde_json::from_str(&r.result_json().unwrap()).unwrap();
+        assert_eq!(doc["stop_reason"], "hung", "{doc}");
+        assert_eq!(doc["hung"], 1);
+        assert!(doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not return within 300 ms"));
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        drop(r);
+        // Let the thread left behind go: a writer opens the FIFO, its open returns.
+        let _w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join("d0").join(entry_name(0)));
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = std::fs::remove_dir_all(&root);
     }
 }
