@@ -391,3 +391,16 @@ def test_every_built_in_file_workload_reads_and_places_its_sets(tmp_path, name):
     w = load_file_workload(name, str(tmp_path))
     assert w.name == name and w.streams
     assert all(f.path == str(tmp_path / f.name) for f in w.filesets)
+
+
+def test_a_damaged_marker_is_one_sentence_and_the_set_is_left_alone(tmp_path):
+    root = tmp_path / "set"
+    spec = spec_of(workload(root, files=5)).filesets[0]
+    prepare_fileset(spec)
+    marker = root / MARKER
+    doc = json.loads(marker.read_text())
+    doc["description"]["depth"] = "deep"
+    marker.write_text(json.dumps(doc))
+    before = snapshot(root)
+    _refused(spec, "is not a tilemark file set marker")
+    assert snapshot(root) == before

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilemark.errors import RunError, UsageError
-from tilemark.files.spec import FilesetSpec
+from tilemark.files.spec import MAX_DEPTH, MAX_FILES, MAX_WIDTH, FilesetSpec
 from tilemark.units import format_size
 
 MARKER = ".tilemark-fileset"
@@ -115,8 +115,15 @@ def _read_marker(spec: FilesetSpec, root_fd: int) -> dict | None:
         doc = json.loads(raw)
         if not isinstance(doc, dict) or doc.get("tilemark_fileset") != MARKER_VERSION:
             raise ValueError
-        if not isinstance(doc.get("description"), dict):
+        d = doc.get("description")
+        if not isinstance(d, dict):
             raise ValueError
+        # What a walk of the old set relies on (a marker edited by hand must not crash it).
+        for key, hi in (("depth", MAX_DEPTH), ("width", MAX_WIDTH), ("files", MAX_FILES)):
+            v = d.get(key)
+            lo = 0 if key == "depth" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ValueError
     except (ValueError, RecursionError):
         raise _refuse(
             spec,
