@@ -87,6 +87,13 @@ def test_varmail_on_a_loop_device_leaves_on_disk_what_it_counted(loop_fs, tmp_pa
     log = next(s for s in doc["streams"] if s["name"] == "log")
     appended = next(o for o in log["ops"] if o["op"] == "append")
     assert sum(files_under(mnt / "log").values()) == appended["bytes"] == 4096 * appended["ops"]
+    # The device view beneath: the loop device took the metadata storm as small writes and
+    # flushes (each fsync of a message ends in a flush).
+    (dev,) = doc["devices"]
+    assert dev["name"].startswith("loop") and dev["filesets"] == ["mail", "log"]
+    assert dev["write_iops"] > 0 and dev["write_kib_avg"] < 1024
+    fsyncs = n["fsync"] / doc["seconds"]
+    assert dev["flushes_s"] is not None and dev["flushes_s"] > 0.1 * fsyncs
     # Nothing outside the two sets' directories (lost+found is ext4's own).
     assert sorted(p.name for p in mnt.iterdir()) in (["log", "mail"], ["log", "lost+found", "mail"])
 

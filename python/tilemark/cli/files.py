@@ -175,6 +175,19 @@ def _print_result(r: FileRunResult) -> None:
             f"fileset {f.name} after the run: {f.files:,} files, {format_size(f.bytes)}",
             markup=False,
         )
+    for d in r.devices:
+
+        def fig(v: float | None, fmt: str) -> str:
+            return "-" if v is None else format(v, fmt)
+
+        console.print(
+            f"device {d.name} ({d.dev}) under {', '.join(d.filesets)}: "
+            f"{fig(d.write_iops, ',.0f')} writes/s of {fig(d.write_kib_avg, ',.1f')} KiB, "
+            f"{fig(d.write_mbps, ',.1f')} MB/s, {fig(d.flushes_s, ',.0f')} flushes/s, "
+            f"w_await {fig(d.w_await_ms, ',.2f')} ms, {fig(d.read_iops, ',.0f')} reads/s, "
+            f"util {fig(d.util_pct, '.0f')}%",
+            markup=False,
+        )
     for v in r.qos:
         shown = "-" if v.value is None else f"{v.value:,.3f}"
         unit = "/s" if "rate" in v.criterion else " ms"

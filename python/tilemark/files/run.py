@@ -72,6 +72,7 @@ class FileRunResult:
     intervals: tuple[dict[str, Any], ...]
     exit_status: int | None = None  # interrupted: 128 + the signal
     qos: tuple[Any, ...] = ()  # qos.QosVerdict, in the workload's order
+    devices: tuple[Any, ...] = ()  # devices.DeviceView: the block devices under the sets
 
     @property
     def qos_passed(self) -> bool | None:
@@ -106,6 +107,7 @@ class FileRunResult:
             "filesets": [asdict(f) for f in self.filesets],
             "qos": [asdict(v) for v in self.qos],
             "qos_passed": self.qos_passed,
+            "devices": [asdict(d) for d in self.devices],
             "intervals": list(self.intervals),
         }
 
@@ -240,10 +242,13 @@ def _prepare_and_run(
     on_interval: Callable[[dict[str, Any]], None] | None,
 ) -> FileRunResult:
     from tilemark import _engine
+    from tilemark.files.devices import device_views, devices_of, read_stats
     from tilemark.hist import latency_hist
 
     sets = prepare_all(w, progress)
     plan = file_plan(w, sets)
+    devs = devices_of([(p.spec.name, p.spec.path) for p in sets])
+    before = read_stats(set(devs))
     try:
         run = _engine.start_files(json.dumps(plan))
     except _engine.EngineError as e:
@@ -267,6 +272,7 @@ def _prepare_and_run(
         except _engine.EngineError as e:
             raise RunError(f"the file workload failed: {e}.") from None
     seconds = doc["elapsed_ns"] / 1e9
+    devices = device_views(devs, before, read_stats(set(devs)), seconds)
     streams = []
     for spec, s in zip(w.streams, doc["streams"], strict=True):
         loops = s.get("loops") or {"ops": 0}
@@ -307,7 +313,7 @@ def _prepare_and_run(
     )  # fmt: skip
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
-        tuple(intervals), stopper.exit_status, verdicts,
+        tuple(intervals), stopper.exit_status, verdicts, devices,
     )  # fmt: skip
 
 
