@@ -205,3 +205,50 @@ def test_sigterm_stops_a_file_run_in_order_and_keeps_what_ran(tmp_path):
     stats = next(o for o in doc["streams"][0]["ops"] if o["op"] == "stat")["ops"]
     assert stats > 0
     assert sum(i["streams"][0]["ops"]["stat"]["ops"] for i in doc["intervals"]) == stats
+
+
+@pytest.mark.root
+def test_enospc_on_create_when_inodes_run_out_mid_run_is_named(tmp_path):
+    """The inodes a set needs are checked before the run; another tenant can still take them
+    while it runs: the create that fails says so (ENOSPC) and what ran is kept."""
+    from tilemark import _engine
+    from tilemark.files.run import file_plan, prepare_all
+    from tilemark.files.spec import parse_file_workload
+
+    need_root()
+    mnt = tmp_path / "few"
+    mnt.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m,nr_inodes=400", "tmpfs",
+                              str(mnt)], capture_output=True)  # fmt: skip
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {mounted.stderr.decode().strip()}")
+    try:
+        doc = {"name": "t", "duration": "20s", "interval": "0.1s",
+               "fileset": [{"name": "s", "path": str(mnt / "set"), "files": 300,
+                            "prealloc": 0, "size": "0"}],
+               "filestream": [{"name": "c", "sequence": "create,close"}]}  # fmt: skip
+        w = parse_file_workload(doc, "test")
+        plan = file_plan(w, prepare_all(w))
+        other = mnt / "tenant"  # someone else takes all but a few inodes
+        other.mkdir()
+        k = 0
+        while True:
+            try:
+                (other / f"x{k}").touch()
+            except OSError:
+                break
+            k += 1
+        for j in range(20):
+            (other / f"x{j}").unlink()
+        run = _engine.start_files(json.dumps(plan))
+        assert run.wait(15)
+        snaps = json.loads(run.poll())
+        res = json.loads(run.result())
+        assert res["stop_reason"] == "errors"
+        assert "create of f" in res["error"] and "errno 28" in res["error"], res["error"]
+        creates = res["streams"][0]["ops"]["create"]
+        assert creates["errors"] == {"28": 1} and 15 <= creates["ops"] <= 20
+        assert sum(s["streams"][0]["ops"]["create"]["ops"] for s in snaps) == creates["ops"]
+        assert len(list((mnt / "set").iterdir())) == creates["ops"] + 1  # and the marker
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
