@@ -172,7 +172,7 @@ def test_a_set_whose_parent_is_missing_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("stream", "match"),
     [
-        ({"ops": "open:1,rename:1"}, "names 'rename'; operations are"),
+        ({"ops": "open:1,mkdir:1"}, "names 'mkdir'; operations are"),
         ({"ops": "open:1", "sequence": "open"}, "either ops"),
         ({"sequence": "open:2,close"}, "no weights"),
         ({"ops": "stat", "select": "zipf:0"}, "select must be"),
@@ -194,7 +194,7 @@ def _counts(result, stream: str = "m") -> dict[str, int]:
 @pytest.mark.parametrize("backend", ["psync", "uring"])
 def test_every_operation_is_counted_and_matches_the_disk(tmp_path, backend):
     root = tmp_path / "set"
-    mix = "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5"
+    mix = "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5,rename:0.5"
     doc = workload(root, {"ops": mix, "append": "1k", "select": "zipf:1.1"}, files=200,
                    prealloc=50, depth=1, width=4)  # fmt: skip
     doc["backend"] = backend

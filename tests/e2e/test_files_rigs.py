@@ -244,6 +244,7 @@ def test_enospc_on_create_when_inodes_run_out_mid_run_is_named(tmp_path):
         assert run.wait(15)
         snaps = json.loads(run.poll())
         res = json.loads(run.result())
+        del run  # its directory fds keep the file system busy
         assert res["stop_reason"] == "errors"
         assert "create of f" in res["error"] and "errno 28" in res["error"], res["error"]
         creates = res["streams"][0]["ops"]["create"]

@@ -35,8 +35,8 @@ from tilemark.errors import UsageError
 from tilemark.options import NAME_RE, shown
 from tilemark.units import parse_duration, parse_iops, parse_size
 
-OPS = ("open", "read", "close", "stat", "create", "append", "fsync", "delete")
-WRITE_OPS = frozenset({"create", "append", "fsync", "delete"})
+OPS = ("open", "read", "close", "stat", "create", "append", "fsync", "delete", "rename")
+WRITE_OPS = frozenset({"create", "append", "fsync", "delete", "rename"})
 FILESET_KEYS = ("name", "path", "depth", "width", "files", "prealloc", "size", "seed")
 STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",

@@ -39,10 +39,11 @@ pub enum FileOp {
     Append = 5,
     Fsync = 6,
     Delete = 7,
+    Rename = 8,
 }
 
 /// Count of `FileOp` kinds.
-pub const FILE_OPS: usize = 8;
+pub const FILE_OPS: usize = 9;
 
 impl FileOp {
     pub const ALL: [FileOp; FILE_OPS] = [
@@ -54,6 +55,7 @@ impl FileOp {
         FileOp::Append,
         FileOp::Fsync,
         FileOp::Delete,
+        FileOp::Rename,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +68,7 @@ impl FileOp {
             FileOp::Append => "append",
             FileOp::Fsync => "fsync",
             FileOp::Delete => "delete",
+            FileOp::Rename => "rename",
         }
     }
 
@@ -73,7 +76,7 @@ impl FileOp {
     pub fn writes(self) -> bool {
         matches!(
             self,
-            FileOp::Create | FileOp::Append | FileOp::Fsync | FileOp::Delete
+            FileOp::Create | FileOp::Append | FileOp::Fsync | FileOp::Delete | FileOp::Rename
         )
     }
 }

@@ -107,6 +107,21 @@ pub fn unlink(dir: RawFd, name: &EntryName) -> io::Result<()> {
     check(unsafe { libc::unlinkat(dir, name.as_ptr(), 0) }).map(|_| ())
 }
 
+/// Rename a file to a name that must not exist (RENAME_NOREPLACE: never over a file).
+pub fn rename(from_dir: RawFd, from: &EntryName, to_dir: RawFd, to: &EntryName) -> io::Result<()> {
+    // SAFETY: valid C strings and directory fds; names without a slash stay in their dirs.
+    check(unsafe {
+        libc::renameat2(
+            from_dir,
+            from.as_ptr(),
+            to_dir,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    })
+    .map(|_| ())
+}
+
 pub fn fsync(fd: RawFd) -> io::Result<()> {
     // SAFETY: an open fd.
     check(unsafe { libc::fsync(fd) }).map(|_| ())

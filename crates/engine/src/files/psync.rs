@@ -172,6 +172,36 @@ impl Worker {
                 self.record(op, t0, &r, i);
                 self.table().release(i, r.is_err(), size);
             }
+            FileOp::Rename => {
+                let start = self.picker.pick(&mut self.rng);
+                let free_start = self.rng.below(self.picker_len()) as usize;
+                let (from, to) = {
+                    let mut t = self.table();
+                    let from = t.take_existing_entry(start);
+                    let to = t.take_free_entry(free_start);
+                    match (from, to) {
+                        (Some(f), Some(t2)) => (f, t2),
+                        (f, t2) => {
+                            if let Some((i, _, size)) = f {
+                                t.release(i, true, size);
+                            }
+                            if let Some((j, _)) = t2 {
+                                t.release(j, false, 0);
+                            }
+                            drop(t);
+                            return self.skip(op);
+                        }
+                    }
+                };
+                let ((i, from_dir, size), (j, to_dir)) = (from, to);
+                let (fd_a, fd_b) = (self.dir_fd(from_dir), self.dir_fd(to_dir));
+                let t0 = self.shared.now();
+                let r = ops::rename(fd_a, &EntryName::new(i), fd_b, &EntryName::new(j)).map(|_| 0);
+                self.record(op, t0, &r, i);
+                let mut t = self.table();
+                t.release(i, r.is_err(), size);
+                t.release(j, r.is_ok(), size);
+            }
             FileOp::Read | FileOp::Append | FileOp::Fsync => {
                 if self.held.is_empty() && !self.open_one() {
                     return self.skip(op);

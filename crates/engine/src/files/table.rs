@@ -286,6 +286,7 @@ mod tests {
             (Append, 1.0),
             (Fsync, 0.5),
             (Delete, 0.5),
+            (Rename, 0.5),
         ];
         let total: f64 = weights.iter().map(|w| w.1).sum();
         let n = 200_000;

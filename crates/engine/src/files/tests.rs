@@ -104,6 +104,7 @@ fn mixed_stream_on(backend: FileBackend, tag: &str) {
         (Append, 1.0),
         (Fsync, 0.5),
         (Delete, 0.5),
+        (Rename, 0.5),
     ];
     let mut s = stream(ops, false);
     s.append_size = 100_000; // several io_size calls per append

@@ -35,6 +35,7 @@ enum Call {
     Read,
     Append,
     Fsync,
+    Rename,
 }
 
 /// The call a slot has in flight.
@@ -73,6 +74,11 @@ enum Pending {
     Fsync {
         entry: usize,
     },
+    Rename {
+        from: usize,
+        to: usize,
+        size: u64,
+    },
 }
 
 struct Held {
@@ -100,6 +106,8 @@ struct Slot {
     loop_start: u64,
     /// The name the call in flight reads (it must live until the call completes).
     name: EntryName,
+    /// A rename's new name.
+    name2: EntryName,
     statx: Box<libc::statx>,
     buf: Vec<u8>,
 }
@@ -151,6 +159,7 @@ impl UringStream {
                     finished: false,
                     loop_start: 0,
                     name: EntryName::default(),
+                    name2: EntryName::default(),
                     // SAFETY: statx is plain data; zero is a valid value.
                     statx: Box::new(unsafe { std::mem::zeroed() }),
                     buf,
@@ -315,6 +324,7 @@ impl UringStream {
             }
             FileOp::Close => s.calls.push_back(Call::CloseLast),
             FileOp::Stat => s.calls.push_back(Call::Stat),
+            FileOp::Rename => s.calls.push_back(Call::Rename),
             FileOp::Delete => s.calls.push_back(Call::Delete),
             FileOp::Read | FileOp::Append | FileOp::Fsync => {
                 if s.held.is_empty() {
@@ -425,6 +435,46 @@ impl UringStream {
                         Pending::Delete { entry, size },
                     ),
                 }
+            }
+            Call::Rename => {
+                let start = self.picker.pick(&mut self.slots[k].rng);
+                let free_start = self.slots[k].rng.below(self.entries) as usize;
+                let mut t = table.lock().unwrap();
+                let (from, to) = match (t.take_existing_entry(start), t.take_free_entry(free_start))
+                {
+                    (Some(f), Some(t2)) => (f, t2),
+                    (f, t2) => {
+                        if let Some((i, _, size)) = f {
+                            t.release(i, true, size);
+                        }
+                        if let Some((j, _)) = t2 {
+                            t.release(j, false, 0);
+                        }
+                        drop(t);
+                        self.skip(k, FileOp::Rename);
+                        return false;
+                    }
+                };
+                drop(t);
+                let ((i, from_dir, size), (j, to_dir)) = (from, to);
+                let dirs = &self.shared.dirs[self.fileset];
+                let (a, b) = (
+                    types::Fd(dirs[from_dir as usize]),
+                    types::Fd(dirs[to_dir as usize]),
+                );
+                let s = &mut self.slots[k];
+                s.name = EntryName::new(i);
+                s.name2 = EntryName::new(j);
+                (
+                    opcode::RenameAt::new(a, s.name.as_ptr(), b, s.name2.as_ptr())
+                        .flags(libc::RENAME_NOREPLACE)
+                        .build(),
+                    Pending::Rename {
+                        from: i,
+                        to: j,
+                        size,
+                    },
+                )
             }
             Call::Read | Call::Append | Call::Fsync => {
                 let s = &mut self.slots[k];
@@ -602,6 +652,11 @@ impl UringStream {
                     }
                     self.record(k, FileOp::Append, Ok(done), entry);
                 }
+            }
+            Pending::Rename { from, to, size } => {
+                self.record(k, FileOp::Rename, err.map_or(Ok(0), Err), from);
+                self.release(from, err.is_some(), size);
+                self.release(to, err.is_none(), size);
             }
             Pending::Fsync { entry } => {
                 self.record(k, FileOp::Fsync, err.map_or(Ok(0), Err), entry);
