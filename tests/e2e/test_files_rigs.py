@@ -195,7 +195,15 @@ def test_sigterm_stops_a_file_run_in_order_and_keeps_what_ran(tmp_path):
     out = tmp_path / "r.json"
     p = subprocess.Popen([tilemark_exe(), "files", "run", str(toml), "--json", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    time.sleep(1.5)
+    # Signal once the run is under way: the set is prepared (its marker says ready), then a
+    # little more (a loaded machine may take seconds to get there).
+    marker = tmp_path / "set" / ".tilemark-fileset"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if marker.exists() and '"ready"' in marker.read_text():
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=20)
     assert p.returncode == 143, err
