@@ -363,8 +363,24 @@ def read_pg_capacity(doc: list[dict[str, Any]]) -> Reading:
     return Reading("pg_capacity.py", doc[0].get("device", "-") if doc else "-", "; ".join(parts))
 
 
+def read_file_ops(doc: dict[str, Any]) -> Reading:
+    """file_ops.py: tilemark's file streams (psync) / the same calls in C, rate and CPU per op,
+    per file system, case and thread count (medians over the repetitions)."""
+    parts = [
+        f"{r['fs']} {r['case']} x{r['threads']} {num(r['tilemark-psync']['ratio_median'])}"
+        f" (CPU {num(r['tilemark-psync']['cpu_ratio'])})"
+        for r in doc["rows"]
+    ]
+    return Reading(
+        f"file_ops.py, {doc['reps']} reps of {num(doc['seconds'], 1)} s, {doc['files']:,} files",
+        ", ".join(sorted({r["fs"] for r in doc["rows"]})),
+        "tilemark psync / C loop rate (CPU per op): " + "; ".join(parts),
+    )
+
+
 Adapter = Callable[[Any], Reading]
 BY_SCHEMA: dict[str, Adapter] = {
+    "tilemark-bench-file-ops/1": read_file_ops,
     "tilemark-bench-vs-fio/1": read_vs_fio,
     "tilemark-bench-cluster/1": read_cluster,
     "tilemark-bench-verify-overhead/1": read_verify,

@@ -71,3 +71,23 @@ def dio_alignment(path: str) -> int:
 
 def version() -> str:
     """The engine crate's version."""
+
+FILE_PLAN_VERSION: int
+"""The file plan format this engine reads (docs/files.md)."""
+
+class FileRun:
+    """A running file plan (file and metadata operations over prepared file sets)."""
+
+    def poll(self) -> str:
+        """JSON list of interval snapshots completed since the last poll (may be `[]`)."""
+    def stop(self) -> None:
+        """Ask every thread to stop after the operation it is in; the partial interval is
+        reported."""
+    def wait(self, timeout_s: float) -> bool:
+        """Block (GIL released) up to `timeout_s` until the run ends; True if it has ended."""
+    def result(self) -> str:
+        """Block (GIL released) until the run ends; JSON totals per stream, stop_reason, the
+        first failing operation (`error`) and the sets' files and bytes as left."""
+
+def start_files(plan_json: str) -> FileRun:
+    """Validate a file plan, open its sets' directories (no links) and start its threads."""

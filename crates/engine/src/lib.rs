@@ -10,6 +10,7 @@ pub mod clock;
 pub mod data;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod layout;
 pub mod plan;
 pub mod prepare;

@@ -731,7 +731,7 @@ fn skip_bytes((lo, hi): (i64, i64), align: u64, rng: &mut Rng) -> i64 {
     }
 }
 
-fn coprime_multiplier(n: u64) -> u64 {
+pub(crate) fn coprime_multiplier(n: u64) -> u64 {
     if n <= 2 {
         return 1;
     }

@@ -72,6 +72,48 @@ fn start(py: Python<'_>, plan_json: &str) -> PyResult<Run> {
     })
 }
 
+/// A running file plan (docs/files.md).
+#[pyclass(module = "tilemark._engine")]
+struct FileRun {
+    run: Mutex<tilemark_engine::files::FileRun>,
+}
+
+#[pymethods]
+impl FileRun {
+    /// JSON list of interval snapshots completed since the last poll.
+    fn poll(&self) -> String {
+        self.run.lock().unwrap().poll_json()
+    }
+
+    fn stop(&self) {
+        self.run.lock().unwrap().stop();
+    }
+
+    /// Wait up to `timeout_s` (GIL released) for the run to end; True if it has.
+    fn wait(&self, py: Python<'_>, timeout_s: f64) -> bool {
+        let timeout = Duration::from_secs_f64(timeout_s.max(0.0));
+        py.allow_threads(|| self.run.lock().unwrap().wait(timeout))
+    }
+
+    /// Block (GIL released) until the run ends; the result as JSON.
+    fn result(&self, py: Python<'_>) -> PyResult<String> {
+        py.allow_threads(|| self.run.lock().unwrap().result_json())
+            .map_err(to_py)
+    }
+}
+
+/// Validate a file plan (JSON), open its sets' directories and start its threads.
+#[pyfunction]
+fn start_files(py: Python<'_>, plan_json: &str) -> PyResult<FileRun> {
+    let plan = tilemark_engine::files::FilePlan::from_json(plan_json).map_err(to_py)?;
+    let run = py
+        .allow_threads(|| tilemark_engine::files::FileRun::start(plan))
+        .map_err(to_py)?;
+    Ok(FileRun {
+        run: Mutex::new(run),
+    })
+}
+
 /// Write incompressible data over [offset, offset+length); returns bytes written. With
 /// `target_id`, every block is a verifiable fill block of `block_size` bytes whose offset counts
 /// from `data_offset`.
@@ -180,6 +222,8 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(fill, m)?)?;
     m.add_class::<VerifyPass>()?;
+    m.add_class::<FileRun>()?;
+    m.add_function(wrap_pyfunction!(start_files, m)?)?;
     m.add_function(wrap_pyfunction!(verify_pass, m)?)?;
     m.add_function(wrap_pyfunction!(sample_blocks, m)?)?;
     m.add_function(wrap_pyfunction!(dio_alignment, m)?)?;
@@ -188,5 +232,9 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // builds the wheel with it) and the plan format is the engine's.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("PLAN_VERSION", tilemark_engine::plan::PLAN_VERSION)?;
+    m.add(
+        "FILE_PLAN_VERSION",
+        tilemark_engine::files::FILE_PLAN_VERSION,
+    )?;
     Ok(())
 }

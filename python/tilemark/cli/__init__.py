@@ -73,6 +73,8 @@ COMMANDS: dict[str, Entry] = {
                     "target at their own times, as fast as they allow, or at a depth."),
     "learn": Entry("tilemark.cli.learn", "learn", "Learn a profile from block traces: streams, "
                    "rates, mixes, placement, sync; it runs in tiles (docs/learn.md)."),
+    "files": Entry("tilemark.cli.files", "files_app", "File sets and file/metadata workloads: "
+                   "prepare a set, run its streams (docs/files.md)."),
     "fidelity": Entry("tilemark.cli.fidelity", "fidelity", "How closely two IO streams agree, "
                       "property by property (docs/fidelity.md)."),
 }  # fmt: skip

@@ -279,6 +279,12 @@ def _engine(job: FioJob, opt: Option) -> None:
         return
     if engine in ENGINE_REASONS:
         raise _Refused(f"ioengine={engine}: {ENGINE_REASONS[engine]}", "ioengine")
+    if engine in ("filecreate", "filestat", "filedelete"):
+        raise _Refused(
+            f"ioengine={engine} makes metadata calls on files; `tilemark files run` runs such "
+            "jobs as file workloads (docs/files.md)",
+            "ioengine",
+        )
     for family, members in ENGINE_FAMILIES.items():
         if engine in members:
             raise _Refused(

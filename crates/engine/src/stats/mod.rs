@@ -49,7 +49,7 @@ pub struct OpStats {
 }
 
 impl OpStats {
-    fn new(open_loop: bool) -> Self {
+    pub fn new(open_loop: bool) -> Self {
         OpStats {
             response: open_loop.then(Histogram::new),
             ..Default::default()

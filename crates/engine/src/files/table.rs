@@ -1,0 +1,403 @@
+//! The file set as the engine keeps it during a run: which entries exist, their sizes, which
+//! are busy (an operation or a thread's open file holds them), and how a stream draws the next
+//! operation and the next file. Pure logic, no IO: unit-tested below.
+
+use super::{FileOp, Select, FILE_OPS};
+use crate::rng::{Rng, Zipf};
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    pub dir: u32,
+    pub exists: bool,
+    /// Held by an operation or an open file: no other thread touches it.
+    pub busy: bool,
+    pub size: u64,
+}
+
+/// The entries of one file set (behind a mutex shared by the set's streams).
+///
+/// Besides the entries, a list of the existing ones and a list of the free ones (with each
+/// entry's place in its list), so that a pick in a sparse set (a few files among millions of
+/// entries) or a nearly full one does not scan the set: a pick probes `NEAR` entries from
+/// where selection pointed, then draws from the right list.
+#[derive(Debug)]
+pub struct Table {
+    pub entries: Vec<Entry>,
+    /// Entries that exist now.
+    pub present: u64,
+    existing: Vec<u32>,
+    free: Vec<u32>,
+    /// Each entry's index in `existing` or `free` (whichever it is in).
+    place: Vec<u32>,
+}
+
+/// Entries probed from a selection's pick before drawing from the lists.
+const NEAR: usize = 64;
+/// Draws from a list before the last resort, a scan (many busy entries).
+const DRAWS: u64 = 16;
+
+impl Table {
+    pub fn new(entries: &[(u32, Option<u64>)]) -> Self {
+        let entries: Vec<Entry> = entries
+            .iter()
+            .map(|&(dir, size)| Entry {
+                dir,
+                exists: size.is_some(),
+                busy: false,
+                size: size.unwrap_or(0),
+            })
+            .collect();
+        let present = entries.iter().filter(|e| e.exists).count() as u64;
+        let (mut existing, mut free) = (Vec::new(), Vec::new());
+        let place = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let list = if e.exists { &mut existing } else { &mut free };
+                list.push(i as u32);
+                (list.len() - 1) as u32
+            })
+            .collect();
+        Table {
+            entries,
+            present,
+            existing,
+            free,
+            place,
+        }
+    }
+
+    /// Bytes of all files that exist now.
+    pub fn bytes(&self) -> u64 {
+        self.entries
+            .iter()
+            .filter(|e| e.exists)
+            .map(|e| e.size)
+            .sum()
+    }
+
+    /// Take an existing, idle entry, starting at `start` and probing forward (so a busy or
+    /// deleted pick lands on its neighbour rather than failing). Marks it busy.
+    pub fn take_existing(&mut self, start: usize) -> Option<usize> {
+        self.take(start, true)
+    }
+
+    /// `take_existing`, with the entry's directory and size (one lock for all three).
+    pub fn take_existing_entry(&mut self, start: usize) -> Option<(usize, u32, u64)> {
+        let i = self.take(start, true)?;
+        Some((i, self.entries[i].dir, self.entries[i].size))
+    }
+
+    /// `take_free`, with the entry's directory.
+    pub fn take_free_entry(&mut self, start: usize) -> Option<(usize, u32)> {
+        let i = self.take(start, false)?;
+        Some((i, self.entries[i].dir))
+    }
+
+    /// Take a free (not existing, idle) entry for a create, from `start` forward.
+    pub fn take_free(&mut self, start: usize) -> Option<usize> {
+        self.take(start, false)
+    }
+
+    fn take(&mut self, start: usize, exists: bool) -> Option<usize> {
+        let n = self.entries.len();
+        if exists && self.present == 0 || !exists && self.present as usize == n {
+            return None;
+        }
+        let ok = |e: &Entry| e.exists == exists && !e.busy;
+        let found = (0..NEAR.min(n))
+            .map(|k| (start + k) % n)
+            .find(|&i| ok(&self.entries[i]))
+            .or_else(|| {
+                // Sparse where selection pointed: an entry of the right kind at random (drawn
+                // from `start`, so a run stays deterministic), then a scan as a last resort.
+                let list = if exists { &self.existing } else { &self.free };
+                let mut h = start as u64;
+                (0..DRAWS)
+                    .map(|_| {
+                        h = crate::data::mix64(h.wrapping_add(0x9E37_79B9_7F4A_7C15));
+                        list[(h % list.len() as u64) as usize] as usize
+                    })
+                    .find(|&i| ok(&self.entries[i]))
+                    .or_else(|| {
+                        list.iter()
+                            .map(|&i| i as usize)
+                            .find(|&i| ok(&self.entries[i]))
+                    })
+            })?;
+        self.entries[found].busy = true;
+        Some(found)
+    }
+
+    fn move_to(&mut self, i: usize, exists: bool) {
+        let (from, to) = if exists {
+            (&mut self.free, &mut self.existing)
+        } else {
+            (&mut self.existing, &mut self.free)
+        };
+        let at = self.place[i] as usize;
+        from.swap_remove(at);
+        if at < from.len() {
+            self.place[from[at] as usize] = at as u32;
+        }
+        to.push(i as u32);
+        self.place[i] = (to.len() - 1) as u32;
+    }
+
+    /// Give an entry back after an operation: whether it exists now, and its size.
+    pub fn release(&mut self, i: usize, exists: bool, size: u64) {
+        let was = self.entries[i].exists;
+        if was != exists {
+            self.move_to(i, exists);
+            if exists {
+                self.present += 1;
+            } else {
+                self.present -= 1;
+            }
+        }
+        let e = &mut self.entries[i];
+        e.exists = exists;
+        e.size = if exists { size } else { 0 };
+        e.busy = false;
+    }
+}
+
+/// Where a stream's picks start: uniform over the entries, or a scrambled zipf rank.
+#[derive(Clone, Debug)]
+pub enum Picker {
+    Uniform(u64),
+    Zipf { zipf: Zipf, n: u64, scramble: u64 },
+}
+
+impl Picker {
+    pub fn new(select: &Select, n: usize) -> Self {
+        let n = n as u64;
+        match select {
+            Select::Uniform => Picker::Uniform(n),
+            Select::Zipf { theta } => Picker::Zipf {
+                zipf: Zipf::new(n, *theta),
+                n,
+                // Popular files spread over the directories, not the first ones in order.
+                scramble: crate::stream::coprime_multiplier(n),
+            },
+        }
+    }
+
+    pub fn pick(&self, rng: &mut Rng) -> usize {
+        match self {
+            Picker::Uniform(n) => rng.below(*n) as usize,
+            Picker::Zipf { zipf, n, scramble } => {
+                let rank = zipf.sample(rng) - 1;
+                ((rank as u128 * *scramble as u128) % *n as u128) as usize
+            }
+        }
+    }
+}
+
+/// The next operation of a stream: drawn from the weighted mix, or the sequence in order.
+#[derive(Clone, Debug)]
+pub struct OpMix {
+    /// (cumulative weight share, op), or the sequence.
+    cdf: Vec<(f64, FileOp)>,
+    sequence: bool,
+    next: usize,
+}
+
+impl OpMix {
+    pub fn new(ops: &[(FileOp, f64)], sequence: bool) -> Self {
+        if sequence {
+            return OpMix {
+                cdf: ops.iter().map(|&(op, _)| (0.0, op)).collect(),
+                sequence,
+                next: 0,
+            };
+        }
+        let total: f64 = ops.iter().map(|o| o.1).sum();
+        let mut acc = 0.0;
+        let cdf = ops
+            .iter()
+            .filter(|o| o.1 > 0.0)
+            .map(|&(op, w)| {
+                acc += w / total;
+                (acc, op)
+            })
+            .collect();
+        OpMix {
+            cdf,
+            sequence,
+            next: 0,
+        }
+    }
+
+    /// The next op, and whether it starts a new loop of a sequence (a mix: always true).
+    pub fn next(&mut self, rng: &mut Rng) -> (FileOp, bool) {
+        if self.sequence {
+            let first = self.next == 0;
+            let op = self.cdf[self.next].1;
+            self.next = (self.next + 1) % self.cdf.len();
+            return (op, first);
+        }
+        let u = rng.next_f64();
+        let op = self
+            .cdf
+            .iter()
+            .find(|c| u < c.0)
+            .unwrap_or(self.cdf.last().expect("validated mix"))
+            .1;
+        (op, true)
+    }
+
+    /// Operations per loop (1 for a mix).
+    pub fn loop_len(&self) -> usize {
+        if self.sequence {
+            self.cdf.len()
+        } else {
+            1
+        }
+    }
+}
+
+/// Per-op counts, for the tests.
+pub fn count_ops(mix: &mut OpMix, rng: &mut Rng, n: usize) -> [u64; FILE_OPS] {
+    let mut counts = [0u64; FILE_OPS];
+    for _ in 0..n {
+        counts[mix.next(rng).0 as usize] += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mix(text: &[(FileOp, f64)]) -> OpMix {
+        OpMix::new(text, false)
+    }
+
+    #[test]
+    fn a_mix_draws_each_op_in_proportion_to_its_weight() {
+        use FileOp::*;
+        let weights = [
+            (Open, 1.0),
+            (Read, 4.0),
+            (Close, 1.0),
+            (Stat, 2.0),
+            (Create, 0.5),
+            (Append, 1.0),
+            (Fsync, 0.5),
+            (Delete, 0.5),
+            (Rename, 0.5),
+        ];
+        let total: f64 = weights.iter().map(|w| w.1).sum();
+        let n = 200_000;
+        let counts = count_ops(&mut mix(&weights), &mut Rng::new(7), n);
+        for (op, w) in weights {
+            let share = counts[op as usize] as f64 / n as f64;
+            assert!((share - w / total).abs() < 0.005, "{op:?}: {share}");
+        }
+    }
+
+    #[test]
+    fn a_zero_weight_op_is_never_drawn() {
+        use FileOp::*;
+        let counts = count_ops(
+            &mut mix(&[(Stat, 1.0), (Delete, 0.0)]),
+            &mut Rng::new(1),
+            10_000,
+        );
+        assert_eq!(counts[Delete as usize], 0);
+        assert_eq!(counts[Stat as usize], 10_000);
+    }
+
+    #[test]
+    fn a_sequence_is_walked_in_order_and_marks_each_loop_start() {
+        use FileOp::*;
+        let mut m = OpMix::new(&[(Delete, 1.0), (Create, 1.0), (Fsync, 0.0)], true);
+        let mut rng = Rng::new(1);
+        let got: Vec<_> = (0..6).map(|_| m.next(&mut rng)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Delete, true),
+                (Create, false),
+                (Fsync, false),
+                (Delete, true),
+                (Create, false),
+                (Fsync, false)
+            ]
+        );
+        assert_eq!(m.loop_len(), 3);
+    }
+
+    #[test]
+    fn taking_skips_busy_and_missing_entries_and_release_keeps_the_count() {
+        let mut t = Table::new(&[(0, Some(10)), (0, None), (0, Some(20))]);
+        assert_eq!(t.present, 2);
+        assert_eq!(t.take_existing(0), Some(0));
+        // Entry 0 is busy, 1 does not exist: the next existing idle one is 2.
+        assert_eq!(t.take_existing(0), Some(2));
+        assert_eq!(t.take_existing(1), None);
+        assert_eq!(t.take_free(0), Some(1));
+        assert_eq!(t.take_free(0), None);
+        t.release(1, true, 5); // created
+        t.release(0, false, 0); // deleted
+        t.release(2, true, 30); // appended to
+        assert_eq!(t.present, 2);
+        assert_eq!(t.bytes(), 35);
+        assert_eq!(t.take_free(2), Some(0));
+    }
+
+    #[test]
+    fn a_sparse_set_finds_its_few_files_and_keeps_its_lists_right() {
+        // 1,000,000 entries, 5 of them existing: picks land on those, wherever they start.
+        let mut spec = vec![(0u32, None); 1_000_000];
+        for i in [3usize, 250_000, 500_001, 750_002, 999_999] {
+            spec[i] = (0, Some(1));
+        }
+        let mut t = Table::new(&spec);
+        let mut rng = Rng::new(9);
+        for _ in 0..10_000 {
+            let start = rng.below(1_000_000) as usize;
+            let i = t.take_existing(start).expect("an existing entry");
+            assert!(t.entries[i].exists);
+            // Delete it and create another in a free entry: the count stays 5.
+            t.release(i, false, 0);
+            let j = t.take_free(rng.below(1_000_000) as usize).unwrap();
+            assert!(!t.entries[j].exists);
+            t.release(j, true, 1);
+        }
+        assert_eq!(t.present, 5);
+        let listed: Vec<usize> = (0..1_000_000).filter(|&i| t.entries[i].exists).collect();
+        assert_eq!(listed.len(), 5);
+        for &i in &listed {
+            assert_eq!(t.existing[t.place[i] as usize] as usize, i);
+        }
+        assert_eq!(t.existing.len() + t.free.len(), 1_000_000);
+    }
+
+    #[test]
+    fn a_full_set_has_no_free_entry_and_an_empty_one_none_existing() {
+        let mut full = Table::new(&[(0, Some(1)), (0, Some(1))]);
+        assert_eq!(full.take_free(0), None);
+        let mut empty = Table::new(&[(0, None)]);
+        assert_eq!(empty.take_existing(0), None);
+    }
+
+    #[test]
+    fn zipf_selection_favours_few_files_and_uniform_does_not() {
+        let n = 1000;
+        let mut rng = Rng::new(3);
+        let top_share = |p: &Picker, rng: &mut Rng| {
+            let mut counts = vec![0u64; n];
+            for _ in 0..100_000 {
+                counts[p.pick(rng)] += 1;
+            }
+            counts.sort_unstable_by(|a, b| b.cmp(a));
+            counts[..10].iter().sum::<u64>() as f64 / 100_000.0
+        };
+        let zipf = top_share(&Picker::new(&Select::Zipf { theta: 1.2 }, n), &mut rng);
+        let uniform = top_share(&Picker::new(&Select::Uniform, n), &mut rng);
+        assert!(zipf > 0.5, "zipf top 1% share {zipf}");
+        assert!(uniform < 0.03, "uniform top 1% share {uniform}");
+    }
+}

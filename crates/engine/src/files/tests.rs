@@ -1,0 +1,339 @@
+//! File plans run for real on a small set in a temporary directory.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("tm-files-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// A flat set of `n` entries, the first `present` of them existing with `size` bytes.
+fn make_set(root: &Path, n: usize, present: usize, size: u64) -> FileSetSpec {
+    std::fs::create_dir_all(root.join("d0")).unwrap();
+    let entries = (0..n)
+        .map(|i| {
+            if i < present {
+                std::fs::write(
+                    root.join("d0").join(entry_name(i)),
+                    vec![7u8; size as usize],
+                )
+                .unwrap();
+                (0, Some(size))
+            } else {
+                (0, None)
+            }
+        })
+        .collect();
+    FileSetSpec {
+        name: "t".into(),
+        root: root.to_str().unwrap().into(),
+        dirs: vec!["d0".into()],
+        entries,
+    }
+}
+
+fn stream(ops: Vec<(FileOp, f64)>, sequence: bool) -> FileStreamSpec {
+    FileStreamSpec {
+        name: "s".into(),
+        fileset: 0,
+        ops,
+        sequence,
+        select: Select::Uniform,
+        threads: 2,
+        arrival: FileArrival::Closed,
+        read_size: 0,
+        append_size: 1000,
+        io_size: 1 << 16,
+        openfiles: 4,
+        seed: 5,
+        limit: None,
+    }
+}
+
+fn run_on(backend: FileBackend, set: FileSetSpec, s: FileStreamSpec, ms: u64) -> serde_json::Value {
+    let plan = FilePlan {
+        plan_version: FILE_PLAN_VERSION,
+        backend,
+        hung_ms: 5000,
+        interval_ms: 100,
+        duration_ms: Some(ms),
+        max_errors: Some(0),
+        filesets: vec![set],
+        streams: vec![s],
+    };
+    let mut r = FileRun::start(plan).unwrap();
+    assert!(r.wait(Duration::from_secs(10)));
+    serde_json::from_str(&r.result_json().unwrap()).unwrap()
+}
+
+fn on_disk(dir: &Path) -> (u64, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        files += 1;
+        bytes += e.unwrap().metadata().unwrap().len();
+    }
+    (files, bytes)
+}
+
+#[test]
+fn a_mixed_stream_leaves_on_disk_what_it_counted() {
+    mixed_stream_on(FileBackend::Psync, "mix");
+}
+
+#[test]
+fn a_mixed_uring_stream_leaves_on_disk_what_it_counted() {
+    mixed_stream_on(FileBackend::Uring, "mix-uring");
+}
+
+fn mixed_stream_on(backend: FileBackend, tag: &str) {
+    use FileOp::*;
+    let root = tmpdir(tag);
+    let set = make_set(&root, 200, 100, 3000);
+    let ops = vec![
+        (Open, 1.0),
+        (Read, 4.0),
+        (Close, 1.0),
+        (Stat, 2.0),
+        (Create, 0.5),
+        (Append, 1.0),
+        (Fsync, 0.5),
+        (Delete, 0.5),
+        (Rename, 0.5),
+    ];
+    let mut s = stream(ops, false);
+    s.append_size = 100_000; // several io_size calls per append
+    s.io_size = 4096;
+    // A budget, not a duration: on a loaded machine 300 ms did not always reach every op.
+    s.limit = Some(1500);
+    let doc = run_on(backend, set, s, 30_000);
+    assert_eq!(doc["stop_reason"], "done", "{doc}");
+    assert_eq!(doc["error"], serde_json::Value::Null, "{doc}");
+    let s = &doc["streams"][0]["ops"];
+    let n = |op: &str| s[op]["ops"].as_u64().unwrap();
+    for op in FileOp::ALL {
+        assert!(n(op.name()) > 0, "{} never ran: {doc}", op.name());
+    }
+    let (files, bytes) = on_disk(&root.join("d0"));
+    assert_eq!(files, 100 + n("create") - n("delete"));
+    assert_eq!(doc["filesets"][0]["files"].as_u64().unwrap(), files);
+    assert_eq!(doc["filesets"][0]["bytes"].as_u64().unwrap(), bytes);
+    assert_eq!(
+        s["append"]["bytes"].as_u64().unwrap(),
+        n("append") * 100_000
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_sequence_counts_loops_and_each_op() {
+    sequence_on(FileBackend::Psync, "seq");
+}
+
+#[test]
+fn a_uring_sequence_counts_loops_and_each_op() {
+    sequence_on(FileBackend::Uring, "seq-uring");
+}
+
+fn sequence_on(backend: FileBackend, tag: &str) {
+    use FileOp::*;
+    let root = tmpdir(tag);
+    let set = make_set(&root, 100, 50, 100);
+    let ops = vec![
+        (Delete, 1.0),
+        (Create, 1.0),
+        (Append, 1.0),
+        (Fsync, 1.0),
+        (Close, 1.0),
+    ];
+    let mut s = stream(ops, true);
+    s.threads = 8;
+    let doc = run_on(backend, set, s, 1000);
+    let s = &doc["streams"][0];
+    let loops = s["loops"]["ops"].as_u64().unwrap();
+    let creates = s["ops"]["create"]["ops"].as_u64().unwrap();
+    assert!(loops > 0);
+    // Every loop creates once; the loop in progress when the run ended is not counted.
+    assert!(
+        creates >= loops && creates <= loops + 8,
+        "{loops} loops, {creates} creates"
+    );
+    // Each delete makes room for the next create; a loop cut by the run's end may have
+    // deleted without creating yet.
+    let deletes = s["ops"]["delete"]["ops"].as_u64().unwrap();
+    assert!(deletes >= creates && deletes <= creates + 8);
+    assert_eq!(on_disk(&root.join("d0")).0, 50 + creates - deletes);
+    assert_eq!(
+        doc["filesets"][0]["files"].as_u64().unwrap(),
+        50 + creates - deletes
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_link_planted_in_the_set_is_never_followed() {
+    let root = tmpdir("link");
+    let outside = tmpdir("link-outside");
+    std::fs::write(outside.join("keep"), b"mine").unwrap();
+    let mut set = make_set(&root, 4, 0, 0);
+    std::fs::remove_dir(root.join("d0")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("d0")).unwrap();
+    set.entries = vec![(0, Some(4))];
+    let plan = FilePlan {
+        plan_version: FILE_PLAN_VERSION,
+        backend: FileBackend::Psync,
+        hung_ms: 5000,
+        interval_ms: 100,
+        duration_ms: Some(100),
+        max_errors: Some(0),
+        filesets: vec![set],
+        streams: vec![stream(vec![(FileOp::Delete, 1.0)], false)],
+    };
+    let err = FileRun::start(plan).err().expect("refused").to_string();
+    assert!(err.contains("no links"), "{err}");
+    assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"mine");
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::remove_dir_all(&outside).unwrap();
+}
+
+#[test]
+fn a_failing_operation_stops_the_run_naming_it_and_keeps_the_intervals() {
+    failing_on(FileBackend::Psync, "fail");
+}
+
+#[test]
+fn a_failing_uring_operation_stops_the_run_naming_it() {
+    failing_on(FileBackend::Uring, "fail-uring");
+}
+
+fn failing_on(backend: FileBackend, tag: &str) {
+    // Entries the table believes exist but the disk does not hold: every open fails ENOENT.
+    let root = tmpdir(tag);
+    let mut set = make_set(&root, 10, 0, 0);
+    set.entries = (0..10).map(|_| (0, Some(1))).collect();
+    let mut s = stream(vec![(FileOp::Stat, 1.0), (FileOp::Open, 1.0)], false);
+    s.threads = 1;
+    let doc = run_on(backend, set, s, 2000);
+    assert_eq!(doc["stop_reason"], "errors", "{doc}");
+    let msg = doc["error"].as_str().unwrap();
+    assert!(msg.contains("failed: errno 2"), "{msg}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn an_open_loop_stream_keeps_its_rate() {
+    open_loop_on(FileBackend::Psync, "open");
+}
+
+#[test]
+fn an_open_loop_uring_stream_keeps_its_rate() {
+    open_loop_on(FileBackend::Uring, "open-uring");
+}
+
+fn open_loop_on(backend: FileBackend, tag: &str) {
+    let root = tmpdir(tag);
+    let set = make_set(&root, 50, 50, 10);
+    let mut s = stream(vec![(FileOp::Stat, 1.0)], false);
+    s.arrival = FileArrival::Open {
+        rate: 200.0,
+        poisson: false,
+    };
+    let doc = run_on(backend, set, s, 500);
+    let n = doc["streams"][0]["ops"]["stat"]["ops"].as_u64().unwrap();
+    // Never more than the schedule allows; a loaded machine may fall behind, not ahead.
+    assert!((50..=101).contains(&n), "{n} stats in 0.5 s at 200/s");
+    assert!(
+        doc["streams"][0]["ops"]["stat"]["response"]["n"]
+            .as_u64()
+            .unwrap()
+            == n
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn an_entry_name_on_the_stack_is_the_formatted_one() {
+    for i in [0, 7, 12_345_678, 99_999_999] {
+        let n = EntryName::new(i);
+        // SAFETY: EntryName is NUL-terminated.
+        let c = unsafe { std::ffi::CStr::from_ptr(n.as_ptr()) };
+        assert_eq!(c.to_str().unwrap(), entry_name(i));
+    }
+}
+
+#[test]
+fn a_stream_with_a_limit_ends_the_run_when_it_is_used_up() {
+    for (backend, tag) in [
+        (FileBackend::Psync, "limit"),
+        (FileBackend::Uring, "limit-uring"),
+    ] {
+        let root = tmpdir(tag);
+        let set = make_set(&root, 500, 0, 0);
+        let mut s = stream(vec![(FileOp::Create, 1.0), (FileOp::Close, 1.0)], true);
+        s.threads = 3;
+        s.limit = Some(300);
+        let doc = run_on(backend, set, s, 20_000);
+        assert_eq!(doc["stop_reason"], "done", "{doc}");
+        assert_eq!(doc["streams"][0]["ops"]["create"]["ops"], 300);
+        assert_eq!(doc["streams"][0]["loops"]["ops"], 300);
+        assert_eq!(on_disk(&root.join("d0")).0, 300);
+        assert!(doc["elapsed_ns"].as_u64().unwrap() < 10_000_000_000);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
+
+#[test]
+fn a_call_that_never_returns_ends_the_run_as_hung_within_its_wait() {
+    // A FIFO where a file should be: opening it for reading waits for a writer for ever.
+    // (psync only: io_uring's openat tries non-blocking first, and a FIFO then opens at once;
+    // the collector's wait is the same code for both.)
+    {
+        let (backend, tag) = (FileBackend::Psync, "hung");
+        let root = tmpdir(tag);
+        let set = make_set(&root, 1, 0, 0);
+        let fifo =
+            std::ffi::CString::new(root.join("d0").join(entry_name(0)).to_str().unwrap()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let mut set = set;
+        set.entries = vec![(0, Some(0))];
+        let mut s = stream(vec![(FileOp::Open, 1.0)], false);
+        s.threads = 1;
+        let plan = FilePlan {
+            plan_version: FILE_PLAN_VERSION,
+            backend,
+            hung_ms: 300,
+            interval_ms: 100,
+            duration_ms: Some(200),
+            max_errors: Some(0),
+            filesets: vec![set],
+            streams: vec![s],
+        };
+        let t0 = std::time::Instant::now();
+        let mut r = FileRun::start(plan).unwrap();
+        assert!(
+            r.wait(Duration::from_secs(5)),
+            "{backend:?}: the run did not end"
+        );
+        let doc: serde_json::Value = serde_json::from_str(&r.result_json().unwrap()).unwrap();
+        assert_eq!(doc["stop_reason"], "hung", "{doc}");
+        assert_eq!(doc["hung"], 1);
+        assert!(doc["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not return within 300 ms"));
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        drop(r);
+        // Let the thread left behind go: a writer opens the FIFO, its open returns.
+        let _w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join("d0").join(entry_name(0)));
+        std::thread::sleep(Duration::from_millis(50));
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

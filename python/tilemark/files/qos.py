@@ -1,0 +1,105 @@
+"""QoS criteria of a file workload: a latency statistic of one operation (or of a sequence's
+whole loop) under a limit, or its rate above one; judged over the run's totals (merged
+histograms, never averaged percentiles).
+
+    [qos.fsync_p99]
+    stream = "mail"
+    op = "fsync"       # an operation, or "loop" (a sequence's whole loop: one message)
+    stat = "p99"       # mean, p50, p99, p999, max (with max_ms) or rate (with min_rate, per s)
+    max_ms = 20
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tilemark.errors import UsageError
+from tilemark.options import NAME_RE, shown
+
+STATS = ("mean", "p50", "p99", "p999", "max", "rate")
+QOS_KEYS = ("stream", "op", "stat", "max_ms", "min_rate")
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    name: str
+    stream: str
+    op: str  # an operation name or "loop"
+    stat: str
+    limit: float  # ms for latency stats, per second for rate
+
+    def describe(self) -> str:
+        if self.stat == "rate":
+            return f"{self.stream} {self.op} rate >= {self.limit:g}/s"
+        return f"{self.stream} {self.op} {self.stat} <= {self.limit:g} ms"
+
+
+@dataclass(frozen=True)
+class QosVerdict:
+    name: str
+    criterion: str
+    value: float | None  # ms, or per second; None when nothing was measured
+    passed: bool
+
+
+def parse_qos(doc: object, streams: dict[str, bool], ops: tuple[str, ...]) -> tuple[QosSpec, ...]:
+    """The [qos.NAME] tables; `streams` maps each stream name to whether it is a sequence."""
+    if doc is None:
+        return ()
+    if not isinstance(doc, dict):
+        raise UsageError("qos must be tables [qos.NAME] (stream, op, stat, max_ms or min_rate).")
+    out = []
+    for name, t in doc.items():
+        where = f"qos '{name}'"
+        if not NAME_RE.fullmatch(name) or not isinstance(t, dict):
+            raise UsageError(f"{where} must be a table named in letters, digits and _.:+-.")
+        extra = sorted(set(t) - set(QOS_KEYS))
+        if extra:
+            raise UsageError(
+                f"{where}: unknown key '{extra[0]}'; allowed keys are {', '.join(QOS_KEYS)}."
+            )
+        stream = t.get("stream")
+        if stream not in streams:
+            raise UsageError(
+                f"{where}: stream must name a [[filestream]] ({', '.join(streams)}), got "
+                f"{shown(stream)}."
+            )
+        op = t.get("op", "loop" if streams[stream] else None)
+        if op not in ops and not (op == "loop" and streams[stream]):
+            allowed = ", ".join(ops) + (", loop" if streams[stream] else "")
+            raise UsageError(f"{where}: op must be one of {allowed}, got {shown(op)}.")
+        stat = t.get("stat", "p99")
+        if stat not in STATS:
+            raise UsageError(f"{where}: stat must be one of {', '.join(STATS)}, got {shown(stat)}.")
+        key = "min_rate" if stat == "rate" else "max_ms"
+        other = "max_ms" if stat == "rate" else "min_rate"
+        limit = t.get(key)
+        if other in t or isinstance(limit, bool) or not isinstance(limit, int | float):
+            raise UsageError(f"{where}: stat {stat} takes {key} (a number), not {other}.")
+        if not (limit > 0 and math.isfinite(limit)):
+            raise UsageError(f"{where}: {key} must be > 0, got {limit!r}.")
+        out.append(QosSpec(name, stream, op, stat, float(limit)))
+    return tuple(out)
+
+
+def judge(spec: QosSpec, op_doc: dict[str, Any] | None, seconds: float) -> QosVerdict:
+    """A criterion against one stream's totals of `op` (engine OpCounters)."""
+    from tilemark.hist import latency_hist
+
+    if spec.stat == "rate":
+        n = (op_doc or {}).get("ops", 0)
+        value = n / seconds if seconds > 0 else None
+        ok = value is not None and value >= spec.limit
+        return QosVerdict(spec.name, spec.describe(), value, ok)
+    h = latency_hist(op_doc)
+    ns = {
+        "mean": h.mean(),
+        "p50": h.percentile(50),
+        "p99": h.percentile(99),
+        "p999": h.percentile(99.9),
+        "max": float(h.max) if h.n else None,
+    }[spec.stat]
+    value = None if ns is None else ns / 1e6
+    return QosVerdict(spec.name, spec.describe(), value, value is not None and value <= spec.limit)
