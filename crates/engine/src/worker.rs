@@ -705,6 +705,8 @@ fn record_region(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, s
     );
 }
 
+#[cfg(test)]
+mod frame_tests;
 mod limits;
 mod replay;
 #[cfg(test)]

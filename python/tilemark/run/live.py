@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from tilemark.options import COPY_SEPARATOR
 from tilemark.run import pertarget
 from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
 
@@ -66,11 +67,31 @@ GROUP_ABOVE = 8  # more streams than this are shown per application
 
 
 def _group_key(name: str) -> str:
-    # Tile streams are named t{tile}.{app}.{stream}: group them by application.
+    # Tile streams are named t{tile}.{app}.{stream}: group them by application; the copies of
+    # a stream (NAME@i) by their stream.
     parts = name.split(".")
     if len(parts) == 3 and parts[0][:1] == "t" and parts[0][1:].isdigit():
         return parts[1]
-    return name
+    return name.split(COPY_SEPARATOR, 1)[0]
+
+
+def stream_groups(plan: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """The groups the engine aggregates for the live view (engine.Frame.groups): each stream
+    alone when there are few, else per application or per stream with its copies. Returns
+    the group of every plan stream and a plan whose streams are the groups (the first
+    member's plan, named after the group)."""
+    streams = plan.get("streams") or []
+    keys: dict[str, int] = {}
+    group_of = []
+    members: list[dict[str, Any]] = []
+    for index, s in enumerate(streams):
+        name = s.get("name", f"stream{index}")
+        key = name if len(streams) <= GROUP_ABOVE else _group_key(name)
+        if key not in keys:
+            keys[key] = len(members)
+            members.append({**s, "name": key})
+        group_of.append(keys[key])
+    return group_of, {**plan, "streams": members}
 
 
 def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -180,6 +201,10 @@ class LiveDisplay:
     def telemetry(self, line: str | None) -> None:
         """The devices and host line (telemetry.live_line) shown with the next update."""
         self._telemetry = line or None
+
+    def show_groups(self, group_plan: dict[str, Any]) -> None:
+        """Snapshots from now on are group aggregates (stream_groups): show them as rows."""
+        self.plan = group_plan
 
     def update(self, snapshots: list[dict[str, Any]]) -> None:
         """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""

@@ -8,6 +8,7 @@ hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,7 @@ from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
-from tilemark.run.live import LiveDisplay
+from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
@@ -464,9 +465,30 @@ def drive(
             if served is not None and telemetry.latest is not None:
                 served.observe_telemetry(telemetry.latest["devices"], telemetry.latest["host"])
 
+    # The engine builds the interval rows and the per-group aggregates itself (issue 25) unless
+    # a consumer still reads every stream: the QoS and steady-state monitors, the metrics
+    # endpoint, the per-target rows of a run over several targets, or a handle without frames
+    # (a cluster's, tests' fakes).
+    # TILEMARK_ENGINE_SNAPSHOTS=json forces the JSON snapshots (bench/streams.py measures both).
+    frames = (
+        os.environ.get("TILEMARK_ENGINE_SNAPSHOTS") != "json"
+        and hasattr(handle, "poll_frames")
+        and monitor is None
+        and served is None
+        and len(compiled.get("targets") or []) <= 1
+    )
+
+    def poll() -> list[dict[str, Any]]:
+        if not frames:
+            return handle.poll()
+        batch = handle.poll_frames()
+        writer.add_frames(batch)
+        return [frame.groups for frame in batch]
+
     def take(snapshots: list[dict[str, Any]]) -> None:
         nonlocal ended_by
-        writer.add_snapshots(snapshots)
+        if not frames:
+            writer.add_snapshots(snapshots)
         if served is not None:
             served.observe(snapshots)
         sample(snapshots)
@@ -485,9 +507,13 @@ def drive(
 
     try:
         with LiveDisplay(compiled, console, tty=tty) as display:
+            if frames:
+                group_of, group_plan = stream_groups(compiled)
+                handle.set_groups(group_of)
+                display.show_groups(group_plan)
             while True:
                 finished = handle.wait(POLL_S)
-                snapshots = handle.poll()
+                snapshots = poll()
                 if snapshots:
                     take(snapshots)
                 if writer.failure is not None and not store_stopped:
@@ -507,7 +533,7 @@ def drive(
             if telemetry is not None:
                 telemetry.stop()
             # Snapshots published while the run ended.
-            snapshots = handle.poll()
+            snapshots = poll()
             if snapshots:
                 take(snapshots)
             sample([], final=True)
@@ -525,8 +551,9 @@ def drive(
         if telemetry is not None:
             telemetry.stop()
         try:
-            snapshots = handle.poll()
-            writer.add_snapshots(snapshots)
+            snapshots = poll()
+            if not frames:
+                writer.add_snapshots(snapshots)
             if telemetry is not None:
                 writer.add_telemetry(*telemetry.rows(snapshots, final=True))
         finally:
