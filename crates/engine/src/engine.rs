@@ -574,6 +574,8 @@ struct Partial {
     start_ns: u64,
     end_ns: u64,
     streams: Vec<(usize, StreamStats)>,
+    /// Every thread's issue lateness merged.
+    lateness: crate::stats::Histogram,
 }
 
 #[derive(Serialize)]
@@ -612,7 +614,9 @@ impl Aggregator {
             start_ns: msg.start_ns,
             end_ns: msg.end_ns,
             streams: Vec::with_capacity(self.nstreams),
+            lateness: Default::default(),
         });
+        p.lateness.merge(&msg.lateness);
         p.start_ns = p.start_ns.min(msg.start_ns);
         p.end_ns = p.end_ns.max(msg.end_ns);
         p.streams.extend(msg.streams);
@@ -642,14 +646,16 @@ impl Aggregator {
         self.take_ready()
             .into_iter()
             .map(|(k, p)| {
-                Frame::build(
+                let mut frame = Frame::build(
                     k,
                     p.phase.name(),
                     (p.start_ns, p.end_ns),
                     &p.streams,
                     &self.names,
                     (&self.group_of, self.groups),
-                )
+                );
+                frame.lateness = p.lateness;
+                frame
             })
             .collect()
     }
@@ -700,6 +706,7 @@ mod tests {
             start_ns: interval * 1000 + thread as u64,
             end_ns: (interval + 1) * 1000 + thread as u64,
             streams,
+            lateness: Default::default(),
             last,
         }
     }

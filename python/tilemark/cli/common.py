@@ -49,6 +49,10 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+# A run of 10,000 late streams has a reason per stream; the terminal shows the first ones.
+SHOWN_REASONS = 20
+
+
 def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     """The final per-stream table, where results are, and how the run ended."""
     status_word = {"errors": "IO errors", "hung": "IO hung", "data-errors": "data errors"}.get(
@@ -68,8 +72,12 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     host = host_line(outcome.summary)
     if host is not None:
         out.print(host, markup=False, soft_wrap=True)
-    for reason in (outcome.summary.get("tool_bound") or {}).get("reasons") or []:
+    reasons = (outcome.summary.get("tool_bound") or {}).get("reasons") or []
+    for reason in reasons[:SHOWN_REASONS]:
         err.print(f"tool-bound: {reason}", markup=False, soft_wrap=True)
+    if len(reasons) > SHOWN_REASONS:
+        more = len(reasons) - SHOWN_REASONS
+        err.print(f"tool-bound: ... {more:,} more in run.json (summary.tool_bound)", markup=False)
     out.print(f"results: {outcome.run_dir}", markup=False)
     pre = outcome.summary.get("preconditioning") or {}
     if pre.get("record"):

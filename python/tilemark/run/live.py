@@ -64,6 +64,7 @@ def describe_arrival(plan_stream: dict[str, Any]) -> str:
 
 
 GROUP_ABOVE = 8  # more streams than this are shown per application
+TABLE_STREAMS = 100  # the final table lists this many streams, then says how many more
 
 
 def _group_key(name: str) -> str:
@@ -332,7 +333,8 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
     table.add_column("max lag", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     streams = plan.get("streams", [])
-    for row in summary["streams"]:
+    rows = summary["streams"]
+    for row in rows[:TABLE_STREAMS]:
         plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
         named = errors_by_name(*(row.get(kind) for kind in ("read", "write", "sync")))
         table.add_row(
@@ -345,6 +347,10 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
             fmt_ms(row.get("lag_max_ms")),
             Text(errors_text(named), style="red") if named else "0",
         )
+    if len(rows) > TABLE_STREAMS:
+        # Rendering 10,000 rows took rich 15 s of CPU after the run (issue 25).
+        more = f"... {len(rows) - TABLE_STREAMS:,} more streams: run.json and `tilemark report`"
+        table.add_row(more, "", "", "", "", "", "", "")
     total = summary["total"]
     table.add_section()
     table.add_row(

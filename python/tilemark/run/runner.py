@@ -19,6 +19,7 @@ from rich.console import Console
 from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.errors import RunError, UsageError
+from tilemark.hist import Histogram
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
 from tilemark.run.live import LiveDisplay, stream_groups
@@ -239,6 +240,7 @@ def run_plan(
                         soft_wrap=True,
                     )
         changes = ChangeTracker()
+        lateness = Histogram()
         try:
             handle = engine.start(compiled)
         except engine.EngineError as e:
@@ -256,8 +258,10 @@ def run_plan(
             monitor,
             telemetry,
             changes,
+            lateness,
         )
         summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
+        summary["issue_lateness"] = lateness_summary(lateness)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
@@ -274,6 +278,16 @@ def run_plan(
     if stuck:
         console.print(f"note: {stuck}", markup=False, soft_wrap=True)
     return outcome
+
+
+def lateness_summary(h: Histogram) -> dict[str, Any] | None:
+    """run.json `summary.issue_lateness`: how long after its intended time every open-loop IO
+    of the measurement was submitted (the tool's own delay, all streams merged; the engine
+    keeps it per thread). None without open-loop IOs or on runs with JSON snapshots."""
+    if not h.n:
+        return None
+    stats = h.stats()
+    return {"ios": h.n, **{f"{k}_us": v / 1e3 for k, v in stats.items() if v is not None}}
 
 
 def stuck_in_kernel(compiled: dict[str, Any], result: dict[str, Any]) -> str | None:
@@ -449,6 +463,7 @@ def drive(
     monitor: RunMonitor | None = None,
     telemetry: tm.Telemetry | None = None,
     changes: ChangeTracker | None = None,
+    lateness: Histogram | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -483,6 +498,10 @@ def drive(
             return handle.poll()
         batch = handle.poll_frames()
         writer.add_frames(batch)
+        if lateness is not None:
+            for frame in batch:
+                if frame.phase == "measure":
+                    lateness.merge(Histogram.from_json(frame.groups.get("lateness")))
         return [frame.groups for frame in batch]
 
     def take(snapshots: list[dict[str, Any]]) -> None:

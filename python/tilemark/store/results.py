@@ -162,6 +162,9 @@ class Summary(_Struct):
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
     replay: dict[str, Any] | None = None
+    # Open-loop IOs' submission minus intended time, all streams merged: ios, mean_us, p50_us,
+    # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
+    issue_lateness: dict[str, Any] | None = None
 
 
 class ResultOp(_Struct):

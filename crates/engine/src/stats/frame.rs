@@ -387,6 +387,8 @@ pub struct Frame {
     pub end_ns: u64,
     pub rows: IntervalRows,
     pub groups: Vec<GroupStats>,
+    /// Issue lateness of every open-loop IO of the interval (all streams, all threads).
+    pub lateness: Histogram,
 }
 
 impl Frame {
@@ -419,6 +421,7 @@ impl Frame {
             end_ns,
             rows,
             groups: aggregates,
+            lateness: Histogram::new(),
         }
     }
 
@@ -431,6 +434,7 @@ impl Frame {
             start_ns: u64,
             end_ns: u64,
             streams: Vec<GroupJson<'a>>,
+            lateness: &'a Histogram,
         }
         let snap = Snap {
             interval: self.interval,
@@ -443,6 +447,7 @@ impl Frame {
                 .enumerate()
                 .map(|(index, stats)| GroupJson { index, stats })
                 .collect(),
+            lateness: &self.lateness,
         };
         serde_json::to_string(&snap).expect("groups serialize")
     }

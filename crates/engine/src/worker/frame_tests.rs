@@ -65,29 +65,36 @@ fn frames() -> (Vec<Frame>, Vec<String>) {
     let names: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
     let even: Vec<usize> = (0..STREAMS).step_by(2).collect();
     let odd: Vec<usize> = (1..STREAMS).step_by(2).collect();
-    let mut by_interval: BTreeMap<u64, (u64, u64, Vec<(usize, StreamStats)>)> = BTreeMap::new();
+    type Parts = (u64, u64, Vec<(usize, StreamStats)>, Histogram);
+    let mut by_interval: BTreeMap<u64, Parts> = BTreeMap::new();
     for msg in run_worker(0, &plan.streams, &even)
         .into_iter()
         .chain(run_worker(1, &plan.streams, &odd))
     {
-        let e = by_interval
-            .entry(msg.interval)
-            .or_insert((msg.start_ns, msg.end_ns, Vec::new()));
+        let e = by_interval.entry(msg.interval).or_insert((
+            msg.start_ns,
+            msg.end_ns,
+            Vec::new(),
+            Histogram::new(),
+        ));
         e.2.extend(msg.streams);
+        e.3.merge(&msg.lateness);
     }
     let group_of: Vec<u32> = (0..STREAMS).map(|i| (i % GROUPS) as u32).collect();
     let frames = by_interval
         .into_iter()
-        .map(|(k, (start, end, mut streams))| {
+        .map(|(k, (start, end, mut streams, lateness))| {
             streams.sort_unstable_by_key(|(i, _)| *i);
-            Frame::build(
+            let mut frame = Frame::build(
                 k,
                 "measure",
                 (start, end),
                 &streams,
                 &names,
                 (&group_of, GROUPS),
-            )
+            );
+            frame.lateness = lateness;
+            frame
         })
         .collect();
     (frames, names)
@@ -117,19 +124,28 @@ fn every_stream_has_its_rows_and_exact_counts_in_every_frame() {
             assert_eq!(hist["b"].as_array().unwrap().len(), 1);
             assert_eq!(r.service[0].get(row), Some(LATENCY_NS as f64 / 1e3));
             assert_eq!(r.service[4].get(row), Some(LATENCY_NS as f64 / 1e3));
-            assert!(r.response_hist.get(row).is_some(), "open loop keeps response");
+            assert!(
+                r.response_hist.get(row).is_some(),
+                "open loop keeps response"
+            );
             per_stream[i] += r.ops[row];
         }
     }
     // 5 IOPS for 2 s: every stream issued exactly its 10 IOs, however its first was placed.
-    assert!(per_stream.iter().all(|&n| n == 10), "{:?}", &per_stream[..8]);
+    assert!(
+        per_stream.iter().all(|&n| n == 10),
+        "{:?}",
+        &per_stream[..8]
+    );
 }
 
 #[test]
 fn group_aggregates_are_the_exact_merge_of_their_members() {
     let (frames, _) = frames();
     let mut run_total = 0;
+    let mut issued = 0;
     for f in &frames {
+        issued += f.lateness.count();
         assert_eq!(f.groups.len(), GROUPS);
         let mut ops = vec![0u64; GROUPS];
         let mut lag = vec![0u64; GROUPS];
@@ -144,7 +160,11 @@ fn group_aggregates_are_the_exact_merge_of_their_members() {
             assert_eq!(read.ops, ops[g]);
             assert_eq!(read.bytes, ops[g] * 4096);
             assert_eq!(read.service.count(), ops[g], "service histograms merged");
-            assert_eq!(stats.latency[0].count(), ops[g], "response histograms merged");
+            assert_eq!(
+                stats.latency[0].count(),
+                ops[g],
+                "response histograms merged"
+            );
             assert_eq!(
                 read.service.buckets().map(|(_, c)| c).sum::<u64>(),
                 ops[g],
@@ -156,10 +176,17 @@ fn group_aggregates_are_the_exact_merge_of_their_members() {
         let json: serde_json::Value = serde_json::from_str(&f.groups_json()).unwrap();
         let groups = json["streams"].as_array().unwrap();
         assert_eq!(groups.len(), GROUPS);
-        let total: u64 = groups.iter().map(|g| g["read"]["ops"].as_u64().unwrap()).sum();
+        let total: u64 = groups
+            .iter()
+            .map(|g| g["read"]["ops"].as_u64().unwrap())
+            .sum();
         assert_eq!(total, ops.iter().sum::<u64>());
         run_total += total;
     }
     // An IO due just before the boundary completes after it: only the run's total is exact.
     assert_eq!(run_total, (STREAMS * 10) as u64, "10 IOs per stream");
+    assert_eq!(
+        issued, run_total,
+        "every IO's issue lateness, one histogram per thread"
+    );
 }
