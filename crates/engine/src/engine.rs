@@ -585,6 +585,8 @@ struct SnapshotJson<'a> {
     start_ns: u64,
     end_ns: u64,
     streams: Vec<IndexedStats<'a>>,
+    /// Issue lateness of the interval's open-loop IOs, every thread's merged.
+    lateness: &'a crate::stats::Histogram,
 }
 
 impl Aggregator {
@@ -678,6 +680,7 @@ impl Aggregator {
                         targets: &self.stream_targets[*i],
                     })
                     .collect(),
+                lateness: &p.lateness,
             };
             out.push(serde_json::to_string(&snap).expect("snapshot serializes"));
         }

@@ -495,7 +495,12 @@ def drive(
 
     def poll() -> list[dict[str, Any]]:
         if not frames:
-            return handle.poll()
+            snapshots = handle.poll()
+            if lateness is not None:
+                for snap in snapshots:
+                    if snap.get("phase") == "measure" and snap.get("lateness"):
+                        lateness.merge(Histogram.from_json(snap["lateness"]))
+            return snapshots
         batch = handle.poll_frames()
         writer.add_frames(batch)
         if lateness is not None:
