@@ -130,6 +130,20 @@ def iso_utc(moment: datetime) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def dumps_indented(doc: Any) -> str:
+    """`json.dumps(doc, indent=2)`, the same text, made by the C encoder and msgspec's
+    formatter: the stdlib's indenting encoder is pure Python, and a run.json of 10,000 streams
+    (103 MB) took it 11 s against 1.5 s this way (issue 25). A document the formatter cannot
+    read (NaN or Infinity, which json writes but JSON has not) takes the stdlib's path."""
+    import msgspec
+
+    compact = json.dumps(doc, separators=(",", ":"))
+    try:
+        return msgspec.json.format(compact, indent=2)
+    except msgspec.DecodeError:
+        return json.dumps(doc, indent=2)
+
+
 def write_json_atomic(path: Path, doc: dict[str, Any], *, compact: bool = False) -> None:
     """Write JSON to `path` so readers see the old or the new file, never a torn one; on
     failure the temporary file is removed and the old file is left as it was. Indented for
@@ -138,7 +152,7 @@ def write_json_atomic(path: Path, doc: dict[str, Any], *, compact: bool = False)
         if compact:
             json.dump(doc, f, separators=(",", ":"))
         else:
-            json.dump(doc, f, indent=2)
+            f.write(dumps_indented(doc))
         f.write("\n")
 
 
