@@ -381,8 +381,9 @@ def read_study(data: bytes | str | dict[str, Any]) -> StudyDoc:
     return _decode(data, StudyDoc)
 
 
-def run_problem(doc: dict[str, Any]) -> str | None:
-    """The first field of a run.json document that readers cannot use, or None."""
+def run_problem(doc: bytes | str | dict[str, Any]) -> str | None:
+    """The first field of a run.json document (its text or parsed) that readers cannot use, or
+    None."""
     try:
         read_run(doc)
     except DocumentError as e:
