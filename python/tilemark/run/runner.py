@@ -283,7 +283,8 @@ def run_plan(
 def lateness_summary(h: Histogram) -> dict[str, Any] | None:
     """run.json `summary.issue_lateness`: how long after its intended time every open-loop IO
     of the measurement was submitted (the tool's own delay, all streams merged; the engine
-    keeps it per thread). None without open-loop IOs or on runs with JSON snapshots."""
+    keeps it per thread; frames and JSON snapshots both carry it). None without open-loop
+    IOs."""
     if not h.n:
         return None
     stats = h.stats()
