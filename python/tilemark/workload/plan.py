@@ -220,9 +220,8 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
     for index, table in enumerate(tables):
         name = table.get("name")
         if name is not None:
-            parse_stream_name(
-                name, "--name" if "name" in flag_keys else f"stream {index + 1}: name"
-            )
+            label = "--name" if "name" in flag_keys else f"stream {index + 1}: name"
+            parse_stream_name(name, label)
         if name is not None and name in given:
             raise UsageError(f"stream names must be unique; '{name}' is used twice.")
         given.append(name)
@@ -268,15 +267,12 @@ def _expand_copies(
                 copy["seed"] = (seed + i) % (1 << 63)
             out_tables.append(copy)
             out_names.append(copy_name)
-    seen: set[str] = set()
-    for n in out_names:
-        if n in seen:
-            # Only a stream named like a copy (NAME@N, as tile layouts name theirs) can meet one.
-            raise UsageError(
-                f"stream names must be unique; '{n}' is used twice (copies are named NAME@0, "
-                "NAME@1, ...)."
-            )
-        seen.add(n)
+    if len(set(out_names)) != len(out_names):  # a stream named like a copy (NAME@N) met one
+        seen: set[str] = set()
+        dup = next(n for n in out_names if n in seen or seen.add(n))
+        raise UsageError(
+            f"stream names must be unique; '{dup}' is used twice (copies: NAME@0, ...)."
+        )
     return out_tables, out_names
 
 
