@@ -98,7 +98,7 @@ def stream_groups(plan: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
 def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-application rows when there are many streams: IOPS and MB/s summed; latency and lag
     are the worst stream's (a p99 of a group would need merged histograms, so none is made up)."""
-    if len(rows) <= GROUP_ABOVE:
+    if len(rows) <= GROUP_ABOVE or rows[0].get("aggregated"):
         return rows
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -141,7 +141,8 @@ def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -
     a phased stream outside its phase says where it stands instead of its zeros."""
     if not rows:
         return ""
-    grouped = len(rows) > GROUP_ABOVE
+    # Rows of the engine's group aggregates are merged already: p50 and p99 are the group's.
+    grouped = len(rows) > GROUP_ABOVE and not rows[0].get("aggregated")
     first = rows[0]
     total_iops = sum(row["iops"] for row in rows)
     total_mbps = sum(row["mbps"] for row in rows)
@@ -185,6 +186,7 @@ class LiveDisplay:
         self._rows: list[dict[str, Any]] = []
         self._targets: list[dict[str, Any]] = []
         self._telemetry: str | None = None
+        self._aggregated = False
 
     def __enter__(self) -> LiveDisplay:
         if self.tty:
@@ -206,11 +208,16 @@ class LiveDisplay:
     def show_groups(self, group_plan: dict[str, Any]) -> None:
         """Snapshots from now on are group aggregates (stream_groups): show them as rows."""
         self.plan = group_plan
+        self._aggregated = True
 
     def update(self, snapshots: list[dict[str, Any]]) -> None:
         """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
         for i, snapshot in enumerate(snapshots):
             self._rows = interval_rows(self.plan, snapshot)
+            if self._aggregated:
+                members = [int(g.get("streams", 1)) for g in snapshot.get("streams", [])]
+                for row, n in zip(self._rows, members, strict=False):
+                    row.update(aggregated=True, streams=n)
             self._targets = pertarget.interval_rows(self.plan, snapshot)
             if self._live is None:
                 # Written directly: a log line must not be wrapped at the console width.
@@ -254,21 +261,22 @@ class LiveDisplay:
         table.add_column("IOPS", justify="right")
         table.add_column("MB/s", justify="right")
         table.add_column("p50 ms", justify="right")
-        table.add_column(
-            "worst p99 ms" if len(self._rows) > GROUP_ABOVE else "p99 ms", justify="right"
-        )
+        aggregated = bool(self._rows) and bool(self._rows[0].get("aggregated"))
+        grouped = len(self._rows) > GROUP_ABOVE and not aggregated
+        table.add_column("worst p99 ms" if grouped else "p99 ms", justify="right")
         table.add_column("lag ms", justify="right")
         table.add_column("behind", justify="right")
         table.add_column("errors", justify="right")
         streams = self.plan.get("streams", [])
-        grouped = len(self._rows) > GROUP_ABOVE
         for row in group_rows(self._rows):
             plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
             arrival = describe_arrival(plan_stream)
             where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),
-                f"{row['streams']} streams" if grouped else f"{arrival} {where}".rstrip(),
+                f"{row['streams']} streams"
+                if grouped or row.get("streams", 1) > 1
+                else f"{arrival} {where}".rstrip(),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),
