@@ -207,13 +207,46 @@ pub fn latency_stats(h: &Histogram) -> [Option<f64>; 5] {
     if h.count() == 0 {
         return [None; 5];
     }
+    let [p50, p99, p999] = py_percentiles(h, [50.0, 99.0, 99.9]);
     [
         Some(h.sum() as f64 / h.count() as f64),
-        py_percentile(h, 50.0),
-        py_percentile(h, 99.0),
-        py_percentile(h, 99.9),
+        p50,
+        p99,
+        p999,
         Some(h.max() as f64),
     ]
+}
+
+/// `py_percentile` of several increasing percentiles in one pass over the buckets (10,000
+/// streams' histograms each interval: one scan each instead of three).
+pub fn py_percentiles<const N: usize>(h: &Histogram, ps: [f64; N]) -> [Option<f64>; N] {
+    let n = h.count();
+    let mut out = [None; N];
+    if n == 0 {
+        return out;
+    }
+    let clamp = |v: f64| v.max(h.min() as f64).min(h.max() as f64);
+    let ranks = ps.map(|p| (-py_floordiv(-(n as f64) * p, 100.0)).max(1.0));
+    let mut next = 0;
+    while next < N && ps[next] >= 100.0 {
+        out[next] = Some(h.max() as f64);
+        next += 1;
+    }
+    let mut seen = 0u64;
+    for (idx, c) in h.buckets() {
+        seen += c;
+        while next < N && seen as f64 >= ranks[next] {
+            out[next] = Some(clamp(bucket_value(idx)));
+            next += 1;
+        }
+        if next == N {
+            break;
+        }
+    }
+    for slot in out.iter_mut().skip(next) {
+        *slot = Some(h.max() as f64);
+    }
+    out
 }
 
 /// hist.py `percentile`: the bucket holding the rank `max(1, -(-n * p // 100))`-th value,
@@ -308,13 +341,13 @@ impl GroupStats {
                     None => self.ops[k].errors.push((errno, n)),
                 }
             }
-            self.ops[k].service.merge(&op.service);
+            merge_growing(&mut self.ops[k].service, &op.service);
             match &op.response {
                 Some(r) => {
                     self.open_loop = true;
-                    self.latency[k].merge(r);
+                    merge_growing(&mut self.latency[k], r);
                 }
-                None => self.latency[k].merge(&op.service),
+                None => merge_growing(&mut self.latency[k], &op.service),
             }
         }
         self.lag_max_ns = self.lag_max_ns.max(s.lag_max_ns);
@@ -322,6 +355,16 @@ impl GroupStats {
         self.ios_issued_late += s.ios_issued_late;
         self.inflight += s.inflight;
     }
+}
+
+/// `into.merge(from)`, growing `into` at least twofold when it must grow: a group's fresh
+/// histograms merged 250 members' one exact step at a time, reallocating and zero-filling
+/// (a third of `poll_frames` at 10,000 streams, py-spy --native).
+fn merge_growing(into: &mut Histogram, from: &Histogram) {
+    if from.count() > 0 && from.bucket_len() > into.bucket_len() {
+        into.reserve_buckets(from.bucket_len().max(into.bucket_len() * 2));
+    }
+    into.merge(from);
 }
 
 /// A group serialized like a stream of a JSON snapshot (`"stream"` is the group's index), with
@@ -466,6 +509,22 @@ mod tests {
         assert_eq!(py_floordiv(-99.9 * 10_000.0, 100.0), -9990.0);
         assert_eq!(py_floordiv(-(3.0f64) * 99.9, 100.0), -3.0);
         assert_eq!(py_floordiv(-1000.0 * 99.9, 100.0), -999.0);
+    }
+
+    #[test]
+    fn one_pass_percentiles_equal_one_at_a_time() {
+        let mut h = Histogram::new();
+        for v in [5u64, 900, 1_000, 25_000, 25_001, 3_000_000, 77, 77, 1 << 30] {
+            h.record(v);
+        }
+        for n in 0..50u64 {
+            h.record(1_000 + n * 997);
+        }
+        let ps = [50.0, 99.0, 99.9];
+        let one = py_percentiles(&h, ps);
+        let each = ps.map(|p| py_percentile(&h, p));
+        assert_eq!(one, each);
+        assert_eq!(py_percentiles(&Histogram::new(), ps), [None; 3]);
     }
 
     #[test]
