@@ -302,6 +302,20 @@ def read_trace_import(doc: dict[str, Any]) -> Reading:
     return Reading("trace_import.py", "-", "; ".join(parts))
 
 
+def read_streams(doc: dict[str, Any]) -> Reading:
+    """streams.py: per case, frames vs JSON snapshots: lateness p99, wall and Python CPU."""
+    parts = []
+    for key, m in doc["medians"].items():
+        case, variant = key.split("/")
+        parts.append(
+            f"{case} {variant}: rate {num(m['rate_ratio'], 4)}, lateness p99 "
+            f"{num(m['lateness_p99_us'], 0)} us, wall {num(m['wall_s'], 1)} s, CPU "
+            f"{num(m['cpu_s'], 1)} s, {num(m['peak_rss_mb'], 0)} MB, Python "
+            f"{num(m['python_cpu_pct'], 0)}%"
+        )
+    return Reading("streams.py (null backend)", "-", "; ".join(parts))
+
+
 def read_results_schema(doc: dict[str, Any]) -> Reading:
     """results_schema.py: median read time of a large run.json per reader, and import times."""
     reads = ", ".join(f"{k} {num(v['median_ms'], 0)} ms" for k, v in doc["decode"].items())
@@ -390,6 +404,7 @@ BY_SCHEMA: dict[str, Adapter] = {
     "tilemark-bench-results-schema/1": read_results_schema,
     "tilemark-bench-scale-repeat/1": read_scale_repeat,
     "tilemark-bench-trace-import/1": read_trace_import,
+    "tilemark-bench-streams/1": read_streams,
 }
 
 

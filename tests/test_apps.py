@@ -185,12 +185,12 @@ def test_iometer_specs_are_four_closed_loop_workers_with_qd_outstanding(name):
     for outstanding, overrides in ((4, {}), (16, {"outstanding": "16"})):
         layout = compile_tiles(one_app_tile(name, overrides), 1, capacity=256 * MIB)
         streams = layout.doc["stream"]
-        assert [s["name"] for s in streams] == [f"t1.{name}.worker{i}" for i in range(4)]
+        assert [s["name"] for s in streams] == [f"t1.{name}.worker@{i}" for i in range(4)]
         for s in streams:
             assert s["arrival"] == "closed"
             assert s["qd"] == outstanding
             assert "rate" not in s and "rate_bytes" not in s
-        assert load_profile(name).rates() == {f"worker{i}": {} for i in range(4)}
+        assert load_profile(name).rates() == {f"worker@{i}": {} for i in range(4)}
 
 
 # -----------------------------------------------------------------------------------------------

@@ -193,7 +193,7 @@ def test_copies_make_identical_streams_with_their_own_seeds(tmp_path):
     )
     w = plan.parse_workload(plan.load_toml(path), source=str(path))
     names = [s.name for s in w.streams]
-    assert names == ["worker0", "worker1", "worker2", "worker3", "log"]
+    assert names == ["worker@0", "worker@1", "worker@2", "worker@3", "log"]
     assert {(s.rw, s.read_pct, s.sizes[0][0]) for s in w.streams[:4]} == {("randrw", 70.0, 4096)}
     from tilemark.targets.header import TargetInfo
 
@@ -203,12 +203,37 @@ def test_copies_make_identical_streams_with_their_own_seeds(tmp_path):
     assert len(set(seeds)) == len(seeds)
 
 
-@pytest.mark.parametrize("copies, named", [(0, "copies"), (257, "copies"), ("x", "copies")])
+@pytest.mark.parametrize("copies, named", [(0, "copies"), (20_001, "copies"), ("x", "copies")])
 def test_bad_copies_is_a_usage_error_naming_the_stream(copies, named):
     from tilemark.errors import UsageError
 
     doc = {"target": "/tmp/x.dat", "stream": [{"name": "w", "copies": copies}]}
     with pytest.raises(UsageError, match=f"stream 'w': {named}"):
+        plan.parse_workload(doc, source="w.toml")
+
+
+def test_copy_names_never_collide_and_copies_go_past_256():
+    # With plain numeric suffixes copy 10 of `s1` and copy 0 of `s11` were both `s110`.
+    doc = {
+        "target": "/tmp/x.dat",
+        "stream": [
+            {"name": "s1", "copies": 11},
+            {"name": "s11", "copies": 2},
+            {"name": "s110"},
+            {"name": "big", "copies": 5000},
+        ],
+    }
+    w = plan.parse_workload(doc, source="w.toml")
+    names = [s.name for s in w.streams]
+    assert len(names) == len(set(names)) == 11 + 2 + 1 + 5000
+    assert ("s1@10", "s11@0", "s110", "big@4999") == (names[10], names[11], names[13], names[-1])
+
+
+def test_copies_beyond_what_a_run_holds_are_refused_with_the_total():
+    from tilemark.errors import UsageError
+
+    doc = {"target": "/tmp/x.dat", "stream": [{"name": n, "copies": 15_000} for n in ("a", "b")]}
+    with pytest.raises(UsageError, match="has 30,000 streams; one run holds at most 20,000"):
         plan.parse_workload(doc, source="w.toml")
 
 
@@ -221,7 +246,7 @@ def test_copies_flag_runs_n_streams(tmp_path, capsys, fake_engine):
         *("--results", str(tmp_path / "r")),
     )
     assert status == 0, err
-    assert [s["name"] for s in started[0].plan["streams"]] == ["w0", "w1", "w2"]
+    assert [s["name"] for s in started[0].plan["streams"]] == ["w@0", "w@1", "w@2"]
     assert len(json.loads(out)["summary"]["streams"]) == 3
 
 

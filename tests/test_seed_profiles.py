@@ -199,7 +199,7 @@ def test_orion_dss_is_1m_random_reads_with_streams_as_the_knob():
 )
 def test_seed_002_specs_are_workers_with_one_outstanding_io(name, workers, bs, read):
     s = compiled(name)
-    assert sorted(s) == sorted(f"worker{i}" for i in range(workers))
+    assert sorted(s) == sorted(f"worker@{i}" for i in range(workers))
     for w in s.values():
         assert (w["rw"], w["bs"], w["read"], w["random"]) == ("randrw", bs, read, 100)
         assert (w["arrival"], w["qd"]) == ("closed", 1)
@@ -207,13 +207,13 @@ def test_seed_002_specs_are_workers_with_one_outstanding_io(name, workers, bs, r
 
 def test_512_byte_alignment_is_kept_where_the_device_allows_it_and_folded_where_not():
     # A 512-byte device runs the seed's 512 B IOs at 512 B alignment.
-    at_512 = compiled("iometer-512b-5050", dio_alignment=512)["worker0"]
+    at_512 = compiled("iometer-512b-5050", dio_alignment=512)["worker@0"]
     assert (at_512["bs"], at_512["align"]) == ("512", "512")
     # A 4 KiB device: size and alignment round up to 4 KiB (the plan records what ran).
-    at_4k = compiled("iometer-512b-5050", dio_alignment=4096)["worker0"]
+    at_4k = compiled("iometer-512b-5050", dio_alignment=4096)["worker@0"]
     assert parse_size_mix(at_4k["bs"], "bs") == [(4096, 1.0)]
     assert at_4k["align"] == 4096
-    web = compiled("iometer-webserver", dio_alignment=512)["worker0"]
+    web = compiled("iometer-webserver", dio_alignment=512)["worker@0"]
     assert (web["bs"], web["align"], web["rw"]) == (WEB_MIX, "512", "randread")
     assert len(compiled("iometer-webserver")) == 4
 

@@ -6,6 +6,7 @@ finished since the last call. Formats are documented in docs/engine-boundary.md.
 
 from __future__ import annotations
 
+import gc
 import json
 from typing import Any, Literal, NotRequired, TypedDict
 
@@ -128,6 +129,7 @@ class Snapshot(TypedDict):
     start_ns: int
     end_ns: int
     streams: list[StreamCounters]
+    lateness: NotRequired[dict[str, Any]]  # issue lateness of the interval's open-loop IOs
 
 
 class Result(TypedDict):
@@ -139,6 +141,82 @@ class Result(TypedDict):
     streams: list[StreamCounters]
 
 
+def _loads(text: str) -> Any:
+    """json.loads without the cyclic garbage collector: a document of 10,000 streams allocates
+    millions of dicts and lists, and the collections those allocations set off rescanned the
+    whole heap again and again (a quarter of the front end's CPU in a 1,000-stream run,
+    bench/streams.py). The document holds no cycles; it is collected normally afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return json.loads(text)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Frame:
+    """One finished interval as the engine built it (docs/engine-boundary.md, Frames): the
+    interval log's rows as Arrow columns, and `groups`, a snapshot whose "streams" are the
+    groups of `Handle.set_groups` with every member's statistics merged (each group's
+    "response" is its members' latency: response time where they have one, else service).
+    Python never holds a dict per stream."""
+
+    __slots__ = ("interval", "phase", "start_ns", "end_ns", "groups", "_columns", "_groups")
+
+    def __init__(self, raw: tuple) -> None:
+        self.interval, self.phase, self.start_ns, self.end_ns, self._columns, groups = raw
+        self._groups = groups
+        self.groups: Snapshot = json.loads(groups)
+
+    def __len__(self) -> int:
+        """Rows of the interval (one per stream and op kind with IOs, or one per idle stream)."""
+        return len(self._columns[0][4]) // 4
+
+    def record_batch(self, run_id: str, schema: Any) -> Any:
+        """The rows as a pyarrow RecordBatch of `schema` (store/intervals.py INTERVAL_SCHEMA):
+        the engine's columns as they are, and the interval's constants."""
+        import pyarrow as pa
+
+        n = len(self)
+        given = {}
+        for name, kind, validity, nulls, values, data in self._columns:
+            buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(values)]
+            if kind == "utf8":
+                buffers.append(pa.py_buffer(data))
+            given[name] = pa.Array.from_buffers(_ARROW_TYPES[kind], n, buffers, null_count=nulls)
+        constants = {
+            "run_id": (run_id, pa.string()),
+            "interval": (self.interval, pa.int32()),
+            "phase": (self.phase, pa.string()),
+            "start_ns": (self.start_ns, pa.int64()),
+            "end_ns": (self.end_ns, pa.int64()),
+        }
+        arrays = []
+        for field in schema:
+            if field.name in given:
+                arrays.append(given[field.name])
+            else:
+                value, kind = constants[field.name]
+                arrays.append(pa.repeat(pa.scalar(value, kind), n))
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _arrow_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {"i32": pa.int32(), "i64": pa.int64(), "f64": pa.float64(), "utf8": pa.string()}
+
+
+class _LazyTypes(dict):
+    def __missing__(self, key: str) -> Any:
+        self.update(_arrow_types())
+        return self[key]
+
+
+_ARROW_TYPES: dict[str, Any] = _LazyTypes()
+
+
 class Handle:
     """A running engine plan."""
 
@@ -148,7 +226,16 @@ class Handle:
 
     def poll(self) -> list[Snapshot]:
         """Interval snapshots completed since the last poll, oldest first."""
-        return json.loads(self._run.poll())
+        return _loads(self._run.poll())
+
+    def set_groups(self, group_of: list[int]) -> None:
+        """The group of every plan stream, for the aggregates of `poll_frames`."""
+        self._run.set_groups(group_of)
+
+    def poll_frames(self) -> list[Frame]:
+        """Interval frames completed since the last poll, oldest first (instead of `poll`: the
+        rows built by the engine, no JSON per stream)."""
+        return [Frame(raw) for raw in self._run.poll_frames()]
 
     def stop(self) -> None:
         """Stop early; the partial interval is still reported and the result marked incomplete."""
@@ -163,7 +250,7 @@ class Handle:
 
     def result(self) -> Result:
         """Block until the run ends and return its result (measurement-phase totals)."""
-        return json.loads(self._run.result())
+        return _loads(self._run.result())
 
 
 def start(plan: Plan) -> Handle:

@@ -18,6 +18,7 @@ use crate::clock::{monotonic_ns, realtime_ns, sleep_until_realtime, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::replay::{self, Cursor, ListInfo};
+use crate::stats::frame::Frame;
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
@@ -315,8 +316,11 @@ impl Engine {
                 nthreads,
             }),
         );
+        let mut aggregator =
+            Aggregator::new(nthreads, stream_targets(&plan), Totals::new(empty_totals));
+        aggregator.names = plan.streams.iter().map(|s| s.name.clone()).collect();
         Ok(Engine {
-            aggregator: Aggregator::new(nthreads, stream_targets(&plan), Totals::new(empty_totals)),
+            aggregator,
             plan,
             warmup_ns,
             started_at_ns,
@@ -362,6 +366,23 @@ impl Engine {
             self.aggregator.add(msg);
         }
         self.aggregator.take_ready_json()
+    }
+
+    /// Group of every plan stream for the frames' aggregates (`groups` groups; every stream
+    /// in group 0 until set). Streams past the list's end are in no group.
+    pub fn set_groups(&mut self, group_of: Vec<u32>) {
+        let groups = group_of.iter().map(|&g| g as usize + 1).max().unwrap_or(0);
+        self.aggregator.group_of = group_of;
+        self.aggregator.groups = groups;
+    }
+
+    /// Interval frames completed since the last call (instead of `poll_json`: the rows of
+    /// every stream as columns, and the group aggregates; stats/frame.rs).
+    pub fn poll_frames(&mut self) -> Vec<Frame> {
+        while let Ok(msg) = self.rx.try_recv() {
+            self.aggregator.add(msg);
+        }
+        self.aggregator.take_ready_frames()
     }
 
     /// Block until the run ends; the result as JSON (measurement-phase totals per stream).
@@ -541,6 +562,11 @@ struct Aggregator {
     totals: Totals,
     last_sent: Vec<Option<u64>>,
     ended_at: Vec<Option<u64>>,
+    /// Stream names, for the frames' rows.
+    names: Vec<String>,
+    /// Group of each stream and how many groups (frames' aggregates).
+    group_of: Vec<u32>,
+    groups: usize,
 }
 
 struct Partial {
@@ -548,6 +574,8 @@ struct Partial {
     start_ns: u64,
     end_ns: u64,
     streams: Vec<(usize, StreamStats)>,
+    /// Every thread's issue lateness merged.
+    lateness: crate::stats::Histogram,
 }
 
 #[derive(Serialize)]
@@ -557,12 +585,18 @@ struct SnapshotJson<'a> {
     start_ns: u64,
     end_ns: u64,
     streams: Vec<IndexedStats<'a>>,
+    /// Issue lateness of the interval's open-loop IOs, every thread's merged.
+    lateness: &'a crate::stats::Histogram,
 }
 
 impl Aggregator {
     fn new(nthreads: usize, stream_targets: Vec<Vec<usize>>, totals: Totals) -> Self {
+        let nstreams = stream_targets.len();
         Aggregator {
-            nstreams: stream_targets.len(),
+            names: (0..nstreams).map(|i| i.to_string()).collect(),
+            group_of: vec![0; nstreams],
+            groups: 1,
+            nstreams,
             stream_targets,
             pending: BTreeMap::new(),
             totals,
@@ -582,7 +616,9 @@ impl Aggregator {
             start_ns: msg.start_ns,
             end_ns: msg.end_ns,
             streams: Vec::with_capacity(self.nstreams),
+            lateness: Default::default(),
         });
+        p.lateness.merge(&msg.lateness);
         p.start_ns = p.start_ns.min(msg.start_ns);
         p.end_ns = p.end_ns.max(msg.end_ns);
         p.streams.extend(msg.streams);
@@ -594,7 +630,8 @@ impl Aggregator {
         })
     }
 
-    fn take_ready_json(&mut self) -> String {
+    /// Intervals every thread has sent (or ended before), oldest first, streams in plan order.
+    fn take_ready(&mut self) -> Vec<(u64, Partial)> {
         let mut out = Vec::new();
         while let Some((&k, _)) = self.pending.first_key_value() {
             if !self.ready(k) {
@@ -602,6 +639,32 @@ impl Aggregator {
             }
             let mut p = self.pending.remove(&k).expect("present");
             p.streams.sort_unstable_by_key(|(i, _)| *i);
+            out.push((k, p));
+        }
+        out
+    }
+
+    fn take_ready_frames(&mut self) -> Vec<Frame> {
+        self.take_ready()
+            .into_iter()
+            .map(|(k, p)| {
+                let mut frame = Frame::build(
+                    k,
+                    p.phase.name(),
+                    (p.start_ns, p.end_ns),
+                    &p.streams,
+                    &self.names,
+                    (&self.group_of, self.groups),
+                );
+                frame.lateness = p.lateness;
+                frame
+            })
+            .collect()
+    }
+
+    fn take_ready_json(&mut self) -> String {
+        let mut out = Vec::new();
+        for (k, p) in self.take_ready() {
             let snap = SnapshotJson {
                 interval: k,
                 phase: p.phase.name(),
@@ -617,6 +680,7 @@ impl Aggregator {
                         targets: &self.stream_targets[*i],
                     })
                     .collect(),
+                lateness: &p.lateness,
             };
             out.push(serde_json::to_string(&snap).expect("snapshot serializes"));
         }
@@ -645,6 +709,7 @@ mod tests {
             start_ns: interval * 1000 + thread as u64,
             end_ns: (interval + 1) * 1000 + thread as u64,
             streams,
+            lateness: Default::default(),
             last,
         }
     }

@@ -18,7 +18,7 @@ use crate::backend::{yield_cpu, Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
-use crate::stats::{OpKind, OpStats, StreamStats, LATE_NS};
+use crate::stats::{Histogram, OpKind, OpStats, StreamStats, LATE_NS};
 use crate::stop::StopReason;
 use crate::stream::{BurstState, StreamState};
 use crate::verify::{Findings, TargetVerify};
@@ -59,6 +59,9 @@ pub struct IntervalMsg {
     pub start_ns: u64,
     pub end_ns: u64,
     pub streams: Vec<(usize, StreamStats)>,
+    /// Issue lateness (submission minus intended time) of every open-loop IO the thread
+    /// issued in the interval: one histogram per thread, not per stream (issue 25).
+    pub lateness: Histogram,
     /// The thread's last interval.
     pub last: bool,
 }
@@ -119,6 +122,8 @@ pub struct ThreadResult {
 pub struct Worker {
     id: usize,
     streams: Vec<StreamState>,
+    /// Issue lateness of the open-loop IOs of the current interval (IntervalMsg::lateness).
+    lateness: Histogram,
     backend: Box<dyn Backend>,
     slots: Vec<Slot>,
     free_slots: Vec<u32>,
@@ -157,6 +162,7 @@ pub struct Worker {
 impl Worker {
     pub fn new(id: usize, streams: Vec<StreamState>, backend: Box<dyn Backend>) -> Self {
         Worker {
+            lateness: Histogram::new(),
             id,
             streams,
             backend,
@@ -471,6 +477,7 @@ impl Worker {
             if lag > LATE_NS {
                 st.interval.ios_issued_late += 1;
             }
+            self.lateness.record(lag);
         }
         let slot = self.queue_io(s, io.region, io.kind, Some(buf), req, now, intended)?;
         if check.is_some() {
@@ -659,6 +666,7 @@ impl Worker {
             start_ns: self.interval_start,
             end_ns: end,
             streams,
+            lateness: std::mem::take(&mut self.lateness),
             last,
         });
         self.interval += 1;
@@ -705,6 +713,8 @@ fn record_region(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, s
     );
 }
 
+#[cfg(test)]
+mod frame_tests;
 mod limits;
 mod replay;
 #[cfg(test)]

@@ -7,8 +7,10 @@ use std::time::Duration;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use tilemark_engine::engine::Control;
 use tilemark_engine::prepare::FillVerify;
+use tilemark_engine::stats::frame::{Bitmap, F64Column, Frame, StrColumn};
 use tilemark_engine::verify::pass::{Pass, PassSpec};
 use tilemark_engine::{Engine, Plan};
 
@@ -37,6 +39,34 @@ impl Run {
         self.engine.lock().unwrap().poll_json()
     }
 
+    /// Set the group of every plan stream (a list of group indices) for the frames' aggregates.
+    fn set_groups(&self, group_of: Vec<u32>) {
+        self.engine.lock().unwrap().set_groups(group_of);
+    }
+
+    /// Interval frames completed since the last poll, oldest first: each a tuple
+    /// (interval, phase, start_ns, end_ns, columns, groups_json). `columns` are the interval
+    /// log's columns in Arrow's layout, each (name, type, validity or None, null count,
+    /// values, data or None): type "i32", "i64", "f64" or "utf8" (values: i32 offsets).
+    /// Built with the GIL released.
+    fn poll_frames(&self, py: Python<'_>) -> PyResult<Vec<PyObject>> {
+        let frames = py.allow_threads(|| {
+            let mut engine = self.engine.lock().unwrap();
+            let frames = engine.poll_frames();
+            frames
+                .into_iter()
+                .map(|f| {
+                    let groups = f.groups_json();
+                    (f, groups)
+                })
+                .collect::<Vec<_>>()
+        });
+        frames
+            .into_iter()
+            .map(|(f, groups)| frame_to_py(py, f, groups))
+            .collect()
+    }
+
     /// Ask the engine to stop early.
     fn stop(&self) {
         self.control.stop();
@@ -58,6 +88,106 @@ impl Run {
         py.allow_threads(|| self.engine.lock().unwrap().result_json())
             .map_err(to_py)
     }
+}
+
+/// The bytes of a slice of plain numbers, as Arrow lays them out (little-endian).
+fn le_bytes<T: Copy>(values: &[T]) -> &[u8] {
+    #[cfg(not(target_endian = "little"))]
+    compile_error!("frames hand Arrow buffers over as they are in memory: little-endian only");
+    // SAFETY: T is a plain number type (i32, i64, f64) without padding; the slice is valid for
+    // its whole length in bytes.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+    }
+}
+
+type Column<'py> = (
+    &'static str,
+    &'static str,
+    Option<Bound<'py, PyBytes>>,
+    usize,
+    Bound<'py, PyBytes>,
+    Option<Bound<'py, PyBytes>>,
+);
+
+fn validity<'py>(py: Python<'py>, b: &Bitmap) -> (Option<Bound<'py, PyBytes>>, usize) {
+    if b.nulls == 0 {
+        (None, 0)
+    } else {
+        (Some(PyBytes::new(py, &b.bytes)), b.nulls)
+    }
+}
+
+fn num<'py, T: Copy>(
+    py: Python<'py>,
+    name: &'static str,
+    kind: &'static str,
+    v: &[T],
+) -> Column<'py> {
+    (name, kind, None, 0, PyBytes::new(py, le_bytes(v)), None)
+}
+
+fn utf8<'py>(py: Python<'py>, name: &'static str, c: &StrColumn) -> Column<'py> {
+    let (valid, nulls) = validity(py, &c.valid);
+    (
+        name,
+        "utf8",
+        valid,
+        nulls,
+        PyBytes::new(py, le_bytes(&c.offsets)),
+        Some(PyBytes::new(py, &c.data)),
+    )
+}
+
+fn float<'py>(py: Python<'py>, name: &'static str, c: &F64Column) -> Column<'py> {
+    let (valid, nulls) = validity(py, &c.valid);
+    (
+        name,
+        "f64",
+        valid,
+        nulls,
+        PyBytes::new(py, le_bytes(&c.values)),
+        None,
+    )
+}
+
+fn frame_to_py(py: Python<'_>, f: Frame, groups: String) -> PyResult<PyObject> {
+    const SERVICE: [&str; 5] = [
+        "service_mean_us",
+        "service_p50_us",
+        "service_p99_us",
+        "service_p999_us",
+        "service_max_us",
+    ];
+    const RESPONSE: [&str; 5] = [
+        "response_mean_us",
+        "response_p50_us",
+        "response_p99_us",
+        "response_p999_us",
+        "response_max_us",
+    ];
+    let r = &f.rows;
+    let mut columns = vec![
+        num(py, "stream", "i32", &r.stream),
+        utf8(py, "stream_name", &r.stream_name),
+        utf8(py, "op", &r.op),
+        num(py, "ops", "i64", &r.ops),
+        num(py, "bytes", "i64", &r.bytes),
+        num(py, "errors", "i64", &r.errors),
+        utf8(py, "errors_json", &r.errors_json),
+    ];
+    for (name, c) in SERVICE.iter().zip(&r.service) {
+        columns.push(float(py, name, c));
+    }
+    for (name, c) in RESPONSE.iter().zip(&r.response) {
+        columns.push(float(py, name, c));
+    }
+    columns.push(num(py, "lag_max_ns", "i64", &r.lag_max_ns));
+    columns.push(num(py, "behind_ios", "i64", &r.behind_ios));
+    columns.push(utf8(py, "service_hist", &r.service_hist));
+    columns.push(utf8(py, "response_hist", &r.response_hist));
+    let out = (f.interval, f.phase, f.start_ns, f.end_ns, columns, groups);
+    Ok(out.into_pyobject(py)?.into_any().unbind())
 }
 
 /// Validate a plan (JSON), open its targets and start the engine threads.

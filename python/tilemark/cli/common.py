@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -47,7 +46,9 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
         "complete": outcome.complete,
         **body,
     }
-    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    from tilemark.store.rundoc import dumps_indented
+
+    sys.stdout.write(dumps_indented(doc) + "\n")
     sys.stdout.flush()
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from tilemark.console import make_console
+from tilemark.options import copy_names
 from tilemark.units import format_size
 from tilemark.workload.apps import list_profiles, load_profile, profile_dirs
 
@@ -79,7 +80,7 @@ def show(
                     "copies": s.copies,
                     "region": s.region,
                     **s.table,
-                    "rate": rates[s.name if s.copies == 1 else f"{s.name}0"],
+                    "rate": rates[copy_names(s.name, s.copies)[0]],
                 }
                 for s in p.streams
             ],
@@ -111,7 +112,7 @@ def show(
     ):
         streams.add_column(col)
     for s in p.streams:
-        r = rates[s.name if s.copies == 1 else f"{s.name}0"]
+        r = rates[copy_names(s.name, s.copies)[0]]
         rate = (
             (f"{r['iops']:g} IOPS" if "iops" in r else f"{format_size(r['bps'])}/s")
             if r

@@ -22,7 +22,13 @@ from tilemark.units import (
 
 MAX_QD = 4096
 MAX_THREADS = 1024
-MAX_COPIES = 256
+# Copies of one stream: as many as one run holds streams (workload/limits.py MAX_STREAMS; the
+# run's total is checked there, with a sentence that says how to spread them).
+MAX_COPIES = 20_000
+# Copy i of stream NAME is NAME@i. "@" is not a name character (NAME_RE), so a copy's name
+# never equals another stream's name or another copy's: with plain suffixes, copy 10 of `s1`
+# and copy 0 of `s11` were both `s110`.
+COPY_SEPARATOR = "@"
 MAX_PASSES = 1_000_000_000
 MAX_IO_SIZE = 2 * GIB - 1  # the engine keeps IO sizes in 32-bit buffers
 MAX_POLL_US = 1_000_000
@@ -115,6 +121,22 @@ def parse_name(value: object, label: str) -> str:
             f"{label} must be 1 to 64 letters, digits or _.:+- characters, got {shown(value)}."
         )
     return value
+
+
+def parse_stream_name(value: object, label: str) -> str:
+    """A stream name: a name, or a copy's name NAME@N as copies and tile layouts make them."""
+    if isinstance(value, str) and COPY_SEPARATOR in value:
+        base, _, index = value.rpartition(COPY_SEPARATOR)
+        if index.isdigit() and len(index) <= 5 and NAME_RE.fullmatch(base):
+            return value
+    return parse_name(value, label)
+
+
+def copy_names(name: str, copies: int) -> list[str]:
+    """Names of a stream's compiled copies: NAME itself for one, else NAME@0..NAME@{N-1}."""
+    if copies == 1:
+        return [name]
+    return [f"{name}{COPY_SEPARATOR}{i}" for i in range(copies)]
 
 
 def parse_target_names(value: object, label: str) -> list[str]:

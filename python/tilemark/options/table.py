@@ -245,8 +245,8 @@ OPTIONS: tuple[Option, ...] = (
     _o("compress", "stream", "Share of every written block that compresses away (zeros), 0..99; "
        "measured with zstd and lz4 at run start (docs/verification.md).", flag="--compress",
        metavar="PCT", modes=WORKLOAD | POINT_STUDIES, toml=True, parse=parse_compress, default="0"),
-    _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME0, "
-       "NAME1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
+    _o("copies", "stream", "Identical copies of the stream (Iometer workers), named NAME@0, "
+       "NAME@1, ...", flag="--copies", metavar="N", modes=WORKLOAD, toml=True,
        parse=int_range(1, MAX_COPIES), default="1"),
     _o("seed", "stream", "Stream seed (copies add their index).", toml=True, profile=False,
        parse=parse_seed, default="derived from the run seed"),

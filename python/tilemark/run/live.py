@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from tilemark.options import COPY_SEPARATOR
 from tilemark.run import pertarget
 from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
 from tilemark.wording import counted
@@ -69,20 +70,41 @@ def describe_arrival(plan_stream: dict[str, Any]) -> str:
 
 
 GROUP_ABOVE = 8  # more streams than this are shown per application
+TABLE_STREAMS = 100  # the final table lists this many streams, then says how many more
 
 
 def _group_key(name: str) -> str:
-    # Tile streams are named t{tile}.{app}.{stream}: group them by application.
+    # Tile streams are named t{tile}.{app}.{stream}: group them by application; the copies of
+    # a stream (NAME@i) by their stream.
     parts = name.split(".")
     if len(parts) == 3 and parts[0][:1] == "t" and parts[0][1:].isdigit():
         return parts[1]
-    return name
+    return name.split(COPY_SEPARATOR, 1)[0]
+
+
+def stream_groups(plan: dict[str, Any]) -> tuple[list[int], dict[str, Any]]:
+    """The groups the engine aggregates for the live view (engine.Frame.groups): each stream
+    alone when there are few, else per application or per stream with its copies. Returns
+    the group of every plan stream and a plan whose streams are the groups (the first
+    member's plan, named after the group)."""
+    streams = plan.get("streams") or []
+    keys: dict[str, int] = {}
+    group_of = []
+    members: list[dict[str, Any]] = []
+    for index, s in enumerate(streams):
+        name = s.get("name", f"stream{index}")
+        key = name if len(streams) <= GROUP_ABOVE else _group_key(name)
+        if key not in keys:
+            keys[key] = len(members)
+            members.append({**s, "name": key})
+        group_of.append(keys[key])
+    return group_of, {**plan, "streams": members}
 
 
 def group_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per-application rows when there are many streams: IOPS and MB/s summed; latency and lag
     are the worst stream's (a p99 of a group would need merged histograms, so none is made up)."""
-    if len(rows) <= GROUP_ABOVE:
+    if len(rows) <= GROUP_ABOVE or rows[0].get("aggregated"):
         return rows
     groups: dict[str, dict[str, Any]] = {}
     for row in rows:
@@ -146,7 +168,8 @@ def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -
     a phased stream outside its phase says where it stands instead of its zeros."""
     if not rows:
         return ""
-    grouped = len(rows) > GROUP_ABOVE
+    # Rows of the engine's group aggregates are merged already: p50 and p99 are the group's.
+    grouped = len(rows) > GROUP_ABOVE and not rows[0].get("aggregated")
     first = rows[0]
     total_iops = sum(row["iops"] for row in rows)
     total_mbps = sum(row["mbps"] for row in rows)
@@ -185,6 +208,7 @@ class LiveDisplay:
         self._rows: list[dict[str, Any]] = []
         self._targets: list[dict[str, Any]] = []
         self._telemetry: str | None = None
+        self._aggregated = False
 
     def __enter__(self) -> LiveDisplay:
         if self.tty:
@@ -203,10 +227,19 @@ class LiveDisplay:
         """The devices and host line (telemetry.live_line) shown with the next update."""
         self._telemetry = line or None
 
+    def show_groups(self, group_plan: dict[str, Any]) -> None:
+        """Snapshots from now on are group aggregates (stream_groups): show them as rows."""
+        self.plan = group_plan
+        self._aggregated = True
+
     def update(self, snapshots: list[dict[str, Any]]) -> None:
         """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
         for i, snapshot in enumerate(snapshots):
             self._rows = interval_rows(self.plan, snapshot)
+            if self._aggregated:
+                members = [int(g.get("streams", 1)) for g in snapshot.get("streams", [])]
+                for row, n in zip(self._rows, members, strict=False):
+                    row.update(aggregated=True, streams=n)
             self._targets = pertarget.interval_rows(self.plan, snapshot)
             if self._live is None:
                 # Written directly: a log line must not be wrapped at the console width.
@@ -250,21 +283,22 @@ class LiveDisplay:
         table.add_column("IOPS", justify="right")
         table.add_column("MB/s", justify="right")
         table.add_column("p50 ms", justify="right")
-        table.add_column(
-            "worst p99 ms" if len(self._rows) > GROUP_ABOVE else "p99 ms", justify="right"
-        )
+        aggregated = bool(self._rows) and bool(self._rows[0].get("aggregated"))
+        grouped = len(self._rows) > GROUP_ABOVE and not aggregated
+        table.add_column("worst p99 ms" if grouped else "p99 ms", justify="right")
         table.add_column("lag ms", justify="right")
         table.add_column("behind", justify="right")
         table.add_column("errors", justify="right")
         streams = self.plan.get("streams", [])
-        grouped = len(self._rows) > GROUP_ABOVE
         for row in group_rows(self._rows):
             plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
             arrival = describe_arrival(plan_stream)
             where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),
-                counted(row["streams"], "stream") if grouped else f"{arrival} {where}".rstrip(),
+                counted(row["streams"], "stream")
+                if grouped or row.get("streams", 1) > 1
+                else f"{arrival} {where}".rstrip(),
                 fmt_rate(row["iops"]),
                 fmt_rate(row["mbps"], 1),
                 fmt_ms(row["p50_ms"]),
@@ -329,7 +363,8 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
     table.add_column("max lag", justify="right", no_wrap=True)
     table.add_column("errors", justify="right", no_wrap=True)
     streams = plan.get("streams", [])
-    for row in summary["streams"]:
+    rows = summary["streams"]
+    for row in rows[:TABLE_STREAMS]:
         plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
         named = errors_by_name(*(row.get(kind) for kind in ("read", "write", "sync")))
         table.add_row(
@@ -342,6 +377,10 @@ def results_table(plan: dict[str, Any], summary: dict[str, Any], title: str) -> 
             fmt_ms(row.get("lag_max_ms")),
             Text(errors_text(named), style="red") if named else "0",
         )
+    if len(rows) > TABLE_STREAMS:
+        # Rendering 10,000 rows took rich 15 s of CPU after the run (issue 25).
+        more = f"... {len(rows) - TABLE_STREAMS:,} more streams: run.json and `tilemark report`"
+        table.add_row(more, "", "", "", "", "", "", "")
     total = summary["total"]
     table.add_section()
     table.add_row(

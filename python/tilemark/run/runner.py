@@ -8,6 +8,7 @@ hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,9 +20,10 @@ from tilemark import engine, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.console import say
 from tilemark.errors import RunError, UsageError
+from tilemark.hist import Histogram
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.run import datareduction
-from tilemark.run.live import LiveDisplay
+from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
@@ -237,6 +239,7 @@ def run_plan(
                         soft_wrap=True,
                     )
         changes = ChangeTracker()
+        lateness = Histogram()
         try:
             handle = engine.start(compiled)
         except engine.EngineError as e:
@@ -254,8 +257,10 @@ def run_plan(
             monitor,
             telemetry,
             changes,
+            lateness,
         )
         summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
+        summary["issue_lateness"] = lateness_summary(lateness)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
@@ -273,6 +278,17 @@ def run_plan(
     if stuck:
         say(console, f"note: {stuck}")
     return outcome
+
+
+def lateness_summary(h: Histogram) -> dict[str, Any] | None:
+    """run.json `summary.issue_lateness`: how long after its intended time every open-loop IO
+    of the measurement was submitted (the tool's own delay, all streams merged; the engine
+    keeps it per thread; frames and JSON snapshots both carry it). None without open-loop
+    IOs."""
+    if not h.n:
+        return None
+    stats = h.stats()
+    return {"ios": h.n, **{f"{k}_us": v / 1e3 for k, v in stats.items() if v is not None}}
 
 
 def stuck_in_kernel(compiled: dict[str, Any], result: dict[str, Any]) -> str | None:
@@ -450,6 +466,7 @@ def drive(
     monitor: RunMonitor | None = None,
     telemetry: tm.Telemetry | None = None,
     changes: ChangeTracker | None = None,
+    lateness: Histogram | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -466,9 +483,39 @@ def drive(
             if served is not None and telemetry.latest is not None:
                 served.observe_telemetry(telemetry.latest["devices"], telemetry.latest["host"])
 
+    # The engine builds the interval rows and the per-group aggregates itself (issue 25) unless
+    # a consumer still reads every stream: the QoS and steady-state monitors, the metrics
+    # endpoint, the per-target rows of a run over several targets, or a handle without frames
+    # (a cluster's, tests' fakes).
+    # TILEMARK_ENGINE_SNAPSHOTS=json forces the JSON snapshots (bench/streams.py measures both).
+    frames = (
+        os.environ.get("TILEMARK_ENGINE_SNAPSHOTS") != "json"
+        and hasattr(handle, "poll_frames")
+        and monitor is None
+        and served is None
+        and len(compiled.get("targets") or []) <= 1
+    )
+
+    def poll() -> list[dict[str, Any]]:
+        if not frames:
+            snapshots = handle.poll()
+            if lateness is not None:
+                for snap in snapshots:
+                    if snap.get("phase") == "measure" and snap.get("lateness"):
+                        lateness.merge(Histogram.from_json(snap["lateness"]))
+            return snapshots
+        batch = handle.poll_frames()
+        writer.add_frames(batch)
+        if lateness is not None:
+            for frame in batch:
+                if frame.phase == "measure":
+                    lateness.merge(Histogram.from_json(frame.groups.get("lateness")))
+        return [frame.groups for frame in batch]
+
     def take(snapshots: list[dict[str, Any]]) -> None:
         nonlocal ended_by
-        writer.add_snapshots(snapshots)
+        if not frames:
+            writer.add_snapshots(snapshots)
         if served is not None:
             served.observe(snapshots)
         sample(snapshots)
@@ -487,9 +534,13 @@ def drive(
 
     try:
         with LiveDisplay(compiled, console, tty=tty) as display:
+            if frames:
+                group_of, group_plan = stream_groups(compiled)
+                handle.set_groups(group_of)
+                display.show_groups(group_plan)
             while True:
                 finished = handle.wait(POLL_S)
-                snapshots = handle.poll()
+                snapshots = poll()
                 if snapshots:
                     take(snapshots)
                 if writer.failure is not None and not store_stopped:
@@ -509,7 +560,7 @@ def drive(
             if telemetry is not None:
                 telemetry.stop()
             # Snapshots published while the run ended.
-            snapshots = handle.poll()
+            snapshots = poll()
             if snapshots:
                 take(snapshots)
             sample([], final=True)
@@ -527,8 +578,9 @@ def drive(
         if telemetry is not None:
             telemetry.stop()
         try:
-            snapshots = handle.poll()
-            writer.add_snapshots(snapshots)
+            snapshots = poll()
+            if not frames:
+                writer.add_snapshots(snapshots)
             if telemetry is not None:
                 writer.add_telemetry(*telemetry.rows(snapshots, final=True))
         finally:

@@ -200,6 +200,8 @@ class IntervalLog:
         pa.RecordBatch.from_pylist([], schema=schema)
         self._size = 0  # bytes of complete messages on disk
         self._rows: list[dict[str, Any]] = []
+        # Record batches the engine built (engine.Frame), written after the rows before them.
+        self._batches: list[pa.RecordBatch] = []
         self._span_start: int | None = None
         self.batches = 0
         self.rows_written = 0
@@ -217,6 +219,17 @@ class IntervalLog:
         """Buffer one interval's rows; write them (with earlier short ones) once they span
         LOG_SPAN_NS. Raises OSError when the write fails; the log is then rolled back."""
         self._rows.extend(rows)
+        self._added(start_ns, end_ns)
+
+    def add_batch(self, batch: pa.RecordBatch, start_ns: int, end_ns: int) -> None:
+        """`add` for an interval's rows already in a record batch of this log's schema."""
+        if self._rows:
+            self._batches.append(pa.RecordBatch.from_pylist(self._rows, schema=self.schema))
+            self._rows = []
+        self._batches.append(batch)
+        self._added(start_ns, end_ns)
+
+    def _added(self, start_ns: int, end_ns: int) -> None:
         if self._span_start is None:
             self._span_start = start_ns
         if end_ns - self._span_start >= LOG_SPAN_NS:
@@ -224,11 +237,18 @@ class IntervalLog:
 
     def flush(self) -> None:
         """Write and fsync the buffered rows as one record batch."""
-        if not self._rows:
+        if not self._rows and not self._batches:
             return
         if self._fd < 0:
             raise OSError(errno.EBADF, "the interval log is closed")
-        self._writer.write_batch(pa.RecordBatch.from_pylist(self._rows, schema=self.schema))
+        batches = self._batches
+        if self._rows:
+            batches = [*batches, pa.RecordBatch.from_pylist(self._rows, schema=self.schema)]
+        if len(batches) == 1:
+            self._writer.write_batch(batches[0])
+        else:
+            table = pa.Table.from_batches(batches, schema=self.schema).combine_chunks()
+            self._writer.write_table(table)
         data = self._pending.take()
         if self.batches == 0:
             # The stream writer starts with the schema, which is on disk already.
@@ -236,8 +256,9 @@ class IntervalLog:
             data = data[len(self._schema) :]
         self._append(data)
         self.batches += 1
-        self.rows_written += len(self._rows)
+        self.rows_written += sum(b.num_rows for b in batches)
         self._rows = []
+        self._batches = []
         self._span_start = None
 
     def close(self) -> None:
@@ -253,8 +274,9 @@ class IntervalLog:
 
     def discard_buffer(self) -> int:
         """Drop rows not yet written (after a failure); how many were dropped."""
-        dropped = len(self._rows)
+        dropped = len(self._rows) + sum(b.num_rows for b in self._batches)
         self._rows = []
+        self._batches = []
         self._span_start = None
         return dropped
 

@@ -162,6 +162,9 @@ class Summary(_Struct):
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
     replay: dict[str, Any] | None = None
+    # Open-loop IOs' submission minus intended time, all streams merged: ios, mean_us, p50_us,
+    # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
+    issue_lateness: dict[str, Any] | None = None
 
 
 class ResultOp(_Struct):
@@ -378,8 +381,9 @@ def read_study(data: bytes | str | dict[str, Any]) -> StudyDoc:
     return _decode(data, StudyDoc)
 
 
-def run_problem(doc: dict[str, Any]) -> str | None:
-    """The first field of a run.json document that readers cannot use, or None."""
+def run_problem(doc: bytes | str | dict[str, Any]) -> str | None:
+    """The first field of a run.json document (its text or parsed) that readers cannot use, or
+    None."""
     try:
         read_run(doc)
     except DocumentError as e:

@@ -192,6 +192,20 @@ class RunWriter:
                 except OSError as exc:
                     self._fail(f"writing {log.path}", exc, first_lost=int(snap["interval"]))
 
+    def add_frames(self, frames: list[Any]) -> None:
+        """Append interval frames (engine.Frame: rows the engine built) to the log; a run with
+        several targets also needs per-target rows, so it adds snapshots instead."""
+        if self._finished:
+            raise StoreError(f"run {self.run_id} is already finished; no more intervals")
+        for frame in frames:
+            if self.failure is not None:
+                return
+            batch = frame.record_batch(self.run_id, self._log.schema)
+            try:
+                self._log.add_batch(batch, frame.start_ns, frame.end_ns)
+            except OSError as exc:
+                self._fail(f"writing {self._log.path}", exc, first_lost=frame.interval)
+
     def add_telemetry(self, device_rows: list[dict], host_rows: list[dict]) -> None:
         """Append telemetry rows (telemetry.Telemetry.rows) to their logs."""
         if self._finished or self.failure is not None or not host_rows:

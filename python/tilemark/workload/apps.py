@@ -25,7 +25,7 @@ from typing import Any
 from tilemark.analysis import expr
 from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
-from tilemark.options import PROFILE_STREAM_KEYS, parse_name
+from tilemark.options import MAX_COPIES, PROFILE_STREAM_KEYS, copy_names, parse_name
 from tilemark.units import MIB, check_byte_rate, check_iops
 from tilemark.workload.plan import parse_workload
 from tilemark.workload.tomlfile import read_toml
@@ -81,20 +81,20 @@ class Profile:
     evidence: dict[str, Any] | None = None
 
     def stream_names(self) -> list[str]:
-        """Names of the compiled streams (copies get a numeric suffix)."""
+        """Names of the compiled streams (copy i of NAME is NAME@i)."""
         out = []
         for s in self.streams:
-            out += [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+            out += copy_names(s.name, s.copies)
         return out
 
     def expand(self, names: Iterable[str]) -> list[str]:
         """Compiled stream names for names that may be a stream with copies ('worker' ->
-        worker0..worker3); raises ExprError for an unknown name."""
+        worker@0..worker@3); raises ExprError for an unknown name."""
         out: list[str] = []
         for name in names:
             base = next((s for s in self.streams if s.name == name), None)
             if base is not None and base.copies > 1:
-                out += [f"{name}{i}" for i in range(base.copies)]
+                out += copy_names(name, base.copies)
             elif name in self.stream_names():
                 out.append(name)
             else:
@@ -113,7 +113,7 @@ class Profile:
             if s.rate_bytes is not None:
                 r["bps"] = self._value(s.rate_bytes, f"stream '{s.name}': rate_bytes")
                 self._bounded(check_byte_rate, r["bps"], f"stream '{s.name}': rate_bytes")
-            names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+            names = copy_names(s.name, s.copies)
             for n in names:
                 out[n] = r
         return out
@@ -296,7 +296,7 @@ def _check_streams(profile: Profile) -> None:
     tables = []
     for s in profile.streams:
         table = {**s.table, "name": s.name}
-        r = rates[s.name if s.copies == 1 else f"{s.name}0"]
+        r = rates[copy_names(s.name, s.copies)[0]]
         if "iops" in r:
             table["rate"] = r["iops"]
         if "bps" in r:
@@ -336,8 +336,8 @@ def _app_stream(t: Any, index: int, where: str) -> AppStream:
     ):
         raise UsageError(f"profile {here}: region must be [from, to] with 0 <= from < to <= 1.")
     copies = t.get("copies", 1)
-    if not isinstance(copies, int) or not 1 <= copies <= 256:
-        raise UsageError(f"profile {here}: copies must be an integer from 1 to 256.")
+    if isinstance(copies, bool) or not isinstance(copies, int) or not 1 <= copies <= MAX_COPIES:
+        raise UsageError(f"profile {here}: copies must be an integer from 1 to {MAX_COPIES:,}.")
     table = {
         k: v
         for k, v in t.items()

@@ -46,8 +46,10 @@ from tilemark.options import (
     RW_MODES,
     SPREADS,
     STREAM_KEYS,
+    copy_names,
     option,
     parse_name,
+    parse_stream_name,
     shown,
 )
 from tilemark.targets.spec import TargetSpec, parse_targets
@@ -218,7 +220,8 @@ def _stream_names(tables: list[dict[str, Any]], flag_keys: frozenset[str]) -> li
     for index, table in enumerate(tables):
         name = table.get("name")
         if name is not None:
-            parse_name(name, "--name" if "name" in flag_keys else f"stream {index + 1}: name")
+            label = "--name" if "name" in flag_keys else f"stream {index + 1}: name"
+            parse_stream_name(name, label)
         if name is not None and name in given:
             raise UsageError(f"stream names must be unique; '{name}' is used twice.")
         given.append(name)
@@ -240,8 +243,9 @@ def _copies_label(name: str, flag_keys: frozenset[str]) -> str:
 def _expand_copies(
     tables: list[dict[str, Any]], names: list[str], flag_keys: frozenset[str], source: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """`copies = N` turns a stream into N identical streams NAME0..NAME{N-1} (Iometer's
-    workers), each with its own seed (an explicit seed is offset by the copy's index)."""
+    """`copies = N` turns a stream into N identical streams NAME@0..NAME@{N-1} (Iometer's
+    workers), each with its own seed (an explicit seed is offset by the copy's index). "@" is
+    no name character, so copy names never collide with each other or with named streams."""
     out_tables: list[dict[str, Any]] = []
     out_names: list[str] = []
     counts = [
@@ -256,18 +260,18 @@ def _expand_copies(
             continue
         copies = _stream_value(table, "copies", _copies_label(name, flag_keys))
         base = {k: v for k, v in table.items() if k != "copies"}
-        for i in range(copies):
+        for i, copy_name in enumerate(copy_names(name, copies)):
             copy = dict(base)
             if "seed" in base:
                 seed = _stream_value(base, "seed", f"stream '{name}': seed")
                 copy["seed"] = (seed + i) % (1 << 63)
             out_tables.append(copy)
-            out_names.append(name if copies == 1 else f"{name}{i}")
-    if len(set(out_names)) != len(out_names):
-        dup = next(n for n in out_names if out_names.count(n) > 1)
+            out_names.append(copy_name)
+    if len(set(out_names)) != len(out_names):  # a stream named like a copy (NAME@N) met one
+        seen: set[str] = set()
+        dup = next(n for n in out_names if n in seen or seen.add(n))
         raise UsageError(
-            f"stream names must be unique; '{dup}' is used twice (copies are named NAME0, NAME1, "
-            "...)."
+            f"stream names must be unique; '{dup}' is used twice (copies: NAME@0, ...)."
         )
     return out_tables, out_names
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilemark.errors import UsageError
+from tilemark.options import copy_names
 from tilemark.units import MIB, format_size
 from tilemark.workload.apps import AppStream, TileApp, TileSpec
 
@@ -188,7 +189,7 @@ def _app_streams(
     rates = app.profile.rates()
     span_lo, span_hi = _stream_span(app, streams)
     for s in streams:
-        names = [s.name] if s.copies == 1 else [f"{s.name}{i}" for i in range(s.copies)]
+        names = copy_names(s.name, s.copies)
         frac_lo = (s.region[0] - span_lo) / (span_hi - span_lo)
         frac_hi = (s.region[1] - span_lo) / (span_hi - span_lo)
         lo = offset + int(share * frac_lo) // UNIT * UNIT

@@ -168,6 +168,20 @@ impl Histogram {
             .map(|(i, &c)| (i, c))
     }
 
+    /// Buckets the counters span (up to the highest one seen, plus headroom).
+    pub fn bucket_len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Make room for `len` buckets at once (at most `MAX_INDEX + 1`), so that merging many
+    /// histograms into this one does not grow it one step per merge.
+    pub fn reserve_buckets(&mut self, len: usize) {
+        let len = len.min(MAX_INDEX + 1);
+        if self.counts.len() < len {
+            self.counts.resize(len, 0);
+        }
+    }
+
     /// Bytes held by the counters (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
         self.counts.capacity() * std::mem::size_of::<u64>()

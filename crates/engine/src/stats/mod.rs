@@ -1,5 +1,6 @@
 //! Measurement: histograms, per-stream per-op counters, interval snapshots.
 
+pub mod frame;
 pub mod histogram;
 
 pub use histogram::Histogram;
