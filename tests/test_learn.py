@@ -253,3 +253,25 @@ def test_placement_fit_reproduces_the_skew_and_the_footprint_of_a_zipf_stream():
     assert 1 - (abs(want[0] - got[0]) + abs(want[1] - got[1])) / 2 > 0.95, (want, got)
     blocks = len(placement.touched_blocks(offsets, sizes))
     assert len(placement.touched_blocks(again, sizes)) == pytest.approx(blocks, rel=0.1)
+
+
+def test_a_log_that_also_jumps_gets_the_region_of_its_writes_not_of_its_extent():
+    # PostgreSQL's WAL: 24 KiB writes that start 8 KiB back (rewriting the last page), and now
+    # and then a jump to another segment file far away. The sequential model (skip -8k for
+    # every IO) advances a little less than the trace, so no region reaches the trace's
+    # footprint; the region is then the smallest that gives what the largest gives, not the
+    # whole extent between the segment files.
+    sizes = np.full(1000, 24 << 10)
+    offsets = np.empty(1000, dtype=np.int64)
+    at = 0
+    for i in range(1000):
+        if i % 30 == 29:
+            at += 4 << 20  # the next segment file, 4 MiB on
+        offsets[i] = at
+        at += (24 << 10) - (8 << 10)
+    extent = int(offsets[-1] + sizes[-1])
+    obs = placement.Observed(offsets, sizes, 0.0, skip=(-(8 << 10), -(8 << 10)))
+    fitted = placement.fit_area([obs], extent=extent)
+    written = 1000 * (16 << 10)
+    assert fitted <= 1.25 * written, (fitted, written, extent)
+    assert extent > 5 * fitted
