@@ -43,6 +43,7 @@ import apprigs as rigs  # noqa: E402
 import fidelity as fid  # noqa: E402
 
 SLO_LATE = 0.05
+MIB = 1 << 20
 
 
 def parse_pgbench(text: str) -> dict[str, float]:
@@ -107,6 +108,8 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         summary = fid.capture(dev, work / "one.parquet", cmd, args.seconds)
         one = parse_pgbench(summary)
         out["calibration"] = one
+        # the instance's data footprint (tables, indexes and WAL): what a tile stands for
+        out["footprint_bytes"] = data_footprint(pgs[0].data)
         for n in range(1, args.max + 1):
             step = measured(pgs, n, rate, args.limit, args.seconds)
             out["measured"].append(step)
@@ -132,7 +135,13 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
     out["predicted"]["transaction_p95_ms_at_1"] = p95_tx
     out["predicted"]["factor"] = factor
     out["predicted"]["profile"] = learned.read_text()
-    cap = fid.capacity_of(learned)
+    out["predicted"]["learned_capacity"] = fid.capacity_of(learned)
+    # each tile gets one instance's data footprint, on the data file and on the WAL file
+    # alike (regions are fractions of the capacity, so the learned areas stretch to it)
+    cap = -(-out["footprint_bytes"] // MIB) * MIB
+    out["predicted"]["tile_capacity"] = cap
+    wal = wal_streams(learned)
+    out["predicted"]["wal_streams"] = wal
     with contextlib.ExitStack() as stack:
         work2 = work / "predict"
         work2.mkdir()
@@ -143,7 +152,14 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         fs = stack.enter_context(rigs.ext4(dev.loop, work2 / "fs"))
 
         def scale(tiles: str, sets: list[str]) -> tuple[list[str], dict]:
-            cmd = [fid.tilemark(), "scale", str(learned), "--target", str(fs / "tm.dat"),
+            # PostgreSQL's WAL lives in files of its own: the learned log stream gets a target
+            # of its own, so its fdatasyncs wait for its own writes only, not for the data
+            # file's writeback stream (an fdatasync covers the whole file)
+            targets = ["--target", f"data={fs / 'tm.dat'}"]
+            if wal:
+                targets += ["--target", f"wal={fs / 'wal.dat'}", "--set", "learned.target=data"]
+                targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
+            cmd = [fid.tilemark(), "scale", str(learned), *targets,
                    "--capacity", str(cap * (args.max + 2)), "--tiles", tiles,
                    "--duration", f"{args.seconds:g}s", "--warmup", "5s", "--confirm", "2",
                    "--no-settle", "--qos-interval", f"{args.seconds / 4:g}s",
@@ -171,6 +187,21 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         out["predicted"]["command"] = " ".join(command)
         out["predicted"]["study"] = study
     return out
+
+
+def data_footprint(data: Path) -> int:
+    """Bytes of an instance's data directory (tables, indexes, WAL), as `du -sb` counts."""
+    done = subprocess.run(["du", "-sb", str(data)], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[0])
+
+
+def wal_streams(profile: Path) -> list[str]:
+    """The learned profile's streams that fdatasync their writes (a database's log)."""
+    import tomllib
+
+    doc = tomllib.loads(profile.read_text())
+    return [s["name"] for s in doc.get("stream", []) if str(s.get("sync", "")).startswith(
+        ("fdatasync", "fsync"))]  # fmt: skip
 
 
 def predicted_answer(study: dict) -> tuple[int | None, list[dict]]:
@@ -213,6 +244,10 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                   f"the limit x{p.get('factor', 0):.2f}; waited streams' p95 at 1 tile "
                   f"{ {k: round(v, 1) for k, v in p.get('at_one_tile_p95_ms', {}).items()} } ms, "
                   f"limits { {k: round(v, 1) for k, v in p.get('limits_ms', {}).items()} } ms; "
+                  f"tile capacity {p.get('tile_capacity', 0) / MIB:.0f} MiB (the instance's "
+                  f"data directory; learned {p.get('learned_capacity', 0) / MIB:.0f} MiB), "
+                  f"WAL streams on a file of their own: {p.get('wal_streams')}; "
+                  f"pressure before the prediction {p.get('pressure')}; "
                   f"`{p.get('command')}`",
                   "", "| tiles | pass | worst p95 response (ms) per waited stream | failed |",
                   "|---|---|---|---|"]  # fmt: skip
@@ -221,8 +256,33 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
             lines.append(f"| {s['tiles']} | {s['passed']} | {worst} | {s['failed']} |")
         if "error" in r["predicted"]:
             lines += ["", "```", r["predicted"]["error"], "```"]
-        lines.append("")
+        lines += ["", *curves(r, steps, args.limit), ""]
     return "\n".join(lines)
+
+
+def curves(r: dict, steps: list[dict], limit: float) -> list[str]:
+    """Both curves side by side, each as latency relative to its own limit (1.00 = at the
+    SLO): instances by their transactions' p95 (mean + 1.645 sd, worst instance) against -L,
+    tiles by their worst waited stream's p95 against its calibrated limit."""
+    limits = r["predicted"].get("limits_ms", {})
+    by_n = {m["n"]: m for m in r["measured"]}
+    by_t = {s["tiles"]: s for s in steps}
+    rows = ["### Both curves: latency against instances and against tiles", "",
+            "| count | instances: worst p95 / -L | worst late share | pass | "
+            "tiles: worst waited p95 / limit | pass |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for n in sorted(set(by_n) | set(by_t)):
+        m, t = by_n.get(n), by_t.get(n)
+        inst = late = ok_i = tile = ok_t = "-"
+        if m:
+            p95 = max(i.get("latency_ms", 0) + 1.645 * i.get("latency_sd_ms", 0)
+                      for i in m["instances"])  # fmt: skip
+            inst, late, ok_i = f"{p95 / limit:.2f}", f"{m['worst_late_share']:.1%}", m["passes"]
+        if t:
+            ratios = [v / limits[k] for k, v in t["worst"].items() if limits.get(k)]
+            tile = f"{max(ratios):.2f}" if ratios else "-"
+            ok_t = t["passed"]
+        rows.append(f"| {n} | {inst} | {late} | {ok_i} | {tile} | {ok_t} |")
+    return rows
 
 
 def main() -> int:
