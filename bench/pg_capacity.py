@@ -337,6 +337,8 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     results = []
+    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
+    fid.RESULTS.mkdir(parents=True, exist_ok=True)
     for rate in (float(x) for x in args.rates.split(",")):
         work = Path(tempfile.mkdtemp(prefix="tm-pgcap-", dir="/var/tmp"))
         work.chmod(0o755)
@@ -344,10 +346,9 @@ def main() -> int:
             results.append(one_rate(work, args, rate))
         finally:
             subprocess.run(["rm", "-rf", str(work)], check=False)
-    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
-    fid.RESULTS.mkdir(parents=True, exist_ok=True)
-    (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
-    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+        # written after every rate, so a run stopped in the second keeps the first
+        (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
+        (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
     print(fid.RESULTS / f"{stem}.md")
     return 0
 
