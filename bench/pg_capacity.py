@@ -335,6 +335,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--port", type=int, default=54400)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (trace, profile, run results)")  # fmt: skip
     args = ap.parse_args()
     results = []
     stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
@@ -345,7 +347,10 @@ def main() -> int:
         try:
             results.append(one_rate(work, args, rate))
         finally:
-            subprocess.run(["rm", "-rf", str(work)], check=False)
+            if args.keep:
+                print(f"kept {work}", file=sys.stderr)
+            else:
+                subprocess.run(["rm", "-rf", str(work)], check=False)
         # written after every rate, so a run stopped in the second keeps the first
         (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
         (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
