@@ -19,11 +19,12 @@ whatever the queue depth; below ext4 and a loop device, so writeback meets it to
 The SLO's storage side: a transaction waits for its reads and its commit's WAL write and
 flush, so the learned profile's read and sync-write streams get a response-time objective at
 the SLO's percentile (p95), calibrated at one instance: the limit of each is its p95 at one
-tile times LIMIT / (the transactions' p95 at one instance, mean + 1.645 sd from pgbench): the
-storage may slow down by the factor the application's transactions had left before the limit.
-The learned profile's own `throughput >= 95%` per stream says the device keeps up at all.
+tile times LIMIT / (the transactions' p95 at one instance, from pgbench's per-transaction
+log, schedule lag included): the storage may slow down by the factor the application's
+transactions had left before the limit (docs/learn.md, from an application's SLO to storage
+QoS). The learned profile's own `throughput >= 95%` per stream says the device keeps up at all.
 
-    sudo .venv/bin/python bench/pg_capacity.py --rates 20,40 --max 6
+    sudo .venv/bin/python bench/pg_capacity.py --rates 40,80 --max 5 [--keep]
 
 writes bench/results/DATE-vm-pg-capacity.{md,json} with both curves per RATE.
 """
