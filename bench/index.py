@@ -368,12 +368,18 @@ def read_fidelity(doc: list[dict[str, Any]]) -> Reading:
 
 
 def read_pg_capacity(doc: list[dict[str, Any]]) -> Reading:
-    """pg_capacity.py: PostgreSQL instances that fit per rate, as measured with pgbench (the
-    prediction's tiles are in its report; a failed prediction is named)."""
+    """pg_capacity.py: PostgreSQL instances that fit per rate, as measured with pgbench, and
+    the tiles the learned profile predicts (a failed prediction is named)."""
     parts = []
     for rate in doc:
-        failed = ", prediction failed" if "error" in (rate.get("predicted") or {}) else ""
-        parts.append(f"{num(rate['rate'], 0)} tps: {rate['measured_answer']} instances{failed}")
+        predicted = rate.get("predicted") or {}
+        if "error" in predicted:
+            tail = ", prediction failed"
+        elif "study" in predicted:
+            tail = f", predicted {predicted['study'].get('max_passing_tiles') or 0}"
+        else:
+            tail = ""
+        parts.append(f"{num(rate['rate'], 0)} tps: {rate['measured_answer']} instances{tail}")
     return Reading("pg_capacity.py", doc[0].get("device", "-") if doc else "-", "; ".join(parts))
 
 

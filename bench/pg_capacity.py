@@ -10,17 +10,21 @@ whatever the queue depth; below ext4 and a loop device, so writeback meets it to
    the SLO is pgbench's own: at most 5% of every instance's transactions late (above LIMIT, or
    skipped for being late at their start). The answer is the largest N that meets it.
 2. predicted: instance 1 alone, captured at RATE, learned (`tilemark learn --unit tps=...
-   --wait p95=BUDGET --layout compact`), then `tilemark scale` of that profile on a file of the
-   same filesystem (the instances stopped): the largest tile count whose QoS passes.
+   --layout compact`), then `tilemark scale` of that profile on a fresh device of the same
+   kind: the largest tile count whose QoS passes. A tile gets one instance's data directory
+   (tables, indexes and WAL, `du -sb`) per target; the learned sync-write (WAL) streams run on
+   a target file of their own, as PostgreSQL's WAL is in files of its own (an fdatasync covers
+   a whole file: on the tile's shared file it waited for the data writeback of every tile).
 
 The SLO's storage side: a transaction waits for its reads and its commit's WAL write and
 flush, so the learned profile's read and sync-write streams get a response-time objective at
 the SLO's percentile (p95), calibrated at one instance: the limit of each is its p95 at one
-tile times LIMIT / (the transactions' p95 at one instance, mean + 1.645 sd from pgbench): the
-storage may slow down by the factor the application's transactions had left before the limit.
-The learned profile's own `throughput >= 95%` per stream says the device keeps up at all.
+tile times LIMIT / (the transactions' p95 at one instance, from pgbench's per-transaction
+log, schedule lag included): the storage may slow down by the factor the application's
+transactions had left before the limit (docs/learn.md, from an application's SLO to storage
+QoS). The learned profile's own `throughput >= 95%` per stream says the device keeps up at all.
 
-    sudo .venv/bin/python bench/pg_capacity.py --rates 20,40 --max 6
+    sudo .venv/bin/python bench/pg_capacity.py --rates 40,80 --max 5 [--keep]
 
 writes bench/results/DATE-vm-pg-capacity.{md,json} with both curves per RATE.
 """
@@ -31,6 +35,7 @@ import argparse
 import contextlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,6 +48,7 @@ import apprigs as rigs  # noqa: E402
 import fidelity as fid  # noqa: E402
 
 SLO_LATE = 0.05
+MIB = 1 << 20
 
 
 def parse_pgbench(text: str) -> dict[str, float]:
@@ -66,15 +72,20 @@ def parse_pgbench(text: str) -> dict[str, float]:
     return out
 
 
-def measured(pgs: list[rigs.Postgres], n: int, rate: float, limit: float, seconds: float) -> dict:
+def measured(pgs: list[rigs.Postgres], n: int, rate: float, limit: float, seconds: float,
+             logdir: Path) -> dict:  # fmt: skip
     """N instances running pgbench -R -L at once: each one's result and the SLO verdict."""
     procs = []
-    for pg in pgs[:n]:
+    for i, pg in enumerate(pgs[:n]):
         cmd = pg.pgbench("-c", "4", "-j", "2", "-R", f"{rate:g}", "-L", f"{limit:g}",
-                         "-T", f"{seconds:g}")  # fmt: skip
+                         "-T", f"{seconds:g}", "-l",
+                         f"--log-prefix={logdir / f'n{n}-i{i}'}")  # fmt: skip
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True))  # fmt: skip
     results = [parse_pgbench(p.communicate(timeout=seconds + 300)[0]) for p in procs]
+    for i, r in enumerate(results):
+        if (p95 := log_p95(logdir, f"n{n}-i{i}")) is not None:
+            r["p95_ms"] = p95
     worst = max(r["late_share"] for r in results)
     return {
         "n": n,
@@ -84,6 +95,37 @@ def measured(pgs: list[rigs.Postgres], n: int, rate: float, limit: float, second
         "passes": worst <= SLO_LATE,
         "pressure": rigs.pressure(),
     }
+
+
+def pgbench_logdir(work: Path) -> Path:
+    """A directory on the host's disk (not the measured device) pgbench may log into."""
+    d = work / "pglog"
+    d.mkdir(exist_ok=True)
+    shutil.chown(d, "postgres", "postgres")
+    return d
+
+
+def log_p95(logdir: Path, prefix: str) -> float | None:
+    """The 95th percentile (ms) of the transactions' latency in pgbench's per-transaction logs
+    (`-l`; under -R measured from the scheduled start, so schedule lag counts, as in -L's
+    late count); a transaction skipped for being late counts as later than any."""
+    lat: list[float] = []
+    for f in logdir.glob(f"{prefix}.*"):
+        for line in f.read_text().splitlines():
+            parts = line.split()
+            if len(parts) >= 3:
+                lat.append(float("inf") if parts[2] == "skipped" else float(parts[2]) / 1000)
+    if not lat:
+        return None
+    lat.sort()
+    return lat[min(len(lat) - 1, int(0.95 * len(lat)))]
+
+
+def tx_p95(instance: dict) -> float:
+    """An instance's transactions' p95 (ms): from pgbench's log, else mean + 1.645 sd."""
+    if "p95_ms" in instance:
+        return instance["p95_ms"]
+    return instance.get("latency_ms", 0) + 1.645 * instance.get("latency_sd_ms", 0)
 
 
 def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any]:
@@ -107,8 +149,10 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         summary = fid.capture(dev, work / "one.parquet", cmd, args.seconds)
         one = parse_pgbench(summary)
         out["calibration"] = one
+        # the instance's data footprint (tables, indexes and WAL): what a tile stands for
+        out["footprint_bytes"] = data_footprint(pgs[0].data)
         for n in range(1, args.max + 1):
-            step = measured(pgs, n, rate, args.limit, args.seconds)
+            step = measured(pgs, n, rate, args.limit, args.seconds, pgbench_logdir(work))
             out["measured"].append(step)
             print(f"rate {rate}: {n} instance(s): worst late {step['worst_late_share']:.1%}",
                   file=sys.stderr)  # fmt: skip
@@ -127,12 +171,18 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
     if done.returncode != 0:
         raise RuntimeError(done.stderr)
     first = out["measured"][0]["instances"][0]
-    p95_tx = first.get("latency_ms", 0) + 1.645 * first.get("latency_sd_ms", 0)
+    p95_tx = tx_p95(first)
     factor = args.limit / max(p95_tx, 1e-3)
     out["predicted"]["transaction_p95_ms_at_1"] = p95_tx
     out["predicted"]["factor"] = factor
     out["predicted"]["profile"] = learned.read_text()
-    cap = fid.capacity_of(learned)
+    out["predicted"]["learned_capacity"] = fid.capacity_of(learned)
+    # each tile gets one instance's data footprint, on the data file and on the WAL file
+    # alike (regions are fractions of the capacity, so the learned areas stretch to it)
+    cap = -(-out["footprint_bytes"] // MIB) * MIB
+    out["predicted"]["tile_capacity"] = cap
+    wal = wal_streams(learned)
+    out["predicted"]["wal_streams"] = wal
     with contextlib.ExitStack() as stack:
         work2 = work / "predict"
         work2.mkdir()
@@ -143,7 +193,14 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         fs = stack.enter_context(rigs.ext4(dev.loop, work2 / "fs"))
 
         def scale(tiles: str, sets: list[str]) -> tuple[list[str], dict]:
-            cmd = [fid.tilemark(), "scale", str(learned), "--target", str(fs / "tm.dat"),
+            # PostgreSQL's WAL lives in files of its own: the learned log stream gets a target
+            # of its own, so its fdatasyncs wait for its own writes only, not for the data
+            # file's writeback stream (an fdatasync covers the whole file)
+            targets = ["--target", f"data={fs / 'tm.dat'}"]
+            if wal:
+                targets += ["--target", f"wal={fs / 'wal.dat'}", "--set", "learned.target=data"]
+                targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
+            cmd = [fid.tilemark(), "scale", str(learned), *targets,
                    "--capacity", str(cap * (args.max + 2)), "--tiles", tiles,
                    "--duration", f"{args.seconds:g}s", "--warmup", "5s", "--confirm", "2",
                    "--no-settle", "--qos-interval", f"{args.seconds / 4:g}s",
@@ -171,6 +228,21 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         out["predicted"]["command"] = " ".join(command)
         out["predicted"]["study"] = study
     return out
+
+
+def data_footprint(data: Path) -> int:
+    """Bytes of an instance's data directory (tables, indexes, WAL), as `du -sb` counts."""
+    done = subprocess.run(["du", "-sb", str(data)], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[0])
+
+
+def wal_streams(profile: Path) -> list[str]:
+    """The learned profile's streams that fdatasync their writes (a database's log)."""
+    import tomllib
+
+    doc = tomllib.loads(profile.read_text())
+    return [s["name"] for s in doc.get("stream", []) if str(s.get("sync", "")).startswith(
+        ("fdatasync", "fsync"))]  # fmt: skip
 
 
 def predicted_answer(study: dict) -> tuple[int | None, list[dict]]:
@@ -209,10 +281,14 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                          f"{m['pressure']} |")  # fmt: skip
         p = r["predicted"]
         lines += ["", f"prediction: transactions' p95 at 1 instance "
-                  f"{p.get('transaction_p95_ms_at_1', 0):.1f} ms (mean + 1.645 sd), room to "
+                  f"{p.get('transaction_p95_ms_at_1', 0):.1f} ms (pgbench's log), room to "
                   f"the limit x{p.get('factor', 0):.2f}; waited streams' p95 at 1 tile "
                   f"{ {k: round(v, 1) for k, v in p.get('at_one_tile_p95_ms', {}).items()} } ms, "
                   f"limits { {k: round(v, 1) for k, v in p.get('limits_ms', {}).items()} } ms; "
+                  f"tile capacity {p.get('tile_capacity', 0) / MIB:.0f} MiB (the instance's "
+                  f"data directory; learned {p.get('learned_capacity', 0) / MIB:.0f} MiB), "
+                  f"WAL streams on a file of their own: {p.get('wal_streams')}; "
+                  f"pressure before the prediction {p.get('pressure')}; "
                   f"`{p.get('command')}`",
                   "", "| tiles | pass | worst p95 response (ms) per waited stream | failed |",
                   "|---|---|---|---|"]  # fmt: skip
@@ -221,8 +297,32 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
             lines.append(f"| {s['tiles']} | {s['passed']} | {worst} | {s['failed']} |")
         if "error" in r["predicted"]:
             lines += ["", "```", r["predicted"]["error"], "```"]
-        lines.append("")
+        lines += ["", *curves(r, steps, args.limit), ""]
     return "\n".join(lines)
+
+
+def curves(r: dict, steps: list[dict], limit: float) -> list[str]:
+    """Both curves side by side, each as latency relative to its own limit (1.00 = at the
+    SLO): instances by their transactions' p95 (pgbench's log, worst instance) against -L,
+    tiles by their worst waited stream's p95 against its calibrated limit."""
+    limits = r["predicted"].get("limits_ms", {})
+    by_n = {m["n"]: m for m in r["measured"]}
+    by_t = {s["tiles"]: s for s in steps}
+    rows = ["### Both curves: latency against instances and against tiles", "",
+            "| count | instances: worst p95 / -L | worst late share | pass | "
+            "tiles: worst waited p95 / limit | pass |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for n in sorted(set(by_n) | set(by_t)):
+        m, t = by_n.get(n), by_t.get(n)
+        inst = late = ok_i = tile = ok_t = "-"
+        if m:
+            p95 = max(tx_p95(i) for i in m["instances"])
+            inst, late, ok_i = f"{p95 / limit:.2f}", f"{m['worst_late_share']:.1%}", m["passes"]
+        if t:
+            ratios = [v / limits[k] for k, v in t["worst"].items() if limits.get(k)]
+            tile = f"{max(ratios):.2f}" if ratios else "-"
+            ok_t = t["passed"]
+        rows.append(f"| {n} | {inst} | {late} | {ok_i} | {tile} | {ok_t} |")
+    return rows
 
 
 def main() -> int:
@@ -236,19 +336,25 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--port", type=int, default=54400)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (trace, profile, run results)")  # fmt: skip
     args = ap.parse_args()
     results = []
+    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
+    fid.RESULTS.mkdir(parents=True, exist_ok=True)
     for rate in (float(x) for x in args.rates.split(",")):
         work = Path(tempfile.mkdtemp(prefix="tm-pgcap-", dir="/var/tmp"))
         work.chmod(0o755)
         try:
             results.append(one_rate(work, args, rate))
         finally:
-            subprocess.run(["rm", "-rf", str(work)], check=False)
-    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-capacity"
-    fid.RESULTS.mkdir(parents=True, exist_ok=True)
-    (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
-    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
+            if args.keep:
+                print(f"kept {work}", file=sys.stderr)
+            else:
+                subprocess.run(["rm", "-rf", str(work)], check=False)
+        # written after every rate, so a run stopped in the second keeps the first
+        (fid.RESULTS / f"{stem}.md").write_text(report(results, args))
+        (fid.RESULTS / f"{stem}.json").write_text(json.dumps(results, indent=1, default=str))
     print(fid.RESULTS / f"{stem}.md")
     return 0
 

@@ -201,6 +201,18 @@ def _fit_stream(
         # the 90th percentile: a stream's own concurrency (PostgreSQL's backends: 1 to 3
         # reads in flight, each waiting for its last) rather than its rare pile-ups
         m.qd = max(1, int(math.ceil(np.percentile(flight, QD_PERCENTILE))))
+        if kind_k == "syncwrite" and m.pids > m.qd:
+            # group commit: a database writes its log one write at a time, but every
+            # process that writes it can be waiting for its commit, and a write that comes
+            # due while one is in flight is served with it, not after it. At the traced load
+            # the device saw one at a time; as the device slows, PostgreSQL's sessions wait
+            # side by side and the WAL does not fall behind, where a stream at qd 1 would
+            # (each write and its fdatasync after the previous pair, the backlog growing)
+            m.notes.append(
+                f"qd {m.pids} (its {m.pids} writing processes) rather than the {m.qd} in "
+                "flight at the device: commits waiting together, as a database groups them"
+            )
+            m.qd = m.pids
         lat = (comp[finite] - issue[finite]) / 1e6
         m.latency_p99_ms = float(np.percentile(lat, 99))
     if m.sequential_pct >= SEQUENTIAL_PCT:
