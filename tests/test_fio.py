@@ -165,6 +165,9 @@ def test_engines_and_their_depth(tmp_path):
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=libaio\niodepth=16\n"))
     assert t.doc["stream"][0]["qd"] == 1
     assert any("buffered libaio is synchronous on Linux" in n for n in t.notes)
+    # fio stamps an IO when it prepares it (io_u.c get_io_u) and reaps completions only when
+    # its queue of iodepth is full (backend.c), so its lat counts the wait for the others.
+    assert any("fio reports about 16 times tilemark's latency" in n for n in t.notes)
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=libaio\niodepth=16\ndirect=1\n"))
     assert (t.doc["backend"], t.doc["stream"][0]["qd"]) == ("uring", 16)
     # The sync engines do one IO at a time whatever iodepth says (HOWTO iodepth: "increasing
@@ -430,3 +433,20 @@ def test_import_fio_cli(tmp_path, capsys):
     assert "bssplit shares must be whole percents" in err and "Traceback" not in err
     assert main(["import-fio", str(tmp_path / "missing.fio")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_fadvise_hint_is_said_for_buffered_jobs(tmp_path):
+    # fio's fadvise_hint defaults to 1 (options.c), "Advise using fio IO pattern": at open,
+    # POSIX_FADV_RANDOM for a random job, POSIX_FADV_SEQUENTIAL otherwise (ioengines.c
+    # td_io_open_file). tilemark gives no advice, and the note says so for buffered jobs.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\n"))
+    assert any("fadvise_hint=1: POSIX_FADV_RANDOM" in n for n in t.notes)
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=0\n"))
+    assert not any("fadvise" in n for n in t.notes)
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=read\nfadvise_hint=sequential\n"))
+    assert any("fadvise_hint=sequential: POSIX_FADV_SEQUENTIAL" in n for n in t.notes)
+    # O_DIRECT IO bypasses the cache: nothing to say.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\ndirect=1\n"))
+    assert not any("fadvise" in n for n in t.notes)
+    with pytest.raises(UsageError, match="fadvise_hint must be one of"):
+        translate(write(tmp_path, "[j]\nfilename=/x\nfadvise_hint=sometimes\n"))

@@ -211,7 +211,10 @@ def _depth(job: FioJob) -> int:
         job.notes.append(
             "buffered libaio is synchronous on Linux (fio HOWTO, ioengine libaio: queued "
             f"behaviour needs direct=1), so iodepth={job.iodepth} runs one IO at a time, as "
-            "qd 1"
+            "qd 1; fio's latency (lat, from when it prepared the IO, io_u.c get_io_u) also "
+            f"counts the IO's wait in fio's queue, which it reaps only when {job.iodepth} are "
+            f"done (backend.c), so fio reports about {job.iodepth} times tilemark's latency "
+            "for the same IO rate"
         )
         return 1
     if job.engine in ("libaio", "posixaio"):
@@ -421,6 +424,20 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
                 "fio visits every block once per pass over the region (its random map, HOWTO "
                 "norandommap); tilemark draws every offset independently, as fio does with "
                 "norandommap, so some blocks are hit twice and some not in a pass",
+                [],
+            ).append(job.name)
+        if not job.direct and real and job.fadvise != "0":
+            advice = {
+                "1": "POSIX_FADV_RANDOM for a random job, which turns readahead off, and "
+                "POSIX_FADV_SEQUENTIAL for a sequential one, which doubles it",
+                "random": "POSIX_FADV_RANDOM, which turns readahead off",
+                "sequential": "POSIX_FADV_SEQUENTIAL, which doubles readahead",
+                "noreuse": "POSIX_FADV_NOREUSE",
+            }[job.fadvise]
+            by_note.setdefault(
+                f"buffered: fio advises the kernel when it opens the file (fadvise_hint="
+                f"{job.fadvise}: {advice}; ioengines.c td_io_open_file); tilemark gives no "
+                "advice, so the kernel's own readahead decides how much a buffered miss reads",
                 [],
             ).append(job.name)
         if job.time_based and not job.direct and job.invalidate and real:
