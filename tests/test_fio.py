@@ -174,6 +174,9 @@ def test_engines_and_their_depth(tmp_path):
     # iodepth beyond 1 will not affect synchronous ioengines").
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=pvsync2\niodepth=8\n"))
     assert (t.doc["backend"], t.doc["stream"][0]["qd"]) == ("psync", 1)
+    # fio's sync engines issue from the job's thread (engines/sync.c); tilemark's psync
+    # backend hands each IO to a worker thread, and the note says so.
+    assert any("issued by a worker thread" in n for n in t.notes)
     with pytest.raises(UsageError, match="ioengine=http is network and remote storage"):
         translate(write(tmp_path, "[j]\nfilename=/x\nioengine=http\n"))
 

@@ -201,6 +201,13 @@ def _fmt_ms(us: int) -> str:
 def _depth(job: FioJob) -> int:
     """fio's iodepth as the IOs the storage sees in flight."""
     if job.sync_engine():
+        job.notes.append(
+            f"ioengine={job.engine} runs on tilemark's psync backend: the same one pread or "
+            "pwrite at a time, issued by a worker thread that the stream's engine thread "
+            "hands each IO to (so a device that stops answering cannot hold the engine), "
+            "where fio issues it from the job's own thread; the two thread wake-ups per IO "
+            "lower the rate a fast device reaches"
+        )
         if job.iodepth > 1:
             job.notes.append(
                 f"iodepth={job.iodepth} with ioengine={job.engine}: fio's sync engines do one "
