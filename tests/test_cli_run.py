@@ -287,3 +287,42 @@ def test_the_progress_line_counts_time_within_its_phase():
     assert phase_clock(plan, 2.0, "measure") == "measure 1s of 3s"
     assert phase_clock({**plan, "duration_ms": 12000}, 4.3, "measure") == "measure 3.3s of 12s"
     assert phase_clock({}, 2.0, "measure") == "measure 2s"
+
+
+def test_fadvise_pattern_advises_each_buffered_target(tmp_path, capsys):
+    # fio advises the kernel of a job's pattern when it opens the file (fadvise_hint=1,
+    # ioengines.c td_io_open_file): POSIX_FADV_RANDOM for random IO, SEQUENTIAL otherwise.
+    # fadvise = "pattern" does that per target; the engine opens and advises it, and the run
+    # records the advice in its plan. A target with both kinds of stream gets none.
+    def run(streams: str) -> dict:
+        workload = tmp_path / "w.toml"
+        workload.write_text(
+            'backend = "psync"\ndirect = false\nfadvise = "pattern"\nduration = "300ms"\n' + streams
+        )
+        status, out, err = run_cli(
+            capsys,
+            str(workload),
+            "--target",
+            str(tmp_path / "t.dat"),
+            "--size",
+            "8m",
+            "--json",
+            "--results",
+            str(tmp_path / "results"),
+        )
+        assert status == 0, err
+        doc = json.loads(out)
+        assert doc["summary"]["streams"][0]["read"]["ops"] > 0
+        return doc
+
+    random = '[[stream]]\nname = "r"\nrw = "randread"\nqd = 1\n'
+    sequential = '[[stream]]\nname = "s"\nrw = "read"\nbs = "64k"\nqd = 1\n'
+    for streams, advice in (
+        (random, "random"),
+        (sequential, "sequential"),
+        (random + sequential, None),
+    ):
+        doc = run(streams)
+        newest = max((tmp_path / "results").glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+        target = json.loads(newest.read_text())["plan"]["targets"][0]
+        assert target.get("fadvise") == advice, (streams, doc["run_id"] if "run_id" in doc else "")

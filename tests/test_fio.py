@@ -438,18 +438,26 @@ def test_import_fio_cli(tmp_path, capsys):
     assert "cannot be read" in capsys.readouterr().err
 
 
-def test_fadvise_hint_is_said_for_buffered_jobs(tmp_path):
+def test_fadvise_hint_is_kept_or_said(tmp_path):
     # fio's fadvise_hint defaults to 1 (options.c), "Advise using fio IO pattern": at open,
     # POSIX_FADV_RANDOM for a random job, POSIX_FADV_SEQUENTIAL otherwise (ioengines.c
-    # td_io_open_file). tilemark gives no advice, and the note says so for buffered jobs.
+    # td_io_open_file). tilemark's fadvise = "pattern" gives a target that advice.
     t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\n"))
-    assert any("fadvise_hint=1: POSIX_FADV_RANDOM" in n for n in t.notes)
+    assert t.doc["fadvise"] == "pattern"
+    assert not any("fadvise" in n for n in t.notes)
     t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=0\n"))
+    assert "fadvise" not in t.doc
     assert not any("fadvise" in n for n in t.notes)
-    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=read\nfadvise_hint=sequential\n"))
-    assert any("fadvise_hint=sequential: POSIX_FADV_SEQUENTIAL" in n for n in t.notes)
-    # O_DIRECT IO bypasses the cache: nothing to say.
+    # Another hint than the job's pattern is not tilemark's: no advice, and the note says so.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=read\nfadvise_hint=random\n"))
+    assert "fadvise" not in t.doc
+    assert any("fadvise_hint=random: POSIX_FADV_RANDOM" in n for n in t.notes)
+    # One open file carries one advice: random and sequential jobs on one target get none.
+    t = translate(write(tmp_path, "[global]\nfilename=/x\n[a]\nrw=write\n[b]\nrw=randread\n"))
+    assert t.doc["fadvise"] == "pattern"
+    assert any("this mix of both gets no advice" in n for n in t.notes)
+    # O_DIRECT IO bypasses the cache: nothing to advise.
     t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\ndirect=1\n"))
-    assert not any("fadvise" in n for n in t.notes)
+    assert "fadvise" not in t.doc
     with pytest.raises(UsageError, match="fadvise_hint must be one of"):
         translate(write(tmp_path, "[j]\nfilename=/x\nfadvise_hint=sometimes\n"))

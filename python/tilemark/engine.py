@@ -45,6 +45,7 @@ class PlanTarget(TypedDict):
     length: int
     direct: bool
     verify: NotRequired[PlanVerify | None]
+    fadvise: NotRequired[str]  # buffered: "random" | "sequential" (posix_fadvise at open)
 
 
 class PlanRegion(TypedDict):

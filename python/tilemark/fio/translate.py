@@ -189,6 +189,11 @@ def _run_wide(jobs: list[FioJob], doc: dict[str, Any], notes: list[str]) -> list
         value = values_[0]
         if key in ("backend", "direct") or value:
             doc[key] = value
+    # fio's default fadvise_hint=1 advises each job's own pattern when it opens the file;
+    # tilemark's fadvise = "pattern" does so per target (see _job_notes for where it cannot).
+    buffered = [j for j in jobs if not j.direct and j.engine not in ("null", "cpp_null")]
+    if buffered and all(j.fadvise == "1" for j in buffered):
+        doc["fadvise"] = "pattern"
     return problems
 
 
@@ -417,6 +422,9 @@ def _fmt_s(seconds: float) -> str:
     return _fmt_ms(ms)
 
 
+NULLS = ("null", "cpp_null")
+
+
 def _job_notes(jobs: list[FioJob]) -> list[str]:
     """What every job's translation should say about fio's behaviour around it."""
     notes: list[str] = []
@@ -424,7 +432,7 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
     for job in jobs:
         for item in job.notes + job.by_design:
             by_note.setdefault(item, []).append(job.name)
-        real = job.engine not in ("null", "cpp_null")  # the null engine touches no storage
+        real = job.engine not in NULLS  # the null engine touches no storage
         random_map = job.is_random() and not job.norandommap and real
         if random_map and (job.blockalign in (None, job.min_bs())):
             by_note.setdefault(
@@ -433,7 +441,7 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
                 "norandommap, so some blocks are hit twice and some not in a pass",
                 [],
             ).append(job.name)
-        if not job.direct and real and job.fadvise != "0":
+        if not job.direct and real and job.fadvise not in ("0", "1"):
             advice = {
                 "1": "POSIX_FADV_RANDOM for a random job, which turns readahead off, and "
                 "POSIX_FADV_SEQUENTIAL for a sequential one, which doubles it",
@@ -443,8 +451,9 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
             }[job.fadvise]
             by_note.setdefault(
                 f"buffered: fio advises the kernel when it opens the file (fadvise_hint="
-                f"{job.fadvise}: {advice}; ioengines.c td_io_open_file); tilemark gives no "
-                "advice, so the kernel's own readahead decides how much a buffered miss reads",
+                f"{job.fadvise}: {advice}; ioengines.c td_io_open_file); tilemark advises only "
+                'each target\'s own pattern (fadvise = "pattern"), so here it gives none and '
+                "the kernel's readahead decides how much a buffered miss reads",
                 [],
             ).append(job.name)
         if job.time_based and not job.direct and job.invalidate and real:
@@ -474,6 +483,19 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
                 ),
                 [],
             ).append(job.name)
+    hinted = [j for j in jobs if not j.direct and j.fadvise == "1" and j.engine not in NULLS]
+    if len({j.is_random() for j in hinted}) > 1:
+        # One open file carries one advice: a target shared by random and sequential jobs
+        # gets none in tilemark (workload/compiler.py _advice), where fio advises each job.
+        by_note.setdefault(
+            "buffered: fio advises the kernel of each job's pattern when the job opens the "
+            "file (fadvise_hint=1: POSIX_FADV_RANDOM turns readahead off for a random job, "
+            "POSIX_FADV_SEQUENTIAL doubles it for a sequential one; ioengines.c "
+            "td_io_open_file); tilemark advises a target only when all its streams are random "
+            "or all sequential, so this mix of both gets no advice and the kernel's own "
+            "readahead",
+            [],
+        ).extend(j.name for j in hinted)
     for item, names in by_note.items():
         if len(names) == len(jobs) > 1:
             label = "every job"

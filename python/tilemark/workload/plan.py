@@ -163,6 +163,7 @@ class Workload:
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
+    fadvise: str = "none"  # buffered IO: "pattern" advises each target's pattern (fio's hint)
     verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
 
     def writes(self) -> bool:
@@ -480,6 +481,7 @@ def parse_workload(
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     keep_cache = run_value("keep_cache", False)
+    fadvise = run_value("fadvise", "none")
     verify = run_value("verify", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
@@ -517,6 +519,7 @@ def parse_workload(
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
+        fadvise=fadvise,
         verify=verify,
     )
 
