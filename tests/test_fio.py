@@ -461,3 +461,23 @@ def test_fadvise_hint_is_kept_or_said(tmp_path):
     assert "fadvise" not in t.doc
     with pytest.raises(UsageError, match="fadvise_hint must be one of"):
         translate(write(tmp_path, "[j]\nfilename=/x\nfadvise_hint=sometimes\n"))
+
+
+def test_buffered_time_based_jobs_drop_the_cache_between_passes(tmp_path):
+    # fio's time_based buffered job drops the file's cache when a sequential job wraps to its
+    # start and when a random job's map is full (io_u.c get_next_seq_offset,
+    # get_next_rand_block -> loop_cache_invalidate, if invalidate and not odirect).
+    def stream(opts: str) -> dict:
+        return translate(write(tmp_path, f"[j]\nfilename=/x\nsize=1m\n{opts}\n")).doc["stream"][0]
+
+    assert stream("rw=write\ntime_based\nruntime=1")["invalidate"] == "pass"
+    assert stream("rw=randread\ntime_based\nruntime=1")["invalidate"] == "pass"
+    # A random job without a map never ends a pass; a job that is not time_based ends after
+    # its bytes; invalidate=0 and O_DIRECT never drop anything.
+    for opts in (
+        "rw=randread\nnorandommap\ntime_based\nruntime=1",
+        "rw=write",
+        "rw=write\ntime_based\nruntime=1\ninvalidate=0",
+        "rw=write\ntime_based\nruntime=1\ndirect=1",
+    ):
+        assert "invalidate" not in stream(opts), opts

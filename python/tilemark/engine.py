@@ -65,6 +65,7 @@ class PlanStream(TypedDict):
     read_pct: float
     sizes: list[list[float]]
     pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot | zoned, ...}
+    invalidate_each_pass: NotRequired[bool]  # buffered: drop the cache after every pass
     cursors: NotRequired[Literal["shared", "per-op"]]  # sequential mix: one position or two
     random_pct: float
     align: int

@@ -176,6 +176,8 @@ impl Engine {
                 file
             };
             target_files.push(TargetFiles {
+                raw_fd: -1,
+                is_block: false,
                 offset: t.offset,
                 file,
                 file_dsync,
@@ -188,6 +190,14 @@ impl Engine {
             });
         }
         let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+        for tf in &mut target_files {
+            let plain = &files[tf.file as usize];
+            tf.raw_fd = plain.as_raw_fd();
+            tf.is_block = plain
+                .metadata()
+                .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+                .unwrap_or(false);
+        }
 
         let check_reads = plan.backend != BackendKind::Null;
         let mut verifiers: Vec<Option<Arc<TargetVerify>>> = Vec::new();

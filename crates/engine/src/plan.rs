@@ -229,6 +229,10 @@ pub struct StreamSpec {
     /// Sequential position of a read/write mix: shared, or one per op kind.
     #[serde(default)]
     pub cursors: Cursors,
+    /// Buffered IO: write back and drop the region's cached pages after every pass over it,
+    /// as fio's time_based jobs do (io_u.c loop_cache_invalidate).
+    #[serde(default)]
+    pub invalidate_each_pass: bool,
     pub align: u64,
     pub qd: u32,
     pub arrival: Arrival,

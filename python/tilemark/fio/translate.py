@@ -265,6 +265,12 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
             )
     if job.rate is not None:
         read_pct = _rate(job, table)
+    if job.time_based and not job.direct and job.invalidate and job.engine not in NULLS:
+        if not random or not job.norandommap:
+            # fio drops the file's cache between passes of a time_based job: when a
+            # sequential job wraps, when a random job's map is full (io_u.c
+            # loop_cache_invalidate); with norandommap a random job never ends a pass.
+            table["invalidate"] = "pass"
     if job.mixed():
         table["read"] = float(read_pct)
         if not random or job.percentage_random not in (None, 100):
@@ -460,9 +466,15 @@ def _job_notes(jobs: list[FioJob]) -> list[str]:
             by_note.setdefault(
                 "buffered and time_based: after every pass over the file fio writes back and "
                 "drops its cached pages (io_u.c loop_cache_invalidate; on a block device a "
-                "BLKFLSBUF that waits for the writeback); tilemark does that once, before the "
-                "run, so its later passes read from and write to the page cache (compare with "
-                "direct=1)",
+                "BLKFLSBUF that flushes the whole device and waits for the writeback), and so "
+                'does tilemark (invalidate = "pass"); a pass is the region\'s length in '
+                "bytes, which for a random job is when fio's random map is full only on "
+                "average (tilemark keeps no map), and the flush holds every stream of the "
+                "engine thread, where fio holds only the job"
+                if not job.is_random() or not job.norandommap
+                else "buffered and time_based with norandommap: fio drops the file's cached "
+                "pages once, at the start (a random job without a map never ends a pass), and "
+                "so does tilemark",
                 [],
             ).append(job.name)
         if job.verify is not None:
@@ -531,6 +543,7 @@ STREAM_ORDER = (
     "pattern",
     "random",
     "cursors",
+    "invalidate",
     "rate",
     "rate_bytes",
     "arrival",

@@ -207,6 +207,11 @@ OPTIONS: tuple[Option, ...] = (
        "where the last one ended) or per-op (reads continue reads and writes continue writes, "
        "each from the region's start, as fio's rw=rw).", toml=True, parse=choice(CURSORS),
        default="shared"),
+    _o("invalidate", "stream", "Buffered IO: when the stream's cached pages are written back and "
+       "dropped: start (before the run, unless keep_cache) or pass (also each time the stream "
+       "has done its region's length, as fio's time_based jobs do between passes; a block "
+       "device is flushed whole, a file's region is dropped).", toml=True,
+       parse=choice(("start", "pass")), default="start"),
     _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
        metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
        default="100 for rand*, else 0"),

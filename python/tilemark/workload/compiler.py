@@ -262,6 +262,8 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
             stream["io_limit"] = limit
         if spec.cursors != "shared":
             stream["cursors"] = spec.cursors
+        if spec.invalidate == "pass" and not workload.direct:
+            stream["invalidate_each_pass"] = True
     compiled: EnginePlan = {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,

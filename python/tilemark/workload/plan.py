@@ -119,6 +119,7 @@ class StreamSpec:
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
     cursors: str = "shared"  # sequential mix: "shared" | "per-op" (fio's rw)
+    invalidate: str = "start"  # buffered: "pass" also drops the cache after every pass
     io_size: int | None = None  # bytes after which it issues none (times passes)
     passes: int | None = None  # passes over its region after which it issues none
     host: str | None = None  # cluster runs: the one host it runs on (None: every host)
@@ -375,6 +376,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("start", "start_s"),
         ("stop", "stop_s"),
         ("cursors", "cursors"),
+        ("invalidate", "invalidate"),
         ("io_size", "io_size"),
         ("passes", "passes"),
         ("host", "host"),
