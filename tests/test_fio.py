@@ -481,3 +481,15 @@ def test_buffered_time_based_jobs_drop_the_cache_between_passes(tmp_path):
         "rw=write\ntime_based\nruntime=1\ndirect=1",
     ):
         assert "invalidate" not in stream(opts), opts
+
+
+def test_a_random_map_shortens_split_sizes_and_the_note_says_so(tmp_path):
+    # io_u.c mark_random_map: fio trims an IO to the blocks of its random map still free in
+    # the pass, so a bssplit job without norandommap issues smaller IOs than its split.
+    job = "[j]\nfilename=/x\nrw=randread\nbssplit=4k/50:64k/50\n"
+    t = translate(write(tmp_path, job))
+    assert any("mark_random_map" in n for n in t.notes)
+    t = translate(write(tmp_path, job + "norandommap\n"))
+    assert not any("mark_random_map" in n for n in t.notes)
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nbs=4k\n"))
+    assert not any("mark_random_map" in n for n in t.notes)
