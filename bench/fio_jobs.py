@@ -230,7 +230,14 @@ def run_job(
         order = ("fio", "tilemark") if rep % 2 == 0 else ("tilemark", "fio")
         for tool in order:
             if tool == "fio":
-                cmd = [args.fio, "--output-format=json", "--lat_percentiles=1", str(paths[tool])]
+                # --verify_state_save=0: fio would leave a verify state file in the cwd.
+                cmd = [
+                    args.fio,
+                    "--output-format=json",
+                    "--lat_percentiles=1",
+                    "--verify_state_save=0",
+                    str(paths[tool]),
+                ]
                 child = run_child(cmd, timeout)
                 figures = fio_figures(child)
             else:
