@@ -483,7 +483,6 @@ def parse_workload(
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     keep_cache = run_value("keep_cache", False)
-    fadvise = run_value("fadvise", "none")
     verify = run_value("verify", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
@@ -521,7 +520,7 @@ def parse_workload(
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
-        fadvise=fadvise,
+        fadvise=run_value("fadvise", "none"),
         verify=verify,
     )
 
