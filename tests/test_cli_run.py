@@ -326,6 +326,25 @@ def test_fadvise_pattern_advises_each_buffered_target(tmp_path, capsys):
         newest = max((tmp_path / "results").glob("*/run.json"), key=lambda p: p.stat().st_mtime)
         target = json.loads(newest.read_text())["plan"]["targets"][0]
         assert target.get("fadvise") == advice, (streams, doc["run_id"] if "run_id" in doc else "")
+        # Exported as a fio job, fio is told exactly that advice (fadvise_hint=0: none), and
+        # the note says fio would drop the cache between passes where this run did not.
+        exported = tmp_path / "back.fio"
+        exported.unlink(missing_ok=True)
+        status = main(
+            [
+                "export",
+                newest.parent.name,
+                "--results",
+                str(tmp_path / "results"),
+                "--fio",
+                str(exported),
+            ]
+        )
+        capsys.readouterr()
+        assert status == 0
+        text = exported.read_text()
+        assert f"fadvise_hint={advice or 0}" in text
+        assert "loop_cache_invalidate" in text
 
 
 def _read_bytes() -> int:

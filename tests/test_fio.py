@@ -448,6 +448,9 @@ def test_fadvise_hint_is_kept_or_said(tmp_path):
     t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=0\n"))
     assert "fadvise" not in t.doc
     assert not any("fadvise" in n for n in t.notes)
+    # The hint 1 would give is the same (as tilemark's export writes it).
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=random\n"))
+    assert t.doc["fadvise"] == "pattern"
     # Another hint than the job's pattern is not tilemark's: no advice, and the note says so.
     t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=read\nfadvise_hint=random\n"))
     assert "fadvise" not in t.doc

@@ -170,6 +170,11 @@ class FioJob:
         """fio's td_random(): a rand* rw mode."""
         return self.rw.startswith("rand")
 
+    def advises_its_pattern(self) -> bool:
+        """fadvise_hint gives the job's own pattern: 1, or the advice 1 would give."""
+        own = "random" if self.is_random() else "sequential"
+        return self.fadvise in ("1", own)
+
     def min_bs(self) -> int:
         return min(size for size, _ in self.sizes)
 

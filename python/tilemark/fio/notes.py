@@ -33,7 +33,7 @@ def job_notes(jobs: list[FioJob]) -> list[str]:
                 "norandommap, so some blocks are hit twice and some not in a pass",
                 [],
             ).append(job.name)
-        if not job.direct and real and job.fadvise not in ("0", "1"):
+        if not job.direct and real and job.fadvise != "0" and not job.advises_its_pattern():
             advice = {
                 "1": "POSIX_FADV_RANDOM for a random job, which turns readahead off, and "
                 "POSIX_FADV_SEQUENTIAL for a sequential one, which doubles it",
@@ -81,7 +81,7 @@ def job_notes(jobs: list[FioJob]) -> list[str]:
                 ),
                 [],
             ).append(job.name)
-    hinted = [j for j in jobs if not j.direct and j.fadvise == "1" and j.engine not in NULLS]
+    hinted = [j for j in jobs if not j.direct and j.advises_its_pattern() and j.engine not in NULLS]
     if len({j.is_random() for j in hinted}) > 1:
         # One open file carries one advice: a target shared by random and sequential jobs
         # gets none in tilemark (workload/compiler.py _advice), where fio advises each job.

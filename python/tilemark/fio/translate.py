@@ -193,7 +193,7 @@ def _run_wide(jobs: list[FioJob], doc: dict[str, Any], notes: list[str]) -> list
     # fio's default fadvise_hint=1 advises each job's own pattern when it opens the file;
     # tilemark's fadvise = "pattern" does so per target (see notes.py for where it cannot).
     buffered = [j for j in jobs if not j.direct and j.engine not in ("null", "cpp_null")]
-    if buffered and all(j.fadvise == "1" for j in buffered):
+    if buffered and all(j.advises_its_pattern() for j in buffered):
         doc["fadvise"] = "pattern"
     return problems
 
