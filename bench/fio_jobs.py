@@ -224,11 +224,20 @@ def run_job(
     runs: dict[str, list[dict[str, Any] | None]] = {"fio": [], "tilemark": []}
     errors: list[str] = []
     timeout = 120 + 10 * 4 * (args.runtime + args.ramp)  # four phases at most, and layout
+    # The machine is shared: the CPU and IO pressure around each job say what else ran.
+    load = {"before": vs_fio.load_now()}
     for rep in range(args.reps):
         order = ("fio", "tilemark") if rep % 2 == 0 else ("tilemark", "fio")
         for tool in order:
             if tool == "fio":
-                cmd = [args.fio, "--output-format=json", "--lat_percentiles=1", str(paths[tool])]
+                # --verify_state_save=0: fio would leave a verify state file in the cwd.
+                cmd = [
+                    args.fio,
+                    "--output-format=json",
+                    "--lat_percentiles=1",
+                    "--verify_state_save=0",
+                    str(paths[tool]),
+                ]
                 child = run_child(cmd, timeout)
                 figures = fio_figures(child)
             else:
@@ -243,9 +252,11 @@ def run_job(
             runs[tool].append(figures)
             shown = figures and round(figures["iops"])
             print(f"  {rig} {job.name} rep {rep} {tool}: {shown} IOPS", flush=True)
+    load["after"] = vs_fio.load_now()
     return {
         "job": job.name,
         "rig": rig,
+        "load": load,
         "runs": runs,
         "errors": errors,
         "job_text": texts["tilemark"],
@@ -267,6 +278,13 @@ def _cell(f: dict[str, Any] | None, digits: int = 0) -> str:
     return f"{f['fio']:,.{digits}f} / {f['tilemark']:,.{digits}f} ({f['ratio']:.2f}){mark}"
 
 
+def _pressure(row: dict[str, Any]) -> str:
+    """avg10 CPU and IO 'some' pressure when the job's runs ended (what else the machine ran)."""
+    after = (row.get("load") or {}).get("after") or {}
+    cpu, io = after.get("cpu_some_avg10"), after.get("io_some_avg10")
+    return "-" if cpu is None else f"{cpu:.0f} / {io:.0f}"
+
+
 def markdown(doc: dict[str, Any]) -> str:
     lines = [
         f"# fio's example jobs: fio vs `tilemark run JOB.fio`, {doc['date']}",
@@ -278,7 +296,8 @@ def markdown(doc: dict[str, Any]) -> str:
         f"`*`: tilemark's median is outside fio's own range widened by {NOISE_MARGIN:.0%}. "
         "IOPS and MB/s are summed over jobs, each over its own time; latency is the first "
         "job's main operation, fio's lat (submission to completion) against tilemark's service "
-        "time, in microseconds.",
+        "time, in microseconds. Pressure: /proc/pressure cpu and io `some avg10` when the "
+        "job's runs ended (the machine is shared).",
     ]
     for rig, where in doc["rigs"].items():
         rows = [r for r in doc["jobs"] if r["rig"] == rig]
@@ -291,17 +310,17 @@ def markdown(doc: dict[str, Any]) -> str:
             "",
             f"{within} of {len(rows)} jobs within noise on every figure.",
             "",
-            "| job | IOPS | MB/s | p50 us | p99 us |",
-            "|---|---|---|---|---|",
+            "| job | IOPS | MB/s | p50 us | p99 us | cpu/io pressure % |",
+            "|---|---|---|---|---|---|",
         ]
         for r in rows:
             f = r["figures"]
             if r["errors"] and not any(f.values()):
-                lines.append(f"| {r['job']} | failed: {r['errors'][0][:120]} | | | |")
+                lines.append(f"| {r['job']} | failed: {r['errors'][0][:120]} | | | | |")
                 continue
             lines.append(
                 f"| {r['job']} | {_cell(f['iops'])} | {_cell(f['mbps'], 1)} | "
-                f"{_cell(f['p50_us'], 1)} | {_cell(f['p99_us'], 1)} |"
+                f"{_cell(f['p50_us'], 1)} | {_cell(f['p99_us'], 1)} | {_pressure(r)} |"
             )
     lines += ["", f"Load before: {doc['load_before']}", f"Load after: {doc['load_after']}"]
     lines += ["", "Machine: " + json.dumps(doc["machine"], default=str)[:1500], ""]

@@ -287,3 +287,98 @@ def test_the_progress_line_counts_time_within_its_phase():
     assert phase_clock(plan, 2.0, "measure") == "measure 1s of 3s"
     assert phase_clock({**plan, "duration_ms": 12000}, 4.3, "measure") == "measure 3.3s of 12s"
     assert phase_clock({}, 2.0, "measure") == "measure 2s"
+
+
+def test_fadvise_pattern_advises_each_buffered_target(tmp_path, capsys):
+    # fio advises the kernel of a job's pattern when it opens the file (fadvise_hint=1,
+    # ioengines.c td_io_open_file): POSIX_FADV_RANDOM for random IO, SEQUENTIAL otherwise.
+    # fadvise = "pattern" does that per target; the engine opens and advises it, and the run
+    # records the advice in its plan. A target with both kinds of stream gets none.
+    def run(streams: str) -> dict:
+        workload = tmp_path / "w.toml"
+        workload.write_text(
+            'backend = "psync"\ndirect = false\nfadvise = "pattern"\nduration = "300ms"\n' + streams
+        )
+        status, out, err = run_cli(
+            capsys,
+            str(workload),
+            "--target",
+            str(tmp_path / "t.dat"),
+            "--size",
+            "8m",
+            "--json",
+            "--results",
+            str(tmp_path / "results"),
+        )
+        assert status == 0, err
+        doc = json.loads(out)
+        assert doc["summary"]["streams"][0]["read"]["ops"] > 0
+        return doc
+
+    random = '[[stream]]\nname = "r"\nrw = "randread"\nqd = 1\n'
+    sequential = '[[stream]]\nname = "s"\nrw = "read"\nbs = "64k"\nqd = 1\n'
+    for streams, advice in (
+        (random, "random"),
+        (sequential, "sequential"),
+        (random + sequential, None),
+    ):
+        doc = run(streams)
+        newest = max((tmp_path / "results").glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+        target = json.loads(newest.read_text())["plan"]["targets"][0]
+        assert target.get("fadvise") == advice, (streams, doc["run_id"] if "run_id" in doc else "")
+        # Exported as a fio job, fio is told exactly that advice (fadvise_hint=0: none), and
+        # the note says fio would drop the cache between passes where this run did not.
+        exported = tmp_path / "back.fio"
+        exported.unlink(missing_ok=True)
+        status = main(
+            [
+                "export",
+                newest.parent.name,
+                "--results",
+                str(tmp_path / "results"),
+                "--fio",
+                str(exported),
+            ]
+        )
+        capsys.readouterr()
+        assert status == 0
+        text = exported.read_text()
+        assert f"fadvise_hint={advice or 0}" in text
+        assert "loop_cache_invalidate" in text
+
+
+def _read_bytes() -> int:
+    """Bytes this process has had read from storage (task IO accounting, not cache hits)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("read_bytes:"))
+
+
+def test_invalidate_pass_reads_each_pass_from_the_storage(tmp_path, capsys):
+    # fio's time_based buffered jobs drop the file's cache between passes (io_u.c
+    # loop_cache_invalidate), so every pass reads the storage; invalidate = "pass" does the
+    # same, where the default reads the region once and then the page cache.
+    def device_reads(invalidate: str) -> int:
+        workload = tmp_path / f"{invalidate}.toml"
+        workload.write_text(
+            f'backend = "psync"\ndirect = false\n[[stream]]\nname = "s"\nrw = "read"\n'
+            f'bs = "64k"\nqd = 1\nlength = "1m"\npasses = 8\ninvalidate = "{invalidate}"\n'
+        )
+        before = _read_bytes()
+        status, _, err = run_cli(
+            capsys,
+            str(workload),
+            "--target",
+            str(tmp_path / "t.dat"),
+            "--size",
+            "16m",
+            "--results",
+            str(tmp_path / "results"),
+        )
+        assert status == 0, err
+        return _read_bytes() - before
+
+    once = device_reads("start")
+    if once == 0:
+        pytest.skip("this file system's reads are not counted in /proc/self/io (tmpfs)")
+    assert once < 5 * MIB  # one pass, and what readahead took past the region
+    assert device_reads("pass") >= 8 * MIB

@@ -165,12 +165,18 @@ def test_engines_and_their_depth(tmp_path):
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=libaio\niodepth=16\n"))
     assert t.doc["stream"][0]["qd"] == 1
     assert any("buffered libaio is synchronous on Linux" in n for n in t.notes)
+    # fio stamps an IO when it prepares it (io_u.c get_io_u) and reaps completions only when
+    # its queue of iodepth is full (backend.c), so its lat counts the wait for the others.
+    assert any("fio reports about 16 times tilemark's latency" in n for n in t.notes)
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=libaio\niodepth=16\ndirect=1\n"))
     assert (t.doc["backend"], t.doc["stream"][0]["qd"]) == ("uring", 16)
     # The sync engines do one IO at a time whatever iodepth says (HOWTO iodepth: "increasing
     # iodepth beyond 1 will not affect synchronous ioengines").
     t = translate(write(tmp_path, "[j]\nfilename=/x\nioengine=pvsync2\niodepth=8\n"))
     assert (t.doc["backend"], t.doc["stream"][0]["qd"]) == ("psync", 1)
+    # fio's sync engines issue from the job's thread (engines/sync.c); tilemark's psync
+    # backend hands each IO to a worker thread, and the note says so.
+    assert any("issued by a worker thread" in n for n in t.notes)
     with pytest.raises(UsageError, match="ioengine=http is network and remote storage"):
         translate(write(tmp_path, "[j]\nfilename=/x\nioengine=http\n"))
 
@@ -430,3 +436,63 @@ def test_import_fio_cli(tmp_path, capsys):
     assert "bssplit shares must be whole percents" in err and "Traceback" not in err
     assert main(["import-fio", str(tmp_path / "missing.fio")]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_fadvise_hint_is_kept_or_said(tmp_path):
+    # fio's fadvise_hint defaults to 1 (options.c), "Advise using fio IO pattern": at open,
+    # POSIX_FADV_RANDOM for a random job, POSIX_FADV_SEQUENTIAL otherwise (ioengines.c
+    # td_io_open_file). tilemark's fadvise = "pattern" gives a target that advice.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\n"))
+    assert t.doc["fadvise"] == "pattern"
+    assert not any("fadvise" in n for n in t.notes)
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=0\n"))
+    assert "fadvise" not in t.doc
+    assert not any("fadvise" in n for n in t.notes)
+    # The hint 1 would give is the same (as tilemark's export writes it).
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nfadvise_hint=random\n"))
+    assert t.doc["fadvise"] == "pattern"
+    # Another hint than the job's pattern is not tilemark's: no advice, and the note says so.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=read\nfadvise_hint=random\n"))
+    assert "fadvise" not in t.doc
+    assert any("fadvise_hint=random: POSIX_FADV_RANDOM" in n for n in t.notes)
+    # One open file carries one advice: random and sequential jobs on one target get none.
+    t = translate(write(tmp_path, "[global]\nfilename=/x\n[a]\nrw=write\n[b]\nrw=randread\n"))
+    assert t.doc["fadvise"] == "pattern"
+    assert any("this mix of both gets no advice" in n for n in t.notes)
+    # O_DIRECT IO bypasses the cache: nothing to advise.
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\ndirect=1\n"))
+    assert "fadvise" not in t.doc
+    with pytest.raises(UsageError, match="fadvise_hint must be one of"):
+        translate(write(tmp_path, "[j]\nfilename=/x\nfadvise_hint=sometimes\n"))
+
+
+def test_buffered_time_based_jobs_drop_the_cache_between_passes(tmp_path):
+    # fio's time_based buffered job drops the file's cache when a sequential job wraps to its
+    # start and when a random job's map is full (io_u.c get_next_seq_offset,
+    # get_next_rand_block -> loop_cache_invalidate, if invalidate and not odirect).
+    def stream(opts: str) -> dict:
+        return translate(write(tmp_path, f"[j]\nfilename=/x\nsize=1m\n{opts}\n")).doc["stream"][0]
+
+    assert stream("rw=write\ntime_based\nruntime=1")["invalidate"] == "pass"
+    assert stream("rw=randread\ntime_based\nruntime=1")["invalidate"] == "pass"
+    # A random job without a map never ends a pass; a job that is not time_based ends after
+    # its bytes; invalidate=0 and O_DIRECT never drop anything.
+    for opts in (
+        "rw=randread\nnorandommap\ntime_based\nruntime=1",
+        "rw=write",
+        "rw=write\ntime_based\nruntime=1\ninvalidate=0",
+        "rw=write\ntime_based\nruntime=1\ndirect=1",
+    ):
+        assert "invalidate" not in stream(opts), opts
+
+
+def test_a_random_map_shortens_split_sizes_and_the_note_says_so(tmp_path):
+    # io_u.c mark_random_map: fio trims an IO to the blocks of its random map still free in
+    # the pass, so a bssplit job without norandommap issues smaller IOs than its split.
+    job = "[j]\nfilename=/x\nrw=randread\nbssplit=4k/50:64k/50\n"
+    t = translate(write(tmp_path, job))
+    assert any("mark_random_map" in n for n in t.notes)
+    t = translate(write(tmp_path, job + "norandommap\n"))
+    assert not any("mark_random_map" in n for n in t.notes)
+    t = translate(write(tmp_path, "[j]\nfilename=/x\nrw=randread\nbs=4k\n"))
+    assert not any("mark_random_map" in n for n in t.notes)

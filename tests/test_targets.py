@@ -308,3 +308,19 @@ def test_a_header_nested_too_deep_to_parse_is_damaged_not_a_traceback(tmp_path):
     path.write_bytes(body.ljust(HEADER_SIZE, b"\0") + bytes(1 << 20))
     with pytest.raises(UsageError, match="header is damaged; remove the file"):
         targets.inspect_target(str(path), size=None, writes=False, direct=False)
+
+
+def test_a_new_file_gets_the_alignment_its_filesystem_gives_files(tmp_path):
+    # ext4 and xfs answer STATX_DIOALIGN for regular files only; a directory is asked through
+    # an unnamed O_TMPFILE, so a target about to be created gets the alignment it will have
+    # (512 on ext4 over a 512-byte-sector disk) and not a guessed 4096 that refuses the
+    # 512-byte IOs fio runs there (iometer-file-access-server, jesd219).
+    from tilemark import engine
+    from tilemark.targets.inspect import file_dio_alignment
+
+    existing = tmp_path / "existing.dat"
+    existing.write_bytes(b"\0" * 8192)
+    new = tmp_path / "new.dat"
+    assert file_dio_alignment(new) == engine.dio_alignment(str(existing))
+    assert file_dio_alignment(existing) == engine.dio_alignment(str(existing))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.dat"]  # nothing left behind

@@ -46,6 +46,7 @@ class PlanTarget(TypedDict):
     length: int
     direct: bool
     verify: NotRequired[PlanVerify | None]
+    fadvise: NotRequired[str]  # buffered: "random" | "sequential" (posix_fadvise at open)
 
 
 class PlanRegion(TypedDict):
@@ -65,6 +66,7 @@ class PlanStream(TypedDict):
     read_pct: float
     sizes: list[list[float]]
     pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot | zoned, ...}
+    invalidate_each_pass: NotRequired[bool]  # buffered: drop the cache after every pass
     cursors: NotRequired[Literal["shared", "per-op"]]  # sequential mix: one position or two
     random_pct: float
     align: int

@@ -93,6 +93,24 @@ impl Drop for FinishGuard {
     }
 }
 
+/// Give `advice` for the whole of an open target (the advice belongs to the open file, as
+/// fio's fadvise_hint does to each job's: ioengines.c td_io_open_file).
+fn advise(file: &File, advice: crate::plan::Fadvise, path: &str) -> Result<()> {
+    let flag = match advice {
+        crate::plan::Fadvise::Random => libc::POSIX_FADV_RANDOM,
+        crate::plan::Fadvise::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+    };
+    // SAFETY: posix_fadvise only advises the kernel about this open file's pages.
+    let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, flag) };
+    if rc != 0 {
+        return Err(EngineError::io(
+            format!("cannot advise the kernel about target {path}"),
+            std::io::Error::from_raw_os_error(rc),
+        ));
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Validate, open targets, set up a backend per thread, and start.
     pub fn start(plan: Plan) -> Result<Engine> {
@@ -147,6 +165,11 @@ impl Engine {
             } else {
                 file
             };
+            if let (Some(advice), false) = (t.fadvise, t.direct) {
+                for f in &files[file as usize..] {
+                    advise(f, advice, &t.path)?;
+                }
+            }
             let file_buffered = if wants_buffered {
                 files.push(open(false, false)?);
                 files.len() as u32 - 1
@@ -154,6 +177,8 @@ impl Engine {
                 file
             };
             target_files.push(TargetFiles {
+                raw_fd: -1,
+                is_block: false,
                 offset: t.offset,
                 file,
                 file_dsync,
@@ -166,6 +191,14 @@ impl Engine {
             });
         }
         let raw: Vec<RawFd> = files.iter().map(|f| f.as_raw_fd()).collect();
+        for tf in &mut target_files {
+            let plain = &files[tf.file as usize];
+            tf.raw_fd = plain.as_raw_fd();
+            tf.is_block = plain
+                .metadata()
+                .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+                .unwrap_or(false);
+        }
 
         let check_reads = plan.backend != BackendKind::Null;
         let mut verifiers: Vec<Option<Arc<TargetVerify>>> = Vec::new();

@@ -67,6 +67,19 @@ pub struct Target {
     /// Write verifiable blocks and judge reads (docs/verification.md); None = off.
     #[serde(default)]
     pub verify: Option<VerifySpec>,
+    /// Buffered IO: advice given for the target's open files (fio's fadvise_hint); None = none.
+    #[serde(default)]
+    pub fadvise: Option<Fadvise>,
+}
+
+/// posix_fadvise advice for a buffered target's whole range, given when it is opened.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Fadvise {
+    /// POSIX_FADV_RANDOM: no readahead.
+    Random,
+    /// POSIX_FADV_SEQUENTIAL: twice the device's readahead window.
+    Sequential,
 }
 
 fn yes() -> bool {
@@ -216,6 +229,10 @@ pub struct StreamSpec {
     /// Sequential position of a read/write mix: shared, or one per op kind.
     #[serde(default)]
     pub cursors: Cursors,
+    /// Buffered IO: write back and drop the region's cached pages after every pass over it,
+    /// as fio's time_based jobs do (io_u.c loop_cache_invalidate).
+    #[serde(default)]
+    pub invalidate_each_pass: bool,
     pub align: u64,
     pub qd: u32,
     pub arrival: Arrival,

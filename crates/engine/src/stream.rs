@@ -167,6 +167,9 @@ pub struct TargetFiles {
     pub file_buffered: u32,
     /// With verification: how the target's blocks are stamped.
     pub verify: Option<BlockStamp>,
+    /// The plain file's descriptor, and whether it is a block device (for dropping its cache).
+    pub raw_fd: i32,
+    pub is_block: bool,
 }
 
 /// What a verified target's blocks carry that the stream's block generator needs.
@@ -191,6 +194,11 @@ pub struct RegionState {
     /// Absolute offset of the region in the target's file or device.
     pub base: u64,
     pub length: u64,
+    raw_fd: i32,
+    is_block: bool,
+    /// Bytes issued in the current pass over the region: [0] for every IO or random IO, per
+    /// op kind with per-op cursors (fio counts a pass per direction, io_u.c last_pos[ddir]).
+    pass_bytes: [u64; 2],
     /// Candidate block count for random placement (based on the largest size, so every IO fits).
     blocks: u64,
     placement: Placement,
@@ -322,6 +330,10 @@ pub struct StreamState {
     pub done: bool,
     /// Reads and writes of a mix continue sequentially each from its own position.
     per_op_cursors: bool,
+    /// Drop the region's cached pages after every pass (plan.rs `invalidate_each_pass`).
+    invalidate_each_pass: bool,
+    /// A pass just ended: the cache of this region is to be dropped before the next IO.
+    pub invalidate_due: Option<u32>,
     buf_size: usize,
     read_bufs: Vec<AlignedBuf>,
     /// Write buffers whose data is prepared, and those given back whose first bytes were
@@ -365,6 +377,9 @@ impl StreamState {
                     file_buffered: t.file_buffered,
                     base: t.offset + r.offset,
                     length: r.length,
+                    raw_fd: t.raw_fd,
+                    is_block: t.is_block,
+                    pass_bytes: [0, 0],
                     blocks,
                     placement: Placement::new(&spec.pattern, blocks),
                     seq_next: [0, 0],
@@ -452,6 +467,8 @@ impl StreamState {
             bytes_issued: 0,
             done: false,
             per_op_cursors: spec.cursors == Cursors::PerOp,
+            invalidate_each_pass: spec.invalidate_each_pass,
+            invalidate_due: None,
             buf_size: max_size as usize,
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),
@@ -554,6 +571,16 @@ impl StreamState {
             region.random_block(&mut self.rng) * self.align
         };
         region.seq_next[cursor] = (offset + len as u64).next_multiple_of(self.align);
+        if self.invalidate_each_pass {
+            // A pass is the region's length in bytes: fio's sequential job wraps at the end
+            // of the file, its random job when its random map has visited every block.
+            let pass = if sequential { cursor } else { 0 };
+            region.pass_bytes[pass] += len as u64;
+            if region.pass_bytes[pass] > region.length {
+                region.pass_bytes[pass] = len as u64;
+                self.invalidate_due = Some(r as u32);
+            }
+        }
         let file = if kind == OpKind::Write && self.dsync {
             region.file_dsync
         } else if kind == OpKind::Write && self.writeback {
@@ -575,6 +602,30 @@ impl StreamState {
             offset,
             file,
             region: r as u32,
+        }
+    }
+
+    /// Write back and drop region `r`'s cached pages, as fio's file_invalidate_cache does
+    /// between passes: a block device is flushed whole (BLKFLSBUF, which waits for the
+    /// writeback), a file's range is dropped (POSIX_FADV_DONTNEED). Failures are ignored, as
+    /// fio ignores them ("not a fatal condition").
+    pub fn drop_region_cache(&self, r: u32) {
+        let region = &self.regions[r as usize];
+        /// `_IO(0x12, 97)`: write back and invalidate a block device's buffers.
+        const BLKFLSBUF: libc::c_ulong = 0x1261;
+        // SAFETY: the fd stays open for the engine's life; the ioctl takes no argument and
+        // posix_fadvise only advises the kernel.
+        unsafe {
+            if region.is_block {
+                libc::ioctl(region.raw_fd, BLKFLSBUF, 0);
+            } else {
+                libc::posix_fadvise(
+                    region.raw_fd,
+                    region.base as i64,
+                    region.length as i64,
+                    libc::POSIX_FADV_DONTNEED,
+                );
+            }
         }
     }
 
@@ -861,6 +912,53 @@ mod tests {
     }
 
     #[test]
+    fn a_new_pass_over_the_region_drops_its_cache_first_when_asked() {
+        // fio's time_based buffered jobs drop the file's cache when a sequential job wraps to
+        // the start and when a random job's map has visited every block (io_u.c
+        // loop_cache_invalidate): a pass is the region's length in bytes (1 MiB of 4k here).
+        for pattern in [
+            r#","pattern":{"kind":"sequential"},"random_pct":0"#,
+            r#","pattern":{"kind":"random"}"#,
+        ] {
+            let mut s = state(&spec(&format!(r#"{pattern},"invalidate_each_pass":true"#)));
+            let due: Vec<usize> = (0..1000)
+                .filter(|_| {
+                    s.next_io();
+                    s.invalidate_due.take().is_some()
+                })
+                .collect();
+            assert_eq!(due, [256, 512, 768], "{pattern}");
+            // Not asked: never.
+            let mut s = state(&spec(pattern));
+            assert!((0..1000).all(|_| {
+                s.next_io();
+                s.invalidate_due.is_none()
+            }));
+        }
+        // A sequential mix with per-op cursors: reads and writes each pass on their own.
+        let mut s = state(&spec(
+            r#","read_pct":50,"pattern":{"kind":"sequential"},"random_pct":0,"cursors":"per-op","invalidate_each_pass":true"#,
+        ));
+        let (mut reads, mut writes) = (0u64, 0u64);
+        for _ in 0..2000 {
+            let io = s.next_io();
+            let done = if io.kind == OpKind::Read {
+                &mut reads
+            } else {
+                &mut writes
+            };
+            *done += 1;
+            if s.invalidate_due.take().is_some() {
+                assert_eq!(
+                    (*done - 1) % 256,
+                    0,
+                    "a pass ends after 256 IOs of one kind"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn a_mix_continues_each_op_from_its_own_position_with_per_op_cursors() {
         // fio's rw=rw keeps last_pos per direction: reads and writes each go 0, 4k, 8k, ...
         let mut s = state(&spec(&base(
@@ -1067,6 +1165,8 @@ mod tests {
         );
         let files = [
             TargetFiles {
+                raw_fd: -1,
+                is_block: false,
                 offset: 4096,
                 file: 0,
                 file_dsync: 2,
@@ -1074,6 +1174,8 @@ mod tests {
                 verify: None,
             },
             TargetFiles {
+                raw_fd: -1,
+                is_block: false,
                 offset: 0,
                 file: 1,
                 file_dsync: 1,

@@ -444,6 +444,12 @@ impl Worker {
     fn issue_data(&mut self, s: usize, now: u64, intended: u64) -> Result<()> {
         let st = &mut self.streams[s];
         let io = st.next_io();
+        if let Some(r) = st.invalidate_due.take() {
+            // fio drops the cache when it picks the offset that starts a new pass, on the
+            // job's thread, before it issues that IO (io_u.c loop_cache_invalidate).
+            st.drop_region_cache(r);
+        }
+        let st = &mut self.streams[s];
         let mut buf = st.take_buf(io.kind, io.len);
         let target = st.regions[io.region as usize].target as usize;
         let check = match self.verify.get(target) {

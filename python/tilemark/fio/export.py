@@ -85,10 +85,19 @@ def job_text(plan: dict[str, Any], *, title: str) -> str:
         # its stop time, whichever is first); the others run for their time.
         if stream.get("io_limit") is None:
             body.append("time_based")
+            if not target["direct"] and not stream.get("invalidate_each_pass"):
+                notes.append(
+                    f"{stream['name']}: fio drops a buffered time_based job's cache after "
+                    "every pass (io_u.c loop_cache_invalidate); the tilemark run did so only "
+                    "at its start"
+                )
         else:
             body.append(f"io_size={stream['io_limit']}")
         if stop is not None:
             body.append(f"runtime={stop - max(start, warmup)}ms")
+        if not target["direct"]:
+            # fio advises each job's pattern by default; say exactly what tilemark advised.
+            body.append(f"fadvise_hint={target.get('fadvise') or 0}")
         if rw in ("rw", "randrw"):
             body.append(f"rwmixread={stream['read_pct']:g}")
         sizes = stream["sizes"]

@@ -56,6 +56,9 @@ class Problem:
 UNSET = "variables the file expects to be set"
 FIXABLE = ("malformed values", UNSET)  # what the user can fix in the file or environment
 
+# fio's fadvise_hint values (options.c): 0 none, 1 the job's pattern, or one advice.
+FADVISE_HINTS = ("0", "1", "random", "sequential", "noreuse")
+
 # Aliases: a key and the canonical option it sets (rwmixwrite and buffered invert it).
 ALIASES = {
     "readwrite": "rw",
@@ -103,6 +106,8 @@ class FioJob:
     direct_opt: Option | None = None
     invalidate: bool = True
     invalidate_opt: Option | None = None
+    # fio's fadvise_hint (options.c, default "1": advise the job's own pattern at open).
+    fadvise: str = "1"
     runtime_us: int | None = None
     runtime_opt: Option | None = None
     time_based: bool = False
@@ -164,6 +169,11 @@ class FioJob:
     def is_random(self) -> bool:
         """fio's td_random(): a rand* rw mode."""
         return self.rw.startswith("rand")
+
+    def advises_its_pattern(self) -> bool:
+        """fadvise_hint gives the job's own pattern: 1, or the advice 1 would give."""
+        own = "random" if self.is_random() else "sequential"
+        return self.fadvise in ("1", own)
 
     def min_bs(self) -> int:
         return min(size for size, _ in self.sizes)
@@ -399,6 +409,14 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         job.direct, job.direct_opt = (flag if opt.key == "direct" else not flag), opt
     elif key == "invalidate":
         job.invalidate, job.invalidate_opt = values.parse_bool(opt.value, _label(opt)), opt
+    elif key == "fadvise_hint":
+        value = (opt.value or "").strip().lower()
+        if value not in FADVISE_HINTS:
+            raise UsageError(
+                f"{_label(opt)} must be one of {', '.join(FADVISE_HINTS)} (fio's fadvise_hint), "
+                f"got {opt.value!r}."
+            )
+        job.fadvise = value
     elif key == "runtime":
         job.runtime_us, job.runtime_opt = _time(opt), opt
     elif key == "time_based":

@@ -26,6 +26,7 @@ from tilemark.errors import UsageError
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
+from tilemark.fio.notes import NULLS, job_notes
 from tilemark.fio.options import ENGINES
 from tilemark.fio.schedule import Schedule, schedule
 from tilemark.units import MAX_BYTE_RATE, MAX_IOPS
@@ -111,7 +112,7 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
         return Outcome(None, problems)
     streams = _phases(jobs, tables, plan, doc, notes)
     doc["stream"] = [_ordered(t) for t in streams]
-    notes += _job_notes(jobs)
+    notes += job_notes(jobs)
     words = sorted(
         {w for job in parsed for o in job.options for w in o.substituted if not w.startswith("${")}
     )
@@ -189,6 +190,11 @@ def _run_wide(jobs: list[FioJob], doc: dict[str, Any], notes: list[str]) -> list
         value = values_[0]
         if key in ("backend", "direct") or value:
             doc[key] = value
+    # fio's default fadvise_hint=1 advises each job's own pattern when it opens the file;
+    # tilemark's fadvise = "pattern" does so per target (see notes.py for where it cannot).
+    buffered = [j for j in jobs if not j.direct and j.engine not in ("null", "cpp_null")]
+    if buffered and all(j.advises_its_pattern() for j in buffered):
+        doc["fadvise"] = "pattern"
     return problems
 
 
@@ -201,6 +207,13 @@ def _fmt_ms(us: int) -> str:
 def _depth(job: FioJob) -> int:
     """fio's iodepth as the IOs the storage sees in flight."""
     if job.sync_engine():
+        job.notes.append(
+            f"ioengine={job.engine} runs on tilemark's psync backend: the same one pread or "
+            "pwrite at a time, issued by a worker thread that the stream's engine thread "
+            "hands each IO to (so a device that stops answering cannot hold the engine), "
+            "where fio issues it from the job's own thread; the two thread wake-ups per IO "
+            "lower the rate a fast device reaches"
+        )
         if job.iodepth > 1:
             job.notes.append(
                 f"iodepth={job.iodepth} with ioengine={job.engine}: fio's sync engines do one "
@@ -211,7 +224,10 @@ def _depth(job: FioJob) -> int:
         job.notes.append(
             "buffered libaio is synchronous on Linux (fio HOWTO, ioengine libaio: queued "
             f"behaviour needs direct=1), so iodepth={job.iodepth} runs one IO at a time, as "
-            "qd 1"
+            "qd 1; fio's latency (lat, from when it prepared the IO, io_u.c get_io_u) also "
+            f"counts the IO's wait in fio's queue, which it reaps only when {job.iodepth} are "
+            f"done (backend.c), so fio reports about {job.iodepth} times tilemark's latency "
+            "for the same IO rate"
         )
         return 1
     if job.engine in ("libaio", "posixaio"):
@@ -250,6 +266,12 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
             )
     if job.rate is not None:
         read_pct = _rate(job, table)
+    if job.time_based and not job.direct and job.invalidate and job.engine not in NULLS:
+        if not random or not job.norandommap:
+            # fio drops the file's cache between passes of a time_based job: when a
+            # sequential job wraps, when a random job's map is full (io_u.c
+            # loop_cache_invalidate); with norandommap a random job never ends a pass.
+            table["invalidate"] = "pass"
     if job.mixed():
         table["read"] = float(read_pct)
         if not random or job.percentage_random not in (None, 100):
@@ -407,58 +429,6 @@ def _fmt_s(seconds: float) -> str:
     return _fmt_ms(ms)
 
 
-def _job_notes(jobs: list[FioJob]) -> list[str]:
-    """What every job's translation should say about fio's behaviour around it."""
-    notes: list[str] = []
-    by_note: dict[str, list[str]] = {}
-    for job in jobs:
-        for item in job.notes + job.by_design:
-            by_note.setdefault(item, []).append(job.name)
-        real = job.engine not in ("null", "cpp_null")  # the null engine touches no storage
-        random_map = job.is_random() and not job.norandommap and real
-        if random_map and (job.blockalign in (None, job.min_bs())):
-            by_note.setdefault(
-                "fio visits every block once per pass over the region (its random map, HOWTO "
-                "norandommap); tilemark draws every offset independently, as fio does with "
-                "norandommap, so some blocks are hit twice and some not in a pass",
-                [],
-            ).append(job.name)
-        if job.time_based and not job.direct and job.invalidate and real:
-            by_note.setdefault(
-                "buffered and time_based: after every pass over the file fio writes back and "
-                "drops its cached pages (io_u.c loop_cache_invalidate; on a block device a "
-                "BLKFLSBUF that waits for the writeback); tilemark does that once, before the "
-                "run, so its later passes read from and write to the page cache (compare with "
-                "direct=1)",
-                [],
-            ).append(job.name)
-        if job.verify is not None:
-            by_note.setdefault(
-                f"verify={job.verify}: tilemark writes its own verifiable blocks and checks "
-                "every read of them during the run; fio"
-                + (
-                    " also reads back and checks all the job wrote once it has written it "
-                    "(do_verify), a pass tilemark leaves to `tilemark verify RUN`"
-                    if job.do_verify and job.rw not in ("read", "randread")
-                    else " checks its reads against its own headers"
-                )
-                + (
-                    f"; fio's verify_interval={job.verify_interval} is tilemark's verification "
-                    "block (the target's O_DIRECT alignment)"
-                    if job.verify_interval
-                    else ""
-                ),
-                [],
-            ).append(job.name)
-    for item, names in by_note.items():
-        if len(names) == len(jobs) > 1:
-            label = "every job"
-        else:
-            label = ("job " if len(names) == 1 else "jobs ") + ", ".join(names)
-        notes.append(item if len(jobs) == 1 else f"{label}: {item}")
-    return notes
-
-
 def _check(path: str | os.PathLike[str], doc: dict[str, Any]) -> None:
     """The translation is a workload tilemark accepts, or a UsageError now: never a workload
     that fails later."""
@@ -485,6 +455,7 @@ STREAM_ORDER = (
     "pattern",
     "random",
     "cursors",
+    "invalidate",
     "rate",
     "rate_bytes",
     "arrival",

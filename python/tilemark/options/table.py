@@ -168,6 +168,11 @@ OPTIONS: tuple[Option, ...] = (
        "(invalidate=1), so a run does not measure what an earlier one left cached.",
        flag="--keep-cache", modes=WORKLOAD, kind="switch", toml=True, parse=parse_bool,
        default="off"),
+    _o("fadvise", "run", "Buffered IO: advise the kernel of each target's access pattern when "
+       "it is opened, as fio does by default (fadvise_hint=1): pattern gives POSIX_FADV_RANDOM "
+       "when every stream on the target is random (readahead off) and POSIX_FADV_SEQUENTIAL "
+       "when every one is sequential (readahead doubled); none leaves readahead to the kernel.",
+       toml=True, parse=choice(("none", "pattern")), default="none"),
     _o("poll_us", "run", "uring: spin up to US microseconds for completions before sleeping; "
        "0 spins adaptively, only while it catches completions that sleeping would wake late "
        "for (bench/README.md).", flag="--poll-us", metavar="US", modes=ALL, toml=True,
@@ -202,6 +207,11 @@ OPTIONS: tuple[Option, ...] = (
        "where the last one ended) or per-op (reads continue reads and writes continue writes, "
        "each from the region's start, as fio's rw=rw).", toml=True, parse=choice(CURSORS),
        default="shared"),
+    _o("invalidate", "stream", "Buffered IO: when the stream's cached pages are written back and "
+       "dropped: start (before the run, unless keep_cache) or pass (also each time the stream "
+       "has done its region's length, as fio's time_based jobs do between passes; a block "
+       "device is flushed whole, a file's region is dropped).", toml=True,
+       parse=choice(("start", "pass")), default="start"),
     _o("random", "stream", "Share of IOs placed randomly, the rest sequential.", flag="--random",
        metavar="PCT", modes=WORKLOAD, toml=True, parse=parse_percent,
        default="100 for rand*, else 0"),

@@ -164,6 +164,20 @@ def _check_verify(workload: Workload, infos: list[TargetInfo]) -> list[dict[str,
     ]
 
 
+def _advice(workload: Workload) -> list[str | None]:
+    """fadvise = "pattern": per target, the advice fio's fadvise_hint=1 gives a job (ioengines.c
+    td_io_open_file): "random" when every stream on it is random, "sequential" when every one
+    is sequential, none when they differ (one open file carries one advice) or IO is direct."""
+    if workload.direct or workload.fadvise != "pattern":
+        return [None] * len(workload.targets)
+    kinds: list[set[str]] = [set() for _ in workload.targets]
+    for stream in workload.streams:
+        kind = "random" if stream.random_pct > 0 else "sequential"
+        for t in workload.stream_targets(stream):
+            kinds[t].add(kind)
+    return [next(iter(k)) if len(k) == 1 else None for k in kinds]
+
+
 def _direct_align(workload: Workload, target: TargetInfo) -> int:
     """The O_DIRECT alignment a target imposes (0 for buffered IO), checked to be usable."""
     if not workload.direct:
@@ -248,6 +262,8 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
             stream["io_limit"] = limit
         if spec.cursors != "shared":
             stream["cursors"] = spec.cursors
+        if spec.invalidate == "pass" and not workload.direct:
+            stream["invalidate_each_pass"] = True
     compiled: EnginePlan = {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,
@@ -265,8 +281,11 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 "name": spec.name,
                 "direct": workload.direct,
                 **({"verify": v} if v else {}),
+                **({"fadvise": a} if a else {}),
             }
-            for spec, info, v in zip(workload.targets, infos, verify, strict=True)
+            for spec, info, v, a in zip(
+                workload.targets, infos, verify, _advice(workload), strict=True
+            )
         ],
         "streams": streams,
     }

@@ -121,6 +121,7 @@ class StreamSpec:
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
     cursors: str = "shared"  # sequential mix: "shared" | "per-op" (fio's rw)
+    invalidate: str = "start"  # buffered: "pass" also drops the cache after every pass
     io_size: int | None = None  # bytes after which it issues none (times passes)
     passes: int | None = None  # passes over its region after which it issues none
     host: str | None = None  # cluster runs: the one host it runs on (None: every host)
@@ -165,6 +166,7 @@ class Workload:
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
+    fadvise: str = "none"  # buffered IO: "pattern" advises each target's pattern (fio's hint)
     verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
 
     def writes(self) -> bool:
@@ -378,6 +380,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("start", "start_s"),
         ("stop", "stop_s"),
         ("cursors", "cursors"),
+        ("invalidate", "invalidate"),
         ("io_size", "io_size"),
         ("passes", "passes"),
         ("host", "host"),
@@ -521,6 +524,7 @@ def parse_workload(
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
+        fadvise=run_value("fadvise", "none"),
         verify=verify,
     )
 

@@ -21,6 +21,8 @@ const TARGET: [TargetFiles; 1] = [TargetFiles {
     file: 0,
     file_dsync: 0,
     file_buffered: 0,
+    raw_fd: -1,
+    is_block: false,
     verify: None,
 }];
 

@@ -16,6 +16,8 @@ const US: u64 = 1_000;
 const MS: u64 = 1_000_000;
 /// The target starts 4096 bytes into file 0; its O_DSYNC file is file 1.
 const TARGET: [TargetFiles; 1] = [TargetFiles {
+    raw_fd: -1,
+    is_block: false,
     offset: 4096,
     file: 0,
     file_dsync: 1,

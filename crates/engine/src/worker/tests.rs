@@ -17,6 +17,8 @@ const MS: u64 = 1_000_000;
 /// Target 0 is file 0 from offset 0; target 1 is file 1 from offset 4096.
 const TARGET_FILES: [TargetFiles; 2] = [
     TargetFiles {
+        raw_fd: -1,
+        is_block: false,
         offset: 0,
         file: 0,
         file_dsync: 0,
@@ -24,6 +26,8 @@ const TARGET_FILES: [TargetFiles; 2] = [
         verify: None,
     },
     TargetFiles {
+        raw_fd: -1,
+        is_block: false,
         offset: 4096,
         file: 1,
         file_dsync: 1,
@@ -328,6 +332,8 @@ fn writeback_writes_go_uncached_through_the_buffered_file_and_reads_stay_direct(
     let (backend, log) = scripted(latency(20_000));
     let clock = RunClock::manual(0, None, 1000 * MS);
     let files = [TargetFiles {
+        raw_fd: -1,
+        is_block: false,
         offset: 0,
         file: 0,
         file_dsync: 0,

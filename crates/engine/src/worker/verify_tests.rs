@@ -95,6 +95,8 @@ impl Backend for MemBackend {
 /// The one target, verified as run `epoch` writes it.
 fn targets(epoch: u32) -> [TargetFiles; 1] {
     [TargetFiles {
+        raw_fd: -1,
+        is_block: false,
         offset: 0,
         file: 0,
         file_dsync: 0,
