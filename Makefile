@@ -43,7 +43,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
 test: build system-deps ## every test: Rust unit tests, then Python unit and end-to-end tests (<= 10 min)
 	cargo test --workspace --exclude tilemark-py -q
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadgroup -m "not serial" tests || [ $$? -eq 5 ]
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || [ $$? -eq 5 ]
 	$(PYTEST) -m serial tests || [ $$? -eq 5 ]
 
 check: build ## the inner loop (<= 2 min): Rust and Python unit tests and the quick end-to-end tests

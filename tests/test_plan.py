@@ -10,6 +10,7 @@ import pytest
 from tilemark.errors import UsageError
 from tilemark.targets.header import TargetInfo
 from tilemark.workload import compiler, plan
+from tilemark.workload.defaults import default_workload_doc
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -234,7 +235,7 @@ def test_buffered_allows_unaligned_sizes():
 
 
 def test_default_workload_fits_its_target():
-    doc = plan.default_workload_doc("/data/scratch.dat", 2 * GIB)
+    doc = default_workload_doc("/data/scratch.dat", 2 * GIB)
     workload = plan.parse_workload(doc, source="default")
     compiled = compiler.compile_plan(workload, target(2 * GIB))
     assert [s["name"] for s in compiled["streams"]] == ["oltp", "log", "dss", "lookup", "web"]
@@ -252,7 +253,7 @@ def test_default_workload_fits_its_target():
         assert region["offset"] + region["length"] <= 2 * GIB
         assert all(size % 4096 == 0 for size, _ in s["sizes"])
     # Smallest default size (64 MiB) still compiles.
-    small = plan.parse_workload(plan.default_workload_doc("/t", 64 * MIB), source="default")
+    small = plan.parse_workload(default_workload_doc("/t", 64 * MIB), source="default")
     compiler.compile_plan(small, target(64 * MIB))
 
 

@@ -13,9 +13,10 @@ import pytest
 from tilemark.cli import main
 from tilemark.example import EXAMPLES_DIR, find_example, list_examples
 
-# One xdist worker runs every test of the session's example runs (make test uses
-# --dist loadgroup), so the examples run once, not once per worker.
-pytestmark = pytest.mark.xdist_group("examples")
+from .test_report_browser import browser, check_report  # noqa: F401 (browser is a fixture)
+
+# Every test of the session's example runs is in this file, and `make test` hands whole files
+# to its workers (--dist loadfile): the examples run once, not once per worker.
 
 SHIPPED = (
     "000-esg-mixed-workload",
@@ -165,3 +166,43 @@ def test_bad_use_is_one_sentence_exit_2(capsys, args, message):
     assert main(["example", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+EXAMPLE_REPORTS = [
+    "example-000-esg-mixed-workload-tiles",
+    "example-001-dmx-orion-sweep-sweep",
+    "example-003-vmmark-hdd-vs-flash-hdd",
+    "example-003-vmmark-hdd-vs-flash-flash",
+    "example-003-vmmark-hdd-vs-flash-compare",
+]
+
+
+@pytest.fixture(scope="module")
+def example_reports(tmp_path_factory, example_runs) -> dict[str, Path]:
+    """The HTML reports of every shipped example's quick run: its studies' reports built
+    here, and the report files its steps wrote."""
+    from tilemark.report import HtmlExporter, build_report
+    from tilemark.report.data import load_source
+
+    out = tmp_path_factory.mktemp("example-reports")
+    paths: dict[str, Path] = {}
+    for name, done in example_runs.items():
+        for step in done:
+            key = f"example-{name}-{step.step.name}"
+            if step.study is not None:
+                paths[key] = out / f"{key}.html"
+                HtmlExporter().export(build_report(load_source(step.study)), paths[key])
+            elif step.step.makes == "file":
+                for _output, path in step.outputs:
+                    if path.suffix == ".html":
+                        paths[key] = path
+    return paths
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("kind", EXAMPLE_REPORTS)
+def test_every_example_report_renders(browser, example_reports, kind, tmp_path):  # noqa: F811
+    """The reports of every shipped example's quick run in a real browser (what a user of
+    `tilemark example run NAME` opens)."""
+    assert set(EXAMPLE_REPORTS) <= set(example_reports), sorted(example_reports)
+    check_report(browser, example_reports[kind], kind, tmp_path)

@@ -20,8 +20,7 @@ from tilemark.cli import main
 from tilemark.report import HtmlExporter, build_report
 from tilemark.report.data import load_source
 
-# With the examples' tests on one xdist worker: the session's example runs are made once.
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("examples")]
+pytestmark = [pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -66,7 +65,7 @@ def attach_counters(root: Path, run: Path, where: Path, counters: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory, example_runs) -> dict[str, Path]:
+def reports(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("results")
     out = tmp_path_factory.mktemp("reports")
     tile_run, _ = write_tile_run(root, 2)
@@ -86,15 +85,6 @@ def reports(tmp_path_factory, example_runs) -> dict[str, Path]:
         ("run", base), ("tiles", tile_run), ("study", study), ("repeated", repeated),
         ("knob", knob), ("attached", attached),
     ]  # fmt: skip
-    # Every shipped example's reports, from its quick run (tests/e2e/conftest.py).
-    for name, done in example_runs.items():
-        for step in done:
-            if step.study is not None:
-                sources.append((f"example-{name}-{step.step.name}", step.study))
-            elif step.step.makes == "file":
-                for _output, path in step.outputs:
-                    if path.suffix == ".html":
-                        paths[f"example-{name}-{step.step.name}"] = path
     for name, source in sources:
         paths[name] = out / f"{name}.html"
         HtmlExporter().export(build_report(load_source(source)), paths[name])
@@ -168,23 +158,6 @@ def test_report_renders_every_chart_without_console_errors(browser, reports, kin
         for figure in ("targets-iops", "targets-mbps", "targets-latency"):
             assert f'id="chart-{figure}"' in html, figure
         assert "check starts" in html and "check stops" in html
-
-
-EXAMPLE_REPORTS = [
-    "example-000-esg-mixed-workload-tiles",
-    "example-001-dmx-orion-sweep-sweep",
-    "example-003-vmmark-hdd-vs-flash-hdd",
-    "example-003-vmmark-hdd-vs-flash-flash",
-    "example-003-vmmark-hdd-vs-flash-compare",
-]
-
-
-@pytest.mark.parametrize("kind", EXAMPLE_REPORTS)
-def test_every_example_report_renders(browser, reports, kind, tmp_path):
-    """The reports of every shipped example's quick run (the browser sees what a user of
-    `tilemark example run NAME` opens)."""
-    assert set(EXAMPLE_REPORTS) <= set(reports), sorted(reports)
-    check_report(browser, reports[kind], kind, tmp_path)
 
 
 def test_attached_counters_offer_a_picker_and_the_front_end_table(browser, reports):

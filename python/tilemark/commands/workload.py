@@ -22,6 +22,7 @@ from tilemark.targets.spec import split_name
 from tilemark.telemetry import prometheus
 from tilemark.units import parse_size
 from tilemark.workload import plan
+from tilemark.workload.defaults import default_workload_doc
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 
@@ -63,7 +64,7 @@ def build_workload(
             # Every target gets the same layout: the smallest default size fits them all.
             paths = [split_name(t)[1] for t in ([target] if isinstance(target, str) else target)]
             size = min(targets.default_size(p) for p in paths)
-        doc = plan.default_workload_doc(target, size)
+        doc = default_workload_doc(target, size)
         doc.update({key: value for key, value in run_flags.items() if key != "size"})
         return plan.parse_workload(doc, source="default", flag_keys=flag_keys)
 
