@@ -13,7 +13,7 @@ import pytest
 from tilemark.cli import main
 from tilemark.example import EXAMPLES_DIR, find_example, list_examples
 
-from .test_report_browser import browser, check_report  # noqa: F401 (browser is a fixture)
+from .test_report_browser import check_report
 
 # Every test of the session's example runs is in this file, and `make test` hands whole files
 # to its workers (--dist loadfile): the examples run once, not once per worker.
@@ -201,7 +201,7 @@ def example_reports(tmp_path_factory, example_runs) -> dict[str, Path]:
 
 @pytest.mark.browser
 @pytest.mark.parametrize("kind", EXAMPLE_REPORTS)
-def test_every_example_report_renders(browser, example_reports, kind, tmp_path):  # noqa: F811
+def test_every_example_report_renders(browser, example_reports, kind, tmp_path):
     """The reports of every shipped example's quick run in a real browser (what a user of
     `tilemark example run NAME` opens)."""
     assert set(EXAMPLE_REPORTS) <= set(example_reports), sorted(example_reports)

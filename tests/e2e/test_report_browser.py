@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,34 +21,7 @@ from tilemark.report.data import load_source
 
 pytestmark = [pytest.mark.browser]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-RENDER_TIMEOUT_MS = 30_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (scripts/system-deps.sh)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: pip install playwright")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
+from .conftest import RENDER_TIMEOUT_MS  # noqa: E402
 
 
 def attach_counters(root: Path, run: Path, where: Path, counters: int) -> None:

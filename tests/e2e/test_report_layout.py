@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ from tilemark.cli import main
 from tilemark.report import HtmlExporter, build_report
 from tilemark.report.data import load_source
 
-from .test_report_browser import CHROMIUM, CHROMIUM_ARGS, RENDER_TIMEOUT_MS
+from .conftest import RENDER_TIMEOUT_MS
 
 pytestmark = [pytest.mark.browser]
 
@@ -70,22 +69,6 @@ def _overlaps(texts: list[dict]) -> list[tuple[str, str]]:
             if dx > OVERLAP_PX and dy > OVERLAP_PX:
                 found.append((a["text"], b["text"]))
     return found
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (scripts/system-deps.sh)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("playwright is not installed: pip install playwright")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _new_study(results: Path, args: list[str]) -> Path:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -315,9 +316,9 @@ class PointStudy(Study):
                 return spec, NEW
         return None
 
+    @abstractmethod
     def point(self, step: StepRecord) -> dict[str, Any]:
-        """A step's row of the points table."""
-        raise NotImplementedError
+        """A step's row of the points table (each study kind has its columns)."""
 
     def answer(self, book: StepBook) -> dict[str, Any]:
         steps = book.by_key()

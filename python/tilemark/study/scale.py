@@ -20,6 +20,7 @@ whose run was tool-bound (`tool_bound_steps`).
 from __future__ import annotations
 
 import dataclasses
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -223,9 +224,9 @@ class _TileStudy(Study):
     def _shown(self, key: float) -> float:
         return key
 
+    @abstractmethod
     def bounding(self, book: StepBook) -> StepRecord | None:
         """The failed step that bounds the answer (the lowest failure above it)."""
-        raise NotImplementedError
 
     def inconclusive_step(self, book: StepBook) -> StepRecord | None:
         step = self.bounding(book)

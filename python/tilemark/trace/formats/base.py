@@ -11,6 +11,7 @@ The importer sorts, shifts times to the first issue and drops `_pos`.
 from __future__ import annotations
 
 import io
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,7 +93,7 @@ def raw_batch(columns: dict[str, Any], pos: Any) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([*arrays, pos_array], schema=RAW_SCHEMA)
 
 
-class Reader:
+class Reader(ABC):
     """One pass over one source file. Subclasses implement `batches`."""
 
     def __init__(self, path: Path, display: str):
@@ -104,8 +105,9 @@ class Reader:
         self.report = ParseReport()
         self.text_bytes = 0  # read so far, after decompression (line_blocks counts them)
 
+    @abstractmethod
     def batches(self) -> Iterator[pa.RecordBatch]:
-        raise NotImplementedError
+        """The file's rows in trace-schema record batches, in order."""
 
     @property
     def bytes_read(self) -> int:
