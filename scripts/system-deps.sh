@@ -3,7 +3,8 @@
 # fio (reference benchmark), nbdkit + nbdfuse (slow/failing storage), chromium (the headless
 # browser the report tests open reports in, through Playwright), postgresql and rocksdb-tools
 # (the real applications tilemark learn is checked against), pngquant (`make screenshots`
-# keeps the report screenshots in docs/ small). Needs root and apt;
+# keeps the report screenshots in docs/ small), xfsprogs (file workloads on an xfs loop device).
+# Needs root and apt;
 # without them it says what is missing and the tests that need it skip with that reason.
 set -u
 need=()
@@ -15,6 +16,7 @@ command -v fusermount3 >/dev/null || need+=(fuse3)
 ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
 command -v db_bench >/dev/null || need+=(rocksdb-tools)
 command -v pngquant >/dev/null || need+=(pngquant)
+command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
   echo "system-deps: missing ${need[*]}; not root or no apt-get, tests needing them will skip" >&2
