@@ -20,7 +20,7 @@ from tilemark.telemetry import envinfo
 from tilemark.telemetry import sampler as tm
 
 from .rigs import loop_device, need_root, ram_dir, small_filesystem
-from .test_report_browser import browser, check_report  # noqa: F401 (the fixture)
+from .test_report_browser import check_report
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev]
 MiB = 1 << 20
