@@ -1,7 +1,7 @@
-"""The long-run memory check: a run of hours must keep its memory flat, so a run with 5 ms
-intervals for 30 s (6,000 intervals: a 1-s-interval run of 100 minutes, as far as per-interval
+"""The long-run memory check: a run of hours must keep its memory flat, so a run with 2.5 ms
+intervals for 15 s (6,000 intervals: a 1-s-interval run of 100 minutes, as far as per-interval
 work goes) samples the tilemark process's resident memory and allows no growth after its first
-10 s beyond GROWTH_BOUND. On the null backend at a low
+2,000 intervals (5 s) beyond GROWTH_BOUND. On the null backend at a low
 open-loop rate, so the storage costs nothing; the interval log, the live view's plain lines,
 and the snapshot path are the same as any run's.
 Figures: bench/results/2026-11-23-long-run-memory.md.
@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 
 MiB = 1 << 20
-DURATION_S = 30
-INTERVAL_MS = 5
-SETTLE_S = 10.0  # imports, first allocations, the allocator's and histograms' first fill
+DURATION_S = 15
+INTERVAL_MS = 2.5
+SETTLE_S = 5.0  # imports, first allocations, the allocator's and histograms' first fill
 # Observed on the development VM with 10 ms intervals: 1.8 to 4.3 MiB between 10 s and 60 s,
 # flat after about 50 s (bench/results/2026-11-23-long-run-memory.md). With 4,000 intervals
-# after the first 10 s, a leak of 2 KiB per interval would exceed it.
+# after the first 2,000, a leak of 2 KiB per interval would exceed it.
 GROWTH_BOUND = 8 * MiB
 
 
@@ -43,7 +43,7 @@ def rss(pid: int) -> int | None:
 def test_memory_stays_flat_over_6000_intervals(tmp_path):
     results = tmp_path / "r"
     args = ["run", "--backend", "null", "--target", str(tmp_path / "m.dat"), "--size", "4m",
-            "--rw", "randread", "--rate", "2000", "--interval", f"{INTERVAL_MS}ms",
+            "--rw", "randread", "--rate", "2000", "--interval", f"{INTERVAL_MS:g}ms",
             "--duration", str(DURATION_S), "--results", str(results), "--json"]  # fmt: skip
     proc = subprocess.Popen(
         [str(Path(sys.executable).with_name("tilemark")), *args],
@@ -56,7 +56,7 @@ def test_memory_stays_flat_over_6000_intervals(tmp_path):
         value = rss(proc.pid)
         if value is not None:
             samples.append((time.monotonic() - started, value))
-        time.sleep(0.5)
+        time.sleep(0.25)
     out, _ = proc.communicate()
     assert proc.returncode == 0
     run_dir = Path(json.loads(out)["run_dir"])

@@ -4,7 +4,9 @@ A run that holds 1,000 IOPS for ten minutes and 690 after that has two results, 
 `ChangeTracker` sees every interval snapshot of a run as it arrives and keeps, per measured
 interval, its length and IO count (total IOPS) and, per window of `P99_WINDOW` intervals, the
 p99 of the window's merged response-time histogram. At the end of the run `detect` looks for
-shifts of level in both series with `ruptures` (PELT, least-squares cost):
+shifts of level in both series with PELT (least-squares cost; `pelt_l2` below, the algorithm of
+`ruptures.Pelt(model="l2", jump=1)` written out: importing ruptures, which imports scipy.stats,
+took 1.3-2 s at the end of every run):
 
 - **Penalty scaled to the noise.** The noise sigma of a series is estimated robustly from its
   first differences (median absolute deviation / 0.6745 / sqrt 2: a level shift moves one
@@ -203,21 +205,56 @@ def _segments_ok(values: list[float], breaks: list[int], sigma: float) -> int | 
     return None if worst is None else worst[1]
 
 
+def pelt_l2(values: list[float], penalty: float, min_size: int) -> list[int]:
+    """Optimal partition of `values` under a least-squares cost plus `penalty` per segment
+    (Killick et al. 2012, PELT): the indices where segments start, without 0 and n.
+
+    F(b) = min over admissible t of F(t) + C(t, b) + penalty, with C the sum of squared
+    deviations from the segment's mean (from prefix sums); a t whose F(t) + C(t, b) exceeds
+    F(b) can never start the last segment of a later optimum and leaves the admissible set.
+    Candidates and ties are taken in the order ruptures takes them, so both give the same
+    breakpoints (tests/test_decay.py compares them)."""
+    n = len(values)
+    mean = sum(values) / n if n else 0.0
+    s1 = [0.0] * (n + 1)  # prefix sums of the centred series and of its squares
+    s2 = [0.0] * (n + 1)
+    for i, v in enumerate(values):
+        d = v - mean
+        s1[i + 1] = s1[i] + d
+        s2[i + 1] = s2[i] + d * d
+
+    def cost(a: int, b: int) -> float:
+        s = s1[b] - s1[a]
+        return max(s2[b] - s2[a] - s * s / (b - a), 0.0)
+
+    best: dict[int, float] = {0: 0.0}  # F(t): the optimal total cost of values[:t]
+    last: dict[int, int] = {0: 0}  # where the last segment of that optimum starts
+    admissible: list[int] = []
+    for b in [*range(min_size, n), n]:
+        admissible.append(b - min_size)
+        totals = [(t, best[t] + (cost(t, b) + penalty)) for t in admissible if t in best]
+        t_min, f_min = min(totals, key=lambda pair: pair[1])
+        best[b], last[b] = f_min, t_min
+        admissible = [t for t, f in totals if f <= f_min + penalty]
+    breaks = []
+    b = n
+    while b > 0:
+        b = last[b]
+        if b > 0:
+            breaks.append(b)
+    return sorted(breaks)
+
+
 def change_points(values: list[float]) -> list[int]:
     """Indices where a significant change of level starts (module doc)."""
     n = len(values)
     if n < 2 * MIN_SEGMENT:
         return []
-    import numpy as np
-    import ruptures as rpt
-
     sigma = noise_sigma(values)
     if sigma <= 0:
         return []
-    signal = np.asarray(values, dtype=float).reshape(-1, 1)
     penalty = PENALTY_BETA * sigma * sigma * math.log(n)
-    algo = rpt.Pelt(model="l2", min_size=MIN_SEGMENT, jump=1).fit(signal)
-    breaks = [int(b) for b in algo.predict(pen=penalty) if b < n]
+    breaks = pelt_l2([float(v) for v in values], penalty, MIN_SEGMENT)
     while breaks:
         weakest = _segments_ok(values, breaks, sigma)
         if weakest is None:
