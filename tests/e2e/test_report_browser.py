@@ -8,96 +8,20 @@ printed, so a person can look at what the report shows.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-
-from report_runs import simple_plan, write_knob_study, write_run, write_study, write_tile_run
-from tilemark.cli import main
-from tilemark.report import HtmlExporter, build_report
-from tilemark.report.data import load_source
 
 pytestmark = [pytest.mark.browser]
 
 from .conftest import RENDER_TIMEOUT_MS  # noqa: E402
 
 
-def attach_counters(root: Path, run: Path, where: Path, counters: int) -> None:
-    """Attach `counters` columns of storage counters, a sample every 0.5 s, to a stored run
-    (more than a chart draws as lines: the report offers a drop-down)."""
-    started = json.loads((run / "run.json").read_text())["result"]["started_at_ns"]
-    lines = ["epoch," + ",".join(f"FA {k} IOPS" for k in range(counters))]
-    for i in range(1, 21):
-        t = started / 1e9 + i * 0.5
-        lines.append(f"{t:.3f}," + ",".join(str(100 * k + i) for k in range(counters)))
-    (where / "array.csv").write_text("\n".join(lines) + "\n")
-    assert main(["attach", str(run), str(where / "array.csv"), "--results", str(root)]) == 0
-
-
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("results")
-    out = tmp_path_factory.mktemp("reports")
-    tile_run, _ = write_tile_run(root, 2)
-    study = write_study(tmp_path_factory.mktemp("study"), (1, 2, 3), latency_per_tile=5.0)
-    repeated = write_study(
-        tmp_path_factory.mktemp("repeated"), (1, 2, 3), latency_per_tile=5.0, confirm_runs=1,
-        repeat=2,
-    )  # fmt: skip
-    knob = write_knob_study(tmp_path_factory.mktemp("knob"))
-    plan = simple_plan(("randrw", "seq"))
-    base = write_run(root, plan)
-    faster = write_run(root, plan, scale=2.0, latency=0.5)
-    attached = write_run(root, plan, seed=5)
-    attach_counters(root, attached, tmp_path_factory.mktemp("csv"), counters=14)
-    paths = {}
-    sources = [
-        ("run", base), ("tiles", tile_run), ("study", study), ("repeated", repeated),
-        ("knob", knob), ("attached", attached),
-    ]  # fmt: skip
-    for name, source in sources:
-        paths[name] = out / f"{name}.html"
-        HtmlExporter().export(build_report(load_source(source)), paths[name])
-    paths["compare"] = out / "compare.html"
-    assert main(["compare", str(base), str(faster), "-o", str(paths["compare"])]) == 0
-    # A run on two targets with a phased stream: the per-target section and phase rules.
-    targets_root = tmp_path_factory.mktemp("targets")
-    workload = targets_root / "w.toml"
-    workload.write_text(
-        f'target = ["a={targets_root / "a.dat"}", "b={targets_root / "b.dat"}"]\n'
-        'size = "4m"\nduration = "1s"\ninterval = "0.1s"\nbackend = "null"\n'
-        '[[stream]]\nname = "load"\nrw = "randrw"\n'
-        '[[stream]]\nname = "check"\ntarget = "b"\nstart = "0.3s"\nstop = "0.7s"\n'
-    )
-    assert main(["run", str(workload), "--results", str(targets_root / "r")]) == 0
-    (targets_run,) = [p for p in (targets_root / "r").iterdir() if (p / "run.json").is_file()]
-    paths["targets"] = out / "targets.html"
-    HtmlExporter().export(build_report(load_source(targets_run)), paths["targets"])
-    # Studies of one workload's parameters, run on the null backend (no storage IO).
-    points_root = tmp_path_factory.mktemp("points")
-    fast = ["--target", str(points_root / "t.dat"), "--size", "4m", "--backend", "null",
-            "--duration", "0.2", "--interval", "0.1", "--results", str(points_root / "r"),
-            "--no-report"]  # fmt: skip
-    for kind, args in (
-        ("sweep", ["--bs", "4k,64k", "--qd", "1,2"]),
-        ("matrix", ["--small-qd", "1,2", "--large-streams", "0,1"]),
-        ("curve", ["--max-qd", "2", "--loads", "0.1,0.2", "--slo", "p99<=1ms"]),
-    ):
-        studies = points_root / "r" / "studies"
-        before = set(studies.iterdir()) if studies.is_dir() else set()
-        assert main([kind, *args, *fast]) in (0, 3)
-        (study,) = set(studies.iterdir()) - before
-        paths[kind] = out / f"{kind}.html"
-        HtmlExporter().export(build_report(load_source(study)), paths[kind])
-        if kind == "sweep":  # a second sweep of the same definition, compared point by point
-            assert main([kind, *args, *fast]) == 0
-            (again,) = set(studies.iterdir()) - before - {study}
-            paths["compare-sweep"] = out / "compare-sweep.html"
-            cmd = ["compare", str(study), str(again), "-o", str(paths["compare-sweep"])]
-            assert main(cmd) == 0
-    return paths
+def reports(shared_reports):
+    """The HTML report of every kind (report_kinds.py), shared with test_report_layout.py."""
+    return shared_reports
 
 
 def _artifacts(tmp_path: Path) -> Path:
@@ -106,23 +30,13 @@ def _artifacts(tmp_path: Path) -> Path:
     return where
 
 
+# The kinds only this module opens first, then the others in the opposite order to
+# test_report_layout.py's: when both modules run at once (two workers), each builds its own.
 @pytest.mark.parametrize(
     "kind",
-    [
-        "run",
-        "tiles",
-        "study",
-        "repeated",
-        "knob",
-        "compare",
-        "sweep",
-        "matrix",
-        "curve",
-        "compare-sweep",
-        "targets",
-        "attached",
-    ],
-)
+    ["targets", "attached", "repeated", "compare-sweep", "curve", "matrix", "sweep", "compare",
+     "knob", "scale", "tiles", "run"],
+)  # fmt: skip
 def test_report_renders_every_chart_without_console_errors(browser, reports, kind, tmp_path):
     check_report(browser, reports[kind], kind, tmp_path)
     if kind == "targets":
@@ -190,15 +104,9 @@ def check_report(browser, report: Path, kind: str, tmp_path: Path) -> None:
     page.close()
 
 
-def test_trace_report_renders_its_six_charts(browser, tmp_path):
+def test_trace_report_renders_its_six_charts(browser, shared_reports, tmp_path):
     """`tilemark trace show --html`: an imported blkparse trace's report in the browser."""
-    from test_trace_import import blkparse_sample
-
-    src = tmp_path / "sdb.txt"
-    src.write_text(blkparse_sample())
-    trace, report = tmp_path / "t.trace", tmp_path / "trace.html"
-    assert main(["trace", "import", str(src), "-o", str(trace)]) == 0
-    assert main(["trace", "show", str(trace), "--html", str(report)]) == 0
+    report = shared_reports["trace"]  # report_kinds.py: import, then trace show --html
     check_report(browser, report, "trace", tmp_path)
     html = report.read_text()
     for figure in ("throughput", "read-share", "outstanding", "sizes", "lba", "interarrival"):

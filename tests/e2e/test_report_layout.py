@@ -4,25 +4,19 @@ other (tick labels, rule labels, legends, heatmap labels), and no legend that cu
 ("…3 entries") or their labels ("t1.mail.d…").
 
 One report of each kind: run, tiles, scale, knob, repeat, sweep, matrix, curve, compare (runs
-and sweeps), array (attached counters of three kinds) and trace. Runs and point studies run on
-the null backend (no storage IO, the host's telemetry as usual), the scaling studies are
-synthetic (tests/report_runs.py), so the module takes seconds. With TILEMARK_SCREENSHOTS=DIR
-the top of each report is saved there as report-KIND.png (docs/screenshots/ holds the
-committed ones: `make screenshots`).
+and sweeps), array (attached counters of three kinds) and trace, built once per session for
+this module and test_report_browser.py (report_kinds.py: runs and point studies on the null
+backend, synthetic scaling studies). With TILEMARK_SCREENSHOTS=DIR the top of each report is
+saved there as report-KIND.png (docs/screenshots/ holds the committed ones: `make
+screenshots`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
-
-from report_runs import write_knob_study, write_study
-from tilemark.cli import main
-from tilemark.report import HtmlExporter, build_report
-from tilemark.report.data import load_source
 
 from .conftest import RENDER_TIMEOUT_MS
 
@@ -71,107 +65,10 @@ def _overlaps(texts: list[dict]) -> list[tuple[str, str]]:
     return found
 
 
-def _new_study(results: Path, args: list[str]) -> Path:
-    studies = results / "studies"
-    before = set(studies.iterdir()) if studies.is_dir() else set()
-    assert main(args) in (0, 3), args
-    (study,) = set(studies.iterdir()) - before
-    return study
-
-
-def _new_run(results: Path, args: list[str]) -> Path:
-    before = set(results.iterdir()) if results.is_dir() else set()
-    assert main([*args, "--results", str(results)]) in (0, 3), args
-    (run,) = [p for p in set(results.iterdir()) - before if (p / "run.json").is_file()]
-    return run
-
-
-def _attach_mixed_counters(results: Path, run: Path, where: Path) -> None:
-    """Counters of three kinds, as an array exports them: IOs per second, a cache hit ratio
-    in % and MB/s; each kind needs its own axis."""
-    started = json.loads((run / "run.json").read_text())["result"]["started_at_ns"]
-    lines = ["epoch,FA front-end IOPS,cache_hit_pct,backend MB/s"]
-    for i in range(1, 21):
-        t = started / 1e9 + i * 0.1
-        lines.append(f"{t:.3f},{20000 + 100 * i},{90 + i % 5},{150 + i}")
-    (where / "array.csv").write_text("\n".join(lines) + "\n")
-    assert main(["attach", str(run), str(where / "array.csv"), "--results", str(results)]) == 0
-
-
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> dict[str, Path]:
-    """One HTML report of every kind (module doc)."""
-    work = tmp_path_factory.mktemp("work")
-    out = tmp_path_factory.mktemp("reports")
-    results = work / "r"
-    # Runs on the null backend (no storage IO), with the host's telemetry like any run.
-    workload = work / "w.toml"
-    workload.write_text(
-        f'target = "{work / "t.dat"}"\nsize = "4m"\nbackend = "null"\nduration = "1s"\n'
-        'warmup = "0.3s"\ninterval = "0.1s"\n'
-        '[[stream]]\nname = "randrw"\nrw = "randrw"\n'
-        '[[stream]]\nname = "seq"\nrw = "read"\nbs = "64k"\n'
-    )
-    base = _new_run(results, ["run", str(workload), "--label", "before"])
-    after = _new_run(results, ["run", str(workload), "--label", "after"])
-    tiles = _new_run(
-        results,
-        ["run", "--tiles", "2", "--target", str(work / "tiles.dat"), "--capacity", "64m",
-         "--backend", "null", "--duration", "1", "--warmup", "0.3", "--interval", "0.1"],
-    )  # fmt: skip
-    _attach_mixed_counters(results, after, work)
-    sources = {
-        "run": base,
-        "tiles": tiles,
-        "array": after,
-        # Synthetic scaling studies (report_runs.py): latency grows with the load.
-        "scale": write_study(tmp_path_factory.mktemp("scale"), (1, 2, 3), latency_per_tile=5.0),
-        "knob": write_knob_study(tmp_path_factory.mktemp("knob")),
-    }
-    paths = {}
-    for kind, source in sources.items():
-        paths[kind] = out / f"{kind}.html"
-        HtmlExporter().export(build_report(load_source(source)), paths[kind])
-    paths["compare"] = out / "compare.html"
-    assert main(["compare", str(base), str(after), "-o", str(paths["compare"])]) == 0
-    # Studies on the null backend: a few tenths of a second per run.
-    fast = [
-        "--target",
-        str(work / "p.dat"),
-        "--size",
-        "4m",
-        "--backend",
-        "null",
-        "--duration",
-        "0.3",
-        "--interval",
-        "0.1",
-        "--results",
-        str(results),
-        "--no-report",
-    ]
-    studies = {
-        "repeat": ["repeat", "3", *fast],
-        "sweep": ["sweep", "--bs", "4k,8k,16k,32k,64k,128k", "--qd", "1,2,4", *fast],
-        "matrix": ["matrix", "--small-qd", "0,1,2,4", "--large-streams", "0,1,2", *fast],
-        "curve": ["curve", "--max-qd", "4", "--loads", "10,50,90", "--slo", "p99<=1ms", *fast],
-    }  # fmt: skip
-    made = {kind: _new_study(results, args) for kind, args in studies.items()}
-    for kind, study in made.items():
-        paths[kind] = out / f"{kind}.html"
-        HtmlExporter().export(build_report(load_source(study)), paths[kind])
-    again = _new_study(results, studies["sweep"])
-    paths["compare-sweep"] = out / "compare-sweep.html"
-    cmd = ["compare", str(made["sweep"]), str(again), "-o", str(paths["compare-sweep"])]
-    assert main(cmd) == 0
-    # An imported block trace's report (tilemark trace show --html).
-    from test_trace_import import blkparse_sample
-
-    (work / "sdb.txt").write_text(blkparse_sample())
-    trace, paths["trace"] = work / "t.trace", out / "trace.html"
-    assert main(["trace", "import", str(work / "sdb.txt"), "-o", str(trace)]) == 0
-    assert main(["trace", "show", str(trace), "--html", str(paths["trace"])]) == 0
-    return paths
+def reports(shared_reports):
+    """One HTML report of every kind (report_kinds.py), shared with test_report_browser.py."""
+    return shared_reports
 
 
 def look_at(browser, report: Path, kind: str) -> dict:
