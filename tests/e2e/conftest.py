@@ -1,6 +1,5 @@
 """Fixtures of the end-to-end tests: every shipped example run once in its quick form
-(test_examples.py: its outputs and reports), one report of every kind built once per session
-(report_kinds.py) and a headless Chromium for the report tests."""
+(test_examples.py: its outputs and reports), and a headless Chromium for the report tests."""
 
 from __future__ import annotations
 
@@ -26,15 +25,6 @@ def example_runs(tmp_path_factory) -> dict[str, list[StepResult]]:
         plan = plan_example(example, targets, quick=True, results=results)
         out[example.name] = run_example(plan, results, main, print)
     return out
-
-
-@pytest.fixture(scope="session")
-def shared_reports(tmp_path_factory):
-    """report_kinds.SharedReports: `shared_reports[kind]` is that kind's HTML report, built by
-    the first test (of any worker) that asks for it."""
-    from .report_kinds import SharedReports, shared_root
-
-    return SharedReports(shared_root(tmp_path_factory))
 
 
 CHROMIUM = "/usr/bin/chromium"

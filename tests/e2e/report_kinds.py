@@ -1,28 +1,16 @@
-"""One HTML report of every kind, built once per test session and shared by the browser tests
-(test_report_layout.py looks at each at 1400 px, test_report_browser.py checks that every
-chart renders offline).
+"""One HTML report of every kind, each built once, for test_report_browser.py (every chart
+renders offline; every report reads cleanly at 1400 px).
 
-Both modules need the same runs, studies and reports (run, tiles, scaling and knob studies,
-sweep, matrix, curve, the comparisons); building them is most of those modules' time. `make
-test` hands whole files to two workers (`-n 2 --dist loadfile`), so the two modules may run in
-different processes, at the same time: the reports live in a directory beside the workers'
-temporary directories, and each product (a run, a study, a report) is built under a file lock
-of its own by whichever worker asks first; the other waits for it or finds it done. Merging
-the two modules would share them too, but would keep one worker busy for both modules while
-the other has nothing of theirs to do; with one lock per product the two workers, when both
-are here, build different reports at the same time.
-
-Runs and point studies run on the null backend (no storage IO, the host's telemetry as
-usual); the scaling studies and the runs that only carry counters are synthetic
-(tests/report_runs.py). Every report's figures are also checked against the Vega-Lite schema
-here (the report itself writes specs without that check).
+Products (runs, studies, report files) are built on first use and remembered: the reports
+share their runs and studies (the run and compare reports the same two runs, the sweep and
+compare-sweep reports the same sweep). Runs and point studies run on the null backend (no
+storage IO, the host's telemetry as usual); the scaling studies and the run that only carries
+counters are synthetic (tests/report_runs.py).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,37 +22,23 @@ POINT_DURATION = "0.2"
 
 
 class SharedReports:
-    """Products (runs, studies, report files) by name, each built once per session under its
-    own lock in `root`; `reports[kind]` is the HTML report of that kind."""
+    """Products by name, each built once in its own directory under `root`; `reports[kind]` is
+    the HTML report of that kind."""
 
     def __init__(self, root: Path):
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
+        self.built: dict[str, Path] = {}
 
     def get(self, name: str) -> Path:
-        """The product `name`, built now unless a worker of this session already built it."""
-        done = self.root / f"{name}.json"
-        with open(self.root / f"{name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if done.is_file():
-                return Path(json.loads(done.read_text())["path"])
+        """The product `name`, built now unless it already was."""
+        if name not in self.built:
             work = self.root / name
-            work.mkdir()
-            path = PRODUCTS[name](self, work)
-            tmp = done.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"path": str(path)}))
-            os.replace(tmp, done)
-            return path
+            work.mkdir(parents=True)
+            self.built[name] = PRODUCTS[name](self, work)
+        return self.built[name]
 
     def __getitem__(self, kind: str) -> Path:
         return self.get(f"html-{kind}")
-
-
-def shared_root(tmp_path_factory) -> Path:
-    """Where a session's shared reports live: beside every worker's temporary directory under
-    pytest-xdist, in this process's own one without it (never shared between sessions)."""
-    base = tmp_path_factory.getbasetemp()
-    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-reports"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,10 +49,7 @@ def _export(source: Path, dest: Path) -> Path:
     from tilemark.report import HtmlExporter, build_report
     from tilemark.report.data import load_source
 
-    report = build_report(load_source(source))
-    for figure in report.figures():
-        figure.chart.to_dict(validate=True)  # raises on a spec Vega-Lite's schema refuses
-    HtmlExporter().export(report, dest)
+    HtmlExporter().export(build_report(load_source(source)), dest)
     return dest
 
 

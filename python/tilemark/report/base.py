@@ -34,8 +34,9 @@ class Figure:
 
         Not validated against the Vega-Lite JSON schema: that check costs more than half of
         turning a chart into a spec (0.16 s of a run report) and only finds bugs in
-        tilemark's own charts, which the tests look for (test_report.py validates every
-        figure of its reports; the browser tests see Vega's own warnings)."""
+        tilemark's own charts, which the tests look for (test_report.py validates the figures
+        of run, tile and study reports; the browser tests fail on any warning Vega-Lite logs
+        while compiling every kind of report)."""
         from tilemark.report.charts import with_datasets
 
         spec = with_datasets(self.chart.to_dict(validate=False))
