@@ -54,6 +54,12 @@ def _specs(text: str) -> dict:
     return json.loads(raw.group(1).replace("<\\/", "</"))
 
 
+def _assert_valid_vega_lite(report) -> None:
+    """Every figure's spec passes the Vega-Lite JSON schema (Figure.spec skips that check)."""
+    for figure in report.figures():
+        figure.chart.to_dict(validate=True)  # raises on a spec the schema refuses
+
+
 def _assert_offline(text: str) -> None:
     # No external script, stylesheet, image or frame: the file must work without network.
     external = re.findall(
@@ -67,6 +73,7 @@ def _assert_offline(text: str) -> None:
 def test_run_report_has_verdict_charts_environment_and_works_offline(plain_run, tmp_path):
     source = load_source(plain_run)
     report = build_report(source)
+    _assert_valid_vega_lite(report)
     out = tmp_path / "r.html"
     HtmlExporter().export(report, out)
     text = _html(out)
@@ -94,6 +101,7 @@ def test_run_report_has_verdict_charts_environment_and_works_offline(plain_run, 
 
 def test_tile_run_report_has_qos_table_and_application_charts(tile_run):
     report = build_report(load_source(tile_run))
+    _assert_valid_vega_lite(report)
     assert report.kind == "tiles"
     assert report.verdict.criteria is not None
     criteria = [row[2].text for row in report.verdict.criteria.rows]
@@ -111,6 +119,7 @@ def test_tile_run_report_has_qos_table_and_application_charts(tile_run):
 def test_study_report_scaling_charts_with_qos_rule_and_saturation(study, tmp_path):
     source = load_source(study)
     report = build_report(source)
+    _assert_valid_vega_lite(report)
     out = tmp_path / "study.html"
     HtmlExporter().export(report, out)
     text = _html(out)
@@ -375,6 +384,7 @@ def test_knob_study_report_uses_the_knob_as_its_axis(tmp_path):
     from tilemark.report.data import load_source
 
     report = build_report(load_source(write_knob_study(tmp_path)))
+    _assert_valid_vega_lite(report)
     assert report.verdict.headline.startswith("Max oltp.iops at 1 tile: ")
     # The synthetic storage's latency at 3500 straddles its limit: the answer is a range, and
     # the verdict says what was done about it.

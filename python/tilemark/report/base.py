@@ -30,10 +30,16 @@ class Figure:
         """The Vega-Lite specification, its data under top-level `datasets`. Legends show every
         entry and their whole labels (Vega's defaults cut a legend at 30 entries with
         "…N entries" and a label at 160 px with "…"): a chart with too many lines for a legend
-        offers a picker instead (charts.MAX_LINES)."""
+        offers a picker instead (charts.MAX_LINES).
+
+        Not validated against the Vega-Lite JSON schema: that check costs more than half of
+        turning a chart into a spec (0.16 s of a run report) and only finds bugs in
+        tilemark's own charts, which the tests look for (test_report.py validates the figures
+        of run, tile and study reports; the browser tests fail on any warning Vega-Lite logs
+        while compiling every kind of report)."""
         from tilemark.report.charts import with_datasets
 
-        spec = with_datasets(self.chart.to_dict())
+        spec = with_datasets(self.chart.to_dict(validate=False))
         legend = spec.setdefault("config", {}).setdefault("legend", {})
         legend.setdefault("labelLimit", LEGEND_LABEL_LIMIT_PX)
         legend.setdefault("symbolLimit", LEGEND_SYMBOL_LIMIT)
