@@ -109,7 +109,7 @@ def parse_wait(text: str) -> tuple[str, float]:
 
 def _phases(cols, model, chunk_s: float) -> dict[str, list[float]]:
     """Per stream whose rate moves from chunk to chunk: its rate in each chunk."""
-    from tilemark.learn.model import family
+    from tilemark.learn.model import families
 
     span_s = cols.span_ns / 1e9
     chunks = int(np.ceil(span_s / chunk_s))
@@ -122,7 +122,7 @@ def _phases(cols, model, chunk_s: float) -> dict[str, list[float]]:
         )
     rel = (cols.issue - cols.issue[0]) / 1e9
     index = np.minimum((rel // chunk_s).astype(np.int64), chunks - 1)
-    fam = np.array([family(c) for c in cols.comm], dtype=object)
+    fam = families(cols.comm)
     out = {}
     data = cols.data
     for s in model.streams:
