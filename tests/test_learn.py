@@ -293,3 +293,23 @@ def test_a_log_written_by_several_sessions_waits_for_commits_side_by_side(tmp_pa
     assert qd["postgres_log"] == 4
     assert qd["postgres_read"] <= 3  # other streams keep what the device saw (p90)
     assert "group" in out.read_text()
+
+
+def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():
+    # tilemark.trace.columns reads Arrow buffers itself (Arrow's to_numpy imports pandas):
+    # sliced chunks, nulls filled, booleans and dictionaries give what Arrow gives
+    import pyarrow as pa
+
+    from tilemark.trace.columns import numbers, strings
+
+    ints = pa.chunked_array([pa.array([1, None, 3]), pa.array([7, 8, 9, 10]).slice(1)])
+    assert numbers(ints, np.int64, -1).tolist() == [1, -1, 3, 8, 9, 10]
+    assert numbers(ints.fill_null(0), np.float64).tolist() == [1.0, 0.0, 3.0, 8.0, 9.0, 10.0]
+    flags = pa.array([True, None, False, True, True, False, False, False, True, True]).slice(2)
+    want = flags.fill_null(False).to_numpy(zero_copy_only=False).tolist()
+    assert numbers(flags, np.bool_, False).tolist() == want
+    ops = pa.array(["read", "write", None, "read"]).dictionary_encode()
+    names = pa.chunked_array([pa.array(["a", None]), pa.array(["x", "b", "a"]).slice(1)])
+    assert strings(ops).tolist() == ["read", "write", None, "read"]
+    assert strings(names, "").tolist() == ["a", "", "b", "a"]
+    assert numbers(pa.chunked_array([], pa.int64()), np.int64).tolist() == []

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from tilemark.errors import UsageError
+from tilemark.trace.columns import numbers, strings
 
 # The fewest reads and writes a model is fitted from: below this the shares, size mix and
 # placement of even one stream rest on a handful of IOs.
@@ -74,55 +75,6 @@ def fingerprint(path: Path) -> str:
     return hashlib.sha256(footer).hexdigest()
 
 
-def _bits(buffer, offset: int, length: int) -> np.ndarray:
-    """An Arrow bitmap (validity or boolean values) as a numpy bool array."""
-    bits = np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")
-    return bits[offset : offset + length].astype(bool)
-
-
-def _numbers(column, dtype: type, fill: float | bool | None = None) -> np.ndarray:
-    """A numeric or boolean Arrow column as a numpy array of `dtype`, nulls as `fill`, read
-    from its buffers. Arrow's own to_numpy(), fill_null() and cast() import pandas (to set up
-    their conversions, or to check a Python fill value for a pandas type), which took 0.3-0.6 s
-    of a `tilemark learn` that needs none of it. Other types, and nulls without a `fill`, go
-    Arrow's way, as they always did."""
-    import pyarrow as pa
-
-    want = np.dtype(dtype)
-    parts = []
-    for c in column.chunks:
-        if pa.types.is_boolean(c.type):
-            values = _bits(c.buffers()[1], c.offset, len(c))
-        elif pa.types.is_integer(c.type) or pa.types.is_floating(c.type):
-            own = np.dtype(c.type.to_pandas_dtype())
-            skip = c.offset * own.itemsize
-            values = np.frombuffer(c.buffers()[1], own, count=len(c), offset=skip)
-        else:
-            values = None
-        if values is None or (c.null_count and fill is None):
-            parts.append(c.to_numpy(zero_copy_only=False).astype(want))
-            continue
-        values = values.astype(want)
-        if c.null_count:
-            values = np.where(_bits(c.buffers()[0], c.offset, len(c)), values, fill)
-        parts.append(values)
-    return np.concatenate(parts) if parts else np.empty(0, dtype=want)
-
-
-def _strings(column, null: str | None = None) -> np.ndarray:
-    """A string (or dictionary of strings) Arrow column as an object array, `null` for null;
-    each distinct string of a chunk converted to Python once rather than once per row."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    parts = []
-    for chunk in column.chunks:
-        encoded = chunk if pa.types.is_dictionary(chunk.type) else pc.dictionary_encode(chunk)
-        values = np.asarray([*encoded.dictionary.to_pylist(), null], dtype=object)
-        parts.append(values[_numbers(pa.chunked_array([encoded.indices]), np.int64, -1)])
-    return np.concatenate(parts) if parts else np.empty(0, dtype=object)
-
-
 def _one(path: Path, device: str | None) -> tuple[dict[str, np.ndarray], Source, int | None]:
     import pyarrow.compute as pc
 
@@ -148,15 +100,15 @@ def _one(path: Path, device: str | None) -> tuple[dict[str, np.ndarray], Source,
         )
     out: dict[str, np.ndarray] = {}
     for name in ("issue_ns", "offset", "size"):
-        out[name] = _numbers(table.column(name), np.int64)
-    out["complete_ns"] = _numbers(table.column("complete_ns"), np.float64, np.inf)
-    out["op"] = _strings(table.column("op"))
+        out[name] = numbers(table.column(name), np.int64)
+    out["complete_ns"] = numbers(table.column("complete_ns"), np.float64, np.inf)
+    out["op"] = strings(table.column("op"))
     for name in ("sync", "fua"):
-        out[name] = _numbers(table.column(name), np.bool_, False)
-    out["pid"] = _numbers(table.column("pid"), np.int64, -1)
-    out["comm"] = _strings(table.column("comm"), "")
+        out[name] = numbers(table.column(name), np.bool_, False)
+    out["pid"] = numbers(table.column("pid"), np.int64, -1)
+    out["comm"] = strings(table.column("comm"), "")
     if device is not None:
-        mine = _strings(table.column("device")) == device
+        mine = strings(table.column("device")) == device
         out = {k: v[mine] for k, v in out.items()}
     order = np.argsort(out["issue_ns"], kind="stable")
     out = {k: v[order] for k, v in out.items()}
