@@ -75,6 +75,7 @@ def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
 
 LEAD_S = 1.5  # the command runs this long before the capture starts, and as long after it
 WARMUP_S = 3  # pgbench runs this long (whole seconds) before the one captured
+PREP_S = 1.0  # the run that creates and fills the learned run's target lasts this long
 
 
 def capture(
@@ -126,7 +127,7 @@ def capacity_of(profile: Path) -> int:
 
 def run_profile(
     dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
-    extra: tuple[str, ...] = (), lead_s: float = LEAD_S,
+    extra: tuple[str, ...] = (), lead_s: float = LEAD_S, prep_s: float = PREP_S,
 ) -> str:  # fmt: skip
     """The profile as one tile on a file of the device's filesystem, captured. The caller
     has removed the application's files: on the emptied filesystem ext4 lays the target out
@@ -139,8 +140,8 @@ def run_profile(
     base = [tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
             "--capacity", str(capacity), "--warmup", "0",
             "--results", str(results), *extra]  # fmt: skip
-    # Create and fill the target first (a 1 s run), so the capture holds only the profile.
-    prep = run([*base, "--duration", "1s"])
+    # Create and fill the target first (a prep_s run), so the capture holds only the profile.
+    prep = run([*base, "--duration", f"{prep_s:g}s"])
     if prep.returncode not in (0, 3):
         raise RuntimeError(f"preparing the target failed ({prep.returncode}): {prep.stderr[-800:]}")
     rigs.drop_caches()
@@ -168,11 +169,12 @@ def replay_control(r: Round, dev: rigs.Device, work: Path) -> None:
 
 def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: int,
              rdelay_ms: float, wdelay_ms: float, port: int = 54329,
-             oltp: bool = False, lead_s: float = LEAD_S,
-             warmup_s: int = WARMUP_S) -> Round:  # fmt: skip
+             oltp: bool = False, lead_s: float = LEAD_S, warmup_s: int = WARMUP_S,
+             prep_s: float = PREP_S) -> Round:  # fmt: skip
     """PostgreSQL: pgbench TPC-B-like (data > the memory cgroup), captured, learned, compared.
     `lead_s`: the application and the learned run run this long before and after their
-    capture; `warmup_s`: pgbench runs this long before the captured run."""
+    capture; `warmup_s`: pgbench runs this long before the captured run; `prep_s`: the run
+    that creates the learned run's target lasts this long."""
     settings = dict(scale=scale, clients=clients, seconds=seconds, memcg_mb=memcg_mb,
                     rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("postgresql", settings)
@@ -196,7 +198,8 @@ def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: 
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet", lead_s=lead_s)  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
             if oltp:
                 r.oltp_fidelity = oltp_round(dev, fs, work, cap, seconds)
@@ -219,9 +222,10 @@ def oltp_round(dev: rigs.Device, fs: Path, work: Path, capacity: int, seconds: f
 
 
 def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay_ms: float,
-                  wdelay_ms: float, lead_s: float = LEAD_S) -> Round:  # fmt: skip
+                  wdelay_ms: float, lead_s: float = LEAD_S,
+                  prep_s: float = PREP_S) -> Round:  # fmt: skip
     """RocksDB db_bench: fillrandom (not captured), then readrandomwriterandom captured
-    (`lead_s`: as in pg_round)."""
+    (`lead_s`, `prep_s`: as in pg_round)."""
     settings = dict(num=num, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
                     wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("rocksdb", settings)
@@ -248,7 +252,8 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet", lead_s=lead_s)  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
         replay_control(r, dev, work)
     r.seconds = time.monotonic() - t0
@@ -256,9 +261,10 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
 
 
 def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdelay_ms: float,
-                 wdelay_ms: float, lead_s: float = LEAD_S) -> Round:  # fmt: skip
+                 wdelay_ms: float, lead_s: float = LEAD_S,
+                 prep_s: float = PREP_S) -> Round:  # fmt: skip
     """SQLite (WAL, synchronous=FULL): an order-entry loop, captured, learned, compared
-    (`lead_s`: as in pg_round)."""
+    (`lead_s`, `prep_s`: as in pg_round)."""
     settings = dict(items=items, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
                     wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("sqlite", settings)
@@ -285,7 +291,8 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet", lead_s=lead_s)  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
         replay_control(r, dev, work)
     r.seconds = time.monotonic() - t0
