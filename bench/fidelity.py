@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
@@ -73,11 +74,15 @@ def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess:
 
 
 LEAD_S = 1.5  # the command runs this long before the capture starts, and as long after it
+WARMUP_S = 3  # pgbench runs this long (whole seconds) before the one captured
+PREP_S = 1.0  # the run that creates and fills the learned run's target lasts this long
 
 
-def capture(dev: rigs.Device, out: Path, cmd: list[str], seconds: float) -> str:
+def capture(
+    dev: rigs.Device, out: Path, cmd: list[str], seconds: float, lead_s: float = LEAD_S
+) -> str:
     """`tilemark trace capture` of the loop device (not its backing) for `seconds` of the
-    middle of `cmd`, which was given LEAD_S more on either side: both the application and the
+    middle of `cmd`, which was given `lead_s` more on either side: both the application and the
     learned run are captured in their steady state, without start-up (tilemark's own reads
     of its target's header, pgbench's connections) or wind-down. Returns the capture's
     summary followed by the command's output."""
@@ -85,7 +90,7 @@ def capture(dev: rigs.Device, out: Path, cmd: list[str], seconds: float) -> str:
             "--force", "--duration", f"{seconds:g}s"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        time.sleep(LEAD_S)
+        time.sleep(lead_s)
         done = run(args)
     finally:
         app_out, _ = proc.communicate(timeout=600)
@@ -122,7 +127,7 @@ def capacity_of(profile: Path) -> int:
 
 def run_profile(
     dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
-    extra: tuple[str, ...] = (),
+    extra: tuple[str, ...] = (), lead_s: float = LEAD_S, prep_s: float = PREP_S,
 ) -> str:  # fmt: skip
     """The profile as one tile on a file of the device's filesystem, captured. The caller
     has removed the application's files: on the emptied filesystem ext4 lays the target out
@@ -135,12 +140,13 @@ def run_profile(
     base = [tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
             "--capacity", str(capacity), "--warmup", "0",
             "--results", str(results), *extra]  # fmt: skip
-    # Create and fill the target first (a 1 s run), so the capture holds only the profile.
-    prep = run([*base, "--duration", "1s"])
+    # Create and fill the target first (a prep_s run), so the capture holds only the profile.
+    prep = run([*base, "--duration", f"{prep_s:g}s"])
     if prep.returncode not in (0, 3):
         raise RuntimeError(f"preparing the target failed ({prep.returncode}): {prep.stderr[-800:]}")
     rigs.drop_caches()
-    return capture(dev, out, [*base, "--duration", f"{seconds + 2 * LEAD_S:g}s"], seconds)
+    span = f"{seconds + 2 * lead_s:g}s"
+    return capture(dev, out, [*base, "--duration", span], seconds, lead_s)
 
 
 def replay_control(r: Round, dev: rigs.Device, work: Path) -> None:
@@ -163,8 +169,12 @@ def replay_control(r: Round, dev: rigs.Device, work: Path) -> None:
 
 def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: int,
              rdelay_ms: float, wdelay_ms: float, port: int = 54329,
-             oltp: bool = False) -> Round:  # fmt: skip
-    """PostgreSQL: pgbench TPC-B-like (data > the memory cgroup), captured, learned, compared."""
+             oltp: bool = False, lead_s: float = LEAD_S, warmup_s: int = WARMUP_S,
+             prep_s: float = PREP_S) -> Round:  # fmt: skip
+    """PostgreSQL: pgbench TPC-B-like (data > the memory cgroup), captured, learned, compared.
+    `lead_s`: the application and the learned run run this long before and after their
+    capture; `warmup_s`: pgbench runs this long before the captured run; `prep_s`: the run
+    that creates the learned run's target lasts this long."""
     settings = dict(scale=scale, clients=clients, seconds=seconds, memcg_mb=memcg_mb,
                     rdelay_ms=rdelay_ms, wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("postgresql", settings)
@@ -176,11 +186,11 @@ def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: 
                     rigs.pgbench_init(pg, scale)
                     rigs.drop_caches()
                     # warm the instance up a little (connections, first checkpoint)
-                    run(pg.pgbench("-c", str(clients), "-j", "2", "-T", "3"))
+                    run(pg.pgbench("-c", str(clients), "-j", "2", "-T", str(warmup_s)))
                     r.pressure_app = rigs.pressure()
-                    span = f"{seconds + 2 * LEAD_S:g}"
+                    span = str(math.ceil(seconds + 2 * lead_s))  # pgbench: whole seconds
                     cmd = pg.pgbench("-c", str(clients), "-j", "2", "-T", span)
-                    r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+                    r.app_summary = capture(dev, work / "app.parquet", cmd, seconds, lead_s)
                     r.app_metric = _number_after(r.app_summary, "tps = ")
             r.learn_output = learn(work / "app.parquet", work / "learned.toml",
                                    f"tps={r.app_metric:.6g}" if r.app_metric else None)  # fmt: skip
@@ -188,7 +198,8 @@ def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: 
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet")  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
             if oltp:
                 r.oltp_fidelity = oltp_round(dev, fs, work, cap, seconds)
@@ -211,8 +222,10 @@ def oltp_round(dev: rigs.Device, fs: Path, work: Path, capacity: int, seconds: f
 
 
 def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay_ms: float,
-                  wdelay_ms: float) -> Round:  # fmt: skip
-    """RocksDB db_bench: fillrandom (not captured), then readrandomwriterandom captured."""
+                  wdelay_ms: float, lead_s: float = LEAD_S,
+                  prep_s: float = PREP_S) -> Round:  # fmt: skip
+    """RocksDB db_bench: fillrandom (not captured), then readrandomwriterandom captured
+    (`lead_s`, `prep_s`: as in pg_round)."""
     settings = dict(num=num, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
                     wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("rocksdb", settings)
@@ -227,10 +240,10 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
             with rigs.memory_cgroup("rocksdb", memcg_mb << 20) as cg:
                 cmd = rigs.in_cgroup(cg, rigs.db_bench_cmd(
                     db, "readrandomwriterandom", num=num,
-                    duration_s=int(seconds + 2 * LEAD_S + 1),
+                    duration_s=int(seconds + 2 * lead_s + 1),
                     extra=("--readwritepercent=70",)))  # fmt: skip
                 r.pressure_app = rigs.pressure()
-                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds, lead_s)
             r.app_metric = _ops_per_sec(r.app_summary)
             shutil.rmtree(db)
             r.learn_output = learn(work / "app.parquet", work / "learned.toml",
@@ -239,7 +252,8 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet")  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
         replay_control(r, dev, work)
     r.seconds = time.monotonic() - t0
@@ -247,8 +261,10 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
 
 
 def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdelay_ms: float,
-                 wdelay_ms: float) -> Round:  # fmt: skip
-    """SQLite (WAL, synchronous=FULL): an order-entry loop, captured, learned, compared."""
+                 wdelay_ms: float, lead_s: float = LEAD_S,
+                 prep_s: float = PREP_S) -> Round:  # fmt: skip
+    """SQLite (WAL, synchronous=FULL): an order-entry loop, captured, learned, compared
+    (`lead_s`, `prep_s`: as in pg_round)."""
     settings = dict(items=items, seconds=seconds, memcg_mb=memcg_mb, rdelay_ms=rdelay_ms,
                     wdelay_ms=wdelay_ms)  # fmt: skip
     r = Round("sqlite", settings)
@@ -261,10 +277,10 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
                 raise RuntimeError(f"sqlite load failed: {load.stderr[-600:]}")
             rigs.drop_caches()
             with rigs.memory_cgroup("sqlite", memcg_mb << 20) as cg:
-                span = seconds + 2 * LEAD_S
+                span = seconds + 2 * lead_s
                 cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, span))
                 r.pressure_app = rigs.pressure()
-                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds)
+                r.app_summary = capture(dev, work / "app.parquet", cmd, seconds, lead_s)
             for f in fs.glob("orders.db*"):
                 f.unlink()
             orders = _number_after(r.app_summary, "orders ")
@@ -275,7 +291,8 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
             cap = capacity_of(work / "learned.toml")
             r.pressure_run = rigs.pressure()
             r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                        work / "run.parquet")  # fmt: skip
+                                        work / "run.parquet", lead_s=lead_s,
+                                        prep_s=prep_s)  # fmt: skip
             r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
         replay_control(r, dev, work)
     r.seconds = time.monotonic() - t0

@@ -4,21 +4,20 @@ input refused with one sentence and nothing written; fidelity scores recorded.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import shutil
 import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tilemark.cli import main
 from tilemark.errors import UsageError
 from tilemark.learn import LearnOptions, learn, placement
 from tilemark.learn.traces import fingerprint
 from tilemark.trace.schema import TraceMeta, TraceWriter
 from tilemark.workload.apps import load_profile
 
-TM = str(Path(sys.executable).with_name("tilemark"))
 MS = 1_000_000
 GIB = 1 << 30
 
@@ -78,9 +77,43 @@ def _db_trace(
     return {"reads": reads, "log": log, "writeback": wb, "span_s": rows[-1][0] / 1e9}
 
 
-def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path):
-    trace = tmp_path / "db.parquet"
-    put = _db_trace(trace)
+@pytest.fixture(scope="module")
+def db_trace(tmp_path_factory):
+    """_db_trace(path, **kw) written once per module for each set of arguments (the tests
+    only read them): (path, what was put in)."""
+    made: dict[tuple, tuple[Path, dict]] = {}
+    where = tmp_path_factory.mktemp("traces")
+
+    def trace(**kw) -> tuple[Path, dict]:
+        key = tuple(sorted(kw.items()))
+        if key not in made:
+            path = where / f"db{len(made)}.parquet"
+            made[key] = path, _db_trace(path, **kw)
+        return made[key]
+
+    return trace
+
+
+@pytest.fixture(scope="module")
+def learned_db(db_trace, tmp_path_factory):
+    """The 3-second database trace and the profile learned from it (no unit); tests that
+    change the profile copy it."""
+    trace, _ = db_trace(seconds=3)
+    out = tmp_path_factory.mktemp("learned") / "db.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    return trace, out
+
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    """`tilemark ARGS` in this process (the CLI's own entry point: its exit status and what it
+    printed; a subprocess would only add Python's start-up)."""
+    status = main([str(a) for a in args])
+    printed = capsys.readouterr()
+    return status, printed.out, printed.err
+
+
+def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path, db_trace):
+    trace, put = db_trace()
     out = tmp_path / "db.toml"
     result = learn(LearnOptions(traces=(trace,), output=out, unit="tps=50"))
     profile = load_profile(str(out))
@@ -118,11 +151,8 @@ def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path):
     assert result.model_bytes < result.trace_bytes
 
 
-def test_the_rate_knob_scales_every_learned_stream(tmp_path):
-    trace = tmp_path / "db.parquet"
-    _db_trace(trace, seconds=4)
-    out = tmp_path / "db.toml"
-    learn(LearnOptions(traces=(trace,), output=out))
+def test_the_rate_knob_scales_every_learned_stream(learned_db):
+    _, out = learned_db
     profile = load_profile(str(out))
     base = profile.rates()
     doubled = profile.with_overrides({"rate": 2}).rates()
@@ -131,10 +161,9 @@ def test_the_rate_knob_scales_every_learned_stream(tmp_path):
     assert profile.metric_unit == "IOPS"
 
 
-def test_two_traces_are_learned_end_to_end(tmp_path):
-    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    pa = _db_trace(a, seconds=3)
-    pb = _db_trace(b, seconds=3)
+def test_two_traces_are_learned_end_to_end(tmp_path, db_trace):
+    a, pa = db_trace(seconds=3)
+    b, pb = db_trace(seconds=4)
     out = tmp_path / "ab.toml"
     learn(LearnOptions(traces=(a, b), output=out))
     doc = tomllib.loads(out.read_text())
@@ -142,9 +171,8 @@ def test_two_traces_are_learned_end_to_end(tmp_path):
     assert doc["learned"]["ios"] == sum(p["reads"] + p["log"] + p["writeback"] for p in (pa, pb))
 
 
-def test_phases_come_from_chunks_where_a_stream_s_rate_moves(tmp_path):
-    trace = tmp_path / "db.parquet"
-    _db_trace(trace, seconds=10)
+def test_phases_come_from_chunks_where_a_stream_s_rate_moves(tmp_path, db_trace):
+    trace, _ = db_trace()
     out = tmp_path / "db.toml"
     learn(LearnOptions(traces=(trace,), output=out, chunk_s=0.25))
     profile = load_profile(str(out))
@@ -185,20 +213,19 @@ def test_a_trace_mixing_devices_needs_device(tmp_path):
         (["--chunk", "1ms"], "at most 64"),
     ],
 )
-def test_bad_input_is_one_sentence_exit_2_and_nothing_written(tmp_path, args, message):
-    trace = tmp_path / "db.parquet"
-    _db_trace(trace, seconds=3)
+def test_bad_input_is_one_sentence_exit_2_and_nothing_written(
+    tmp_path, db_trace, capsys, args, message
+):
+    trace, _ = db_trace(seconds=3)
     out = tmp_path / "x.toml"
-    cli = [TM, "learn", str(trace), "-o", str(out), *args]
-    done = subprocess.run(cli, capture_output=True, text=True)
-    assert done.returncode == 2, done.stderr
-    assert message in done.stderr and "Traceback" not in done.stderr
+    status, _, err = _cli(capsys, "learn", trace, "-o", out, *args)
+    assert status == 2, err
+    assert message in err and "Traceback" not in err
     assert not out.exists()
 
 
-def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path):
-    trace = tmp_path / "db.parquet"
-    _db_trace(trace, seconds=3)
+def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path, db_trace):
+    trace, _ = db_trace(seconds=3)
     out = tmp_path / "mine.toml"
     out.write_text("# my notes\n")
     with pytest.raises(UsageError, match="was not written by tilemark"):
@@ -208,40 +235,37 @@ def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path):
     learn(LearnOptions(traces=(trace,), output=out))  # its own file: replaced
 
 
-def test_fidelity_scores_are_recorded_in_the_profile_learned_from_the_trace(tmp_path):
-    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
-    _db_trace(a, seconds=3)
-    _db_trace(b, seconds=4)
+def test_fidelity_scores_are_recorded_in_the_profile_learned_from_the_trace(
+    tmp_path, db_trace, learned_db, capsys
+):
+    a, learned = learned_db  # the profile learned from A
+    b, _ = db_trace(seconds=4)
     out = tmp_path / "db.toml"
-    learn(LearnOptions(traces=(a,), output=out))
-    tm = [TM]
-    done = subprocess.run([*tm, "fidelity", str(a), str(b), "--record", str(out)],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    shutil.copy(learned, out)
+    status, _, err = _cli(capsys, "fidelity", a, b, "--record", out)
+    assert status == 0, err
     fid = tomllib.loads(out.read_text())["learned"]["fidelity"]
     assert fid["reference"] == str(a) and 0.5 < fid["overall"] <= 1.0
     assert set(fid) >= {"rate", "seek_distance", "skew"}
     load_profile(str(out))  # still a profile
-    shown = subprocess.run([*tm, "profiles", "show", str(out)], capture_output=True, text=True)
-    assert "fidelity against" in shown.stdout and "fingerprint" in shown.stdout
+    _, shown, _ = _cli(capsys, "profiles", "show", out)
+    assert "fidelity against" in shown and "fingerprint" in shown
     # B was not the source: refused, the profile untouched
     before = out.read_text()
-    done = subprocess.run([*tm, "fidelity", str(b), str(a), "--record", str(out)],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2 and "was not learned from" in done.stderr
+    status, _, err = _cli(capsys, "fidelity", b, a, "--record", out)
+    assert status == 2 and "was not learned from" in err
     assert out.read_text() == before
 
 
-def test_fidelity_of_streams_without_a_common_property_is_refused(tmp_path):
-    a, b = tmp_path / "a.parquet", tmp_path / "flushes.parquet"
-    _db_trace(a, seconds=2)
+def test_fidelity_of_streams_without_a_common_property_is_refused(tmp_path, db_trace, capsys):
+    a, _ = db_trace(seconds=3)
+    b = tmp_path / "flushes.parquet"
     with TraceWriter(b, TraceMeta(source="synthetic")) as w:
         w.write({"issue_ns": [0, 1000, 2000], "op": ["flush"] * 3, "offset": [0] * 3,
                  "size": [0] * 3})  # fmt: skip
-    done = subprocess.run([TM, "fidelity", str(a), str(b)],
-                          capture_output=True, text=True)  # fmt: skip
-    assert done.returncode == 2
-    assert "no property in common" in done.stderr and "Traceback" not in done.stderr
+    status, _, err = _cli(capsys, "fidelity", a, b)
+    assert status == 2
+    assert "no property in common" in err and "Traceback" not in err
 
 
 def test_placement_fit_reproduces_the_skew_and_the_footprint_of_a_zipf_stream():
@@ -281,15 +305,34 @@ def test_a_log_that_also_jumps_gets_the_region_of_its_writes_not_of_its_extent()
     assert extent > 5 * fitted
 
 
-def test_a_log_written_by_several_sessions_waits_for_commits_side_by_side(tmp_path):
+def test_a_log_written_by_several_sessions_waits_for_commits_side_by_side(tmp_path, db_trace):
     # four sessions writing the log one write at a time (what the device sees at low load):
     # as the device slows, all four can be waiting for their commits, which a database serves
     # together (group commit), so the stream's queue depth is its writing processes
-    trace = tmp_path / "db.parquet"
-    _db_trace(trace, log_pids=4)
+    trace, _ = db_trace(log_pids=4)
     out = tmp_path / "db.toml"
     learn(LearnOptions(traces=(trace,), output=out))
     qd = {s.name: s.qd for s in load_profile(str(out)).streams}
     assert qd["postgres_log"] == 4
     assert qd["postgres_read"] <= 3  # other streams keep what the device saw (p90)
     assert "group" in out.read_text()
+
+
+def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():
+    # tilemark.trace.columns reads Arrow buffers itself (Arrow's to_numpy imports pandas):
+    # sliced chunks, nulls filled, booleans and dictionaries give what Arrow gives
+    import pyarrow as pa
+
+    from tilemark.trace.columns import numbers, strings
+
+    ints = pa.chunked_array([pa.array([1, None, 3]), pa.array([7, 8, 9, 10]).slice(1)])
+    assert numbers(ints, np.int64, -1).tolist() == [1, -1, 3, 8, 9, 10]
+    assert numbers(ints.fill_null(0), np.float64).tolist() == [1.0, 0.0, 3.0, 8.0, 9.0, 10.0]
+    flags = pa.array([True, None, False, True, True, False, False, False, True, True]).slice(2)
+    want = flags.fill_null(False).to_numpy(zero_copy_only=False).tolist()
+    assert numbers(flags, np.bool_, False).tolist() == want
+    ops = pa.array(["read", "write", None, "read"]).dictionary_encode()
+    names = pa.chunked_array([pa.array(["a", None]), pa.array(["x", "b", "a"]).slice(1)])
+    assert strings(ops).tolist() == ["read", "write", None, "read"]
+    assert strings(names, "").tolist() == ["a", "", "b", "a"]
+    assert numbers(pa.chunked_array([], pa.int64()), np.int64).tolist() == []

@@ -28,8 +28,18 @@ import fidelity as bench  # noqa: E402
 # most of each test is the application starting and filling its data.
 pytestmark = [pytest.mark.root, pytest.mark.apps, pytest.mark.nbd]
 
+# The captured windows stay 6 s: in 2-3 s windows the learned run's size mix scored 0.54-0.70
+# (asserted > 0.7) in about half the SQLite runs and in one of five RocksDB runs, and a 0.75 s
+# lead (the application and the learned run start that long before their capture and end
+# that long after it) let pgbench end 0.7 s into a capture on a busy machine (`tilemark trace
+# capture` takes 1.3-2.5 s to start tracing), so the lead stays the benchmark's 1.5 s too.
+# pgbench warms up for WARMUP_S (bench: 3 s; its connections and first checkpoint are done
+# in 1 s at this scale); the learned run's target is made by a run of PREP_S (bench: 1 s;
+# the target is created and filled before the run's own time starts).
 SECONDS = 6
-DELAYS = dict(rdelay_ms=1, wdelay_ms=1)
+WARMUP_S = 1
+PREP_S = 0.1
+DELAYS = dict(rdelay_ms=1, wdelay_ms=1, prep_s=PREP_S)
 
 
 @pytest.fixture
@@ -70,7 +80,8 @@ def _check(r: bench.Round, streams: set[str]) -> dict:
 
 
 def test_postgresql_pgbench_is_learned_and_its_profile_compared(work):
-    r = _round(bench.pg_round, work, scale=4, clients=4, memcg_mb=64, port=54339)
+    r = _round(bench.pg_round, work, scale=4, clients=4, memcg_mb=64, port=54339,
+               warmup_s=WARMUP_S)  # fmt: skip
     doc = _check(r, {"postgres_read"})
     assert r.app_metric and r.app_metric > 0  # pgbench's tps
     assert doc["profile"]["metric_unit"] == "tps"

@@ -107,22 +107,28 @@ def parse_wait(text: str) -> tuple[str, float]:
     return stat, limit
 
 
-def _phases(cols, model, chunk_s: float) -> dict[str, list[float]]:
-    """Per stream whose rate moves from chunk to chunk: its rate in each chunk."""
-    from tilemark.learn.model import family
-
-    span_s = cols.span_ns / 1e9
+def _chunks(span_s: float, chunk_s: float) -> int:
+    """How many chunks of `chunk_s` the trace's span is cut into; UsageError beyond MAX_CHUNKS."""
     chunks = int(np.ceil(span_s / chunk_s))
-    if chunks < 2:
-        return {}
     if chunks > MAX_CHUNKS:
         raise UsageError(
             f"--chunk {chunk_s:g}s cuts the trace's {span_s:.4g} s into {chunks} chunks; at most "
             f"{MAX_CHUNKS} (use --chunk {span_s / MAX_CHUNKS:.3g}s or longer)."
         )
+    return chunks
+
+
+def _phases(cols, model, chunk_s: float) -> dict[str, list[float]]:
+    """Per stream whose rate moves from chunk to chunk: its rate in each chunk."""
+    from tilemark.learn.model import families
+
+    span_s = cols.span_ns / 1e9
+    chunks = _chunks(span_s, chunk_s)
+    if chunks < 2:
+        return {}
     rel = (cols.issue - cols.issue[0]) / 1e9
     index = np.minimum((rel // chunk_s).astype(np.int64), chunks - 1)
-    fam = np.array([family(c) for c in cols.comm], dtype=object)
+    fam = families(cols.comm)
     out = {}
     data = cols.data
     for s in model.streams:
@@ -161,6 +167,8 @@ def learn(opts: LearnOptions) -> LearnResult:
     ours = starts_with(MARK)
     check_replaceable(opts.output, force=opts.force, ours=ours, what="profile")
     cols = traces.load(list(opts.traces), opts.device)
+    if opts.chunk_s:
+        _chunks(cols.span_ns / 1e9, opts.chunk_s)  # refused before the model is fitted
     model = model_mod.build(cols, compact=opts.layout == "compact", max_capacity=opts.max_capacity)
     phases = _phases(cols, model, opts.chunk_s) if opts.chunk_s else {}
     if opts.chunk_s and not phases:

@@ -102,6 +102,14 @@ def family(comm: str) -> str:
     return base or "unknown"
 
 
+def families(comms: np.ndarray) -> np.ndarray:
+    """family() of every comm (an object array), each distinct comm worked out once."""
+    if len(comms) == 0:
+        return np.empty(0, dtype=object)
+    distinct, index = np.unique(comms, return_inverse=True)
+    return np.array([family(c) for c in distinct], dtype=object)[index.reshape(-1)]
+
+
 def _kind_of(ops: np.ndarray, sync: np.ndarray, fua: np.ndarray, fam: np.ndarray) -> np.ndarray:
     kind = np.where(ops == "read", "read", np.where(sync | fua, "syncwrite", "writeback"))
     return np.where((fam == "jbd2") & (ops == "write"), "journal", kind).astype(object)
@@ -223,7 +231,7 @@ def _fit_stream(
 def build(cols: Columns, *, compact: bool = False, max_capacity: int | None = None) -> Model:
     """Split the IOs into streams and fit each stream (module doc)."""
     data = cols.data
-    fam = np.array([family(c) for c in cols.comm], dtype=object)
+    fam = families(cols.comm)
     kind = _kind_of(cols.op, cols.sync, cols.fua, fam)
     keys = np.where(data, fam + "|" + kind, "")
     uniq, counts = np.unique(keys[data], return_counts=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tilemark.trace.columns import numbers, strings
 from tilemark.trace.schema import Trace
 
 # Inter-arrival gaps and latencies: log-spaced bins, 8 per power of two, 1 ns .. 2^40 ns (18 min).
@@ -244,14 +245,14 @@ def characterize(
         n = batch.num_rows
         if n == 0:
             continue
-        issue = batch.column("issue_ns").to_numpy(zero_copy_only=False).astype(np.int64)
-        ops = np.asarray(batch.column("op").cast("string").to_pylist(), dtype=object)
-        offset = batch.column("offset").to_numpy(zero_copy_only=False).astype(np.int64)
-        size = batch.column("size").to_numpy(zero_copy_only=False).astype(np.int64)
-        sync = batch.column("sync").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-        fua = batch.column("fua").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
-        complete = batch.column("complete_ns").cast("double").fill_null(np.inf)
-        complete = complete.to_numpy(zero_copy_only=False)
+        # (tilemark.trace.columns: Arrow's to_numpy would import pandas, half the command)
+        issue = numbers(batch.column("issue_ns"), np.int64)
+        ops = strings(batch.column("op"))
+        offset = numbers(batch.column("offset"), np.int64)
+        size = numbers(batch.column("size"), np.int64)
+        sync = numbers(batch.column("sync"), np.bool_, False)
+        fua = numbers(batch.column("fua"), np.bool_, False)
+        complete = numbers(batch.column("complete_ns"), np.float64, np.inf)
         is_read, is_write = ops == "read", ops == "write"
         data = is_read | is_write
         c.ios += n
