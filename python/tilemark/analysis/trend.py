@@ -30,8 +30,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 from tilemark.analysis.confidence import t95
 
 NOISE_FLOOR_PCT = 5.0
@@ -113,6 +111,8 @@ def _shift_p(a: list[float], b: list[float]) -> float:
     se = math.sqrt(ss / df * (1 / len(a) + 1 / len(b)))
     if se == 0:
         return 0.0 if ma != mb else 1.0
+    from scipy import stats  # 1+ s to import: only when a shift is tested, not for `repeat 0`
+
     return float(2 * stats.t.sf(abs(mb - ma) / se, df))
 
 
