@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tilemark.analysis.changepoints import change_text
+from tilemark.cli import main
 from tilemark.report import build_report
 from tilemark.report.data import load_source
 
@@ -62,7 +63,7 @@ def metric(doc: dict, name: str) -> dict:
     return next(m for m in doc["metrics"] if m["metric"] == name and m["scope"] == "total")
 
 
-def test_repeat_sees_the_cap_lowered_between_repetitions_as_decay(tmp_path):
+def test_repeat_sees_the_cap_lowered_between_repetitions_as_decay(tmp_path, capsys):
     counter = tmp_path / "between-count"
     with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
         with throttled_cgroup(dev, read_iops=CAP) as cg:
@@ -108,14 +109,10 @@ def test_repeat_sees_the_cap_lowered_between_repetitions_as_decay(tmp_path):
     assert doc["first_run_id"] == doc["steps"][0]["run_id"]
     assert doc["last_run_id"] == doc["steps"][-1]["run_id"]
     # compare of the study shows the drop of the first and last repetition, normalized.
-    cmp = subprocess.run(
-        [tilemark_exe(), "compare", doc["study_id"], "--json", "--results", "results"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert cmp.returncode == 0, cmp.stderr
-    compared = json.loads(cmp.stdout)
+    status = main(["compare", doc["study_id"], "--json", "--results", str(tmp_path / "results")])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    compared = json.loads(out)
     assert compared["ids"] == [doc["first_run_id"], doc["last_run_id"]]
     assert compared["labels"] == ["tiering test, repetition 1", "tiering test, repetition 6"]
     change = next(m for m in compared["metrics"] if m["metric"] == "IOPS")["runs"][1]
