@@ -61,9 +61,9 @@ def test_a_hung_io_stops_the_run_within_the_timeout_plus_one_interval(tmp_path, 
     """Issue 28: the run stopped at twice --io-timeout (2, 3, 5 s -> 4, 6, 10 s): after the
     hang was seen, the drain waited a second full timeout for IOs already given up on."""
     interval_s = 0.25
-    # The reads answer 2 s after the bound below (not 20 s: the fixture's unmount waits for
-    # them), so a run that stops within the bound never saw one answer.
-    rdelay = timeout_s + 2
+    # The reads answer 1 s after the timeout, past the bound below (not 20 s: the unmount of
+    # the fixture waits for them), so a run that stops within the bound saw no answer.
+    rdelay = timeout_s + 1
     with failing_storage(tmp_path / "mnt", "16M", f"rdelay={rdelay}", nbd_filter="delay") as disk:
         target = [{"path": str(disk), "offset": 0, "length": 16 * MiB, "direct": True}]
         p = plan(
