@@ -14,14 +14,16 @@ from .rigs import failing_storage, need_root, tilemark_exe
 
 pytestmark = [pytest.mark.root, pytest.mark.nbd]
 
-READ_DELAY_S = 4
+# Each read answers after READ_DELAY_S: the fixture's unmount waits for it, so the test lasts
+# that long whatever the engine does; the engine must give up after IO_TIMEOUT_MS.
+READ_DELAY_S = 2.5
 IO_TIMEOUT_MS = 300
 
 
 @pytest.mark.parametrize("backend", ["uring", "psync"])
 def test_reads_slower_than_the_io_timeout_stop_the_run_as_hung(tmp_path, backend):
     with failing_storage(
-        tmp_path / "mnt", "16M", f"rdelay={READ_DELAY_S}", nbd_filter="delay"
+        tmp_path / "mnt", "16M", f"rdelay={int(READ_DELAY_S * 1000)}ms", nbd_filter="delay"
     ) as disk:
         target = [{"path": str(disk), "offset": 0, "length": 16 * MiB, "direct": True}]
         p = plan(
@@ -37,7 +39,7 @@ def test_reads_slower_than_the_io_timeout_stop_the_run_as_hung(tmp_path, backend
         t0 = time.monotonic()
         snaps, result = run(p)
         elapsed = time.monotonic() - t0
-    # Every read takes 4 s: the first one is still outstanding when it passes 0.3 s.
+    # Every read takes 2.5 s: the first one is still outstanding when it passes 0.3 s.
     assert result["stop_reason"] == "hung"
     assert result["complete"] is False
     assert result["hung_count"] == 1
@@ -59,7 +61,10 @@ def test_a_hung_io_stops_the_run_within_the_timeout_plus_one_interval(tmp_path, 
     """Issue 28: the run stopped at twice --io-timeout (2, 3, 5 s -> 4, 6, 10 s): after the
     hang was seen, the drain waited a second full timeout for IOs already given up on."""
     interval_s = 0.25
-    with failing_storage(tmp_path / "mnt", "16M", "rdelay=20", nbd_filter="delay") as disk:
+    # The reads answer 1 s after the timeout, past the bound below (not 20 s: the unmount of
+    # the fixture waits for them), so a run that stops within the bound saw no answer.
+    rdelay = timeout_s + 1
+    with failing_storage(tmp_path / "mnt", "16M", f"rdelay={rdelay}", nbd_filter="delay") as disk:
         target = [{"path": str(disk), "offset": 0, "length": 16 * MiB, "direct": True}]
         p = plan(
             disk,

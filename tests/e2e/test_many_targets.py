@@ -124,7 +124,7 @@ def test_the_matrix_runs_on_two_loop_devices_as_two_targets(tmp_path):
         with loop_device(images[0], 64 * MiB) as dev0, loop_device(images[1], 64 * MiB) as dev1:
             code, results = _results(
                 tmp_path, "matrix", "--target", dev0, "--target", dev1, "--small-qd", "0,2",
-                "--large-streams", "0,2", "--large-bs", "256k", "--duration", "1",
+                "--large-streams", "0,2", "--large-bs", "256k", "--duration", "0.5",
                 "--interval", "250ms", "--no-report", "--json",
             )  # fmt: skip
     finally:

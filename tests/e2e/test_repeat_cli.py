@@ -4,13 +4,13 @@ what ran; bad input is one sentence with exit 2 and nothing written."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from tilemark.cli import main
 from tilemark.report import build_report
 from tilemark.report.data import load_source
 
@@ -90,7 +90,7 @@ def test_ctrl_c_during_the_pause_keeps_what_ran(tmp_path):
     assert doc["stopped"] == "interrupted during the pause before repetition 2"
 
 
-def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path):
+def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path, capsys, monkeypatch):
     cmd = args(tmp_path, "3", "--duration", "0.3", "--backend", "null", "--label", "before")
     cmd.remove("--no-report")
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -105,31 +105,23 @@ def test_the_repeat_report_draws_the_decay_curve_and_lists_labels(tmp_path):
     assert "trend_pct" in spec and "% of the first repetition" in spec
     assert {r["repetition"] for r in rows if r.get("metric") == "IOPS"} == {1, 2, 3}
     assert (tmp_path / "results" / "studies" / doc["study_id"] / "report.html").stat().st_size
-    exported = subprocess.run(
-        [tilemark_exe(), "export", doc["study_id"], "--csv", str(tmp_path / "csv"),
-         "--results", str(tmp_path / "results")],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert exported.returncode == 0, exported.stderr
+    # export, studies and runs in this process: their output is the point, not a process.
+    capsys.readouterr()
+    results = str(tmp_path / "results")
+    status = main(["export", doc["study_id"], "--csv", str(tmp_path / "csv"), "--results", results])
+    assert status == 0, capsys.readouterr().err
     trends = (tmp_path / "csv" / "trends.csv").read_text().splitlines()
     assert trends[0].startswith("study_id,metric,scope,unit,better,headline,repetitions")
     assert any(line.split(",")[1:3] == ["IOPS", "total"] for line in trends[1:])
     repetitions = (tmp_path / "csv" / "repetitions.csv").read_text().splitlines()
     assert sum(",IOPS,total," in line for line in repetitions) == 3
-    listed = subprocess.run(
-        [tilemark_exe(), "studies", "--results", str(tmp_path / "results")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TILEMARK_COLUMNS": "80"},
-    )
-    assert "before" in listed.stdout and doc["verdict"] in listed.stdout
-    runs = subprocess.run(
-        [tilemark_exe(), "runs", "--results", str(tmp_path / "results")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TILEMARK_COLUMNS": "80"},
-    )
-    lines = runs.stdout.splitlines()
+    monkeypatch.setenv("TILEMARK_COLUMNS", "80")
+    capsys.readouterr()
+    assert main(["studies", "--results", results]) == 0
+    listed = capsys.readouterr().out
+    assert "before" in listed and doc["verdict"] in listed
+    assert main(["runs", "--results", results]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines if not line.startswith("run directories")) <= 80
     assert sum("before, repetition" in line for line in lines) == 3
 

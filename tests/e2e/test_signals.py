@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tilemark.cli import main
+
 from .rigs import (
     in_cgroup,
     loop_device,
@@ -65,11 +67,13 @@ def run_docs(results: Path) -> list[dict]:
 
 
 @BOTH
-def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted(tmp_path, signum):
+def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted(
+    tmp_path, signum, capsys
+):
     results = tmp_path / "results"
     proc = start(
         "scale", "--target", str(tmp_path / "t.dat"), "--capacity", "64m", "--tiles", "1,2,3",
-        "--duration", "1", "--warmup", "0", "--interval", "0.1", "--backend", "null",
+        "--duration", "0.5", "--warmup", "0", "--interval", "0.1", "--backend", "null",
         "--no-report", "--no-settle", "--results", str(results),
     )  # fmt: skip
     before = signal_after_line(proc, "scale: 2 tiles", signum)
@@ -86,12 +90,11 @@ def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted
     (study,) = [json.loads(p.read_text()) for p in results.glob("studies/*/study.json")]
     assert study["complete"] is False
     assert [s["tiles"] for s in study["steps"]] == [1, 2][: len(docs)]
-    listed = subprocess.run(
-        [tilemark_exe(), "runs", "--results", str(results), "--json"],
-        capture_output=True,
-        text=True,
-    )
-    assert {r["status"] for r in json.loads(listed.stdout)} <= {"complete", "incomplete"}
+    # The listing in this process: its output is the point here, not a signal.
+    capsys.readouterr()
+    assert main(["runs", "--results", str(results), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert {r["status"] for r in listed} <= {"complete", "incomplete"}
 
 
 def test_sigterm_while_a_target_is_filled_keeps_the_fill_and_says_so(tmp_path):
@@ -115,10 +118,11 @@ def test_sigterm_while_a_target_is_filled_keeps_the_fill_and_says_so(tmp_path):
     assert run_docs(tmp_path / "results") == []  # nothing was measured: no run is stored
 
 
-def verified_run(dev: str, results: Path) -> Path:
-    done = subprocess.run(
+def verified_run(dev: str, results: Path, capsys) -> Path:
+    """A run that wrote and verified `dev`, run in this process (the signal comes later)."""
+    capsys.readouterr()
+    status = main(
         [
-            tilemark_exe(),
             "run",
             "--target",
             dev,
@@ -137,19 +141,19 @@ def verified_run(dev: str, results: Path) -> Path:
             str(results),
             "--json",
         ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        timeout=120,
     )
-    assert done.returncode == 0, done.stderr
-    return Path(json.loads(done.stdout)["run_dir"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    return Path(json.loads(out)["run_dir"])
 
 
 @BOTH
-def test_a_signal_in_the_middle_of_a_verification_pass_stores_the_partial_pass(tmp_path, signum):
+def test_a_signal_in_the_middle_of_a_verification_pass_stores_the_partial_pass(
+    tmp_path, signum, capsys
+):
     # Reads from the device are held to 8 MB/s: the pass over 32 MiB takes 4 s.
     with loop_device(ram_dir() / f"tilemark-verify-{os.getpid()}.img", 32 << 20) as dev:
-        run_dir = verified_run(dev, tmp_path / "results")
+        run_dir = verified_run(dev, tmp_path / "results", capsys)
         with throttled_cgroup(dev, read_bps=8_000_000) as cg:
             proc = subprocess.Popen(
                 in_cgroup(cg, [tilemark_exe(), "verify", str(run_dir), "--threads", "1"]),

@@ -150,7 +150,7 @@ def test_an_unreachable_open_loop_rate_is_not_steady_at_that_rate(tmp_path):
     with loop_device(tmp_path / "img", 16 * MiB) as dev:
         with throttled_cgroup(dev, read_iops=200) as cg:
             proc = _start(cg, "run", "--target", dev, "--rw", "randread", "--rate", "1000",
-                          *ROUNDS, "--max-rounds", "8", "--results", str(tmp_path / "r"),
+                          *ROUNDS, "--max-rounds", "5", "--results", str(tmp_path / "r"),
                           "--json")  # fmt: skip
             out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

@@ -30,9 +30,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
-from tilemark.analysis.confidence import t95
+from tilemark.analysis.confidence import t95, t_sf
 
 NOISE_FLOOR_PCT = 5.0
 MIN_REPETITIONS = 3
@@ -113,7 +111,7 @@ def _shift_p(a: list[float], b: list[float]) -> float:
     se = math.sqrt(ss / df * (1 / len(a) + 1 / len(b)))
     if se == 0:
         return 0.0 if ma != mb else 1.0
-    return float(2 * stats.t.sf(abs(mb - ma) / se, df))
+    return 2 * t_sf(abs(mb - ma) / se, df)
 
 
 def level_shift(ys: list[float]) -> Shift | None:

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) > 1 and args[0] == "repeat" and re.fullmatch(r"-\d+(\.\d*)?", args[1]):
         # The parser would take a negative count for an unknown option.
-        from tilemark.study.repeat import MAX_REPETITIONS
+        from tilemark.options import MAX_REPETITIONS
 
         _error(
             f"N (the number of repetitions) must be an integer from 1 to {MAX_REPETITIONS}, "

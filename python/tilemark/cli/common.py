@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from tilemark import targets
-from tilemark.analysis.changepoints import change_text
-from tilemark.analysis.tiles import margin_text
 from tilemark.console import make_console, say
-from tilemark.run import datareduction
-from tilemark.run.live import front_back_table, host_line, hosts_table, results_table, targets_table
-from tilemark.run.outcome import RunOutcome
-from tilemark.targets import verification
-from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.wording import counted
+
+if TYPE_CHECKING:
+    from tilemark.run.outcome import RunOutcome
+
+# What prints a finished run (run.live, analysis.tiles, telemetry: pyarrow and more) is imported
+# by the functions that print one: every command imports this module, and bad input must be
+# refused before those load (the CLI starts in < 0.3 s).
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
 from tilemark.options.typed import DEFAULT_RESULTS  # noqa: E402, F401  (one definition)
@@ -54,6 +54,18 @@ def write_json(outcome: RunOutcome, body: dict[str, Any]) -> None:
 
 def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     """The final per-stream table, where results are, and how the run ended."""
+    from tilemark.analysis.changepoints import change_text
+    from tilemark.run import datareduction
+    from tilemark.run.live import (
+        front_back_table,
+        host_line,
+        hosts_table,
+        results_table,
+        targets_table,
+    )
+    from tilemark.targets import verification
+    from tilemark.telemetry.sampler import tool_bound_line
+
     status_word = {"errors": "IO errors", "hung": "IO hung", "data-errors": "data errors"}.get(
         outcome.status, outcome.status
     )
@@ -108,6 +120,8 @@ def qos_lines(apps: dict[str, Any], *, indent: str = "  ") -> list[str]:
     """One line per application that did not pass: its worst criterion with margin and CI,
     whether it failed or is inconclusive (its interval straddles the limit: not a failure for
     certain), and how many more of its criteria did not pass."""
+    from tilemark.analysis.tiles import margin_text
+
     lines = []
     for a in apps["applications"]:
         if a["passed"] or a.get("worst") is None:

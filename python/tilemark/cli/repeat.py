@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -25,16 +25,18 @@ from rich.table import Table
 from tilemark.cli.common import EXIT_QOS, argv_of, consoles
 from tilemark.cli.params import table_command
 from tilemark.cli.run import WORKLOAD_ARG, run_mode
-from tilemark.cli.scale import write_study_report
-from tilemark.commands import Interrupted
-from tilemark.commands import repeat as repeat_command
 from tilemark.console import say
-from tilemark.options import REPEAT, RUN, TILES, parse_int
+from tilemark.interrupts import Interrupted
+from tilemark.options import MAX_REPETITIONS, REPEAT, RUN, TILES, parse_int
 from tilemark.options.typed import Options
-from tilemark.study import StepRecord, StepSpec
-from tilemark.study.base import Attempt
-from tilemark.study.repeat import MAX_REPETITIONS
 from tilemark.wording import counted, signed_pct
+
+if TYPE_CHECKING:
+    from tilemark.study import StepRecord, StepSpec
+    from tilemark.study.base import Attempt
+
+# The study (engine, store, analysis) and the report load once the options are checked: bad
+# input is refused without them.
 
 
 class _Progress:
@@ -65,6 +67,9 @@ def _repeat(ctx: typer.Context, values: dict[str, Any]) -> None:
     mode = run_mode(values, workload_file, {RUN, TILES})
     opts = Options.from_values({**values, **own}, mode)
     out, err = consoles(opts.output.json)
+    from tilemark.cli.scale import write_study_report
+    from tilemark.commands import repeat as repeat_command
+
     try:
         outcome = repeat_command.run(
             count,

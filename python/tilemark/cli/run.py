@@ -24,17 +24,15 @@ from tilemark.cli.common import (
     write_json,
 )
 from tilemark.cli.params import argument, check_mode, table_command
-from tilemark.commands import Interrupted
-from tilemark.commands import tiles as tiles_command
-from tilemark.commands import workload as workload_command
 from tilemark.console import say
 from tilemark.errors import UsageError
+from tilemark.interrupts import Interrupted
 from tilemark.options import RUN, TILES, Option
 from tilemark.options.typed import Options
-from tilemark.run.tiles import (
-    applications_table,
-)
 from tilemark.wording import counted
+
+# The commands (engine, store: pyarrow, DuckDB) load when a run starts, after the options are
+# checked: bad input is refused without them.
 
 
 def _clash(mode: str) -> Any:
@@ -76,6 +74,8 @@ def run_mode(values: dict[str, Any], workload_file: Path | None, command_modes: 
 
 def run_workload(ctx: typer.Context, opts: Options, workload_file: Path | None) -> int:
     """`tilemark run` with a workload: run it (commands/workload.py) and print."""
+    from tilemark.commands import workload as workload_command
+
     out, err = consoles(opts.output.json)
     outcome = workload_command.run(opts, workload_file, argv=argv_of(ctx), console=err)
     if opts.output.json:
@@ -89,6 +89,9 @@ def run_workload(ctx: typer.Context, opts: Options, workload_file: Path | None) 
 
 def run_tiles_command(ctx: typer.Context, opts: Options) -> int:
     """`tilemark run --tiles N`: run them (commands/tiles.py) and print per application."""
+    from tilemark.commands import tiles as tiles_command
+    from tilemark.run.tiles import applications_table
+
     out, err = consoles(opts.output.json)
     ready, outcome = tiles_command.run(opts, argv=argv_of(ctx), console=err)
     apps = outcome.summary["applications"]

@@ -31,7 +31,6 @@ from tilemark.commands import scale as scale_command
 from tilemark.console import say
 from tilemark.options import SCALE, Option
 from tilemark.options.typed import Options
-from tilemark.report.format import steady_cell
 from tilemark.run.live import hosts_table
 from tilemark.study import (
     CONFIRM,
@@ -199,6 +198,10 @@ def study_tables(doc: dict) -> list[Table]:
         for a in apps:
             t.add_column(a, justify="right")
     steady = any(s.get("steady") for s in doc["steps"])
+    # tilemark.report (altair, vl-convert) loads only to print a finished study, not to parse
+    # its options: bad input is refused in a fraction of a second.
+    from tilemark.report.format import steady_cell
+
     for col in ("IOPS", "MB/s", "score", "QoS") + (("steady",) if steady else ()):
         metrics.add_column(col, justify="left" if col in ("QoS", "steady") else "right")
     for s in doc["steps"]:

@@ -36,6 +36,7 @@ MAX_ERRORS = 1 << 53
 MAX_IO_TIMEOUT_S = 86_400  # the engine accepts at most a day
 STEADY_WINDOW = 5  # rounds in the SNIA PTS steady-state window (analysis/steady.py)
 MAX_ROUNDS = 10_000
+MAX_REPETITIONS = 1000  # of a repeat study
 STEADY_METRICS = ("iops", "p99")
 
 # rw -> (read % or None for a mix, random by default)
@@ -388,6 +389,13 @@ def parse_max_rounds(value: object, label: str) -> int:
             f"{label} must be an integer from {STEADY_WINDOW} to {MAX_ROUNDS} (the steady-state "
             f"window needs {STEADY_WINDOW} rounds), got {shown(value)}."
         ) from None
+
+
+def parse_command(value: object, label: str) -> str:
+    """A shell command: anything but blank (refused here, before the study loads)."""
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{label} must be a shell command, got an empty string.")
+    return value
 
 
 def text(value: object, label: str) -> str:

@@ -55,6 +55,7 @@ from tilemark.options.parsers import (
     parse_bool,
     parse_bs,
     parse_burst,
+    parse_command,
     parse_compress,
     parse_dedupe,
     parse_interval,
@@ -347,7 +348,7 @@ OPTIONS: tuple[Option, ...] = (
        modes={REPEAT}, parse=parse_duration, default="0"),
     _o("between", "study", "Shell command run between repetitions (after the pause), its "
        "output shown; a failing command stops the repeat, keeping what ran, with its exit "
-       "status.", flag="--between", metavar="CMD", modes={REPEAT}),
+       "status.", flag="--between", metavar="CMD", modes={REPEAT}, parse=parse_command),
     # -- sweeps, matrices and curves (one workload's parameters) --------------------------------
     _o("sweep_bs", "study", "IO sizes to sweep, e.g. 8k,16k,32k,64k or 8k,16k,32k,...,1m.",
        flag="--bs", metavar="LIST", modes={SWEEP}, default="4k"),

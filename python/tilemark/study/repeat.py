@@ -31,10 +31,10 @@ from tilemark.analysis import beforeafter
 from tilemark.analysis.compare import run_values
 from tilemark.analysis.trend import NOISE_FLOOR_PCT, fit, overall, verdict
 from tilemark.interrupts import SignalStopper
+from tilemark.options import MAX_REPETITIONS  # noqa: F401  (one definition, checked by the CLI)
 from tilemark.run.outcome import RunOutcome
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study, StudyStopped
 
-MAX_REPETITIONS = 1000
 # Metrics whose trend decides the study's verdict (run_values names, scope "total").
 HEADLINE = ("IOPS", "MB/s", "read latency mean", "write latency mean")
 COUNTDOWN_LINE_S = 600.0  # without a terminal, a countdown line every 10 minutes
