@@ -79,17 +79,23 @@ def _workload_run(work: Path, label: str) -> Path:
     return _new_run(work / "r", ["run", str(workload), "--label", label])
 
 
-def _attach_mixed_counters(run: Path, where: Path) -> None:
-    """Counters of three kinds, as an array exports them: IOs per second, a cache hit ratio
-    in % and MB/s; each kind needs its own axis."""
+def _attach_counters(run: Path, where: Path, names: list[str], step_s: float, row) -> None:
+    """`tilemark attach` of an array's counters: 20 samples `step_s` apart from the run's
+    start, sample i holding `row(i)` (one value per name)."""
     started = json.loads((run / "run.json").read_text())["result"]["started_at_ns"]
-    lines = ["epoch,FA front-end IOPS,cache_hit_pct,backend MB/s"]
+    lines = ["epoch," + ",".join(names)]
     for i in range(1, 21):
-        t = started / 1e9 + i * 0.1
-        lines.append(f"{t:.3f},{20000 + 100 * i},{90 + i % 5},{150 + i}")
+        lines.append(f"{started / 1e9 + i * step_s:.3f}," + ",".join(map(str, row(i))))
     (where / "array.csv").write_text("\n".join(lines) + "\n")
     cmd = ["attach", str(run), str(where / "array.csv"), "--results", str(run.parent)]
     assert main(cmd) == 0
+
+
+def _attach_mixed_counters(run: Path, where: Path) -> None:
+    """Counters of three kinds, as an array exports them: IOs per second, a cache hit ratio
+    in % and MB/s; each kind needs its own axis."""
+    names = ["FA front-end IOPS", "cache_hit_pct", "backend MB/s"]
+    _attach_counters(run, where, names, 0.1, lambda i: (20000 + 100 * i, 90 + i % 5, 150 + i))
 
 
 def _after_run(reports: SharedReports, work: Path) -> Path:
@@ -108,16 +114,9 @@ def _tiles_run(reports: SharedReports, work: Path) -> Path:
 def _attached_run(reports: SharedReports, work: Path) -> Path:
     """A synthetic run with 14 counters attached, a sample every 0.5 s (more than a chart
     draws as lines: the report offers a drop-down)."""
-    results = work / "r"
-    run = write_run(results, simple_plan(("randrw", "seq")), seed=5)
-    started = json.loads((run / "run.json").read_text())["result"]["started_at_ns"]
-    counters = 14
-    lines = ["epoch," + ",".join(f"FA {k} IOPS" for k in range(counters))]
-    for i in range(1, 21):
-        t = started / 1e9 + i * 0.5
-        lines.append(f"{t:.3f}," + ",".join(str(100 * k + i) for k in range(counters)))
-    (work / "array.csv").write_text("\n".join(lines) + "\n")
-    assert main(["attach", str(run), str(work / "array.csv"), "--results", str(results)]) == 0
+    run = write_run(work / "r", simple_plan(("randrw", "seq")), seed=5)
+    names = [f"FA {k} IOPS" for k in range(14)]
+    _attach_counters(run, work, names, 0.5, lambda i: [100 * k + i for k in range(14)])
     return run
 
 
