@@ -16,7 +16,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.deps: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q "maturin>=1.7,<2" "typer>=0.26,<0.29" "rich>=13" "duckdb>=1.0" "msgspec>=0.18" "pyarrow>=15" "altair>=5" "vl-convert-python>=1.3" "ruptures>=1.1" "scipy>=1.10" "prometheus-client>=0.20" "zstandard>=0.22" "lz4>=4.3" "distributed>=2024.1" "cryptography>=42" "pytest>=8" "pytest-xdist>=3.5" "ruff>=0.6" "playwright" "pandas>=2"
+	$(BIN)/pip install -q "maturin>=1.7,<2" "typer>=0.26,<0.29" "rich>=13" "duckdb>=1.0" "msgspec>=0.18" "pyarrow>=15" "altair>=5" "vl-convert-python>=1.3" "ruptures>=1.1" "scipy>=1.10" "numpy>=1.24" "prometheus-client>=0.20" "zstandard>=0.22" "lz4>=4.3" "distributed>=2024.1" "cryptography>=42" "pytest>=8" "pytest-xdist>=3.5" "ruff>=0.6" "playwright" "pandas>=2"
 	touch $@
 
 $(VENV)/.engine: $(ENGINE_SRC) $(VENV)/.deps
