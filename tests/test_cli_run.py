@@ -22,6 +22,15 @@ def run_cli(capsys, *args):
     return status, captured.out, captured.err
 
 
+def run_workload_json(capsys, workload, tmp_path) -> dict:
+    """`tilemark run WORKLOAD --json` on an 8 MiB target in tmp_path; it must exit 0."""
+    target, results = str(tmp_path / "t.dat"), str(tmp_path / "results")
+    status, out, err = run_cli(capsys, str(workload), "--target", target, "--size", "8m",
+                               "--json", "--results", results)  # fmt: skip
+    assert status == 0, err
+    return json.loads(out)
+
+
 def assert_one_line_error(err: str, starts: str) -> None:
     assert "Traceback" not in err
     lines = err.strip().splitlines()
@@ -207,20 +216,7 @@ def test_real_engine_run_from_a_toml_workload(tmp_path, capsys):
             """
         )
     )
-    results = tmp_path / "results"
-    status, out, err = run_cli(
-        capsys,
-        str(workload),
-        "--target",
-        str(tmp_path / "t.dat"),
-        "--size",
-        "8m",
-        "--json",
-        "--results",
-        str(results),
-    )
-    assert status == 0, err
-    doc = json.loads(out)
+    doc = run_workload_json(capsys, workload, tmp_path)
     assert doc["complete"] is True
     db, lookup = doc["summary"]["streams"]
     assert db["read"]["ops"] > 0 and db["write"]["ops"] > 0
@@ -254,19 +250,7 @@ def test_streams_that_end_by_their_bytes_end_the_run(tmp_path, capsys):
             """
         )
     )
-    status, out, err = run_cli(
-        capsys,
-        str(workload),
-        "--target",
-        str(tmp_path / "t.dat"),
-        "--size",
-        "8m",
-        "--json",
-        "--results",
-        str(tmp_path / "results"),
-    )
-    assert status == 0, err
-    doc = json.loads(out)
+    doc = run_workload_json(capsys, workload, tmp_path)
     passes, limited = doc["summary"]["streams"]
     assert passes["write"]["bytes"] == 2 * MIB and passes["write"]["ops"] == 32
     assert limited["read"]["bytes"] == 256 * 1024 and limited["read"]["ops"] == 64
@@ -299,19 +283,7 @@ def test_fadvise_pattern_advises_each_buffered_target(tmp_path, capsys):
         workload.write_text(
             'backend = "psync"\ndirect = false\nfadvise = "pattern"\nduration = "300ms"\n' + streams
         )
-        status, out, err = run_cli(
-            capsys,
-            str(workload),
-            "--target",
-            str(tmp_path / "t.dat"),
-            "--size",
-            "8m",
-            "--json",
-            "--results",
-            str(tmp_path / "results"),
-        )
-        assert status == 0, err
-        doc = json.loads(out)
+        doc = run_workload_json(capsys, workload, tmp_path)
         assert doc["summary"]["streams"][0]["read"]["ops"] > 0
         return doc
 
