@@ -476,6 +476,7 @@ impl Worker {
             buf: buf.as_mut_ptr(),
             len: io.len,
             offset: io.offset,
+            ioprio: io.ioprio,
         };
         if st.is_open_loop() {
             let lag = now.saturating_sub(intended);
@@ -508,6 +509,8 @@ impl Worker {
                 buf: std::ptr::null_mut(),
                 len: 0,
                 offset: 0,
+                // fio issues syncs without a priority (engines/io_uring.c fio_ioring_prep).
+                ioprio: 0,
             };
             self.queue_io(s, region, OpKind::Sync, None, req, now, now)?;
         }

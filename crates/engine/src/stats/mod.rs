@@ -205,6 +205,8 @@ pub struct StreamStats {
     /// Run time at which the stream finished its byte limit (its last IO completed); 0 while
     /// it has not. Summaries rate such a stream over its own time, as fio rates a job.
     pub done_ns: u64,
+    /// IOs issued at the stream's other priority (plan.rs `ioprio_share`).
+    pub ioprio_other_ios: u64,
 }
 
 /// An open-loop IO submitted later than this after its intended time counts as late.
@@ -259,6 +261,7 @@ impl StreamStats {
         self.oldest_inflight_ns = other.oldest_inflight_ns;
         self.ios_issued_late += other.ios_issued_late;
         self.done_ns = self.done_ns.max(other.done_ns);
+        self.ioprio_other_ios += other.ioprio_other_ios;
     }
 
     pub fn total_ops(&self) -> u64 {
@@ -317,6 +320,10 @@ impl Serialize for IndexedStats<'_> {
         m.serialize_entry("lag_max_ns", &self.stats.lag_max_ns)?;
         if self.stats.done_ns > 0 {
             m.serialize_entry("done_ns", &self.stats.done_ns)?;
+        }
+        if self.stats.ioprio_other_ios > 0 {
+            // Only streams with an ioprio_share: other streams' output stays as it was.
+            m.serialize_entry("ioprio_other_ios", &self.stats.ioprio_other_ios)?;
         }
         if self.totals {
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;
