@@ -209,3 +209,41 @@ def test_workload_options_refuse_what_the_kernel_would(key, value, says):
     with pytest.raises(UsageError) as e:
         plan.parse_workload(doc, source="w.toml")
     assert says in str(e.value)
+
+
+def test_export_fio_writes_the_suffix_and_priorities_back():
+    # `export --fio` gives fio the same placement and priorities (docs/fio.md, export --fio).
+    from tilemark.fio.export import job_text
+
+    stream = {
+        "name": "s",
+        "regions": [{"target": 0, "offset": 0, "length": 1 << 20}],
+        "read_pct": 100,
+        "sizes": [[4096, 1]],
+        "pattern": {"kind": "sequential"},
+        "random_pct": 0,
+        "align": 4096,
+        "qd": 1,
+        "arrival": {"kind": "closed"},
+        "sync": {"kind": "none"},
+        "skip": [-8192, -8192],
+        "ioprio": {"class": "idle", "level": 0},
+        "ioprio_share": {"pct": 20, "class": "rt", "level": 0},
+    }
+    plan = {
+        "backend": "uring",
+        "duration_ms": 1000,
+        "targets": [{"path": "/x", "offset": 4096, "length": 1 << 20, "direct": True}],
+        "streams": [stream],
+    }
+    lines = job_text(plan, title="t").splitlines()
+    for line in ("rw=read:-8192", "prioclass=3", "prio=0", "cmdprio_percentage=20",
+                 "cmdprio_class=1", "cmdprio=0"):  # fmt: skip
+        assert line in lines, line
+    runs = {**stream, "pattern": {"kind": "random"}, "random_pct": 100, "run_length": 8}
+    del runs["skip"]
+    assert "rw=randread:8" in job_text({**plan, "streams": [runs]}, title="t").splitlines()
+    # fio's psync engine has no cmdprio_percentage: said, not dropped silently.
+    text = job_text({**plan, "backend": "psync"}, title="t")
+    assert "cmdprio_percentage" not in text.replace("no cmdprio_percentage", "")
+    assert "share at another priority is dropped" in text

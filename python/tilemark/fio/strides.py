@@ -249,3 +249,61 @@ def _translate_priorities(
         "(log_prio, clat_prio), tilemark reports the stream's latency over all its IOs and "
         "counts the IOs at the share's priority"
     )
+
+
+# -- export --fio: the other way round ---------------------------------------------------------
+
+CLASS_NUMBERS = {"none": 0, "rt": 1, "be": 2, "idle": 3}
+
+
+def export_suffix(stream: dict[str, Any], notes: list[str]) -> str:
+    """The `:N` suffix of a plan stream's fio rw (skip or run_length); notes what fio cannot
+    say (a skip range, a skip in a random mode)."""
+    name, random = stream["name"], stream["random_pct"] > 0
+    skip, runs = stream.get("skip"), stream.get("run_length") or 1
+    if random and runs > 1:
+        if skip:
+            notes.append(f"stream {name}: fio's runs of a random job have no skip; dropped")
+        return f":{runs}"
+    if not skip:
+        return ""
+    lo, hi = skip
+    if random:
+        notes.append(
+            f"stream {name}: fio adds a size after sequential jobs' IOs only; its skip "
+            f"{lo}..{hi} is dropped"
+        )
+        return ""
+    if lo != hi:
+        notes.append(
+            f"stream {name}: fio adds one size after each IO; tilemark drew {lo} to "
+            f"{hi}, exported as {hi}"
+        )
+    return f":{hi}"
+
+
+def export_priority(stream: dict[str, Any], backend: str, notes: list[str]) -> list[str]:
+    """fio's prioclass/prio and cmdprio options for a plan stream's ioprio and share."""
+    lines = []
+    own, share = stream.get("ioprio"), stream.get("ioprio_share")
+    if own:
+        lines += [f"prioclass={CLASS_NUMBERS[own['class']]}", f"prio={own.get('level', 0)}"]
+    if share:
+        if backend != "uring":
+            notes.append(
+                f"stream {stream['name']}: fio's {backend} engine has no "
+                "cmdprio_percentage; its share at another priority is dropped"
+            )
+            return lines
+        pct = share["pct"]
+        if pct != int(pct):
+            notes.append(
+                f"stream {stream['name']}: fio takes a whole percent; {pct:g}% is "
+                f"exported as {round(pct)}%"
+            )
+        lines += [
+            f"cmdprio_percentage={round(pct)}",
+            f"cmdprio_class={CLASS_NUMBERS[share['class']]}",
+            f"cmdprio={share.get('level', 0)}",
+        ]
+    return lines
