@@ -302,6 +302,9 @@ pub struct StreamState {
     sequential_only: bool,
     /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
     skip: Option<(i64, i64)>,
+    /// Some IOs are placed sequentially although the pattern is not (random_pct < 100, or
+    /// runs): the one flag the IO path tests for both.
+    orders_mixed: bool,
     /// plan.rs `run_length` (1: off), and the IOs left in the current run.
     run_length: u32,
     run_left: u32,
@@ -451,6 +454,7 @@ impl StreamState {
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
             skip: spec.skip,
+            orders_mixed: spec.random_pct < 100.0 || spec.run_length.is_some_and(|n| n > 1),
             run_length: spec.run_length.unwrap_or(1),
             run_left: 1,
             ioprio: spec.ioprio.map_or(0, |p| p.value()),
@@ -562,12 +566,7 @@ impl StreamState {
         } else {
             OpKind::Write
         };
-        let sequential = if self.run_length > 1 {
-            self.continues_run()
-        } else {
-            self.sequential_only
-                || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac)
-        };
+        let sequential = self.sequential_only || (self.orders_mixed && self.draw_sequential());
         let r = if self.regions.len() > 1 {
             self.pick.pick(&mut self.rng)
         } else {
@@ -633,6 +632,15 @@ impl StreamState {
             region: r as u32,
             ioprio,
         }
+    }
+
+    /// Is this IO of a stream with mixed order placed sequentially?
+    #[inline(always)]
+    fn draw_sequential(&mut self) -> bool {
+        if self.run_length > 1 {
+            return self.continues_run();
+        }
+        self.rng.next_f64() >= self.random_frac
     }
 
     /// With `run_length`: is this IO one of a run (sequential), or does it start one (drawn
