@@ -98,6 +98,8 @@ def test_a_backwards_fio_job_reads_each_block_from_the_end_and_a_share_at_rt(
     summary = {s["name"]: s for s in doc["summary"]["streams"]}
     share = summary["back"]["priority"]["share"]
     assert share["ios"] == rt and 80 < rt < 176, rt
+    # The share's reads are also summarised on their own (fio's clat_prio).
+    assert share["read"]["ops"] == rt and share["read"]["service"]["p50_ms"] > 0
     assert summary["runs"]["priority"] == {"class": "be", "level": 5}
     # 256 reads in runs of 8: each run's 7 after its first continue where the last one ended
     # (or at the region's start after its end).

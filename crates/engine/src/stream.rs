@@ -445,7 +445,7 @@ impl StreamState {
             _ => (0, false),
         };
         let nregions = spec.regions.len();
-        StreamState {
+        let mut state = StreamState {
             index,
             regions,
             pick: RegionPick::new(spec),
@@ -496,7 +496,9 @@ impl StreamState {
             interval: StreamStats::with_regions(open, nregions),
             blocked: false,
             queued_ready: false,
-        }
+        };
+        state.interval = state.new_stats();
+        state
     }
 
     pub fn is_open_loop(&self) -> bool {
@@ -517,7 +519,10 @@ impl StreamState {
     }
 
     fn new_stats_for(&self, replay: Option<&Cursor>) -> StreamStats {
-        let stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
+        let mut stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
+        if self.ioprio_share > 0.0 {
+            stats = stats.with_prio_share(self.is_open_loop());
+        }
         match replay {
             Some(_) => stats.with_replay(self.is_open_loop()),
             None => stats,
@@ -662,7 +667,6 @@ impl StreamState {
     #[inline(never)]
     fn draw_ioprio(&mut self) -> u16 {
         if self.rng.next_f64() < self.ioprio_share {
-            self.interval.ioprio_other_ios += 1;
             self.ioprio_other
         } else {
             self.ioprio
@@ -1431,7 +1435,7 @@ mod tests {
         let idle = 3 << 13;
         let mut s = state(&spec(r#","ioprio":{"class":"idle"}"#));
         assert!((0..1000).all(|_| s.next_io().ioprio == idle));
-        assert_eq!(s.interval.ioprio_other_ios, 0);
+        assert!(s.interval.ioprio_other.is_none());
         // fio's cmdprio-percentage.fio: prioclass=3, cmdprio_percentage=20, cmdprio_class=1.
         let mut s = state(&spec(
             r#","ioprio":{"class":"idle"},"ioprio_share":{"pct":20,"class":"rt","level":0}"#,
@@ -1445,7 +1449,10 @@ mod tests {
             })
             .count();
         assert!((rt as f64 / n as f64 - 0.2).abs() < 0.01, "rt share {rt}");
-        assert_eq!(s.interval.ioprio_other_ios, rt as u64);
+        assert!(
+            s.interval.ioprio_other.is_some(),
+            "counted apart at completion"
+        );
         // No priority: 0, the thread's own.
         let mut s = state(&spec(""));
         assert_eq!(s.next_io().ioprio, 0);

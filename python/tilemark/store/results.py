@@ -96,7 +96,8 @@ class StreamSummary(Rates):
     lag_max_ms: float | None = None
     ios_issued_late: int | None = None
     # IO priority (docs/options.md `priority`): class, level, and with `priority_share` the
-    # share's class, level, pct, the IOs issued at it and their measured_pct.
+    # share's class, level, pct, the IOs done at it, their measured_pct, and their own read
+    # and write summaries (rates, latency: fio's clat_prio).
     priority: dict[str, Any] | None = None
 
 
