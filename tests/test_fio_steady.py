@@ -342,5 +342,7 @@ def test_the_rule_is_for_one_run_alone(tmp_path, capsys, args):
     )
     status = main([*args[:2], str(path), *args[2:], "--results", str(tmp_path / "r")])
     assert status == 2
-    assert "[steadystate] (fio's steady-state rule) ends a `tilemark run`" in capsys.readouterr().err
+    assert (
+        "[steadystate] (fio's steady-state rule) ends a `tilemark run`" in capsys.readouterr().err
+    )
     assert not (tmp_path / "t.dat").exists()
