@@ -346,3 +346,47 @@ def test_the_rule_is_for_one_run_alone(tmp_path, capsys, args):
         "[steadystate] (fio's steady-state rule) ends a `tilemark run`" in capsys.readouterr().err
     )
     assert not (tmp_path / "t.dat").exists()
+
+
+def test_export_writes_the_rule_back_as_fio_options():
+    # `export --fio`: fio ends the exported job as the run ended (measured with fio 3.33 on
+    # a 200 IOPS job: attained with samples [200, 200] after 1.89 s; docs/fio.md).
+    from tilemark.fio.export import job_text
+
+    w = workload({"criterion": "bw_slope", "limit": "1%", "window": "10s", "ramp": "5s"})
+    plan_doc = {
+        "backend": "psync",
+        "targets": [{"path": "/x", "direct": True, "offset": 4096}],
+        "duration_ms": 60_000,
+        "streams": [
+            {
+                "name": n,
+                "target": 0,
+                "offset": 0,
+                "length": 1 << 20,
+                "read_pct": 100,
+                "random_pct": 100,
+                "sizes": [[4096, 1.0]],
+                "align": 4096,
+                "pattern": {"kind": "uniform"},
+                "qd": 1,
+                "arrival": {"kind": "closed"},
+                "sync": {"kind": "none"},
+            }
+            for n in ("a@0", "a@1", "b")
+        ],
+    }
+    text = job_text(plan_doc, title="t", steadystate=w.to_json()["steadystate"])
+    head = text[text.index("[global]") : text.index("[a@0]")]
+    # ss_interval is fio's default 1s, so it is left out (fio 3.33 does not know it).
+    assert head.split("\n")[2:7] == [
+        "ss=bw_slope:1%",
+        "ss_dur=10000ms",
+        "ss_ramp=5000ms",
+        "group_reporting",
+        "direct=1",
+    ]
+    # Judging only some streams cannot be said in fio (one reporting group, one setting).
+    some = workload({"criterion": "iops", "limit": "5%", "window": "3s", "streams": ["a"]})
+    text = job_text(plan_doc, title="t", steadystate=some.to_json()["steadystate"])
+    assert "ss=" not in text and "not exported: it judged only some streams" in text

@@ -343,3 +343,45 @@ def _alone(
 def _seconds(us: int) -> str:
     whole, frac = divmod(us, 1_000_000)
     return f"{whole}s" if not frac else f"{us // 1000}ms" if us % 1000 == 0 else f"{us}us"
+
+
+def export_lines(
+    rule: dict[str, Any] | None, stream_names: list[str], warmup_ms: int
+) -> tuple[list[str], list[str]]:
+    """A run's `[steadystate]` (workload JSON) as fio options for [global], and notes for
+    what fio cannot run the same way (`export --fio`)."""
+    if not rule:
+        return [], []
+    limit = f"{rule['limit']:g}%" if rule["percent"] else f"{rule['limit']:g}"
+    name = f"{rule['criterion']}:{limit}"
+    judged = rule.get("streams") or []
+    covered = all(n in judged or n.split("@")[0] in judged for n in stream_names)
+    why = None
+    if judged and not covered:
+        why = (
+            "it judged only some streams, and fio requires the same steady-state settings of "
+            "every job of a reporting group (every exported job is in one)"
+        )
+    elif rule["criterion"].startswith("lat") and not rule["percent"]:
+        why = "fio reads an absolute latency limit in microseconds and compares it with ns"
+    elif rule["sample_s"] < 1 or rule["sample_s"] != int(rule["sample_s"]):
+        why = f"its samples of {rule['sample_s']:g}s are shorter than fio's (whole seconds, 1s+)"
+    elif warmup_ms and (
+        not rule["ramp_s"] or (rule["ramp_s"] + rule["sample_s"]) * 1000 <= warmup_ms
+    ):
+        why = (
+            "fio would sample inside ramp_time, where it resets its counters but not the "
+            "check's (libfio.c reset_all_stats)"
+        )
+    if why is not None:
+        return [], [f"the run ended on fio's steady-state criterion {name}; not exported: {why}"]
+    lines = [f"ss={name}", f"ss_dur={round(rule['window_s'] * 1000)}ms"]
+    if rule["sample_s"] != 1:
+        # fio's default is 1s; fio 3.33 and older have no ss_interval and refuse it.
+        lines.append(f"ss_interval={round(rule['sample_s'] * 1000)}ms")
+    if rule["ramp_s"]:
+        lines.append(f"ss_ramp={round(rule['ramp_s'] * 1000)}ms")
+    if len(stream_names) > 1:
+        # HOWTO steadystate: with group_reporting "this will apply to all jobs in the group".
+        lines.append("group_reporting")
+    return lines, []
