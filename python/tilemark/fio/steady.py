@@ -384,4 +384,9 @@ def export_lines(
     if len(stream_names) > 1:
         # HOWTO steadystate: with group_reporting "this will apply to all jobs in the group".
         lines.append("group_reporting")
-    return lines, []
+    notes = []
+    if rule["criterion"].startswith("lat"):
+        notes.append(
+            f"ss={name}: fio 3.33 has no lat criteria (fio f5344384 has), and refuses the job"
+        )
+    return lines, notes
