@@ -539,7 +539,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
     elif key == "kb_base":
         if _value(opt) not in ("1000", "1024"):
             raise UsageError(f"{_label(opt)} must be 1000 or 1024, got {opt.value!r}.")
-    elif key in REPORTING or key in ("ss_dur", "ss_ramp", "ss_interval"):
+    elif key in REPORTING or key in ("ss", "ss_dur", "ss_ramp", "ss_interval"):
+        # ss_* are read with the job's reporting group (steady.py).
         return
     elif key in BY_DESIGN:
         job.by_design.append(f"{opt.key} is not translated, because {BY_DESIGN[key]}")

@@ -29,6 +29,7 @@ from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
 from tilemark.fio.notes import NULLS, job_notes
 from tilemark.fio.options import ENGINES
 from tilemark.fio.schedule import Schedule, schedule
+from tilemark.fio.steady import steadystate
 from tilemark.units import MAX_BYTE_RATE, MAX_IOPS
 
 _NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
@@ -108,6 +109,10 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
     if problems:
         return Outcome(None, problems)
     problems += place(jobs, tables, doc, notes)
+    if problems:
+        return Outcome(None, problems)
+    clone_names = [[clone["name"] for clone in t["clones"]] for t in tables]
+    problems += steadystate(jobs, parsed, clone_names, plan, doc, notes)
     if problems:
         return Outcome(None, problems)
     streams = _phases(jobs, tables, plan, doc, notes)
@@ -496,6 +501,8 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value) if value != int(value) else f"{value:.1f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{text}"'
 
@@ -509,7 +516,13 @@ def toml_text(translation: Translation) -> str:
     for key, value in translation.doc.items():
         if key == "stream" or (key == "target" and isinstance(value, list)):
             continue
+        if isinstance(value, dict):
+            continue  # a table ([steadystate]): after the run-wide keys
         lines.append(f"{key} = {_toml_value(value)}")
+    for key, value in translation.doc.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in value.items()]
     if isinstance(targets, list):
         for entry in targets:
             lines += ["", "[[target]]"]

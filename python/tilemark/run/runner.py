@@ -42,6 +42,7 @@ POLL_S = 0.2
 ENDED_BY = {
     "decided": "every QoS criterion is decided: stopping the run",
     "steady": "steady state reached: stopping the run",
+    "fio-steady": "fio's steady-state criterion is met: stopping the run",
 }
 
 

@@ -158,6 +158,8 @@ class Summary(_Struct):
     hosts: list[dict[str, Any]] | None = None
     cluster: dict[str, Any] | None = None
     steady_state: dict[str, Any] | None = None
+    # fio's steady-state rule ([steadystate]; run/fio_steady.py): met, met_at_s, samples, window.
+    fio_steady_state: dict[str, Any] | None = None
     data_reduction: dict[str, Any] | None = None
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
