@@ -16,6 +16,12 @@ import pytest
 
 from .rigs import need_root, remount_read_only, small_filesystem, tilemark_exe
 
+
+@pytest.fixture(autouse=True)
+def _results_in_tmp(tmp_path, monkeypatch):
+    """`files run` stores its run under ./tilemark-results: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
 pytestmark = [pytest.mark.quick]
 
 

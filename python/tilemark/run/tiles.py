@@ -41,7 +41,7 @@ from tilemark.run.steady import (
     check_round,
     steady_settings,
 )
-from tilemark.run.where import Targets, compile_on, inspect_targets
+from tilemark.run.where import RemoteTargets, Targets, compile_on, inspect_targets
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.units import format_size, parse_duration
 from tilemark.workload import plan
@@ -478,22 +478,55 @@ def run_tiles(
 
     from tilemark.trace.tileapp import tile_lists
 
-    with tile_lists(compiled, trace_sources(tile, layout), results) as before_start:
-        return run_plan(
-            workload,
-            infos,
-            compiled,
-            results=results,
-            argv=argv,
-            console=console,
-            kind=kind,
-            analyze=analyze,
-            monitor=steady if steady is not None else qos_monitor,
-            note="; ".join(settings.notes()) or None,
-            label=label,
-            apps={t.index: t.app for t in layout.tags},
-            before_start=before_start,
+    companion = file_companion(tile, tiles, settings, infos)
+    if companion is not None:
+        analyze = companion.judging(analyze, tile.file_apps)
+
+    try:
+        if companion is not None:
+            companion.prepare()
+        with tile_lists(compiled, trace_sources(tile, layout), results) as lists_start:
+            before_start = lists_start if companion is None else companion.before(lists_start)
+            outcome = run_plan(
+                workload,
+                infos,
+                compiled,
+                results=results,
+                argv=argv,
+                console=console,
+                kind=kind,
+                analyze=analyze,
+                monitor=steady if steady is not None else qos_monitor,
+                note="; ".join(settings.notes()) or None,
+                label=label,
+                apps={t.index: t.app for t in layout.tags},
+                before_start=before_start,
+                on_start=None if companion is None else companion.start,
+            )
+    finally:
+        if companion is not None:
+            companion.close()
+    return outcome
+
+
+def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings, infos: Targets) -> Any:
+    """The file run of the tile's file applications (files/tilerun.py), or None."""
+    if not tile.file_apps:
+        return None
+    from tilemark.files.tilerun import FileCompanion
+
+    if isinstance(infos, RemoteTargets):
+        raise UsageError(
+            "a tile's file applications run on this host; a --cluster run of a tile holding "
+            "one is refused."
         )
+    return FileCompanion(
+        tile.file_apps,
+        tiles,
+        warmup_s=parse_duration(settings.warmup, "warmup"),
+        max_duration_s=settings.max_duration_s,
+        interval_s=parse_duration(settings.interval, "interval"),
+    )
 
 
 def trace_sources(tile: TileSpec, layout: TileLayout) -> dict[int, Any]:
