@@ -22,6 +22,7 @@ def _results_in_tmp(tmp_path, monkeypatch):
     """`files run` stores its run under ./tilemark-results: keep it out of the checkout."""
     monkeypatch.chdir(tmp_path)
 
+
 pytestmark = [pytest.mark.quick]
 
 
