@@ -96,7 +96,7 @@ def test_a_tile_holds_a_block_app_and_a_file_app(tmp_path, capsys):
     for k in (1, 2):
         block, files = got[(k, "reader")], got[(k, "mail")]
         assert block["passed"] and block["metric"] > 100, block
-        assert files["metric_unit"] == "messages" and files["metric"] > 0
+        assert files["metric_unit"] == "messages/s" and files["metric"] > 0
         assert not files["passed"] and files["verdict"] == "fail"
         assert [c["criterion"] for c in files["criteria"] if not c["passed"]] == ["stat_max"]
         assert any("stat max" in f for f in files["failed"])

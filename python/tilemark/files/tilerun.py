@@ -200,7 +200,7 @@ def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, An
                     "profile": app.name,
                     "kind": "files",
                     "metric": metric,
-                    "metric_unit": unit,
+                    "metric_unit": f"{unit}/s",
                     "target_metric": target,
                     "ratio": metric / target if target else None,
                     "passed": not failed,

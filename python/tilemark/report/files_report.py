@@ -84,7 +84,7 @@ def _chart(rows: list[dict[str, Any]], field: str, title: str, log: bool) -> Any
         .encode(
             x=alt.X("t_s:Q", title="time (s)"),
             y=alt.Y(f"{field}:Q", title=title, scale=scale),
-            color=alt.Color("series:N", title="stream op"),
+            color=alt.Color("series:N", title="stream op", scale=alt.Scale(scheme="category20")),
             tooltip=["series:N", "t_s:Q", f"{field}:Q"],
         )
         .properties(width=640, height=260)

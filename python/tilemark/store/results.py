@@ -282,6 +282,7 @@ class Plan(_Struct):
     warmup_ms: float | None = None
     interval_ms: float | None = None
     threads: float | None = None
+    file_streams: list[dict[str, Any]] | None = None  # a file run's streams (kind "files")
 
 
 class Host(_Struct):
