@@ -110,7 +110,10 @@ def parse_file_app(
             directory = value
         elif key.startswith("qos.") and key.count(".") == 2:
             _, cid, attr = key.split(".")
-            qos.setdefault(cid, {})[attr] = float(value)
+            try:
+                qos.setdefault(cid, {})[attr] = float(value)
+            except ValueError:
+                raise UsageError(f"--set {label}.{key}: {value!r} is not a number.") from None
         else:
             raise UsageError(
                 f"--set {label}.{key}: a file application takes dir and qos.ID.max_ms or "

@@ -1,0 +1,78 @@
+"""File applications in tile files (docs/tiles.md, "File applications"): how tile k's copy is
+named and placed, and each wrong input refused in one sentence before anything is made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tilemark.errors import UsageError
+from tilemark.files.tileapps import tile_workload
+from tilemark.workload.tilefile import load_tile, parse_sets
+
+
+def tile_file(tmp_path: Path, app: str, block: bool = True) -> Path:
+    head = '[tile]\nname = "t"\n' + ('[[app]]\nprofile = "oltp"\n' if block else "")
+    path = tmp_path / "tile.toml"
+    path.write_text(head + "[[app]]\n" + app)
+    return path
+
+
+def test_each_tile_copy_has_its_own_sets_and_names(tmp_path):
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    (app,) = tile.file_apps
+    assert app.label == "varmail" and app.metric_stream() == ("mail", "messages")
+    w = tile_workload(tile.file_apps, 2, duration_s=5, interval_s=1)
+    assert [f.path for f in w.filesets] == [
+        f"{tmp_path}/t{k}.varmail.{s}" for k in (1, 2) for s in ("mail", "log")
+    ]
+    assert [s.name for s in w.streams] == [
+        f"t{k}.varmail.{s}" for k in (1, 2) for s in ("mail", "log")
+    ]
+    assert [s.fileset for s in w.streams] == [f.name for f in w.filesets]
+    assert {q.name: q.stream for q in w.qos} == {
+        f"t{k}.varmail.{q}": f"t{k}.varmail.mail" for k in (1, 2) for q in ("messages", "fsync_p99")
+    }
+    # Copies draw apart (seeds), and the whole file run outlasts the block run.
+    assert len({s.seed for s in w.streams}) == 4 and w.duration_s == 5
+
+
+def test_set_overrides_dir_and_qos_limits(tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    path = tile_file(tmp_path, 'files = "webserver"\nname = "web2"\ndir = "/nonexistent"\n')
+    sets = parse_sets([f"web2.dir={other}", "web2.qos.page_p99.max_ms=7"])
+    (app,) = load_tile(str(path), sets).file_apps
+    assert app.directory == str(other) and app.doc["qos"]["page_p99"]["max_ms"] == 7.0
+    assert app.metric_stream() == ("pages", "pages")
+
+
+@pytest.mark.parametrize(
+    ("app", "block", "match"),
+    [
+        ('files = "varmail"\n', True, "dir is required"),
+        ('files = "varmail"\ndir = "/nonexistent/x"\n', True, "is not a directory"),
+        ('files = "nosuch"\ndir = "{tmp}"\n', True, "file workload nosuch not found"),
+        ('files = "varmail"\ndir = "{tmp}"\nqos = {{ nope = {{ max_ms = 1 }} }}\n', True,
+         "qos 'nope' is not a criterion"),
+        ('files = "varmail"\ndir = "{tmp}"\nqos = {{ fsync_p99 = {{ max_ms = -1 }} }}\n', True,
+         "max_ms must be > 0"),
+        ('files = "varmail"\ndir = "{tmp}"\nscale = {{ x = 1 }}\n', True, "unknown key 'scale'"),
+        ('files = "varmail"\ndir = "{tmp}"\n', False, "beside at least one block application"),
+    ],
+)  # fmt: skip
+def test_wrong_file_apps_are_one_sentence(tmp_path, app, block, match):
+    path = tile_file(tmp_path, app.format(tmp=tmp_path), block)
+    with pytest.raises(UsageError, match=match) as e:
+        load_tile(str(path))
+    assert "\n" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tile.toml"]  # nothing made
+
+
+def test_a_set_override_of_an_unknown_key_is_refused(tmp_path):
+    path = tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')
+    with pytest.raises(UsageError, match="a file application takes dir and qos"):
+        load_tile(str(path), parse_sets(["varmail.threads=4"]))
+    with pytest.raises(UsageError, match="'fast' is not a number"):
+        load_tile(str(path), parse_sets(["varmail.qos.fsync_p99.max_ms=fast"]))
