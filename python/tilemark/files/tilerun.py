@@ -32,6 +32,7 @@ class FileCompanion:
     run: Any = None
     intervals: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
+    until_ns: int | None = None  # where the block run's measurement ended, in file-run time
     run_dir: Path | None = None  # the tile run's directory (set before the engines start)
     _locks: contextlib.ExitStack | None = None
 
@@ -95,6 +96,9 @@ class FileCompanion:
 
         def both(compiled: dict[str, Any], result: dict[str, Any], summary: dict[str, Any]) -> None:
             analyze(compiled, result, summary)
+            measured = result.get("measure_end_ns"), result.get("measure_start_ns")
+            if None not in measured:
+                self.until_ns = self.from_ns + int(measured[0]) - int(measured[1])
             self.finish()
             instances, files = file_instances(self)
             merge_applications(summary["applications"], instances, file_apps)
@@ -111,11 +115,8 @@ class FileCompanion:
 
     @property
     def from_ns(self) -> int:
-        """Where the measurement begins in file-run time (intervals cut on the same interval;
-        half an interval of slack for the start-up gap between the two runs)."""
-        if self.warmup_s <= 0:
-            return 0
-        return int((self.warmup_s - self.interval_s / 2) * 1e9)
+        """Where the measurement begins in file-run time: the end of the warm-up."""
+        return int(self.warmup_s * 1e9)
 
 
 def _verdict(v: Any, spec: Any) -> Verdict:
@@ -141,7 +142,7 @@ def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, An
 
     w = c.workload
     result = c.result or {}
-    totals, seconds = window_totals(c.intervals, len(w.streams), c.from_ns)
+    totals, seconds = window_totals(c.intervals, len(w.streams), c.from_ns, c.until_ns)
     by_name = {s.name: t for s, t in zip(w.streams, totals, strict=True)}
     summaries = []
     for spec, t in zip(w.streams, totals, strict=True):
@@ -234,7 +235,12 @@ def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, An
         else "complete",  # noqa: E501
         "error": result.get("error"),
         "seconds": seconds,
-        "streams": streams_json(summaries, apps_of),
+        "streams": [
+            {**doc, "run_ops": {op: d["ops"] for op, d in engine["ops"].items() if d["ops"]}}
+            for doc, engine in zip(
+                streams_json(summaries, apps_of), result.get("streams") or [], strict=False
+            )
+        ],
         "filesets": [asdict(s) for s in sets],
         "qos": [
             {
@@ -302,4 +308,6 @@ def write_file_intervals(c: FileCompanion, run_dir: Path, run_id: str) -> None:
     from tilemark.files.window import FILE_INTERVALS, interval_rows, write_intervals
 
     names = [s.name for s in c.workload.streams]
-    write_intervals(run_dir / FILE_INTERVALS, interval_rows(run_id, c.intervals, names, c.from_ns))
+    write_intervals(
+        run_dir / FILE_INTERVALS, interval_rows(run_id, c.intervals, names, c.from_ns, c.until_ns)
+    )

@@ -3,8 +3,10 @@
 run store's file intervals (one per interval, stream and operation).
 
 A file run measures from its start; the file applications of a tile run start with the block
-engine and are judged after its warm-up, so their totals are the intervals that began after
-it (intervals are cut on the block run's interval, so the boundaries agree).
+engine and are judged over its measurement: the intervals whose middle lies between the end of
+the warm-up and the end of the block run's measurement (intervals are cut on the block run's
+interval a few milliseconds apart, so the boundaries agree; the file run's last, partial
+interval, after the block run ended, is left out).
 """
 
 from __future__ import annotations
@@ -36,12 +38,21 @@ def merge_op(docs: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
     return out
 
 
+def in_window(snap: dict[str, Any], from_ns: int, until_ns: int | None) -> bool:
+    """True when the interval's middle lies in [from_ns, until_ns)."""
+    mid = (int(snap["start_ns"]) + int(snap["end_ns"])) / 2
+    return mid >= from_ns and (until_ns is None or mid < until_ns)
+
+
 def window_totals(
-    intervals: Sequence[dict[str, Any]], streams: int, from_ns: int = 0
+    intervals: Sequence[dict[str, Any]],
+    streams: int,
+    from_ns: int = 0,
+    until_ns: int | None = None,
 ) -> tuple[list[dict[str, Any]], float]:
     """Per stream the engine-shaped totals ({ops: {op: doc}, skipped: {op: n}, loops: doc})
-    of the intervals that start at or after `from_ns`, and the seconds they cover."""
-    kept = [i for i in intervals if int(i["start_ns"]) >= from_ns]
+    of the intervals in the window (in_window), and the seconds they cover."""
+    kept = [i for i in intervals if in_window(i, from_ns, until_ns)]
     seconds = sum(int(i["end_ns"]) - int(i["start_ns"]) for i in kept) / 1e9
     out = []
     for k in range(streams):
@@ -59,7 +70,11 @@ def window_totals(
 
 
 def interval_rows(
-    run_id: str, intervals: Sequence[dict[str, Any]], names: Sequence[str], from_ns: int = 0
+    run_id: str,
+    intervals: Sequence[dict[str, Any]],
+    names: Sequence[str],
+    from_ns: int = 0,
+    until_ns: int | None = None,
 ) -> list[dict[str, Any]]:
     """The run store's rows: per interval, stream and operation that did anything (and per
     sequence its loops, op "loop"): ops, ops/s, bytes and latency (service time, or response
@@ -69,7 +84,7 @@ def interval_rows(
     rows = []
     for snap in intervals:
         start, end = int(snap["start_ns"]), int(snap["end_ns"])
-        if start < from_ns:
+        if not in_window(snap, from_ns, until_ns):
             continue
         seconds = (end - start) / 1e9
         for k, s in enumerate(snap["streams"]):
@@ -86,7 +101,7 @@ def interval_rows(
                     {
                         "run_id": run_id,
                         "interval": int(snap["index"]),
-                        "t_s": (start - from_ns) / 1e9,
+                        "t_s": max(0.0, (start - from_ns) / 1e9),
                         "seconds": seconds,
                         "stream": names[k],
                         "op": op,

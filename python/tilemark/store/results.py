@@ -169,6 +169,9 @@ class FileStreamResult(_Struct):
     loop_rate: float | None = None  # loops/s: messages/s, pages/s
     loop_p99_us: float | None = None
     ops: list[FileOpResult] | None = None
+    # A tile run: op -> operations over the whole file run (its warm-up and the moments after
+    # the block run ended included), which is what the disk shows afterwards.
+    run_ops: dict[str, Any] | None = None
 
 
 class FilesetResult(_Struct):
