@@ -76,3 +76,50 @@ def test_a_set_override_of_an_unknown_key_is_refused(tmp_path):
         load_tile(str(path), parse_sets(["varmail.threads=4"]))
     with pytest.raises(UsageError, match="'fast' is not a number"):
         load_tile(str(path), parse_sets(["varmail.qos.fsync_p99.max_ms=fast"]))
+
+
+def _interval(w, index: int, fsync_ms: float, loops: int) -> dict:
+    """An engine interval snapshot: every stream `loops` loops, each op `loops` times, fsync
+    taking `fsync_ms`."""
+    from tilemark.files.spec import OPS
+    from tilemark.hist import Histogram
+
+    def op(n: int, ms: float) -> dict:
+        h = Histogram()
+        h.record(int(ms * 1e6), n)
+        return {"ops": n, "bytes": 0, "errors": {}, "service": h.to_json(), "response": None}
+
+    streams = [
+        {
+            "ops": {o: op(loops, fsync_ms if o == "fsync" else 0.01) for o in OPS},
+            "skipped": dict.fromkeys(OPS, 0),
+            "loops": op(loops, fsync_ms) if s.sequence else None,
+        }
+        for s in w.streams
+    ]
+    return {"index": index, "start_ns": index * 10**9, "end_ns": (index + 1) * 10**9,
+            "streams": streams}  # fmt: skip
+
+
+def test_a_file_failure_decides_an_extended_run_and_the_window_is_the_block_runs(tmp_path):
+    from tilemark.files.tilerun import FileCompanion
+
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    c = FileCompanion(tile.file_apps, 1, warmup_s=1, max_duration_s=4, interval_s=1)
+    # Warm-up (slow fsyncs, not judged), two measured seconds, then a tail after the block
+    # run's measurement (slow again, not judged).
+    c.intervals = [_interval(c.workload, 0, 500, 10), _interval(c.workload, 1, 1, 200),
+                   _interval(c.workload, 2, 1, 200), _interval(c.workload, 3, 500, 10)]  # fmt: skip
+    block = {"instances": [], "applications": [], "undecided": ["t1.oltp: read_p99"]}
+    c.judge_so_far(block, tile.file_apps, measured_s=2.0)
+    (i,) = block["instances"]
+    assert i["metric"] == pytest.approx(200) and i["metric_unit"] == "messages/s"
+    assert block["passed"] is True and block["verdict"] == "pass"
+    # The same window with slow fsyncs: a decided failure, whatever the block run's
+    # undecided criteria turn out to be.
+    c.intervals[2] = _interval(c.workload, 2, 500, 200)
+    block = {"instances": [], "applications": [], "undecided": ["t1.oltp: read_p99"]}
+    c.judge_so_far(block, tile.file_apps, measured_s=2.0)
+    assert block["verdict"] == "fail" and block["passed"] is False
+    assert block["failed"] == ["t1.varmail: mail fsync p99 <= 50 ms (window: 500.00 ms)"]
+    assert block["applications"][0]["app"] == "varmail"

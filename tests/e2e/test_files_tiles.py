@@ -83,7 +83,7 @@ def test_a_tile_holds_a_block_app_and_a_file_app(tmp_path, capsys):
     status = main([
         "run", "--tiles", "2", "--tile", str(tmp_path / "tile.toml"),
         "--target", str(tmp_path / "t.dat"), "--capacity", "8m", "--duration", "2",
-        "--warmup", "0", "--json", "--results", str(results),
+        "--warmup", "0", "--max-duration", "8", "--json", "--results", str(results),
         # The impossible bound: no stat returns in a picosecond.
         "--set", "mail.qos.stat_max.max_ms=0.000000001",
     ])  # fmt: skip
@@ -91,6 +91,11 @@ def test_a_tile_holds_a_block_app_and_a_file_app(tmp_path, capsys):
     doc = json.loads(out)
     apps = doc["summary"]["applications"]
     assert status == 3, err  # QoS failed, the run itself went fine
+    # An extended run stops once decided, and the file applications are judged over the
+    # block run's measurement (to an interval: the file run's are cut on the same 1 s).
+    assert doc["summary"]["ended_by"] == "decided"
+    measured = apps["measurement"]["measured_s"]
+    assert measured < 5 and abs(doc["summary"]["files"]["seconds"] - measured) < 0.5
     got = {(i["tile"], i["app"]): i for i in apps["instances"]}
     assert set(got) == {(1, "reader"), (2, "reader"), (1, "mail"), (2, "mail")}
     for k in (1, 2):

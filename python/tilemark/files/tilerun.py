@@ -60,6 +60,23 @@ class FileCompanion:
         except _engine.EngineError as e:
             raise RunError(f"the tile's file applications could not start: {e}.") from None
 
+    def poll(self) -> None:
+        """Take the intervals the file run finished so far (memory stays in Python's hands,
+        not queued in the engine)."""
+        if self.run is not None and self.result is None:
+            self.intervals += json.loads(self.run.poll())
+
+    def judge_so_far(
+        self, apps: dict[str, Any], file_apps: list[FileTileApp], measured_s: float
+    ) -> None:
+        """While an extended tile run decides (run/tiles.py QosMonitor): the file applications
+        judged over what the block run measured so far, merged into `apps`. Their criteria
+        have no confidence interval, so they are never undecided: a failure decides."""
+        self.poll()
+        self.until_ns = self.from_ns + int(measured_s * 1e9)
+        instances, _ = file_instances(self)
+        merge_applications(apps, instances, file_apps)
+
     def finish(self) -> dict[str, Any] | None:
         """Stop the file run (the block run has ended) and keep its intervals and result."""
         if self.run is None or self.result is not None:
@@ -120,14 +137,15 @@ class FileCompanion:
 
 
 def _verdict(v: Any, spec: Any) -> Verdict:
-    """A file QoS verdict (files/qos.py) as the tile judge's Verdict: a rate as the fraction of
-    its minimum achieved (unit "fraction", limit 1), a latency in ms."""
+    """A file QoS verdict (files/qos.py) as the tile judge's Verdict, named and described
+    without the tile prefix (t1.mailfs.): a rate as the fraction of its minimum achieved (unit
+    "fraction", limit 1), a latency in ms."""
+    name = v.name.split(".", 2)[2]
+    described = spec.describe().split(".", 2)[2]  # the stream is t{k}.{app}.{stream}
     if spec.stat == "rate":
         value = None if v.value is None else v.value / spec.limit
-        return Verdict(v.name.split(".", 2)[2], spec.describe(), "window", v.passed, value, 1.0,
-                       "fraction")  # fmt: skip
-    return Verdict(v.name.split(".", 2)[2], spec.describe(), "window", v.passed, v.value,
-                   spec.limit, "ms")  # fmt: skip
+        return Verdict(name, described, "window", v.passed, value, 1.0, "fraction")
+    return Verdict(name, described, "window", v.passed, v.value, spec.limit, "ms")
 
 
 def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, Any]]:

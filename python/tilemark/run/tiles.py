@@ -416,9 +416,10 @@ def run_tiles(
         else None
     )
     windows = steady.whole if steady is not None else SnapshotCompactor(settings.qos_interval_s)
-    qos_monitor = QosMonitor(
-        windows,
-        lambda: application_results(
+    companion = file_companion(tile, tiles, settings, infos)
+
+    def judge_so_far() -> dict[str, Any]:
+        apps = application_results(
             tile,
             layout,
             compiled,
@@ -426,7 +427,14 @@ def run_tiles(
             windows.result() or {},
             qos_interval_s=settings.qos_interval_s,
             batches=windows.batches,
-        ),
+        )
+        if companion is not None:
+            companion.judge_so_far(apps, tile.file_apps, windows.measured_s())
+        return apps
+
+    qos_monitor = QosMonitor(
+        windows,
+        judge_so_far,
         duration_s=settings.duration_s,
         max_duration_s=settings.max_duration_s,
     )
@@ -478,7 +486,6 @@ def run_tiles(
 
     from tilemark.trace.tileapp import tile_lists
 
-    companion = file_companion(tile, tiles, settings, infos)
     if companion is not None:
         analyze = companion.judging(analyze, tile.file_apps)
 
