@@ -159,3 +159,8 @@ def test_a_file_run_is_stored_listed_and_reported(tmp_path, capsys):
     rows = pq.read_table(results / run_id / "file_intervals.parquet").to_pylist()
     assert sum(r["ops"] for r in rows if r["op"] == "create") == ops["create"]
     assert {r["op"] for r in rows} >= {"create", "delete", "loop"}
+    # `export --csv` writes the operations and their intervals.
+    assert main(["export", run_id, "--results", str(results), "--csv", str(tmp_path / "csv")]) == 0
+    exported = (tmp_path / "csv" / "file_ops.csv").read_text().splitlines()
+    assert exported[0].startswith("stream,app,op,ops") and len(exported) == 1 + len(mail["ops"])
+    assert (tmp_path / "csv" / "file_intervals.csv").exists()
