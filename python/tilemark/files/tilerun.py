@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.analysis.qos import Verdict
+from tilemark.analysis.steady import WINDOW
 from tilemark.errors import RunError
 from tilemark.files.tileapps import FileTileApp, tile_workload
 
@@ -32,6 +33,7 @@ class FileCompanion:
     run: Any = None
     intervals: list[dict[str, Any]] = field(default_factory=list)
     result: dict[str, Any] | None = None
+    begin_ns: int | None = None  # the judged window in file-run time (None: from the warm-up)
     until_ns: int | None = None  # where the block run's measurement ended, in file-run time
     run_dir: Path | None = None  # the tile run's directory (set before the engines start)
     _locks: contextlib.ExitStack | None = None
@@ -113,9 +115,16 @@ class FileCompanion:
 
         def both(compiled: dict[str, Any], result: dict[str, Any], summary: dict[str, Any]) -> None:
             analyze(compiled, result, summary)
-            measured = result.get("measure_end_ns"), result.get("measure_start_ns")
-            if None not in measured:
-                self.until_ns = self.from_ns + int(measured[0]) - int(measured[1])
+            start, end = result.get("measure_start_ns"), result.get("measure_end_ns")
+            if start is not None and end is not None:
+                # Block intervals are timed from the block run's start, file intervals from
+                # the file run's, a few milliseconds later: the same clock to an interval.
+                self.begin_ns, self.until_ns = int(start), int(end)
+            steady = (summary["applications"].get("measurement") or {}).get("steady") or {}
+            if steady.get("judged_over") == "steady window":
+                rounds = summary["steady_state"]["rounds"][-WINDOW:]
+                self.begin_ns = int(rounds[0]["start_s"] * 1e9)
+                self.until_ns = int(rounds[-1]["end_s"] * 1e9)
             self.finish()
             instances, files = file_instances(self)
             merge_applications(summary["applications"], instances, file_apps)
@@ -132,8 +141,9 @@ class FileCompanion:
 
     @property
     def from_ns(self) -> int:
-        """Where the measurement begins in file-run time: the end of the warm-up."""
-        return int(self.warmup_s * 1e9)
+        """Where the judged window begins in file-run time: the end of the warm-up, or the
+        steady window's first round (--until-steady)."""
+        return int(self.warmup_s * 1e9) if self.begin_ns is None else self.begin_ns
 
 
 def _verdict(v: Any, spec: Any) -> Verdict:
