@@ -54,6 +54,19 @@ class FileCompanion:
         self.prepared = prepare_all(self.workload)
         self.plan = file_plan(self.workload, self.prepared)
 
+    def describe(self) -> str:
+        """One line on what was prepared, for the run's console."""
+        apps = ", ".join(f"{a.label} ({a.name}) in {a.directory}" for a in self.apps)
+        files = sum(p.files for p in self.prepared)
+        made = sum(p.created + p.rewritten + p.removed for p in self.prepared)
+        seconds = sum(p.seconds for p in self.prepared)
+        return (
+            f"file applications: {apps}; {len(self.prepared)} sets of {files:,} files for "
+            f"{self.tiles} tile{'s' if self.tiles != 1 else ''} ({made:,} files made good in "
+            f"{seconds:.1f} s), {len(self.workload.streams)} file streams, backend "
+            f"{self.workload.backend}"
+        )
+
     def start(self) -> None:
         from tilemark import _engine
 

@@ -30,6 +30,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
+from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options.typed import Options
 from tilemark.run.outcome import RunOutcome
@@ -492,6 +493,7 @@ def run_tiles(
     try:
         if companion is not None:
             companion.prepare()
+            say(console, companion.describe())
         with tile_lists(compiled, trace_sources(tile, layout), results) as lists_start:
             before_start = lists_start if companion is None else companion.before(lists_start)
             outcome = run_plan(
