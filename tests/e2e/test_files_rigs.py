@@ -134,6 +134,12 @@ def test_enospc_while_creating_files_ends_the_run_named_and_keeps_the_intervals(
         assert sum(i["streams"][0]["ops"]["create"]["ops"] for i in doc["intervals"]) == \
             n["create"]["ops"] > 0  # fmt: skip
         assert len(files_under(mnt / "set")) == n["create"]["ops"]
+        # The failed run is stored too: status errors, the errno named (docs/files.md).
+        (run,) = (tmp_path / "tilemark-results").glob("2*/run.json")
+        stored = json.loads(run.read_text())
+        assert stored["kind"] == "files" and stored["status"] == "errors"
+        assert "ENOSPC" in stored["error"]
+        assert stored["summary"]["total"]["errors_by_name"] == {"ENOSPC": 1}
 
 
 def test_emfile_ends_the_run_named_and_keeps_the_intervals(tmp_path):
