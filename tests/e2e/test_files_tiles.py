@@ -164,3 +164,8 @@ def test_a_file_run_is_stored_listed_and_reported(tmp_path, capsys):
     exported = (tmp_path / "csv" / "file_ops.csv").read_text().splitlines()
     assert exported[0].startswith("stream,app,op,ops") and len(exported) == 1 + len(mail["ops"])
     assert (tmp_path / "csv" / "file_intervals.csv").exists()
+    from tilemark import api
+
+    run = api.open_run(run_id, results)
+    assert dict(zip(*run.file_ops_df()[["op", "ops"]].T.values, strict=True)) == ops
+    assert len(run.file_intervals_df()) == len(rows)
