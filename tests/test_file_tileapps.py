@@ -3,6 +3,7 @@ named and placed, and each wrong input refused in one sentence before anything i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -102,22 +103,31 @@ def _interval(w, index: int, fsync_ms: float, loops: int) -> dict:
 
 
 def test_a_file_failure_decides_an_extended_run_and_the_window_is_the_block_runs(tmp_path):
-    from tilemark.files.tilerun import FileCompanion
+    from tilemark.files.tilerun import FileCompanion, file_instances
 
     tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
     c = FileCompanion(tile.file_apps, 1, warmup_s=1, max_duration_s=4, interval_s=1)
     # Warm-up (slow fsyncs, not judged), two measured seconds, then a tail after the block
     # run's measurement (slow again, not judged).
-    c.intervals = [_interval(c.workload, 0, 500, 10), _interval(c.workload, 1, 1, 200),
-                   _interval(c.workload, 2, 1, 200), _interval(c.workload, 3, 500, 10)]  # fmt: skip
-    block = {"instances": [], "applications": [], "undecided": ["t1.oltp: read_p99"]}
-    c.judge_so_far(block, tile.file_apps, measured_s=2.0)
-    (i,) = block["instances"]
-    assert i["metric"] == pytest.approx(200) and i["metric_unit"] == "messages/s"
-    assert block["passed"] is True and block["verdict"] == "pass"
+    shape = [(500, 10), (1, 200), (1, 200), (500, 10)]
+    c.raw = [json.dumps(_interval(c.workload, k, ms, n)) for k, (ms, n) in enumerate(shape)]
+    seen = []
+    for measured in (1.0, 2.0):  # the window grows as the block run measures on
+        block = {"instances": [], "applications": [], "undecided": ["t1.oltp: read_p99"]}
+        c.judge_so_far(block, tile.file_apps, measured_s=measured)
+        (i,) = block["instances"]
+        seen.append((i["metric"], c._live.seconds))
+        assert block["passed"] is True and block["verdict"] == "pass"
+    assert seen == [(pytest.approx(200), 1.0), (pytest.approx(200), 2.0)]
+    assert i["metric_unit"] == "messages/s"
+    # The run's end judges the same window from scratch, with the same answer.
+    (final,), files = file_instances(c)
+    assert final["metric"] == pytest.approx(200) and files["seconds"] == 2.0
     # The same window with slow fsyncs: a decided failure, whatever the block run's
     # undecided criteria turn out to be.
-    c.intervals[2] = _interval(c.workload, 2, 500, 200)
+    shape[2] = (500, 200)
+    c.raw = [json.dumps(_interval(c.workload, k, ms, n)) for k, (ms, n) in enumerate(shape)]
+    c._live, c._live_next = None, 0
     block = {"instances": [], "applications": [], "undecided": ["t1.oltp: read_p99"]}
     c.judge_so_far(block, tile.file_apps, measured_s=2.0)
     assert block["verdict"] == "fail" and block["passed"] is False

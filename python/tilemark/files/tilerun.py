@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,16 @@ class FileCompanion:
     prepared: list[Any] = field(default_factory=list)
     plan: dict[str, Any] | None = None
     run: Any = None
-    intervals: list[dict[str, Any]] = field(default_factory=list)
+    # Every interval the file run finished, as compact JSON (parsed one at a time when judged
+    # or stored: a parsed interval with its histograms is several times larger).
+    raw: list[str] = field(default_factory=list)
     result: dict[str, Any] | None = None
     begin_ns: int | None = None  # the judged window in file-run time (None: from the warm-up)
     until_ns: int | None = None  # where the block run's measurement ended, in file-run time
     run_dir: Path | None = None  # the tile run's directory (set before the engines start)
     _locks: contextlib.ExitStack | None = None
+    _live: Any = None  # window.WindowTotals of an extended run's judging so far
+    _live_next: int = 0  # the first interval of `raw` not yet in _live
 
     def __post_init__(self) -> None:
         self.workload = tile_workload(
@@ -75,21 +80,41 @@ class FileCompanion:
         except _engine.EngineError as e:
             raise RunError(f"the tile's file applications could not start: {e}.") from None
 
+    def _take(self) -> None:
+        for snap in json.loads(self.run.poll()):
+            self.raw.append(json.dumps(snap, separators=(",", ":")))
+
+    def intervals(self) -> Iterator[dict[str, Any]]:
+        """The file run's intervals, parsed one at a time."""
+        return (json.loads(r) for r in self.raw)
+
     def poll(self) -> None:
-        """Take the intervals the file run finished so far (memory stays in Python's hands,
-        not queued in the engine)."""
+        """Take the intervals the file run finished so far (they do not pile up in the
+        engine's queue)."""
         if self.run is not None and self.result is None:
-            self.intervals += json.loads(self.run.poll())
+            self._take()
 
     def judge_so_far(
         self, apps: dict[str, Any], file_apps: list[FileTileApp], measured_s: float
     ) -> None:
         """While an extended tile run decides (run/tiles.py QosMonitor): the file applications
         judged over what the block run measured so far, merged into `apps`. Their criteria
-        have no confidence interval, so they are never undecided: a failure decides."""
+        have no confidence interval, so they are never undecided: a failure decides. The
+        window only grows, so its totals grow interval by interval (each parsed once)."""
+        from tilemark.files.window import WindowTotals, in_window
+
         self.poll()
         self.until_ns = self.from_ns + int(measured_s * 1e9)
-        instances, _ = file_instances(self)
+        if self._live is None:
+            self._live = WindowTotals(len(self.workload.streams))
+        while self._live_next < len(self.raw):
+            snap = json.loads(self.raw[self._live_next])
+            if (int(snap["start_ns"]) + int(snap["end_ns"])) / 2 >= self.until_ns:
+                break  # not yet in the window: looked at again next time
+            if in_window(snap, self.from_ns, self.until_ns):
+                self._live.add(snap)
+            self._live_next += 1
+        instances, _ = file_instances(self, (self._live.totals(), self._live.seconds))
         merge_applications(apps, instances, file_apps)
 
     def finish(self) -> dict[str, Any] | None:
@@ -98,8 +123,8 @@ class FileCompanion:
             return self.result
         self.run.stop()
         while not self.run.wait(0.2):
-            self.intervals += json.loads(self.run.poll())
-        self.intervals += json.loads(self.run.poll())
+            self._take()
+        self._take()
         self.result = json.loads(self.run.result())
         return self.result
 
@@ -142,7 +167,7 @@ class FileCompanion:
             instances, files = file_instances(self)
             merge_applications(summary["applications"], instances, file_apps)
             summary["files"] = files
-            if self.run_dir is not None and self.intervals:
+            if self.run_dir is not None and self.raw:
                 try:
                     write_file_intervals(self, self.run_dir, self.run_dir.name)
                 except OSError as e:
@@ -171,8 +196,11 @@ def _verdict(v: Any, spec: Any) -> Verdict:
     return Verdict(name, described, "window", v.passed, v.value, spec.limit, "ms")
 
 
-def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(application instances as application_results makes them, summary.files)."""
+def file_instances(
+    c: FileCompanion, window: tuple[list[dict[str, Any]], float] | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(application instances as application_results makes them, summary.files), judged over
+    `window` (per stream totals, seconds) or else the companion's window of its intervals."""
     from tilemark.analysis.qos import worst as worst_of
     from tilemark.analysis.tiles import _latency_columns, _verdict_of, criterion_json, failure_text
     from tilemark.files.qos import judge
@@ -183,7 +211,7 @@ def file_instances(c: FileCompanion) -> tuple[list[dict[str, Any]], dict[str, An
 
     w = c.workload
     result = c.result or {}
-    totals, seconds = window_totals(c.intervals, len(w.streams), c.from_ns, c.until_ns)
+    totals, seconds = window or window_totals(c.intervals(), len(w.streams), c.from_ns, c.until_ns)
     by_name = {s.name: t for s, t in zip(w.streams, totals, strict=True)}
     summaries = []
     for spec, t in zip(w.streams, totals, strict=True):
@@ -350,5 +378,6 @@ def write_file_intervals(c: FileCompanion, run_dir: Path, run_id: str) -> None:
 
     names = [s.name for s in c.workload.streams]
     write_intervals(
-        run_dir / FILE_INTERVALS, interval_rows(run_id, c.intervals, names, c.from_ns, c.until_ns)
+        run_dir / FILE_INTERVALS,
+        interval_rows(run_id, c.intervals(), names, int(c.warmup_s * 1e9), c.until_ns),
     )

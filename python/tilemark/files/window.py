@@ -11,31 +11,12 @@ interval, after the block run ended, is left out).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tilemark.files.spec import OPS
 
 FILE_INTERVALS = "file_intervals.parquet"
-
-
-def merge_op(docs: Sequence[dict[str, Any] | None]) -> dict[str, Any]:
-    """OpStats documents summed: ops, bytes, errors by errno, histograms merged."""
-    from tilemark.hist import Histogram
-
-    present = [d for d in docs if d]
-    out: dict[str, Any] = {
-        "ops": sum(int(d.get("ops", 0)) for d in present),
-        "bytes": sum(int(d.get("bytes", 0)) for d in present),
-        "errors": {},
-    }
-    for d in present:
-        for k, v in (d.get("errors") or {}).items():
-            out["errors"][k] = out["errors"].get(k, 0) + v
-    out["service"] = Histogram.merged(d.get("service") for d in present).to_json()
-    responses = [d.get("response") for d in present if d.get("response") is not None]
-    out["response"] = Histogram.merged(responses).to_json() if responses else None
-    return out
 
 
 def in_window(snap: dict[str, Any], from_ns: int, until_ns: int | None) -> bool:
@@ -44,34 +25,94 @@ def in_window(snap: dict[str, Any], from_ns: int, until_ns: int | None) -> bool:
     return mid >= from_ns and (until_ns is None or mid < until_ns)
 
 
+class _OpSum:
+    """One operation's counters summed interval by interval (histograms merged in place)."""
+
+    def __init__(self) -> None:
+        from tilemark.hist import Histogram
+
+        self.ops = 0
+        self.bytes = 0
+        self.errors: dict[str, int] = {}
+        self.service = Histogram()
+        self.response: Any = None
+
+    def add(self, d: dict[str, Any] | None) -> None:
+        from tilemark.hist import Histogram
+
+        if not d:
+            return
+        self.ops += int(d.get("ops", 0))
+        self.bytes += int(d.get("bytes", 0))
+        for k, v in (d.get("errors") or {}).items():
+            self.errors[k] = self.errors.get(k, 0) + v
+        self.service.merge(Histogram.from_json(d.get("service")))
+        if d.get("response") is not None:
+            if self.response is None:
+                self.response = Histogram()
+            self.response.merge(Histogram.from_json(d["response"]))
+
+    def doc(self) -> dict[str, Any]:
+        return {
+            "ops": self.ops,
+            "bytes": self.bytes,
+            "errors": dict(self.errors),
+            "service": self.service.to_json(),
+            "response": None if self.response is None else self.response.to_json(),
+        }
+
+
+class WindowTotals:
+    """Per stream, the intervals added so far summed (memory: one set of histograms per
+    stream and operation, however many intervals)."""
+
+    def __init__(self, streams: int):
+        self.seconds = 0.0
+        self._ops = [{op: _OpSum() for op in OPS} for _ in range(streams)]
+        self._skipped = [dict.fromkeys(OPS, 0) for _ in range(streams)]
+        self._loops: list[_OpSum | None] = [None] * streams
+
+    def add(self, snap: dict[str, Any]) -> None:
+        self.seconds += (int(snap["end_ns"]) - int(snap["start_ns"])) / 1e9
+        for k, s in enumerate(snap["streams"]):
+            for op in OPS:
+                self._ops[k][op].add(s["ops"].get(op))
+                self._skipped[k][op] += s["skipped"].get(op, 0)
+            if s.get("loops") is not None:
+                if self._loops[k] is None:
+                    self._loops[k] = _OpSum()
+                self._loops[k].add(s["loops"])  # type: ignore[union-attr]
+
+    def totals(self) -> list[dict[str, Any]]:
+        """Per stream the engine-shaped totals: {ops: {op: doc}, skipped: {op: n}, loops}."""
+        return [
+            {
+                "ops": {op: o.doc() for op, o in ops.items()},
+                "skipped": dict(skipped),
+                "loops": None if loops is None else loops.doc(),
+            }
+            for ops, skipped, loops in zip(self._ops, self._skipped, self._loops, strict=True)
+        ]
+
+
 def window_totals(
-    intervals: Sequence[dict[str, Any]],
+    intervals: Iterable[dict[str, Any]],
     streams: int,
     from_ns: int = 0,
     until_ns: int | None = None,
 ) -> tuple[list[dict[str, Any]], float]:
-    """Per stream the engine-shaped totals ({ops: {op: doc}, skipped: {op: n}, loops: doc})
-    of the intervals in the window (in_window), and the seconds they cover."""
-    kept = [i for i in intervals if in_window(i, from_ns, until_ns)]
-    seconds = sum(int(i["end_ns"]) - int(i["start_ns"]) for i in kept) / 1e9
-    out = []
-    for k in range(streams):
-        docs = [i["streams"][k] for i in kept]
-        out.append(
-            {
-                "ops": {op: merge_op([d["ops"][op] for d in docs]) for op in OPS},
-                "skipped": {op: sum(d["skipped"][op] for d in docs) for op in OPS},
-                "loops": merge_op([d.get("loops") for d in docs])
-                if any(d.get("loops") is not None for d in docs)
-                else None,
-            }
-        )
-    return out, seconds
+    """Per stream the engine-shaped totals of the intervals in the window (in_window), and
+    the seconds they cover; `intervals` may be a generator (one interval in memory at a time)."""
+    acc = WindowTotals(streams)
+    for snap in intervals:
+        if in_window(snap, from_ns, until_ns):
+            acc.add(snap)
+    return acc.totals(), acc.seconds
 
 
 def interval_rows(
     run_id: str,
-    intervals: Sequence[dict[str, Any]],
+    intervals: Iterable[dict[str, Any]],
     names: Sequence[str],
     from_ns: int = 0,
     until_ns: int | None = None,
