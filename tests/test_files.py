@@ -18,6 +18,12 @@ from tilemark.files.run import run_file_workload
 from tilemark.files.spec import parse_file_workload
 
 
+@pytest.fixture(autouse=True)
+def _results_in_tmp(tmp_path, monkeypatch):
+    """`files run` stores its run under ./tilemark-results: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def workload(path: Path, stream: dict | None = None, **fileset) -> dict:
     fs = {"name": "s", "path": str(path), "files": 60, "size": "4k:1,16k:1", **fileset}
     st = {"name": "m", "threads": 2, **(stream or {})}

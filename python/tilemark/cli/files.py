@@ -99,8 +99,15 @@ def files_run(
     force: Annotated[
         bool, typer.Option("--force", help="Replace FILE even if tilemark did not write it.")
     ] = False,
+    results: Annotated[
+        Path,
+        typer.Option(
+            "--results", metavar="DIR", help="Results directory: the run is stored there."
+        ),
+    ] = Path("tilemark-results"),
 ) -> None:
-    """Prepare the file sets, run the file streams, print every operation's rate and latency."""
+    """Prepare the file sets, run the file streams, print every operation's rate and latency;
+    the run is stored (tilemark runs, report, compare)."""
     import dataclasses
 
     from tilemark.errors import RunError
@@ -124,6 +131,17 @@ def files_run(
     for p in result.prepared:
         typer.echo(_prepared_line(p))
     _print_result(result)
+    if result.plan is not None:
+        import sys
+
+        from tilemark.files.store import store_file_run
+
+        run_id, run_dir, catalog_error = store_file_run(
+            result, result.plan, w.backend, results, list(sys.argv)
+        )
+        typer.echo(f"run {run_id} stored in {run_dir}")
+        if catalog_error:
+            typer.echo(f"note: the catalog could not take the run now: {catalog_error}", err=True)
     if json_out is not None:
         from tilemark.store.outputs import starts_with, write_file
 

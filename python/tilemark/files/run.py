@@ -73,6 +73,7 @@ class FileRunResult:
     exit_status: int | None = None  # interrupted: 128 + the signal
     qos: tuple[Any, ...] = ()  # qos.QosVerdict, in the workload's order
     devices: tuple[Any, ...] = ()  # devices.DeviceView: the block devices under the sets
+    plan: dict[str, Any] | None = None  # the engine's file plan that ran (file_plan)
 
     @property
     def qos_passed(self) -> bool | None:
@@ -313,7 +314,7 @@ def _prepare_and_run(
     )  # fmt: skip
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
-        tuple(intervals), stopper.exit_status, verdicts, devices,
+        tuple(intervals), stopper.exit_status, verdicts, devices, plan,
     )  # fmt: skip
 
 

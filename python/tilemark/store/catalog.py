@@ -275,7 +275,7 @@ def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         "workload_name": doc.workload.name if doc.workload else None,
         "target": ", ".join(target_paths) or None,
         "backend": plan.backend,
-        "streams": len(plan.streams or []),
+        "streams": len(plan.streams or plan.file_streams or []),
         "duration_s": summary.duration_s,
         "total_iops": total.iops,
         "total_mbps": total.mbps,
