@@ -281,7 +281,10 @@ impl FileRun {
             tables: plan
                 .filesets
                 .iter()
-                .map(|fs| Mutex::new(Table::new(&fs.entries)))
+                .map(|fs| {
+                    let dirs = fs.entry_kind == super::EntryKind::Dirs;
+                    Mutex::new(Table::with_kind(&fs.entries, dirs))
+                })
                 .collect(),
             dirs,
             names: plan.filesets.iter().map(|f| f.name.clone()).collect(),
@@ -457,7 +460,12 @@ impl FileRun {
             .zip(&self.shared.names)
             .map(|(t, name)| {
                 let t = t.lock().unwrap();
-                serde_json::json!({"name": name, "files": t.present, "bytes": t.bytes()})
+                serde_json::json!({
+                    "name": name,
+                    "files": t.present,
+                    "dirs": t.dirs_present(),
+                    "bytes": t.bytes(),
+                })
             })
             .collect();
         let failure = self.shared.failure.lock().unwrap().clone();
