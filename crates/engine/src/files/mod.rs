@@ -162,6 +162,9 @@ pub enum EntryKind {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Select {
     Uniform,
+    /// Entries in order, each once per pass, shared by the stream's threads (fio's file
+    /// engines: every file once).
+    Sequential,
     /// Entry popularity by rank (entry order scrambled), exponent theta.
     Zipf {
         theta: f64,

@@ -58,7 +58,11 @@ impl Worker {
             tid,
             fileset: s.fileset,
             mix: OpMix::new(&s.ops, s.sequence),
-            picker: Picker::new(&s.select, plan.filesets[s.fileset].entries.len()),
+            picker: Picker::new(
+                &s.select,
+                plan.filesets[s.fileset].entries.len(),
+                &shared.cursors[stream],
+            ),
             rng,
             held: VecDeque::new(),
             openfiles: s.openfiles,
@@ -209,7 +213,7 @@ impl Worker {
     /// call, count it, give the entry back as the call left it.
     fn by_name(&mut self, op: FileOp) {
         let start = if op == FileOp::Mkdir {
-            self.rng.below(self.picker_len()) as usize
+            self.picker.free_start(&mut self.rng)
         } else {
             self.picker.pick(&mut self.rng)
         };
@@ -276,7 +280,7 @@ impl Worker {
 
     fn create_one(&mut self) {
         self.make_room();
-        let start = self.rng.below(self.picker_len()) as usize;
+        let start = self.picker.free_start(&mut self.rng);
         let Some((i, dir)) = self.table().take_free_entry(start) else {
             return self.skip(FileOp::Create);
         };

@@ -117,6 +117,8 @@ pub(super) struct Shared {
     /// Per engine thread: its counters since the last interval.
     thread_stats: Vec<Mutex<FileStats>>,
     pub(super) schedules: Vec<Option<Mutex<Schedule>>>,
+    /// Per stream: its place in the entries for sequential selection.
+    pub(super) cursors: Vec<Arc<AtomicU64>>,
     /// Per stream: operations or loops it may still start (FileStreamSpec::limit).
     pub(super) budgets: Vec<Option<AtomicU64>>,
     pub(super) running: AtomicUsize,
@@ -311,6 +313,7 @@ impl FileRun {
                     }
                 })
                 .collect(),
+            cursors: plan.streams.iter().map(|_| Arc::default()).collect(),
             budgets: plan
                 .streams
                 .iter()

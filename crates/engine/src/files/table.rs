@@ -2,6 +2,9 @@
 //! are busy (an operation or a thread's open file holds them), and how a stream draws the next
 //! operation and the next file. Pure logic, no IO: unit-tested below.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use super::{FileOp, Select, FILE_OPS};
 use crate::rng::{Rng, Zipf};
 
@@ -243,18 +246,25 @@ impl Table {
     }
 }
 
-/// Where a stream's picks start: uniform over the entries, or a scrambled zipf rank.
+/// Where a stream's picks start: uniform over the entries, a scrambled zipf rank, or the next
+/// entry in order (a cursor shared by the stream's threads).
 #[derive(Clone, Debug)]
 pub enum Picker {
     Uniform(u64),
     Zipf { zipf: Zipf, n: u64, scramble: u64 },
+    Sequential { next: Arc<AtomicU64>, n: u64 },
 }
 
 impl Picker {
-    pub fn new(select: &Select, n: usize) -> Self {
+    /// `cursor`: the stream's shared place in the entries (used by sequential selection).
+    pub fn new(select: &Select, n: usize, cursor: &Arc<AtomicU64>) -> Self {
         let n = n as u64;
         match select {
             Select::Uniform => Picker::Uniform(n),
+            Select::Sequential => Picker::Sequential {
+                next: cursor.clone(),
+                n,
+            },
             Select::Zipf { theta } => Picker::Zipf {
                 zipf: Zipf::new(n, *theta),
                 n,
@@ -264,9 +274,19 @@ impl Picker {
         }
     }
 
+    /// Where a create or mkdir looks for a free entry: uniform, except in order for a
+    /// sequential stream.
+    pub fn free_start(&self, rng: &mut Rng) -> usize {
+        match self {
+            Picker::Sequential { .. } => self.pick(rng),
+            Picker::Uniform(n) | Picker::Zipf { n, .. } => rng.below(*n) as usize,
+        }
+    }
+
     pub fn pick(&self, rng: &mut Rng) -> usize {
         match self {
             Picker::Uniform(n) => rng.below(*n) as usize,
+            Picker::Sequential { next, n } => (next.fetch_add(1, Ordering::Relaxed) % n) as usize,
             Picker::Zipf { zipf, n, scramble } => {
                 let rank = zipf.sample(rng) - 1;
                 ((rank as u128 * *scramble as u128) % *n as u128) as usize
@@ -476,8 +496,11 @@ mod tests {
             counts.sort_unstable_by(|a, b| b.cmp(a));
             counts[..10].iter().sum::<u64>() as f64 / 100_000.0
         };
-        let zipf = top_share(&Picker::new(&Select::Zipf { theta: 1.2 }, n), &mut rng);
-        let uniform = top_share(&Picker::new(&Select::Uniform, n), &mut rng);
+        let zipf = top_share(
+            &Picker::new(&Select::Zipf { theta: 1.2 }, n, &Arc::default()),
+            &mut rng,
+        );
+        let uniform = top_share(&Picker::new(&Select::Uniform, n, &Arc::default()), &mut rng);
         assert!(zipf > 0.5, "zipf top 1% share {zipf}");
         assert!(uniform < 0.03, "uniform top 1% share {uniform}");
     }

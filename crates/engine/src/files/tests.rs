@@ -496,3 +496,30 @@ fn attr_ops_on(backend: FileBackend, tag: &str) {
     assert!((1..=30).contains(&short));
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn sequential_selection_takes_the_entries_in_order_each_once() {
+    for (backend, tag) in [
+        (FileBackend::Psync, "seqsel"),
+        (FileBackend::Uring, "seqsel-uring"),
+    ] {
+        let root = tmpdir(tag);
+        let set = make_set(&root, 90, 90, 10);
+        let mut s = stream(vec![(FileOp::Delete, 1.0)], false);
+        s.select = Select::Sequential;
+        s.threads = 3;
+        s.limit = Some(45);
+        let doc = run_on(backend, set, s, 30_000);
+        assert_eq!(doc["streams"][0]["ops"]["delete"]["ops"], 45, "{doc}");
+        assert_eq!(doc["streams"][0]["skipped"]["delete"], 0);
+        // The first 45 entries are gone, the last 45 all there: none twice, none skipped.
+        let mut left: Vec<String> = std::fs::read_dir(root.join("d0"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let want: Vec<String> = (45..90).map(entry_name).collect();
+        assert_eq!(left, want, "{backend:?}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

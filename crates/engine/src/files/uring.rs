@@ -189,7 +189,7 @@ impl UringStream {
             fileset: s.fileset,
             ring,
             slots,
-            picker: Picker::new(&s.select, entries),
+            picker: Picker::new(&s.select, entries, &shared.cursors[stream]),
             entries: entries as u64,
             openfiles: s.openfiles,
             write: s.ops.iter().any(|o| o.0.writes()),
@@ -392,7 +392,7 @@ impl UringStream {
             }
             Call::Open | Call::Create => {
                 let pick = if call == Call::Create {
-                    let start = self.slots[k].rng.below(self.entries) as usize;
+                    let start = self.picker.free_start(&mut self.slots[k].rng);
                     table
                         .lock()
                         .unwrap()
@@ -438,7 +438,7 @@ impl UringStream {
             }
             Call::ByName(op) => {
                 let start = if op == FileOp::Mkdir {
-                    self.slots[k].rng.below(self.entries) as usize
+                    self.picker.free_start(&mut self.slots[k].rng)
                 } else {
                     self.picker.pick(&mut self.slots[k].rng)
                 };
