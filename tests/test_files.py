@@ -97,6 +97,18 @@ def test_a_matching_set_is_reused_and_made_whole_again(tmp_path):
     assert on_disk(root) == {entry_name(i): s for i, (_, s) in enumerate(layout(spec)) if s}
 
 
+def test_a_set_with_sync_is_made_and_reused_the_same(tmp_path):
+    # sync = true ends prepare with syncfs (the set on disk before the run), changes nothing.
+    root = tmp_path / "set"
+    spec = spec_of(workload(root, files=20, sync=True)).filesets[0]
+    assert spec.sync and "sync" not in spec.description()
+    made = prepare_fileset(spec)
+    again = prepare_fileset(spec)
+    assert made.files == again.files == 20 and again.reused
+    with pytest.raises(UsageError, match="sync must be true or false"):
+        spec_of(workload(root, sync="yes"))
+
+
 def test_a_set_of_directories_is_made_and_made_good_again(tmp_path):
     # kind = "dirs": the prepared entries are empty directories (fio's dirstat, dirdelete).
     root = tmp_path / "set"

@@ -87,6 +87,19 @@ def test_fios_own_examples_translate(engine):
     assert outcome.translation.doc["filestream"][0]["select"] == "sequential"
 
 
+def test_laid_out_files_are_on_disk_before_the_run_unless_create_fsync_is_off(tmp_path):
+    # filesetup.c extend_file() fsyncs each laid-out file when create_fsync is set; HOWTO
+    # create_fsync: "fsync(2) the data file after creation. This is the default."
+    doc, notes = doc_of(tmp_path, "[a]\nioengine=filedelete\nfilesize=4k\n")
+    assert doc["fileset"][0]["sync"] is True and any("syncfs" in n for n in notes)
+    doc, _ = doc_of(tmp_path, "[a]\nioengine=filestat\nfilesize=4k\ncreate_fsync=0\n")
+    assert doc["fileset"][0]["sync"] is False
+    # fio creates dircreate/filecreate entries in the run and setup_dirs() only mkdirs.
+    for engine in ("filecreate", "dirstat"):
+        doc, _ = doc_of(tmp_path, f"[a]\nioengine={engine}\nfilesize=4k\n")
+        assert "sync" not in doc["fileset"][0]
+
+
 def test_size_without_filesize_is_divided_among_the_files(tmp_path):
     # HOWTO nrfiles: "The size of files will be size divided by this unless explicit size is
     # specified by filesize."

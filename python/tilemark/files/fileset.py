@@ -397,6 +397,8 @@ def prepare_fileset(
         where = spec.path if existed else os.path.dirname(spec.path)
         _check_capacity(spec, where, inodes, max(space, 0), writes or changes)
         if not changes:
+            if spec.sync:
+                _syncfs(spec, root_fd)
             return PreparedSet(spec, tuple(dirs), tuple(want), True, 0, 0, 0,
                                time.monotonic() - t0)  # fmt: skip
         if root_fd is None:
@@ -449,6 +451,8 @@ def prepare_fileset(
                 f"fileset '{spec.name}': preparing {spec.path} failed: {e.strerror or e}{name}."
             ) from None
         created = sum(1 for i in to_write if i not in found)
+        if spec.sync:
+            _syncfs(spec, root_fd)
         return PreparedSet(
             spec, tuple(dirs), tuple(want), marker is not None and same, created,
             len(to_write) - created, removed, time.monotonic() - t0,
@@ -456,6 +460,17 @@ def prepare_fileset(
     finally:
         if root_fd is not None:
             os.close(root_fd)
+
+
+def _syncfs(spec: FilesetSpec, fd: int) -> None:
+    """Write the file system's dirty data to disk (syncfs(2)): a set with `sync = true` starts
+    its run on disk, as fio's files do after its layout (create_fsync, on by default)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syncfs(fd) != 0:
+        e = ctypes.get_errno()
+        raise RunError(f"fileset '{spec.name}': syncfs of {spec.path} failed: {os.strerror(e)}.")
 
 
 def _all_dirs(leaves: list[str]) -> list[str]:

@@ -55,7 +55,9 @@ OPS = (
 READ_OPS = frozenset({"open", "read", "close", "stat", "statdir"})
 WRITE_OPS = frozenset(OPS) - READ_OPS
 ENTRY_KINDS = ("files", "dirs")  # what a set's prepared entries are
-FILESET_KEYS = ("name", "path", "depth", "width", "files", "prealloc", "size", "seed", "kind")
+FILESET_KEYS = (
+    "name", "path", "depth", "width", "files", "prealloc", "size", "seed", "kind", "sync",
+)  # fmt: skip
 STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",
     "arrival", "openfiles", "io_size", "seed", "unit", "limit", "truncate",
@@ -143,6 +145,7 @@ class FilesetSpec:
     size: SizeDist
     seed: int
     kind: str = "files"  # "dirs": the prepared entries are empty directories (size unused)
+    sync: bool = False  # prepare ends with syncfs: the run starts with the set on disk
 
     @property
     def leaf_dirs(self) -> int:
@@ -273,7 +276,10 @@ def parse_fileset(table: object, index: int) -> FilesetSpec:
             f"{where}: kind must be 'files' or 'dirs' (what the prepared entries are), "
             f"got {shown(kind)}."
         )
-    return FilesetSpec(name, path, depth, width, files, float(prealloc), size, seed, kind)
+    sync = table.get("sync", False)
+    if not isinstance(sync, bool):
+        raise UsageError(f"{where}: sync must be true or false, got {shown(sync)}.")
+    return FilesetSpec(name, path, depth, width, files, float(prealloc), size, seed, kind, sync)
 
 
 def parse_ops(value: object, where: str, sequence: bool) -> tuple[tuple[str, float], ...]:

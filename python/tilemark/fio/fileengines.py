@@ -51,7 +51,7 @@ GROUP = "file and directory engines"  # the corpus table's group for their refus
 USED = frozenset({
     "ioengine", "nrfiles", "nr_files", "numjobs", "filesize", "size", "directory", "runtime",
     "time_based", "loops", "name", "stat_type", "create_on_open", "openfiles", "unlink",
-    "fallocate", "rw", "readwrite",
+    "fallocate", "rw", "readwrite", "create_fsync",
 })  # fmt: skip
 # Options with no counterpart whose difference is said in a note.
 NOTED = {
@@ -237,6 +237,18 @@ def _job_doc(
     }
     if kind == "dirs":
         fileset["kind"] = "dirs"
+    elif prealloc:
+        # filesetup.c extend_file(): fio fsyncs each file it lays out unless create_fsync=0
+        # (HOWTO create_fsync: "This is the default"). Unlinking a file still in the page cache
+        # is another operation than unlinking one on disk (ext4 here: ~15 us against ~1 ms).
+        v, w = _value(job, "create_fsync")
+        fileset["sync"] = v is None or parse_bool(v, f"{w}: create_fsync")
+        if fileset["sync"]:
+            notes.append(
+                f"ioengine={engine}: fio fsyncs each file it lays out (create_fsync, on by "
+                "default); tilemark's prepare ends with a syncfs of the set's file system, so "
+                "the files are on disk when the run starts, as fio's are"
+            )
     stream: dict[str, Any] = {
         "name": name, "fileset": name, **stream_keys, "threads": numjobs, "select": "sequential",
     }  # fmt: skip
