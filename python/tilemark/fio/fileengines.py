@@ -341,18 +341,3 @@ def toml_text(doc: dict[str, Any], source: str, notes: list[str]) -> str:
         for table in doc[key]:
             lines += ["", f"[[{key}]]"] + [f"{k} = {value(v)}" for k, v in table.items()]
     return "\n".join(lines) + "\n"
-
-
-def outcome(path: str | os.PathLike[str], jobs: list[Job]) -> Any:
-    """The translation as translate.examine reports it (an Outcome): the document, or the
-    problem that refused it."""
-    from tilemark.fio.job import Problem
-    from tilemark.fio.translate import Outcome, Translation
-
-    try:
-        doc, notes = translate_file_jobs(path, jobs)
-    except FileJobProblem as p:
-        return Outcome(None, [Problem(p.key, p.where, p.why, GROUP)])
-    except UsageError as e:
-        return Outcome(None, [Problem("job file", str(path), str(e), "malformed values", str(e))])
-    return Outcome(Translation(doc=doc, notes=notes, source=str(path)), [])

@@ -93,9 +93,12 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
 
     try:
         if fileengines.holds_file_jobs(parsed):  # a file workload (fio/fileengines.py)
-            return fileengines.outcome(path, parsed)
+            doc, notes = fileengines.translate_file_jobs(path, parsed)
+            return Outcome(Translation(doc=doc, notes=notes, source=str(path)), [])
     except fileengines.FileJobProblem as p:
         return Outcome(None, [Problem(p.key, p.where, p.why, fileengines.GROUP)])
+    except UsageError as e:  # a malformed value in a file-engine job
+        return Outcome(None, [Problem("job file", str(path), str(e), "malformed values", str(e))])
     jobs = [read_job(job) for job in parsed]
     problems = [p for job in jobs for p in job.problems]
     notes: list[str] = []
