@@ -396,7 +396,10 @@ def test_fio_file_engine_jobs_run_each_file_once(tmp_path, capsys, backend):
     # filestat and filedelete over the same sets: every file stated, then every file deleted.
     stat = FIO_CREATE.replace("ioengine=filecreate", "ioengine=filestat")
     for engine, after in (("filestat", 300), ("filedelete", 0)):
-        job.write_text(FIO_CREATE.replace("ioengine=filecreate", f"ioengine={engine}"))
+        # create_fsync=0: no syncfs after prepare (seconds on a busy disk; the sync is tested
+        # in test_a_set_with_sync_is_made_and_reused_the_same and test_fio_fileengines.py).
+        text = FIO_CREATE.replace("ioengine=filecreate", f"ioengine={engine}\ncreate_fsync=0")
+        job.write_text(text)
         assert main(["files", "run", str(job), "--dir", str(work), "--json", str(out)]) == 0
         r = json.loads(out.read_text())
         op = "stat" if engine == "filestat" else "delete"
