@@ -477,6 +477,35 @@ mod tests {
     }
 
     #[test]
+    fn files_and_directories_are_taken_apart_and_released_as_the_call_left_them() {
+        use FileOp::*;
+        // Entries 0 and 1 are directories, 2 is free.
+        let mut t = Table::with_kind(&[(0, Some(0)), (0, Some(0)), (0, None)], true);
+        assert_eq!((t.present, t.dirs_present()), (0, 2));
+        // A file op finds no file; a directory op finds a directory, never the free entry.
+        assert_eq!(t.take_for(Stat, 2), None);
+        assert_eq!(t.take_for(Setattr, 0), None);
+        let d = t.take_for(Rmdir, 2).expect("a directory");
+        assert!(d.0 < 2);
+        t.release_after(Rmdir, d, true); // removed: free now
+        assert_eq!(t.dirs_present(), 1);
+        let m = t.take_for(Mkdir, 0).expect("a free entry");
+        assert!(t.entries[m.0].kind == Kind::Free);
+        t.release_after(Mkdir, m, true);
+        assert_eq!(t.dirs_present(), 2);
+        // A failed mkdir leaves the entry free; a statdir leaves a directory a directory.
+        let f = t.take_for(Mkdir, 0).expect("the last free entry");
+        t.release_after(Mkdir, f, false);
+        assert!(t.entries[f.0].kind == Kind::Free && !t.entries[f.0].busy);
+        let s = t.take_for(Statdir, 0).unwrap();
+        t.release_after(Statdir, s, true);
+        assert_eq!((t.present, t.dirs_present()), (0, 2));
+        // The rename pair gives back what it took when half is missing (no file here).
+        assert_eq!(t.take_rename_pair(0, 0), None);
+        assert!(t.entries.iter().all(|e| !e.busy));
+    }
+
+    #[test]
     fn a_full_set_has_no_free_entry_and_an_empty_one_none_existing() {
         let mut full = Table::new(&[(0, Some(1)), (0, Some(1))]);
         assert_eq!(full.take_free(0), None);
