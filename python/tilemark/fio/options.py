@@ -62,14 +62,7 @@ ENGINE_FAMILIES = {
         "ime_aio",
     ),
     "GPU and accelerator copies (libcufile, libhipfile)": ("libcufile", "libhipfile"),
-    "metadata operations on files and directories": (
-        "filecreate",
-        "filestat",
-        "filedelete",
-        "dircreate",
-        "dirstat",
-        "dirdelete",
-    ),
+    # fio's file and directory engines are no family here: fio/fileengines.py translates them.
     "MTD flash": ("mtd",),
 }
 

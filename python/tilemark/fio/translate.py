@@ -90,6 +90,16 @@ def _line(problem: Problem) -> tuple[str, int]:
 
 
 def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
+    from tilemark.fio import fileengines
+
+    try:
+        if fileengines.holds_file_jobs(parsed):  # a file workload (fio/fileengines.py)
+            doc, notes = fileengines.translate_file_jobs(path, parsed)
+            return Outcome(Translation(doc=doc, notes=notes, source=str(path)), [])
+    except fileengines.FileJobProblem as p:
+        return Outcome(None, [Problem(p.key, p.where, p.why, fileengines.GROUP)])
+    except UsageError as e:  # a malformed value in a file-engine job
+        return Outcome(None, [Problem("job file", str(path), str(e), "malformed values", str(e))])
     jobs = [read_job(job) for job in parsed]
     problems = [p for job in jobs for p in job.problems]
     notes: list[str] = []
@@ -509,6 +519,10 @@ def _toml_value(value: Any) -> str:
 
 def toml_text(translation: Translation) -> str:
     """The workload as a TOML file, with the notes as comments at the top."""
+    if "filestream" in translation.doc:  # fio's file and directory engines
+        from tilemark.fio.fileengines import toml_text as file_toml
+
+        return file_toml(translation.doc, translation.source, translation.notes)
     lines = [f"# Translated from the fio job file {translation.source} by tilemark import-fio."]
     lines += [f"# note: {note}" for note in translation.notes]
     lines.append("")
