@@ -39,10 +39,12 @@ def examine_all(examples: Path) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"file": path.name, "seconds": seconds}
         if outcome.translation is not None:
             doc = outcome.translation.doc
+            # A job file of fio's file and directory engines is a file workload (filestream).
+            streams = doc.get("stream") or doc["filestream"]
             row.update(
                 translated=True,
-                streams=len(doc["stream"]),
-                phased=any("start" in s or "stop" in s for s in doc["stream"]),
+                streams=len(streams),
+                phased=any("start" in s or "stop" in s for s in streams),
                 notes=outcome.translation.notes,
             )
         else:

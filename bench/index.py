@@ -398,9 +398,27 @@ def read_file_ops(doc: dict[str, Any]) -> Reading:
     )
 
 
+def read_fio_fileengines(doc: dict[str, Any]) -> Reading:
+    """fio_fileengines.py: fio's file and directory engine examples by fio and by tilemark,
+    operations done and mean latency (medians over the repetitions)."""
+    parts = []
+    for r in doc["rows"]:
+        fio, tm = r.get("fio"), r["tilemark"]
+        theirs = f"fio {fio['ops']:,.0f} ops {num(fio['mean_us'], 1)} us / " if fio else ""
+        parts.append(
+            f"{r['engine']} {theirs}tilemark {tm['ops']:,.0f} ops {num(tm['mean_us'], 1)} us"
+        )
+    return Reading(
+        f"fio_fileengines.py, {doc['reps']} reps, filecreate nrfiles / {doc['scale']}",
+        f"directory under {doc['machine']['work']}",
+        "ops done and mean latency: " + "; ".join(parts),
+    )
+
+
 Adapter = Callable[[Any], Reading]
 BY_SCHEMA: dict[str, Adapter] = {
     "tilemark-bench-file-ops/1": read_file_ops,
+    "tilemark-bench-fio-fileengines/1": read_fio_fileengines,
     "tilemark-bench-vs-fio/1": read_vs_fio,
     "tilemark-bench-cluster/1": read_cluster,
     "tilemark-bench-verify-overhead/1": read_verify,

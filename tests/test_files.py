@@ -18,6 +18,12 @@ from tilemark.files.run import run_file_workload
 from tilemark.files.spec import parse_file_workload
 
 
+@pytest.fixture(autouse=True)
+def _results_in_tmp(tmp_path, monkeypatch):
+    """`files run` stores its run under ./tilemark-results: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 def workload(path: Path, stream: dict | None = None, **fileset) -> dict:
     fs = {"name": "s", "path": str(path), "files": 60, "size": "4k:1,16k:1", **fileset}
     st = {"name": "m", "threads": 2, **(stream or {})}
@@ -97,6 +103,47 @@ def test_a_matching_set_is_reused_and_made_whole_again(tmp_path):
     assert on_disk(root) == {entry_name(i): s for i, (_, s) in enumerate(layout(spec)) if s}
 
 
+def test_a_set_with_sync_is_made_and_reused_the_same(tmp_path):
+    # sync = true ends prepare with syncfs (the set on disk before the run), changes nothing.
+    root = tmp_path / "set"
+    spec = spec_of(workload(root, files=20, sync=True)).filesets[0]
+    assert spec.sync and "sync" not in spec.description()
+    made = prepare_fileset(spec)
+    again = prepare_fileset(spec)
+    assert made.files == again.files == 20 and again.reused
+    with pytest.raises(UsageError, match="sync must be true or false"):
+        spec_of(workload(root, sync="yes"))
+
+
+def test_a_set_of_directories_is_made_and_made_good_again(tmp_path):
+    # kind = "dirs": the prepared entries are empty directories (fio's dirstat, dirdelete).
+    root = tmp_path / "set"
+    spec = spec_of(workload(root, files=10, prealloc=50, kind="dirs")).filesets[0]
+    made = prepare_fileset(spec)
+    assert (made.entry_dirs, made.files, made.created) == (5, 0, 5)
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [entry_name(i) for i in range(5)]
+    # What a run leaves: one rmdir'd, one mkdir'd in a free entry, a file where a dir was.
+    (root / entry_name(0)).rmdir()
+    (root / entry_name(7)).mkdir()
+    (root / entry_name(1)).rmdir()
+    (root / entry_name(1)).write_bytes(b"x")
+    fixed = prepare_fileset(spec)
+    assert fixed.reused and (fixed.created, fixed.rewritten, fixed.removed) == (1, 1, 1)
+    assert sorted(p.name for p in root.iterdir() if p.is_dir()) == [entry_name(i) for i in range(5)]
+    assert on_disk(root) == {}
+    # A directory entry holding anything was not made by tilemark: refused, left alone.
+    (root / entry_name(2) / "mine.txt").write_text("keep")
+    with pytest.raises(UsageError, match="mine.txt was not made by tilemark"):
+        prepare_fileset(spec)
+    assert (root / entry_name(2) / "mine.txt").read_text() == "keep"
+    # A set of files over the same directory: the directories go, the files come.
+    (root / entry_name(2) / "mine.txt").unlink()
+    files = spec_of(workload(root, files=10, prealloc=50)).filesets[0]
+    swapped = prepare_fileset(files)
+    assert len(on_disk(root)) == 5 and not [p for p in root.iterdir() if p.is_dir()]
+    assert swapped.files == 5
+
+
 def test_a_changed_description_replaces_only_tilemarks_files(tmp_path):
     root = tmp_path / "set"
     prepare_fileset(spec_of(workload(root, files=30, depth=1, width=2)).filesets[0])
@@ -172,7 +219,7 @@ def test_a_set_whose_parent_is_missing_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("stream", "match"),
     [
-        ({"ops": "open:1,mkdir:1"}, "names 'mkdir'; operations are"),
+        ({"ops": "open:1,chmod:1"}, "names 'chmod'; operations are"),
         ({"ops": "open:1", "sequence": "open"}, "either ops"),
         ({"sequence": "open:2,close"}, "no weights"),
         ({"ops": "stat", "select": "zipf:0"}, "select must be"),
@@ -194,9 +241,12 @@ def _counts(result, stream: str = "m") -> dict[str, int]:
 @pytest.mark.parametrize("backend", ["psync", "uring"])
 def test_every_operation_is_counted_and_matches_the_disk(tmp_path, backend):
     root = tmp_path / "set"
-    mix = "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5,rename:0.5"
-    doc = workload(root, {"ops": mix, "append": "1k", "select": "zipf:1.1", "limit": 3000},
-                   files=200, prealloc=50, depth=1, width=4)  # fmt: skip
+    mix = (
+        "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5,rename:0.5,"
+        "mkdir:0.4,rmdir:0.2,statdir:0.3,setattr:0.5,truncate:0.3,fallocate:0.3"
+    )
+    stream = {"ops": mix, "append": "1k", "truncate": "2k", "select": "zipf:1.1", "limit": 3000}
+    doc = workload(root, stream, files=200, prealloc=50, depth=1, width=4)
     doc["backend"] = backend
     doc["duration"] = "60s"  # the limit ends it: a loaded machine still reaches every op
     w = spec_of(doc)
@@ -207,8 +257,11 @@ def test_every_operation_is_counted_and_matches_the_disk(tmp_path, backend):
     files = on_disk(root)
     assert len(files) == 100 + n["create"] - n["delete"] == r.filesets[0].files
     assert sum(files.values()) == r.filesets[0].bytes
+    made = [d for d in root.glob("d*/f*") if d.is_dir()]  # mkdir's entries, emptied by none
+    assert len(made) == n["mkdir"] - n["rmdir"] == r.filesets[0].dirs
     s = r.streams[0]
     assert s.op("append").bytes == 1024 * n["append"]
+    assert s.op("fallocate").bytes == 1024 * n["fallocate"]
     assert s.op("read").bytes > 0 and s.op("fsync").p99_us is not None
     # The intervals hold every operation the totals hold.
     per_interval = sum(i["streams"][0]["ops"]["stat"]["ops"] for i in r.intervals)
@@ -339,7 +392,7 @@ def test_fio_file_engine_jobs_run_each_file_once(tmp_path, capsys, backend):
     out = tmp_path / "r.json"
     args = ["files", "run", str(job), "--dir", str(work), "--json", str(out)]
     assert main([*args, "--backend", backend]) == 0
-    assert "create_on_open has no counterpart" in capsys.readouterr().err
+    assert "create_on_open: tilemark creates every file during the run" in capsys.readouterr().err
     r = json.loads(out.read_text())
     for name in ("t0", "t1", "t2"):
         s = next(x for x in r["streams"] if x["name"] == name)
@@ -349,7 +402,10 @@ def test_fio_file_engine_jobs_run_each_file_once(tmp_path, capsys, backend):
     # filestat and filedelete over the same sets: every file stated, then every file deleted.
     stat = FIO_CREATE.replace("ioengine=filecreate", "ioengine=filestat")
     for engine, after in (("filestat", 300), ("filedelete", 0)):
-        job.write_text(FIO_CREATE.replace("ioengine=filecreate", f"ioengine={engine}"))
+        # create_fsync=0: no syncfs after prepare (seconds on a busy disk; the sync is tested
+        # in test_a_set_with_sync_is_made_and_reused_the_same and test_fio_fileengines.py).
+        text = FIO_CREATE.replace("ioengine=filecreate", f"ioengine={engine}\ncreate_fsync=0")
+        job.write_text(text)
         assert main(["files", "run", str(job), "--dir", str(work), "--json", str(out)]) == 0
         r = json.loads(out.read_text())
         op = "stat" if engine == "filestat" else "delete"
@@ -364,10 +420,13 @@ def test_fio_jobs_of_other_engines_or_options_are_one_sentence(tmp_path):
 
     job = tmp_path / "j.fio"
     job.write_text("[a]\nioengine=psync\nrw=randread\n")
-    with pytest.raises(UsageError, match="translates fio's file engines"):
+    with pytest.raises(UsageError, match="translates fio's file and directory engines"):
         load_file_workload(str(job))
     job.write_text("[a]\nioengine=filestat\nfilesize=4k\nbs=8k\n")
-    with pytest.raises(UsageError, match="option bs has no meaning for a file workload"):
+    with pytest.raises(
+        UsageError,
+        match="fio option bs cannot be translated: it has no meaning for ioengine=filestat",
+    ):
         load_file_workload(str(job))
 
 

@@ -79,3 +79,12 @@ def test_empty_histogram_reports_none():
     h = Histogram.from_json(None)
     assert h.percentile(99) is None
     assert h.mean() is None
+
+
+def test_the_reports_vectorised_bucket_values_are_the_histograms():
+    import numpy as np
+
+    from tilemark.report.data import _bucket_values
+
+    idx = np.arange(0, 64 * 40, dtype=np.uint16)
+    assert _bucket_values(idx).tolist() == [bucket_value(int(i)) for i in idx]

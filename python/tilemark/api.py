@@ -156,6 +156,33 @@ class Run:
         """`streams()` as a pandas DataFrame."""
         return _to_pandas(self.streams())
 
+    def file_ops(self) -> pa.Table:
+        """File streams (a file run, a tile's file applications): per stream and operation over
+        the measurement, ops, ops/s (`rate`), bytes, skipped, errors and latency in us."""
+        import pyarrow as pa
+
+        files = (self.summary or {}).get("files") or {}
+        rows = [
+            {"stream": s["name"], "app": s.get("app"), **o,
+             "errors": sum((o.get("errors") or {}).values())}
+            for s in files.get("streams") or []
+            for o in s.get("ops") or []
+        ]  # fmt: skip
+        return pa.Table.from_pylist(rows)
+
+    def file_ops_df(self) -> Any:
+        """`file_ops()` as a pandas DataFrame."""
+        return _to_pandas(self.file_ops())
+
+    def file_intervals_df(self) -> Any:
+        """file_intervals.parquet (per interval, stream and operation) as a pandas DataFrame."""
+        import pyarrow as pa
+
+        from tilemark.files.window import FILE_INTERVALS, read_intervals
+
+        name = (self.doc.get("files") or {}).get("file_intervals") or FILE_INTERVALS
+        return _to_pandas(pa.Table.from_pylist(read_intervals(self._data.run_dir / name)))
+
     def _stream_indexes(self, stream: str | int | list[str | int] | None) -> list[int] | None:
         if stream is None:
             return None

@@ -16,6 +16,13 @@ import pytest
 
 from .rigs import need_root, remount_read_only, small_filesystem, tilemark_exe
 
+
+@pytest.fixture(autouse=True)
+def _results_in_tmp(tmp_path, monkeypatch):
+    """`files run` stores its run under ./tilemark-results: keep it out of the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 pytestmark = [pytest.mark.quick]
 
 
@@ -127,6 +134,12 @@ def test_enospc_while_creating_files_ends_the_run_named_and_keeps_the_intervals(
         assert sum(i["streams"][0]["ops"]["create"]["ops"] for i in doc["intervals"]) == \
             n["create"]["ops"] > 0  # fmt: skip
         assert len(files_under(mnt / "set")) == n["create"]["ops"]
+        # The failed run is stored too: status errors, the errno named (docs/files.md).
+        (run,) = (tmp_path / "tilemark-results").glob("2*/run.json")
+        stored = json.loads(run.read_text())
+        assert stored["kind"] == "files" and stored["status"] == "errors"
+        assert "ENOSPC" in stored["error"]
+        assert stored["summary"]["total"]["errors_by_name"] == {"ENOSPC": 1}
 
 
 def test_emfile_ends_the_run_named_and_keeps_the_intervals(tmp_path):

@@ -266,6 +266,17 @@ def run_values(doc: dict) -> dict[tuple[str, str], tuple[float | None, str, str]
     if apps is not None:
         for a in apps.get("applications", []):
             out[(a["app"], a["app"])] = (a["metric_total"], a["metric_unit"], HIGHER)
+    # File streams (a file run, a tile's file applications): per stream its loops/s (the
+    # application unit) and per operation its rate and p99.
+    for s in (summary.get("files") or {}).get("streams") or []:
+        if s.get("loops"):
+            unit = f"{s.get('unit') or 'loops'}/s"
+            out[(unit, s["name"])] = (s.get("loop_rate"), unit, HIGHER)
+        for o in s.get("ops") or []:
+            if o.get("ops"):
+                out[(f"{o['op']} rate", s["name"])] = (o.get("rate"), "ops/s", HIGHER)
+                if o.get("p99_us") is not None:
+                    out[(f"{o['op']} latency p99", s["name"])] = (o["p99_us"] / 1e3, "ms", LOWER)
     ratios = (summary.get("data_reduction") or {}).get("overall") or {}
     for key, name in DATA_RATIOS:
         if ratios.get(key) is not None:

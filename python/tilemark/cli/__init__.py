@@ -12,6 +12,7 @@ import typer
 from typer import _click as click  # typer vendors click; parse errors are its exceptions
 from typer.core import TyperGroup
 
+from tilemark.cli.nopandas import without_pandas
 from tilemark.errors import RunError, UsageError, bounded
 from tilemark.interrupts import INTERRUPTS, Interrupted, handled, signal_name, status_of
 
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         return USAGE_EXIT
     _tolerant_output()
     try:
-        with handled():
+        with handled(), without_pandas():
             status = typer.main.get_command(app).main(
                 args=args,
                 prog_name="tilemark",

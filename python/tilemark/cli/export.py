@@ -83,7 +83,9 @@ def export_fio(name: str, fio_file: Path, results: Path, *, force: bool = False)
     with refusing_unwritable(f"--fio {fio_file}", "choose a file you can write"):
         write_file(
             fio_file,
-            job_text(doc["plan"], title=title),
+            job_text(
+                doc["plan"], title=title, steadystate=(doc.get("workload") or {}).get("steadystate")
+            ),
             force=force,
             ours=starts_with(FIO_EXPORT_MARK.encode()),
             what="--fio",

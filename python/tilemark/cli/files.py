@@ -12,6 +12,7 @@ import typer
 if TYPE_CHECKING:
     from tilemark.files.fileset import PreparedSet
     from tilemark.files.run import FileRunResult
+    from tilemark.files.spec import FileWorkload
 
 files_app = typer.Typer(
     help="File sets and file/metadata workloads: prepare a set, run its streams (docs/files.md).",
@@ -23,8 +24,8 @@ WorkloadArg = Annotated[
     str,
     typer.Argument(
         metavar="WORKLOAD",
-        help="TOML file with [[fileset]] and [[filestream]], a fio job file of file engines "
-        "(*.fio), or varmail, webserver, fileserver.",
+        help="TOML file with [[fileset]] and [[filestream]], a fio job file of file and "
+        "directory engines (*.fio), or varmail, webserver, fileserver.",
     ),
 ]
 DirOption = Annotated[
@@ -45,9 +46,13 @@ def _prepared_line(p: PreparedSet) -> str:
 
     how = "reused" if p.reused and not (p.created or p.rewritten or p.removed) else "prepared"
     dirs = f"{len(p.dirs):,} director{'y' if len(p.dirs) == 1 else 'ies'}"
+    entries = (
+        f"{p.entry_dirs:,} empty directories as entries"
+        if p.spec.kind == "dirs"
+        else f"{p.files:,} files, {format_size(p.bytes)}"
+    )
     return (
-        f"fileset {p.spec.name}: {how} {p.spec.path}: {p.files:,} files, "
-        f"{format_size(p.bytes)} in {dirs} ({p.created:,} created, "
+        f"fileset {p.spec.name}: {how} {p.spec.path}: {entries} in {dirs} ({p.created:,} created, "
         f"{p.rewritten:,} rewritten, {p.removed:,} removed) in {p.seconds:.2f} s"
     )
 
@@ -99,12 +104,18 @@ def files_run(
     force: Annotated[
         bool, typer.Option("--force", help="Replace FILE even if tilemark did not write it.")
     ] = False,
+    results: Annotated[
+        Path,
+        typer.Option(
+            "--results", metavar="DIR", help="Results directory: the run is stored there."
+        ),
+    ] = Path("tilemark-results"),
 ) -> None:
-    """Prepare the file sets, run the file streams, print every operation's rate and latency."""
+    """Prepare the file sets, run the file streams, print every operation's rate and latency;
+    the run is stored (tilemark runs, report, compare)."""
     import dataclasses
 
-    from tilemark.errors import RunError
-    from tilemark.files.run import load_file_workload, run_file_workload
+    from tilemark.files.run import load_file_workload
     from tilemark.units import parse_duration
 
     notes: list[str] = []
@@ -120,10 +131,74 @@ def files_run(
         if backend not in BACKENDS:
             raise UsageError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}.")
         w = dataclasses.replace(w, backend=backend)
+    _run_and_print(w, json_out, force, results)
+
+
+def run_fio_file_jobs(job_file: Path, values: dict) -> bool:
+    """`tilemark run JOB.fio` of fio's file and directory engines: run it as `tilemark files
+    run JOB.fio` does (the sets in fio's `directory`, or the current directory); --duration
+    carries over, --json prints the result's JSON on stdout. False when the job file holds
+    jobs of IO engines (a block workload)."""
+    import dataclasses
+
+    from tilemark.cli.params import given_options
+    from tilemark.errors import UsageError
+    from tilemark.fio.fileengines import is_file_job_file
+    from tilemark.options import RUN
+    from tilemark.units import parse_duration
+
+    if not is_file_job_file(job_file):
+        return False
+    for o in given_options(values, {RUN}):
+        if o.param not in ("duration", "json_out", "results"):
+            raise UsageError(
+                f"{o.flag} applies to block workloads; {job_file} holds jobs of fio's file and "
+                f"directory engines, which run as a file workload (`tilemark files run "
+                f"{job_file}` also takes --dir and --backend)."
+            )
+    notes: list[str] = []
+    from tilemark.files.run import load_file_workload
+
+    w = load_file_workload(str(job_file), None, notes)
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    if values.get("duration"):
+        w = dataclasses.replace(w, duration_s=parse_duration(values["duration"], "--duration"))
+    results = Path(values.get("results") or "tilemark-results")
+    _run_and_print(w, None, False, results, json_stdout=bool(values.get("json_out")))
+    return True
+
+
+def _run_and_print(
+    w: FileWorkload,
+    json_out: Path | None,
+    force: bool,
+    results: Path,
+    *,
+    json_stdout: bool = False,
+) -> None:
+    """Run a file workload, print its tables (on stderr with `json_stdout`, the JSON on
+    stdout), store the run under `results`, write --json, and exit as the run ended."""
+    from tilemark.errors import RunError
+    from tilemark.files.run import run_file_workload
+
     result = run_file_workload(w, progress=_progress())
     for p in result.prepared:
-        typer.echo(_prepared_line(p))
-    _print_result(result)
+        typer.echo(_prepared_line(p), err=json_stdout)
+    _print_result(result, stderr=json_stdout)
+    if result.plan is not None:
+        import sys
+
+        from tilemark.files.store import store_file_run
+
+        run_id, run_dir, catalog_error = store_file_run(
+            result, result.plan, w.backend, results, list(sys.argv)
+        )
+        typer.echo(f"run {run_id} stored in {run_dir}", err=json_stdout)
+        if catalog_error:
+            typer.echo(f"note: the catalog could not take the run now: {catalog_error}", err=True)
+    if json_stdout:
+        typer.echo(json.dumps(result.to_json(), indent=2))
     if json_out is not None:
         from tilemark.store.outputs import starts_with, write_file
 
@@ -138,7 +213,7 @@ def files_run(
         raise typer.Exit(result.exit_status or 130)
 
 
-def _print_result(r: FileRunResult) -> None:
+def _print_result(r: FileRunResult, stderr: bool = False) -> None:
     from rich import box
     from rich.table import Table
 
@@ -148,7 +223,7 @@ def _print_result(r: FileRunResult) -> None:
     def us(v: float | None) -> str:
         return "-" if v is None else f"{v:,.1f}"
 
-    console = make_console(stderr=False)
+    console = make_console(stderr=stderr)
     for s in r.streams:
         t = Table(box=box.SIMPLE, title=f"{s.name} on {s.fileset} ({r.seconds:.1f} s, {r.status})")
         for col in ("op", "ops", "ops/s", "bytes", "mean us", "p50 us", "p99 us", "max us"):
@@ -172,7 +247,8 @@ def _print_result(r: FileRunResult) -> None:
             )
     for f in r.filesets:
         console.print(
-            f"fileset {f.name} after the run: {f.files:,} files, {format_size(f.bytes)}",
+            f"fileset {f.name} after the run: {f.files:,} files, {format_size(f.bytes)}"
+            + (f", {f.dirs:,} directories (entries)" if f.dirs else ""),
             markup=False,
         )
     for d in r.devices:

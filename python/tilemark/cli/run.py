@@ -49,6 +49,11 @@ def _clash(mode: str) -> Any:
 
 def _run(ctx: typer.Context, values: dict[str, Any]) -> None:
     workload_file = values.pop("workload_file")
+    if workload_file is not None and workload_file.suffix == ".fio":
+        from tilemark.cli.files import run_fio_file_jobs
+
+        if run_fio_file_jobs(workload_file, values):  # fio's file and directory engines
+            return
     mode = run_mode(values, workload_file, {RUN, TILES})
     opts = Options.from_values(values, mode)
     try:

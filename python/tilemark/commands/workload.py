@@ -14,6 +14,7 @@ from tilemark.commands import held
 from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options.typed import Options
+from tilemark.run.fio_steady import FioSteadyMonitor
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.runner import run_plan
 from tilemark.run.steady import NOT_PER_REPETITION, RoundMonitor, steady_settings, steady_workload
@@ -25,6 +26,12 @@ from tilemark.workload import plan
 from tilemark.workload.defaults import default_workload_doc
 
 DEFAULT_TARGET = f"{targets.DEFAULT_DATA_DIR}/scratch.dat"
+
+
+FIO_STEADY_ALONE = (
+    "[steadystate] (fio's steady-state rule) ends a `tilemark run` of the workload; it does not "
+    "combine with --until-steady, and repeat, tiles and studies measure for their own times."
+)
 
 
 def _flag(key: str) -> str:
@@ -147,6 +154,8 @@ def setup(
         if not until_steady:
             raise UsageError(NOT_PER_REPETITION)
         workload = steady_workload(workload, steady)
+    if workload.steadystate is not None and (steady is not None or not until_steady):
+        raise UsageError(FIO_STEADY_ALONE)
     infos, compiled = inspect_and_compile(workload, **opts.safety.inspect_kwargs())
     return WorkloadSetup(workload, infos, compiled, tuple(overridden), tuple(notes))
 
@@ -161,7 +170,11 @@ def run(
         ready = setup(opts, workload_file, until_steady=True)
         prometheus.from_options(opts.output, console)
         steady = steady_settings(opts)
-        monitor = RoundMonitor(ready.compiled, steady) if steady is not None else None
+        monitor: RoundMonitor | FioSteadyMonitor | None = None
+        if steady is not None:
+            monitor = RoundMonitor(ready.compiled, steady)
+        elif ready.workload.steadystate is not None:
+            monitor = FioSteadyMonitor.for_workload(ready.workload)
         ready.print_notes(console, workload_file)
         with held(ready.infos, argv, console):
             return run_plan(
@@ -174,5 +187,9 @@ def run(
                 label=opts.output.label,
                 analyze=monitor.analyze if monitor is not None else None,
                 monitor=monitor,
-                note=steady.describe() if steady is not None else None,
+                note=steady.describe()
+                if steady is not None
+                else ready.workload.steadystate.describe()
+                if ready.workload.steadystate is not None
+                else None,
             )

@@ -12,6 +12,10 @@ Every directory is opened relative to its parent with O_NOFOLLOW and every file 
 with O_EXCL | O_NOFOLLOW relative to its directory, so a link planted while preparing is never
 followed. Nothing outside the set's directory is created, changed or deleted.
 
+A set of `kind = "dirs"` has empty directories where a set of files has files (entries named
+the same); a run's mkdir makes such directories in any set, and making the set good again
+removes them (rmdir: only empty ones, a directory with anything in it is refused as foreign).
+
 A set whose marker matches its description is reused: its entries are compared with what
 they should be (which exist, their sizes) and only the difference is made good (files a run
 created are deleted, deleted ones made again, appended ones rewritten). A set made with another
@@ -40,6 +44,7 @@ MARKER_VERSION = 1
 ENTRY_RE = re.compile(r"f(\d{8})")
 DIR_RE = re.compile(r"d(\d{2,4})")
 CHUNK = 1 << 20
+DIR_ENTRY = -1  # in a walk's sizes: the entry is an (empty) directory
 NOFOLLOW_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Progress = Callable[[int, int], None]  # (files written so far, files to write)
@@ -65,6 +70,8 @@ def layout(spec: FilesetSpec) -> list[tuple[int, int | None]]:
     rng = random.Random(spec.seed)
     ndirs = spec.width**spec.depth
     present = round(spec.files * spec.prealloc / 100)
+    if spec.kind == "dirs":
+        return [(i % ndirs, 0 if i < present else None) for i in range(spec.files)]
     return [(i % ndirs, spec.size.draw(rng) if i < present else None) for i in range(spec.files)]
 
 
@@ -83,6 +90,15 @@ class PreparedSet:
 
     @property
     def files(self) -> int:
+        if self.spec.kind == "dirs":
+            return 0
+        return sum(1 for _, s in self.entries if s is not None)
+
+    @property
+    def entry_dirs(self) -> int:
+        """Entries that are directories (a set of kind "dirs")."""
+        if self.spec.kind != "dirs":
+            return 0
         return sum(1 for _, s in self.entries if s is not None)
 
     @property
@@ -221,11 +237,22 @@ def _walk(
                         continue
                 else:
                     m = ENTRY_RE.fullmatch(e.name)
-                    if m and e.is_file(follow_symlinks=False):
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    if m and (is_dir or e.is_file(follow_symlinks=False)):
                         i = int(m.group(1))
                         if i < files and i % ndirs == index[rel]:
-                            found[i] = e.stat(follow_symlinks=False).st_size
-                            continue
+                            if not is_dir:
+                                found[i] = e.stat(follow_symlinks=False).st_size
+                                continue
+                            sub = _subdir(fd, e.name)
+                            try:
+                                inside = os.listdir(sub)
+                            finally:
+                                os.close(sub)
+                            if not inside:
+                                found[i] = DIR_ENTRY
+                                continue
+                            where = f"{where}/{sorted(inside)[0]}"
                 raise _refuse(
                     spec,
                     f"{where} was not made by tilemark (a file set holds only the "
@@ -281,11 +308,11 @@ def _empty(spec: FilesetSpec, root_fd: int, old: dict) -> int:
     depth, width, files = int(old["depth"]), int(old["width"]), int(old["files"])
     found, present = _walk(spec, root_fd, depth, width, files)
     old_dirs = leaf_dirs(FilesetSpec(spec.name, spec.path, depth, width, files, 0, spec.size, 0))
-    for i in found:
+    for i, size in found.items():
         rel = old_dirs[i % len(old_dirs)]
         fd = _subpath(root_fd, rel)
         try:
-            os.unlink(entry_name(i), dir_fd=fd)
+            _remove_entry(fd, i, size)
         finally:
             if fd != root_fd:
                 os.close(fd)
@@ -299,6 +326,14 @@ def _empty(spec: FilesetSpec, root_fd: int, old: dict) -> int:
                 if pfd != root_fd:
                     os.close(pfd)
     return len(found)
+
+
+def _remove_entry(dir_fd: int, i: int, found_size: int) -> None:
+    """Remove entry i as the walk found it: a file, or an empty directory."""
+    if found_size == DIR_ENTRY:
+        os.rmdir(entry_name(i), dir_fd=dir_fd)
+    else:
+        os.unlink(entry_name(i), dir_fd=dir_fd)
 
 
 def _subpath(root_fd: int, rel: str, make: bool = False) -> int:
@@ -345,18 +380,25 @@ def prepare_fileset(
             _walk(  # checks the old set is all tilemark's before anything is removed
                 spec, root_fd, *(int(marker["description"][k]) for k in ("depth", "width", "files"))
             )
+        want_size = (lambda s: DIR_ENTRY) if spec.kind == "dirs" else (lambda s: s)  # noqa: E731
         to_write = [
-            i for i, (_, size) in enumerate(want) if size is not None and found.get(i) != size
+            i
+            for i, (_, size) in enumerate(want)
+            if size is not None and found.get(i) != want_size(size)
         ]
         to_remove = [i for i in found if want[i][1] is None]
         missing_dirs = [d for d in _all_dirs(dirs) if d not in present]
         # Every entry may exist during a run (creates), each directory and the marker too.
         inodes = len(want) - len(found) + len(missing_dirs) + (marker is None)
-        space = sum(want[i][1] or 0 for i in to_write) - sum(found.get(i, 0) for i in to_write)
+        space = sum(want[i][1] or 0 for i in to_write) - sum(
+            max(found.get(i, 0), 0) for i in to_write
+        )
         changes = bool(to_write or to_remove or missing_dirs or not same)
         where = spec.path if existed else os.path.dirname(spec.path)
         _check_capacity(spec, where, inodes, max(space, 0), writes or changes)
         if not changes:
+            if spec.sync:
+                _syncfs(spec, root_fd)
             return PreparedSet(spec, tuple(dirs), tuple(want), True, 0, 0, 0,
                                time.monotonic() - t0)  # fmt: skip
         if root_fd is None:
@@ -377,12 +419,22 @@ def prepare_fileset(
             dir_fds = [_subpath(root_fd, d, make=True) for d in dirs]
             try:
                 for i in to_remove:
-                    os.unlink(entry_name(i), dir_fd=dir_fds[want[i][0]])
+                    _remove_entry(dir_fds[want[i][0]], i, found[i])
                     removed += 1
                 data = os.urandom(min(CHUNK, max((s or 0) for _, s in want) or 1))
                 for k, i in enumerate(to_write):
                     d, size = want[i]
-                    _write_entry(dir_fds[d], entry_name(i), size or 0, data, i in found)
+                    # An entry of the other kind (a file where a directory belongs, a
+                    # directory a run's mkdir made) goes first.
+                    other = i in found and (found[i] == DIR_ENTRY) != (spec.kind == "dirs")
+                    if other:
+                        _remove_entry(dir_fds[d], i, found[i])
+                    if spec.kind == "dirs":
+                        os.mkdir(entry_name(i), 0o755, dir_fd=dir_fds[d])
+                    else:
+                        _write_entry(
+                            dir_fds[d], entry_name(i), size or 0, data, i in found and not other
+                        )
                     if progress is not None and (k % 1000 == 999 or k == len(to_write) - 1):
                         progress(k + 1, len(to_write))
             finally:
@@ -399,6 +451,8 @@ def prepare_fileset(
                 f"fileset '{spec.name}': preparing {spec.path} failed: {e.strerror or e}{name}."
             ) from None
         created = sum(1 for i in to_write if i not in found)
+        if spec.sync:
+            _syncfs(spec, root_fd)
         return PreparedSet(
             spec, tuple(dirs), tuple(want), marker is not None and same, created,
             len(to_write) - created, removed, time.monotonic() - t0,
@@ -406,6 +460,17 @@ def prepare_fileset(
     finally:
         if root_fd is not None:
             os.close(root_fd)
+
+
+def _syncfs(spec: FilesetSpec, fd: int) -> None:
+    """Write the file system's dirty data to disk (syncfs(2)): a set with `sync = true` starts
+    its run on disk, as fio's files do after its layout (create_fsync, on by default)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syncfs(fd) != 0:
+        e = ctypes.get_errno()
+        raise RunError(f"fileset '{spec.name}': syncfs of {spec.path} failed: {os.strerror(e)}.")
 
 
 def _all_dirs(leaves: list[str]) -> list[str]:

@@ -58,6 +58,7 @@ class FilesetState:
     path: str
     files: int
     bytes: int
+    dirs: int = 0  # directory entries (mkdir, or a set of kind "dirs")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class FileRunResult:
     exit_status: int | None = None  # interrupted: 128 + the signal
     qos: tuple[Any, ...] = ()  # qos.QosVerdict, in the workload's order
     devices: tuple[Any, ...] = ()  # devices.DeviceView: the block devices under the sets
+    plan: dict[str, Any] | None = None  # the engine's file plan that ran (file_plan)
 
     @property
     def qos_passed(self) -> bool | None:
@@ -138,6 +140,7 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
                 "root": p.spec.path,
                 "dirs": list(p.dirs),
                 "entries": [list(e) for e in p.entries],
+                "entry_kind": p.spec.kind,
             }
             for p in sets
         ],
@@ -147,15 +150,16 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
                 "fileset": index[s.fileset],
                 "ops": [list(o) for o in s.ops],
                 "sequence": s.sequence,
-                "select": {"kind": "uniform"}
-                if s.select[0] == "uniform"
-                else {"kind": "zipf", "theta": s.select[1]},
+                "select": {"kind": "zipf", "theta": s.select[1]}
+                if s.select[0] == "zipf"
+                else {"kind": s.select[0]},
                 "threads": s.threads,
                 "arrival": {"kind": "closed"}
                 if s.rate is None
                 else {"kind": "open", "rate": s.rate, "poisson": s.poisson},
                 "read_size": s.read,
                 "append_size": s.append,
+                "truncate_size": s.truncate,
                 "io_size": s.io_size,
                 "openfiles": s.openfiles,
                 "seed": s.seed,
@@ -300,7 +304,7 @@ def _prepare_and_run(
     else:
         status = "errors" if error else "interrupted" if stopper.signum else "complete"
     filesets = tuple(
-        FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"])
+        FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"], f.get("dirs", 0))
         for p, f in zip(sets, doc["filesets"], strict=True)
     )
     from tilemark.files.qos import judge
@@ -313,7 +317,7 @@ def _prepare_and_run(
     )  # fmt: skip
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
-        tuple(intervals), stopper.exit_status, verdicts, devices,
+        tuple(intervals), stopper.exit_status, verdicts, devices, plan,
     )  # fmt: skip
 
 
@@ -330,14 +334,14 @@ def load_file_workload(
 ) -> FileWorkload:
     """A file workload from a TOML file or a built-in name (varmail, webserver, fileserver);
     with `directory`, every set lives in DIRECTORY/<set name> instead of its own path. A fio
-    job file (*.fio, *.job) of file-engine jobs is translated (tilemark.fio.files); what did
-    not carry over is appended to `notes`."""
+    job file (*.fio, *.job) of file and directory engine jobs is translated
+    (tilemark.fio.fileengines); what differs from fio is appended to `notes`."""
     from tilemark.files.spec import parse_file_workload, parse_fileset_path
-    from tilemark.fio.files import is_fio_job_file, translate_file_jobs
+    from tilemark.fio.fileengines import translate_file_jobs
     from tilemark.workload.tomlfile import load_toml
 
     source = builtin_path(path) if path in BUILTIN and not Path(path).exists() else Path(path)
-    if is_fio_job_file(path):
+    if path.endswith((".fio", ".job")):
         doc, fio_notes = translate_file_jobs(path)
         if notes is not None:
             notes.extend(fio_notes)

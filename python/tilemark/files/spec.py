@@ -35,12 +35,32 @@ from tilemark.errors import UsageError
 from tilemark.options import NAME_RE, shown
 from tilemark.units import parse_duration, parse_iops, parse_size
 
-OPS = ("open", "read", "close", "stat", "create", "append", "fsync", "delete", "rename")
-WRITE_OPS = frozenset({"create", "append", "fsync", "delete", "rename"})
-FILESET_KEYS = ("name", "path", "depth", "width", "files", "prealloc", "size", "seed")
+OPS = (
+    "open",
+    "read",
+    "close",
+    "stat",
+    "create",
+    "append",
+    "fsync",
+    "delete",
+    "rename",
+    "mkdir",
+    "rmdir",
+    "statdir",
+    "setattr",
+    "truncate",
+    "fallocate",
+)  # fmt: skip  (the engine's FileOp order)
+READ_OPS = frozenset({"open", "read", "close", "stat", "statdir"})
+WRITE_OPS = frozenset(OPS) - READ_OPS
+ENTRY_KINDS = ("files", "dirs")  # what a set's prepared entries are
+FILESET_KEYS = (
+    "name", "path", "depth", "width", "files", "prealloc", "size", "seed", "kind", "sync",
+)  # fmt: skip
 STREAM_KEYS = (
     "name", "fileset", "ops", "sequence", "threads", "select", "append", "read", "rate",
-    "arrival", "openfiles", "io_size", "seed", "unit", "limit",
+    "arrival", "openfiles", "io_size", "seed", "unit", "limit", "truncate",
 )  # fmt: skip
 TOP_KEYS = (
     "name", "duration", "interval", "max_errors", "backend", "fileset", "filestream", "qos",
@@ -124,14 +144,17 @@ class FilesetSpec:
     prealloc: float  # percent of entries that exist after prepare
     size: SizeDist
     seed: int
+    kind: str = "files"  # "dirs": the prepared entries are empty directories (size unused)
+    sync: bool = False  # prepare ends with syncfs: the run starts with the set on disk
 
     @property
     def leaf_dirs(self) -> int:
         return self.width**self.depth
 
     def description(self) -> dict[str, Any]:
-        """What makes two sets the same (kept in the set's marker)."""
-        return {
+        """What makes two sets the same (kept in the set's marker; `kind` only when it is
+        not files, so sets prepared before it existed are reused as they are)."""
+        d: dict[str, Any] = {
             "depth": self.depth,
             "width": self.width,
             "files": self.files,
@@ -139,6 +162,9 @@ class FilesetSpec:
             "size": self.size.text,
             "seed": self.seed,
         }
+        if self.kind != "files":
+            d["kind"] = self.kind
+        return d
 
 
 @dataclass(frozen=True)
@@ -150,7 +176,7 @@ class FileStreamSpec:
     ops: tuple[tuple[str, float], ...]
     sequence: bool
     threads: int
-    select: tuple[str, float]  # ("uniform", 0) | ("zipf", theta)
+    select: tuple[str, float]  # ("uniform", 0) | ("sequential", 0) | ("zipf", theta)
     append: int
     read: int  # 0: the whole file
     rate: float | None
@@ -160,6 +186,7 @@ class FileStreamSpec:
     seed: int
     unit: str = "loops"  # what one loop of a sequence is (messages, pages, ...)
     limit: int | None = None  # operations (a mix) or loops (a sequence), then the stream ends
+    truncate: int = 0  # the size a truncate sets the held file to
 
     @property
     def writes(self) -> bool:
@@ -243,7 +270,16 @@ def parse_fileset(table: object, index: int) -> FilesetSpec:
         raise UsageError(f"{where}: prealloc must be a percentage 0 to 100, got {prealloc!r}.")
     size = parse_size_dist(table.get("size", "16k"), f"{where}: size")
     seed = _int(table, "seed", where, 0, 2**62, 1)
-    return FilesetSpec(name, path, depth, width, files, float(prealloc), size, seed)
+    kind = table.get("kind", "files")
+    if kind not in ENTRY_KINDS:
+        raise UsageError(
+            f"{where}: kind must be 'files' or 'dirs' (what the prepared entries are), "
+            f"got {shown(kind)}."
+        )
+    sync = table.get("sync", False)
+    if not isinstance(sync, bool):
+        raise UsageError(f"{where}: sync must be true or false, got {shown(sync)}.")
+    return FilesetSpec(name, path, depth, width, files, float(prealloc), size, seed, kind, sync)
 
 
 def parse_ops(value: object, where: str, sequence: bool) -> tuple[tuple[str, float], ...]:
@@ -280,8 +316,8 @@ def excerpt_op(text: str) -> str:
 
 
 def parse_select(value: object, where: str) -> tuple[str, float]:
-    if value == "uniform":
-        return ("uniform", 0.0)
+    if value in ("uniform", "sequential"):
+        return (value, 0.0)
     if isinstance(value, str) and value.startswith("zipf:"):
         try:
             theta = float(value[5:])
@@ -290,7 +326,8 @@ def parse_select(value: object, where: str) -> tuple[str, float]:
         if theta > 0 and math.isfinite(theta):
             return ("zipf", theta)
     raise UsageError(
-        f"{where}: select must be 'uniform' or 'zipf:THETA' (> 0), got {shown(value)}."
+        f"{where}: select must be 'uniform', 'sequential' or 'zipf:THETA' (> 0), got "
+        f"{shown(value)}."
     )
 
 
@@ -341,9 +378,10 @@ def parse_filestream(table: object, index: int, sets: dict[str, FilesetSpec]) ->
     limit = None
     if "limit" in table:
         limit = _int(table, "limit", where, 1, 2**62, 1)
+    truncate = _file_size(table.get("truncate", 0), f"{where}: truncate")
     return FileStreamSpec(
         name, fileset, ops, sequence, threads, select, append, read, rate,
-        arrival == "poisson", openfiles, io_size, seed, unit, limit,
+        arrival == "poisson", openfiles, io_size, seed, unit, limit, truncate,
     )  # fmt: skip
 
 

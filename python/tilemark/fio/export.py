@@ -39,11 +39,19 @@ def _split(sizes: list[list[float]]) -> str:
 FIO_EXPORT_MARK = "written by tilemark export --fio"
 
 
-def job_text(plan: dict[str, Any], *, title: str) -> str:
-    """A fio job file equivalent to an engine plan (plan_version 1 or 2)."""
+def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | None = None) -> str:
+    """A fio job file equivalent to an engine plan (plan_version 1 or 2); `steadystate`: the
+    workload's `[steadystate]` rule (its JSON), which fio runs as ss, ss_dur, ..."""
+    from tilemark.fio.steady import export_lines
+
     notes: list[str] = []
     lines = [f"; {title}", f"; {FIO_EXPORT_MARK}; run it with: fio FILE"]
     body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
+    ss_lines, ss_notes = export_lines(
+        steadystate, [s["name"] for s in plan["streams"]], plan.get("warmup_ms") or 0
+    )
+    body += ss_lines
+    notes += ss_notes
     directs = {t["direct"] for t in plan["targets"]}
     body.append(f"direct={1 if directs == {True} else 0}")
     run_ms = plan.get("duration_ms")  # None: until every stream has done its io_limit

@@ -544,7 +544,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         strides.read_priority(job, key, opt)
     elif key == "rw_sequencer":
         strides.read_sequencer(opt)
-    elif key in REPORTING or key in ("ss_dur", "ss_ramp", "ss_interval"):
+    elif key in REPORTING or key in ("ss", "ss_dur", "ss_ramp", "ss_interval"):
+        # ss_* are read with the job's reporting group (steady.py).
         return
     elif key in BY_DESIGN:
         job.by_design.append(f"{opt.key} is not translated, because {BY_DESIGN[key]}")

@@ -128,12 +128,17 @@ def _region(job: FioJob, table: dict[str, Any]) -> None:
         length = job.filesize
     if job.zonemode == "strided" and job.zonesize is not None:
         if length is None or length > job.zonesize:
+            stride = (job.zonerange or job.zonesize) + job.zoneskip  # io_u.c: range + skip
             raise refuse(
                 job,
                 job.zonemode_opt,
-                "fio moves through the zones one after "
-                "another in time, while a tilemark stream spreads its IOs over its "
-                "region at once; only a job within one zone translates",
+                f"fio works in one zone until it has done {fmt_size(job.zonesize)} of IO "
+                f"there, then moves {fmt_size(stride)} on to the next (HOWTO zonemode=strided, "
+                "zonerange, zoneskip; io_u.c), zone after zone in time; a tilemark stream "
+                "covers its whole region at once (random IOs all over it, sequential ones "
+                "without skipping), and zone-by-zone phases would each have to end on "
+                "their bytes, while tilemark starts phases at run times fixed in advance; "
+                "only a job within one zone translates",
                 "zones",
             )
     if job.files is None:

@@ -62,14 +62,7 @@ ENGINE_FAMILIES = {
         "ime_aio",
     ),
     "GPU and accelerator copies (libcufile, libhipfile)": ("libcufile", "libhipfile"),
-    "metadata operations on files and directories": (
-        "filecreate",
-        "filestat",
-        "filedelete",
-        "dircreate",
-        "dirstat",
-        "dirdelete",
-    ),
+    # fio's file and directory engines are no family here: fio/fileengines.py translates them.
     "MTD flash": ("mtd",),
 }
 
@@ -277,19 +270,12 @@ REFUSED = {
     "atomic": Reason("tilemark does not issue atomic (RWF_ATOMIC) writes", "atomic writes"),
     "writefua": Reason("tilemark does not issue FUA writes", PRIORITY),
     "readfua": Reason("tilemark does not issue FUA reads", PRIORITY),
-    "ss": Reason(
-        "fio ends the job when its own steady-state test passes; tilemark's "
-        "--until-steady uses the SNIA PTS rule",
-        TERMINATION,
-    ),
-    "steadystate": Reason(
-        "fio ends the job when its own steady-state test passes; "
-        "tilemark's --until-steady uses the SNIA PTS rule",
-        TERMINATION,
-    ),
     "latency_target": Reason(
-        "fio searches for the queue depth that meets a latency target; "
-        "tilemark's curve study searches the load for an SLO",
+        "fio searches the job's queue depth while it runs (doubling, then bisecting between 1 "
+        "and iodepth) for the deepest at which latency_percentile of the IOs of each "
+        "latency_window complete within latency_target, then measures one more window at that "
+        "depth and ends the job; a tilemark stream keeps one queue depth for the run, and "
+        "`tilemark curve --slo` searches an open-loop IO rate in separate measured steps instead",
         TERMINATION,
     ),
     "flow": Reason(

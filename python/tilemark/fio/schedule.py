@@ -107,8 +107,9 @@ def schedule(jobs: list[FioJob], new_groups: list[bool]) -> Schedule:
                     _problem(
                         job.stonewall_opt or job.wait_for_opt,
                         f"fio starts this job when job {jobs[k].name} has done its bytes, a "
-                        "time tilemark cannot know in advance; give the jobs before it "
-                        "time_based and runtime",
+                        "time tilemark cannot know in advance (it starts a phase at a run time "
+                        "fixed before the run; no phase ends on its streams' bytes); give the "
+                        "jobs before it time_based and runtime",
                     )
                 )
                 break

@@ -30,6 +30,7 @@ from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
 from tilemark.fio.notes import NULLS, job_notes
 from tilemark.fio.options import ENGINES
 from tilemark.fio.schedule import Schedule, schedule
+from tilemark.fio.steady import steadystate
 from tilemark.units import MAX_BYTE_RATE, MAX_IOPS
 
 _NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
@@ -90,6 +91,16 @@ def _line(problem: Problem) -> tuple[str, int]:
 
 
 def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
+    from tilemark.fio import fileengines
+
+    try:
+        if fileengines.holds_file_jobs(parsed):  # a file workload (fio/fileengines.py)
+            doc, notes = fileengines.translate_file_jobs(path, parsed)
+            return Outcome(Translation(doc=doc, notes=notes, source=str(path)), [])
+    except fileengines.FileJobProblem as p:
+        return Outcome(None, [Problem(p.key, p.where, p.why, fileengines.GROUP)])
+    except UsageError as e:  # a malformed value in a file-engine job
+        return Outcome(None, [Problem("job file", str(path), str(e), "malformed values", str(e))])
     jobs = [read_job(job) for job in parsed]
     problems = [p for job in jobs for p in job.problems]
     notes: list[str] = []
@@ -109,6 +120,10 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
     if problems:
         return Outcome(None, problems)
     problems += place(jobs, tables, doc, notes)
+    if problems:
+        return Outcome(None, problems)
+    clone_names = [[clone["name"] for clone in t["clones"]] for t in tables]
+    problems += steadystate(jobs, parsed, clone_names, plan, doc, notes)
     if problems:
         return Outcome(None, problems)
     streams = _phases(jobs, tables, plan, doc, notes)
@@ -502,12 +517,18 @@ def _toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, float):
         return repr(value) if value != int(value) else f"{value:.1f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     text = str(value).replace("\\", "\\\\").replace('"', '\\"')
     return f'"{text}"'
 
 
 def toml_text(translation: Translation) -> str:
     """The workload as a TOML file, with the notes as comments at the top."""
+    if "filestream" in translation.doc:  # fio's file and directory engines
+        from tilemark.fio.fileengines import toml_text as file_toml
+
+        return file_toml(translation.doc, translation.source, translation.notes)
     lines = [f"# Translated from the fio job file {translation.source} by tilemark import-fio."]
     lines += [f"# note: {note}" for note in translation.notes]
     lines.append("")
@@ -515,7 +536,13 @@ def toml_text(translation: Translation) -> str:
     for key, value in translation.doc.items():
         if key == "stream" or (key == "target" and isinstance(value, list)):
             continue
+        if isinstance(value, dict):
+            continue  # a table ([steadystate]): after the run-wide keys
         lines.append(f"{key} = {_toml_value(value)}")
+    for key, value in translation.doc.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{key}]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in value.items()]
     if isinstance(targets, list):
         for entry in targets:
             lines += ["", "[[target]]"]

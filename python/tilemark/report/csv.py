@@ -132,6 +132,28 @@ def _flat(target: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _file_csvs(run: RunData, out: OutputDir) -> list[Path]:
+    """A run with file streams: file_ops.csv (per stream and operation over the measurement)
+    and file_intervals.csv (file_intervals.parquet as it is)."""
+    from tilemark.files.window import FILE_INTERVALS, read_intervals
+
+    files = (run.summary or {}).get("files")
+    if not files:
+        return []
+    rows = [
+        {"stream": s["name"], "app": s.get("app"), **{k: v for k, v in o.items() if k != "errors"},
+         "errors": sum((o.get("errors") or {}).values())}
+        for s in files.get("streams") or []
+        for o in s.get("ops") or []
+    ]  # fmt: skip
+    written = [_write_rows(out, "file_ops.csv", rows)]
+    name = (run.doc.get("files") or {}).get("file_intervals") or FILE_INTERVALS
+    intervals = read_intervals(run.run_dir / name)
+    if intervals:
+        written.append(_write_rows(out, "file_intervals.csv", intervals))
+    return written
+
+
 def array_rows(run: RunData) -> list[dict[str, Any]]:
     """The counters attached to a run (array.parquet), with their time as ISO 8601 and in
     seconds since the run started; [] when none are attached or the file cannot be read."""
@@ -183,6 +205,7 @@ class CsvExporter:
         counters = array_rows(run)
         if counters:
             written.append(_write_rows(out, "array.csv", counters))
+        written += _file_csvs(run, out)
         return written
 
     def _repeat(self, study: StudyData, out: OutputDir) -> list[Path]:

@@ -65,6 +65,12 @@ def run_report(run: RunData) -> Report:
         sections.append(steady_section(steady))
     if run.is_tile_run:
         sections.append(Section("applications", "Applications", applications_tables(run)))
+    if (run.summary or {}).get("files"):
+        from tilemark.report.files_report import files_section
+
+        section = files_section(run)
+        if section is not None:
+            sections.append(section)
     replay = (run.summary or {}).get("replay")
     if replay:
         sections.append(replay_section(replay))

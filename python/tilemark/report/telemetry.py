@@ -12,13 +12,12 @@ from typing import Any
 
 import altair as alt
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Section, Table
 from tilemark.report.data import RunData
 from tilemark.report.format import num
-from tilemark.store.intervals import IntervalsUnreadable, log_batches
+from tilemark.store.intervals import IntervalsUnreadable, log_batches, read_parquet
 from tilemark.telemetry import sampler as tm
 
 # Intervals listed one by one in the per-interval table; a longer run shows its charts only.
@@ -42,7 +41,7 @@ def read_rows(run_dir: Path, final: str, log: str) -> list[dict[str, Any]]:
     finish; [] when neither can be read."""
     try:
         if (run_dir / final).is_file():
-            return pq.read_table(run_dir / final).to_pylist()
+            return read_parquet(run_dir / final).to_pylist()
         if (run_dir / log).is_file():
             batches = list(log_batches(run_dir / log))
             return pa.Table.from_batches(batches).to_pylist() if batches else []

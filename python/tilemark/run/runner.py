@@ -42,6 +42,7 @@ POLL_S = 0.2
 ENDED_BY = {
     "decided": "every QoS criterion is decided: stopping the run",
     "steady": "steady state reached: stopping the run",
+    "fio-steady": "fio's steady-state criterion is met: stopping the run",
 }
 
 
@@ -152,6 +153,7 @@ def run_plan(
     label: str | None = None,
     apps: dict[int, str] | None = None,
     before_start: Callable[[Path, dict[str, Any]], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on its prepared targets and store it.
 
@@ -159,7 +161,8 @@ def run_plan(
     memory does not grow with the run) and may end the run early; `analyze(plan, result,
     summary)` may add to the summary before it is stored (application metrics, QoS verdicts);
     `before_start(run_dir, plan)` may put files the plan names into the run directory (a
-    replay's IO lists) and set their paths in the plan before the engine starts.
+    replay's IO lists) and set their paths in the plan before the engine starts;
+    `on_start()` runs right after the engine started (a tile's file applications start there).
     """
     if isinstance(infos, RemoteTargets):
         if before_start is not None:
@@ -246,6 +249,14 @@ def run_plan(
             writer.finish(None, summary=None, complete=False, error=str(e))
             raise
         stopper.attach(handle)
+        if on_start is not None:
+            try:
+                on_start()
+            except BaseException as e:
+                handle.stop()
+                handle.wait(30.0)
+                writer.finish(None, summary=None, complete=False, error=str(e))
+                raise
         telemetry.start()
         result, error, ended_by = drive(
             handle,

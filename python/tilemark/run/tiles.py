@@ -30,6 +30,7 @@ from tilemark.analysis.confidence import BatchSeries
 from tilemark.analysis.qos import SnapshotCompactor
 from tilemark.analysis.steady import WINDOW
 from tilemark.analysis.tiles import DEFAULT_QOS_INTERVAL_S, application_results
+from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options.typed import Options
 from tilemark.run.outcome import RunOutcome
@@ -41,7 +42,7 @@ from tilemark.run.steady import (
     check_round,
     steady_settings,
 )
-from tilemark.run.where import Targets, compile_on, inspect_targets
+from tilemark.run.where import RemoteTargets, Targets, compile_on, inspect_targets
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.units import format_size, parse_duration
 from tilemark.workload import plan
@@ -416,9 +417,10 @@ def run_tiles(
         else None
     )
     windows = steady.whole if steady is not None else SnapshotCompactor(settings.qos_interval_s)
-    qos_monitor = QosMonitor(
-        windows,
-        lambda: application_results(
+    companion = file_companion(tile, tiles, settings, infos)
+
+    def judge_so_far() -> dict[str, Any]:
+        apps = application_results(
             tile,
             layout,
             compiled,
@@ -426,7 +428,14 @@ def run_tiles(
             windows.result() or {},
             qos_interval_s=settings.qos_interval_s,
             batches=windows.batches,
-        ),
+        )
+        if companion is not None:
+            companion.judge_so_far(apps, tile.file_apps, windows.measured_s())
+        return apps
+
+    qos_monitor = QosMonitor(
+        windows,
+        judge_so_far,
         duration_s=settings.duration_s,
         max_duration_s=settings.max_duration_s,
     )
@@ -478,22 +487,55 @@ def run_tiles(
 
     from tilemark.trace.tileapp import tile_lists
 
-    with tile_lists(compiled, trace_sources(tile, layout), results) as before_start:
-        return run_plan(
-            workload,
-            infos,
-            compiled,
-            results=results,
-            argv=argv,
-            console=console,
-            kind=kind,
-            analyze=analyze,
-            monitor=steady if steady is not None else qos_monitor,
-            note="; ".join(settings.notes()) or None,
-            label=label,
-            apps={t.index: t.app for t in layout.tags},
-            before_start=before_start,
+    if companion is not None:
+        analyze = companion.judging(analyze, tile.file_apps)
+
+    try:
+        if companion is not None:
+            companion.prepare()
+            say(console, companion.describe())
+        with tile_lists(compiled, trace_sources(tile, layout), results) as lists_start:
+            before_start = lists_start if companion is None else companion.before(lists_start)
+            outcome = run_plan(
+                workload,
+                infos,
+                compiled,
+                results=results,
+                argv=argv,
+                console=console,
+                kind=kind,
+                analyze=analyze,
+                monitor=steady if steady is not None else qos_monitor,
+                note="; ".join(settings.notes()) or None,
+                label=label,
+                apps={t.index: t.app for t in layout.tags},
+                before_start=before_start,
+                on_start=None if companion is None else companion.start,
+            )
+    finally:
+        if companion is not None:
+            companion.close()
+    return outcome
+
+
+def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings, infos: Targets) -> Any:
+    """The file run of the tile's file applications (files/tilerun.py), or None."""
+    if not tile.file_apps:
+        return None
+    from tilemark.files.tilerun import FileCompanion
+
+    if isinstance(infos, RemoteTargets):
+        raise UsageError(
+            "a tile's file applications run on this host; a --cluster run of a tile holding "
+            "one is refused."
         )
+    return FileCompanion(
+        tile.file_apps,
+        tiles,
+        warmup_s=parse_duration(settings.warmup, "warmup"),
+        max_duration_s=settings.max_duration_s,
+        interval_s=parse_duration(settings.interval, "interval"),
+    )
 
 
 def trace_sources(tile: TileSpec, layout: TileLayout) -> dict[int, Any]:

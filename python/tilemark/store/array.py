@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tilemark.store.intervals import read_parquet
 from tilemark.store.layout import SCHEMA_VERSION, VERSION_KEY, atomic_file
 
 ARRAY_FILE = "array.parquet"
@@ -44,7 +45,7 @@ def read_array(run_dir: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     if not path.is_file():
         return [], []
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
     except (OSError, pa.ArrowException) as e:
         raise ArrayUnreadable(f"{path} cannot be read: {e}") from None
     meta = table.schema.metadata or {}

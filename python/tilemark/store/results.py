@@ -146,6 +146,63 @@ class ToolBound(_Struct):
     reasons: list[str] | None = None
 
 
+class FileOpResult(_Struct):
+    """One operation of one file stream over the measurement (docs/files.md)."""
+
+    op: str | None = None  # open, read, close, stat, create, append, fsync, delete, rename
+    ops: int | None = None
+    bytes: int | None = None
+    skipped: int | None = None  # found nothing to act on: counted apart, not timed
+    errors: dict[str, Any] | None = None  # errno name -> count
+    rate: float | None = None  # ops/s over the measurement
+    mean_us: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+    max_us: float | None = None
+
+
+class FileStreamResult(_Struct):
+    """One file stream: its operations and, for a sequence, its whole loops (the app unit)."""
+
+    name: str | None = None
+    fileset: str | None = None
+    app: str | None = None  # a tile run's application instance (t1.mailfs); None otherwise
+    unit: str | None = None  # what a loop is: loops, messages, pages
+    loops: int | None = None
+    loop_rate: float | None = None  # loops/s: messages/s, pages/s
+    loop_p99_us: float | None = None
+    ops: list[FileOpResult] | None = None
+    # A tile run: op -> operations over the whole file run (its warm-up and the moments after
+    # the block run ended included), which is what the disk shows afterwards.
+    run_ops: dict[str, Any] | None = None
+
+
+class FilesetResult(_Struct):
+    """A file set as the run left it (the engine's count) and how it was prepared."""
+
+    name: str | None = None
+    path: str | None = None
+    files: int | None = None
+    bytes: int | None = None
+    prepared: dict[str, Any] | None = None  # files, bytes, reused, created, rewritten, removed
+
+
+class FilesSummary(_Struct):
+    """run.json `summary.files`: the file streams of a file run or of a tile run's file apps."""
+
+    workload: str | None = None
+    backend: str | None = None  # psync | uring
+    status: str | None = None  # complete | errors | hung | interrupted
+    error: str | None = None
+    seconds: float | None = None  # the measurement (a tile run: after its warm-up)
+    streams: list[FileStreamResult] | None = None
+    filesets: list[FilesetResult] | None = None
+    qos: list[dict[str, Any]] | None = None  # name, criterion, value, passed
+    qos_passed: bool | None = None
+    devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -162,6 +219,8 @@ class Summary(_Struct):
     hosts: list[dict[str, Any]] | None = None
     cluster: dict[str, Any] | None = None
     steady_state: dict[str, Any] | None = None
+    # fio's steady-state rule ([steadystate]; run/fio_steady.py): met, met_at_s, samples, window.
+    fio_steady_state: dict[str, Any] | None = None
     data_reduction: dict[str, Any] | None = None
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
@@ -169,6 +228,7 @@ class Summary(_Struct):
     # Open-loop IOs' submission minus intended time, all streams merged: ios, mean_us, p50_us,
     # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
     issue_lateness: dict[str, Any] | None = None
+    files: FilesSummary | None = None  # file streams (`tilemark files run`, file apps of tiles)
 
 
 class ResultOp(_Struct):
@@ -231,6 +291,7 @@ class Plan(_Struct):
     warmup_ms: float | None = None
     interval_ms: float | None = None
     threads: float | None = None
+    file_streams: list[dict[str, Any]] | None = None  # a file run's streams (kind "files")
 
 
 class Host(_Struct):
@@ -246,6 +307,7 @@ class Files(_Struct):
     targets: str | None = None
     devices: str | None = None
     host: str | None = None
+    file_intervals: str | None = None  # file streams' intervals per operation (Parquet)
 
 
 class Workload(_Struct):
@@ -257,7 +319,9 @@ class RunDoc(_Struct):
 
     schema_version: int | None = None
     run_id: str | None = None
-    kind: str | None = None  # run | tiles | scale-step | repeat-step | sweep-step | replay ...
+    kind: str | None = (
+        None  # run | tiles | scale-step | repeat-step | sweep-step | replay | files ...
+    )
     label: str | None = None
     status: str | None = None  # running | complete | incomplete | errors | hung | failed ...
     complete: bool | None = None

@@ -72,6 +72,17 @@ def tile_definition(tile: TileSpec, settings: TileRunSettings) -> dict[str, Any]
                     "qos": [c.__dict__ for c in a.profile.qos],
                 }
                 for a in tile.apps
+            ]
+            + [
+                {
+                    "app": a.label,
+                    "profile": a.name,
+                    "kind": "files",
+                    "files": a.source,
+                    "dir": a.directory,
+                    "qos": a.doc.get("qos") or {},
+                }
+                for a in tile.file_apps
             ],
         },
         "target": settings.target,

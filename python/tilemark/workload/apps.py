@@ -436,6 +436,8 @@ class TileSpec:
     name: str
     apps: list[TileApp]
     source: str = "default"
+    # File applications (files/tileapps.py FileTileApp): file workloads beside the block ones.
+    file_apps: list[Any] = field(default_factory=list)
 
     def total_weight(self) -> float:
         return sum(a.profile.capacity_weight for a in self.apps)

@@ -54,6 +54,7 @@ from tilemark.options import (
 )
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.workload.limits import check_stream_count
+from tilemark.workload.steadyrule import SteadyRule, parse_steadystate
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
 __all__ = [
@@ -77,7 +78,7 @@ DEFAULT_SEED = 1  # fixed like fio's randrepeat: the same workload replays the s
 DEFAULT_IO_TIMEOUT_S = 30.0
 DEFAULT_OPEN_LOOP_QD = 64  # an open-loop stream should rarely be capped by its own queue
 
-TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream")
+TOP_LEVEL_KEYS = RUN_KEYS + ("defaults", "stream", "steadystate")
 
 
 def _stream_value(table: dict[str, Any], key: str, label: str) -> Any:
@@ -170,6 +171,7 @@ class Workload:
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
     fadvise: str = "none"  # buffered IO: "pattern" advises each target's pattern (fio's hint)
     verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
+    steadystate: SteadyRule | None = None  # [steadystate]: ends on fio's criterion
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -531,4 +533,7 @@ def parse_workload(
         keep_cache=keep_cache,
         fadvise=run_value("fadvise", "none"),
         verify=verify,
+        steadystate=None
+        if doc.get("steadystate") is None
+        else parse_steadystate(doc["steadystate"], [s.name for s in streams], interval_s),
     )

@@ -53,12 +53,18 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
     if not isinstance(apps_doc, list) or not apps_doc:
         raise UsageError(f'tile file {path} has no [[app]] tables (e.g. profile = "mail").')
     apps: list[TileApp] = []
+    file_apps: list[Any] = []
     for i, a in enumerate(apps_doc):
         here = f"tile file {path} [[app]] {i + 1}"
         if not isinstance(a, dict):
             raise UsageError(f"{here} must be a table.")
         if "trace" in a:
             apps.append(_trace_app(a, p, here, overrides))
+            continue
+        if "files" in a:
+            from tilemark.files.tileapps import parse_file_app
+
+            file_apps.append(parse_file_app(a, p, here, overrides))
             continue
         bad = sorted(set(a) - {"profile", "name", "scale", "qos", "target", "host"})
         if bad:
@@ -99,7 +105,12 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
             raise UsageError(f"{here}: {e}") from None
         rest, set_targets = split_targets(overrides.get(label, {}), profile, f"--set {label}")
         apps.append(TileApp(tuned.with_overrides(rest), label, {**mapped, **set_targets}, host))
-    labels = [a.label for a in apps]
+    if file_apps and not apps:
+        raise UsageError(
+            f"tile file {path}: a tile holds file applications beside at least one block "
+            "application; run a file workload alone with `tilemark files run`."
+        )
+    labels = [a.label for a in apps] + [a.label for a in file_apps]
     if len(set(labels)) != len(labels):
         raise UsageError(
             f"tile file {path}: application names must be unique; set name = ... ({labels})."
@@ -108,7 +119,7 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
     name = head.get("name", p.stem)
     if not isinstance(name, str) or not name:
         raise UsageError(f"tile file {path}: [tile] name must be a string, got {name!r}.")
-    return TileSpec(name, apps, source=str(p))
+    return TileSpec(name, apps, source=str(p), file_apps=file_apps)
 
 
 def _trace_app(

@@ -1,5 +1,6 @@
 //! File-set workloads: streams of file and metadata operations (open, read, close, stat,
-//! create, append, fsync, delete) over a directory tree of files that Python prepared
+//! create, append, fsync, delete, rename; mkdir, rmdir and statdir on directory entries;
+//! setattr, truncate, fallocate) over a directory tree of files that Python prepared
 //! (docs/files.md). A plan of its own (`FilePlan`, JSON), run by `FileRun`.
 //!
 //! Every operation goes through a directory fd the engine opened beneath the set's root with
@@ -40,10 +41,23 @@ pub enum FileOp {
     Fsync = 6,
     Delete = 7,
     Rename = 8,
+    /// mkdirat of a free entry: the entry becomes an (empty) directory.
+    Mkdir = 9,
+    /// unlinkat(AT_REMOVEDIR) of an existing directory entry.
+    Rmdir = 10,
+    /// fstatat of an existing directory entry (fio's dirstat).
+    Statdir = 11,
+    /// utimensat of an existing file: its modification time set to now, access time left
+    /// alone (vdbench's setattr, Java's File.setLastModified).
+    Setattr = 12,
+    /// ftruncate of the last held file to `truncate_size` bytes.
+    Truncate = 13,
+    /// fallocate (mode 0) of `append_size` bytes at the end of the last held file.
+    Fallocate = 14,
 }
 
 /// Count of `FileOp` kinds.
-pub const FILE_OPS: usize = 9;
+pub const FILE_OPS: usize = 15;
 
 impl FileOp {
     pub const ALL: [FileOp; FILE_OPS] = [
@@ -56,6 +70,12 @@ impl FileOp {
         FileOp::Fsync,
         FileOp::Delete,
         FileOp::Rename,
+        FileOp::Mkdir,
+        FileOp::Rmdir,
+        FileOp::Statdir,
+        FileOp::Setattr,
+        FileOp::Truncate,
+        FileOp::Fallocate,
     ];
 
     pub fn name(self) -> &'static str {
@@ -69,14 +89,43 @@ impl FileOp {
             FileOp::Fsync => "fsync",
             FileOp::Delete => "delete",
             FileOp::Rename => "rename",
+            FileOp::Mkdir => "mkdir",
+            FileOp::Rmdir => "rmdir",
+            FileOp::Statdir => "statdir",
+            FileOp::Setattr => "setattr",
+            FileOp::Truncate => "truncate",
+            FileOp::Fallocate => "fallocate",
         }
     }
 
     /// True for the operations that change the file set (they need write access).
     pub fn writes(self) -> bool {
+        !matches!(
+            self,
+            FileOp::Open | FileOp::Read | FileOp::Close | FileOp::Stat | FileOp::Statdir
+        )
+    }
+
+    /// True for the operations that act on an entry by its name (no file held): stat,
+    /// delete, mkdir, rmdir, statdir, setattr (`Table::take_for` picks the entry).
+    pub fn by_name(self) -> bool {
         matches!(
             self,
-            FileOp::Create | FileOp::Append | FileOp::Fsync | FileOp::Delete | FileOp::Rename
+            FileOp::Stat
+                | FileOp::Delete
+                | FileOp::Mkdir
+                | FileOp::Rmdir
+                | FileOp::Statdir
+                | FileOp::Setattr
+        )
+    }
+
+    /// True for the operations that act on the file a thread holds open (opening one first
+    /// when it holds none).
+    pub fn on_held(self) -> bool {
+        matches!(
+            self,
+            FileOp::Read | FileOp::Append | FileOp::Fsync | FileOp::Truncate | FileOp::Fallocate
         )
     }
 }
@@ -93,6 +142,19 @@ pub struct FileSetSpec {
     /// Per entry: (index in `dirs`, size in bytes if the file exists now, else None). Entry i
     /// is the file `f{i:08}` in its directory.
     pub entries: Vec<(u32, Option<u64>)>,
+    /// What the existing entries are: files (the default) or empty directories (a set for
+    /// statdir and rmdir; sizes are then ignored).
+    #[serde(default)]
+    pub entry_kind: EntryKind,
+}
+
+/// What a set's existing entries are when the run starts.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryKind {
+    #[default]
+    Files,
+    Dirs,
 }
 
 /// How a stream picks the file of an operation among the set's entries.
@@ -100,6 +162,9 @@ pub struct FileSetSpec {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Select {
     Uniform,
+    /// Entries in order, each once per pass, shared by the stream's threads (fio's file
+    /// engines: every file once).
+    Sequential,
     /// Entry popularity by rank (entry order scrambled), exponent theta.
     Zipf {
         theta: f64,
@@ -133,8 +198,11 @@ pub struct FileStreamSpec {
     /// Bytes a read reads from offset 0; 0 reads the whole file.
     #[serde(default)]
     pub read_size: u64,
-    /// Bytes an append writes at the end of the file.
+    /// Bytes an append writes (a fallocate allocates) at the end of the file.
     pub append_size: u64,
+    /// Size a truncate sets the file to.
+    #[serde(default)]
+    pub truncate_size: u64,
     /// Largest single read or write system call.
     pub io_size: u64,
     /// Files a thread keeps open at most; an open beyond closes the oldest first.

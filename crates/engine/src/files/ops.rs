@@ -166,3 +166,54 @@ pub fn write_at(fd: RawFd, offset: u64, len: u64, buf: &[u8]) -> io::Result<u64>
     }
     Ok(done)
 }
+
+/// Make an empty directory by the entry's name (mode 0755; never over anything: EEXIST).
+pub fn mkdir(dir: RawFd, name: &EntryName) -> io::Result<()> {
+    // SAFETY: a valid C string and directory fd; a name without a slash stays in `dir`.
+    check(unsafe { libc::mkdirat(dir, name.as_ptr(), 0o755) }).map(|_| ())
+}
+
+/// Remove an empty directory by the entry's name (a link or a file by that name: ENOTDIR).
+pub fn rmdir(dir: RawFd, name: &EntryName) -> io::Result<()> {
+    // SAFETY: as `unlink`.
+    check(unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) }).map(|_| ())
+}
+
+/// The times `setattr` sets: access time left alone, modification time now.
+pub const SETATTR_TIMES: [libc::timespec; 2] = [
+    libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_OMIT,
+    },
+    libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    },
+];
+
+/// Set a file's modification time to now by name, links not followed (vdbench's setattr:
+/// Java's File.setLastModified, a utimensat that keeps the access time).
+pub fn setattr(dir: RawFd, name: &EntryName) -> io::Result<()> {
+    // SAFETY: a valid C string, directory fd and two timespecs.
+    check(unsafe {
+        libc::utimensat(
+            dir,
+            name.as_ptr(),
+            SETATTR_TIMES.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+    .map(|_| ())
+}
+
+/// Set an open file's size.
+pub fn truncate(fd: RawFd, size: u64) -> io::Result<()> {
+    // SAFETY: an open fd.
+    check(unsafe { libc::ftruncate(fd, size as libc::off_t) }).map(|_| ())
+}
+
+/// Allocate `len` bytes at `offset` of an open file (mode 0: the size grows to cover them).
+pub fn fallocate(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: an open fd.
+    check(unsafe { libc::fallocate(fd, 0, offset as libc::off_t, len as libc::off_t) }).map(|_| ())
+}

@@ -33,6 +33,7 @@ pub(super) struct Worker {
     write: bool,
     read_size: u64,
     append_size: u64,
+    truncate_size: u64,
     buf: Vec<u8>,
     /// Intended start of the current open-loop operation or loop.
     intended: Option<u64>,
@@ -57,13 +58,18 @@ impl Worker {
             tid,
             fileset: s.fileset,
             mix: OpMix::new(&s.ops, s.sequence),
-            picker: Picker::new(&s.select, plan.filesets[s.fileset].entries.len()),
+            picker: Picker::new(
+                &s.select,
+                plan.filesets[s.fileset].entries.len(),
+                &shared.cursors[stream],
+            ),
             rng,
             held: VecDeque::new(),
             openfiles: s.openfiles,
             write: s.ops.iter().any(|o| o.0.writes()),
             read_size: s.read_size,
             append_size: s.append_size,
+            truncate_size: s.truncate_size,
             buf,
             intended: None,
             loop_start: 0,
@@ -150,48 +156,12 @@ impl Worker {
                 Some(h) => self.close_held(h),
                 None => self.skip(op),
             },
-            FileOp::Stat => {
-                let start = self.picker.pick(&mut self.rng);
-                let Some((i, dir, size)) = self.table().take_existing_entry(start) else {
-                    return self.skip(op);
-                };
-                let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
-                let t0 = self.shared.now();
-                let r = ops::stat(dir, &name).map(|_| 0);
-                self.record(op, t0, &r, i);
-                self.table().release(i, true, size);
-            }
-            FileOp::Delete => {
-                let start = self.picker.pick(&mut self.rng);
-                let Some((i, dir, size)) = self.table().take_existing_entry(start) else {
-                    return self.skip(op);
-                };
-                let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
-                let t0 = self.shared.now();
-                let r = ops::unlink(dir, &name).map(|_| 0);
-                self.record(op, t0, &r, i);
-                self.table().release(i, r.is_err(), size);
-            }
+            op if op.by_name() => self.by_name(op),
             FileOp::Rename => {
                 let start = self.picker.pick(&mut self.rng);
                 let free_start = self.rng.below(self.picker_len()) as usize;
-                let (from, to) = {
-                    let mut t = self.table();
-                    let from = t.take_existing_entry(start);
-                    let to = t.take_free_entry(free_start);
-                    match (from, to) {
-                        (Some(f), Some(t2)) => (f, t2),
-                        (f, t2) => {
-                            if let Some((i, _, size)) = f {
-                                t.release(i, true, size);
-                            }
-                            if let Some((j, _)) = t2 {
-                                t.release(j, false, 0);
-                            }
-                            drop(t);
-                            return self.skip(op);
-                        }
-                    }
+                let Some((from, to)) = self.table().take_rename_pair(start, free_start) else {
+                    return self.skip(op);
                 };
                 let ((i, from_dir, size), (j, to_dir)) = (from, to);
                 let (fd_a, fd_b) = (self.dir_fd(from_dir), self.dir_fd(to_dir));
@@ -202,7 +172,7 @@ impl Worker {
                 t.release(i, r.is_err(), size);
                 t.release(j, r.is_ok(), size);
             }
-            FileOp::Read | FileOp::Append | FileOp::Fsync => {
+            _ => {
                 if self.held.is_empty() && !self.open_one() {
                     return self.skip(op);
                 }
@@ -212,22 +182,57 @@ impl Worker {
                 let r = match op {
                     FileOp::Read => ops::read(fd, self.read_size, &mut self.buf),
                     FileOp::Append => ops::write_at(fd, size, self.append_size, &self.buf),
+                    FileOp::Truncate => ops::truncate(fd, self.truncate_size).map(|_| 0),
+                    FileOp::Fallocate => {
+                        ops::fallocate(fd, size, self.append_size).map(|_| self.append_size)
+                    }
                     _ => ops::fsync(fd).map(|_| 0),
                 };
                 self.record(op, t0, &r, entry);
-                if op == FileOp::Append {
+                if matches!(op, FileOp::Truncate | FileOp::Fallocate) {
+                    let h = self.held.back_mut().expect("a held file");
+                    h.size = match (op, &r) {
+                        (FileOp::Truncate, Ok(_)) => self.truncate_size,
+                        (FileOp::Fallocate, Ok(_)) => size + self.append_size,
+                        // A failed call leaves the size the file says it has.
+                        _ => held_size(fd, size),
+                    };
+                } else if op == FileOp::Append {
                     let h = self.held.back_mut().expect("a held file");
                     h.size = match r {
                         Ok(n) => size + n,
                         // A failed append may have written part: the file says how much.
-                        Err(_) => std::fs::File::from(dup_fd(fd))
-                            .metadata()
-                            .map(|m| m.len())
-                            .unwrap_or(size),
+                        Err(_) => held_size(fd, size),
                     };
                 }
             }
         }
+    }
+
+    /// An operation on an entry by its name (FileOp::by_name): take the entry, make the
+    /// call, count it, give the entry back as the call left it.
+    fn by_name(&mut self, op: FileOp) {
+        let start = if op == FileOp::Mkdir {
+            self.picker.free_start(&mut self.rng)
+        } else {
+            self.picker.pick(&mut self.rng)
+        };
+        let Some(taken) = self.table().take_for(op, start) else {
+            return self.skip(op);
+        };
+        let (i, dir, _) = taken;
+        let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
+        let t0 = self.shared.now();
+        let r = match op {
+            FileOp::Delete => ops::unlink(dir, &name),
+            FileOp::Mkdir => ops::mkdir(dir, &name),
+            FileOp::Rmdir => ops::rmdir(dir, &name),
+            FileOp::Setattr => ops::setattr(dir, &name),
+            _ => ops::stat(dir, &name).map(|_| ()),
+        }
+        .map(|_| 0);
+        self.record(op, t0, &r, i);
+        self.table().release_after(op, taken, r.is_ok());
     }
 
     fn make_room(&mut self) {
@@ -275,7 +280,7 @@ impl Worker {
 
     fn create_one(&mut self) {
         self.make_room();
-        let start = self.rng.below(self.picker_len()) as usize;
+        let start = self.picker.free_start(&mut self.rng);
         let Some((i, dir)) = self.table().take_free_entry(start) else {
             return self.skip(FileOp::Create);
         };
@@ -305,6 +310,15 @@ impl Worker {
 
 fn clone_err(e: &io::Error) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+/// The size of held file `fd` as the file system says (after a failed call may have changed
+/// part of it); `size` if even that fails.
+pub(super) fn held_size(fd: RawFd, size: u64) -> u64 {
+    std::fs::File::from(dup_fd(fd))
+        .metadata()
+        .map(|m| m.len())
+        .unwrap_or(size)
 }
 
 /// A duplicate of `fd` the caller owns (to fstat through `File` without closing `fd`).

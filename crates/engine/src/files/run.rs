@@ -117,6 +117,8 @@ pub(super) struct Shared {
     /// Per engine thread: its counters since the last interval.
     thread_stats: Vec<Mutex<FileStats>>,
     pub(super) schedules: Vec<Option<Mutex<Schedule>>>,
+    /// Per stream: its place in the entries for sequential selection.
+    pub(super) cursors: Vec<Arc<AtomicU64>>,
     /// Per stream: operations or loops it may still start (FileStreamSpec::limit).
     pub(super) budgets: Vec<Option<AtomicU64>>,
     pub(super) running: AtomicUsize,
@@ -281,7 +283,10 @@ impl FileRun {
             tables: plan
                 .filesets
                 .iter()
-                .map(|fs| Mutex::new(Table::new(&fs.entries)))
+                .map(|fs| {
+                    let dirs = fs.entry_kind == super::EntryKind::Dirs;
+                    Mutex::new(Table::with_kind(&fs.entries, dirs))
+                })
                 .collect(),
             dirs,
             names: plan.filesets.iter().map(|f| f.name.clone()).collect(),
@@ -308,6 +313,7 @@ impl FileRun {
                     }
                 })
                 .collect(),
+            cursors: plan.streams.iter().map(|_| Arc::default()).collect(),
             budgets: plan
                 .streams
                 .iter()
@@ -457,7 +463,12 @@ impl FileRun {
             .zip(&self.shared.names)
             .map(|(t, name)| {
                 let t = t.lock().unwrap();
-                serde_json::json!({"name": name, "files": t.present, "bytes": t.bytes()})
+                serde_json::json!({
+                    "name": name,
+                    "files": t.present,
+                    "dirs": t.dirs_present(),
+                    "bytes": t.bytes(),
+                })
             })
             .collect();
         let failure = self.shared.failure.lock().unwrap().clone();

@@ -2,32 +2,50 @@
 //! are busy (an operation or a thread's open file holds them), and how a stream draws the next
 //! operation and the next file. Pure logic, no IO: unit-tested below.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use super::{FileOp, Select, FILE_OPS};
 use crate::rng::{Rng, Zipf};
+
+/// What an entry is now: free (nothing by its name), a file, or an empty directory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Kind {
+    #[default]
+    Free = 0,
+    File = 1,
+    Dir = 2,
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
     pub dir: u32,
-    pub exists: bool,
+    pub kind: Kind,
     /// Held by an operation or an open file: no other thread touches it.
     pub busy: bool,
     pub size: u64,
 }
 
+impl Entry {
+    /// True for a file that exists now.
+    pub fn exists(&self) -> bool {
+        self.kind == Kind::File
+    }
+}
+
 /// The entries of one file set (behind a mutex shared by the set's streams).
 ///
-/// Besides the entries, a list of the existing ones and a list of the free ones (with each
-/// entry's place in its list), so that a pick in a sparse set (a few files among millions of
-/// entries) or a nearly full one does not scan the set: a pick probes `NEAR` entries from
-/// where selection pointed, then draws from the right list.
+/// Besides the entries, a list per kind (free, files, directories), with each entry's place in
+/// its list, so that a pick in a sparse set (a few files among millions of entries) or a nearly
+/// full one does not scan the set: a pick probes `NEAR` entries from where selection pointed,
+/// then draws from the right list.
 #[derive(Debug)]
 pub struct Table {
     pub entries: Vec<Entry>,
-    /// Entries that exist now.
+    /// Files that exist now.
     pub present: u64,
-    existing: Vec<u32>,
-    free: Vec<u32>,
-    /// Each entry's index in `existing` or `free` (whichever it is in).
+    lists: [Vec<u32>; 3],
+    /// Each entry's index in the list of its kind.
     place: Vec<u32>,
 }
 
@@ -36,82 +54,146 @@ const NEAR: usize = 64;
 /// Draws from a list before the last resort, a scan (many busy entries).
 const DRAWS: u64 = 16;
 
+/// An existing entry taken for an operation: (index, directory, size).
+pub type Taken = (usize, u32, u64);
+
 impl Table {
-    pub fn new(entries: &[(u32, Option<u64>)]) -> Self {
+    /// A table of `entries` (directory, size if it exists); existing entries are directories
+    /// when `dirs`.
+    pub fn with_kind(entries: &[(u32, Option<u64>)], dirs: bool) -> Self {
+        let existing = if dirs { Kind::Dir } else { Kind::File };
         let entries: Vec<Entry> = entries
             .iter()
             .map(|&(dir, size)| Entry {
                 dir,
-                exists: size.is_some(),
+                kind: if size.is_some() { existing } else { Kind::Free },
                 busy: false,
-                size: size.unwrap_or(0),
+                size: if dirs { 0 } else { size.unwrap_or(0) },
             })
             .collect();
-        let present = entries.iter().filter(|e| e.exists).count() as u64;
-        let (mut existing, mut free) = (Vec::new(), Vec::new());
+        let mut lists: [Vec<u32>; 3] = Default::default();
         let place = entries
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                let list = if e.exists { &mut existing } else { &mut free };
+                let list = &mut lists[e.kind as usize];
                 list.push(i as u32);
                 (list.len() - 1) as u32
             })
             .collect();
         Table {
+            present: lists[Kind::File as usize].len() as u64,
             entries,
-            present,
-            existing,
-            free,
+            lists,
             place,
         }
+    }
+
+    pub fn new(entries: &[(u32, Option<u64>)]) -> Self {
+        Self::with_kind(entries, false)
+    }
+
+    /// Directories that exist now.
+    pub fn dirs_present(&self) -> u64 {
+        self.lists[Kind::Dir as usize].len() as u64
     }
 
     /// Bytes of all files that exist now.
     pub fn bytes(&self) -> u64 {
         self.entries
             .iter()
-            .filter(|e| e.exists)
+            .filter(|e| e.exists())
             .map(|e| e.size)
             .sum()
     }
 
-    /// Take an existing, idle entry, starting at `start` and probing forward (so a busy or
+    /// Take an existing, idle file, starting at `start` and probing forward (so a busy or
     /// deleted pick lands on its neighbour rather than failing). Marks it busy.
     pub fn take_existing(&mut self, start: usize) -> Option<usize> {
-        self.take(start, true)
+        self.take(start, Kind::File)
     }
 
     /// `take_existing`, with the entry's directory and size (one lock for all three).
-    pub fn take_existing_entry(&mut self, start: usize) -> Option<(usize, u32, u64)> {
-        let i = self.take(start, true)?;
+    pub fn take_existing_entry(&mut self, start: usize) -> Option<Taken> {
+        let i = self.take(start, Kind::File)?;
         Some((i, self.entries[i].dir, self.entries[i].size))
+    }
+
+    /// An existing, idle directory entry, with its directory (size 0).
+    pub fn take_dir_entry(&mut self, start: usize) -> Option<Taken> {
+        let i = self.take(start, Kind::Dir)?;
+        Some((i, self.entries[i].dir, 0))
     }
 
     /// `take_free`, with the entry's directory.
     pub fn take_free_entry(&mut self, start: usize) -> Option<(usize, u32)> {
-        let i = self.take(start, false)?;
+        let i = self.take(start, Kind::Free)?;
         Some((i, self.entries[i].dir))
     }
 
     /// Take a free (not existing, idle) entry for a create, from `start` forward.
     pub fn take_free(&mut self, start: usize) -> Option<usize> {
-        self.take(start, false)
+        self.take(start, Kind::Free)
     }
 
-    fn take(&mut self, start: usize, exists: bool) -> Option<usize> {
+    /// A rename's two entries: an existing idle file (from `start`) and a free entry (from
+    /// `free_start`), both taken, or neither (whichever was found is given back).
+    pub fn take_rename_pair(
+        &mut self,
+        start: usize,
+        free_start: usize,
+    ) -> Option<(Taken, (usize, u32))> {
+        match (
+            self.take_existing_entry(start),
+            self.take_free_entry(free_start),
+        ) {
+            (Some(from), Some(to)) => Some((from, to)),
+            (from, to) => {
+                if let Some((i, _, size)) = from {
+                    self.release(i, true, size);
+                }
+                if let Some((j, _)) = to {
+                    self.release(j, false, 0);
+                }
+                None
+            }
+        }
+    }
+
+    /// The entry an operation by name acts on (stat, delete, setattr: an existing file;
+    /// statdir, rmdir: an existing directory; mkdir: a free entry), taken; None to skip.
+    pub fn take_for(&mut self, op: FileOp, start: usize) -> Option<Taken> {
+        match op {
+            FileOp::Mkdir => self.take_free_entry(start).map(|(i, d)| (i, d, 0)),
+            FileOp::Rmdir | FileOp::Statdir => self.take_dir_entry(start),
+            _ => self.take_existing_entry(start),
+        }
+    }
+
+    /// Give back the entry of an operation by name (`take_for`), as the call left it.
+    pub fn release_after(&mut self, op: FileOp, (i, _, size): Taken, ok: bool) {
+        match op {
+            FileOp::Delete => self.release(i, !ok, size),
+            FileOp::Mkdir => self.release_dir(i, ok),
+            FileOp::Rmdir => self.release_dir(i, !ok),
+            FileOp::Statdir => self.release_dir(i, true),
+            _ => self.release(i, true, size),
+        }
+    }
+
+    fn take(&mut self, start: usize, kind: Kind) -> Option<usize> {
         let n = self.entries.len();
-        if exists && self.present == 0 || !exists && self.present as usize == n {
+        let list = &self.lists[kind as usize];
+        if list.is_empty() {
             return None;
         }
-        let ok = |e: &Entry| e.exists == exists && !e.busy;
+        let ok = |e: &Entry| e.kind == kind && !e.busy;
         let found = (0..NEAR.min(n))
             .map(|k| (start + k) % n)
             .find(|&i| ok(&self.entries[i]))
             .or_else(|| {
                 // Sparse where selection pointed: an entry of the right kind at random (drawn
                 // from `start`, so a run stays deterministic), then a scan as a last resort.
-                let list = if exists { &self.existing } else { &self.free };
                 let mut h = start as u64;
                 (0..DRAWS)
                     .map(|_| {
@@ -129,51 +211,60 @@ impl Table {
         Some(found)
     }
 
-    fn move_to(&mut self, i: usize, exists: bool) {
-        let (from, to) = if exists {
-            (&mut self.free, &mut self.existing)
-        } else {
-            (&mut self.existing, &mut self.free)
-        };
+    fn move_to(&mut self, i: usize, kind: Kind) {
+        let from_kind = self.entries[i].kind;
         let at = self.place[i] as usize;
+        let from = &mut self.lists[from_kind as usize];
         from.swap_remove(at);
         if at < from.len() {
             self.place[from[at] as usize] = at as u32;
         }
+        let to = &mut self.lists[kind as usize];
         to.push(i as u32);
         self.place[i] = (to.len() - 1) as u32;
+        self.entries[i].kind = kind;
+        self.present = self.lists[Kind::File as usize].len() as u64;
     }
 
-    /// Give an entry back after an operation: whether it exists now, and its size.
+    /// Give a file entry back after an operation: whether the file exists now, and its size.
     pub fn release(&mut self, i: usize, exists: bool, size: u64) {
-        let was = self.entries[i].exists;
-        if was != exists {
-            self.move_to(i, exists);
-            if exists {
-                self.present += 1;
-            } else {
-                self.present -= 1;
-            }
+        self.release_as(i, if exists { Kind::File } else { Kind::Free }, size);
+    }
+
+    /// Give a directory entry back: whether the directory exists now.
+    pub fn release_dir(&mut self, i: usize, exists: bool) {
+        self.release_as(i, if exists { Kind::Dir } else { Kind::Free }, 0);
+    }
+
+    fn release_as(&mut self, i: usize, kind: Kind, size: u64) {
+        if self.entries[i].kind != kind {
+            self.move_to(i, kind);
         }
         let e = &mut self.entries[i];
-        e.exists = exists;
-        e.size = if exists { size } else { 0 };
+        e.size = if kind == Kind::File { size } else { 0 };
         e.busy = false;
     }
 }
 
-/// Where a stream's picks start: uniform over the entries, or a scrambled zipf rank.
+/// Where a stream's picks start: uniform over the entries, a scrambled zipf rank, or the next
+/// entry in order (a cursor shared by the stream's threads).
 #[derive(Clone, Debug)]
 pub enum Picker {
     Uniform(u64),
     Zipf { zipf: Zipf, n: u64, scramble: u64 },
+    Sequential { next: Arc<AtomicU64>, n: u64 },
 }
 
 impl Picker {
-    pub fn new(select: &Select, n: usize) -> Self {
+    /// `cursor`: the stream's shared place in the entries (used by sequential selection).
+    pub fn new(select: &Select, n: usize, cursor: &Arc<AtomicU64>) -> Self {
         let n = n as u64;
         match select {
             Select::Uniform => Picker::Uniform(n),
+            Select::Sequential => Picker::Sequential {
+                next: cursor.clone(),
+                n,
+            },
             Select::Zipf { theta } => Picker::Zipf {
                 zipf: Zipf::new(n, *theta),
                 n,
@@ -183,9 +274,19 @@ impl Picker {
         }
     }
 
+    /// Where a create or mkdir looks for a free entry: uniform, except in order for a
+    /// sequential stream.
+    pub fn free_start(&self, rng: &mut Rng) -> usize {
+        match self {
+            Picker::Sequential { .. } => self.pick(rng),
+            Picker::Uniform(n) | Picker::Zipf { n, .. } => rng.below(*n) as usize,
+        }
+    }
+
     pub fn pick(&self, rng: &mut Rng) -> usize {
         match self {
             Picker::Uniform(n) => rng.below(*n) as usize,
+            Picker::Sequential { next, n } => (next.fetch_add(1, Ordering::Relaxed) % n) as usize,
             Picker::Zipf { zipf, n, scramble } => {
                 let rank = zipf.sample(rng) - 1;
                 ((rank as u128 * *scramble as u128) % *n as u128) as usize
@@ -359,20 +460,49 @@ mod tests {
         for _ in 0..10_000 {
             let start = rng.below(1_000_000) as usize;
             let i = t.take_existing(start).expect("an existing entry");
-            assert!(t.entries[i].exists);
+            assert!(t.entries[i].exists());
             // Delete it and create another in a free entry: the count stays 5.
             t.release(i, false, 0);
             let j = t.take_free(rng.below(1_000_000) as usize).unwrap();
-            assert!(!t.entries[j].exists);
+            assert!(!t.entries[j].exists());
             t.release(j, true, 1);
         }
         assert_eq!(t.present, 5);
-        let listed: Vec<usize> = (0..1_000_000).filter(|&i| t.entries[i].exists).collect();
+        let listed: Vec<usize> = (0..1_000_000).filter(|&i| t.entries[i].exists()).collect();
         assert_eq!(listed.len(), 5);
         for &i in &listed {
-            assert_eq!(t.existing[t.place[i] as usize] as usize, i);
+            assert_eq!(t.lists[1][t.place[i] as usize] as usize, i);
         }
-        assert_eq!(t.existing.len() + t.free.len(), 1_000_000);
+        assert_eq!(t.lists[1].len() + t.lists[0].len(), 1_000_000);
+    }
+
+    #[test]
+    fn files_and_directories_are_taken_apart_and_released_as_the_call_left_them() {
+        use FileOp::*;
+        // Entries 0 and 1 are directories, 2 is free.
+        let mut t = Table::with_kind(&[(0, Some(0)), (0, Some(0)), (0, None)], true);
+        assert_eq!((t.present, t.dirs_present()), (0, 2));
+        // A file op finds no file; a directory op finds a directory, never the free entry.
+        assert_eq!(t.take_for(Stat, 2), None);
+        assert_eq!(t.take_for(Setattr, 0), None);
+        let d = t.take_for(Rmdir, 2).expect("a directory");
+        assert!(d.0 < 2);
+        t.release_after(Rmdir, d, true); // removed: free now
+        assert_eq!(t.dirs_present(), 1);
+        let m = t.take_for(Mkdir, 0).expect("a free entry");
+        assert!(t.entries[m.0].kind == Kind::Free);
+        t.release_after(Mkdir, m, true);
+        assert_eq!(t.dirs_present(), 2);
+        // A failed mkdir leaves the entry free; a statdir leaves a directory a directory.
+        let f = t.take_for(Mkdir, 0).expect("the last free entry");
+        t.release_after(Mkdir, f, false);
+        assert!(t.entries[f.0].kind == Kind::Free && !t.entries[f.0].busy);
+        let s = t.take_for(Statdir, 0).unwrap();
+        t.release_after(Statdir, s, true);
+        assert_eq!((t.present, t.dirs_present()), (0, 2));
+        // The rename pair gives back what it took when half is missing (no file here).
+        assert_eq!(t.take_rename_pair(0, 0), None);
+        assert!(t.entries.iter().all(|e| !e.busy));
     }
 
     #[test]
@@ -395,8 +525,11 @@ mod tests {
             counts.sort_unstable_by(|a, b| b.cmp(a));
             counts[..10].iter().sum::<u64>() as f64 / 100_000.0
         };
-        let zipf = top_share(&Picker::new(&Select::Zipf { theta: 1.2 }, n), &mut rng);
-        let uniform = top_share(&Picker::new(&Select::Uniform, n), &mut rng);
+        let zipf = top_share(
+            &Picker::new(&Select::Zipf { theta: 1.2 }, n, &Arc::default()),
+            &mut rng,
+        );
+        let uniform = top_share(&Picker::new(&Select::Uniform, n, &Arc::default()), &mut rng);
         assert!(zipf > 0.5, "zipf top 1% share {zipf}");
         assert!(uniform < 0.03, "uniform top 1% share {uniform}");
     }

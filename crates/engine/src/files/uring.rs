@@ -1,6 +1,9 @@
-//! File operations through io_uring (IORING_OP_OPENAT, CLOSE, STATX, UNLINKAT, READ, WRITE,
-//! FSYNC): one engine thread per stream drives `threads` slots, each a client with one
-//! operation in flight, so a stream of 64 clients costs one thread instead of 64.
+//! File operations through io_uring (IORING_OP_OPENAT, CLOSE, STATX, UNLINKAT, RENAMEAT,
+//! MKDIRAT, READ, WRITE, FSYNC, FALLOCATE, FTRUNCATE): one engine thread per stream drives
+//! `threads` slots, each a client with one operation in flight, so a stream of 64 clients
+//! costs one thread instead of 64. A call with no opcode in this kernel (setattr has none in
+//! any: there is no IORING_OP_UTIMENSAT; ftruncate came in 6.9, mkdirat in 5.15) is made by the
+//! stream's thread itself, timed and counted the same way.
 //!
 //! A slot follows the same rules as a psync thread (run.rs): each operation expands into the
 //! calls it needs (an open before a read with nothing held, a close of the oldest before an
@@ -19,7 +22,7 @@ use std::time::Duration;
 use io_uring::{opcode, types, IoUring};
 
 use super::run::Shared;
-use super::table::{OpMix, Picker};
+use super::table::{OpMix, Picker, Taken};
 use super::{ops, EntryName, FileOp, FilePlan, FileStreamSpec};
 use crate::rng::Rng;
 
@@ -30,11 +33,13 @@ enum Call {
     CloseLast,
     Open,
     Create,
-    Stat,
-    Delete,
+    /// stat, delete, mkdir, rmdir, statdir, setattr (FileOp::by_name).
+    ByName(FileOp),
     Read,
     Append,
     Fsync,
+    /// truncate, fallocate: a held file's size changes.
+    Resize(FileOp),
     Rename,
 }
 
@@ -52,13 +57,15 @@ enum Pending {
         entry: usize,
         size: u64,
     },
-    Stat {
-        entry: usize,
-        size: u64,
+    ByName {
+        op: FileOp,
+        taken: Taken,
     },
-    Delete {
+    Resize {
+        op: FileOp,
         entry: usize,
-        size: u64,
+        fd: RawFd,
+        base: u64,
     },
     Read {
         entry: usize,
@@ -124,7 +131,11 @@ pub(super) struct UringStream {
     write: bool,
     read_size: u64,
     append_size: u64,
+    truncate_size: u64,
     sequence: bool,
+    /// This kernel has IORING_OP_MKDIRAT (5.15) and IORING_OP_FTRUNCATE (6.9).
+    has_mkdirat: bool,
+    has_ftruncate: bool,
 }
 
 /// Skips a slot may take in a row before the others get their turn.
@@ -167,12 +178,18 @@ impl UringStream {
             })
             .collect();
         let entries = plan.filesets[s.fileset].entries.len();
+        let mut probe = io_uring::Probe::new();
+        let probed = ring.submitter().register_probe(&mut probe).is_ok();
+        let has = |code| probed && probe.is_supported(code);
         Ok(UringStream {
+            has_mkdirat: has(opcode::MkDirAt::CODE),
+            has_ftruncate: has(opcode::Ftruncate::CODE),
+            truncate_size: s.truncate_size,
             stream,
             fileset: s.fileset,
             ring,
             slots,
-            picker: Picker::new(&s.select, entries),
+            picker: Picker::new(&s.select, entries, &shared.cursors[stream]),
             entries: entries as u64,
             openfiles: s.openfiles,
             write: s.ops.iter().any(|o| o.0.writes()),
@@ -323,17 +340,17 @@ impl UringStream {
                 });
             }
             FileOp::Close => s.calls.push_back(Call::CloseLast),
-            FileOp::Stat => s.calls.push_back(Call::Stat),
             FileOp::Rename => s.calls.push_back(Call::Rename),
-            FileOp::Delete => s.calls.push_back(Call::Delete),
-            FileOp::Read | FileOp::Append | FileOp::Fsync => {
+            op if op.by_name() => s.calls.push_back(Call::ByName(op)),
+            _ => {
                 if s.held.is_empty() {
                     s.calls.push_back(Call::Open);
                 }
                 s.calls.push_back(match op {
                     FileOp::Read => Call::Read,
                     FileOp::Append => Call::Append,
-                    _ => Call::Fsync,
+                    FileOp::Fsync => Call::Fsync,
+                    _ => Call::Resize(op),
                 });
             }
         }
@@ -373,9 +390,9 @@ impl UringStream {
                     },
                 )
             }
-            Call::Open | Call::Create | Call::Stat | Call::Delete => {
+            Call::Open | Call::Create => {
                 let pick = if call == Call::Create {
-                    let start = self.slots[k].rng.below(self.entries) as usize;
+                    let start = self.picker.free_start(&mut self.slots[k].rng);
                     table
                         .lock()
                         .unwrap()
@@ -385,11 +402,10 @@ impl UringStream {
                     let start = self.picker.pick(&mut self.slots[k].rng);
                     table.lock().unwrap().take_existing_entry(start)
                 };
-                let op = match call {
-                    Call::Open => FileOp::Open,
-                    Call::Create => FileOp::Create,
-                    Call::Stat => FileOp::Stat,
-                    _ => FileOp::Delete,
+                let op = if call == Call::Open {
+                    FileOp::Open
+                } else {
+                    FileOp::Create
                 };
                 let Some((entry, dir, size)) = pick else {
                     self.skip(k, op);
@@ -400,62 +416,79 @@ impl UringStream {
                 s.name = EntryName::new(entry);
                 let name = s.name.as_ptr();
                 let base = libc::O_NOFOLLOW | libc::O_CLOEXEC;
-                match call {
-                    Call::Open => {
-                        let mode = if self.write {
-                            libc::O_RDWR
-                        } else {
-                            libc::O_RDONLY
-                        };
-                        (
-                            opcode::OpenAt::new(dir, name).flags(base | mode).build(),
-                            Pending::Open { entry, size },
-                        )
-                    }
-                    Call::Create => (
+                if call == Call::Open {
+                    let mode = if self.write {
+                        libc::O_RDWR
+                    } else {
+                        libc::O_RDONLY
+                    };
+                    (
+                        opcode::OpenAt::new(dir, name).flags(base | mode).build(),
+                        Pending::Open { entry, size },
+                    )
+                } else {
+                    (
                         opcode::OpenAt::new(dir, name)
                             .flags(base | libc::O_RDWR | libc::O_CREAT | libc::O_EXCL)
                             .mode(0o644)
                             .build(),
                         Pending::Create { entry },
-                    ),
-                    Call::Stat => (
-                        opcode::Statx::new(
-                            dir,
-                            name,
-                            (&mut *s.statx as *mut libc::statx).cast::<types::statx>(),
-                        )
-                        .flags(libc::AT_SYMLINK_NOFOLLOW)
-                        .mask(libc::STATX_BASIC_STATS)
-                        .build(),
-                        Pending::Stat { entry, size },
-                    ),
-                    _ => (
-                        opcode::UnlinkAt::new(dir, name).build(),
-                        Pending::Delete { entry, size },
-                    ),
+                    )
                 }
+            }
+            Call::ByName(op) => {
+                let start = if op == FileOp::Mkdir {
+                    self.picker.free_start(&mut self.slots[k].rng)
+                } else {
+                    self.picker.pick(&mut self.slots[k].rng)
+                };
+                let Some(taken) = table.lock().unwrap().take_for(op, start) else {
+                    self.skip(k, op);
+                    return false;
+                };
+                let dir_fd = self.shared.dirs[self.fileset][taken.1 as usize];
+                let dir = types::Fd(dir_fd);
+                let s = &mut self.slots[k];
+                s.name = EntryName::new(taken.0);
+                let name = s.name.as_ptr();
+                let pending = Pending::ByName { op, taken };
+                let sqe = match op {
+                    FileOp::Stat | FileOp::Statdir => opcode::Statx::new(
+                        dir,
+                        name,
+                        (&mut *s.statx as *mut libc::statx).cast::<types::statx>(),
+                    )
+                    .flags(libc::AT_SYMLINK_NOFOLLOW)
+                    .mask(libc::STATX_BASIC_STATS)
+                    .build(),
+                    FileOp::Delete => opcode::UnlinkAt::new(dir, name).build(),
+                    FileOp::Rmdir => opcode::UnlinkAt::new(dir, name)
+                        .flags(libc::AT_REMOVEDIR)
+                        .build(),
+                    FileOp::Mkdir if self.has_mkdirat => {
+                        opcode::MkDirAt::new(dir, name).mode(0o755).build()
+                    }
+                    _ => {
+                        // setattr (no opcode), mkdir on a kernel before 5.15.
+                        let r = if op == FileOp::Mkdir {
+                            ops::mkdir(dir_fd, &s.name)
+                        } else {
+                            ops::setattr(dir_fd, &s.name)
+                        };
+                        self.inline(k, now, pending, r.map(|_| 0));
+                        return false;
+                    }
+                };
+                (sqe, pending)
             }
             Call::Rename => {
                 let start = self.picker.pick(&mut self.slots[k].rng);
                 let free_start = self.slots[k].rng.below(self.entries) as usize;
-                let mut t = table.lock().unwrap();
-                let (from, to) = match (t.take_existing_entry(start), t.take_free_entry(free_start))
-                {
-                    (Some(f), Some(t2)) => (f, t2),
-                    (f, t2) => {
-                        if let Some((i, _, size)) = f {
-                            t.release(i, true, size);
-                        }
-                        if let Some((j, _)) = t2 {
-                            t.release(j, false, 0);
-                        }
-                        drop(t);
-                        self.skip(k, FileOp::Rename);
-                        return false;
-                    }
+                let pair = table.lock().unwrap().take_rename_pair(start, free_start);
+                let Some((from, to)) = pair else {
+                    self.skip(k, FileOp::Rename);
+                    return false;
                 };
-                drop(t);
                 let ((i, from_dir, size), (j, to_dir)) = (from, to);
                 let dirs = &self.shared.dirs[self.fileset];
                 let (a, b) = (
@@ -476,12 +509,12 @@ impl UringStream {
                     },
                 )
             }
-            Call::Read | Call::Append | Call::Fsync => {
+            Call::Read | Call::Append | Call::Fsync | Call::Resize(_) => {
                 let s = &mut self.slots[k];
                 let h = s
                     .held
                     .back()
-                    .expect("an open file before its read, append or fsync");
+                    .expect("an open file before its read, append, fsync or resize");
                 let (fd, entry, size) = (h.fd, h.entry, h.size);
                 match call {
                     Call::Read => (
@@ -497,10 +530,35 @@ impl UringStream {
                             done: 0,
                         },
                     ),
-                    _ => (
+                    Call::Fsync => (
                         opcode::Fsync::new(types::Fd(fd)).build(),
                         Pending::Fsync { entry },
                     ),
+                    Call::Resize(op) => {
+                        let pending = Pending::Resize {
+                            op,
+                            entry,
+                            fd,
+                            base: size,
+                        };
+                        let sqe = match op {
+                            FileOp::Fallocate => {
+                                opcode::Fallocate::new(types::Fd(fd), self.append_size)
+                                    .offset(size)
+                                    .build()
+                            }
+                            _ if self.has_ftruncate => {
+                                opcode::Ftruncate::new(types::Fd(fd), self.truncate_size).build()
+                            }
+                            _ => {
+                                let r = ops::truncate(fd, self.truncate_size).map(|_| 0);
+                                self.inline(k, now, pending, r);
+                                return false;
+                            }
+                        };
+                        (sqe, pending)
+                    }
+                    _ => unreachable!("a call on the held file"),
                 }
             }
         };
@@ -509,6 +567,18 @@ impl UringStream {
         s.pending = Some(pending);
         self.push(k, sqe);
         true
+    }
+
+    /// A call made by the stream's thread itself (no opcode for it): counted as if it had
+    /// completed through the ring at once.
+    fn inline(&mut self, k: usize, started: u64, pending: Pending, r: std::io::Result<u64>) {
+        self.slots[k].started = started;
+        let res = match r {
+            Ok(n) => n as i32,
+            Err(e) => -e.raw_os_error().unwrap_or(libc::EIO),
+        };
+        let queued = self.finish(k, pending, res);
+        debug_assert!(!queued, "an inline call has no follow-up");
     }
 
     fn read_sqe(&mut self, k: usize, fd: RawFd, done: u64) -> io_uring::squeue::Entry {
@@ -560,6 +630,17 @@ impl UringStream {
     /// chunk of a read or append, or the next call of the operation).
     fn complete(&mut self, k: usize, res: i32) -> bool {
         let pending = self.slots[k].pending.take().expect("a call in flight");
+        if self.finish(k, pending, res) {
+            return true;
+        }
+        // The operation's next call, or the next operation.
+        let stopping = self.shared.stop.load(Ordering::Acquire);
+        self.advance(k, stopping)
+    }
+
+    /// Count call `pending` of slot `k` that ended with `res` and give back what it held; true
+    /// if it queued a follow-up (the next chunk of a read or append).
+    fn finish(&mut self, k: usize, pending: Pending, res: i32) -> bool {
         let err = (res < 0).then_some(-res);
         match pending {
             Pending::Open { entry, size } => {
@@ -595,13 +676,33 @@ impl UringStream {
                 self.record(k, FileOp::Close, err.map_or(Ok(0), Err), entry);
                 self.release(entry, true, size);
             }
-            Pending::Stat { entry, size } => {
-                self.record(k, FileOp::Stat, err.map_or(Ok(0), Err), entry);
-                self.release(entry, true, size);
+            Pending::ByName { op, taken } => {
+                self.record(k, op, err.map_or(Ok(0), Err), taken.0);
+                self.shared.tables[self.fileset]
+                    .lock()
+                    .unwrap()
+                    .release_after(op, taken, err.is_none());
             }
-            Pending::Delete { entry, size } => {
-                self.record(k, FileOp::Delete, err.map_or(Ok(0), Err), entry);
-                self.release(entry, err.is_some(), size);
+            Pending::Resize {
+                op,
+                entry,
+                fd,
+                base,
+            } => {
+                let bytes = if op == FileOp::Fallocate {
+                    self.append_size
+                } else {
+                    0
+                };
+                self.record(k, op, err.map_or(Ok(bytes), Err), entry);
+                let size = match (op, err) {
+                    (FileOp::Fallocate, None) => base + self.append_size,
+                    (_, None) => self.truncate_size,
+                    _ => super::psync::held_size(fd, base),
+                };
+                if let Some(h) = self.slots[k].held.back_mut() {
+                    h.size = size;
+                }
             }
             Pending::Read { entry, fd, done } => {
                 if let Some(e) = err {
@@ -627,12 +728,8 @@ impl UringStream {
                 if let Some(e) = err {
                     self.record(k, FileOp::Append, Err(e), entry);
                     // A failed append may have written part: the file says how much.
-                    // SAFETY: st is written by fstat; fd is held by the slot.
-                    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-                    if unsafe { libc::fstat(fd, &mut st) } == 0 {
-                        if let Some(h) = self.slots[k].held.back_mut() {
-                            h.size = st.st_size as u64;
-                        }
+                    if let Some(h) = self.slots[k].held.back_mut() {
+                        h.size = super::psync::held_size(fd, base);
                     }
                 } else {
                     let done = done + res as u64;
@@ -662,8 +759,6 @@ impl UringStream {
                 self.record(k, FileOp::Fsync, err.map_or(Ok(0), Err), entry);
             }
         }
-        // The operation's next call, or the next operation.
-        let stopping = self.shared.stop.load(Ordering::Acquire);
-        self.advance(k, stopping)
+        false
     }
 }

@@ -124,15 +124,17 @@ fn spec(seed: u64) -> StreamSpec {
 
 fn run(damaged: Option<u64>, limits: Limits) -> (ThreadResult, u64) {
     let image = Arc::new(Mutex::new(vec![0; REGION as usize]));
-    run_on(image, 1, damaged, limits)
+    run_on(image, 1, damaged, limits, 300 * MS)
 }
 
-/// Four streams (seeds 1 to 4) for 300 ms as verified run `epoch`, on `image`.
+/// Four streams (seeds 1 to 4) for `length` ns of the manual clock as verified run `epoch`,
+/// on `image`.
 fn run_on(
     image: Arc<Mutex<Vec<u8>>>,
     epoch: u32,
     damaged: Option<u64>,
     limits: Limits,
+    length: u64,
 ) -> (ThreadResult, u64) {
     let verify = Arc::new(
         TargetVerify::new(
@@ -154,7 +156,7 @@ fn run_on(
     let streams = (0..4)
         .map(|i| StreamState::new(i, &spec(i as u64 + 1), &targets))
         .collect();
-    let clock = RunClock::manual(0, Some(300 * MS), 100 * MS);
+    let clock = RunClock::manual(0, Some(length), 100 * MS);
     let (tx, rx) = channel();
     let result = Worker::new(0, streams, Box::new(MemBackend::new(image, damaged)))
         .with_limits(limits)
@@ -211,7 +213,9 @@ fn two_verified_runs_with_the_same_seed_write_different_bytes() {
         .iter()
         .map(|&epoch| {
             let image = Arc::new(Mutex::new(vec![0; REGION as usize]));
-            let (r, _) = run_on(image.clone(), epoch, None, Limits::default());
+            // 30 ms of the manual clock write every sector of the 64 blocks (asserted below)
+            // many times over; the seeds make the run the same each time.
+            let (r, _) = run_on(image.clone(), epoch, None, Limits::default(), 30 * MS);
             assert_eq!(r.findings.total, 0);
             let image = image.lock().unwrap().clone();
             image

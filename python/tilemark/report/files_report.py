@@ -1,0 +1,183 @@
+"""File streams in reports: the report of a file run (`tilemark files run`, kind "files") and
+the file-operations section a tile run with file applications adds to its report. Per
+operation of every stream: ops, ops/s, bytes, latency percentiles and errors in a table, and
+ops/s and p99 latency per operation over time (file_intervals.parquet)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.format import generated_by, run_links
+
+
+def _us(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.1f}"
+
+
+def files_table(files: dict[str, Any]) -> Table:
+    """Per stream and operation over the measurement; a sequence's loops as op `loop`."""
+    rows = []
+    for s in files.get("streams") or []:
+        label = s["name"] if not s.get("app") else f"{s['app']}.{s['name']}"
+        for o in s.get("ops") or []:
+            errors = ", ".join(f"{k} {v}" for k, v in (o.get("errors") or {}).items())
+            rows.append(
+                [
+                    Cell(label),
+                    Cell(o["op"]),
+                    Cell(f"{o['ops']:,}", "num"),
+                    Cell(f"{o['rate']:,.1f}", "num"),
+                    Cell(f"{o['bytes']:,}", "num"),
+                    Cell(_us(o.get("mean_us")), "num"),
+                    Cell(_us(o.get("p50_us")), "num"),
+                    Cell(_us(o.get("p99_us")), "num"),
+                    Cell(_us(o.get("p999_us")), "num"),
+                    Cell(_us(o.get("max_us")), "num"),
+                    Cell(f"{o.get('skipped') or 0:,}", "num"),
+                    Cell(errors or "-", "fail" if errors else ""),
+                ]
+            )
+        if s.get("loops"):
+            rows.append(
+                [
+                    Cell(label),
+                    Cell(f"loop ({s.get('unit') or 'loops'})"),
+                    Cell(f"{s['loops']:,}", "num"),
+                    Cell(f"{s['loop_rate']:,.1f}", "num"),
+                    Cell("-", "num"),
+                    Cell("-", "num"),
+                    Cell("-", "num"),
+                    Cell(_us(s.get("loop_p99_us")), "num"),
+                    Cell("-", "num"),
+                    Cell("-", "num"),
+                    Cell("-", "num"),
+                    Cell("-"),
+                ]
+            )
+    columns = ["stream", "op", "ops", "ops/s", "bytes", "mean us", "p50 us", "p99 us",
+               "p99.9 us", "max us", "skipped", "errors"]  # fmt: skip
+    return Table(
+        "file-ops",
+        "File operations",
+        columns,
+        rows,
+        caption="Latency is service time (open loop: from each operation's intended start), "
+        "from merged histograms; skipped operations found nothing to act on and are not timed.",
+    )
+
+
+def _chart(rows: list[dict[str, Any]], field: str, title: str, log: bool) -> Any:
+    import altair as alt
+
+    from tilemark.report.charts import dataset
+
+    data = [
+        {"t_s": r["t_s"], "series": f"{r['stream']} {r['op']}", field: r[field]}
+        for r in rows
+        if r.get(field) is not None
+    ]
+    scale = alt.Scale(type="log") if log else alt.Scale(zero=True)
+    return (
+        alt.Chart(dataset(data))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("t_s:Q", title="time (s)"),
+            y=alt.Y(f"{field}:Q", title=title, scale=scale),
+            color=alt.Color("series:N", title="stream op", scale=alt.Scale(scheme="category20")),
+            tooltip=["series:N", "t_s:Q", f"{field}:Q"],
+        )
+        .properties(width=640, height=260)
+    )
+
+
+def files_figures(rows: list[dict[str, Any]], prefix: str = "") -> list[Figure]:
+    """ops/s and p99 latency per stream and operation over time."""
+    if not rows:
+        return []
+    timed = [r for r in rows if r["ops"]]
+    return [
+        Figure(
+            f"{prefix}file-ops-rate",
+            "File operations per second",
+            _chart(rows, "ops_s", "ops/s", False),
+        ),
+        Figure(
+            f"{prefix}file-ops-p99",
+            "File operation latency (p99)",
+            _chart(timed, "p99_us", "p99 latency (us)", True),
+            caption="Per interval: the p99 of that interval's operations.",
+        ),
+    ]  # fmt: skip
+
+
+def files_section(run: Any) -> Section | None:
+    """The file-operations section of a run with file streams (None without)."""
+    from tilemark.files.window import FILE_INTERVALS, read_intervals
+
+    files = (run.doc.get("summary") or {}).get("files")
+    if not files:
+        return None
+    name = ((run.doc.get("files") or {}).get("file_intervals")) or FILE_INTERVALS
+    rows = read_intervals(run.run_dir / name)
+    items: list[Figure | Table] = [files_table(files), *files_figures(rows)]
+    sets = files.get("filesets") or []
+    intro = "; ".join(
+        f"set {f['name']} ({f['path']}): {f['files']:,} files, {f['bytes']:,} bytes after the run"
+        for f in sets
+    )
+    return Section("files", "File operations", items, intro)
+
+
+def files_report(run: Any) -> Report:
+    """The report of a file run (kind "files")."""
+    summary = run.doc.get("summary") or {}
+    files = summary.get("files") or {}
+    total = summary.get("total") or {}
+    status = run.doc.get("status") or "-"
+    facts = [("ops/s", f"{total.get('iops') or 0:,.0f}")]
+    for s in files.get("streams") or []:
+        if s.get("loops"):
+            facts.append((f"{s.get('unit') or 'loops'}/s ({s['name']})", f"{s['loop_rate']:,.1f}"))
+    facts.append(("seconds", f"{files.get('seconds') or 0:.1f}"))
+    qos = files.get("qos") or []
+    failed = [q for q in qos if not q.get("passed")]
+    verdict_status = (
+        "fail" if status != "complete" or failed else "pass" if qos else "info"
+    )  # fmt: skip
+    headline = f"file workload {files.get('workload') or '-'}: {status}"
+    if qos:
+        headline += (
+            f", QoS {'failed: ' + ', '.join(q['name'] for q in failed) if failed else 'passed'}"
+        )
+    notes = [
+        f"{q['name']}: {'pass' if q['passed'] else 'FAIL'}: {q['criterion']} (measured "
+        f"{'-' if q.get('value') is None else format(q['value'], ',.3f')})"
+        for q in qos
+    ]
+    if run.doc.get("error"):
+        notes.insert(0, str(run.doc["error"]))
+    verdict = Verdict(
+        headline=headline,
+        status=verdict_status,
+        facts=facts,
+        tested=[
+            ("workload", str(files.get("workload") or "-")),
+            ("backend", str(files.get("backend") or "-")),
+            *[("file set", f"{f['name']}: {f['path']}") for f in files.get("filesets") or []],
+        ],
+        notes=notes,
+    )
+    section = files_section(run)
+    return Report(
+        kind="run",
+        title=f"tilemark report: file run {run.run_id}"
+        + (f" ({run.doc['label']})" if run.doc.get("label") else ""),
+        verdict=verdict,
+        sections=[section] if section is not None else [],
+        details={"plan": run.doc.get("plan"), "environment": run.doc.get("environment")},
+        links=run_links(run),
+        home=run.run_dir,
+        source=run,
+        generated_by=generated_by(),
+    )
