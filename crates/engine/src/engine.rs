@@ -20,7 +20,7 @@ use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::replay::{self, Cursor, ListInfo};
 use crate::stats::frame::Frame;
 use crate::stats::{IndexedStats, StreamStats};
-use crate::stop::{StopReason, StopSignal};
+use crate::stop::{Span, StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
 use crate::verify::{Findings, TargetVerify};
 use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Totals, Worker};
@@ -69,6 +69,18 @@ impl Control {
 
     pub fn is_done(&self) -> bool {
         *self.finished.0.lock().unwrap() >= self.nthreads
+    }
+
+    /// Stop plan streams `which` while the run goes on: each issues nothing more and has ended
+    /// once its IOs in flight complete (streams waiting for it may then start); one still
+    /// waiting for others never starts. Returns how many of the indices name streams.
+    pub fn stop_streams(&self, which: &[usize]) -> usize {
+        self.stop.stop_streams(which)
+    }
+
+    /// When each stream started and ended so far (run time, ns), in plan order.
+    pub fn spans(&self) -> Vec<Span> {
+        self.stop.spans()
     }
 
     /// Wait up to `timeout` for the run to end; true if it has.
@@ -232,7 +244,7 @@ impl Engine {
         // submits to it), reports whether that worked, then waits for the common clock.
         let (tx, rx) = channel();
         let finished = Arc::new((Mutex::new(0usize), Condvar::new()));
-        let stop = Arc::new(StopSignal::default());
+        let stop = Arc::new(StopSignal::for_streams(plan.streams.len()));
         let limits = Limits {
             max_errors: plan.max_errors,
             io_timeout_ns: plan.io_timeout_ns(),
@@ -490,6 +502,7 @@ impl Engine {
                 measure_start_ns: measure_start,
                 measure_end_ns: end_ns,
                 streams,
+                spans: self.control.spans(),
                 hung,
                 hung_count,
                 verification,
@@ -577,6 +590,10 @@ struct ResultJson<'a> {
     measure_start_ns: u64,
     measure_end_ns: u64,
     streams: Vec<IndexedStats<'a>>,
+    /// When each stream started (its phase began: its start time, or when the streams it
+    /// waited for had ended) and ended (its limit used up, its stop time, a stop, or the run's
+    /// end; its IOs completed); null when it never did.
+    spans: Vec<Span>,
     /// The oldest IOs still outstanding when the run ended, at most HUNG_LISTED.
     hung: Vec<HungIo>,
     hung_count: usize,

@@ -14,7 +14,8 @@ use crate::verify::VerifySpec;
 /// stopping at its start. Plans of version 2 and 3 are still read; their `skip` is read as
 /// version 4 reads it (the first IO of a region starts at its start; going before it
 /// continues from its end).
-pub const PLAN_VERSION: u32 = 4;
+/// 5: a stream may wait for other streams to end before it starts (`after`, fio's stonewall).
+pub const PLAN_VERSION: u32 = 5;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
@@ -278,6 +279,12 @@ pub struct StreamSpec {
     /// Run time from which the stream issues nothing more; None = the end of the run.
     #[serde(default)]
     pub stop_ms: Option<u64>,
+    /// Plan indices of earlier streams that must all have ended (byte limit used up, stop
+    /// time passed, or stopped from outside; their IOs completed) before this stream starts;
+    /// its `start_ms` and `stop_ms` then count from that moment, and so does its rate's
+    /// schedule (plan version 5). None: it starts at `start_ms` of the run.
+    #[serde(default)]
+    pub after: Option<Vec<usize>>,
     pub read_pct: f64,
     pub sizes: Vec<(u64, f64)>,
     pub pattern: Pattern,
@@ -472,7 +479,7 @@ impl Plan {
                 v.validate(t.length, &format!("target {i} ({})", t.path))?;
             }
         }
-        for s in &self.streams {
+        for (i, s) in self.streams.iter().enumerate() {
             let name = &s.name;
             if s.regions.is_empty() {
                 return bad(format!("stream '{name}': regions must not be empty"));
@@ -667,9 +674,29 @@ impl Plan {
             if s.writeback && s.sync == SyncMode::Dsync {
                 return bad(format!("stream '{name}': writeback writes cannot be dsync"));
             }
+            if let Some(after) = &s.after {
+                self.validate_after(i, s, after)?;
+            }
             if let Some(ios) = &s.ios {
                 self.validate_ios(s, ios)?;
             }
+        }
+        Ok(())
+    }
+
+    /// A stream waiting for others: earlier streams only (so no cycle), not a replay (its
+    /// list's times are run times).
+    fn validate_after(&self, index: usize, s: &StreamSpec, after: &[usize]) -> Result<()> {
+        let name = &s.name;
+        let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
+        if self.plan_version < 5 {
+            return bad("after needs plan_version 5".into());
+        }
+        if after.is_empty() || after.iter().any(|&j| j >= index) {
+            return bad("after names one or more streams before this one".into());
+        }
+        if s.ios.is_some() {
+            return bad("a stream replaying ios cannot wait for other streams".into());
         }
         Ok(())
     }
@@ -757,6 +784,34 @@ mod tests {
     }
 
     #[test]
+    fn a_stream_waits_only_for_earlier_streams_on_plan_5() {
+        let check = |version: u32, after: serde_json::Value| {
+            let s = |name: &str, after: serde_json::Value| {
+                serde_json::json!({"name": name,
+                "regions": [{"target": 0, "length": 1048576}], "read_pct": 100,
+                "sizes": [[4096, 1]], "pattern": {"kind": "random"}, "align": 4096, "qd": 1,
+                "arrival": {"kind": "closed"}, "after": after})
+            };
+            let p = serde_json::json!({"plan_version": version, "backend": "null",
+                "threads": 1, "interval_ms": 100,
+                "targets": [{"path": "/a", "length": 1048576}],
+                "streams": [s("a", serde_json::Value::Null), s("b", after)]});
+            Plan::from_json(&p.to_string()).map(|p| p.streams[1].after.clone())
+        };
+        assert_eq!(check(5, serde_json::json!([0])).unwrap(), Some(vec![0]));
+        for (version, after, why) in [
+            (4, serde_json::json!([0]), "after needs plan_version 5"),
+            (5, serde_json::json!([1]), "streams before this one"),
+            (5, serde_json::json!([]), "streams before this one"),
+        ] {
+            match check(version, after) {
+                Err(EngineError::Plan(m)) => assert!(m.contains(why), "{m}"),
+                other => panic!("expected a plan error about {why}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn a_replaying_stream_needs_plan_3_one_region_a_matching_arrival_and_an_end() {
         let ios = |mode: &str, loop_ns: Option<u64>| serde_json::json!({"path": "/l", "count": 3, "mode": mode, "loop_ns": loop_ns});
         let open = serde_json::json!({"kind": "open", "rate_iops": 10, "dist": "constant"});
@@ -792,7 +847,7 @@ mod tests {
             serde_json::json!({"ios": ios("qd", None)}),
             "needs plan_version 3",
         );
-        refused(5, serde_json::json!({}), "plan_version 5 is not supported");
+        refused(6, serde_json::json!({}), "plan_version 6 is not supported");
         refused(
             3,
             serde_json::json!({"ios": ios("timed", None)}),

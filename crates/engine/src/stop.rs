@@ -1,6 +1,11 @@
 //! Why a run ends before its planned end, shared by its engine threads and by the handle that
 //! can stop it. The first reason given wins; the run's IO error total lives here too, because
 //! `max_errors` counts errors over every thread.
+//!
+//! The same path stops single streams while the run goes on (`stop_streams`), and carries when
+//! each stream started and ended, which streams waiting for others (plan.rs `after`) look at
+//! from any thread. Every change bumps `events`: a thread reads that one counter per loop turn
+//! and looks further only when it moved.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
@@ -43,6 +48,30 @@ pub struct StopSignal {
     stopped: AtomicBool,
     reason: AtomicU8,
     errors: AtomicU64,
+    /// Bumped whenever a stream ends or a stream stop is asked for.
+    events: AtomicU64,
+    /// One per plan stream (empty for a signal made without streams: nothing to record).
+    streams: Vec<StreamSignal>,
+}
+
+/// When one stream started and ended (run time + 1; 0: not yet), and whether it was asked to
+/// stop.
+#[derive(Debug, Default)]
+struct StreamSignal {
+    started: AtomicU64,
+    ended: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// A stream's start and end in run time (ns), as the engine reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Span {
+    pub started_ns: Option<u64>,
+    pub ended_ns: Option<u64>,
+}
+
+fn time_of(v: u64) -> Option<u64> {
+    v.checked_sub(1)
 }
 
 impl StopSignal {
@@ -66,6 +95,74 @@ impl StopSignal {
     /// Add `n` failed IOs to the run's total; returns the new total.
     pub fn add_errors(&self, n: u64) -> u64 {
         self.errors.fetch_add(n, Ordering::Relaxed) + n
+    }
+
+    /// A signal that also keeps the start, end and stop request of `n` streams.
+    pub fn for_streams(n: usize) -> Self {
+        StopSignal {
+            streams: (0..n).map(|_| StreamSignal::default()).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Changes to the streams so far (a thread compares it with the count it last saw).
+    #[inline(always)]
+    pub fn events(&self) -> u64 {
+        self.events.load(Ordering::Acquire)
+    }
+
+    /// Ask plan streams `which` to stop while the run goes on; indices past the plan's
+    /// streams are ignored. Returns how many were known.
+    pub fn stop_streams(&self, which: &[usize]) -> usize {
+        let mut known = 0;
+        for &i in which {
+            if let Some(s) = self.streams.get(i) {
+                s.stop.store(true, Ordering::Release);
+                known += 1;
+            }
+        }
+        self.events.fetch_add(1, Ordering::AcqRel);
+        known
+    }
+
+    pub fn stop_requested(&self, stream: usize) -> bool {
+        self.streams
+            .get(stream)
+            .is_some_and(|s| s.stop.load(Ordering::Acquire))
+    }
+
+    /// Stream `stream` started (its phase began) at run time `t`.
+    pub fn mark_started(&self, stream: usize, t: u64) {
+        if let Some(s) = self.streams.get(stream) {
+            s.started.store(t + 1, Ordering::Release);
+        }
+    }
+
+    /// Stream `stream` ended at run time `t` (the first end recorded stays).
+    pub fn mark_ended(&self, stream: usize, t: u64) {
+        if let Some(s) = self.streams.get(stream) {
+            let _ = s
+                .ended
+                .compare_exchange(0, t + 1, Ordering::AcqRel, Ordering::Acquire);
+            self.events.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    pub fn ended(&self, stream: usize) -> Option<u64> {
+        self.streams
+            .get(stream)
+            .and_then(|s| time_of(s.ended.load(Ordering::Acquire)))
+    }
+
+    /// Every stream's start and end so far, in plan order.
+    pub fn spans(&self) -> Vec<Span> {
+        self.streams
+            .iter()
+            .map(|s| Span {
+                started_ns: time_of(s.started.load(Ordering::Acquire)),
+                ended_ns: time_of(s.ended.load(Ordering::Acquire)),
+            })
+            .collect()
     }
 }
 

@@ -290,6 +290,16 @@ impl RegionPick {
     }
 }
 
+/// What a stream waiting for others needs when they have ended: whom it waits for, and its
+/// phase and first due IO relative to that moment.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    pub after: Vec<usize>,
+    pub start_ns: u64,
+    pub stop_ns: u64,
+    first_due_ns: f64,
+}
+
 pub struct StreamState {
     /// Index in the plan.
     pub index: usize,
@@ -323,6 +333,13 @@ pub struct StreamState {
     /// Run time (ns) from which the stream issues IO, and from which it issues no more.
     pub start_ns: u64,
     pub stop_ns: u64,
+    /// Waiting for other streams to end (plan.rs `after`): until then its start and stop are
+    /// never, and its schedule's first IO is not due.
+    pub gate: Option<Box<Gate>>,
+    /// It has ended (limit, stop time or a stop from outside; its IOs completed), or was
+    /// asked to stop from outside.
+    pub ended: bool,
+    pub stopped: bool,
     burst: Option<(u32, u64)>,
     burst_issued: u32,
     pub burst_state: BurstState,
@@ -468,6 +485,9 @@ impl StreamState {
             replay: None,
             start_ns,
             stop_ns,
+            gate: None,
+            ended: false,
+            stopped: false,
             burst: spec
                 .burst
                 .as_ref()
@@ -498,7 +518,33 @@ impl StreamState {
             queued_ready: false,
         };
         state.interval = state.new_stats();
+        if let Some(after) = &spec.after {
+            let first_due_ns = state.schedule.as_ref().map_or(0.0, |s| s.next_intended_ns);
+            state.gate = Some(Box::new(Gate {
+                after: after.clone(),
+                start_ns,
+                stop_ns,
+                first_due_ns,
+            }));
+            state.start_ns = u64::MAX;
+            state.stop_ns = u64::MAX;
+            if let Some(sched) = state.schedule.as_mut() {
+                sched.next_intended_ns = f64::INFINITY;
+            }
+        }
         state
+    }
+
+    /// The streams it waited for have ended at `now`: its phase (and schedule) start from
+    /// there. Returns its start.
+    pub fn open_gate(&mut self, now: u64) -> u64 {
+        let gate = self.gate.take().expect("a waiting stream");
+        self.start_ns = now.saturating_add(gate.start_ns);
+        self.stop_ns = now.saturating_add(gate.stop_ns);
+        if let Some(sched) = self.schedule.as_mut() {
+            sched.next_intended_ns = now as f64 + gate.first_due_ns;
+        }
+        self.start_ns
     }
 
     pub fn is_open_loop(&self) -> bool {

@@ -19,7 +19,7 @@ use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
 use crate::stats::{Histogram, OpKind, OpStats, StreamStats, LATE_NS};
-use crate::stop::StopReason;
+use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BurstState, StreamState};
 use crate::verify::{Findings, TargetVerify};
 use verify::{unix_now_s, IoCheck};
@@ -27,6 +27,9 @@ use wake::WakeLateness;
 
 /// Longest single wait, so a stop request is noticed promptly.
 pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
+/// Longest wait while a stream waits for streams of other threads to end (fio looks every
+/// 100 ms: backend.c run_threads).
+pub(crate) const GATE_POLL_NS: u64 = 1_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -159,6 +162,14 @@ pub struct Worker {
     interval: u64,
     interval_start: u64,
     boundary: u64,
+    /// The run's stop signal: stream stops asked from outside, and when streams start and end.
+    signals: Arc<StopSignal>,
+    /// Its `events` count last looked at.
+    events_seen: u64,
+    /// Streams waiting for others to end (plan.rs `after`).
+    gated: Vec<u32>,
+    /// A stream ended in the last record_released.
+    stream_ended: bool,
 }
 
 impl Worker {
@@ -188,6 +199,10 @@ impl Worker {
             interval: 0,
             interval_start: 0,
             boundary: 0,
+            signals: Arc::default(),
+            events_seen: 0,
+            gated: Vec::new(),
+            stream_ended: false,
         }
     }
 
@@ -218,8 +233,43 @@ impl Worker {
         }
         self.boundary = clock.boundary_after(0);
         self.unix_zero_s = unix_now_s().saturating_sub(clock.now() / 1_000_000_000);
+        self.signals = clock.stop.clone();
         for i in 0..self.streams.len() {
-            let st = &self.streams[i];
+            if self.streams[i].gate.is_some() {
+                self.gated.push(i as u32);
+                continue;
+            }
+            self.start_stream(i);
+        }
+        let outcome = self.event_loop(&clock, &tx);
+        // Whatever happened, reap what is in flight before buffers can be freed.
+        let hung = self.drain(&clock, &tx);
+        let end_ns = clock.now().max(self.interval_start);
+        self.emit(&clock, &tx, end_ns, true);
+        for st in &self.streams {
+            if st.gate.is_none() && !st.ended {
+                // Still running when the run ended (its duration, or a stop).
+                self.signals.mark_ended(st.index, end_ns);
+            }
+        }
+        outcome?;
+        Ok(ThreadResult {
+            findings: std::mem::take(&mut self.findings),
+            end_ns,
+            stop_reason: clock.stop.reason(),
+            hung: hung?,
+        })
+    }
+
+    /// Schedule stream `i`'s first IO at its phase's start (and a look at its stop time, when
+    /// it has one, to record its end).
+    fn start_stream(&mut self, i: usize) {
+        let st = &self.streams[i];
+        self.signals.mark_started(st.index, st.start_ns);
+        if st.stop_ns != u64::MAX && st.replay.is_none() {
+            self.timers.push(Reverse((st.stop_ns, i as u32)));
+        }
+        {
             if st.replay.is_some() && st.is_open_loop() {
                 // A timed replay looks at its list when its phase starts (replay.rs).
                 self.timers.push(Reverse((st.start_ns, i as u32)));
@@ -234,18 +284,60 @@ impl Worker {
                 self.mark_ready(i);
             }
         }
-        let outcome = self.event_loop(&clock, &tx);
-        // Whatever happened, reap what is in flight before buffers can be freed.
-        let hung = self.drain(&clock, &tx);
-        let end_ns = clock.now().max(self.interval_start);
-        self.emit(&clock, &tx, end_ns, true);
-        outcome?;
-        Ok(ThreadResult {
-            findings: std::mem::take(&mut self.findings),
-            end_ns,
-            stop_reason: clock.stop.reason(),
-            hung: hung?,
-        })
+    }
+
+    /// Streams ended or were asked to stop (on any thread): stop those of this thread that
+    /// were asked to, and start those whose streams to wait for have all ended.
+    #[cold]
+    #[inline(never)]
+    fn on_events(&mut self, now: u64) {
+        // Stopping a stream here may end it, which may open a gate: until nothing changes.
+        while self.events_seen != self.signals.events() || self.stream_ended {
+            self.stream_ended = false;
+            self.events_seen = self.signals.events();
+            self.look_at_events(now);
+        }
+    }
+
+    fn look_at_events(&mut self, now: u64) {
+        for i in 0..self.streams.len() {
+            let st = &self.streams[i];
+            if !st.stopped && self.signals.stop_requested(st.index) {
+                self.stop_stream(i, now);
+            }
+        }
+        let mut k = 0;
+        while k < self.gated.len() {
+            let s = self.gated[k] as usize;
+            let gate = self.streams[s].gate.as_ref().expect("a waiting stream");
+            if gate.after.iter().all(|&j| self.signals.ended(j).is_some()) {
+                self.gated.swap_remove(k);
+                self.streams[s].open_gate(now);
+                self.start_stream(s);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Stop stream `s` at `now` (asked from outside): it issues nothing more, and has ended
+    /// once its IOs in flight have completed. A stream still waiting for others never starts.
+    fn stop_stream(&mut self, s: usize, now: u64) {
+        let st = &mut self.streams[s];
+        st.stopped = true;
+        if st.gate.is_some() {
+            self.gated.retain(|&g| g as usize != s);
+            st.gate = None;
+            st.start_ns = 0;
+            st.stop_ns = 0;
+            st.ended = true;
+            self.signals.mark_ended(st.index, now);
+            return;
+        }
+        st.stop_ns = st.stop_ns.min(now);
+        if st.inflight == 0 && st.pending_fsyncs == 0 && !st.ended {
+            end_stream(st, &self.signals, now);
+        }
     }
 
     fn finished(&self, clock: &RunClock, now: u64) -> bool {
@@ -254,8 +346,10 @@ impl Worker {
             || (self.inflight == 0
                 && self.streams.iter().all(|s| {
                     // A run without an end lasts until every stream is done: its byte limit
-                    // used up, or (phases) its stop time passed.
-                    let done = s.exhausted() || (clock.end_ns.is_none() && now >= s.stop_ns);
+                    // used up, or (phases) its stop time passed; any run, until every stream
+                    // is done or stopped from outside.
+                    let done =
+                        s.exhausted() || s.stopped || (clock.end_ns.is_none() && now >= s.stop_ns);
                     done && s.pending_fsyncs == 0
                 }))
     }
@@ -270,6 +364,9 @@ impl Worker {
         if self.limits.io_timeout_ns.is_some() {
             deadline = deadline.min(self.next_hung_check.max(now + 1));
         }
+        if !self.gated.is_empty() {
+            deadline = deadline.min(now + GATE_POLL_NS);
+        }
         match self.timers.peek() {
             Some(&Reverse((due, _))) if due <= deadline => (due, true),
             _ => (deadline, false),
@@ -282,6 +379,10 @@ impl Worker {
             // Completions reaped by the last backend call belong to the interval of `now`.
             self.emit_due(clock, tx, now);
             self.release_completions(now);
+            if self.signals.events() != self.events_seen {
+                // A stream ended or a stop was asked for (any thread), before issuing more.
+                self.on_events(now);
+            }
             if self.finished(clock, now) {
                 self.record_released(clock, now);
                 return Ok(());
@@ -305,6 +406,11 @@ impl Worker {
                 self.submit(clock, None)?;
             }
             self.record_released(clock, now);
+            if self.stream_ended {
+                // A stream of this thread just ended: start what waited for it at `now`,
+                // before any wait (its timer is due now, so the wait does not sleep).
+                self.on_events(now);
+            }
             if self.limits.io_timeout_ns.is_some() && now >= self.next_hung_check {
                 self.check_hung(clock, now);
             }
@@ -381,6 +487,12 @@ impl Worker {
     }
 
     fn on_timer(&mut self, s: usize, now: u64) -> Result<()> {
+        let st = &mut self.streams[s];
+        if now >= st.stop_ns && !st.ended && st.inflight == 0 && st.pending_fsyncs == 0 {
+            // Its stop time came with nothing in flight (open loop, or the timer set at it).
+            end_stream(st, &self.signals, now);
+            self.stream_ended = true;
+        }
         let st = &mut self.streams[s];
         if st.burst_state == BurstState::Sleeping {
             st.wake_from_burst();
@@ -639,9 +751,13 @@ impl Worker {
             }
             self.free_slots.push(c.user_data as u32);
             let st = &mut self.streams[slot_stream(&self.slots, c.user_data)];
-            if !st.done && st.exhausted() && st.inflight == 0 && st.pending_fsyncs == 0 {
-                st.done = true;
-                st.interval.done_ns = now;
+            if st.inflight == 0
+                && !st.ended
+                && st.pending_fsyncs == 0
+                && (st.exhausted() || now >= st.stop_ns)
+            {
+                end_stream(st, &self.signals, now);
+                self.stream_ended = true;
             }
         }
         self.released.clear();
@@ -695,6 +811,20 @@ impl Worker {
     }
 }
 
+/// Stream `st` has ended at `now`: its limit used up (`done`, reported as `done_ns`), its stop
+/// time passed or a stop asked for, and nothing of it in flight. Recorded for the run's
+/// result and for the streams waiting for it.
+#[cold]
+#[inline(never)]
+fn end_stream(st: &mut StreamState, signals: &StopSignal, now: u64) {
+    st.ended = true;
+    if st.exhausted() && !st.done {
+        st.done = true;
+        st.interval.done_ns = now;
+    }
+    signals.mark_ended(st.index, now);
+}
+
 fn slot_stream(slots: &[Slot], user_data: u64) -> usize {
     slots[user_data as usize].stream as usize
 }
@@ -745,6 +875,8 @@ fn record_other_prio(stats: &mut StreamStats, result: i32, kind: OpKind, now: u6
 
 #[cfg(test)]
 mod frame_tests;
+#[cfg(test)]
+mod gate_tests;
 mod limits;
 mod replay;
 #[cfg(test)]

@@ -72,6 +72,16 @@ impl Run {
         self.control.stop();
     }
 
+    /// Stop plan streams `which` while the run goes on (streams waiting for them may start).
+    fn stop_streams(&self, which: Vec<usize>) -> usize {
+        self.control.stop_streams(&which)
+    }
+
+    /// JSON list, in plan order, of each stream's {started_ns, ended_ns} so far (null: not yet).
+    fn spans(&self) -> String {
+        serde_json::to_string(&self.control.spans()).unwrap_or_else(|_| "[]".into())
+    }
+
     /// Wait up to `timeout_s` (GIL released) for the run to end; True if it has.
     fn wait(&self, py: Python<'_>, timeout_s: f64) -> bool {
         let control = self.control.clone();

@@ -28,6 +28,8 @@ pub struct Script {
     pub stop_at_ns: Option<u64>,
     /// Requests of this IO priority take this time instead of `latency_ns`.
     pub prio_latency: Option<(u16, u64)>,
+    /// Stop these plan streams once the run's clock reaches this time (as Python would).
+    pub stop_streams_at: Option<(u64, Vec<usize>)>,
 }
 
 /// What a test can inspect after (or during) a run.
@@ -178,6 +180,12 @@ impl Backend for ScriptBackend {
         );
         if self.script.stop_at_ns.is_some_and(|t| clock.now() >= t) {
             clock.stop.stop(StopReason::Requested);
+        }
+        if let Some((t, which)) = &self.script.stop_streams_at {
+            if clock.now() >= *t {
+                clock.stop.stop_streams(which);
+                self.script.stop_streams_at = None;
+            }
         }
         Ok(())
     }
