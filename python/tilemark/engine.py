@@ -63,6 +63,7 @@ class PlanStream(TypedDict):
     spread: Literal["uniform", "size"]
     start_ms: int | None  # run time of the stream's phase; None: from the run's start
     stop_ms: int | None  # None: to the run's end
+    after: NotRequired[list[int] | None]  # earlier streams to end first; start/stop from then
     read_pct: float
     sizes: list[list[float]]
     pattern: dict[str, Any]  # {"kind": sequential | random | zipf | hotspot | zoned, ...}
@@ -142,6 +143,14 @@ class Result(TypedDict):
     measure_start_ns: int
     measure_end_ns: int
     streams: list[StreamCounters]
+    spans: NotRequired[list[Span]]  # per stream: when it started and ended
+
+
+class Span(TypedDict):
+    """When a stream started (its phase began) and ended, run time in ns; None: it did not."""
+
+    started_ns: int | None
+    ended_ns: int | None
 
 
 def _loads(text: str) -> Any:
@@ -243,6 +252,14 @@ class Handle:
     def stop(self) -> None:
         """Stop early; the partial interval is still reported and the result marked incomplete."""
         self._run.stop()
+
+    def stop_streams(self, streams: list[int]) -> None:
+        """Stop these plan streams while the run goes on (streams waiting for them start)."""
+        self._run.stop_streams([int(i) for i in streams])
+
+    def spans(self) -> list[Span]:
+        """When each stream started and ended so far (run time, ns), in plan order."""
+        return json.loads(self._run.spans())
 
     def wait(self, timeout_s: float) -> bool:
         """Wait up to timeout_s for the run to end; True if it has."""

@@ -14,6 +14,7 @@ from tilemark.commands import held
 from tilemark.console import say
 from tilemark.errors import UsageError
 from tilemark.options.typed import Options
+from tilemark.run.fio_groups import FioGroupsMonitor
 from tilemark.run.fio_steady import FioSteadyMonitor
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.runner import run_plan
@@ -170,9 +171,11 @@ def run(
         ready = setup(opts, workload_file, until_steady=True)
         prometheus.from_options(opts.output, console)
         steady = steady_settings(opts)
-        monitor: RoundMonitor | FioSteadyMonitor | None = None
+        monitor: RoundMonitor | FioSteadyMonitor | FioGroupsMonitor | None = None
         if steady is not None:
             monitor = RoundMonitor(ready.compiled, steady)
+        elif ready.workload.stream_rules:
+            monitor = FioGroupsMonitor.for_workload(ready.workload)
         elif ready.workload.steadystate is not None:
             monitor = FioSteadyMonitor.for_workload(ready.workload)
         ready.print_notes(console, workload_file)

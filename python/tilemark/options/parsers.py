@@ -156,6 +156,22 @@ def parse_target_names(value: object, label: str) -> list[str]:
     return list(names)
 
 
+def parse_stream_names(value: object, label: str) -> list[str]:
+    """A stream name or a non-empty list of distinct stream names (`after`)."""
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names:
+        raise UsageError(
+            f"{label} must be a stream name or a list of one or more stream names, got "
+            f"{shown(value)}."
+        )
+    for name in names:
+        parse_name(name, label)
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise UsageError(f"{label} names stream '{dup}' twice; name each stream once.")
+    return list(names)
+
+
 def parse_path(value: object, label: str) -> str:
     """A non-empty path."""
     if not isinstance(value, str) or not value.strip():

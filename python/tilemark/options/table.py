@@ -70,6 +70,7 @@ from tilemark.options.parsers import (
     parse_run_duration,
     parse_seed,
     parse_skip,
+    parse_stream_names,
     parse_sync,
     parse_target_names,
     positive_duration,
@@ -291,6 +292,11 @@ OPTIONS: tuple[Option, ...] = (
     _o("stop", "stream", "Run time at which the stream stops issuing IO: 20m.", flag="--stop",
        metavar="TIME", modes=WORKLOAD, toml=True, parse=positive_duration,
        default="the end of the run"),
+    _o("after", "stream", "A stream (or list of streams) defined before this one that must "
+       "all have ended, by their io_size, passes or stop (or a [[steadystate]] rule ending "
+       "them), before this stream starts: fio's stonewall. Its start and stop then count from "
+       "that moment, and so does its rate.", toml=True, profile=False,
+       parse=parse_stream_names, default="none (start at start)"),
     _o("io_size", "stream", "Bytes of IO (reads and writes) after which the stream stops "
        "issuing, like fio's io_size: 10g (times passes when both are given).",
        flag="--io-size", metavar="SIZE", modes=WORKLOAD, toml=True, profile=False,

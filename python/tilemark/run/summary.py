@@ -138,12 +138,23 @@ def phase_ns(plan_stream: dict) -> tuple[int, int | None]:
     """A stream's phase in run time (ns): [start, stop); stop None = the run's end."""
     start = plan_stream.get("start_ms")
     stop = plan_stream.get("stop_ms")
-    return int(start or 0) * 1_000_000, None if stop is None else int(stop) * 1_000_000
+    return round(float(start or 0) * 1e6), None if stop is None else round(float(stop) * 1e6)
 
 
 def is_phased(plan_stream: dict) -> bool:
     """True when a stream starts after the run or stops before its end."""
     return bool(plan_stream.get("start_ms")) or plan_stream.get("stop_ms") is not None
+
+
+def gated_phase(plan_stream: dict, span: dict | None, end_ns: int) -> dict:
+    """A stream that waited for others (plan `after`) with the phase it really had: from when
+    the engine started it to when it ended (a stream that never started: none)."""
+    if not plan_stream.get("after") or span is None:
+        return plan_stream
+    started, ended = span.get("started_ns"), span.get("ended_ns")
+    start = end_ns if started is None else int(started)
+    stop = end_ns if ended is None or started is None else int(ended)
+    return {**plan_stream, "start_ms": start / 1e6, "stop_ms": stop / 1e6}
 
 
 def active_s(
@@ -192,9 +203,15 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
     for s in result.get("streams", []):
         index = int(s["stream"])
         plan_stream = _plan_stream(plan, index)
+        spans = result.get("spans") or []
+        span = spans[index] if index < len(spans) else None
+        plan_stream = gated_phase(plan_stream, span, measure[1])
         arrival = _arrival_kind(plan_stream)
         # The measurement phase, or its part in the stream's phase and before it was done.
-        seconds = active_s(plan_stream, *measure, s.get("done_ns"))
+        # A stream stopped from outside (a [[steadystate]] rule) ended before its phase did.
+        ended = (span or {}).get("ended_ns")
+        done = min(x for x in (s.get("done_ns"), ended, measure[1]) if x)
+        seconds = active_s(plan_stream, *measure, done)
         kinds = REPLAY_KINDS if "discard" in s else OP_KINDS
         ops_by_kind = {kind: op_summary(s.get(kind), seconds) for kind in kinds}
         data_ops = sum(int((s.get(k) or {}).get("ops", 0)) for k in DATA_OPS)

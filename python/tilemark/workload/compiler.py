@@ -16,6 +16,7 @@ from tilemark.errors import UsageError
 from tilemark.targets import data as targetdata
 from tilemark.targets.header import TargetInfo, default_align
 from tilemark.units import format_size
+from tilemark.workload.gates import gate_indices
 from tilemark.workload.limits import check_memory
 from tilemark.workload.plan import StreamSpec, Workload
 
@@ -270,7 +271,9 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
                 else stream_seed(workload.seed, index),
             }
         )
-    for stream, spec in zip(streams, workload.streams, strict=True):
+    for index, (stream, spec) in enumerate(zip(streams, workload.streams, strict=True)):
+        if spec.after:  # only when set: plans without gates read as before
+            stream["after"] = gate_indices(workload.streams, index)
         limit = _io_limit(spec, stream["regions"])
         if limit is not None:  # only when set: plans without them read as before
             stream["io_limit"] = limit

@@ -53,8 +53,9 @@ from tilemark.options import (
     shown,
 )
 from tilemark.targets.spec import TargetSpec, parse_targets
+from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
-from tilemark.workload.steadyrule import SteadyRule, parse_steadystate
+from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
 __all__ = [
@@ -123,6 +124,7 @@ class StreamSpec:
     spread: str = "uniform"  # over several targets: "uniform" | "size"
     start_s: float | None = None  # run time of its first IO (phases); None: the run's start
     stop_s: float | None = None  # run time from which it issues none; None: the run's end
+    after: list[str] | None = None  # streams that must end first; start/stop count from then
     cursors: str = "shared"  # sequential mix: "shared" | "per-op" (fio's rw)
     invalidate: str = "start"  # buffered: "pass" also drops the cache after every pass
     io_size: int | None = None  # bytes after which it issues none (times passes)
@@ -172,6 +174,8 @@ class Workload:
     fadvise: str = "none"  # buffered IO: "pattern" advises each target's pattern (fio's hint)
     verify: bool = False  # verifiable blocks, reads checked (docs/verification.md)
     steadystate: SteadyRule | None = None  # [steadystate]: ends on fio's criterion
+    # [[steadystate]] rules that each end their streams, not the run (fio's reporting groups)
+    stream_rules: tuple[SteadyRule, ...] = ()
 
     def writes(self) -> bool:
         """True if any stream writes (the target's safety rules depend on it)."""
@@ -386,6 +390,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("spread", "spread"),
         ("start", "start_s"),
         ("stop", "stop_s"),
+        ("after", "after"),
         ("cursors", "cursors"),
         ("invalidate", "invalidate"),
         ("io_size", "io_size"),
@@ -418,8 +423,8 @@ def _check_phase(
             f"{stream.label('start')} {start:g} s is not before {stream.key('stop')} {stop:g} s; "
             "a stream issues IO from start until stop (run time)."
         )
-    if duration_s is None:
-        return  # the run lasts until every stream is done
+    if duration_s is None or stream.after:
+        return  # the run lasts until every stream is done; a gated stream's phase is relative
     end = warmup_s + duration_s
     run = f"{end:g} s" + (f" ({warmup_s:g} s warm-up + {duration_s:g} s)" if warmup_s else "")
     if start is not None and start >= end:
@@ -509,12 +514,14 @@ def parse_workload(
         parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
     ]
+    rules = parse_rules(doc.get("steadystate"), [s.name for s in streams], interval_s)
     duration_s = run_value("duration", DEFAULT_DURATION_S)
-    if "duration" not in doc and _until_done(streams):
+    if "duration" not in doc and (_until_done(streams) or gated_until_done(streams, rules)):
         duration_s = None
     for stream in streams:
         _check_stream_targets(stream, target_list)
         _check_phase(stream, warmup_s, duration_s, run_label("duration"))
+    check_gates(streams, rules)
     return Workload(
         name=name,
         source=source,
@@ -533,7 +540,6 @@ def parse_workload(
         keep_cache=keep_cache,
         fadvise=run_value("fadvise", "none"),
         verify=verify,
-        steadystate=None
-        if doc.get("steadystate") is None
-        else parse_steadystate(doc["steadystate"], [s.name for s in streams], interval_s),
+        steadystate=next((r for r in rules if r.ends == "run"), None),
+        stream_rules=tuple(r for r in rules if r.ends == "streams"),
     )

@@ -8,6 +8,11 @@
     sample = "1s"           # fio's ss_interval: one sample per this much IO (default 1s)
     streams = ["writers"]   # optional: the streams judged together (default: every stream;
                             # a stream with copies names them all)
+    ends = "run"            # "run" (default): the run ends; "streams": only the judged
+                            # streams stop, and streams waiting for them (`after`) start
+
+Several rules are an array, `[[steadystate]]`, each with its `streams` (fio's reporting groups,
+each judged and ended on its own); at most one of them ends the run.
 
 This is fio's rule with fio's arithmetic (analysis/fio_steady.py), beside tilemark's own
 `--until-steady` (SNIA PTS rounds, run/steady.py). The run (every stream) ends when the
@@ -24,7 +29,8 @@ from tilemark.analysis.fio_steady import CRITERIA, Criterion, window_samples
 from tilemark.errors import UsageError
 from tilemark.units import parse_duration
 
-KEYS = ("criterion", "limit", "window", "ramp", "sample", "streams")
+KEYS = ("criterion", "limit", "window", "ramp", "sample", "streams", "ends")
+ENDS = ("run", "streams")
 WHERE = "[steadystate]"
 
 
@@ -39,6 +45,7 @@ class SteadyRule:
     ramp_s: float = 0.0
     sample_s: float = 1.0
     streams: tuple[str, ...] = ()  # names given; () judges every stream
+    ends: str = "run"  # "run" | "streams": what a met criterion stops
 
     def fio_criterion(self) -> Criterion:
         metric, _, slope = self.criterion.partition("_")
@@ -101,13 +108,39 @@ def parse_steadystate(table: object, stream_names: list[str], interval_s: float)
         streams = [streams]
     if not isinstance(streams, list) or not all(isinstance(s, str) for s in streams):
         raise UsageError(f"{WHERE} streams must be a list of stream names.")
-    rule = SteadyRule(criterion, limit, percent, window_s, ramp_s, sample_s, tuple(streams))
+    ends = table.get("ends", "run")
+    if ends not in ENDS:
+        raise UsageError(f"{WHERE} ends must be run or streams, got {ends!r}.")
+    rule = SteadyRule(criterion, limit, percent, window_s, ramp_s, sample_s, tuple(streams), ends)
     for name in streams:
         if not rule.judged([n for n in stream_names if n == name or n.split("@")[0] == name]):
             raise UsageError(
                 f"{WHERE} streams names {name!r}, which is not a stream of this workload."
             )
     return rule
+
+
+def parse_rules(value: object, stream_names: list[str], interval_s: float) -> list[SteadyRule]:
+    """`[steadystate]` (one rule) or `[[steadystate]]` (several, each ending its streams or at
+    most one the run); [] when absent."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        return [parse_steadystate(value, stream_names, interval_s)]
+    rules = [parse_steadystate(t, stream_names, interval_s) for t in value]
+    if sum(r.ends == "run" for r in rules) > 1:
+        raise UsageError(
+            f"{WHERE}: at most one rule may end the run (the others: ends = 'streams')."
+        )
+    judged = [set(r.judged(stream_names)) for r in rules if r.ends == "streams"]
+    for i, a in enumerate(judged):
+        for b in judged[i + 1 :]:
+            if a & b:
+                name = stream_names[min(a & b)]
+                raise UsageError(
+                    f"{WHERE}: stream {name!r} is judged by two rules that end streams."
+                )
+    return rules
 
 
 def _limit(value: Any) -> tuple[float, bool]:
@@ -146,4 +179,6 @@ def rule_json(rule: SteadyRule | None) -> dict[str, Any] | None:
         out["sample"] = f"{rule.sample_s:g}s"
     if rule.streams:
         out["streams"] = list(rule.streams)
+    if rule.ends != "run":
+        out["ends"] = rule.ends
     return out
