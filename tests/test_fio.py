@@ -297,9 +297,10 @@ def test_stonewall_wait_for_startdelay_and_runtimes_are_phases(tmp_path):
     assert t.doc["duration"] == "14s"
 
 
-def test_a_phase_after_a_job_bounded_by_bytes_is_noted_or_refused(tmp_path):
+def test_a_phase_after_a_job_bounded_by_bytes_is_noted_or_waits_for_it(tmp_path):
     # Not time_based: the job ends at its runtime or when its bytes are done; tilemark starts
-    # the next phase at the runtime and says so. Without a runtime the time is unknown.
+    # the next phase at the runtime and says so. Without a runtime the time is unknown, and
+    # the next phase waits for the job to end (the stream's after; tests/test_fio_gates.py).
     path = write(tmp_path, "[global]\nfilename=/x\nsize=1g\n[a]\nruntime=60\n[b]\nstonewall\n")
     t = translate(path)
     assert [(s.get("start"), s.get("stop")) for s in t.doc["stream"]] == [
@@ -310,8 +311,7 @@ def test_a_phase_after_a_job_bounded_by_bytes_is_noted_or_refused(tmp_path):
         "tilemark at 60 s, so if it finishes earlier the storage idles" in n for n in t.notes
     )
     path = write(tmp_path, "[global]\nfilename=/x\nsize=1g\n[a]\n[b]\nstonewall\n")
-    with pytest.raises(UsageError, match="when job a has done its bytes, a time tilemark cannot"):
-        translate(path)
+    assert translate(path).doc["stream"][1]["after"] == ["a"]
 
 
 def test_exitall_ends_the_group_when_its_job_ends(tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import strides
+from tilemark.fio import gates, strides
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -106,7 +106,7 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
     notes: list[str] = []
     if problems:
         return Outcome(None, problems)
-    plan = schedule(jobs, [_new_group(job) for job in parsed])
+    plan = gates.reschedule(jobs, parsed, schedule(jobs, [_new_group(job) for job in parsed]))
     problems += plan.problems
     names = _stream_names(jobs, notes)
     doc: dict[str, Any] = {"name": _NAME.sub("_", Path(path).stem)[:64] or "fio"}
@@ -123,10 +123,15 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
     if problems:
         return Outcome(None, problems)
     clone_names = [[clone["name"] for clone in t["clones"]] for t in tables]
-    problems += steadystate(jobs, parsed, clone_names, plan, doc, notes)
+    if isinstance(plan, gates.GatedSchedule):
+        problems += gates.rules(jobs, parsed, clone_names, plan, doc, notes)
+    else:
+        problems += steadystate(jobs, parsed, clone_names, plan, doc, notes)
     if problems:
         return Outcome(None, problems)
     streams = _phases(jobs, tables, plan, doc, notes)
+    if isinstance(plan, gates.GatedSchedule):
+        gates.name_after(streams, jobs, plan, clone_names, notes)
     doc["stream"] = [_ordered(t) for t in streams]
     notes += job_notes(jobs)
     words = sorted(
@@ -489,6 +494,7 @@ STREAM_ORDER = (
     "length",
     "io_size",
     "passes",
+    "after",
     "start",
     "stop",
     "copies",
@@ -508,6 +514,11 @@ def _ordered(table: dict[str, Any]) -> dict[str, Any]:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+def _tables(value: Any) -> bool:
+    """A list of tables (an array of tables in TOML)."""
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
 
 
 def _toml_value(value: Any) -> str:
@@ -536,13 +547,17 @@ def toml_text(translation: Translation) -> str:
     for key, value in translation.doc.items():
         if key == "stream" or (key == "target" and isinstance(value, list)):
             continue
-        if isinstance(value, dict):
-            continue  # a table ([steadystate]): after the run-wide keys
+        if isinstance(value, dict) or _tables(value):
+            continue  # a table ([steadystate]) or several: after the run-wide keys
         lines.append(f"{key} = {_toml_value(value)}")
     for key, value in translation.doc.items():
         if isinstance(value, dict):
             lines += ["", f"[{key}]"]
             lines += [f"{k} = {_toml_value(v)}" for k, v in value.items()]
+        elif key not in ("stream", "target") and _tables(value):
+            for entry in value:  # [[steadystate]] rules (fio/gates.py)
+                lines += ["", f"[[{key}]]"]
+                lines += [f"{k} = {_toml_value(v)}" for k, v in entry.items()]
     if isinstance(targets, list):
         for entry in targets:
             lines += ["", "[[target]]"]
