@@ -155,7 +155,8 @@ def setup(
         if not until_steady:
             raise UsageError(NOT_PER_REPETITION)
         workload = steady_workload(workload, steady)
-    if workload.steadystate is not None and (steady is not None or not until_steady):
+    fio_rules = workload.steadystate is not None or bool(workload.stream_rules)
+    if fio_rules and (steady is not None or not until_steady):
         raise UsageError(FIO_STEADY_ALONE)
     infos, compiled = inspect_and_compile(workload, **opts.safety.inspect_kwargs())
     return WorkloadSetup(workload, infos, compiled, tuple(overridden), tuple(notes))
@@ -175,6 +176,11 @@ def run(
         if steady is not None:
             monitor = RoundMonitor(ready.compiled, steady)
         elif ready.workload.stream_rules:
+            if opts.cluster.cluster:
+                raise UsageError(
+                    "[[steadystate]] rules with ends = 'streams' stop streams of one engine; "
+                    "they are not available with --cluster."
+                )
             monitor = FioGroupsMonitor.for_workload(ready.workload)
         elif ready.workload.steadystate is not None:
             monitor = FioSteadyMonitor.for_workload(ready.workload)
