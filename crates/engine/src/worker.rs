@@ -751,10 +751,11 @@ impl Worker {
             }
             self.free_slots.push(c.user_data as u32);
             let st = &mut self.streams[slot_stream(&self.slots, c.user_data)];
-            if st.inflight == 0
+            // Usually false at the first test, as the check of the byte limit alone was.
+            if (st.exhausted() || now >= st.stop_ns)
                 && !st.ended
+                && st.inflight == 0
                 && st.pending_fsyncs == 0
-                && (st.exhausted() || now >= st.stop_ns)
             {
                 end_stream(st, &self.signals, now);
                 self.stream_ended = true;
