@@ -269,3 +269,47 @@ def test_two_rules_may_not_both_end_the_run_or_judge_one_stream():
         workload(base, rule + rule)
     with pytest.raises(UsageError, match="judged by two rules"):
         workload(base, (rule + 'ends = "streams"\n') * 2)
+
+
+def _plan_stream(name: str, **extra: object) -> dict:
+    stream = {
+        "name": name,
+        "regions": [{"target": 0, "offset": 0, "length": 1 << 20}],
+        "read_pct": 100,
+        "sizes": [[4096, 1]],
+        "pattern": {"kind": "random"},
+        "random_pct": 100,
+        "align": 4096,
+        "qd": 1,
+        "arrival": {"kind": "closed"},
+        "burst": None,
+        "sync": {"kind": "none"},
+        "compress_pct": 0,
+        "seed": 1,
+    }
+    return {**stream, **extra}
+
+
+def test_export_writes_a_gate_as_stonewall_or_wait_for():
+    from tilemark.fio.export import job_text
+
+    plan_doc = {
+        "backend": "null",
+        "warmup_ms": 0,
+        "duration_ms": None,
+        "targets": [{"name": "t", "path": "/x", "offset": 4096, "length": 1 << 20, "direct": True}],
+        "streams": [
+            _plan_stream("a", io_limit=1 << 20),
+            _plan_stream("b", io_limit=1 << 20),
+            _plan_stream("c", after=[0, 1], stop_ms=300),  # every stream before: stonewall
+            _plan_stream("d", after=[2], stop_ms=300),  # one: wait_for
+            _plan_stream("e", after=[0, 2], start_ms=5, stop_ms=300),  # neither: a note
+        ],
+    }
+    text = job_text(plan_doc, title="t")
+    sections = {s.split("]")[0]: s for s in text.split("\n[")[1:]}
+    assert "stonewall" in sections["c"] and "runtime=300ms" in sections["c"]
+    assert "wait_for=c" in sections["d"]
+    assert "stonewall" not in sections["e"] and "startdelay" not in sections["e"]
+    assert "e started when streams a, c had ended" in text
+    assert "fio's startdelay counts from fio's start" in text

@@ -84,7 +84,10 @@ def export_fio(name: str, fio_file: Path, results: Path, *, force: bool = False)
         write_file(
             fio_file,
             job_text(
-                doc["plan"], title=title, steadystate=(doc.get("workload") or {}).get("steadystate")
+                doc["plan"],
+                title=title,
+                steadystate=(doc.get("workload") or {}).get("steadystate"),
+                stream_rules=(doc.get("workload") or {}).get("stream_rules"),
             ),
             force=force,
             ours=starts_with(FIO_EXPORT_MARK.encode()),

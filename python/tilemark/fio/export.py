@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.fio import strides
+from tilemark.fio import gates, strides
 
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
@@ -39,12 +39,24 @@ def _split(sizes: list[list[float]]) -> str:
 FIO_EXPORT_MARK = "written by tilemark export --fio"
 
 
-def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | None = None) -> str:
+def job_text(
+    plan: dict[str, Any],
+    *,
+    title: str,
+    steadystate: dict[str, Any] | None = None,
+    stream_rules: list[dict[str, Any]] | None = None,
+) -> str:
     """A fio job file equivalent to an engine plan (plan_version 1 or 2); `steadystate`: the
-    workload's `[steadystate]` rule (its JSON), which fio runs as ss, ss_dur, ..."""
+    workload's `[steadystate]` rule (its JSON), which fio runs as ss, ss_dur, ...;
+    `stream_rules`: its rules ending streams (not exported, noted)."""
     from tilemark.fio.steady import export_lines
 
     notes: list[str] = []
+    if stream_rules:
+        notes.append(
+            f"{len(stream_rules)} steady-state rule(s) ended groups of streams (ends = "
+            "'streams'); not exported: the jobs run to their runtime or bytes"
+        )
     lines = [f"; {title}", f"; {FIO_EXPORT_MARK}; run it with: fio FILE"]
     body = ["[global]", f"ioengine={BACKEND_ENGINES[plan['backend']]}"]
     ss_lines, ss_notes = export_lines(
@@ -86,6 +98,9 @@ def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | 
         start = stream.get("start_ms") or 0
         warmup = plan.get("warmup_ms") or 0
         stop = stream.get("stop_ms")
+        if stream.get("after"):  # it started when others ended (fio/gates.py)
+            body += gates.export_lines(stream, plan["streams"], notes)
+            start, warmup = 0, 0
         if stop is None and run_ms is not None:
             stop = warmup + run_ms
         if start:

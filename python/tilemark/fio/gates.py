@@ -262,3 +262,30 @@ def _problem(opt: Any, why: str, key: str = "stonewall") -> Problem:
     if opt is None or isinstance(opt, str):
         return Problem(key, opt or "job file", why, _TIMING)
     return Problem(opt.key, opt.where, why, _TIMING)
+
+
+def export_lines(
+    stream: dict[str, Any], streams: list[dict[str, Any]], notes: list[str]
+) -> list[str]:
+    """A plan stream with `after` as fio options (`export --fio`): `stonewall` when it waits
+    for every stream before it, `wait_for` when for one; notes for what fio cannot say."""
+    index = next(i for i, s in enumerate(streams) if s is stream)
+    after = sorted(stream["after"])
+    name = stream["name"]
+    lines = []
+    if after == list(range(index)):
+        lines.append("stonewall")
+    elif len(after) == 1:
+        lines.append(f"wait_for={streams[after[0]]['name']}")
+    else:
+        notes.append(
+            f"{name} started when streams {', '.join(streams[k]['name'] for k in after)} had "
+            "ended; fio waits for every job before it (stonewall) or one job (wait_for), so "
+            "the exported job starts with the run"
+        )
+    if stream.get("start_ms"):
+        notes.append(
+            f"{name} started {stream['start_ms']} ms after the streams it waited for ended; "
+            "fio's startdelay counts from fio's start, so none is written"
+        )
+    return lines
