@@ -30,6 +30,15 @@ class FioGroupsMonitor:
     monitors: list[FioSteadyMonitor]
     ramps: list[float]  # each rule's ramp, added to its streams' start once known
     stopped: set[int] = field(default_factory=set)  # rules whose streams were stopped
+    handle: Any = None  # the running engine (attach), to read spans and stop streams
+    warmup_s: float = 0.0
+
+    def attach(self, handle: Any, compiled: dict[str, Any]) -> None:
+        """The run's engine handle (runner.drive), if it can report spans and stop streams
+        (a cluster's cannot: refused before the run)."""
+        if hasattr(handle, "spans") and hasattr(handle, "stop_streams"):
+            self.handle = handle
+        self.warmup_s = (compiled.get("warmup_ms") or 0) / 1000
 
     @classmethod
     def for_workload(cls, workload: plan.Workload) -> FioGroupsMonitor:
@@ -59,8 +68,13 @@ class FioGroupsMonitor:
                 m.begin_s = max(min(starts) / 1e9, warmup_s) + ramp
 
     def add(self, snapshots: list[dict[str, Any]]) -> None:
+        if self.handle is not None:
+            self.see_spans(self.handle.spans(), self.warmup_s)
         for m in self.monitors:
             m.add(snapshots)
+        if self.handle is not None:
+            for streams in self.streams_to_stop():
+                self.handle.stop_streams(streams)
 
     def messages(self) -> list[str]:
         return [line for m in self.monitors for line in m.messages()]

@@ -486,6 +486,7 @@ def drive(
     store_stopped = False
 
     served = metrics.current()
+    getattr(monitor, "attach", lambda *_: None)(handle, compiled)  # run/fio_groups.py
 
     def sample(snapshots: list[dict[str, Any]], final: bool = False) -> None:
         if telemetry is not None:
@@ -534,14 +535,9 @@ def drive(
         if changes is not None:
             changes.add(snapshots)
         if monitor is not None:
-            if hasattr(monitor, "see_spans") and hasattr(handle, "spans"):
-                # Rules over streams that start when others end (run/fio_groups.py).
-                monitor.see_spans(handle.spans(), compiled.get("warmup_ms", 0) / 1000)
             monitor.add(snapshots)
             for line in monitor.messages():
                 display.note(line)
-            for streams in getattr(monitor, "streams_to_stop", list)():
-                handle.stop_streams(streams)
             if ended_by is None and stopper.signum is None:
                 ended_by = monitor.should_stop()
                 if ended_by is not None:

@@ -20,13 +20,22 @@ would never start, and the workload is refused.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tilemark.errors import UsageError
+from tilemark.workload.steadyrule import SteadyRule
 
-if TYPE_CHECKING:
-    from tilemark.workload.plan import StreamSpec
-    from tilemark.workload.steadyrule import SteadyRule
+
+class StreamSpec(Protocol):
+    """What this module reads of a stream (plan.StreamSpec; plan.py imports this module)."""
+
+    name: str
+    after: list[str] | None
+    host: str | None
+
+    def ends_by_itself(self) -> bool: ...
+
+    def label(self, key: str) -> str: ...
 
 
 def _base(name: str) -> str:
