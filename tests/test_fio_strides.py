@@ -154,7 +154,7 @@ def test_cmdprio_percentage_example_translates_with_its_classes(tmp_path):
     t = translate(write(tmp_path, text))
     (s,) = t.doc["stream"]
     assert (s["priority"], s["priority_share"], s["qd"]) == ("idle", "20:rt/0", 8)
-    assert any("reports their latency apart" in n for n in t.notes)
+    assert any("reported apart in the stream's priority summary" in n for n in t.notes)
     # The defaults, and a level.
     base = "ioengine=io_uring\ncmdprio_percentage=5\n"
     assert one(tmp_path, base)["priority_share"] == "5:rt/0"

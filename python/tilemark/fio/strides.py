@@ -245,9 +245,9 @@ def _translate_priorities(
     table["priority_share"] = f"{pct}:{_priority_text(klass, level, job, cmd.get('cmdprio'))}"
     job.notes.append(
         f"cmdprio_percentage={pct}: that share of IOs, each drawn on its own, at "
-        f"{table['priority_share'].partition(':')[2]}; fio also reports their latency apart "
-        "(log_prio, clat_prio), tilemark reports the stream's latency over all its IOs and "
-        "counts the IOs at the share's priority"
+        f"{table['priority_share'].partition(':')[2]}; their rates and latency are reported "
+        "apart in the stream's priority summary, as fio's clat_prio, and also in the stream's "
+        "own figures"
     )
 
 
