@@ -16,15 +16,16 @@ own; the class defaults to rt, "the highest priority class", the level to 0).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.fio import values
 from tilemark.fio.jobfile import Option
 from tilemark.fio.shapes import Refused
 
-if TYPE_CHECKING:
-    from tilemark.fio.job import FioJob
+# `job` arguments are fio.job.FioJob; not imported, because job.py imports this module (and
+# layout.py imports job.py), which tests/test_architecture.py keeps free of cycles.
+FioJob = Any
 
 PRIORITY_GROUP = "IO priorities and polling"
 # fio's priority options this module reads (the hints are refused in options.py).
@@ -137,10 +138,15 @@ def _suffix(job: FioJob, table: dict[str, Any], refuse: Callable[..., Exception]
 
 
 def fmt_signed(n: int) -> str:
-    """Bytes with their sign in the largest binary unit that divides them: -8k, 112k."""
-    from tilemark.fio.layout import fmt_size
-
-    return ("-" if n < 0 else "") + fmt_size(abs(n))
+    """Bytes with their sign in the largest binary unit that divides them: -8k, 112k (as
+    layout.fmt_size writes sizes)."""
+    size = abs(n)
+    text = str(size)
+    for suffix, unit in (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if size and size % unit == 0:
+            text = f"{size // unit}{suffix}"
+            break
+    return ("-" if n < 0 else "") + text
 
 
 def _level(job: FioJob, opt: Option | None, default: int = 0) -> int:
