@@ -129,6 +129,17 @@ def _suffix(job: FioJob, table: dict[str, Any], refuse: Callable[..., Exception]
     how = "going backwards" if add < 0 and -add > align else "leaving holes"
     if add < 0 and -add <= align:
         how = "overlapping the previous IO" if -add < align else "repeating the same offset"
+    if add > 0 and not job.time_based and job.files and job.size is not None:
+        # io_u.c: holes wrap to the start only at the file's end (pos >= real_file_size); a
+        # region that ends earlier ends the job (get_next_offset: offset >= io_size).
+        per_pass = (job.size - align) // (align + add) + 1 if job.size >= align else 0
+        job.notes.append(
+            f"rw={job.rw}:{fmt_signed(add)} on {job.files[0]}: fio wraps its holes to the "
+            "region's start only where the region ends at the file's end; if the file is "
+            f"larger than size={fmt_signed(job.size)}, fio ends the job after one pass of "
+            f"{per_pass} IOs (io_u.c get_next_offset), where tilemark wraps and issues all of "
+            "its bytes"
+        )
     where = f"{fmt_signed(-add)} before" if add < 0 else f"{fmt_signed(add)} after"
     job.notes.append(
         f"rw={job.rw}:{fmt_signed(add)}: each IO starts {where} the previous one's end "
