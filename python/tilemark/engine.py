@@ -122,6 +122,7 @@ class StreamCounters(TypedDict):
     inflight: NotRequired[int]  # snapshots only
     ios_issued_late: int
     done_ns: NotRequired[int]  # run time it finished its io_limit (totals; absent if it did not)
+    ioprio_other: NotRequired[dict[str, OpCounters]]  # read/write at its ioprio_share's priority
     targets: NotRequired[list[TargetCounters]]  # streams over several targets only
 
 

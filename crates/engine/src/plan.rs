@@ -9,7 +9,12 @@ use crate::verify::VerifySpec;
 /// within the run (`regions`, `spread`, `start_ms`, `stop_ms`).
 /// 3: a stream may replay a list of recorded IOs (`ios`, docs/engine-boundary.md); plans of
 /// version 2 are still read as they were.
-pub const PLAN_VERSION: u32 = 3;
+/// 4: runs of sequential IOs from each random offset (`run_length`), IO priorities (`ioprio`,
+/// `ioprio_share`), and a `skip` that wraps at the region's ends (fio's `rw=...:N`) instead of
+/// stopping at its start. Plans of version 2 and 3 are still read; their `skip` is read as
+/// version 4 reads it (the first IO of a region starts at its start; going before it
+/// continues from its end).
+pub const PLAN_VERSION: u32 = 4;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
@@ -157,6 +162,58 @@ pub enum SyncMode {
     },
 }
 
+/// An IO priority class (linux/ioprio.h, ionice(1)).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PrioClass {
+    None = 0,
+    Rt = 1,
+    Be = 2,
+    Idle = 3,
+}
+
+/// An IO priority: a class and, for rt and be, a level 0 (highest) to 7.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IoPrio {
+    pub class: PrioClass,
+    #[serde(default)]
+    pub level: u8,
+}
+
+impl IoPrio {
+    /// The 16-bit value an SQE's `ioprio` and ioprio_set(2) take: IOPRIO_PRIO_VALUE.
+    pub fn value(self) -> u16 {
+        ((self.class as u16) << 13) | self.level as u16
+    }
+
+    fn valid(self) -> bool {
+        match self.class {
+            PrioClass::None | PrioClass::Idle => self.level == 0,
+            PrioClass::Rt | PrioClass::Be => self.level <= 7,
+        }
+    }
+}
+
+/// `pct` percent of a stream's IOs, drawn one by one, go at priority `class`/`level`.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct IoPrioShare {
+    pub pct: f64,
+    pub class: PrioClass,
+    #[serde(default)]
+    pub level: u8,
+}
+
+impl IoPrioShare {
+    pub fn prio(&self) -> IoPrio {
+        IoPrio {
+            class: self.class,
+            level: self.level,
+        }
+    }
+}
+
 /// How a stream replaying a list of recorded IOs issues them (docs/engine-boundary.md).
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -251,6 +308,18 @@ pub struct StreamSpec {
     /// sorted writeback sweep). None: 0, plain sequential.
     #[serde(default)]
     pub skip: Option<(i64, i64)>,
+    /// IOs per random offset (fio's `rw=randread:N`, io_u.c `ddir_seq_nr`): a random offset
+    /// is drawn for the first IO and then every `run_length` IOs; the IOs between continue
+    /// sequentially from the previous one's end (plus `skip`). None or 1: every IO is drawn.
+    #[serde(default)]
+    pub run_length: Option<u32>,
+    /// The IO priority of the stream's IOs (class and level, as ioprio_set(2) takes them);
+    /// None: the engine thread's own (the default, class none).
+    #[serde(default)]
+    pub ioprio: Option<IoPrio>,
+    /// A share of the stream's IOs issued at another priority (fio's cmdprio_percentage).
+    #[serde(default)]
+    pub ioprio_share: Option<IoPrioShare>,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -570,6 +639,31 @@ impl Plan {
                     ));
                 }
             }
+            if s.run_length == Some(0) {
+                return bad(format!("stream '{name}': run_length must be at least 1"));
+            }
+            if s.ioprio.is_some_and(|p| !p.valid())
+                || s.ioprio_share.is_some_and(|p| !p.prio().valid())
+            {
+                return bad(format!(
+                    "stream '{name}': an IO priority's level is 0 to 7 for rt and be, 0 for \
+                     none and idle"
+                ));
+            }
+            if let Some(share) = s.ioprio_share {
+                if !(share.pct > 0.0 && share.pct <= 100.0) {
+                    return bad(format!(
+                        "stream '{name}': ioprio_share pct must be above 0 and at most 100"
+                    ));
+                }
+            }
+            if (s.run_length.is_some() || s.ioprio.is_some() || s.ioprio_share.is_some())
+                && self.plan_version < 4
+            {
+                return bad(format!(
+                    "stream '{name}': run_length and ioprio need plan_version 4"
+                ));
+            }
             if s.writeback && s.sync == SyncMode::Dsync {
                 return bad(format!("stream '{name}': writeback writes cannot be dsync"));
             }
@@ -698,7 +792,7 @@ mod tests {
             serde_json::json!({"ios": ios("qd", None)}),
             "needs plan_version 3",
         );
-        refused(4, serde_json::json!({}), "plan_version 4 is not supported");
+        refused(5, serde_json::json!({}), "plan_version 5 is not supported");
         refused(
             3,
             serde_json::json!({"ios": ios("timed", None)}),

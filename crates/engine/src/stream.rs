@@ -154,6 +154,8 @@ pub struct NextIo {
     pub file: u32,
     /// Index of the region (in the stream's `regions`) the IO goes to.
     pub region: u32,
+    /// Its IO priority (IOPRIO_PRIO_VALUE; 0: the thread's own).
+    pub ioprio: u16,
 }
 
 /// Where a plan target is in an engine thread's file table, where its data starts, and how
@@ -300,6 +302,16 @@ pub struct StreamState {
     sequential_only: bool,
     /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
     skip: Option<(i64, i64)>,
+    /// Some IOs are placed sequentially although the pattern is not (random_pct < 100, or
+    /// runs): the one flag the IO path tests for both.
+    orders_mixed: bool,
+    /// plan.rs `run_length` (1: off), and the IOs left in the current run.
+    run_length: u32,
+    run_left: u32,
+    /// IO priority of its IOs, and (share above 0) the share issued at `ioprio_other`.
+    ioprio: u16,
+    ioprio_share: f64,
+    ioprio_other: u16,
     size_cdf: Vec<(f64, u32)>,
     pub qd: u32,
     pub inflight: u32,
@@ -433,7 +445,7 @@ impl StreamState {
             _ => (0, false),
         };
         let nregions = spec.regions.len();
-        StreamState {
+        let mut state = StreamState {
             index,
             regions,
             pick: RegionPick::new(spec),
@@ -442,6 +454,12 @@ impl StreamState {
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
             skip: spec.skip,
+            orders_mixed: spec.random_pct < 100.0 || spec.run_length.is_some_and(|n| n > 1),
+            run_length: spec.run_length.unwrap_or(1),
+            run_left: 1,
+            ioprio: spec.ioprio.map_or(0, |p| p.value()),
+            ioprio_share: spec.ioprio_share.map_or(0.0, |p| p.pct / 100.0),
+            ioprio_other: spec.ioprio_share.map_or(0, |p| p.prio().value()),
             size_cdf,
             qd: spec.qd,
             inflight: 0,
@@ -478,7 +496,9 @@ impl StreamState {
             interval: StreamStats::with_regions(open, nregions),
             blocked: false,
             queued_ready: false,
-        }
+        };
+        state.interval = state.new_stats();
+        state
     }
 
     pub fn is_open_loop(&self) -> bool {
@@ -499,7 +519,10 @@ impl StreamState {
     }
 
     fn new_stats_for(&self, replay: Option<&Cursor>) -> StreamStats {
-        let stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
+        let mut stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
+        if self.ioprio_share > 0.0 {
+            stats = stats.with_prio_share(self.is_open_loop());
+        }
         match replay {
             Some(_) => stats.with_replay(self.is_open_loop()),
             None => stats,
@@ -548,8 +571,7 @@ impl StreamState {
         } else {
             OpKind::Write
         };
-        let sequential = self.sequential_only
-            || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac);
+        let sequential = self.sequential_only || (self.orders_mixed && self.draw_sequential());
         let r = if self.regions.len() > 1 {
             self.pick.pick(&mut self.rng)
         } else {
@@ -559,11 +581,17 @@ impl StreamState {
         let cursor = (self.per_op_cursors && kind == OpKind::Write) as usize;
         let offset = if sequential {
             if let Some(range) = self.skip {
-                let skip = skip_bytes(range, self.align, &mut self.rng);
-                let next = region.seq_next[cursor] as i64 + skip;
-                region.seq_next[cursor] = if next < 0 { 0 } else { next as u64 };
+                region.seq_next[cursor] = skipped_start(
+                    region.seq_next[cursor],
+                    range,
+                    self.align,
+                    region.length,
+                    &mut self.rng,
+                );
             }
             if region.seq_next[cursor] + len as u64 > region.length {
+                // Past the region's end: from its start again (fio's get_next_seq_offset for
+                // a time_based job, also with holes and in a run of a random job).
                 region.seq_next[cursor] = 0;
             }
             region.seq_next[cursor]
@@ -596,13 +624,58 @@ impl StreamState {
                 self.burst_state = BurstState::Draining;
             }
         }
+        let ioprio = if self.ioprio_share > 0.0 {
+            self.draw_ioprio()
+        } else {
+            self.ioprio
+        };
         NextIo {
             kind,
             len,
             offset,
             file,
             region: r as u32,
+            ioprio,
         }
+    }
+
+    /// Is this IO of a stream with mixed order placed sequentially?
+    #[inline(always)]
+    fn draw_sequential(&mut self) -> bool {
+        if self.run_length > 1 {
+            return self.continues_run();
+        }
+        self.rng.next_f64() >= self.random_frac
+    }
+
+    /// With `run_length`: is this IO one of a run (sequential), or does it start one (drawn
+    /// as without runs)? fio's get_next_offset: the first IO starts a run (td->ddir_seq_nr
+    /// starts at 1), then every run_length-th; `random_pct` decides only at a run's start
+    /// (should_do_random is asked only there).
+    #[inline(never)]
+    fn continues_run(&mut self) -> bool {
+        self.run_left -= 1;
+        if self.run_left > 0 {
+            return true;
+        }
+        self.run_left = self.run_length;
+        self.sequential_only || (self.random_frac < 1.0 && self.rng.next_f64() >= self.random_frac)
+    }
+
+    /// The priority of an IO of a stream with a share at another one (fio's cmdprio.c
+    /// fio_cmdprio_set_ioprio: each IO drawn on its own); counted in the interval's stats.
+    #[inline(never)]
+    fn draw_ioprio(&mut self) -> u16 {
+        if self.rng.next_f64() < self.ioprio_share {
+            self.ioprio_other
+        } else {
+            self.ioprio
+        }
+    }
+
+    /// The IO priority of the stream's IOs that are not drawn for its share.
+    pub fn ioprio(&self) -> u16 {
+        self.ioprio
     }
 
     /// Write back and drop region `r`'s cached pages, as fio's file_invalidate_cache does
@@ -763,7 +836,22 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
     )
 }
 
-/// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
+/// Where a sequential IO with a skip starts, `prev_end` being where the previous one ended
+/// (fio's get_next_seq_offset with `rw=...:N`): the region's first IO at its start (no skip);
+/// a start before the region's start continues from its end plus the skip (a backwards
+/// stream wraps to the end). One past the end is the caller's (it wraps to the start).
+#[inline(never)]
+fn skipped_start(prev_end: u64, range: (i64, i64), align: u64, length: u64, rng: &mut Rng) -> u64 {
+    if prev_end == 0 {
+        return 0;
+    }
+    let skip = skip_bytes(range, align, rng);
+    match prev_end.checked_add_signed(skip) {
+        Some(next) => next,
+        None => length.saturating_add_signed(skip),
+    }
+}
+
 /// A skip drawn from `(lo, hi)`: log-uniform in magnitude between them, their sign, a whole
 /// number of `align` (at least one).
 #[inline(never)]
@@ -782,6 +870,7 @@ fn skip_bytes((lo, hi): (i64, i64), align: u64, rng: &mut Rng) -> i64 {
     }
 }
 
+/// A multiplier coprime to `n`, so `rank * m mod n` permutes 0..n.
 pub(crate) fn coprime_multiplier(n: u64) -> u64 {
     if n <= 2 {
         return 1;
@@ -821,7 +910,7 @@ mod tests {
         for (k, v) in extra.as_object().unwrap() {
             stream[k] = v.clone();
         }
-        let plan = serde_json::json!({"plan_version":2,"backend":"null","threads":1,"interval_ms":1000,
+        let plan = serde_json::json!({"plan_version":4,"backend":"null","threads":1,"interval_ms":1000,
             "targets":[{"path":"/x","length":1048576},{"path":"/y","length":4194304}],
             "streams":[stream]});
         Plan::from_json(&plan.to_string())
@@ -1252,6 +1341,153 @@ mod tests {
         );
         // Reproducible: the same plan gives the same phases.
         assert_eq!(constant, firsts("constant"));
+    }
+
+    /// Offsets of the next `n` IOs.
+    fn offsets(s: &mut StreamState, n: usize) -> Vec<u64> {
+        (0..n).map(|_| s.next_io().offset).collect()
+    }
+
+    #[test]
+    fn a_negative_skip_reads_backwards_and_wraps_to_the_regions_end() {
+        // fio's examples/backwards-read.fio (rw=read:-8k, bs=4k): the first IO at the start
+        // (io_u.c get_next_seq_offset adds nothing while pos is 0), then each 8k before the
+        // previous end; before the start, from the end plus the skip (size - 8k), down to 4k.
+        let mut s = state(&spec(
+            r#","pattern":{"kind":"sequential"},"random_pct":0,"skip":[-8192,-8192]"#,
+        ));
+        let mib = 1048576u64;
+        let mut want = vec![0];
+        want.extend((1..255u64).map(|k| mib - 4096 - k * 4096));
+        want.extend([0, mib - 8192, mib - 12288]);
+        assert_eq!(offsets(&mut s, 258), want);
+        // A pass of 255 IOs reads every block once but the last (the wrap lands 8k before
+        // the end), as fio's does.
+        let mut pass = want[..255].to_vec();
+        pass.sort_unstable();
+        assert_eq!(pass, (0..255u64).map(|k| k * 4096).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_positive_skip_leaves_holes_and_wraps_to_the_regions_start() {
+        // fio's cross-stripe-verify.fio (rw=write:112k, bs=16k): 16k every 128k; past the
+        // end, from the start again (get_next_seq_offset: pos = file_offset).
+        let mut s = state(&spec(
+            r#","read_pct":0,"sizes":[[16384,1]],"align":16384,"pattern":{"kind":"sequential"},"random_pct":0,"skip":[114688,114688]"#,
+        ));
+        let want: Vec<u64> = (0..20u64).map(|k| (k % 8) * 131072).collect();
+        assert_eq!(offsets(&mut s, 20), want);
+        // 4k IOs, 8k holes over 1 MiB: 86 fit (85 * 12k + 4k = 1 MiB), then the start again.
+        let mut s = state(&spec(
+            r#","pattern":{"kind":"sequential"},"random_pct":0,"skip":[8192,8192]"#,
+        ));
+        let want: Vec<u64> = (0..200u64).map(|k| (k % 86) * 12288).collect();
+        assert_eq!(offsets(&mut s, 200), want);
+    }
+
+    #[test]
+    fn a_run_length_issues_runs_of_sequential_ios_from_each_random_offset() {
+        // fio's rw=randread:8 (HOWTO rw_sequencer: "a sequence of 8 sequential offsets with
+        // a random starting point"): IO 0, 8, 16, ... drawn, the others each after the last.
+        let mut s = state(&spec(r#","run_length":8"#));
+        let offs = offsets(&mut s, 8000);
+        let mut starts = std::collections::HashSet::new();
+        let mut wrapped = 0;
+        for (i, w) in offs.windows(2).enumerate() {
+            let next = i + 1;
+            if next % 8 == 0 {
+                starts.insert(w[1]);
+            } else if w[0] + 4096 == 1048576 {
+                // The run reached the region's end: from its start, as fio's time_based job.
+                assert_eq!(w[1], 0);
+                wrapped += 1;
+            } else {
+                assert_eq!(w[1], w[0] + 4096, "IO {next} continues the run");
+            }
+        }
+        // 1,000 runs over 256 possible starts: nearly all of them are drawn.
+        assert!(
+            starts.len() > 200,
+            "run starts are random: {}",
+            starts.len()
+        );
+        assert!(wrapped < 100, "{wrapped}");
+        // Without run_length every IO is drawn: consecutive offsets are rare.
+        let mut s = state(&spec(""));
+        let offs = offsets(&mut s, 8000);
+        let seq = offs.windows(2).filter(|w| w[1] == w[0] + 4096).count();
+        assert!(seq < 100, "{seq}");
+    }
+
+    #[test]
+    fn a_run_starts_sequentially_at_the_random_share_only_at_its_first_io() {
+        // percentage_random=0 with randread:4: should_do_random is asked only at a run's
+        // start, and says sequential: every IO continues from the last (wrapping at the end).
+        let mut s = state(&spec(r#","run_length":4,"random_pct":0"#));
+        assert_eq!(
+            offsets(&mut s, 300),
+            (0..300u64).map(|k| (k % 256) * 4096).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn ios_carry_the_streams_priority_and_a_share_at_the_other_one() {
+        let idle = 3 << 13;
+        let mut s = state(&spec(r#","ioprio":{"class":"idle"}"#));
+        assert!((0..1000).all(|_| s.next_io().ioprio == idle));
+        assert!(s.interval.ioprio_other.is_none());
+        // fio's cmdprio-percentage.fio: prioclass=3, cmdprio_percentage=20, cmdprio_class=1.
+        let mut s = state(&spec(
+            r#","ioprio":{"class":"idle"},"ioprio_share":{"pct":20,"class":"rt","level":0}"#,
+        ));
+        let n = 50_000;
+        let rt = (0..n)
+            .filter(|_| {
+                let p = s.next_io().ioprio;
+                assert!(p == idle || p == 1 << 13, "{p:#x}");
+                p == 1 << 13
+            })
+            .count();
+        assert!((rt as f64 / n as f64 - 0.2).abs() < 0.01, "rt share {rt}");
+        assert!(
+            s.interval.ioprio_other.is_some(),
+            "counted apart at completion"
+        );
+        // No priority: 0, the thread's own.
+        let mut s = state(&spec(""));
+        assert_eq!(s.next_io().ioprio, 0);
+    }
+
+    #[test]
+    fn plans_refuse_priorities_and_runs_the_kernel_or_fio_would_not_take() {
+        let plan = |extra: &str, version: u32| {
+            let stream: serde_json::Value = serde_json::from_str(&format!(
+                r#"{{"name":"s","regions":[{{"target":0,"length":1048576}}],"read_pct":100,
+                "sizes":[[4096,1]],"pattern":{{"kind":"random"}},"align":4096,"qd":1,
+                "arrival":{{"kind":"closed"}}{extra}}}"#
+            ))
+            .unwrap();
+            let plan = serde_json::json!({"plan_version":version,"backend":"null","threads":1,
+                "interval_ms":1000,"targets":[{"path":"/x","length":1048576}],
+                "streams":[stream]});
+            Plan::from_json(&plan.to_string()).map(|_| ())
+        };
+        assert!(plan(r#","ioprio":{"class":"be","level":7}"#, 4).is_ok());
+        assert!(plan(r#","ioprio_share":{"pct":100,"class":"rt"}"#, 4).is_ok());
+        for bad in [
+            r#","ioprio":{"class":"be","level":8}"#,
+            r#","ioprio":{"class":"idle","level":1}"#,
+            r#","ioprio_share":{"pct":0,"class":"rt"}"#,
+            r#","ioprio_share":{"pct":101,"class":"rt"}"#,
+            r#","run_length":0"#,
+        ] {
+            assert!(plan(bad, 4).is_err(), "{bad}");
+        }
+        assert!(
+            plan(r#","run_length":8"#, 3).is_err(),
+            "needs plan_version 4"
+        );
+        assert!(plan("", 3).is_ok(), "version 3 plans still read");
     }
 
     #[test]

@@ -108,6 +108,8 @@ struct Slot {
     /// Absolute offset and length, to name an IO that hangs.
     offset: u64,
     len: u32,
+    /// Issued at its stream's share priority (plan.rs `ioprio_share`): counted apart too.
+    other_prio: bool,
 }
 
 pub struct ThreadResult {
@@ -435,6 +437,7 @@ impl Worker {
                 submitted: 0,
                 offset: 0,
                 len: 0,
+                other_prio: false,
             });
             (self.slots.len() - 1) as u32
         })
@@ -476,6 +479,7 @@ impl Worker {
             buf: buf.as_mut_ptr(),
             len: io.len,
             offset: io.offset,
+            ioprio: io.ioprio,
         };
         if st.is_open_loop() {
             let lag = now.saturating_sub(intended);
@@ -485,9 +489,13 @@ impl Worker {
             }
             self.lateness.record(lag);
         }
+        let other_prio = io.ioprio != st.ioprio();
         let slot = self.queue_io(s, io.region, io.kind, Some(buf), req, now, intended)?;
         if check.is_some() {
             self.slots[slot as usize].check = check;
+        }
+        if other_prio {
+            self.slots[slot as usize].other_prio = true;
         }
         Ok(())
     }
@@ -508,6 +516,8 @@ impl Worker {
                 buf: std::ptr::null_mut(),
                 len: 0,
                 offset: 0,
+                // fio issues syncs without a priority (engines/io_uring.c fio_ioring_prep).
+                ioprio: 0,
             };
             self.queue_io(s, region, OpKind::Sync, None, req, now, now)?;
         }
@@ -536,6 +546,7 @@ impl Worker {
         slot.submitted = now;
         slot.offset = req.offset;
         slot.len = req.len;
+        slot.other_prio = false;
         self.backend
             .queue(req)
             .map_err(|e| EngineError::io("queueing IO", e))?;
@@ -622,6 +633,9 @@ impl Worker {
             record(stats.op(kind), c.result, kind, now, slot);
             if !stats.regions.is_empty() {
                 record_region(stats, c.result, kind, now, slot);
+            }
+            if slot.other_prio {
+                record_other_prio(stats, c.result, kind, now, slot);
             }
             self.free_slots.push(c.user_data as u32);
             let st = &mut self.streams[slot_stream(&self.slots, c.user_data)];
@@ -717,6 +731,16 @@ fn record_region(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, s
         now,
         slot,
     );
+}
+
+/// An IO at its stream's share priority is also counted apart (fio's clat_prio). Out of
+/// line: streams without a share never call it.
+#[cold]
+#[inline(never)]
+fn record_other_prio(stats: &mut StreamStats, result: i32, kind: OpKind, now: u64, slot: &Slot) {
+    if let Some(other) = stats.ioprio_other.as_mut() {
+        record(other.op(kind), result, kind, now, slot);
+    }
 }
 
 #[cfg(test)]

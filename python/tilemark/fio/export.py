@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tilemark.fio import strides
+
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
 
@@ -64,6 +66,7 @@ def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | 
         target = plan["targets"][region["target"]]
         files = ":".join(plan["targets"][r["target"]]["path"] for r in regions)
         rw = _rw(stream)
+        rw += strides.export_suffix(stream, notes)
         body += ["", f"[{stream['name']}]", f"filename={files}", f"rw={rw}"]
         if len(regions) > 1:
             body.append("file_service_type=random")
@@ -106,7 +109,7 @@ def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | 
         if not target["direct"]:
             # fio advises each job's pattern by default; say exactly what tilemark advised.
             body.append(f"fadvise_hint={target.get('fadvise') or 0}")
-        if rw in ("rw", "randrw"):
+        if rw.partition(":")[0] in ("rw", "randrw"):
             body.append(f"rwmixread={stream['read_pct']:g}")
         sizes = stream["sizes"]
         body.append(f"bs={int(sizes[0][0])}" if len(sizes) == 1 else f"bssplit={_split(sizes)}")
@@ -126,7 +129,7 @@ def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | 
         elif pattern["kind"] == "zoned":
             zones = ":".join(f"{io:g}/{region:g}" for io, region in pattern["zones"])
             body.append(f"random_distribution=zoned:{zones}")
-        if rw in ("rw", "randrw") and stream["random_pct"] < 100:
+        if rw.partition(":")[0] in ("rw", "randrw") and stream["random_pct"] < 100:
             if stream.get("cursors", "shared") == "shared":
                 notes.append(
                     f"stream {stream['name']}: its reads and writes continue one sequential "
@@ -164,6 +167,7 @@ def job_text(plan: dict[str, Any], *, title: str, steadystate: dict[str, Any] | 
                 f"thinktime_blocks={burst['ios']}",
                 "thinktime_blocks_type=issue",
             ]
+        body += strides.export_priority(stream, plan["backend"], notes)
         if stream.get("compress_pct"):
             body.append(f"buffer_compress_percentage={stream['compress_pct']:g}")
             body.append("refill_buffers")

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from tilemark.errors import UsageError
-from tilemark.fio import values
+from tilemark.fio import strides, values
 from tilemark.fio.jobfile import Job, Option
 from tilemark.fio.options import (
     BY_DESIGN,
@@ -161,6 +161,11 @@ class FioJob:
     zoneskip: int = 0
     zonerange: int | None = None
     rate_min: Option | None = None
+    # rw=...:N (strides.py): bytes added after a sequential IO, IOs per random offset.
+    seq_add: int = 0
+    run_length: int = 1
+    suffix_opt: Option | None = None
+    priority_opts: dict[str, Option] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     by_design: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -321,13 +326,9 @@ def _rw(job: FioJob, opt: Option) -> None:
             f"{_label(opt)} must be one of {', '.join(RW_MODES)} (or a trim mode), "
             f"got {opt.value!r}."
         )
-    if colon:
-        raise _Refused(
-            f"the :{suffix} suffix (a gap between sequential IOs, or IOs per random "
-            "offset) has no tilemark equivalent",
-            "rw suffix",
-        )
     job.rw, job.rw_opt = RW_MODES[mode], opt
+    if colon:
+        strides.read_rw_suffix(job, job.is_random(), suffix, opt)
 
 
 def _rate(job: FioJob, opt: Option, kind: str) -> None:
@@ -539,6 +540,10 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
     elif key == "kb_base":
         if _value(opt) not in ("1000", "1024"):
             raise UsageError(f"{_label(opt)} must be 1000 or 1024, got {opt.value!r}.")
+    elif key in strides.PRIORITY_KEYS:
+        strides.read_priority(job, key, opt)
+    elif key == "rw_sequencer":
+        strides.read_sequencer(opt)
     elif key in REPORTING or key in ("ss", "ss_dur", "ss_ramp", "ss_interval"):
         # ss_* are read with the job's reporting group (steady.py).
         return

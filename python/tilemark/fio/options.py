@@ -246,13 +246,22 @@ REFUSED = {
     ),
     "trim_verify_zero": Reason("tilemark issues no trims yet", "trims"),
     "trim_backlog": Reason("tilemark issues no trims yet", "trims"),
-    "prio": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "prioclass": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "priohint": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "cmdprio": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "cmdprio_class": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "cmdprio_percentage": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
-    "cmdprio_bssplit": Reason("tilemark issues every IO at the default IO priority", PRIORITY),
+    "priohint": Reason(
+        "tilemark sets no IO priority hints (command duration limits); a stream has a "
+        "priority class and level",
+        PRIORITY,
+    ),
+    "cmdprio_hint": Reason(
+        "tilemark sets no IO priority hints (command duration limits); a stream has a "
+        "priority class and level",
+        PRIORITY,
+    ),
+    "cmdprio_bssplit": Reason(
+        "it gives the IOs of each block size their own priority shares, for reads and writes "
+        "apart, with hints; tilemark draws one share at one other priority over all the "
+        "stream's IOs (priority_share)",
+        PRIORITY,
+    ),
     "hipri": Reason("tilemark does not use polled completions", PRIORITY),
     "sqthread_poll": Reason("tilemark does not use a kernel submission-polling thread", PRIORITY),
     "sqthread_poll_cpu": Reason(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
+from tilemark.fio import strides
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -306,6 +307,7 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
                 "thinktime_spin busy-waits part of the pause; tilemark sleeps all of it"
             )
     _sync(job, table)
+    strides.stream_fields(job, table, refuse)
     if job.compress:
         if job.compress >= 100:
             raise refuse(
@@ -470,12 +472,16 @@ STREAM_ORDER = (
     "pattern",
     "random",
     "cursors",
+    "skip",
+    "run_length",
     "invalidate",
     "rate",
     "rate_bytes",
     "arrival",
     "burst",
     "sync",
+    "priority",
+    "priority_share",
     "compress",
     "dedupe",
     "target",

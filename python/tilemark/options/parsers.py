@@ -259,6 +259,42 @@ def parse_skip(value: object, label: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
+PRIORITY_CLASSES = ("none", "rt", "be", "idle")
+
+
+def parse_priority(value: object, label: str) -> tuple[str, int]:
+    """CLASS[/LEVEL] (ionice's classes: rt/0, be/4, idle, none) -> (class, level)."""
+    text = value.strip().lower() if isinstance(value, str) else ""
+    klass, _, level_text = text.partition("/")
+    level = int(level_text) if level_text.isdigit() else (0 if not level_text else -1)
+    ok = klass in PRIORITY_CLASSES and (
+        0 <= level <= 7 if klass in ("rt", "be") else level == 0 and not level_text
+    )
+    if not ok:
+        raise UsageError(
+            f"{label} must be rt/LEVEL or be/LEVEL (LEVEL 0, the highest, to 7), idle or none "
+            f"(ionice's classes), got {shown(value)}."
+        )
+    return klass, level
+
+
+def parse_priority_share(value: object, label: str) -> tuple[float, str, int]:
+    """PCT:CLASS[/LEVEL] (20:rt/0) -> (pct, class, level): that share of IOs at that priority."""
+    text = value.strip() if isinstance(value, str) else ""
+    pct_text, colon, prio = text.partition(":")
+    try:
+        pct = float(pct_text.rstrip("%"))
+    except ValueError:
+        pct = -1.0
+    if not colon or not 0 < pct <= 100:
+        raise UsageError(
+            f"{label} must be PCT:CLASS[/LEVEL], a share above 0 and at most 100 of the "
+            f"stream's IOs issued at another priority (20:rt/0), got {shown(value)}."
+        )
+    klass, level = parse_priority(prio, label)
+    return pct, klass, level
+
+
 def parse_batch(value: object, label: str) -> float:
     """Mean IOs per batch of an open-loop stream: a number from 1 to 1,000,000."""
     value_f = -1.0

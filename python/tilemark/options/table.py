@@ -65,6 +65,8 @@ from tilemark.options.parsers import (
     parse_name,
     parse_path,
     parse_pattern,
+    parse_priority,
+    parse_priority_share,
     parse_run_duration,
     parse_seed,
     parse_skip,
@@ -240,9 +242,23 @@ OPTIONS: tuple[Option, ...] = (
        parse=parse_batch, default="1"),
     _o("skip", "stream", "Where a sequential IO starts: SIZE or LO:HI bytes after the previous "
        "one's end (log-uniform between LO and HI); negative overlaps it (a log rewriting its "
-       "last page: -8k), positive skips ahead (a sorted writeback sweep: 16k:4m).",
+       "last page: -8k) or goes backwards (-8k with 4k IOs, fio's rw=read:-8k), positive skips "
+       "ahead (a sorted writeback sweep: 16k:4m; fio's rw=write:16k). A region's first IO is "
+       "at its start; before the start the stream continues from the end plus the skip, past "
+       "the end from the start.",
        flag="--skip", metavar="LO[:HI]", modes=WORKLOAD, toml=True, parse=parse_skip,
        default="0 (contiguous)"),
+    _o("run_length", "stream", "IOs per random offset: a random IO starts a run of N, the "
+       "others each where the previous one ended (plus skip), as fio's rw=randread:N; at the "
+       "region's end a run continues from its start.", toml=True, parse=int_range(1, 1 << 32),
+       default="1 (every random IO drawn)"),
+    _o("priority", "stream", "IO priority of the stream's reads and writes, ionice's classes: "
+       "rt/LEVEL, be/LEVEL (0 highest to 7), idle or none; io_uring carries it in every IO, "
+       "psync sets it on its IO thread (ioprio_set). rt needs root (CAP_SYS_ADMIN).",
+       toml=True, parse=parse_priority, default="none (the thread's own)"),
+    _o("priority_share", "stream", "PCT:CLASS[/LEVEL]: that share of the stream's IOs, drawn "
+       "one by one, at another priority (fio's cmdprio_percentage): 20:rt/0.", toml=True,
+       parse=parse_priority_share, default="none"),
     _o("writeback", "stream", "Writes go through the page cache uncached (RWF_DONTCACHE, "
        "Linux 6.14+): the kernel writes them back at once, asynchronously, as an application's "
        "page-cache writeback reaches the device.", toml=True, parse=parse_bool,

@@ -158,6 +158,29 @@ def active_s(
     return max(0, end - max(start, window_start_ns)) / NS_PER_S
 
 
+def _priority(plan_stream: dict, counters: dict, data_ops: int, seconds: float) -> dict[str, Any]:
+    """A stream's IO priority and, with a share at another one, the IOs done at it with their
+    own rates and latency (the engine counts them apart, as fio's clat_prio):
+    {"priority": {...}} or nothing for a stream without one."""
+    own, share = plan_stream.get("ioprio"), plan_stream.get("ioprio_share")
+    if not own and not share:
+        return {}
+    doc: dict[str, Any] = {"class": (own or {}).get("class", "none"), "level": 0}
+    doc["level"] = int((own or {}).get("level", 0))
+    if share:
+        apart = counters.get("ioprio_other") or {}
+        other = sum(int((apart.get(k) or {}).get("ops", 0)) for k in DATA_OPS)
+        doc["share"] = {
+            "class": share["class"],
+            "level": int(share.get("level", 0)),
+            "pct": float(share["pct"]),
+            "ios": other,
+            "measured_pct": 100.0 * other / data_ops if data_ops else None,
+            **{k: op_summary(apart.get(k), seconds) for k in DATA_OPS},
+        }
+    return {"priority": doc}
+
+
 def summarize(plan: dict, result: dict) -> dict[str, Any]:
     """Per-stream, per-target and run-wide totals, rates and latencies of an engine result."""
     measure = int(result["measure_start_ns"]), int(result["measure_end_ns"])
@@ -204,6 +227,7 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if arrival == "open" else None,
                 "ios_issued_late": int(s.get("ios_issued_late", 0)),
                 "errors_by_name": stream_errors,
+                **_priority(plan_stream, s, data_ops, seconds),
             }
         )
     read_iops = _rate(totals["read_ops"], duration_s)

@@ -95,6 +95,10 @@ class StreamSummary(Rates):
     total: dict[str, Any] | None = None
     lag_max_ms: float | None = None
     ios_issued_late: int | None = None
+    # IO priority (docs/options.md `priority`): class, level, and with `priority_share` the
+    # share's class, level, pct, the IOs done at it, their measured_pct, and their own read
+    # and write summaries (rates, latency: fio's clat_prio).
+    priority: dict[str, Any] | None = None
 
 
 class AppResult(_Struct):

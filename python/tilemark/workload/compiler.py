@@ -204,6 +204,20 @@ def _io_limit(stream: StreamSpec, regions: list[dict[str, Any]]) -> int | None:
     return base * (stream.passes or 1)
 
 
+def _order_and_priority(spec: StreamSpec) -> dict[str, Any]:
+    """Plan fields of runs per random offset and IO priorities, only when set (plans without
+    them read as before)."""
+    fields: dict[str, Any] = {}
+    if spec.run_length is not None and spec.run_length > 1:
+        fields["run_length"] = spec.run_length
+    if spec.priority is not None:
+        fields["ioprio"] = {"class": spec.priority[0], "level": spec.priority[1]}
+    if spec.priority_share is not None:
+        pct, klass, level = spec.priority_share
+        fields["ioprio_share"] = {"pct": pct, "class": klass, "level": level}
+    return fields
+
+
 def _phase_ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
@@ -262,6 +276,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
             stream["io_limit"] = limit
         if spec.cursors != "shared":
             stream["cursors"] = spec.cursors
+        stream.update(_order_and_priority(spec))
         if spec.invalidate == "pass" and not workload.direct:
             stream["invalidate_each_pass"] = True
     compiled: EnginePlan = {

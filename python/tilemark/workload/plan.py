@@ -110,6 +110,9 @@ class StreamSpec:
     batch: float = 1.0  # open loop: mean IOs per batch (bursty arrivals); 1: one at a time
     writeback: bool = False  # writes through the page cache, uncached (async writeback)
     skip: tuple[int, int] | None = None  # bytes before a sequential IO (lo, hi)
+    run_length: int | None = None  # IOs per random offset (fio's randread:N)
+    priority: tuple[str, int] | None = None  # IO priority (class, level)
+    priority_share: tuple[float, str, int] | None = None  # (pct, class, level) of IOs
     offset: int = 0
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
@@ -370,6 +373,9 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("batch", "batch"),
         ("writeback", "writeback"),
         ("skip", "skip"),
+        ("run_length", "run_length"),
+        ("priority", "priority"),
+        ("priority_share", "priority_share"),
         ("offset", "offset"),
         ("length", "length"),
         ("align", "align"),

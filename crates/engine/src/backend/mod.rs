@@ -5,6 +5,8 @@
 //! waits for completions when there is nothing else to do (`wait`), and reports completions by
 //! `user_data`. Each backend is one file and owns its own options.
 
+#[cfg(test)]
+mod ioprio_tests;
 mod judge;
 pub mod null;
 pub mod psync;
@@ -82,6 +84,9 @@ pub struct IoReq {
     pub buf: *mut u8,
     pub len: u32,
     pub offset: u64,
+    /// IO priority (IOPRIO_PRIO_VALUE) of a read or write; 0: the thread's own. io_uring
+    /// carries it in the SQE; psync sets it on its worker thread (ioprio_set) when it changes.
+    pub ioprio: u16,
 }
 
 #[derive(Clone, Copy, Debug)]

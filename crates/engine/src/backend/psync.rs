@@ -78,7 +78,30 @@ impl PsyncBackend {
     }
 }
 
+/// ioprio_set(2)'s `which` for one thread (`who` 0: the calling one).
+const IOPRIO_WHO_PROCESS: libc::c_int = 1;
+
+/// Give the calling thread IO priority `value` (IOPRIO_PRIO_VALUE): pread and pwrite take no
+/// priority of their own, the kernel gives their IO the issuing thread's (init_sync_kiocb).
+fn set_thread_ioprio(value: u16) -> io::Result<()> {
+    // SAFETY: ioprio_set only changes this thread's IO priority.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_ioprio_set,
+            IOPRIO_WHO_PROCESS,
+            0,
+            value as libc::c_int,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
+    // The priority this thread issues at: 0 (none) until a request asks for another.
+    let mut ioprio = 0u16;
     loop {
         let req = {
             let mut q = shared.requests.lock().unwrap();
@@ -94,6 +117,17 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
         };
         let (file, discard) = &files[req.file as usize];
         let fd = file.as_raw_fd();
+        if req.ioprio != ioprio && req.op.moves_data() {
+            if let Err(e) = set_thread_ioprio(req.ioprio) {
+                complete(
+                    shared,
+                    req.user_data,
+                    -e.raw_os_error().unwrap_or(libc::EINVAL),
+                );
+                continue;
+            }
+            ioprio = req.ioprio;
+        }
         // SAFETY: buf is valid for len bytes until this completion is reaped (see SendReq); the
         // discard range is two u64 the ioctl only reads.
         let ret = unsafe {
@@ -128,12 +162,17 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
         } else {
             ret as i32
         };
-        shared.completions.lock().unwrap().push(Completion {
-            user_data: req.user_data,
-            result,
-        });
-        shared.completion_ready.notify_one();
+        complete(shared, req.user_data, result);
     }
+}
+
+fn complete(shared: &Shared, user_data: u64, result: i32) {
+    shared
+        .completions
+        .lock()
+        .unwrap()
+        .push(Completion { user_data, result });
+    shared.completion_ready.notify_one();
 }
 
 impl Backend for PsyncBackend {

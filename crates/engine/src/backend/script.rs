@@ -26,6 +26,8 @@ pub struct Script {
     pub hang_from: Option<u64>,
     /// Call stop() on the run once its clock reaches this time, as a user would.
     pub stop_at_ns: Option<u64>,
+    /// Requests of this IO priority take this time instead of `latency_ns`.
+    pub prio_latency: Option<(u16, u64)>,
 }
 
 /// What a test can inspect after (or during) a run.
@@ -57,8 +59,9 @@ pub struct Log {
 pub struct ScriptBackend {
     script: Script,
     log: Arc<Mutex<Log>>,
-    /// Queued since the last submit (the buffer is never touched, so not kept).
-    queued: Vec<(u64, Op, u32, u64, u32)>,
+    /// Queued since the last submit (the buffer is never touched, so not kept), with the
+    /// time each will take.
+    queued: Vec<(u64, Op, u32, u64, u32, u64)>,
     /// Submitted: (completion time or None for never, completion), in submission order.
     inflight: VecDeque<(Option<u64>, Completion)>,
     taken: u64,
@@ -95,8 +98,18 @@ impl ScriptBackend {
 
 impl Backend for ScriptBackend {
     fn queue(&mut self, req: IoReq) -> io::Result<()> {
-        self.queued
-            .push((req.user_data, req.op, req.len, req.offset, req.file));
+        let latency = match self.script.prio_latency {
+            Some((prio, ns)) if prio == req.ioprio => ns,
+            _ => self.script.latency_ns,
+        };
+        self.queued.push((
+            req.user_data,
+            req.op,
+            req.len,
+            req.offset,
+            req.file,
+            latency,
+        ));
         Ok(())
     }
 
@@ -109,7 +122,7 @@ impl Backend for ScriptBackend {
         let now = clock.now();
         let mut log = self.log.lock().unwrap();
         log.submits += 1;
-        for (user_data, op, len, offset, file) in self.queued.drain(..) {
+        for (user_data, op, len, offset, file, latency) in self.queued.drain(..) {
             log.files.push(file);
             log.requests.push((op, offset, len, file));
             log.times.push(now);
@@ -145,7 +158,7 @@ impl Backend for ScriptBackend {
                     result = -self.script.fail_errno;
                 }
             }
-            let at = (!hangs).then_some(now + self.script.latency_ns);
+            let at = (!hangs).then_some(now + latency);
             let completion = Completion { user_data, result };
             self.inflight.push_back((at, completion));
             log.outstanding += 1;

@@ -166,14 +166,19 @@ impl Backend for UringBackend {
     fn queue(&mut self, req: IoReq) -> io::Result<()> {
         let fd = types::Fixed(req.file);
         let entry = match req.op {
+            // The SQE's ioprio is the IO's priority (the kernel's kiocb ki_ioprio, checked by
+            // ioprio_check_cap: rt needs CAP_SYS_ADMIN or CAP_SYS_NICE); 0 is the thread's.
             Op::Read => opcode::Read::new(fd, req.buf, req.len)
                 .offset(req.offset)
+                .ioprio(req.ioprio)
                 .build(),
             Op::Write => opcode::Write::new(fd, req.buf, req.len)
                 .offset(req.offset)
+                .ioprio(req.ioprio)
                 .build(),
             Op::WriteUncached => opcode::Write::new(fd, req.buf, req.len)
                 .offset(req.offset)
+                .ioprio(req.ioprio)
                 .rw_flags(super::RWF_DONTCACHE)
                 .build(),
             Op::Fsync => opcode::Fsync::new(fd).build(),

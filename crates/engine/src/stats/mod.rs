@@ -205,6 +205,9 @@ pub struct StreamStats {
     /// Run time at which the stream finished its byte limit (its last IO completed); 0 while
     /// it has not. Summaries rate such a stream over its own time, as fio rates a job.
     pub done_ns: u64,
+    /// The stream's IOs at its share's priority (plan.rs `ioprio_share`) counted apart too,
+    /// as fio reports the latency of each priority (clat_prio); None without a share.
+    pub ioprio_other: Option<Box<RegionStats>>,
 }
 
 /// An open-loop IO submitted later than this after its intended time counts as late.
@@ -221,6 +224,12 @@ impl StreamStats {
     /// Statistics of a stream replaying an IO list (`timed`: it keeps issue lateness).
     pub fn with_replay(mut self, timed: bool) -> Self {
         self.replay = Some(Box::new(ReplayStats::new(timed)));
+        self
+    }
+
+    /// Statistics that also count the IOs at a share's priority apart.
+    pub fn with_prio_share(mut self, open_loop: bool) -> Self {
+        self.ioprio_other = Some(Box::new(RegionStats::new(open_loop)));
         self
     }
 
@@ -259,6 +268,11 @@ impl StreamStats {
         self.oldest_inflight_ns = other.oldest_inflight_ns;
         self.ios_issued_late += other.ios_issued_late;
         self.done_ns = self.done_ns.max(other.done_ns);
+        if let (Some(mine), Some(theirs)) = (&mut self.ioprio_other, &other.ioprio_other) {
+            for (a, b) in mine.ops.iter_mut().zip(&theirs.ops) {
+                a.merge(b);
+            }
+        }
     }
 
     pub fn total_ops(&self) -> u64 {
@@ -301,6 +315,19 @@ impl Serialize for TargetPart<'_> {
     }
 }
 
+/// The reads and writes of a stream at its share's priority (syncs carry no priority).
+struct PrioPart<'a>(&'a RegionStats);
+
+impl Serialize for PrioPart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        for k in [OpKind::Read, OpKind::Write] {
+            m.serialize_entry(k.name(), &self.0.ops[k as usize])?;
+        }
+        m.end()
+    }
+}
+
 impl Serialize for IndexedStats<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
@@ -317,6 +344,10 @@ impl Serialize for IndexedStats<'_> {
         m.serialize_entry("lag_max_ns", &self.stats.lag_max_ns)?;
         if self.stats.done_ns > 0 {
             m.serialize_entry("done_ns", &self.stats.done_ns)?;
+        }
+        if let Some(other) = &self.stats.ioprio_other {
+            // Only streams with an ioprio_share: other streams' output stays as it was.
+            m.serialize_entry("ioprio_other", &PrioPart(other))?;
         }
         if self.totals {
             m.serialize_entry("ios_issued_late", &self.stats.ios_issued_late)?;

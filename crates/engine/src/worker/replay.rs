@@ -96,6 +96,7 @@ impl Worker {
                 .map_or(std::ptr::null_mut(), |b| b.as_mut_ptr()),
             len: if op == Op::Fsync { 0 } else { rec.len },
             offset: if op == Op::Fsync { 0 } else { offset },
+            ioprio: if op.moves_data() { st.ioprio() } else { 0 },
         };
         if timed {
             let lag = now.saturating_sub(due);

@@ -44,7 +44,7 @@ fn spec(extra: serde_json::Value) -> StreamSpec {
     for (k, v) in extra.as_object().expect("an object") {
         stream[k] = v.clone();
     }
-    let plan = serde_json::json!({"plan_version": 2, "backend": "null", "threads": 1,
+    let plan = serde_json::json!({"plan_version": 4, "backend": "null", "threads": 1,
         "interval_ms": 1000, "targets": [{"path": "/x", "length": 1048576},
             {"path": "/y", "length": 4194304}],
         "streams": [stream]});
@@ -692,4 +692,37 @@ fn a_run_without_an_end_lasts_until_every_stream_is_done() {
     assert!(out.result.end_ns >= 500 * MS && out.result.end_ns < 600 * MS);
     assert_eq!(out.result.stop_reason, None);
     assert_eq!(log.lock().unwrap().outstanding, 0);
+}
+
+#[test]
+fn ios_at_a_share_priority_are_also_counted_and_timed_apart() {
+    // cmdprio-percentage.fio: idle, 20% at rt/0. The scripted device serves rt in 10 us and
+    // the others in 100 us: the share's own statistics show only the fast ones.
+    let rt = 1u16 << 13;
+    let (backend, _log) = scripted(Script {
+        latency_ns: 100_000,
+        prio_latency: Some((rt, 10_000)),
+        ..Default::default()
+    });
+    let clock = RunClock::manual(0, Some(1000 * MS), 1000 * MS);
+    let mut sp = spec(serde_json::json!({"ioprio": {"class": "idle"},
+        "ioprio_share": {"pct": 20, "class": "rt", "level": 0}}));
+    sp.qd = 4;
+    let out = run(streams(&[sp]), backend, &clock);
+    let total = out.total(0);
+    let all = total.ops[OpKind::Read as usize].ops;
+    let other = &total.ioprio_other.as_ref().expect("counted apart").ops[OpKind::Read as usize];
+    let share = other.ops as f64 / all as f64;
+    assert!((share - 0.2).abs() < 0.03, "{share} of {all}");
+    assert_eq!(
+        other.service.max(),
+        other.service.min(),
+        "only the 10 us IOs"
+    );
+    assert!(other.service.max() < 11_000, "{}", other.service.max());
+    assert!(total.ops[OpKind::Read as usize].service.max() >= 100_000);
+    // A stream without a share keeps no such statistics.
+    let (backend, _log) = scripted(latency(10_000));
+    let out = run(streams(&[spec(serde_json::json!({}))]), backend, &clock);
+    assert!(out.total(0).ioprio_other.is_none());
 }
