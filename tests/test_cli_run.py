@@ -61,6 +61,27 @@ def test_bad_input_is_one_sentence_and_exit_2_before_any_io(tmp_path, capsys):
     assert not target.exists() and not results.exists()
 
 
+def test_bad_flag_values_are_refused_before_the_store_and_engine_load(tmp_path):
+    # Refusing `--qd 0` took 0.5-1 s while DuckDB, pyarrow and the run pipeline loaded.
+    import subprocess
+    import sys
+
+    script = textwrap.dedent(f"""
+        import sys
+        from tilemark.cli import main
+        for args in (["--qd", "0"], ["--rw", "nope"], ["--bs", "0"], ["--rate", "fast"]):
+            status = main(["run", "--target", {str(tmp_path / "t.dat")!r}, "--size", "8m", *args])
+            assert status == 2, (args, status)
+        repeat = main(["repeat", "2", "--target", {str(tmp_path / "t.dat")!r}, "--qd", "0"])
+        assert repeat == 2
+        print(sorted(m for m in ("duckdb", "pyarrow", "numpy", "altair") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout
+    assert not (tmp_path / "t.dat").exists()
+
+
 def test_unknown_toml_key_names_key_and_allowed_keys(tmp_path, capsys):
     workload = tmp_path / "w.toml"
     workload.write_text('target = "x.dat"\n[[stream]]\nname = "db"\niodepth = 8\n')

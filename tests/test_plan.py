@@ -476,3 +476,27 @@ def test_zoned_pattern_and_per_op_cursors_compile_to_the_engine_plan():
             plan.parse_workload(
                 {"target": "/x", "stream": [{"rw": "randread", "pattern": bad}]}, source="w"
             )
+
+
+def test_runs_and_priorities_compile_to_plan_4_fields_only_when_set(tmp_path):
+    # docs/engine-boundary.md, plan 4: run_length, ioprio, ioprio_share.
+    workload = toml_workload(
+        tmp_path,
+        """
+        target = "/data/tm.dat"
+        [[stream]]
+        name = "s"
+        rw = "randread"
+        run_length = 8
+        priority = "be/7"
+        priority_share = "20:rt/0"
+        [[stream]]
+        name = "plain"
+        rw = "randread"
+        """,
+    )
+    s, plain = compiler.compile_plan(workload, target())["streams"]
+    assert s["run_length"] == 8
+    assert s["ioprio"] == {"class": "be", "level": 7}
+    assert s["ioprio_share"] == {"pct": 20.0, "class": "rt", "level": 0}
+    assert not {"run_length", "ioprio", "ioprio_share"} & set(plain)

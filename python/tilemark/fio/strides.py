@@ -16,15 +16,16 @@ own; the class defaults to rt, "the highest priority class", the level to 0).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.fio import values
 from tilemark.fio.jobfile import Option
 from tilemark.fio.shapes import Refused
 
-if TYPE_CHECKING:
-    from tilemark.fio.job import FioJob
+# `job` arguments are fio.job.FioJob; not imported, because job.py imports this module (and
+# layout.py imports job.py), which tests/test_architecture.py keeps free of cycles.
+FioJob = Any
 
 PRIORITY_GROUP = "IO priorities and polling"
 # fio's priority options this module reads (the hints are refused in options.py).
@@ -128,6 +129,17 @@ def _suffix(job: FioJob, table: dict[str, Any], refuse: Callable[..., Exception]
     how = "going backwards" if add < 0 and -add > align else "leaving holes"
     if add < 0 and -add <= align:
         how = "overlapping the previous IO" if -add < align else "repeating the same offset"
+    if add > 0 and not job.time_based and job.files and job.size is not None:
+        # io_u.c: holes wrap to the start only at the file's end (pos >= real_file_size); a
+        # region that ends earlier ends the job (get_next_offset: offset >= io_size).
+        per_pass = (job.size - align) // (align + add) + 1 if job.size >= align else 0
+        job.notes.append(
+            f"rw={job.rw}:{fmt_signed(add)} on {job.files[0]}: fio wraps its holes to the "
+            "region's start only where the region ends at the file's end; if the file is "
+            f"larger than size={fmt_signed(job.size)}, fio ends the job after one pass of "
+            f"{per_pass} IOs (io_u.c get_next_offset), where tilemark wraps and issues all of "
+            "its bytes"
+        )
     where = f"{fmt_signed(-add)} before" if add < 0 else f"{fmt_signed(add)} after"
     job.notes.append(
         f"rw={job.rw}:{fmt_signed(add)}: each IO starts {where} the previous one's end "
@@ -137,10 +149,15 @@ def _suffix(job: FioJob, table: dict[str, Any], refuse: Callable[..., Exception]
 
 
 def fmt_signed(n: int) -> str:
-    """Bytes with their sign in the largest binary unit that divides them: -8k, 112k."""
-    from tilemark.fio.layout import fmt_size
-
-    return ("-" if n < 0 else "") + fmt_size(abs(n))
+    """Bytes with their sign in the largest binary unit that divides them: -8k, 112k (as
+    layout.fmt_size writes sizes)."""
+    size = abs(n)
+    text = str(size)
+    for suffix, unit in (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if size and size % unit == 0:
+            text = f"{size // unit}{suffix}"
+            break
+    return ("-" if n < 0 else "") + text
 
 
 def _level(job: FioJob, opt: Option | None, default: int = 0) -> int:
@@ -245,9 +262,9 @@ def _translate_priorities(
     table["priority_share"] = f"{pct}:{_priority_text(klass, level, job, cmd.get('cmdprio'))}"
     job.notes.append(
         f"cmdprio_percentage={pct}: that share of IOs, each drawn on its own, at "
-        f"{table['priority_share'].partition(':')[2]}; fio also reports their latency apart "
-        "(log_prio, clat_prio), tilemark reports the stream's latency over all its IOs and "
-        "counts the IOs at the share's priority"
+        f"{table['priority_share'].partition(':')[2]}; their rates and latency are reported "
+        "apart in the stream's priority summary, as fio's clat_prio, and also in the stream's "
+        "own figures"
     )
 
 

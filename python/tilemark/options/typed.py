@@ -252,6 +252,14 @@ class Options:
             for k, o in _scope_options("stream", mode).items()
             if o.param in values and _given(o, values[o.param])
         }
+        # A bad flag value is refused here, before the command loads the engine and the store
+        # (0.5-1 s): the workload layer parses the same values with the same parsers later.
+        for scope, given in (("run", run), ("stream", stream)):
+            offered = _scope_options(scope, mode)
+            for key, value in given.items():
+                o = offered[key]
+                if o.parse is not None and not isinstance(value, (list, tuple)):
+                    o.parse(value, o.flag or key)
         workload = WorkloadFlags(
             run=_frozen(run),
             stream=_frozen(stream),
