@@ -313,3 +313,30 @@ def test_export_writes_a_gate_as_stonewall_or_wait_for():
     assert "stonewall" not in sections["e"] and "startdelay" not in sections["e"]
     assert "e started when streams a, c had ended" in text
     assert "fio's startdelay counts from fio's start" in text
+
+
+def test_the_report_and_live_view_place_a_gated_phase_where_the_engine_started_it():
+    from types import SimpleNamespace
+
+    from tilemark.report.run_report import phase_marks
+    from tilemark.run.live import phase_text
+
+    fill = {"name": "fill", "start_ms": None, "stop_ms": None}
+    read = {"name": "read", "start_ms": None, "stop_ms": 300, "after": [0]}
+    run = SimpleNamespace(
+        doc={
+            "plan": {"streams": [fill, read]},
+            "result": {
+                "spans": [
+                    {"started_ns": 0, "ended_ns": 250_000_000},
+                    {"started_ns": 250_100_000, "ended_ns": 550_100_000},
+                ]
+            },
+        }
+    )
+    # The plan's stop (300 ms) counts from the gate; the marks are the engine's times.
+    assert phase_marks(run) == [
+        {"t_s": 0.2501, "label": "read starts"},
+        {"t_s": 0.5501, "label": "read stops"},
+    ]
+    assert phase_text(read) == "after others end" and phase_text(fill) == ""

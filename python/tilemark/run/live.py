@@ -41,6 +41,8 @@ def fmt_rate(value: float | None, digits: int = 0) -> str:
 def phase_text(plan_stream: dict[str, Any], end_s: float | None = None) -> str:
     """A phased stream's phase ('5s-20s'), or where it stands at run time `end_s` ('starts at
     5s', 'ended at 20s'); '' for a stream active over the whole run."""
+    if plan_stream.get("after"):  # its phase counts from when others end (plan `after`)
+        return "after others end"
     start_ns, stop_ns = phase_ns(plan_stream)
     if not start_ns and stop_ns is None:
         return ""
