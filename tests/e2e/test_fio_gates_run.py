@@ -68,25 +68,28 @@ def test_a_stonewalled_phase_starts_after_the_fills_last_write(tmp_path, capsys)
 
 
 def test_a_group_ended_by_its_criterion_starts_the_next(tmp_path, capsys):
-    # a: 200 IOPS paced, so every 0.2 s sample is the same and iops:30% over 0.6 s holds
-    # 0.6 s in; its stop (5 s) is never reached. b waits for a and runs 0.3 s.
-    target = tmp_path / "t.dat"
+    # steadystate.fio in small: group a is paced at 200 IOPS, so every 1 s sample is 200 and
+    # iops:30% over ss_dur=2 holds 2 s in, long before its 20 s runtime; b (stonewall) waits
+    # for a and runs its 300 ms. fio's HOWTO steadystate: "When the criterion falls below the
+    # threshold for the specified duration, the job will stop".
     run_dir = run(
         capsys,
         tmp_path,
-        "w.toml",
-        f'target = "{target}"\nsize = "4m"\ninterval = "0.2s"\nbackend = "psync"\n'
-        '[[steadystate]]\ncriterion = "iops"\nlimit = "30%"\nwindow = "0.6s"\nsample = "0.2s"\n'
-        'streams = ["a"]\nends = "streams"\n'
-        '[[stream]]\nname = "a"\nrw = "randread"\nrate = 200\nstop = "5s"\n'
-        '[[stream]]\nname = "b"\nrw = "randread"\nrate = 200\nafter = "a"\nstop = "0.3s"\n',
+        "job.fio",
+        f"[global]\nfilename={tmp_path / 't.dat'}\nsize=4m\nioengine=psync\ntime_based\n"
+        "rw=randread\n"
+        "[a]\nruntime=20\nrate_iops=200\nss=iops:30%\nss_dur=2\n"
+        "[b]\nstonewall\nruntime=300ms\n",
     )
     doc = json.loads((run_dir / "run.json").read_text())
     (group,) = doc["summary"]["fio_steady_state"]["groups"]
-    assert group["met"] and group["ends"] == "streams"
+    assert group["met"] and group["ends"] == "streams" and group["met_at_s"] == pytest.approx(2.0)
     a, b = doc["summary"]["streams"]
-    # a was stopped from Python when the rule was met (its samples come in as intervals end).
-    assert group["met_at_s"] <= a["active_s"] < group["met_at_s"] + 0.5
-    assert b["start_s"] == pytest.approx(a["active_s"], abs=0.05)
+    spans = doc["result"]["spans"]
+    # a was stopped from Python once its rule was met (samples arrive as intervals end).
+    a_end, b_start = spans[0]["ended_ns"] / 1e9, spans[1]["started_ns"] / 1e9
+    assert group["met_at_s"] <= a_end < group["met_at_s"] + 0.6
+    assert 0 <= b_start - a_end < 0.05  # b started when a had ended
     assert b["active_s"] == pytest.approx(0.3, abs=0.02)
-    assert doc["summary"]["duration_s"] < 2.5  # not a's 5 s
+    assert a["total"]["iops"] == pytest.approx(200, rel=0.2)
+    assert doc["summary"]["duration_s"] < 4  # not a's 20 s
