@@ -340,3 +340,15 @@ def test_the_report_and_live_view_place_a_gated_phase_where_the_engine_started_i
         {"t_s": 0.5501, "label": "read stops"},
     ]
     assert phase_text(read) == "after others end" and phase_text(fill) == ""
+
+
+def test_per_interval_qos_of_a_gated_stream_covers_the_time_the_engine_ran_it():
+    from tilemark.analysis.qos import phase_span
+
+    plan_doc = {"streams": [{"stop_ms": 2000}, {"stop_ms": 300, "after": [0]}]}
+    spans = [
+        {"started_ns": 0, "ended_ns": 2_000_000_000},
+        {"started_ns": 2_000_100_000, "ended_ns": 2_300_100_000},
+    ]
+    assert phase_span(plan_doc, [1], spans) == (2_000_100_000, 2_300_100_000)
+    assert phase_span(plan_doc, [0], spans) == (0, 2_000_000_000)  # as before

@@ -269,20 +269,27 @@ def check(
     )
 
 
-def phase_span(plan: dict | None, indices: Iterable[int]) -> Span | None:
+def phase_span(
+    plan: dict | None, indices: Iterable[int], spans: list[dict] | None = None
+) -> Span | None:
     """The run time over which some plan streams were active: from the earliest start to the
-    latest stop (None when all run for the whole run, or without a plan)."""
+    latest stop (None when all run for the whole run, or without a plan). A stream that waited
+    for others (`after`) was active when the engine says (`spans` of the result)."""
     streams = (plan or {}).get("streams") or []
-    phases = [
-        (int(s.get("start_ms") or 0) * 1_000_000, s.get("stop_ms"))
-        for i in indices
-        if i < len(streams)
-        for s in [streams[i]]
-    ]
+    spans = spans or []
+
+    def phase(i: int, s: dict) -> tuple[int, int | None]:
+        if s.get("after") and i < len(spans):
+            started, ended = spans[i].get("started_ns"), spans[i].get("ended_ns")
+            return int(started or 0), None if ended is None else int(ended)
+        stop = s.get("stop_ms")
+        return int(s.get("start_ms") or 0) * 1_000_000, None if stop is None else stop * 1_000_000
+
+    phases = [phase(i, streams[i]) for i in indices if i < len(streams)]
     if not phases or all(start == 0 and stop is None for start, stop in phases):
         return None
     stops = [stop for _, stop in phases]
-    stop = None if any(x is None for x in stops) else max(stops) * 1_000_000
+    stop = None if any(x is None for x in stops) else max(stops)  # type: ignore[type-var]
     return min(start for start, _ in phases), stop
 
 
@@ -307,7 +314,7 @@ def evaluate(
         window = window_from_result(result, snapshots, indices)
         verdicts.append(check(c, window, "window", series))
         if c.per_interval:
-            span = phase_span(plan, indices)
+            span = phase_span(plan, indices, result.get("spans"))
             for k, w in enumerate(windows_from_snapshots(snapshots, indices, qos_interval_s, span)):
                 verdicts.append(check(c, w, f"interval {k + 1}"))
     return verdicts
