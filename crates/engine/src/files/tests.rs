@@ -248,8 +248,14 @@ fn open_loop_on(backend: FileBackend, tag: &str) {
     };
     let doc = run_on(backend, set, s, 500);
     let n = doc["streams"][0]["ops"]["stat"]["ops"].as_u64().unwrap();
-    // Never more than the schedule allows; a loaded machine may fall behind, not ahead.
-    assert!((50..=101).contains(&n), "{n} stats in 0.5 s at 200/s");
+    // Never more than the schedule allows up to the moment the run ended (a loaded machine
+    // notices the 0.5 s end late: 103 stats were due by then once); behind it may fall.
+    let elapsed_s = doc["elapsed_ns"].as_u64().unwrap() as f64 / 1e9;
+    let due = (200.0 * elapsed_s).floor() as u64 + 1;
+    assert!(
+        (50..=due).contains(&n),
+        "{n} stats in {elapsed_s:.3} s at 200/s"
+    );
     assert!(
         doc["streams"][0]["ops"]["stat"]["response"]["n"]
             .as_u64()
