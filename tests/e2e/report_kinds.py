@@ -6,22 +6,11 @@ share their runs and studies (the run and compare reports the same two runs, the
 compare-sweep reports the same sweep). Runs and point studies run on the null backend (no
 storage IO, the host's telemetry as usual); the scaling studies and the run that only carries
 counters are synthetic (tests/report_runs.py).
-
-The studies are the slowest products (the point studies: 50-odd short runs, most of their
-time spent waiting on measured windows and on storing each run; the synthetic ones: the store
-and the analysis in Python) and need no other product: `start` builds them one after another
-in a Python process of their own, in the background, in the order the tests ask for them,
-while the tests build the other products and look at their reports; `get` waits for a study
-only if it is not done yet.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,67 +28,14 @@ class SharedReports:
     def __init__(self, root: Path):
         self.root = root
         self.built: dict[str, Path] = {}
-        self._background: threading.Thread | None = None
-        self._done: dict[str, threading.Event] = {}
-        self._failed: dict[str, str] = {}
-        self._proc: subprocess.Popen | None = None
-        self._stopping = False
 
     def get(self, name: str) -> Path:
-        """The product `name`, built now unless it already was (or is being built in the
-        background: then once that is done)."""
-        if name in self._done:
-            self._done[name].wait()
-            assert name not in self._failed, self._failed.get(name)
+        """The product `name`, built now unless it already was."""
         if name not in self.built:
             work = self.root / name
             work.mkdir(parents=True)
             self.built[name] = PRODUCTS[name](self, work)
         return self.built[name]
-
-    def start(self) -> None:
-        """Build the studies (BACKGROUND) in the background, in the order the tests ask for
-        them."""
-        self._done = {name: threading.Event() for name in BACKGROUND}
-        self._background = threading.Thread(target=self._build_in_background, daemon=True)
-        self._background.start()
-
-    def close(self) -> None:
-        """Stop the background builds (a test run that asked for only a few reports)."""
-        self._stopping = True
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-        if self._background is not None:
-            self._background.join()
-
-    def _build_in_background(self) -> None:
-        for name in BACKGROUND:
-            try:
-                if self._stopping:
-                    raise RuntimeError("stopped")
-                work = self.root / name
-                work.mkdir(parents=True)
-                self.built[name] = self._build_in_subprocess(name, work)
-            except Exception as e:  # reported by `get`, in the test that needs the product
-                self._failed[name] = f"{name}: {e}"
-            finally:
-                self._done[name].set()
-
-    def _build_in_subprocess(self, name: str, work: Path) -> Path:
-        """PRODUCTS[name] built in a Python process of its own (`python report_kinds.py`)."""
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        with open(work / "output.txt", "w") as log:
-            self._proc = subprocess.Popen(
-                [sys.executable, __file__, name, str(work)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-            status = self._proc.wait()
-        output = (work / "output.txt").read_text()
-        if status != 0:
-            raise RuntimeError(f"exit {status}:\n{output[-4000:]}")
-        return Path(output.strip().splitlines()[-1])
 
     def __getitem__(self, kind: str) -> Path:
         return self.get(f"html-{kind}")
@@ -270,16 +206,3 @@ PRODUCTS: dict[str, Callable[[SharedReports, Path], Path]] = {
     "html-compare-sweep": _compare("study-sweep", "study-sweep-again"),
     "html-trace": _trace_report,
 }
-
-# The products `start` builds in the background (they need no other product), in the order
-# test_report_browser.py first asks for them.
-BACKGROUND = (
-    "study-scale", "study-repeated", "study-knob", "study-sweep", "study-matrix", "study-curve",
-    "study-sweep-again", "study-repeat",
-)  # fmt: skip
-
-
-if __name__ == "__main__":
-    # `python report_kinds.py NAME DIR`: build one product in DIR, print its path last.
-    name, where = sys.argv[1], Path(sys.argv[2])
-    print(PRODUCTS[name](SharedReports(where.parent), where))

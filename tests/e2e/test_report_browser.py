@@ -23,7 +23,6 @@ TILEMARK_SCREENSHOTS=DIR the top of each report at 1400 px as report-KIND.png
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,13 +34,9 @@ pytestmark = [pytest.mark.browser]
 
 
 @pytest.fixture(scope="module")
-def reports(tmp_path_factory) -> Iterator[SharedReports]:
-    """`reports[kind]`: that kind's HTML report, built by the first test that asks for it (the
-    point studies under it start at once, in the background: report_kinds.py)."""
-    shared = SharedReports(tmp_path_factory.mktemp("reports"))
-    shared.start()
-    yield shared
-    shared.close()
+def reports(tmp_path_factory) -> SharedReports:
+    """`reports[kind]`: that kind's HTML report, built by the first test that asks for it."""
+    return SharedReports(tmp_path_factory.mktemp("reports"))
 
 
 # ---------------------------------------------------------------------------------------------
