@@ -82,22 +82,15 @@ def test_report_renders_every_chart_without_console_errors(seen, reports, kind):
         assert "check starts" in html and "check stops" in html
 
 
-def test_attached_counters_offer_a_picker_and_the_front_end_table(browser, reports):
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(reports["attached"].resolve().as_uri())
-    page.wait_for_function(
-        "document.querySelector('#chart-array-counters')?.dataset.rendered",
-        timeout=RENDER_TIMEOUT_MS,
-    )
-    text = page.inner_text("body")
+def test_attached_counters_offer_a_picker_and_the_front_end_table(seen):
+    page = seen("attached")  # the page the render check opened: the same report, once
+    (counters,) = [c for c in page["boxes"] if c["id"] == "chart-array-counters"]
+    assert counters["width"] > 0 and counters["height"] > 0, "the counters chart rendered"
+    text = page["text"]
     assert "Storage counters (attached)" in text
     assert "Front end (tilemark) vs the storage's counters, measurement phase" in text
     assert "FA 13 IOPS" in text  # the 14th counter: in the tables and the picker
-    options = page.eval_on_selector_all(
-        "#chart-array-counters .vega-bindings select option", "os => os.map(o => o.value)"
-    )
-    assert len(options) == 14
-    page.close()
+    assert len(page["pickers"]["chart-array-counters"]) == 14
 
 
 CHART_BOXES_JS = """Array.from(document.querySelectorAll('.chart')).map(e => {
@@ -107,13 +100,20 @@ CHART_BOXES_JS = """Array.from(document.querySelectorAll('.chart')).map(e => {
    })"""
 
 
+# The entries of each chart's drop-down pickers, by chart id.
+PICKERS_JS = """Object.fromEntries(Array.from(document.querySelectorAll('.chart')).map(e => [
+     e.id,
+     Array.from(e.querySelectorAll('.vega-bindings select option')).map(o => o.value)]))"""
+
+
 def visit(browser, report: Path, kind: str, viewport: dict) -> dict:
     """Open a report, wait for every chart, and collect what the page shows: console warnings
     and errors and the text boxes of every chart as drawn (`console`, `charts`: the layout
     checks), then pick another entry in the first picker (a chart redraws) and collect every
     console error and page error, the drawn size of every chart and every request the page
-    made (`errors`, `boxes`, `requests`: the render checks). Screenshots as the module doc
-    says."""
+    made (`errors`, `boxes`, `requests`: the render checks); also the page's text and the
+    entries of each chart's pickers as first drawn (`text`, `pickers`). Screenshots as the
+    module doc says."""
     page = browser.new_page(viewport=viewport)
     console: list[str] = []
     errors: list[str] = []
@@ -141,6 +141,8 @@ def visit(browser, report: Path, kind: str, viewport: dict) -> dict:
     )
     texts = page.evaluate(TEXTS_JS)
     boxes = page.evaluate(CHART_BOXES_JS)
+    body = page.inner_text("body")
+    pickers = page.evaluate(PICKERS_JS)
     shots = os.environ.get("TILEMARK_SCREENSHOTS")
     if shots:
         Path(shots).mkdir(parents=True, exist_ok=True)
@@ -166,6 +168,8 @@ def visit(browser, report: Path, kind: str, viewport: dict) -> dict:
         "errors": errors,
         "boxes": boxes,
         "requests": requests,
+        "text": body,
+        "pickers": pickers,
     }
 
 
