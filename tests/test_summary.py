@@ -86,6 +86,24 @@ def test_rates_are_ops_and_bytes_over_the_measurement_window(data):
     assert total["errors"] == 5
 
 
+def test_a_stream_is_measured_over_the_window_unless_it_was_stopped_from_outside(data):
+    # The engine reports every stream's end; one that ended with the run (its IOs drained a
+    # moment before the window closed) is measured over the window, as the QoS windows and
+    # the tile instances measure it. One stopped by stop_streams (a [[steadystate]] rule
+    # ending its group) is measured until it stopped.
+    result = build_result(data)
+    start = result["measure_start_ns"]
+    result["spans"] = [
+        {"started_ns": 0, "ended_ns": start + 9_999_000_000, "stopped": False},
+        {"started_ns": 0, "ended_ns": start + 5_000_000_000, "stopped": True},
+    ]
+    s = summarize(plan(), result)
+    assert s["streams"][0]["active_s"] == 10.0
+    assert s["streams"][0]["total"]["iops"] == 150.0
+    assert s["streams"][1]["active_s"] == 5.0
+    assert s["streams"][1]["read"]["iops"] == 400 / 5.0
+
+
 def test_op_kinds_without_ops_or_errors_are_none(data):
     s = summarize(plan(), build_result(data))
     assert s["streams"][0]["sync"] is None

@@ -151,6 +151,7 @@ class Span(TypedDict):
 
     started_ns: int | None
     ended_ns: int | None
+    stopped: NotRequired[bool]  # asked to stop from outside (stop_streams) before the run's end
 
 
 def _loads(text: str) -> Any:

@@ -68,6 +68,8 @@ struct StreamSignal {
 pub struct Span {
     pub started_ns: Option<u64>,
     pub ended_ns: Option<u64>,
+    /// Asked to stop from outside (`stop_streams`) while the run went on.
+    pub stopped: bool,
 }
 
 fn time_of(v: u64) -> Option<u64> {
@@ -161,6 +163,7 @@ impl StopSignal {
             .map(|s| Span {
                 started_ns: time_of(s.started.load(Ordering::Acquire)),
                 ended_ns: time_of(s.ended.load(Ordering::Acquire)),
+                stopped: s.stop.load(Ordering::Acquire),
             })
             .collect()
     }

@@ -208,8 +208,10 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
         plan_stream = gated_phase(plan_stream, span, measure[1])
         arrival = _arrival_kind(plan_stream)
         # The measurement phase, or its part in the stream's phase and before it was done.
-        # A stream stopped from outside (a [[steadystate]] rule) ended before its phase did.
-        ended = (span or {}).get("ended_ns")
+        # A stream stopped from outside (a [[steadystate]] rule) ended before its phase did;
+        # the others are measured over the window, as the QoS windows measure them (a
+        # stream's own end at the run's end lies a drain before the window's end).
+        ended = (span or {}).get("ended_ns") if (span or {}).get("stopped") else None
         done = min(x for x in (s.get("done_ns"), ended, measure[1]) if x)
         seconds = active_s(plan_stream, *measure, done)
         kinds = REPLAY_KINDS if "discard" in s else OP_KINDS
