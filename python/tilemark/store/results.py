@@ -339,6 +339,52 @@ class RunDoc(_Struct):
     verify_passes: list[dict[str, Any]] | None = None
 
 
+class StepCriterion(_Struct):
+    """One whole-window QoS criterion of a step's application: the instance nearest to (or
+    furthest past) its limit (analysis/tiles.py criterion_json)."""
+
+    criterion: str | None = None
+    decision: str | None = None  # pass | fail | inconclusive
+    passed: bool | None = None
+    value: float | None = None
+    limit: float | None = None
+    unit: str | None = None  # ms | fraction | ...
+    margin_pct: float | None = None  # (value - limit) / limit, in %
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_bounded: bool | None = None  # false: too few samples for the interval
+    tile: int | None = None
+
+
+class StepApp(_Struct):
+    """One application of a tile study's step: metric, verdict and QoS latencies."""
+
+    app: str | None = None
+    profile: str | None = None
+    verdict: str | None = None  # pass | fail | noise (failed only within noise)
+    passed: bool | None = None
+    worst: dict[str, Any] | None = None  # its deciding criterion (criterion_json and tile)
+    failed_criteria: int | float | None = None
+    criteria: list[StepCriterion] | None = None
+    metric_total: float | None = None
+    metric_unit: str | None = None
+    worst_latency_ms: dict[str, float | None] | None = None  # criterion id -> worst instance
+    iops: float | None = None
+    mbps: float | None = None
+
+
+class StepRun(_Struct):
+    """One run of a study's step (study.json `steps[].runs`)."""
+
+    run_id: str | None = None
+    run_dir: str | None = None
+    verdict: str | None = None
+    passed: bool | None = None
+    reason: str | None = None  # new | confirm | recheck | extend
+    measured_s: float | None = None
+    steady: dict[str, Any] | None = None  # the run's steady state (format.steady_cell)
+
+
 class StudyStep(Rates):
     """One run of a study's step (study.json `steps`)."""
 
@@ -352,19 +398,82 @@ class StudyStep(Rates):
     value: float | None = None
     repeat: int | None = None
     votes: dict[str, Any] | None = None
-    runs: list[dict[str, Any]] | None = None
-    applications: list[dict[str, Any]] | None = None
+    runs: list[StepRun] | None = None
+    applications: list[StepApp] | None = None
     total: Rates | None = None
     failed: list[Any] | None = None
+    score: float | None = None
+    within_noise: bool | None = None  # failed only within noise
+    instances: list[dict[str, Any]] | None = None  # per application instance (app, metric, ...)
+    # With --until-steady: steady, rule_met, rounds, judged_over, window, verdict; else null.
+    steady: dict[str, Any] | None = None
+
+
+class QosLimit(_Struct):
+    """One QoS criterion of an application profile as a tile study records it."""
+
+    id: str | None = None
+    max_ms: float | None = None
+
+
+class TileApp(_Struct):
+    """One application of a study's tile: profile, scale knobs and QoS criteria."""
+
+    app: str | None = None
+    profile: str | None = None
+    scale: dict[str, float] | None = None  # knob -> value (block applications)
+    # Block applications list their criteria; file applications keep their QoS table as read.
+    qos: list[QosLimit] | dict[str, Any] | None = None
 
 
 class StudyTile(_Struct):
     name: str | None = None
-    applications: list[dict[str, Any]] | None = None
+    applications: list[TileApp] | None = None
+
+
+class FirstFailure(_Struct):
+    """The failed step that bounds a study's answer."""
+
+    tiles: int | float | None = None
+    value: int | float | None = None
+    failed: list[str] | None = None  # criterion texts
+    deciding: dict[str, Any] | None = None  # criterion_json with app and tile (margin_text)
+    within_noise: bool | None = None
+    host_bound: bool | None = None
+    longer_window: bool | None = None
+    votes: dict[str, int | float] | None = None  # pass | fail | noise -> runs
+
+
+class NonMonotonic(_Struct):
+    """A failed step with a passing one above it, left after re-checks."""
+
+    failed: float | None = None
+    passed_above: float | None = None
+
+
+class UntilSteady(_Struct):
+    """--until-steady: every step measured in rounds until steady (steady-state.md)."""
+
+    round_s: float | None = None
+    max_rounds: int | float | None = None
+    metric: str | None = None
+
+
+class Settle(_Struct):
+    """The settling probe after a fill: how long it ran and whether read latency settled."""
+
+    seconds: float | None = None
+    steady: bool | None = None
 
 
 class StudyRepeat(_Struct):
+    """One repetition of a tile study: its answer fields."""
+
     repeat: int | None = None
+    max_passing_tiles: int | float | None = None
+    max_passing_value: int | float | None = None
+    score_at_max: float | None = None
+    first_failure: FirstFailure | None = None
 
 
 class StudyDoc(_Struct):
@@ -380,9 +489,34 @@ class StudyDoc(_Struct):
     tile: StudyTile | None = None
     repeats: list[StudyRepeat] | None = None
     repeat: int | None = None
-    first_failure: dict[str, Any] | None = None
-    settle: dict[str, Any] | None = None
+    first_failure: FirstFailure | None = None
+    settle: Settle | None = None
     runs_used: int | None = None
+    # Tile studies (scale, knob): how every step ran.
+    duration: float | None = None  # seconds measured per step
+    max_duration: float | None = None  # up to this while a step is undecided
+    warmup: float | None = None
+    qos_interval_s: float | None = None
+    until_steady: UntilSteady | None = None
+    confirm_runs: int | float | None = None  # runs that confirm a failure
+    mode: str | None = None  # scale: linear | search; repeat: workload | tiles
+    tile_counts: list[Any] | None = None  # scale: the tile counts
+    knob: str | None = None  # knob studies: the knob, where it starts and its range
+    knob_start: float | None = None
+    knob_range: list[float] | None = None
+    knob_precision_pct: float | None = None
+    tiles_per_step: int | float | None = None
+    # The answer of a tile study: the median over repeats, each repeat's, how often each came.
+    max_passing_tiles: int | float | None = None
+    max_passing_value: int | float | None = None
+    max_passing_tiles_runs: list[int | float | None] | None = None
+    max_passing_value_runs: list[int | float | None] | None = None
+    distribution: dict[str, int | float] | None = None  # answer (as text) -> repeats
+    stable: bool | None = None  # every repeat found the same answer
+    score_at_max: float | None = None
+    host_bound: bool | None = None
+    inconclusive_at: float | None = None
+    non_monotonic: list[NonMonotonic] | None = None
 
 
 # -----------------------------------------------------------------------------------------------
