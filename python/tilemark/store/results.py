@@ -92,7 +92,7 @@ class StreamSummary(Rates):
     read: OpSummary | None = None
     write: OpSummary | None = None
     sync: OpSummary | None = None
-    total: dict[str, Any] | None = None
+    total: Rates | None = None  # iops, mbps of the stream's reads and writes
     lag_max_ms: float | None = None
     ios_issued_late: int | None = None
 
@@ -105,6 +105,39 @@ class AppResult(_Struct):
     criteria: list[dict[str, Any]] | None = None
     worst: dict[str, Any] | None = None
     metric_total: float | None = None
+    metric_unit: str | None = None
+    instances: int | float | None = None  # instances of the application (one per tile)
+    worst_latency_ms: dict[str, float | None] | None = None  # QoS criterion -> worst instance
+    iops: float | None = None
+    mbps: float | None = None
+
+
+class QosVerdict(_Struct):
+    """One QoS criterion of an application instance in one scope (the window, an interval)."""
+
+    criterion: str | None = None
+    description: str | None = None
+    scope: str | None = None  # window | interval N
+    passed: bool | None = None
+    value: float | None = None
+    limit: float | None = None
+    unit: str | None = None  # ms | fraction | errors ...
+
+
+class AppInstance(_Struct):
+    """One application instance (one tile's copy of an application) of a tile run."""
+
+    tile: int | None = None
+    app: str | None = None
+    metric: float | None = None
+    metric_unit: str | None = None
+    target_metric: float | None = None
+    latency_ms: dict[str, float | None] | None = None  # QoS criterion -> value
+    iops: float | None = None
+    mbps: float | None = None
+    errors: int | float | None = None
+    passed: bool | None = None
+    verdicts: list[QosVerdict] | None = None
 
 
 class LayoutStream(_Struct):
@@ -113,6 +146,7 @@ class LayoutStream(_Struct):
 
 
 class Layout(_Struct):
+    tile: str | None = None  # the tile's name
     streams: list[LayoutStream] | None = None
 
 
@@ -120,11 +154,13 @@ class Applications(_Struct):
     """The `applications` section of a tile run's summary (QoS per application)."""
 
     applications: list[AppResult] | None = None
-    instances: list[dict[str, Any]] | None = None
+    instances: list[AppInstance] | None = None
     layout: Layout | None = None
     passed: bool | None = None
     score: float | None = None
     tiles: int | None = None
+    failed: list[Any] | None = None  # the failed criteria
+    qos_interval_s: float | None = None
     measurement: dict[str, Any] | None = None
 
 
@@ -310,6 +346,17 @@ class Workload(_Struct):
     name: str | None = None
 
 
+class VerifyPass(_Struct):
+    """A verification pass over a run's data (`tilemark verify --run`; docs/verification.md)."""
+
+    started_at: str | None = None
+    bytes: int | float | None = None
+    seconds: float | None = None
+    mbps: float | None = None
+    total: int | float | None = None  # findings
+    by_class: dict[str, Any] | None = None  # finding class -> count
+
+
 class RunDoc(_Struct):
     """run.json: one run (docs/results-schema.md)."""
 
@@ -336,7 +383,7 @@ class RunDoc(_Struct):
     result: EngineResult | None = None
     hosts: list[Host] | None = None
     files: Files | None = None
-    verify_passes: list[dict[str, Any]] | None = None
+    verify_passes: list[VerifyPass] | None = None
 
 
 class StepCriterion(_Struct):
