@@ -454,6 +454,8 @@ class StudyStep(Rates):
     instances: list[dict[str, Any]] | None = None  # per application instance (app, metric, ...)
     # With --until-steady: steady, rule_met, rounds, judged_over, window, verdict; else null.
     steady: dict[str, Any] | None = None
+    status: str | None = None  # repeat and point studies: the run's status
+    change_points: list[dict[str, Any]] | None = None  # repeat studies: the run's
 
 
 class QosLimit(_Struct):
@@ -523,6 +525,38 @@ class StudyRepeat(_Struct):
     first_failure: FirstFailure | None = None
 
 
+class Trend(_Struct):
+    """A metric's least-squares trend over the repetitions (% of the first per repetition)."""
+
+    slope_pct: float | None = None
+    slope_ci_pct: list[float | None] | None = None  # 95% interval of slope_pct
+    last_vs_first_pct: float | None = None
+
+
+class BeforeAfter(_Struct):
+    """Two repetitions: the change from before to after with its 95% interval."""
+
+    change_pct: float | None = None
+    ci_pct: list[float | None] | None = None
+    beyond_noise: bool | None = None
+    verdict: str | None = None
+
+
+class RepeatMetric(_Struct):
+    """One metric of a repeat study over its complete repetitions (study/repeat.py decay)."""
+
+    metric: str | None = None  # IOPS, MB/s, read mean ms, ...
+    scope: str | None = None  # total, a stream or an application
+    unit: str | None = None
+    better: str | None = None  # higher | lower
+    headline: bool | None = None  # decides the study's verdict
+    values: list[float | None] | None = None  # per complete repetition
+    change_pct: list[float | None] | None = None  # change from the first repetition
+    trend: Trend | None = None
+    before_after: BeforeAfter | None = None
+    verdict: str | None = None
+
+
 class StudyDoc(_Struct):
     """study.json: a study and its steps (docs/studies.md); the kind says which study."""
 
@@ -564,6 +598,18 @@ class StudyDoc(_Struct):
     host_bound: bool | None = None
     inconclusive_at: float | None = None
     non_monotonic: list[NonMonotonic] | None = None
+    stopped: str | None = None  # why a stopped study ended early (a failing --between, a signal)
+    # Repeat studies: how they ran and the decay verdict.
+    repetitions: int | None = None
+    pause_s: float | None = None
+    between: str | None = None  # the command run between repetitions
+    workload: str | dict[str, Any] | None = None  # repeat: its name; points: what they share
+    noise_floor_pct: float | None = None
+    verdict: str | None = None  # stable | decaying | improving | inconclusive
+    deciding_metric: str | None = None
+    tool_bound_repetitions: list[int] | None = None
+    repetitions_complete: list[int] | None = None
+    metrics: list[RepeatMetric] | None = None
 
 
 # -----------------------------------------------------------------------------------------------
