@@ -220,6 +220,15 @@ class FilesetResult(_Struct):
     prepared: dict[str, Any] | None = None  # files, bytes, reused, created, rewritten, removed
 
 
+class FileQos(_Struct):
+    """One QoS criterion of a file run (files/qos.py QosVerdict)."""
+
+    name: str | None = None
+    criterion: str | None = None
+    value: float | None = None  # ms, or per second; None when nothing was measured
+    passed: bool | None = None
+
+
 class FilesSummary(_Struct):
     """run.json `summary.files`: the file streams of a file run or of a tile run's file apps."""
 
@@ -230,7 +239,7 @@ class FilesSummary(_Struct):
     seconds: float | None = None  # the measurement (a tile run: after its warm-up)
     streams: list[FileStreamResult] | None = None
     filesets: list[FilesetResult] | None = None
-    qos: list[dict[str, Any]] | None = None  # name, criterion, value, passed
+    qos: list[FileQos] | None = None
     qos_passed: bool | None = None
     devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
 
