@@ -566,6 +566,25 @@ class RepeatMetric(_Struct):
     verdict: str | None = None
 
 
+class PointsWorkload(_Struct):
+    """What every point of a sweep, matrix or curve shares."""
+
+    duration: float | None = None  # seconds measured per point
+    warmup: float | None = None
+    interval: float | None = None
+    backend: str | None = None
+    direct: bool | None = None
+
+
+class SweepAxes(_Struct):
+    """The lists a sweep crosses."""
+
+    bs: list[int | float] | None = None  # bytes
+    qd: list[int | float] | None = None
+    read: list[float] | None = None  # read %
+    region: list[str] | None = None  # as given
+
+
 class StudyDoc(_Struct):
     """study.json: a study and its steps (docs/studies.md); the kind says which study."""
 
@@ -612,13 +631,40 @@ class StudyDoc(_Struct):
     repetitions: int | None = None
     pause_s: float | None = None
     between: str | None = None  # the command run between repetitions
-    workload: str | dict[str, Any] | None = None  # repeat: its name; points: what they share
+    workload: str | PointsWorkload | None = None  # repeat: its name; points: what they share
     noise_floor_pct: float | None = None
     verdict: str | None = None  # stable | decaying | improving | inconclusive
     deciding_metric: str | None = None
     tool_bound_repetitions: list[int] | None = None
     repetitions_complete: list[int] | None = None
     metrics: list[RepeatMetric] | None = None
+    # Sweeps, matrices and curves: the points table (one row per point; docs/studies.md) ...
+    points: list[dict[str, Any]] | None = None
+    # ... a sweep's axes ...
+    axes: SweepAxes | None = None
+    varied: list[str] | None = None  # the axes with more than one value
+    pattern: Any = None
+    # ... a matrix's definition and its [large][small] matrices ...
+    small_levels: list[int | float] | None = None  # small-IO queue depths
+    large_levels: list[int | float] | None = None  # large streams
+    small_bs: int | float | None = None
+    small_read: float | None = None
+    large_bs: int | float | None = None
+    large_read: float | None = None
+    large_qd: int | float | None = None
+    cells_measured: int | None = None
+    small_iops: list[list[float | None]] | None = None
+    large_mbps: list[list[float | None]] | None = None
+    small_latency_ms: list[list[float | None]] | None = None
+    # ... and a curve's definition and answer.
+    loads_pct: list[float] | None = None
+    slo: str | None = None  # p99<=1ms,...
+    slo_precision_pct: float | None = None
+    knee_rule: str | None = None
+    max_iops: float | None = None
+    qd_at_max: int | float | None = None
+    slo_iops: float | None = None
+    knee: dict[str, Any] | None = None  # the point the knee is at (iops, offered_pct, ...)
 
 
 # -----------------------------------------------------------------------------------------------
