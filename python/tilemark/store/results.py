@@ -463,6 +463,7 @@ class StudyStep(Rates):
     instances: list[dict[str, Any]] | None = None  # per application instance (app, metric, ...)
     # With --until-steady: steady, rule_met, rounds, judged_over, window, verdict; else null.
     steady: dict[str, Any] | None = None
+    repetition: int | None = None  # repeat studies: the repetition's number
     status: str | None = None  # repeat and point studies: the run's status
     change_points: list[dict[str, Any]] | None = None  # repeat studies: the run's
 
@@ -537,6 +538,7 @@ class StudyRepeat(_Struct):
 class Trend(_Struct):
     """A metric's least-squares trend over the repetitions (% of the first per repetition)."""
 
+    n: int | None = None  # repetitions fitted
     slope_pct: float | None = None
     slope_ci_pct: list[float | None] | None = None  # 95% interval of slope_pct
     last_vs_first_pct: float | None = None
