@@ -21,6 +21,10 @@ strings they show. Fields they do not read stay loose (`dict[str, Any]`), and un
 kept out of the typed view but never refused, so an older reader opens a newer writer's
 document; `schema_version` and rundoc.MIGRATIONS handle the rest. Every field is optional
 (`None`) unless it is what identifies the document.
+
+Longer than 600 lines because every class of every results document lives here, next to the
+reader and the generator of docs/results-schema.md: one file is the schema, and splitting it
+by document would split classes that run.json and study.json share (Rates, QoS criteria).
 """
 
 from __future__ import annotations
