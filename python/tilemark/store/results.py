@@ -248,12 +248,23 @@ class FilesSummary(_Struct):
     devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
 
 
+class TargetSummary(Rates):
+    """One target of the run over the measurement window (run/pertarget.py)."""
+
+    target: int | None = None  # its index in the plan
+    name: str | None = None
+    path: str | None = None
+    streams: list[str] | None = None  # the streams on it
+    read_latency: Latency | None = None
+    write_latency: Latency | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
     total: Total | None = None
     streams: list[StreamSummary] | None = None
-    targets: list[dict[str, Any]] | None = None
+    targets: list[TargetSummary] | None = None
     applications: Applications | None = None
     duration_s: float | None = None
     notes: list[str] | None = None
