@@ -259,6 +259,37 @@ class TargetSummary(Rates):
     write_latency: Latency | None = None
 
 
+class Lateness(_Struct):
+    """How late IOs were issued against their recorded time (microseconds)."""
+
+    mean_us: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    max_us: float | None = None
+
+
+class ReplayStream(_Struct):
+    """One replayed stream: IOs issued against the trace's records, rate, lateness."""
+
+    name: str | None = None
+    records: int | float | None = None  # IOs in one pass of the stream's list
+    issued: int | float | None = None
+    skipped: int | float | None = None  # None when the replay did not end on its own
+    not_reached: int | float | None = None
+    trace_iops: float | None = None
+    achieved_iops: float | None = None
+    rate_error_pct: float | None = None
+    lateness: Lateness | None = None
+
+
+class Replay(_Struct):
+    """run.json `summary.replay` of `tilemark replay` (trace/accuracy.py; docs/replay.md)."""
+
+    mode: str | None = None  # timed | afap | qd
+    verdict: str | None = None  # the accuracy sentence
+    streams: list[ReplayStream] | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -280,7 +311,7 @@ class Summary(_Struct):
     data_reduction: dict[str, Any] | None = None
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
-    replay: dict[str, Any] | None = None
+    replay: Replay | None = None
     # Open-loop IOs' submission minus intended time, all streams merged: ios, mean_us, p50_us,
     # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
     issue_lateness: dict[str, Any] | None = None
