@@ -18,7 +18,7 @@ def build_report(source: Source) -> Report:
         if source.kind in POINT_KINDS:
             return points_report(source)
         return repeat_report(source) if source.kind == "repeat" else study_report(source)
-    if source.doc.get("kind") == "files":
+    if source.typed.kind == "files":
         from tilemark.report.files_report import files_report
 
         return files_report(source)

@@ -27,6 +27,7 @@ from tilemark.report.base import Report
 from tilemark.report.data import RunData, StudyData
 from tilemark.report.telemetry import read_rows
 from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
+from tilemark.store import results
 from tilemark.store.array import ArrayUnreadable, read_array
 from tilemark.store.intervals import INTERVAL_SCHEMA
 from tilemark.store.outputs import OutputDir
@@ -209,37 +210,38 @@ class CsvExporter:
         return written
 
     def _repeat(self, study: StudyData, out: OutputDir) -> list[Path]:
-        doc = study.doc
-        reps = doc.get("repetitions_complete") or []
-        by_rep = {s.step.get("repetition"): s.step for s in study.steps}
+        doc = study.typed
+        reps = doc.repetitions_complete or []
+        by_rep = {s.typed.repetition: s.typed for s in study.steps}
         values, trends = [], []
-        for m in doc.get("metrics") or []:
-            head = {"study_id": study.study_id, "metric": m["metric"], "scope": m["scope"]}
-            for n, value, change in zip(reps, m["values"], m["change_pct"], strict=True):
+        for m in doc.metrics or []:
+            head = {"study_id": study.study_id, "metric": m.metric, "scope": m.scope}
+            for n, value, change in zip(reps, m.values or [], m.change_pct or [], strict=True):
+                step = by_rep.get(n)
                 values.append(
                     {
                         **head,
                         "repetition": n,
-                        "run_id": (by_rep.get(n) or {}).get("run_id"),
-                        "unit": m["unit"],
+                        "run_id": step.run_id if step else None,
+                        "unit": m.unit,
                         "value": value,
                         "change_from_first_pct": change,
                     }
                 )
-            t = m.get("trend") or {}
-            low, high = t.get("slope_ci_pct") or (None, None)
+            t = m.trend or results.Trend()
+            low, high = t.slope_ci_pct or (None, None)
             trends.append(
                 {
                     **head,
-                    "unit": m["unit"],
-                    "better": m["better"],
-                    "headline": m["headline"],
-                    "repetitions": t.get("n"),
-                    "last_vs_first_pct": t.get("last_vs_first_pct"),
-                    "slope_pct_per_repetition": t.get("slope_pct"),
+                    "unit": m.unit,
+                    "better": m.better,
+                    "headline": m.headline,
+                    "repetitions": t.n,
+                    "last_vs_first_pct": t.last_vs_first_pct,
+                    "slope_pct_per_repetition": t.slope_pct,
                     "slope_ci_low_pct": low,
                     "slope_ci_high_pct": high,
-                    "verdict": m.get("verdict"),
+                    "verdict": m.verdict,
                 }
             )
         return [
@@ -248,9 +250,9 @@ class CsvExporter:
         ]
 
     def _study(self, study: StudyData, out: OutputDir) -> list[Path]:
-        if study.doc.get("kind") == "repeat":
+        if study.typed.kind == "repeat":
             return self._repeat(study, out)
-        if study.doc.get("kind") in ("sweep", "matrix", "curve"):
+        if study.typed.kind in ("sweep", "matrix", "curve"):
             return point_csvs(study.doc, out)
         steps, apps = [], []
         for st in study.steps:

@@ -82,8 +82,12 @@ class RunData:
 
     @cached_property
     def typed(self) -> results.RunDoc:
-        """run.json as typed classes (store/results.py); its shape was checked when read."""
-        return results.read_run(self.doc)
+        """run.json as typed classes (store/results.py); its shape was checked when read.
+
+        Without `result`, the engine's per-stream histograms: typing those took seconds for a
+        run of 10,000 streams, and the reports merge them as read (`result`, merged_run_hist).
+        """
+        return results.read_run({k: v for k, v in self.doc.items() if k != "result"})
 
     @property
     def status(self) -> str:
@@ -130,13 +134,14 @@ class RunData:
 
     def app_of_stream(self) -> dict[int, str]:
         """Plan stream index -> application label (tile runs; empty otherwise)."""
-        layout = (self.applications or {}).get("layout") or {}
-        return {int(t["index"]): str(t["app"]) for t in layout.get("streams", [])}
+        apps = self.typed.summary.applications if self.typed.summary else None
+        streams = (apps.layout.streams if apps and apps.layout else None) or []
+        return {int(t.index): str(t.app) for t in streams}  # type: ignore[arg-type]
 
     def app_labels(self) -> list[str]:
         """Applications in tile order."""
-        apps = self.applications or {}
-        labels = [a["app"] for a in apps.get("applications", [])]
+        apps = self.typed.summary.applications if self.typed.summary else None
+        labels = [a.app for a in (apps.applications if apps else None) or []]
         for app in self.app_of_stream().values():
             if app not in labels:
                 labels.append(app)
@@ -153,14 +158,15 @@ class RunData:
         result = self.result or {}
         if result.get("measure_start_ns") is not None:
             return int(result["measure_start_ns"]) / 1e9
-        return float(self.plan.get("warmup_ms") or 0) / 1e3
+        return float((self.typed.plan.warmup_ms if self.typed.plan else None) or 0) / 1e3
 
     def intervals_path(self) -> Path:
         """The file holding the intervals: intervals.parquet, or the log of a run that did not
         finish (absent when the run kept none)."""
         if self.intervals.path is not None:
             return self.intervals.path
-        return self.run_dir / (self.doc.get("files") or {}).get("intervals", "intervals.parquet")
+        files = self.typed.files
+        return self.run_dir / ((files.intervals if files else None) or "intervals.parquet")
 
     def read_intervals(self, columns: list[str] | None = None) -> Any:
         """Interval rows as an Arrow table; an empty one when they cannot be read (the run is
@@ -179,16 +185,20 @@ class StudyStep:
     tiles: int
     step: dict[str, Any]
     run: RunData | None
+    typed: results.StudyStep = field(default_factory=results.StudyStep)  # `step`, typed
 
     @property
     def key(self) -> float:
         """The step's position on the study's axis: its knob value, else its tile count (a
         repetition's number in a repeat study)."""
-        return float(self.step.get("value", self.step.get("key", self.tiles)))
+        step = self.typed
+        if step.value is not None:
+            return float(step.value)
+        return float(step.key if step.key is not None else self.tiles)
 
     @property
     def repeat(self) -> int:
-        return int(self.step.get("repeat", 1))
+        return int(self.typed.repeat if self.typed.repeat is not None else 1)
 
 
 @dataclass
@@ -219,12 +229,13 @@ class StudyData:
     @property
     def axis(self) -> str:
         """What the steps vary: 'tiles', or the knob's name."""
-        return str(self.doc["knob"]) if self.is_knob else "tiles"
+        return str(self.typed.knob) if self.is_knob else "tiles"
 
     @property
     def answer(self) -> float | None:
         """The study's answer: the largest passing tile count or knob value."""
-        return self.doc.get("max_passing_value" if self.is_knob else "max_passing_tiles")
+        doc = self.typed
+        return doc.max_passing_value if self.is_knob else doc.max_passing_tiles
 
     @property
     def repeats(self) -> int:
@@ -232,10 +243,9 @@ class StudyData:
 
     def shown_repeat(self) -> int:
         """The repetition the charts show: the first whose answer is the study's (median)."""
-        key = "max_passing_value" if self.is_knob else "max_passing_tiles"
-        for r in self.doc.get("repeats") or []:
-            if r.get(key) == self.answer:
-                return int(r["repeat"])
+        for r in self.typed.repeats or []:
+            if (r.max_passing_value if self.is_knob else r.max_passing_tiles) == self.answer:
+                return int(r.repeat)  # type: ignore[arg-type]  (every repeat has its number)
         return 1
 
     def shown_steps(self) -> list[StudyStep]:
@@ -256,14 +266,15 @@ class StudyData:
 Source = RunData | StudyData
 
 
-def _read_study(study_dir: Path, results: Path | None) -> StudyData:
+def _read_study(study_dir: Path, results_root: Path | None) -> StudyData:
     doc, problem = read_study(study_dir)
     if doc is None:
         raise UsageError(f"study {study_dir.name} is damaged: {problem}.")
+    typed = results.read_study(doc)
     # Studies live in <results>/studies/<id>; their step runs in <results>/<run_id>.
-    root = results if results is not None else study_dir.parent.parent
+    root = results_root if results_root is not None else study_dir.parent.parent
     steps = []
-    for step in doc.get("steps", []):
+    for step, typed_step in zip(doc.get("steps", []), typed.steps or [], strict=True):
         run = None
         run_dir = step_run_dir(root, step)
         if run_dir is not None:
@@ -271,8 +282,10 @@ def _read_study(study_dir: Path, results: Path | None) -> StudyData:
                 run = RunData.load(run_dir)
             except StoreError:
                 pass  # a step whose run.json is damaged is shown like a missing one
-        steps.append(StudyStep(int(step.get("tiles") or 0), step, run))
-    return StudyData(study_dir, doc, steps)
+        steps.append(StudyStep(int(typed_step.tiles or 0), step, run, typed_step))
+    study = StudyData(study_dir, doc, steps)
+    study.typed = typed  # the cached property, read once above
+    return study
 
 
 def load_source(name: str | Path, results: Path | None = None) -> Source:
@@ -507,7 +520,7 @@ def compute_series(run: RunData) -> SeriesSet:
         intervals_per_point=levels,
         warmup_s=run.warmup_s(),
         open_loop=open_groups,
-        changes=list((run.summary or {}).get("change_points") or []),
+        changes=list((run.typed.summary.change_points if run.typed.summary else None) or []),
     )
 
 

@@ -8,47 +8,49 @@ from __future__ import annotations
 from typing import Any
 
 from tilemark.report.base import Cell, Figure, Report, Section, Table, Verdict
+from tilemark.report.data import RunData
 from tilemark.report.format import generated_by, run_links
+from tilemark.store import results
 
 
 def _us(v: float | None) -> str:
     return "-" if v is None else f"{v:,.1f}"
 
 
-def files_table(files: dict[str, Any]) -> Table:
+def files_table(files: results.FilesSummary) -> Table:
     """Per stream and operation over the measurement; a sequence's loops as op `loop`."""
     rows = []
-    for s in files.get("streams") or []:
-        label = s["name"] if not s.get("app") else f"{s['app']}.{s['name']}"
-        for o in s.get("ops") or []:
-            errors = ", ".join(f"{k} {v}" for k, v in (o.get("errors") or {}).items())
+    for s in files.streams or []:
+        label = str(s.name) if not s.app else f"{s.app}.{s.name}"
+        for o in s.ops or []:
+            errors = ", ".join(f"{k} {v}" for k, v in (o.errors or {}).items())
             rows.append(
                 [
                     Cell(label),
-                    Cell(o["op"]),
-                    Cell(f"{o['ops']:,}", "num"),
-                    Cell(f"{o['rate']:,.1f}", "num"),
-                    Cell(f"{o['bytes']:,}", "num"),
-                    Cell(_us(o.get("mean_us")), "num"),
-                    Cell(_us(o.get("p50_us")), "num"),
-                    Cell(_us(o.get("p99_us")), "num"),
-                    Cell(_us(o.get("p999_us")), "num"),
-                    Cell(_us(o.get("max_us")), "num"),
-                    Cell(f"{o.get('skipped') or 0:,}", "num"),
+                    Cell(str(o.op)),
+                    Cell(f"{o.ops:,}", "num"),
+                    Cell(f"{o.rate:,.1f}", "num"),
+                    Cell(f"{o.bytes:,}", "num"),
+                    Cell(_us(o.mean_us), "num"),
+                    Cell(_us(o.p50_us), "num"),
+                    Cell(_us(o.p99_us), "num"),
+                    Cell(_us(o.p999_us), "num"),
+                    Cell(_us(o.max_us), "num"),
+                    Cell(f"{o.skipped or 0:,}", "num"),
                     Cell(errors or "-", "fail" if errors else ""),
                 ]
             )
-        if s.get("loops"):
+        if s.loops:
             rows.append(
                 [
                     Cell(label),
-                    Cell(f"loop ({s.get('unit') or 'loops'})"),
-                    Cell(f"{s['loops']:,}", "num"),
-                    Cell(f"{s['loop_rate']:,.1f}", "num"),
+                    Cell(f"loop ({s.unit or 'loops'})"),
+                    Cell(f"{s.loops:,}", "num"),
+                    Cell(f"{s.loop_rate:,.1f}", "num"),
                     Cell("-", "num"),
                     Cell("-", "num"),
                     Cell("-", "num"),
-                    Cell(_us(s.get("loop_p99_us")), "num"),
+                    Cell(_us(s.loop_p99_us), "num"),
                     Cell("-", "num"),
                     Cell("-", "num"),
                     Cell("-", "num"),
@@ -111,68 +113,68 @@ def files_figures(rows: list[dict[str, Any]], prefix: str = "") -> list[Figure]:
     ]  # fmt: skip
 
 
-def files_section(run: Any) -> Section | None:
+def files_section(run: RunData) -> Section | None:
     """The file-operations section of a run with file streams (None without)."""
     from tilemark.files.window import FILE_INTERVALS, read_intervals
 
-    files = (run.doc.get("summary") or {}).get("files")
+    doc = run.typed
+    files = doc.summary.files if doc.summary else None
     if not files:
         return None
-    name = ((run.doc.get("files") or {}).get("file_intervals")) or FILE_INTERVALS
+    name = (doc.files.file_intervals if doc.files else None) or FILE_INTERVALS
     rows = read_intervals(run.run_dir / name)
     items: list[Figure | Table] = [files_table(files), *files_figures(rows)]
-    sets = files.get("filesets") or []
     intro = "; ".join(
-        f"set {f['name']} ({f['path']}): {f['files']:,} files, {f['bytes']:,} bytes after the run"
-        for f in sets
+        f"set {f.name} ({f.path}): {f.files:,} files, {f.bytes:,} bytes after the run"
+        for f in files.filesets or []
     )
     return Section("files", "File operations", items, intro)
 
 
-def files_report(run: Any) -> Report:
+def files_report(run: RunData) -> Report:
     """The report of a file run (kind "files")."""
-    summary = run.doc.get("summary") or {}
-    files = summary.get("files") or {}
-    total = summary.get("total") or {}
-    status = run.doc.get("status") or "-"
-    facts = [("ops/s", f"{total.get('iops') or 0:,.0f}")]
-    for s in files.get("streams") or []:
-        if s.get("loops"):
-            facts.append((f"{s.get('unit') or 'loops'}/s ({s['name']})", f"{s['loop_rate']:,.1f}"))
-    facts.append(("seconds", f"{files.get('seconds') or 0:.1f}"))
-    qos = files.get("qos") or []
-    failed = [q for q in qos if not q.get("passed")]
+    doc = run.typed
+    summary = doc.summary or results.Summary()
+    files = summary.files or results.FilesSummary()
+    total = summary.total or results.Total()
+    status = doc.status or "-"
+    facts = [("ops/s", f"{total.iops or 0:,.0f}")]
+    for s in files.streams or []:
+        if s.loops:
+            facts.append((f"{s.unit or 'loops'}/s ({s.name})", f"{s.loop_rate:,.1f}"))
+    facts.append(("seconds", f"{files.seconds or 0:.1f}"))
+    qos = files.qos or []
+    failed = [q for q in qos if not q.passed]
     verdict_status = (
         "fail" if status != "complete" or failed else "pass" if qos else "info"
     )  # fmt: skip
-    headline = f"file workload {files.get('workload') or '-'}: {status}"
+    headline = f"file workload {files.workload or '-'}: {status}"
     if qos:
         headline += (
-            f", QoS {'failed: ' + ', '.join(q['name'] for q in failed) if failed else 'passed'}"
+            f", QoS {'failed: ' + ', '.join(str(q.name) for q in failed) if failed else 'passed'}"
         )
     notes = [
-        f"{q['name']}: {'pass' if q['passed'] else 'FAIL'}: {q['criterion']} (measured "
-        f"{'-' if q.get('value') is None else format(q['value'], ',.3f')})"
+        f"{q.name}: {'pass' if q.passed else 'FAIL'}: {q.criterion} (measured "
+        f"{'-' if q.value is None else format(q.value, ',.3f')})"
         for q in qos
     ]
-    if run.doc.get("error"):
-        notes.insert(0, str(run.doc["error"]))
+    if doc.error:
+        notes.insert(0, str(doc.error))
     verdict = Verdict(
         headline=headline,
         status=verdict_status,
         facts=facts,
         tested=[
-            ("workload", str(files.get("workload") or "-")),
-            ("backend", str(files.get("backend") or "-")),
-            *[("file set", f"{f['name']}: {f['path']}") for f in files.get("filesets") or []],
+            ("workload", str(files.workload or "-")),
+            ("backend", str(files.backend or "-")),
+            *[("file set", f"{f.name}: {f.path}") for f in files.filesets or []],
         ],
         notes=notes,
     )
     section = files_section(run)
     return Report(
         kind="run",
-        title=f"tilemark report: file run {run.run_id}"
-        + (f" ({run.doc['label']})" if run.doc.get("label") else ""),
+        title=f"tilemark report: file run {run.run_id}" + (f" ({doc.label})" if doc.label else ""),
         verdict=verdict,
         sections=[section] if section is not None else [],
         details={"plan": run.doc.get("plan"), "environment": run.doc.get("environment")},

@@ -10,6 +10,7 @@ import tilemark
 from tilemark import wording
 from tilemark.report.base import Cell
 from tilemark.report.data import RunData
+from tilemark.store import results
 from tilemark.targets.header import describe_precondition
 from tilemark.telemetry.sampler import TELEMETRY_FILES
 from tilemark.units import format_size
@@ -39,24 +40,25 @@ def mark(passed: bool) -> Cell:
     return Cell("pass", "pass") if passed else Cell("FAIL", "fail")
 
 
-def criterion_value(v: dict[str, Any]) -> str:
+def criterion_value(v: results.QosVerdict) -> str:
     """What a QoS verdict measured, in the criterion's unit."""
-    if v.get("value") is None:
+    if v.value is None:
         return "-"
-    if v["unit"] == "fraction":
-        return f"{v['value']:.1%} of target"
-    if v["unit"] == "ms":
-        return f"{v['value']:.2f} ms"
-    return f"{num(v['value'])} {v['unit']}"
+    if v.unit == "fraction":
+        return f"{v.value:.1%} of target"
+    if v.unit == "ms":
+        return f"{v.value:.2f} ms"
+    return f"{num(v.value)} {v.unit}"
 
 
-def criterion_limit(v: dict[str, Any]) -> str:
+def criterion_limit(v: results.QosVerdict) -> str:
     """The limit of a QoS verdict: '<= 20 ms', '>= 95%'."""
-    if v["unit"] == "fraction":
-        return f">= {v['limit']:.0%}"
-    if v["unit"] == "ms":
-        return f"<= {v['limit']:g} ms"
-    return f"{v['limit']:g} {v['unit']}"
+    limit: Any = v.limit  # a verdict always has its limit
+    if v.unit == "fraction":
+        return f">= {limit:.0%}"
+    if v.unit == "ms":
+        return f"<= {limit:g} ms"
+    return f"{limit:g} {v.unit}"
 
 
 def describe_stream(s: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from tilemark.report.charts import SMALL_HEIGHT, SMALL_WIDTH, compact, dataset
 from tilemark.report.data import StudyData
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.study_report import study_details, study_links
+from tilemark.store import results
 from tilemark.units import format_size
 from tilemark.wording import counted
 
@@ -24,11 +25,11 @@ POINT_KINDS = ("sweep", "matrix", "curve")
 
 
 def points_report(study: StudyData) -> Report:
-    kind = study.doc.get("kind")
-    build = {"sweep": _sweep, "matrix": _matrix, "curve": _curve}[kind]
+    kind = study.typed.kind
+    build = {"sweep": _sweep, "matrix": _matrix, "curve": _curve}[kind]  # type: ignore[index]
     verdict, sections = build(study)
     verdict.tested = _tested(study) + verdict.tested
-    bound = [i for i, p in enumerate(study.doc.get("points") or [], 1) if p.get("tool_bound")]
+    bound = [i for i, p in enumerate(study.typed.points or [], 1) if p.get("tool_bound")]
     if bound:
         verdict.notes.append(
             Caution(
@@ -38,13 +39,13 @@ def points_report(study: StudyData) -> Report:
             )
         )
         verdict.status = "warn"
-    if not study.doc.get("complete", True):
+    if study.typed.complete is False:
         verdict.notes.append(Caution("the study was interrupted: the points so far are shown"))
         verdict.status = "warn"
     return Report(
         kind="study",
         title=f"tilemark report: {kind} {study.study_id}"
-        + (f" ({study.doc['label']})" if study.doc.get("label") else ""),
+        + (f" ({study.typed.label})" if study.typed.label else ""),
         verdict=verdict,
         sections=sections,
         details=study_details(study),
@@ -56,10 +57,11 @@ def points_report(study: StudyData) -> Report:
 
 
 def _tested(study: StudyData) -> list[tuple[str, str]]:
-    w = study.doc.get("workload") or {}
+    w = study.typed.workload
+    w = w if isinstance(w, results.PointsWorkload) else results.PointsWorkload()
     timing = (
-        f"{num(w.get('duration'))} s measured + {num(w.get('warmup'))} s warm-up per point, "
-        f"backend {w.get('backend')}, {'O_DIRECT' if w.get('direct', True) else 'buffered'}"
+        f"{num(w.duration)} s measured + {num(w.warmup)} s warm-up per point, "
+        f"backend {w.backend}, {'O_DIRECT' if w.direct is not False else 'buffered'}"
     )
     out = [("points", timing)]
     first = study.first_run()
@@ -83,8 +85,8 @@ def _ms_cell(v: float | None) -> Cell:
 
 
 def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
-    doc = study.doc
-    points = doc.get("points") or []
+    doc = study.typed
+    points = doc.points or []
     measured = [p for p in points if p.get("iops") is not None]
     best_iops = max(measured, key=lambda p: p["iops"], default=None)
     best_mbps = max(measured, key=lambda p: p["mbps"], default=None)
@@ -99,8 +101,8 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         ("max MB/s", num(best_mbps["mbps"]) if best_mbps else "-"),
         ("at", at(best_mbps)),
     ]
-    axes = doc.get("axes") or {}
-    varied = ", ".join(doc.get("varied") or []) or "nothing (one point)"
+    axes = doc.axes or results.SweepAxes()
+    varied = ", ".join(doc.varied or []) or "nothing (one point)"
     verdict = Verdict(
         headline=f"Sweep of {counted(len(points), 'point')} over {varied}",
         status="info",
@@ -108,10 +110,10 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         tested=[
             (
                 "swept",
-                f"IO sizes {', '.join(format_size(b) for b in axes.get('bs', []))}; QD "
-                f"{', '.join(map(str, axes.get('qd', [])))}; read % "
-                f"{', '.join(f'{r:g}' for r in axes.get('read', []))}; regions "
-                f"{', '.join(axes.get('region', []))}; pattern {doc.get('pattern')}",
+                f"IO sizes {', '.join(format_size(b) for b in axes.bs or [])}; QD "  # type: ignore[arg-type]
+                f"{', '.join(map(str, axes.qd or []))}; read % "
+                f"{', '.join(f'{r:g}' for r in axes.read or [])}; regions "
+                f"{', '.join(axes.region or [])}; pattern {doc.pattern}",
             )
         ],
     )
@@ -119,8 +121,8 @@ def _sweep(study: StudyData) -> tuple[Verdict, list[Section]]:
         {
             **p,
             "bs_kib": p["bs"] / 1024,
-            "series": _series_name(p, doc.get("varied") or [], ("qd", "read", "region")),
-            "by_qd": _series_name(p, doc.get("varied") or [], ("bs", "read", "region")),
+            "series": _series_name(p, doc.varied or [], ("qd", "read", "region")),
+            "by_qd": _series_name(p, doc.varied or [], ("bs", "read", "region")),
         }
         for p in measured
     ]
@@ -267,22 +269,27 @@ MATRICES = (
 
 
 def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
-    doc = study.doc
-    small, large = doc.get("small_levels") or [], doc.get("large_levels") or []
+    doc = study.typed
+    small, large = doc.small_levels or [], doc.large_levels or []
+    grids = {
+        "small_iops": doc.small_iops or [],
+        "large_mbps": doc.large_mbps or [],
+        "small_latency_ms": doc.small_latency_ms or [],
+    }
 
     def peak(name: str) -> float | None:
-        values = [v for row in doc.get(name) or [] for v in row if v is not None]
+        values = [v for row in grids[name] for v in row if v is not None]
         return max(values) if values else None
 
     def where(name: str, best: Any) -> str:
         """The cell of a matrix's best value: 'L0/S32' (large streams / small IOs)."""
-        for n, row in zip(large, doc.get(name) or [], strict=False):
+        for n, row in zip(large, grids[name], strict=False):
             for q, v in zip(small, row, strict=False):
                 if v is not None and v == best:
                     return f"L{n}/S{q}"
         return "-"
 
-    lat = [v for row in doc.get("small_latency_ms") or [] for v in row if v is not None]
+    lat = [v for row in grids["small_latency_ms"] for v in row if v is not None]
     # The answer, as Orion's summary gives it: the most small IOPS, the most large MB/s and
     # the lowest small-IO latency, each with the cell it came from.
     answers = []
@@ -301,7 +308,7 @@ def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
         headline=f"Orion matrix: {', '.join(answers)}" if answers else f"Orion matrix: {shape}",
         status="info",
         facts=[
-            ("cells", str(doc.get("cells_measured"))),
+            ("cells", str(doc.cells_measured)),
             ("max small IOPS", num(peak("small_iops"))),
             ("max large MB/s", num(peak("large_mbps"))),
             ("min small latency ms", "-" if not lat else f"{min(lat):.3g}"),
@@ -310,10 +317,10 @@ def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
         tested=[
             (
                 "matrix",
-                f"small {format_size(doc.get('small_bs', 0))} random, read "
-                f"{num(doc.get('small_read'))}%, QD {', '.join(map(str, small))}; large "
-                f"{format_size(doc.get('large_bs', 0))} sequential, read "
-                f"{num(doc.get('large_read'))}%, QD {doc.get('large_qd')} per stream, streams "
+                f"small {format_size(doc.small_bs or 0)} random, read "  # type: ignore[arg-type]
+                f"{num(doc.small_read)}%, QD {', '.join(map(str, small))}; large "
+                f"{format_size(doc.large_bs or 0)} sequential, read "  # type: ignore[arg-type]
+                f"{num(doc.large_read)}%, QD {doc.large_qd} per stream, streams "
                 f"{', '.join(map(str, large))}",
             )
         ],
@@ -322,13 +329,13 @@ def _matrix(study: StudyData) -> tuple[Verdict, list[Section]]:
     for name, title, unit in MATRICES:
         cells = [
             {"small": str(q), "large": str(n), "value": v}
-            for n, row in zip(large, doc.get(name) or [], strict=False)
+            for n, row in zip(large, grids[name], strict=False)
             for q, v in zip(small, row, strict=False)
             if v is not None
         ]
         if cells:
             items.append(Figure(f"matrix-{name}", title, heatmap(cells, small, large, title, unit)))
-        items.append(matrix_table(name, title, small, large, doc.get(name) or []))
+        items.append(matrix_table(name, title, small, large, grids[name]))
     return verdict, [Section("matrix", "Matrices", items)]
 
 
@@ -391,28 +398,28 @@ def matrix_table(
 
 
 def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
-    doc = study.doc
-    points = doc.get("points") or []
-    knee = doc.get("knee")
+    doc = study.typed
+    points = doc.points or []
+    knee = doc.knee
     facts = [
-        ("max IOPS", num(doc.get("max_iops"))),
-        ("at QD", str(doc.get("qd_at_max") or "-")),
+        ("max IOPS", num(doc.max_iops)),
+        ("at QD", str(doc.qd_at_max or "-")),
         ("knee", "-" if not knee else f"{num(knee['iops'])} IOPS ({knee['offered_pct']:g}%)"),
     ]
-    notes = [f"knee rule: {doc.get('knee_rule')}"]
-    headline = f"Maximum {num(doc.get('max_iops'))} IOPS"
+    notes = [f"knee rule: {doc.knee_rule}"]
+    headline = f"Maximum {num(doc.max_iops)} IOPS"
     status = "info"
-    if doc.get("slo"):
-        if doc.get("slo_iops") is None:
-            headline += f"; no offered rate meets {doc['slo']}"
+    if doc.slo:
+        if doc.slo_iops is None:
+            headline += f"; no offered rate meets {doc.slo}"
             status = "fail"
         else:
-            headline += f"; {num(doc['slo_iops'])} IOPS at {doc['slo']}"
+            headline += f"; {num(doc.slo_iops)} IOPS at {doc.slo}"
             status = "pass"
-        facts.append(("SLO", f"{num(doc.get('slo_iops'))} IOPS at {doc['slo']}"))
+        facts.append(("SLO", f"{num(doc.slo_iops)} IOPS at {doc.slo}"))
         notes.append(
             f"the SLO search bisects between passing and failing rates to "
-            f"{num(doc.get('slo_precision_pct'))}% of the maximum; each latency bound is judged "
+            f"{num(doc.slo_precision_pct)}% of the maximum; each latency bound is judged "
             "by its 95% confidence interval, and the offered rate must be delivered"
         )
     verdict = Verdict(
@@ -423,8 +430,8 @@ def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
         tested=[
             (
                 "curve",
-                f"stream {doc.get('stream')}, arrivals {doc.get('arrival')}, loads "
-                f"{', '.join(f'{x:g}' for x in doc.get('loads_pct') or [])}% of the maximum",
+                f"stream {study.doc.get('stream')}, arrivals {study.doc.get('arrival')}, loads "
+                f"{', '.join(f'{x:g}' for x in doc.loads_pct or [])}% of the maximum",
             )
         ],
     )
@@ -435,9 +442,7 @@ def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
             Figure(
                 "curve",
                 "Response time vs achieved IOPS",
-                curve_chart(
-                    open_loop, knee, doc.get("slo_iops"), doc.get("max_iops"), _slo_limits(doc)
-                ),
+                curve_chart(open_loop, knee, doc.slo_iops, doc.max_iops, _slo_limits(doc.slo)),
                 caption="Response time counts queueing from each IO's scheduled arrival.",
             )
         )
@@ -445,10 +450,10 @@ def _curve(study: StudyData) -> tuple[Verdict, list[Section]]:
     return verdict, [Section("curve", "Load/latency curve", items)]
 
 
-def _slo_limits(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _slo_limits(slo: str | None) -> list[dict[str, Any]]:
     """The objective's percentile bounds as horizontal lines: {"ms", "label"}."""
     out = []
-    for part in (doc.get("slo") or "").split(","):
+    for part in (slo or "").split(","):
         stat, _, limit = part.partition("<=")
         if stat in ("p50", "p99", "p999") and limit.endswith("ms"):
             out.append({"ms": float(limit[:-2]), "label": f"SLO {stat} <= {limit}"})

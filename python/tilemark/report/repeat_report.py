@@ -14,6 +14,7 @@ from tilemark.report.data import StudyData, compute_series
 from tilemark.report.format import generated_by, num, tested_on
 from tilemark.report.run_report import time_series_sections
 from tilemark.report.study_report import study_details, study_links
+from tilemark.store import results
 from tilemark.wording import counted, signed_pct
 
 VERDICT_STATUS = {
@@ -27,8 +28,7 @@ VERDICT_STATUS = {
 
 def repeat_report(study: StudyData) -> Report:
     """The report of a repeat study (module doc)."""
-    doc = study.doc
-    label = f" ({doc['label']})" if doc.get("label") else ""
+    label = f" ({study.typed.label})" if study.typed.label else ""
     sections = [decay_section(study), trends_section(study)]
     sections += last_run_sections(study)
     return Report(
@@ -44,9 +44,9 @@ def repeat_report(study: StudyData) -> Report:
     )
 
 
-def _metric(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+def _metric(doc: results.StudyDoc, name: str) -> results.RepeatMetric | None:
     return next(
-        (m for m in doc.get("metrics") or [] if m["metric"] == name and m["scope"] == "total"),
+        (m for m in doc.metrics or [] if m.metric == name and m.scope == "total"),
         None,
     )
 
@@ -62,13 +62,13 @@ def _ci(pair: list[float | None] | None) -> str:
 
 def repeat_verdict(study: StudyData) -> Verdict:
     """The verdict, how much the deciding metric moved, and the repetitions' setup."""
-    doc = study.doc
-    verdict = doc.get("verdict")
-    done = doc.get("repetitions_complete") or []
-    label = f"{doc['label']}: " if doc.get("label") else ""
-    floor = doc.get("noise_floor_pct", 5)
+    doc = study.typed
+    verdict = doc.verdict
+    done = doc.repetitions_complete or []
+    label = f"{doc.label}: " if doc.label else ""
+    floor = doc.noise_floor_pct if doc.noise_floor_pct is not None else 5
     paired = len(done) == 2
-    deciding = _metric(doc, doc.get("deciding_metric") or "")
+    deciding = _metric(doc, doc.deciding_metric or "")
     if verdict is None and len(done) < 2:
         headline = (
             f"{label}no verdict: {counted(len(done), 'complete repetition')}; two compare "
@@ -78,26 +78,24 @@ def repeat_verdict(study: StudyData) -> Verdict:
         headline = f"{label}no verdict: the two repetitions hold no interval data to compare"
     elif paired:
         headline = f"{label}{verdict}, before vs after"
-        if deciding and deciding.get("before_after"):
-            ba = deciding["before_after"]
-            headline += (
-                f" ({deciding['metric']} {_pct(ba['change_pct'])}, 95% CI {_ci(ba['ci_pct'])})"
-            )
+        if deciding and deciding.before_after:
+            ba = deciding.before_after
+            headline += f" ({deciding.metric} {_pct(ba.change_pct)}, 95% CI {_ci(ba.ci_pct)})"
     else:
         headline = f"{label}{verdict} over {len(done)} repetitions"
-        if deciding and deciding.get("trend"):
-            change = deciding["trend"]["last_vs_first_pct"]
-            headline += f" ({deciding['metric']} {_pct(change)} from first to last)"
-    iops = _metric(doc, "IOPS") or {}
-    trend = iops.get("trend") or {}
-    if paired and iops.get("before_after"):
-        ba = iops["before_after"]
+        if deciding and deciding.trend:
+            change = deciding.trend.last_vs_first_pct
+            headline += f" ({deciding.metric} {_pct(change)} from first to last)"
+    iops = _metric(doc, "IOPS") or results.RepeatMetric()
+    trend = iops.trend or results.Trend()
+    if paired and iops.before_after:
+        ba = iops.before_after
         facts = [
             ("verdict", verdict or "none"),
-            ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
-            ("IOPS after vs before", _pct(ba["change_pct"])),
-            ("95% CI", _ci(ba["ci_pct"])),
-            ("beyond noise", "yes" if ba["beyond_noise"] else "no"),
+            ("repetitions", f"{len(done)} of {doc.repetitions}"),
+            ("IOPS after vs before", _pct(ba.change_pct)),
+            ("95% CI", _ci(ba.ci_pct)),
+            ("beyond noise", "yes" if ba.beyond_noise else "no"),
         ]
         notes = [
             "before vs after: each headline metric's change with a 95% interval from the spread "
@@ -108,10 +106,10 @@ def repeat_verdict(study: StudyData) -> Verdict:
     else:
         facts = [
             ("verdict", verdict or "none"),
-            ("repetitions", f"{len(done)} of {doc.get('repetitions')}"),
-            ("IOPS last vs first", _pct(trend.get("last_vs_first_pct"))),
-            ("IOPS trend / rep", _pct(trend.get("slope_pct"))),
-            ("95% CI", _ci(trend.get("slope_ci_pct"))),
+            ("repetitions", f"{len(done)} of {doc.repetitions}"),
+            ("IOPS last vs first", _pct(trend.last_vs_first_pct)),
+            ("IOPS trend / rep", _pct(trend.slope_pct)),
+            ("95% CI", _ci(trend.slope_ci_pct)),
         ]
         notes = [
             "decaying: the 95% interval of a headline metric's least-squares slope lies wholly "
@@ -120,7 +118,7 @@ def repeat_verdict(study: StudyData) -> Verdict:
             f"than {floor:g}% per repetition either way; headline metrics: total IOPS, MB/s, "
             "mean read and write latency"
         ]
-    bound = doc.get("tool_bound_repetitions") or []
+    bound = doc.tool_bound_repetitions or []
     if bound:
         notes.append(
             Caution(
@@ -129,18 +127,18 @@ def repeat_verdict(study: StudyData) -> Verdict:
                 "behind its schedule): those numbers describe the host, not the storage"
             )
         )
-    if doc.get("stopped"):
-        notes.append(Caution(f"stopped: {doc['stopped']}"))
-    elif not doc.get("complete", True):
+    if doc.stopped:
+        notes.append(Caution(f"stopped: {doc.stopped}"))
+    elif doc.complete is False:
         notes.append(Caution("the study was interrupted: the repetitions that ran are shown"))
     for st in study.steps:
-        for c in st.step.get("change_points") or []:
+        for c in st.typed.change_points or []:
             notes.append(f"repetition {st.key:g}: {change_text(c)}")
-    setup = f"{doc.get('repetitions')} repetitions of {doc.get('workload') or doc.get('mode')}"
-    if doc.get("pause_s"):
-        setup += f", {num(doc['pause_s'])} s apart"
-    if doc.get("between"):
-        setup += f", running `{doc['between']}` between them"
+    setup = f"{doc.repetitions} repetitions of {doc.workload or doc.mode}"
+    if doc.pause_s:
+        setup += f", {num(doc.pause_s)} s apart"
+    if doc.between:
+        setup += f", running `{doc.between}` between them"
     tested = [("study", setup)]
     first = study.first_run()
     if first is not None:
@@ -154,24 +152,24 @@ def repeat_verdict(study: StudyData) -> Verdict:
     )
 
 
-def decay_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def decay_rows(doc: results.StudyDoc) -> list[dict[str, Any]]:
     """Per headline metric and repetition: value, % of the first, trend line in %."""
-    reps = doc.get("repetitions_complete") or []
+    reps = doc.repetitions_complete or []
     rows = []
-    for m in doc.get("metrics") or []:
-        if not m["headline"]:
+    for m in doc.metrics or []:
+        if not m.headline:
             continue
-        first = next((v for v in m["values"] if v is not None), None)
-        trend = m.get("trend") or {}
-        slope_pct = trend.get("slope_pct")
-        for n, value, change in zip(reps, m["values"], m["change_pct"], strict=True):
+        values, changes = m.values or [], m.change_pct or []
+        first = next((v for v in values if v is not None), None)
+        slope_pct = m.trend.slope_pct if m.trend else None
+        for n, value, change in zip(reps, values, changes, strict=True):
             if value is None or change is None:
                 continue
-            row = {"metric": m["metric"], "repetition": n, "value": value, "pct": 100 + change}
+            row = {"metric": m.metric, "repetition": n, "value": value, "pct": 100 + change}
             if slope_pct is not None and first:
                 # The fitted line, as % of the first repetition's measured value.
                 mean_x = sum(reps) / len(reps)
-                mean_pct = sum(100 + c for c in m["change_pct"] if c is not None) / len(reps)
+                mean_pct = sum(100 + c for c in changes if c is not None) / len(reps)
                 row["trend_pct"] = mean_pct + slope_pct * (n - mean_x)
             rows.append(row)
     return rows
@@ -179,7 +177,7 @@ def decay_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def decay_section(study: StudyData) -> Section:
     """The decay curve and the table of repetitions."""
-    doc = study.doc
+    doc = study.typed
     items: list[Figure | Table] = []
     rows = decay_rows(doc)
     if rows:
@@ -192,20 +190,20 @@ def decay_section(study: StudyData) -> Section:
                 "is worse; for throughput, below.",
             )
         )
-    metric_names = [m for m in doc.get("metrics") or [] if m["scope"] == "total"]
-    columns = ["repetition", "run", *[f"{m['metric']} ({m['unit']})" for m in metric_names]]
+    metric_names = [m for m in doc.metrics or [] if m.scope == "total"]
+    columns = ["repetition", "run", *[f"{m.metric} ({m.unit})" for m in metric_names]]
     table_rows = []
-    reps = doc.get("repetitions_complete") or []
+    reps = doc.repetitions_complete or []
     for st in study.steps:
         n = int(st.key)
-        cells = [Cell(str(n), "num"), Cell(st.step.get("run_id") or "-")]
+        cells = [Cell(str(n), "num"), Cell(st.typed.run_id or "-")]
         for m in metric_names:
             if n in reps:
                 i = reps.index(n)
-                value, change = m["values"][i], m["change_pct"][i]
+                value, change = (m.values or [])[i], (m.change_pct or [])[i]
                 text = num(value) + ("" if change is None or i == 0 else f" ({_pct(change)})")
             else:
-                text = st.step.get("status") or "incomplete"
+                text = st.typed.status or "incomplete"
             cells.append(Cell(text, "num"))
         table_rows.append(cells)
     items.append(
@@ -222,21 +220,21 @@ def decay_section(study: StudyData) -> Section:
 def trends_section(study: StudyData) -> Section:
     """Every metric's trend and verdict (headline metrics decide the study's verdict)."""
     rows = []
-    for m in study.doc.get("metrics") or []:
-        t = m.get("trend") or {}
-        ba = m.get("before_after")
+    for m in study.typed.metrics or []:
+        t = m.trend or results.Trend()
+        ba = m.before_after
         state = {"decaying": "fail", "improving": "pass", "inconclusive": "warn"}.get(
-            m.get("verdict") or "", ""
+            m.verdict or "", ""
         )
         rows.append(
             [
-                Cell(m["metric"] + (" *" if m["headline"] else "")),
-                Cell(m["scope"]),
-                Cell(m["unit"]),
-                Cell(_pct(ba["change_pct"] if ba else t.get("last_vs_first_pct")), "num"),
-                Cell(_pct(t.get("slope_pct")) if not ba else "-", "num"),
-                Cell(_ci(ba["ci_pct"] if ba else t.get("slope_ci_pct")), "num"),
-                Cell(m.get("verdict") or "-", state),
+                Cell(str(m.metric) + (" *" if m.headline else "")),
+                Cell(str(m.scope)),
+                Cell(str(m.unit)),
+                Cell(_pct(ba.change_pct if ba else t.last_vs_first_pct), "num"),
+                Cell(_pct(t.slope_pct) if not ba else "-", "num"),
+                Cell(_ci(ba.ci_pct if ba else t.slope_ci_pct), "num"),
+                Cell(m.verdict or "-", state),
             ]
         )
     table = Table(

@@ -4,52 +4,50 @@ achieved rate against the trace's, how late IOs went out (docs/replay.md)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from tilemark.report.base import Cell, Section, Table
 from tilemark.report.format import num
+from tilemark.store import results
 
 
-def _us(late: dict[str, Any] | None, key: str) -> str:
-    value = None if not late else late.get(key)
+def _us(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
 
 
-def _rate_error(s: dict[str, Any]) -> Cell:
-    pct = s.get("rate_error_pct")
+def _rate_error(s: results.ReplayStream) -> Cell:
+    pct = s.rate_error_pct
     if pct is None:
         return Cell("-", "num")
     return Cell(f"{pct:+.2f}%", "num" if abs(pct) <= 1 else "warn")
 
 
-def _skipped(s: dict[str, Any]) -> Cell:
-    skipped = s.get("skipped")
+def _skipped(s: results.ReplayStream) -> Cell:
+    skipped = s.skipped
     if skipped is None:
-        reached = s.get("not_reached") or 0
+        reached = s.not_reached or 0
         return Cell(f"{reached:,} not reached" if reached else "-", "num")
     return Cell(f"{skipped:,}", "fail" if skipped else "pass")
 
 
-def replay_section(replay: dict[str, Any]) -> Section:
+def replay_section(replay: results.Replay) -> Section:
     """Replay accuracy: the verdict sentence, then one row per replayed stream."""
     rows = []
-    for s in replay.get("streams") or []:
-        late = s.get("lateness")
+    for s in replay.streams or []:
+        late = s.lateness or results.Lateness()
         rows.append(
             [
-                Cell(s["name"]),
-                Cell(f"{s['records']:,}", "num"),
-                Cell(f"{s['issued']:,}", "num"),
+                Cell(str(s.name)),
+                Cell(f"{s.records:,}", "num"),
+                Cell(f"{s.issued:,}", "num"),
                 _skipped(s),
-                Cell(num(s.get("trace_iops")), "num"),
-                Cell(num(s.get("achieved_iops")), "num"),
+                Cell(num(s.trace_iops), "num"),
+                Cell(num(s.achieved_iops), "num"),
                 _rate_error(s),
-                Cell(_us(late, "p50_us"), "num"),
-                Cell(_us(late, "p99_us"), "num"),
-                Cell(_us(late, "max_us"), "num"),
+                Cell(_us(late.p50_us), "num"),
+                Cell(_us(late.p99_us), "num"),
+                Cell(_us(late.max_us), "num"),
             ]
         )
-    mode = replay.get("mode", "timed")
+    mode = replay.mode or "timed"
     caption = (
         "records: IOs in one pass of the stream's list; rate error: achieved against the rate the "
         "recorded times of the same IOs ask for"
@@ -74,4 +72,4 @@ def replay_section(replay: dict[str, Any]) -> Section:
         rows,
         caption=caption,
     )
-    return Section("replay", "Replay accuracy", [table], intro=replay.get("verdict", ""))
+    return Section("replay", "Replay accuracy", [table], intro=replay.verdict or "")

@@ -39,6 +39,7 @@ from tilemark.report.targets_report import targets_section
 from tilemark.report.telemetry import telemetry_section, tool_bound_notes
 from tilemark.run import datareduction
 from tilemark.run.summary import errors_by_name, errors_text
+from tilemark.store import results
 from tilemark.targets import verification
 from tilemark.wording import counted
 
@@ -60,25 +61,24 @@ def run_report(run: RunData) -> Report:
         criteria=criteria_table(run),
     )
     sections: list[Section] = []
-    steady = (run.summary or {}).get("steady_state")
-    if steady:
-        sections.append(steady_section(steady))
+    summary = run.typed.summary or results.Summary()
+    if summary.steady_state:
+        sections.append(steady_section(summary.steady_state))
     if run.is_tile_run:
         sections.append(Section("applications", "Applications", applications_tables(run)))
-    if (run.summary or {}).get("files"):
+    if summary.files:
         from tilemark.report.files_report import files_section
 
         section = files_section(run)
         if section is not None:
             sections.append(section)
-    replay = (run.summary or {}).get("replay")
-    if replay:
-        sections.append(replay_section(replay))
+    if summary.replay:
+        sections.append(replay_section(summary.replay))
     if run.intervals_path().exists() or (run.run_dir / "intervals.parts").is_dir():
         series = compute_series(run)
         series.phases = phase_marks(run)
         sections.extend(time_series_sections(run, series))
-    warmup_s = float((run.doc.get("plan") or {}).get("warmup_ms") or 0) / 1e3
+    warmup_s = float((run.typed.plan.warmup_ms if run.typed.plan else None) or 0) / 1e3
     per_target = targets_section(run, warmup_s)
     if per_target is not None:
         sections.append(per_target)
@@ -98,7 +98,7 @@ def run_report(run: RunData) -> Report:
     return Report(
         kind="tiles" if run.is_tile_run else "run",
         title=f"tilemark report: run {run.run_id}"
-        + (f" ({run.doc['label']})" if run.doc.get("label") else ""),
+        + (f" ({run.typed.label})" if run.typed.label else ""),
         verdict=verdict,
         sections=sections,
         details=run_details(run),
@@ -115,37 +115,37 @@ def run_report(run: RunData) -> Report:
 
 def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[str]]:
     """Headline sentence, status, big numbers and notes of a run."""
-    doc = run.doc
-    summary = run.summary or {}
-    total = summary.get("total") or {}
+    doc = run.typed
+    summary = doc.summary or results.Summary()
+    total = summary.total or results.Total()
     notes = []
     status = "info"
-    if doc.get("status") != "complete":
-        status = (
-            "fail" if doc.get("status") in ("failed", "errors", "hung", "data-errors") else "warn"
-        )
+    if doc.status != "complete":
+        status = "fail" if doc.status in ("failed", "errors", "hung", "data-errors") else "warn"
         notes.append(
             Caution(
-                f"run status: {doc.get('status')}"
-                + (f": {doc['error']}" if doc.get("error") else "")
+                f"run status: {doc.status}"
+                + (f": {doc.error}" if doc.error else "")
                 + " (measurements cover what completed)"
             )
         )
-    if total.get("errors"):
+    if total.errors:
         status = "warn" if status == "info" else status
-        named = errors_text(total.get("errors_by_name") or {})
-        named = f" ({named})" if total.get("errors_by_name") else ""
+        named = errors_text(total.errors_by_name or {})
+        named = f" ({named})" if total.errors_by_name else ""
         notes.append(
-            Caution(f"{total['errors']:,} IOs failed{named}; they are not in IOPS, MB/s or latency")
+            Caution(
+                f"{int(total.errors):,} IOs failed{named}; they are not in IOPS, MB/s or latency"
+            )
         )
-    bound = tool_bound_notes(summary)
+    bound = tool_bound_notes(run.summary or {})
     if bound:
         status = "warn" if status == "info" else status
         notes.extend(Caution(b) for b in bound)
-    for change in summary.get("change_points") or []:
+    for change in summary.change_points or []:
         notes.append(f"change point: {change_text(change)} (dashed rules on the time charts)")
-    notes.extend(data_notes(doc))
-    steady = summary.get("steady_state")
+    notes.extend(data_notes(run))
+    steady = summary.steady_state  # as summarized (steady_report reads it)
     if steady:
         notes.append(steady["verdict"] if steady["steady"] else Caution(steady["verdict"]))
         if not steady["steady"] and status == "info":
@@ -155,72 +155,74 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     read_p99 = ms(latency_stats_ms(read)["p99"]) if read.n else None
     write_p99 = ms(latency_stats_ms(write)["p99"]) if write.n else None
     facts = [
-        ("IOPS", num(total.get("iops"))),
-        ("MB/s", num(total.get("mbps"))),
+        ("IOPS", num(total.iops)),
+        ("MB/s", num(total.mbps)),
         ("read p99", read_p99 or "-"),
         ("write p99", write_p99 or "-"),
-        ("measured", f"{num(summary.get('duration_s'))} s"),
-        ("errors", num(total.get("errors", 0))),
+        ("measured", f"{num(summary.duration_s)} s"),
+        ("errors", num(total.errors if total.errors is not None else 0)),
     ]
-    apps = run.applications
+    apps = summary.applications
     name = workload_title(run)
     if apps is not None:
-        verdict = "PASS" if apps["passed"] else "FAIL"
+        verdict = "PASS" if apps.passed else "FAIL"
         # A pass stays a pass when a note warns (tool-bound): amber, not red.
-        if not apps["passed"]:
+        if not apps.passed:
             status = "fail"
         elif status == "info":
             status = "pass"
-        score = f", score {apps['score']:.2f}" if apps.get("score") is not None else ""
-        failed = len(apps.get("failed") or [])
+        score = f", score {apps.score:.2f}" if apps.score is not None else ""
+        failed = len(apps.failed or [])
+        tile = apps.layout.tile if apps.layout and apps.layout.tile is not None else name
         headline = (
-            f"{counted(apps['tiles'], 'tile')} of {(apps.get('layout') or {}).get('tile', name)}: "
+            f"{counted(apps.tiles, 'tile')} of {tile}: "  # type: ignore[arg-type]
             f"QoS {verdict}{score}"
             + (f" ({failed} criteria failed)" if failed else " (every application passes)")
         )
         facts = [
-            ("tiles", str(apps["tiles"])),
+            ("tiles", str(apps.tiles)),
             ("QoS", verdict),
-            ("score", num(apps.get("score"))),
+            ("score", num(apps.score)),
             *facts,
         ]
     else:
         headline = (
-            f"{name}: {num(total.get('iops'))} IOPS, {num(total.get('mbps'))} MB/s"
+            f"{name}: {num(total.iops)} IOPS, {num(total.mbps)} MB/s"
             + (f", read p99 {read_p99}" if read_p99 else "")
             + (f", write p99 {write_p99}" if write_p99 else "")
-            + f" over {num(summary.get('duration_s'))} s"
+            + f" over {num(summary.duration_s)} s"
         )
         if steady and steady.get("window_streams"):
             w = steady["window"]
             headline += f" (the steady window, rounds {w['first_round']}-{w['last_round']})"
-    if doc.get("label"):
-        headline = f"{doc['label']}: {headline}"
+    if doc.label:
+        headline = f"{doc.label}: {headline}"
     return headline, status, facts, notes
 
 
-def data_notes(doc: dict[str, Any]) -> list[str]:
+def data_notes(run: RunData) -> list[str]:
     """What the run wrote (its measured compressibility and dedupability), what its reads
     found, and the verification passes over it (docs/verification.md)."""
-    summary = doc.get("summary") or {}
+    summary = run.typed.summary or results.Summary()
     notes = []
-    reduction = (summary.get("data_reduction") or {}).get("overall")
+    reduction = (summary.data_reduction or {}).get("overall")  # datareduction's own document
     if reduction:
         notes.append(
             f"data written: {datareduction.describe(reduction)} (measured at the start on data "
             "generated as the streams write it)"
         )
-    checked = summary.get("verification")
-    if checked is not None:
+    if summary.verification is not None:
+        checked = (run.summary or {})["verification"]  # as written: verification.line reads it
         notes.append(verification.line(checked))
         notes.extend(
-            Caution(f"finding: {verification.finding_text(f)}") for f in checked["listed"][:5]
+            Caution(f"finding: {verification.finding_text(f)}")
+            for f in (summary.verification.listed or [])[:5]
         )
-    for p in doc.get("verify_passes") or []:
+    for p in run.typed.verify_passes or []:
         notes.append(
-            f"verification pass {p.get('started_at')}: {num(p['bytes'] / 1e6)} MB in "
-            f"{p['seconds']:.1f} s ({num(p['mbps'])} MB/s), {p['total']:,} findings"
-            + (f" ({verification.count_text(p['by_class'])})" if p["total"] else "")
+            f"verification pass {p.started_at}: {num(p.bytes / 1e6)} MB in "  # type: ignore[operator]
+            f"{p.seconds:.1f} s ({num(p.mbps)} MB/s), {p.total:,} findings"
+            + (f" ({verification.count_text(p.by_class)})" if p.total else "")
         )
     return notes
 
@@ -229,8 +231,9 @@ def run_tested(run: RunData) -> list[tuple[str, str]]:
     """What ran (workload, its streams) and where (tested_on)."""
     streams = run.plan.get("streams", [])
     more = len(streams) - MAX_DESCRIBED_STREAMS
+    workload = run.typed.workload
     return [
-        ("workload", (run.doc.get("workload") or {}).get("name") or "-"),
+        ("workload", (workload.name if workload else None) or "-"),
         *[("stream", describe_stream(s)) for s in streams[:MAX_DESCRIBED_STREAMS]],
         *([("streams", f"... and {more} more (see Details)")] if more > 0 else []),
         *tested_on(run),
@@ -239,24 +242,24 @@ def run_tested(run: RunData) -> list[tuple[str, str]]:
 
 def criteria_table(run: RunData) -> Table | None:
     """Pass/fail of every QoS criterion of every application instance."""
-    apps = run.applications
+    apps = run.typed.summary.applications if run.typed.summary else None
     if apps is None:
         return None
     rows = []
-    for inst in apps["instances"]:
-        by_criterion: dict[str, list[dict]] = {}
-        for v in inst.get("verdicts", []):
-            by_criterion.setdefault(v["criterion"], []).append(v)
+    for inst in apps.instances or []:
+        by_criterion: dict[str | None, list[results.QosVerdict]] = {}
+        for v in inst.verdicts or []:
+            by_criterion.setdefault(v.criterion, []).append(v)
         for verdicts in by_criterion.values():
-            window = next((v for v in verdicts if v["scope"] == "window"), verdicts[0])
-            intervals = [v for v in verdicts if v["scope"] != "window"]
-            failed_intervals = [v for v in intervals if not v["passed"]]
-            passed = all(v["passed"] for v in verdicts)
+            window = next((v for v in verdicts if v.scope == "window"), verdicts[0])
+            intervals = [v for v in verdicts if v.scope != "window"]
+            failed_intervals = [v for v in intervals if not v.passed]
+            passed = all(v.passed for v in verdicts)
             rows.append(
                 [
-                    Cell(str(inst["tile"]), "num"),
-                    Cell(inst["app"]),
-                    Cell(window["description"]),
+                    Cell(str(inst.tile), "num"),
+                    Cell(str(inst.app)),
+                    Cell(str(window.description)),
                     Cell(criterion_value(window), "num"),
                     Cell(criterion_limit(window), "num"),
                     Cell(
@@ -273,7 +276,7 @@ def criteria_table(run: RunData) -> Table | None:
         rows,
         caption=(
             f"Latency criteria use response time (from the intended issue time). Per-interval "
-            f"criteria are also checked in each {num(apps.get('qos_interval_s'))} s QoS interval."
+            f"criteria are also checked in each {num(apps.qos_interval_s)} s QoS interval."
         ),
     )
 
@@ -300,41 +303,41 @@ def _latencies(by_criterion: dict[str, float | None]) -> str:
 
 def applications_tables(run: RunData) -> list[Table]:
     """The seeds' tables: per application (summed over tiles) and per instance."""
-    apps = run.applications
+    apps = run.typed.summary.applications if run.typed.summary else None
     if apps is None:
         return []
     per_app = []
-    for a in apps["applications"]:
+    for a in apps.applications or []:
         targets = [
-            i["target_metric"]
-            for i in apps["instances"]
-            if i["app"] == a["app"] and i.get("target_metric") is not None
+            i.target_metric
+            for i in apps.instances or []
+            if i.app == a.app and i.target_metric is not None
         ]
         per_app.append(
             [
-                Cell(a["app"]),
-                Cell(str(a["instances"]), "num"),
-                Cell(f"{num(a['metric_total'])} {a['metric_unit']}", "num"),
+                Cell(str(a.app)),
+                Cell(str(a.instances), "num"),
+                Cell(f"{num(a.metric_total)} {a.metric_unit}", "num"),
                 Cell(num(sum(targets)) if targets else "-", "num"),
-                Cell(_latencies(a["worst_latency_ms"])),
-                Cell(num(a["iops"]), "num"),
-                Cell(num(a["mbps"]), "num"),
-                mark(a["passed"]),
+                Cell(_latencies(a.worst_latency_ms or {})),
+                Cell(num(a.iops), "num"),
+                Cell(num(a.mbps), "num"),
+                mark(bool(a.passed)),
             ]
         )
     instances = []
-    for i in apps["instances"]:
+    for i in apps.instances or []:
         instances.append(
             [
-                Cell(str(i["tile"]), "num"),
-                Cell(i["app"]),
-                Cell(f"{num(i['metric'])} {i['metric_unit']}", "num"),
-                Cell(num(i.get("target_metric")), "num"),
-                Cell(_latencies(i["latency_ms"])),
-                Cell(num(i["iops"]), "num"),
-                Cell(num(i["mbps"]), "num"),
-                Cell(num(i["errors"]), "fail" if i["errors"] else "num"),
-                mark(i["passed"]),
+                Cell(str(i.tile), "num"),
+                Cell(str(i.app)),
+                Cell(f"{num(i.metric)} {i.metric_unit}", "num"),
+                Cell(num(i.target_metric), "num"),
+                Cell(_latencies(i.latency_ms or {})),
+                Cell(num(i.iops), "num"),
+                Cell(num(i.mbps), "num"),
+                Cell(num(i.errors), "fail" if i.errors else "num"),
+                mark(bool(i.passed)),
             ]
         )
     return [
@@ -373,40 +376,39 @@ def applications_tables(run: RunData) -> list[Table]:
     ]
 
 
-def _stream_latency(s: dict[str, Any], op: str) -> str:
+def _stream_latency(op: results.OpSummary | None) -> str:
     """'mean / p50 / p99 / p99.9' (ms) of one op of a summary stream, or '-'."""
-    o = s.get(op)
-    if not o or not o.get("response") or o["response"].get("mean_ms") is None:
+    r = op.response if op else None
+    if r is None or r.mean_ms is None:
         return "-"
-    r = o["response"]
-    return " / ".join(num(r[k]) for k in ("mean_ms", "p50_ms", "p99_ms", "p999_ms"))
+    return " / ".join(num(v) for v in (r.mean_ms, r.p50_ms, r.p99_ms, r.p999_ms))
 
 
-def _stream_errors(s: dict[str, Any]) -> Cell:
+def _stream_errors(s: results.StreamSummary) -> Cell:
     """A stream's IO errors by errno name (EIO 12, ENOSPC 3), red when there are any."""
-    named = errors_by_name(*(s.get(k) for k in ("read", "write", "sync")))
+    ops = (s.read, s.write, s.sync)
+    named = errors_by_name(*({"errors": o.errors or {}} if o else None for o in ops))
     return Cell(errors_text(named), "fail" if named else "num")
 
 
 def streams_table(run: RunData) -> Table:
     """Per stream: rates and read/write latency (mean, p50, p99, p99.9) of the run."""
-    summary = run.summary or {}
+    summary = run.typed.summary or results.Summary()
     apps = run.app_of_stream()
     rows = []
-    for s in summary.get("streams", []):
+    for s in summary.streams or []:
+        total = s.total or results.Rates()
         rows.append(
             [
-                Cell(s["name"]),
-                *([Cell(apps.get(s["stream"], "-"))] if apps else []),
-                Cell(
-                    "closed" if s["arrival"] == "closed" else f"open {num(s.get('target_iops'))}/s"
-                ),
-                Cell(num(s["total"]["iops"]), "num"),
-                Cell(num(s["total"]["mbps"]), "num"),
-                Cell(_stream_latency(s, "read"), "num"),
-                Cell(_stream_latency(s, "write"), "num"),
-                Cell(num(s.get("lag_max_ms")), "num"),
-                Cell(num(s.get("ios_issued_late")), "num"),
+                Cell(str(s.name)),
+                *([Cell(apps.get(s.stream, "-"))] if apps else []),  # type: ignore[arg-type]
+                Cell("closed" if s.arrival == "closed" else f"open {num(s.target_iops)}/s"),
+                Cell(num(total.iops), "num"),
+                Cell(num(total.mbps), "num"),
+                Cell(_stream_latency(s.read), "num"),
+                Cell(_stream_latency(s.write), "num"),
+                Cell(num(s.lag_max_ms), "num"),
+                Cell(num(s.ios_issued_late), "num"),
                 _stream_errors(s),
             ]
         )

@@ -27,6 +27,7 @@ from tilemark.report.data import (
 )
 from tilemark.report.format import generated_by, mark, num, run_links, steady_cell, tested_on
 from tilemark.report.run_report import time_series_sections
+from tilemark.store import results
 from tilemark.study.answers import answer_phrase, caveats
 from tilemark.wording import counted, signed_pct
 
@@ -45,7 +46,7 @@ def study_report(study: StudyData) -> Report:
     return Report(
         kind="study",
         title=f"tilemark report: {'knob' if study.is_knob else 'scaling'} study {study.study_id}"
-        + (f" ({study.doc['label']})" if study.doc.get("label") else ""),
+        + (f" ({study.typed.label})" if study.typed.label else ""),
         verdict=verdict,
         sections=sections,
         details=study_details(study),
@@ -73,52 +74,65 @@ def _axis_value(study: StudyData, value: float | None) -> str:
 
 def study_headline(study: StudyData) -> tuple[str, str]:
     """Headline sentence and status (the verdict box's colour) of a study."""
-    doc = study.doc
+    doc = study.typed
     best = study.answer
     what = f"Max {study.axis}" if study.is_knob else "Max passing tiles"
     if study.is_knob:
-        what += f" at {counted(doc.get('tiles_per_step', 1), 'tile')}"
+        what += f" at {counted(_or(doc.tiles_per_step, 1), 'tile')}"
     if best is None:
         headline = f"No {'value' if study.is_knob else 'tile count'} passes QoS"
         status = "fail"
     else:
-        score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
-        headline = f"{what}: {answer_phrase(doc)}{score}"
+        score = f", score {doc.score_at_max:.2f}" if doc.score_at_max is not None else ""
+        headline = f"{what}: {answer_phrase(study.doc)}{score}"
         # An answer that is a range or measured the host is shown, but not as a clean pass.
-        caveat = doc.get("host_bound") or doc.get("inconclusive_at") is not None
+        caveat = doc.host_bound or doc.inconclusive_at is not None
         status = "warn" if caveat else "pass"
-    runs = doc.get(("max_passing_value" if study.is_knob else "max_passing_tiles") + "_runs")
+    runs = doc.max_passing_value_runs if study.is_knob else doc.max_passing_tiles_runs
     if runs and len(runs) > 1:
         listed = ", ".join("none" if v is None else f"{v:g}" for v in runs)
-        agree = "all agree" if doc.get("stable") else "median; they differ"
+        agree = "all agree" if doc.stable else "median; they differ"
         headline += f" ({len(runs)} repeats: {listed}; {agree})"
-        if not doc.get("stable"):
+        if not doc.stable:
             status = "warn"
-    if not doc.get("complete", True):
+    if doc.complete is False:
         status = "warn"
     return headline, status
 
 
+def _or(value: Any, default: Any) -> Any:
+    """`value` unless the document left it out (None): dict.get(key, default) of a typed
+    field."""
+    return default if value is None else value
+
+
+def _first_failure_at(study: StudyData) -> float | None:
+    """The tile count (or knob value) of the first failure, if any."""
+    first = study.typed.first_failure
+    if not first:
+        return None
+    return first.value if study.is_knob else first.tiles
+
+
 def study_facts(study: StudyData) -> list[tuple[str, str]]:
     """The big numbers: capacity, throughput at capacity, first failure, runs used."""
-    doc = study.doc
-    first = doc.get("first_failure")
+    doc = study.typed
     best_step = _best_step(study)
-    at_best = (best_step.step.get("total") if best_step else None) or {}
-    first_at = None
-    if first:
-        first_at = first.get("value") if study.is_knob else first.get("tiles")
+    at_best = (best_step.typed.total if best_step else None) or results.Rates()
     facts = [
         (f"max {study.axis}" if study.is_knob else "max passing tiles", _answer_text(study)),
-        ("score at max", num(doc.get("score_at_max"))),
-        ("IOPS at max", num(at_best.get("iops"))),
-        ("MB/s at max", num(at_best.get("mbps"))),
-        ("first failure", _axis_value(study, first_at) if first else "none"),
-        ("runs", str(doc.get("runs_used", len(study.steps)))),
+        ("score at max", num(doc.score_at_max)),
+        ("IOPS at max", num(at_best.iops)),
+        ("MB/s at max", num(at_best.mbps)),
+        (
+            "first failure",
+            _axis_value(study, _first_failure_at(study)) if doc.first_failure else "none",
+        ),
+        ("runs", str(_or(doc.runs_used, len(study.steps)))),
     ]
-    settle = doc.get("settle")
+    settle = doc.settle
     if settle:
-        facts.append(("settled", f"{settle['seconds']:.0f} s" + ("" if settle["steady"] else "?")))
+        facts.append(("settled", f"{settle.seconds:.0f} s" + ("" if settle.steady else "?")))
     return facts
 
 
@@ -128,69 +142,67 @@ def _answer_text(study: StudyData) -> str:
 
 def study_notes(study: StudyData) -> list[str]:
     """What decided the answer, what did not add up, and whether the study was cut short."""
-    doc = study.doc
-    first = doc.get("first_failure")
+    doc = study.typed
+    first = doc.first_failure
     notes = []
     if first:
-        at = _axis_value(study, first.get("value") if study.is_knob else first.get("tiles"))
-        deciding = first.get("deciding")
-        how = "bounded (inconclusive)" if first.get("within_noise") else "decided"
+        at = _axis_value(study, _first_failure_at(study))
+        deciding = first.deciding  # criterion_json with app and tile: margin_text reads it
+        how = "bounded (inconclusive)" if first.within_noise else "decided"
         if deciding:
             where = f", tile {deciding['tile']}" if deciding.get("tile") else ""
             notes.append(f"{how} at {at} by {deciding['app']}{where}: {margin_text(deciding)}")
-        elif first.get("failed"):
-            noise = " (inconclusive)" if first.get("within_noise") else ""
-            notes.append(f"first failure ({at}){noise}: " + "; ".join(first["failed"][:6]))
-        votes = first.get("votes") or {}
+        elif first.failed:
+            noise = " (inconclusive)" if first.within_noise else ""
+            notes.append(f"first failure ({at}){noise}: " + "; ".join(first.failed[:6]))
+        votes = first.votes or {}
         if sum(votes.values()) > 1:
             notes.append(
                 f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
                 f"{sum(votes.values())} runs failed"
             )
-    notes += [Caution(text) if warns else text for text, warns in caveats(doc)]
-    for nm in doc.get("non_monotonic") or []:
+    notes += [Caution(text) if warns else text for text, warns in caveats(study.doc)]
+    for nm in doc.non_monotonic or []:
         notes.append(
             Caution(
-                f"not monotonic: {nm['failed']:g} failed but {nm['passed_above']:g} passed "
+                f"not monotonic: {nm.failed:g} failed but {nm.passed_above:g} passed "
                 "after a re-check; the storage's answer is within its noise there"
             )
         )
-    unsteady = [
-        st for st in study.steps if st.step.get("steady") and not st.step["steady"]["rule_met"]
-    ]
+    unsteady = [st for st in study.steps if st.typed.steady and not st.typed.steady["rule_met"]]
     if unsteady:
+        max_rounds = doc.until_steady.max_rounds if doc.until_steady else None
         notes.append(
             Caution(
-                f"not steady after {doc['until_steady']['max_rounds']} rounds at "
+                f"not steady after {max_rounds} rounds at "
                 + ", ".join(_axis_value(study, st.key) for st in unsteady)
                 + ": those steps were judged over all they measured while the storage was "
                 "changing"
             )
         )
-    settle = doc.get("settle")
-    if settle and not settle["steady"]:
+    settle = doc.settle
+    if settle and not settle.steady:
         notes.append(
             Caution(
-                f"read latency was not steady after {settle['seconds']:.0f} s of settling after "
+                f"read latency was not steady after {settle.seconds:.0f} s of settling after "
                 "the fill; the first step may still see the storage absorbing it"
             )
         )
-    if not doc.get("complete", True):
+    if doc.complete is False:
         notes.append(Caution("the study was interrupted: the steps so far are shown"))
     return notes
 
 
 def study_tested(study: StudyData) -> list[tuple[str, str]]:
     """The tile (applications and their scale), the study settings, and where it ran."""
-    doc = study.doc
-    tile = doc.get("tile", {})
+    tile = study.typed.tile or results.StudyTile()
     tested = [
         (
             "tile",
-            f"{tile.get('name')}: "
+            f"{tile.name}: "
             + ", ".join(
-                f"{a['app']} ({', '.join(f'{k} {v:g}' for k, v in a.get('scale', {}).items())})"
-                for a in tile.get("applications", [])
+                f"{a.app} ({', '.join(f'{k} {v:g}' for k, v in (a.scale or {}).items())})"
+                for a in tile.applications or []
             ),
         ),
         ("study", _study_setup(study)),
@@ -202,29 +214,29 @@ def study_tested(study: StudyData) -> list[tuple[str, str]]:
 
 
 def _study_setup(study: StudyData) -> str:
-    doc = study.doc
+    doc = study.typed
     if study.is_knob:
-        lo, hi = doc.get("knob_range") or (None, None)
+        lo, hi = doc.knob_range or (None, None)
         what = (
-            f"{study.axis} searched from {num(doc.get('knob_start'))} within {num(lo)}..{num(hi)} "
-            f"to {num(doc.get('knob_precision_pct'))}% at "
-            f"{counted(doc.get('tiles_per_step') or 1, 'tile')}"
+            f"{study.axis} searched from {num(doc.knob_start)} within {num(lo)}..{num(hi)} "
+            f"to {num(doc.knob_precision_pct)}% at "
+            f"{counted(doc.tiles_per_step or 1, 'tile')}"
         )
     else:
-        what = f"{doc.get('mode')} over {doc.get('tile_counts')} tiles"
-    timing = f"{num(doc.get('duration'))} s measured"
-    steady = doc.get("until_steady")
+        what = f"{doc.mode} over {doc.tile_counts} tiles"
+    timing = f"{num(doc.duration)} s measured"
+    steady = doc.until_steady
     if steady:
         timing = (
-            f"measured until steady ({steady['metric']}, rounds of {num(steady['round_s'])} s, "
-            f"at most {steady['max_rounds']}; judged over the steady window)"
+            f"measured until steady ({steady.metric}, rounds of {num(steady.round_s)} s, "
+            f"at most {steady.max_rounds}; judged over the steady window)"
         )
-    elif doc.get("max_duration") and doc.get("max_duration") != doc.get("duration"):
-        timing += f" (up to {num(doc['max_duration'])} s while undecided)"
+    elif doc.max_duration and doc.max_duration != doc.duration:
+        timing += f" (up to {num(doc.max_duration)} s while undecided)"
     return (
-        f"{what}, {timing} + {num(doc.get('warmup'))} s warm-up per step, QoS interval "
-        f"{num(doc.get('qos_interval_s'))} s, "
-        f"{counted(doc.get('confirm_runs', 0), 'confirmation run')} "
+        f"{what}, {timing} + {num(doc.warmup)} s warm-up per step, QoS interval "
+        f"{num(doc.qos_interval_s)} s, "
+        f"{counted(_or(doc.confirm_runs, 0), 'confirmation run')} "
         f"per failure, {counted(study.repeats, 'repeat')}"
     )
 
@@ -244,17 +256,17 @@ def study_criteria_table(study: StudyData) -> Table:
     """QoS per step and application: verdict and its worst criterion with margin and CI."""
     rows = []
     for st in study.shown_steps():
-        for a in st.step.get("applications", []):
-            worst = a.get("worst")
-            more = (a.get("failed_criteria") or 0) - 1
+        for a in st.typed.applications or []:
+            worst = a.worst
+            more = (a.failed_criteria or 0) - 1
             text = "-" if worst is None else margin_text(worst)
             if worst is not None and more > 0:
                 text += f", +{more} more"
             rows.append(
                 [
                     Cell(f"{st.key:g}", "num"),
-                    Cell(a["app"]),
-                    _verdict_cell(a.get("verdict"), a["passed"]),
+                    Cell(str(a.app)),
+                    _verdict_cell(a.verdict, bool(a.passed)),
                     Cell(text),
                 ]
             )
@@ -285,10 +297,12 @@ def study_verdict(study: StudyData) -> Verdict:
 
 def _qos_limits(study: StudyData) -> dict[tuple[str, str], float]:
     out = {}
-    for a in study.doc.get("tile", {}).get("applications", []):
-        for c in a.get("qos", []):
-            if c.get("max_ms") is not None:
-                out[(a["app"], c["id"])] = float(c["max_ms"])
+    tile = study.typed.tile or results.StudyTile()
+    for a in tile.applications or []:
+        # A file application keeps its QoS table as read, with no per-criterion limit in ms.
+        for c in a.qos if isinstance(a.qos, list) else []:
+            if c.max_ms is not None:
+                out[(str(a.app), str(c.id))] = float(c.max_ms)
     return out
 
 
@@ -297,45 +311,43 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
     totals, metrics, latency, shares = [], [], [], []
     limits = _qos_limits(study)
     for st in study.shown_steps():
-        step = st.step
-        total = step.get("total") or {}
+        step = st.typed
+        total = step.total or results.Rates()
         totals.append(
             {
                 "tiles": st.key,
-                "iops": total.get("iops"),
-                "mbps": total.get("mbps"),
-                "score": step.get("score"),
-                "verdict": "pass" if step["passed"] else "fail",
+                "iops": total.iops,
+                "mbps": total.mbps,
+                "score": step.score,
+                "verdict": "pass" if step.passed else "fail",
             }
         )
         targets: dict[str, float] = {}
-        for inst in step.get("instances", []):
+        for inst in step.instances or []:  # application instances, as tiles.py wrote them
             if inst.get("target_metric") is not None:
                 targets[inst["app"]] = targets.get(inst["app"], 0.0) + inst["target_metric"]
-        for a in step.get("applications", []):
+        for a in step.applications or []:
             metrics.append(
                 {
-                    "app": a["app"],
+                    "app": a.app,
                     "tiles": st.key,
-                    "metric": a["metric_total"],
-                    "target": targets.get(a["app"]),
-                    "unit": a["metric_unit"],
-                    "verdict": "pass" if a["passed"] else "fail",
+                    "metric": a.metric_total,
+                    "target": targets.get(str(a.app)),
+                    "unit": a.metric_unit,
+                    "verdict": "pass" if a.passed else "fail",
                 }
             )
-            shares.append(
-                {"tiles": st.key, "group": a["app"], "mbps": a["mbps"], "iops": a["iops"]}
-            )
-            for cid, v in (a.get("worst_latency_ms") or {}).items():
+            shares.append({"tiles": st.key, "group": a.app, "mbps": a.mbps, "iops": a.iops})
+            for cid, v in (a.worst_latency_ms or {}).items():
                 if v is None or (isinstance(v, float) and math.isnan(v)):
                     continue
                 latency.append(
                     {
-                        "app": a["app"],
+                        "app": a.app,
                         "criterion": cid,
                         "tiles": st.key,
                         "latency_ms": v,
-                        "limit_ms": limits.get((a["app"], cid)),
+                        "limit_ms": limits.get((str(a.app), cid)),
                     }
                 )
     return {"totals": totals, "metrics": metrics, "latency": latency, "shares": shares}
@@ -347,11 +359,7 @@ def study_rows(study: StudyData) -> dict[str, list[dict[str, Any]]]:
 
 def scaling_section(study: StudyData) -> Section:
     """Totals, application metrics, QoS latencies and throughput shares vs tile count."""
-    doc = study.doc
-    first = doc.get("first_failure")
-    first_at = None
-    if first:
-        first_at = first.get("value") if study.is_knob else first.get("tiles")
+    first_at = _first_failure_at(study)
     axis = study.axis
     data = study_rows(study)
     shown = f" (repeat {study.shown_repeat()})" if study.repeats > 1 else ""
@@ -403,22 +411,23 @@ def scaling_section(study: StudyData) -> Section:
 
 def study_table(study: StudyData) -> Table:
     """Seed tables 1-3: per tile count, each application's metric and QoS latencies."""
-    apps = [a["app"] for a in study.doc.get("tile", {}).get("applications", [])]
+    tile = study.typed.tile or results.StudyTile()
+    apps = [str(a.app) for a in tile.applications or []]
     columns = [study.axis]
     lat_ids: dict[str, list[str]] = {}
     for st in study.shown_steps():
-        for a in st.step.get("applications", []):
-            lat_ids.setdefault(a["app"], [])
-            for cid in a.get("worst_latency_ms") or {}:
-                if cid not in lat_ids[a["app"]]:
-                    lat_ids[a["app"]].append(cid)
+        for a in st.typed.applications or []:
+            ids = lat_ids.setdefault(str(a.app), [])
+            for cid in a.worst_latency_ms or {}:
+                if cid not in ids:
+                    ids.append(cid)
     for app in apps:
         columns.append(app)
         columns += [f"{app} {cid} (ms)" for cid in lat_ids.get(app, [])]
     columns += ["IOPS", "MB/s", "score", "QoS"]
     rows = []
     for st in study.shown_steps():
-        by_app = {a["app"]: a for a in st.step.get("applications", [])}
+        by_app = {str(a.app): a for a in st.typed.applications or []}
         row = [Cell(f"{st.key:g}", "num")]
         for app in apps:
             a = by_app.get(app)
@@ -426,18 +435,16 @@ def study_table(study: StudyData) -> Table:
                 row += [Cell("-")] * (1 + len(lat_ids.get(app, [])))
                 continue
             row.append(
-                Cell(
-                    f"{num(a['metric_total'])} {a['metric_unit']}", "num" if a["passed"] else "fail"
-                )
+                Cell(f"{num(a.metric_total)} {a.metric_unit}", "num" if a.passed else "fail")
             )
             for cid in lat_ids.get(app, []):
-                row.append(Cell(num((a.get("worst_latency_ms") or {}).get(cid)), "num"))
-        total = st.step.get("total") or {}
+                row.append(Cell(num((a.worst_latency_ms or {}).get(cid)), "num"))
+        total = st.typed.total or results.Rates()
         row += [
-            Cell(num(total.get("iops")), "num"),
-            Cell(num(total.get("mbps")), "num"),
-            Cell(num(st.step.get("score")), "num"),
-            _verdict_cell("noise" if st.step.get("within_noise") else None, st.step["passed"]),
+            Cell(num(total.iops), "num"),
+            Cell(num(total.mbps), "num"),
+            Cell(num(st.typed.score), "num"),
+            _verdict_cell("noise" if st.typed.within_noise else None, bool(st.typed.passed)),
         ]
         rows.append(row)
     return Table(
@@ -454,25 +461,25 @@ def steps_table(study: StudyData, home: Path) -> Table:
     lives (relative to `home`)."""
     rows = []
     repeats = study.repeats > 1
-    steady = any(r.get("steady") for st in study.steps for r in st.step.get("runs") or [])
+    steady = any(r.steady for st in study.steps for r in st.typed.runs or [])
     for st in sorted(study.steps, key=lambda s: (s.repeat, s.key)):
-        runs = st.step.get("runs") or [
-            {"run_id": st.step["run_id"], "verdict": None, "passed": st.step["passed"]}
+        runs = st.typed.runs or [
+            results.StepRun(run_id=st.typed.run_id, verdict=None, passed=st.typed.passed)
         ]
         for r in runs:
-            run_dir = Path(r["run_dir"]) if r.get("run_dir") else None
+            run_dir = Path(r.run_dir) if r.run_dir else None
             if run_dir is None and st.run is not None:
                 run_dir = st.run.run_dir
             row = [Cell(str(st.repeat), "num")] if repeats else []
             row += [
                 Cell(f"{st.key:g}", "num"),
-                Cell(r["run_id"] + (" *" if r["run_id"] == st.step.get("run_id") else "")),
-                Cell(r.get("reason", "new")),
-                _verdict_cell(r.get("verdict"), r.get("passed", False)),
-                Cell(num(r.get("measured_s")), "num"),
+                Cell(str(r.run_id) + (" *" if r.run_id == st.typed.run_id else "")),
+                Cell(_or(r.reason, "new")),
+                _verdict_cell(r.verdict, bool(r.passed)),
+                Cell(num(r.measured_s), "num"),
             ]
             if steady:
-                row.append(Cell(steady_cell(r.get("steady"))))
+                row.append(Cell(steady_cell(r.steady)))
             row.append(
                 Cell(relpath(run_dir, home) if run_dir and run_dir.exists() else "(missing)")
             )
@@ -501,30 +508,28 @@ def margins_table(study: StudyData) -> Table:
     """Every QoS criterion of every step: value, limit, margin and confidence interval."""
     rows = []
     for st in study.shown_steps():
-        for a in st.step.get("applications", []):
-            for c in a.get("criteria") or []:
+        for a in st.typed.applications or []:
+            for c in a.criteria or []:
                 ci = "-"
-                if c.get("ci_low") is not None and c["unit"] == "ms":
-                    ci = f"{num(c['ci_low'])} .. {num(c['ci_high'])}"
-                    if not c.get("ci_bounded", True):
+                if c.ci_low is not None and c.unit == "ms":
+                    ci = f"{num(c.ci_low)} .. {num(c.ci_high)}"
+                    if c.ci_bounded is False:
                         ci += " (few samples)"
-                value = c["value"]
-                shown = (
-                    f"{value:.1%}" if c["unit"] == "fraction" and value is not None else num(value)
-                )
-                limit = f">= {c['limit']:.0%}" if c["unit"] == "fraction" else num(c["limit"])
-                margin = c.get("margin_pct")
+                value = c.value
+                shown = f"{value:.1%}" if c.unit == "fraction" and value is not None else num(value)
+                limit = f">= {c.limit:.0%}" if c.unit == "fraction" else num(c.limit)
+                margin = c.margin_pct
                 rows.append(
                     [
                         Cell(f"{st.key:g}", "num"),
-                        Cell(a["app"]),
-                        Cell(c["criterion"]),
+                        Cell(str(a.app)),
+                        Cell(str(c.criterion)),
                         Cell(shown, "num"),
                         Cell(limit, "num"),
                         Cell("-" if margin is None else f"{signed_pct(margin, 0)}", "num"),
                         Cell(ci, "num"),
-                        Cell(c.get("decision") or "-", "fail" if not c["passed"] else ""),
-                        Cell(str(c.get("tile") or "-"), "num"),
+                        Cell(c.decision or "-", "fail" if not c.passed else ""),
+                        Cell(str(c.tile or "-"), "num"),
                     ]
                 )
     return Table(
@@ -546,25 +551,24 @@ def repeats_section(study: StudyData) -> Section | None:
     """With --repeat: each repetition's answer and how often each answer came."""
     if study.repeats <= 1:
         return None
-    doc = study.doc
-    key = "max_passing_value" if study.is_knob else "max_passing_tiles"
+    doc = study.typed
     rows = []
-    for r in doc.get("repeats") or []:
-        first = r.get("first_failure") or {}
-        deciding = first.get("deciding")
+    for r in doc.repeats or []:
+        deciding = r.first_failure.deciding if r.first_failure else None
+        answer = r.max_passing_value if study.is_knob else r.max_passing_tiles
         rows.append(
             [
-                Cell(str(r["repeat"]), "num"),
-                Cell("none" if r.get(key) is None else f"{r[key]:g}", "num"),
-                Cell(num(r.get("score_at_max")), "num"),
+                Cell(str(r.repeat), "num"),
+                Cell("none" if answer is None else f"{answer:g}", "num"),
+                Cell(num(r.score_at_max), "num"),
                 Cell("-" if not deciding else f"{deciding['app']}: {margin_text(deciding)}"),
             ]
         )
-    distribution = ", ".join(f"{k} x{v}" for k, v in (doc.get("distribution") or {}).items())
+    distribution = ", ".join(f"{k} x{v}" for k, v in (doc.distribution or {}).items())
     table = Table(
         "repeats",
         f"Repeats: {distribution}; reported {_answer_text(study)} "
-        f"({'stable' if doc.get('stable') else 'not stable'})",
+        f"({'stable' if doc.stable else 'not stable'})",
         ["repeat", f"max {study.axis}", "score", "deciding criterion at the first failure"],
         rows,
         caption="The answer is the median of the repeats (the lower one of an even count; a "

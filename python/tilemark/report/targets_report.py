@@ -12,6 +12,7 @@ from tilemark.report.data import RunData
 from tilemark.report.format import ms, num
 from tilemark.report.telemetry import read_rows
 from tilemark.run.pertarget import TARGETS_FILE, TARGETS_LOG
+from tilemark.store import results
 
 
 def target_rows(run: RunData) -> list[dict[str, Any]]:
@@ -46,23 +47,23 @@ def series(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(points.values(), key=lambda p: (p["t_s"], p["group"]))
 
 
-def targets_table(summary: dict[str, Any]) -> Table:
+def targets_table(summary: results.Summary) -> Table:
     rows = []
-    for t in summary.get("targets") or []:
-        rl, wl = t.get("read_latency") or {}, t.get("write_latency") or {}
+    for t in summary.targets or []:
+        rl, wl = t.read_latency or results.Latency(), t.write_latency or results.Latency()
         cells = [
-            str(t["name"]),
-            str(t.get("path") or ""),
-            num(t.get("iops")),
-            num(t.get("mbps")),
-            num(t.get("read_iops")),
-            num(t.get("write_iops")),
-            ms(rl.get("p50_ms")) or "-",
-            ms(rl.get("p99_ms")) or "-",
-            ms(wl.get("p50_ms")) or "-",
-            ms(wl.get("p99_ms")) or "-",
+            str(t.name),
+            str(t.path or ""),
+            num(t.iops),
+            num(t.mbps),
+            num(t.read_iops),
+            num(t.write_iops),
+            ms(rl.p50_ms) or "-",
+            ms(rl.p99_ms) or "-",
+            ms(wl.p50_ms) or "-",
+            ms(wl.p99_ms) or "-",
         ]
-        errors = t.get("errors") or 0
+        errors = t.errors or 0
         rows.append(
             [Cell(c, "" if k < 2 else "num") for k, c in enumerate(cells)]
             + [Cell(num(errors), "fail" if errors else "num")]
@@ -89,13 +90,13 @@ def targets_table(summary: dict[str, Any]) -> Table:
 
 def targets_section(run: RunData, warmup_s: float, prefix: str = "") -> Section | None:
     """The section of a run with several targets; None for one target."""
-    summary = run.summary or {}
-    if len(summary.get("targets") or []) < 2:
+    summary = run.typed.summary or results.Summary()
+    if len(summary.targets or []) < 2:
         return None
     items: list[Figure | Table] = [targets_table(summary)]
     points = series(target_rows(run))
     if points:
-        order = [t["name"] for t in summary["targets"]]
+        order = [t.name for t in summary.targets or []]
         for field, title in (("iops", "IOPS per target"), ("mbps", "MB/s per target")):
             items.append(
                 Figure(

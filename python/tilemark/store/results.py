@@ -21,6 +21,10 @@ strings they show. Fields they do not read stay loose (`dict[str, Any]`), and un
 kept out of the typed view but never refused, so an older reader opens a newer writer's
 document; `schema_version` and rundoc.MIGRATIONS handle the rest. Every field is optional
 (`None`) unless it is what identifies the document.
+
+Longer than 600 lines because every class of every results document lives here, next to the
+reader and the generator of docs/results-schema.md: one file is the schema, and splitting it
+by document would split classes that run.json and study.json share (Rates, QoS criteria).
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ class StreamSummary(Rates):
     read: OpSummary | None = None
     write: OpSummary | None = None
     sync: OpSummary | None = None
-    total: dict[str, Any] | None = None
+    total: Rates | None = None  # iops, mbps of the stream's reads and writes
     lag_max_ms: float | None = None
     ios_issued_late: int | None = None
     # IO priority (docs/options.md `priority`): class, level, and with `priority_share` the
@@ -109,6 +113,39 @@ class AppResult(_Struct):
     criteria: list[dict[str, Any]] | None = None
     worst: dict[str, Any] | None = None
     metric_total: float | None = None
+    metric_unit: str | None = None
+    instances: int | float | None = None  # instances of the application (one per tile)
+    worst_latency_ms: dict[str, float | None] | None = None  # QoS criterion -> worst instance
+    iops: float | None = None
+    mbps: float | None = None
+
+
+class QosVerdict(_Struct):
+    """One QoS criterion of an application instance in one scope (the window, an interval)."""
+
+    criterion: str | None = None
+    description: str | None = None
+    scope: str | None = None  # window | interval N
+    passed: bool | None = None
+    value: float | None = None
+    limit: float | None = None
+    unit: str | None = None  # ms | fraction | errors ...
+
+
+class AppInstance(_Struct):
+    """One application instance (one tile's copy of an application) of a tile run."""
+
+    tile: int | None = None
+    app: str | None = None
+    metric: float | None = None
+    metric_unit: str | None = None
+    target_metric: float | None = None
+    latency_ms: dict[str, float | None] | None = None  # QoS criterion -> value
+    iops: float | None = None
+    mbps: float | None = None
+    errors: int | float | None = None
+    passed: bool | None = None
+    verdicts: list[QosVerdict] | None = None
 
 
 class LayoutStream(_Struct):
@@ -117,6 +154,7 @@ class LayoutStream(_Struct):
 
 
 class Layout(_Struct):
+    tile: str | None = None  # the tile's name
     streams: list[LayoutStream] | None = None
 
 
@@ -124,11 +162,13 @@ class Applications(_Struct):
     """The `applications` section of a tile run's summary (QoS per application)."""
 
     applications: list[AppResult] | None = None
-    instances: list[dict[str, Any]] | None = None
+    instances: list[AppInstance] | None = None
     layout: Layout | None = None
     passed: bool | None = None
     score: float | None = None
     tiles: int | None = None
+    failed: list[Any] | None = None  # the failed criteria
+    qos_interval_s: float | None = None
     measurement: dict[str, Any] | None = None
 
 
@@ -188,6 +228,15 @@ class FilesetResult(_Struct):
     prepared: dict[str, Any] | None = None  # files, bytes, reused, created, rewritten, removed
 
 
+class FileQos(_Struct):
+    """One QoS criterion of a file run (files/qos.py QosVerdict)."""
+
+    name: str | None = None
+    criterion: str | None = None
+    value: float | None = None  # ms, or per second; None when nothing was measured
+    passed: bool | None = None
+
+
 class FilesSummary(_Struct):
     """run.json `summary.files`: the file streams of a file run or of a tile run's file apps."""
 
@@ -198,9 +247,51 @@ class FilesSummary(_Struct):
     seconds: float | None = None  # the measurement (a tile run: after its warm-up)
     streams: list[FileStreamResult] | None = None
     filesets: list[FilesetResult] | None = None
-    qos: list[dict[str, Any]] | None = None  # name, criterion, value, passed
+    qos: list[FileQos] | None = None
     qos_passed: bool | None = None
     devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
+
+
+class TargetSummary(Rates):
+    """One target of the run over the measurement window (run/pertarget.py)."""
+
+    target: int | None = None  # its index in the plan
+    name: str | None = None
+    path: str | None = None
+    streams: list[str] | None = None  # the streams on it
+    read_latency: Latency | None = None
+    write_latency: Latency | None = None
+
+
+class Lateness(_Struct):
+    """How late IOs were issued against their recorded time (microseconds)."""
+
+    mean_us: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    max_us: float | None = None
+
+
+class ReplayStream(_Struct):
+    """One replayed stream: IOs issued against the trace's records, rate, lateness."""
+
+    name: str | None = None
+    records: int | float | None = None  # IOs in one pass of the stream's list
+    issued: int | float | None = None
+    skipped: int | float | None = None  # None when the replay did not end on its own
+    not_reached: int | float | None = None
+    trace_iops: float | None = None
+    achieved_iops: float | None = None
+    rate_error_pct: float | None = None
+    lateness: Lateness | None = None
+
+
+class Replay(_Struct):
+    """run.json `summary.replay` of `tilemark replay` (trace/accuracy.py; docs/replay.md)."""
+
+    mode: str | None = None  # timed | afap | qd
+    verdict: str | None = None  # the accuracy sentence
+    streams: list[ReplayStream] | None = None
 
 
 class Summary(_Struct):
@@ -208,7 +299,7 @@ class Summary(_Struct):
 
     total: Total | None = None
     streams: list[StreamSummary] | None = None
-    targets: list[dict[str, Any]] | None = None
+    targets: list[TargetSummary] | None = None
     applications: Applications | None = None
     duration_s: float | None = None
     notes: list[str] | None = None
@@ -224,7 +315,7 @@ class Summary(_Struct):
     data_reduction: dict[str, Any] | None = None
     preconditioning: dict[str, Any] | None = None
     verify_pass: dict[str, Any] | None = None
-    replay: dict[str, Any] | None = None
+    replay: Replay | None = None
     # Open-loop IOs' submission minus intended time, all streams merged: ios, mean_us, p50_us,
     # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
     issue_lateness: dict[str, Any] | None = None
@@ -314,6 +405,17 @@ class Workload(_Struct):
     name: str | None = None
 
 
+class VerifyPass(_Struct):
+    """A verification pass over a run's data (`tilemark verify --run`; docs/verification.md)."""
+
+    started_at: str | None = None
+    bytes: int | float | None = None
+    seconds: float | None = None
+    mbps: float | None = None
+    total: int | float | None = None  # findings
+    by_class: dict[str, Any] | None = None  # finding class -> count
+
+
 class RunDoc(_Struct):
     """run.json: one run (docs/results-schema.md)."""
 
@@ -340,7 +442,53 @@ class RunDoc(_Struct):
     result: EngineResult | None = None
     hosts: list[Host] | None = None
     files: Files | None = None
-    verify_passes: list[dict[str, Any]] | None = None
+    verify_passes: list[VerifyPass] | None = None
+
+
+class StepCriterion(_Struct):
+    """One whole-window QoS criterion of a step's application: the instance nearest to (or
+    furthest past) its limit (analysis/tiles.py criterion_json)."""
+
+    criterion: str | None = None
+    decision: str | None = None  # pass | fail | inconclusive
+    passed: bool | None = None
+    value: float | None = None
+    limit: float | None = None
+    unit: str | None = None  # ms | fraction | ...
+    margin_pct: float | None = None  # (value - limit) / limit, in %
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_bounded: bool | None = None  # false: too few samples for the interval
+    tile: int | None = None
+
+
+class StepApp(_Struct):
+    """One application of a tile study's step: metric, verdict and QoS latencies."""
+
+    app: str | None = None
+    profile: str | None = None
+    verdict: str | None = None  # pass | fail | noise (failed only within noise)
+    passed: bool | None = None
+    worst: dict[str, Any] | None = None  # its deciding criterion (criterion_json and tile)
+    failed_criteria: int | float | None = None
+    criteria: list[StepCriterion] | None = None
+    metric_total: float | None = None
+    metric_unit: str | None = None
+    worst_latency_ms: dict[str, float | None] | None = None  # criterion id -> worst instance
+    iops: float | None = None
+    mbps: float | None = None
+
+
+class StepRun(_Struct):
+    """One run of a study's step (study.json `steps[].runs`)."""
+
+    run_id: str | None = None
+    run_dir: str | None = None
+    verdict: str | None = None
+    passed: bool | None = None
+    reason: str | None = None  # new | confirm | recheck | extend
+    measured_s: float | None = None
+    steady: dict[str, Any] | None = None  # the run's steady state (format.steady_cell)
 
 
 class StudyStep(Rates):
@@ -356,19 +504,137 @@ class StudyStep(Rates):
     value: float | None = None
     repeat: int | None = None
     votes: dict[str, Any] | None = None
-    runs: list[dict[str, Any]] | None = None
-    applications: list[dict[str, Any]] | None = None
+    runs: list[StepRun] | None = None
+    applications: list[StepApp] | None = None
     total: Rates | None = None
     failed: list[Any] | None = None
+    score: float | None = None
+    within_noise: bool | None = None  # failed only within noise
+    instances: list[dict[str, Any]] | None = None  # per application instance (app, metric, ...)
+    # With --until-steady: steady, rule_met, rounds, judged_over, window, verdict; else null.
+    steady: dict[str, Any] | None = None
+    repetition: int | None = None  # repeat studies: the repetition's number
+    status: str | None = None  # repeat and point studies: the run's status
+    change_points: list[dict[str, Any]] | None = None  # repeat studies: the run's
+
+
+class QosLimit(_Struct):
+    """One QoS criterion of an application profile as a tile study records it."""
+
+    id: str | None = None
+    max_ms: float | None = None
+
+
+class TileApp(_Struct):
+    """One application of a study's tile: profile, scale knobs and QoS criteria."""
+
+    app: str | None = None
+    profile: str | None = None
+    scale: dict[str, float] | None = None  # knob -> value (block applications)
+    # Block applications list their criteria; file applications keep their QoS table as read.
+    qos: list[QosLimit] | dict[str, Any] | None = None
 
 
 class StudyTile(_Struct):
     name: str | None = None
-    applications: list[dict[str, Any]] | None = None
+    applications: list[TileApp] | None = None
+
+
+class FirstFailure(_Struct):
+    """The failed step that bounds a study's answer."""
+
+    tiles: int | float | None = None
+    value: int | float | None = None
+    failed: list[str] | None = None  # criterion texts
+    deciding: dict[str, Any] | None = None  # criterion_json with app and tile (margin_text)
+    within_noise: bool | None = None
+    host_bound: bool | None = None
+    longer_window: bool | None = None
+    votes: dict[str, int | float] | None = None  # pass | fail | noise -> runs
+
+
+class NonMonotonic(_Struct):
+    """A failed step with a passing one above it, left after re-checks."""
+
+    failed: float | None = None
+    passed_above: float | None = None
+
+
+class UntilSteady(_Struct):
+    """--until-steady: every step measured in rounds until steady (steady-state.md)."""
+
+    round_s: float | None = None
+    max_rounds: int | float | None = None
+    metric: str | None = None
+
+
+class Settle(_Struct):
+    """The settling probe after a fill: how long it ran and whether read latency settled."""
+
+    seconds: float | None = None
+    steady: bool | None = None
 
 
 class StudyRepeat(_Struct):
+    """One repetition of a tile study: its answer fields."""
+
     repeat: int | None = None
+    max_passing_tiles: int | float | None = None
+    max_passing_value: int | float | None = None
+    score_at_max: float | None = None
+    first_failure: FirstFailure | None = None
+
+
+class Trend(_Struct):
+    """A metric's least-squares trend over the repetitions (% of the first per repetition)."""
+
+    n: int | None = None  # repetitions fitted
+    slope_pct: float | None = None
+    slope_ci_pct: list[float | None] | None = None  # 95% interval of slope_pct
+    last_vs_first_pct: float | None = None
+
+
+class BeforeAfter(_Struct):
+    """Two repetitions: the change from before to after with its 95% interval."""
+
+    change_pct: float | None = None
+    ci_pct: list[float | None] | None = None
+    beyond_noise: bool | None = None
+    verdict: str | None = None
+
+
+class RepeatMetric(_Struct):
+    """One metric of a repeat study over its complete repetitions (study/repeat.py decay)."""
+
+    metric: str | None = None  # IOPS, MB/s, read mean ms, ...
+    scope: str | None = None  # total, a stream or an application
+    unit: str | None = None
+    better: str | None = None  # higher | lower
+    headline: bool | None = None  # decides the study's verdict
+    values: list[float | None] | None = None  # per complete repetition
+    change_pct: list[float | None] | None = None  # change from the first repetition
+    trend: Trend | None = None
+    before_after: BeforeAfter | None = None
+    verdict: str | None = None
+
+
+class PointsWorkload(_Struct):
+    """What every point of a sweep, matrix or curve shares."""
+
+    duration: float | None = None  # seconds measured per point
+    warmup: float | None = None
+    interval: float | None = None
+    backend: str | None = None
+    direct: bool | None = None
+
+
+class SweepAxes(_Struct):
+    """The lists a sweep crosses."""
+
+    bs: list[int | float] | None = None  # bytes
+    qd: list[int | float] | None = None
+    read: list[float] | None = None  # read %
+    region: list[str] | None = None  # as given
 
 
 class StudyDoc(_Struct):
@@ -384,9 +650,73 @@ class StudyDoc(_Struct):
     tile: StudyTile | None = None
     repeats: list[StudyRepeat] | None = None
     repeat: int | None = None
-    first_failure: dict[str, Any] | None = None
-    settle: dict[str, Any] | None = None
+    first_failure: FirstFailure | None = None
+    settle: Settle | None = None
     runs_used: int | None = None
+    # Tile studies (scale, knob): how every step ran.
+    duration: float | None = None  # seconds measured per step
+    max_duration: float | None = None  # up to this while a step is undecided
+    warmup: float | None = None
+    qos_interval_s: float | None = None
+    until_steady: UntilSteady | None = None
+    confirm_runs: int | float | None = None  # runs that confirm a failure
+    mode: str | None = None  # scale: linear | search; repeat: workload | tiles
+    tile_counts: list[Any] | None = None  # scale: the tile counts
+    knob: str | None = None  # knob studies: the knob, where it starts and its range
+    knob_start: float | None = None
+    knob_range: list[float] | None = None
+    knob_precision_pct: float | None = None
+    tiles_per_step: int | float | None = None
+    # The answer of a tile study: the median over repeats, each repeat's, how often each came.
+    max_passing_tiles: int | float | None = None
+    max_passing_value: int | float | None = None
+    max_passing_tiles_runs: list[int | float | None] | None = None
+    max_passing_value_runs: list[int | float | None] | None = None
+    distribution: dict[str, int | float] | None = None  # answer (as text) -> repeats
+    stable: bool | None = None  # every repeat found the same answer
+    score_at_max: float | None = None
+    host_bound: bool | None = None
+    inconclusive_at: float | None = None
+    non_monotonic: list[NonMonotonic] | None = None
+    stopped: str | None = None  # why a stopped study ended early (a failing --between, a signal)
+    # Repeat studies: how they ran and the decay verdict.
+    repetitions: int | None = None
+    pause_s: float | None = None
+    between: str | None = None  # the command run between repetitions
+    workload: str | PointsWorkload | None = None  # repeat: its name; points: what they share
+    noise_floor_pct: float | None = None
+    verdict: str | None = None  # stable | decaying | improving | inconclusive
+    deciding_metric: str | None = None
+    tool_bound_repetitions: list[int] | None = None
+    repetitions_complete: list[int] | None = None
+    metrics: list[RepeatMetric] | None = None
+    # Sweeps, matrices and curves: the points table (one row per point; docs/studies.md) ...
+    points: list[dict[str, Any]] | None = None
+    # ... a sweep's axes ...
+    axes: SweepAxes | None = None
+    varied: list[str] | None = None  # the axes with more than one value
+    pattern: Any = None
+    # ... a matrix's definition and its [large][small] matrices ...
+    small_levels: list[int | float] | None = None  # small-IO queue depths
+    large_levels: list[int | float] | None = None  # large streams
+    small_bs: int | float | None = None
+    small_read: float | None = None
+    large_bs: int | float | None = None
+    large_read: float | None = None
+    large_qd: int | float | None = None
+    cells_measured: int | None = None
+    small_iops: list[list[float | None]] | None = None
+    large_mbps: list[list[float | None]] | None = None
+    small_latency_ms: list[list[float | None]] | None = None
+    # ... and a curve's definition and answer.
+    loads_pct: list[float] | None = None
+    slo: str | None = None  # p99<=1ms,...
+    slo_precision_pct: float | None = None
+    knee_rule: str | None = None
+    max_iops: float | None = None
+    qd_at_max: int | float | None = None
+    slo_iops: float | None = None
+    knee: dict[str, Any] | None = None  # the point the knee is at (iops, offered_pct, ...)
 
 
 # -----------------------------------------------------------------------------------------------
