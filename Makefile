@@ -46,10 +46,11 @@ run: build ## default tile benchmark (scaling study) on ./tilemark-data/scratch.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The slowest tests of each tier are listed at the end (where the 10 minutes go, in CI's log).
 test: build system-deps ## every test: Rust unit tests, then Python unit and end-to-end tests (<= 10 min)
 	cargo test --workspace --exclude tilemark-py -q
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests || [ $$? -eq 5 ]
-	$(PYTEST) -m serial tests || [ $$? -eq 5 ]
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15 tests || [ $$? -eq 5 ]
+	$(PYTEST) -m serial --durations=12 tests || [ $$? -eq 5 ]
 
 check: build ## the inner loop (<= 2 min): Rust and Python unit tests and the quick end-to-end tests
 	cargo test --workspace --exclude tilemark-py -q
