@@ -144,7 +144,7 @@ def run_profile(
     prep = run([*base, "--duration", f"{prep_s:g}s"])
     if prep.returncode not in (0, 3):
         raise RuntimeError(f"preparing the target failed ({prep.returncode}): {prep.stderr[-800:]}")
-    rigs.drop_caches()
+    rigs.drop_caches(fs, dev.loop)
     span = f"{seconds + 2 * lead_s:g}s"
     return capture(dev, out, [*base, "--duration", span], seconds, lead_s)
 
@@ -184,7 +184,7 @@ def pg_round(work: Path, *, seconds: float, scale: int, clients: int, memcg_mb: 
             with rigs.memory_cgroup("pg", memcg_mb << 20) as cg:
                 with rigs.postgres(fs / "pg", port, cgroup=cg) as pg:
                     rigs.pgbench_init(pg, scale)
-                    rigs.drop_caches()
+                    rigs.drop_caches(fs, dev.loop)
                     # warm the instance up a little (connections, first checkpoint)
                     run(pg.pgbench("-c", str(clients), "-j", "2", "-T", str(warmup_s)))
                     r.pressure_app = rigs.pressure()
@@ -236,7 +236,7 @@ def rocksdb_round(work: Path, *, seconds: float, num: int, memcg_mb: int, rdelay
             fill = run(rigs.db_bench_cmd(db, "fillrandom", num=num))
             if fill.returncode != 0:
                 raise RuntimeError(f"db_bench fillrandom failed: {fill.stderr[-600:]}")
-            rigs.drop_caches()
+            rigs.drop_caches(fs, dev.loop)
             with rigs.memory_cgroup("rocksdb", memcg_mb << 20) as cg:
                 cmd = rigs.in_cgroup(cg, rigs.db_bench_cmd(
                     db, "readrandomwriterandom", num=num,
@@ -275,7 +275,7 @@ def sqlite_round(work: Path, *, seconds: float, items: int, memcg_mb: int, rdela
             load = run(rigs.sqlite_cmd(sys.executable, db, items, 0))
             if load.returncode != 0:
                 raise RuntimeError(f"sqlite load failed: {load.stderr[-600:]}")
-            rigs.drop_caches()
+            rigs.drop_caches(fs, dev.loop)
             with rigs.memory_cgroup("sqlite", memcg_mb << 20) as cg:
                 span = seconds + 2 * lead_s
                 cmd = rigs.in_cgroup(cg, rigs.sqlite_cmd(sys.executable, db, items, span))

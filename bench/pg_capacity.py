@@ -141,7 +141,7 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
             pg = stack.enter_context(rigs.postgres(fs / f"pg{i}", args.port + i, cgroup=cg))
             rigs.pgbench_init(pg, args.scale)
             pgs.append(pg)
-        rigs.drop_caches()
+        rigs.drop_caches(fs, dev.loop)
         # calibration and learning: instance 0 alone, captured in its steady state
         span = args.seconds + 2 * fid.LEAD_S
         cmd = pgs[0].pgbench("-c", "4", "-j", "2", "-R", f"{rate:g}", "-L", f"{args.limit:g}",
