@@ -140,36 +140,30 @@ def copy_names(name: str, copies: int) -> list[str]:
     return [f"{name}{COPY_SEPARATOR}{i}" for i in range(copies)]
 
 
-def parse_target_names(value: object, label: str) -> list[str]:
-    """A target name or a non-empty list of distinct target names."""
+def _names(value: object, label: str, what: str) -> list[str]:
+    """A `what` name or a non-empty list of distinct ones."""
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names:
         raise UsageError(
-            f"{label} must be a target name or a list of one or more target names, got "
+            f"{label} must be a {what} name or a list of one or more {what} names, got "
             f"{shown(value)}."
         )
     for name in names:
         parse_name(name, label)
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
-        raise UsageError(f"{label} names target '{dup}' twice; name each target once.")
+        raise UsageError(f"{label} names {what} '{dup}' twice; name each {what} once.")
     return list(names)
+
+
+def parse_target_names(value: object, label: str) -> list[str]:
+    """A target name or a non-empty list of distinct target names."""
+    return _names(value, label, "target")
 
 
 def parse_stream_names(value: object, label: str) -> list[str]:
     """A stream name or a non-empty list of distinct stream names (`after`)."""
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names:
-        raise UsageError(
-            f"{label} must be a stream name or a list of one or more stream names, got "
-            f"{shown(value)}."
-        )
-    for name in names:
-        parse_name(name, label)
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup is not None:
-        raise UsageError(f"{label} names stream '{dup}' twice; name each stream once.")
-    return list(names)
+    return _names(value, label, "stream")
 
 
 def parse_path(value: object, label: str) -> str:
