@@ -25,7 +25,6 @@ from .rigs import loop_device, ram_dir  # noqa: E402
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.quick]
 
-TRACING = Path("/sys/kernel/tracing")
 EVENT = "events/block/block_rq_issue"
 # "7,0 R 4096 () 2032 + 8 idle,0,0 [iou-wrk-1]": device, rwbs, bytes, command, sector, sectors,
 # class,hint,level.
@@ -37,12 +36,16 @@ MIB = 1 << 20
 def issued(dev: str) -> Iterator[list[tuple[int, str, int]]]:
     """(byte offset, class, level) of every read request issued to `dev` inside the block,
     in issue order, from a tracefs instance of our own."""
-    if not (TRACING / EVENT / "format").exists():
-        pytest.skip("tracefs with block tracepoints is not mounted at /sys/kernel/tracing")
-    if "ioprio" not in (TRACING / EVENT / "format").read_text():
+    from tilemark.trace.tracefs import TracingUnavailable, find_tracefs
+
+    try:  # tilemark's own lookup: it mounts tracefs when the kernel has one and it is not
+        tracing = find_tracefs(None)
+    except TracingUnavailable as e:
+        pytest.skip(str(e))
+    if "ioprio" not in (tracing / EVENT / "format").read_text():
         pytest.skip("this kernel's block_rq_issue event carries no ioprio (Linux 6.x does)")
     st = os.stat(dev)
-    instance = TRACING / "instances" / f"tilemark-test-strides-{os.getpid()}"
+    instance = tracing / "instances" / f"tilemark-test-strides-{os.getpid()}"
     instance.mkdir()
     requests: list[tuple[int, str, int]] = []
     try:
