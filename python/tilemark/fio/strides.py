@@ -160,27 +160,22 @@ def fmt_signed(n: int) -> str:
     return ("-" if n < 0 else "") + text
 
 
-def _level(job: FioJob, opt: Option | None, default: int = 0) -> int:
+def _in_range(job: FioJob, opt: Option | None, default: int, top: int, allowed: str) -> int:
+    """An option's integer value from 0 to `top` (`default` when not given)."""
     if opt is None:
         return default
-    level = _one_value(job, opt)
-    if not 0 <= level <= 7:
-        raise UsageError(
-            f"{opt.where}: fio option {opt.key} must be 0 (the highest) to 7, got {opt.value!r}."
-        )
-    return level
+    value = _one_value(job, opt)
+    if not 0 <= value <= top:
+        raise UsageError(f"{opt.where}: fio option {opt.key} must be {allowed}, got {opt.value!r}.")
+    return value
+
+
+def _level(job: FioJob, opt: Option | None, default: int = 0) -> int:
+    return _in_range(job, opt, default, 7, "0 (the highest) to 7")
 
 
 def _klass(job: FioJob, opt: Option | None, default: int) -> int:
-    if opt is None:
-        return default
-    klass = _one_value(job, opt)
-    if not 0 <= klass <= 3:
-        raise UsageError(
-            f"{opt.where}: fio option {opt.key} must be 0 to 3 (none, rt, be, idle; see "
-            f"ionice(1)), got {opt.value!r}."
-        )
-    return klass
+    return _in_range(job, opt, default, 3, "0 to 3 (none, rt, be, idle; see ionice(1))")
 
 
 def _one_value(job: FioJob, opt: Option) -> int:
