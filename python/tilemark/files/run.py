@@ -201,6 +201,24 @@ def prepare_all(
     return out
 
 
+def stream_summary(spec: Any, totals: dict[str, Any], seconds: float) -> StreamSummary:
+    """A stream's operations, and its sequence's loops (its unit) with their rate and p99,
+    from the engine's per-stream totals over `seconds` (a whole run or a tile's window)."""
+    from tilemark.hist import latency_hist
+
+    loops = totals.get("loops") or {"ops": 0}
+    p99 = latency_hist(totals["loops"]).percentile(99) if totals.get("loops") else None
+    return StreamSummary(
+        spec.name,
+        spec.fileset,
+        tuple(_summarize(totals, seconds, spec.sequence)),
+        loops["ops"],
+        loops["ops"] / seconds if seconds > 0 else 0.0,
+        None if p99 is None else p99 / 1e3,
+        spec.unit,
+    )
+
+
 def _summarize(doc: dict[str, Any], seconds: float, sequence: bool) -> list[OpSummary]:
     from tilemark.hist import latency_hist
 
@@ -247,7 +265,6 @@ def _prepare_and_run(
 ) -> FileRunResult:
     from tilemark import _engine
     from tilemark.files.devices import device_views, devices_of, read_stats
-    from tilemark.hist import latency_hist
 
     sets = prepare_all(w, progress)
     plan = file_plan(w, sets)
@@ -277,22 +294,9 @@ def _prepare_and_run(
             raise RunError(f"the file workload failed: {e}.") from None
     seconds = doc["elapsed_ns"] / 1e9
     devices = device_views(devs, before, read_stats(set(devs)), seconds)
-    streams = []
-    for spec, s in zip(w.streams, doc["streams"], strict=True):
-        loops = s.get("loops") or {"ops": 0}
-        lh = latency_hist(loops) if s.get("loops") else None
-        p99 = lh.percentile(99) if lh else None
-        streams.append(
-            StreamSummary(
-                spec.name,
-                spec.fileset,
-                tuple(_summarize(s, seconds, spec.sequence)),
-                loops["ops"],
-                loops["ops"] / seconds if seconds > 0 else 0.0,
-                None if p99 is None else p99 / 1000.0,
-                spec.unit,
-            )
-        )
+    streams = [
+        stream_summary(spec, s, seconds) for spec, s in zip(w.streams, doc["streams"], strict=True)
+    ]
     error = doc.get("error")
     if error:
         # errno numbers -> names, as the rest of tilemark says them.

@@ -204,30 +204,17 @@ def file_instances(
     from tilemark.analysis.qos import worst as worst_of
     from tilemark.analysis.tiles import _latency_columns, _verdict_of, criterion_json, failure_text
     from tilemark.files.qos import judge
-    from tilemark.files.run import FilesetState, StreamSummary, _summarize
+    from tilemark.files.run import FilesetState, stream_summary
     from tilemark.files.store import streams_json
     from tilemark.files.window import window_totals
-    from tilemark.hist import latency_hist
 
     w = c.workload
     result = c.result or {}
     totals, seconds = window or window_totals(c.intervals(), len(w.streams), c.from_ns, c.until_ns)
     by_name = {s.name: t for s, t in zip(w.streams, totals, strict=True)}
-    summaries = []
-    for spec, t in zip(w.streams, totals, strict=True):
-        loops = t["loops"] or {"ops": 0}
-        p99 = latency_hist(t["loops"]).percentile(99) if t["loops"] else None
-        summaries.append(
-            StreamSummary(
-                spec.name,
-                spec.fileset,
-                tuple(_summarize(t, seconds, spec.sequence)),
-                loops["ops"],
-                loops["ops"] / seconds if seconds > 0 else 0.0,
-                None if p99 is None else p99 / 1e3,
-                spec.unit,
-            )  # fmt: skip
-        )
+    summaries = [
+        stream_summary(spec, t, seconds) for spec, t in zip(w.streams, totals, strict=True)
+    ]
     instances = []
     all_verdicts = []
     for k in range(1, c.tiles + 1):
