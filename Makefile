@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 ENGINE_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test check test-rust test-python lint fmt bench bench-index clean system-deps docs screenshots wheel
+.PHONY: help build run test check rust-tests-built test-rust test-python lint fmt bench bench-index clean system-deps docs screenshots wheel
 
 help: ## list targets
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  make %-12s %s\n", $$1, $$2}'
@@ -46,11 +46,18 @@ run: build ## default tile benchmark (scaling study) on ./tilemark-data/scratch.
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
+# The Rust tests compile (debug profile) while pip installs the Python packages and apt the rig
+# packages: pip and apt mostly wait on the network and disk, the compiler wants both cores, so
+# on a fresh clone the setup takes about the time of the longer of the two instead of their sum.
 # The slowest tests of each tier are listed at the end (where the 10 minutes go, in CI's log).
-test: build system-deps ## every test: Rust unit tests, then Python unit and end-to-end tests (<= 10 min)
+test: ## every test: Rust unit tests, then Python unit and end-to-end tests (<= 10 min)
+	$(MAKE) --no-print-directory -j3 build system-deps rust-tests-built
 	cargo test --workspace --exclude tilemark-py -q
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15 tests || [ $$? -eq 5 ]
 	$(PYTEST) -m serial --durations=12 tests || [ $$? -eq 5 ]
+
+rust-tests-built:
+	cargo test --workspace --exclude tilemark-py -q --no-run
 
 check: build ## the inner loop (<= 2 min): Rust and Python unit tests and the quick end-to-end tests
 	cargo test --workspace --exclude tilemark-py -q
