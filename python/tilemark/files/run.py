@@ -150,9 +150,7 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
                 "fileset": index[s.fileset],
                 "ops": [list(o) for o in s.ops],
                 "sequence": s.sequence,
-                "select": {"kind": "zipf", "theta": s.select[1]}
-                if s.select[0] == "zipf"
-                else {"kind": s.select[0]},
+                "select": _select_plan(s.select),
                 "threads": s.threads,
                 "arrival": {"kind": "closed"}
                 if s.rate is None
@@ -323,6 +321,15 @@ def _prepare_and_run(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
         tuple(intervals), stopper.exit_status, verdicts, devices, plan,
     )  # fmt: skip
+
+
+def _select_plan(select: tuple[Any, ...]) -> dict[str, Any]:
+    """A stream's selection as the engine's plan names it."""
+    if select[0] == "zipf":
+        return {"kind": "zipf", "theta": select[1]}
+    if select[0] == "hot":
+        return {"kind": "hot", "share": select[1], "prob": select[2]}
+    return {"kind": select[0]}
 
 
 BUILTIN = ("varmail", "webserver", "fileserver")
