@@ -75,6 +75,8 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     count = len(compiled["streams"])
+    if not infos:
+        return f"no block streams (the engine keeps time), {timing}"
     if len(infos) == 1:
         where = f"{infos[0].path} ({format_size(infos[0].data_length)}, {mode})"
     else:
@@ -275,11 +277,9 @@ def run_plan(
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
-        # The first target's record here; every target's is in run.json `targets`.
-        summary["preconditioning"] = {
-            "target": infos[0].path,
-            "record": infos[0].preconditioning,
-        }
+        # The first target's record (none: no target); every target's is in run.json.
+        pre = infos[0] if infos else None
+        summary["preconditioning"] = pre and {"target": pre.path, "record": pre.preconditioning}
         data_summaries(summary, result, compiled, reduction)
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
