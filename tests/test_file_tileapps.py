@@ -226,3 +226,33 @@ def test_an_inconclusive_file_criterion_keeps_an_extended_run_measuring(tmp_path
     c.judge_so_far(block, tile.file_apps, measured_s=8.0)
     # What QosMonitor reads: not failed, but undecided, so the run measures on.
     assert block["verdict"] == "noise" and block["undecided"] == ["t1.varmail: messages"]
+
+
+def test_the_live_view_shows_the_file_streams_beside_the_block_ones(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from tilemark.files.tilerun import FileCompanion
+    from tilemark.run.live import LiveDisplay
+
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    c = FileCompanion(tile.file_apps, 1, warmup_s=1, max_duration_s=8, interval_s=1)
+    c.raw = [json.dumps(_snap(c.workload, k, 150, [(5.0, 150)])) for k in range(2)]
+    plan = {"streams": [], "warmup_ms": 1000, "duration_ms": 8000}
+    block = {"interval": 1, "phase": "measure", "start_ns": 10**9, "end_ns": 2 * 10**9,
+             "streams": []}  # fmt: skip
+    for tty in (False, True):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=tty, width=160)
+        c._live_shown = 0
+        with LiveDisplay(plan, console, tty=tty, extra=c.live_rows) as display:
+            display.update([block])
+        text = out.getvalue()
+        # The newest file interval (_snap: each of the 15 operations 150 times a second):
+        # 2,250 operations/s per stream; mail's p50/p99 are its loop's (1 ms), in messages.
+        assert "t1.varmail.mail" in text and "t1.varmail.log" in text
+        if tty:
+            assert "files 150 messages/s" in text and "2,250" in text
+        else:
+            assert "t1.varmail.mail 2,250 IOPS p50 1.00ms p99 1.00ms" in text

@@ -229,6 +229,8 @@ def test_a_tile_of_file_applications_only_runs_without_a_target(tmp_path, capsys
     apps = doc["summary"]["applications"]
     # No block stream ran; the engine kept the run's time and the file run was the IO.
     assert doc["summary"]["streams"] == [] and "no block streams" in err
+    # The live view's lines show the file streams.
+    assert any(ln.startswith("[measure") and "t2.web.pages" in ln for ln in err.splitlines())
     assert apps["tiles"] == 2 and apps["verdict"] == "pass" and apps["passed"]
     got = {(i["tile"], i["app"]): i for i in apps["instances"]}
     assert set(got) == {(k, a) for k in (1, 2) for a in ("mail", "web")}

@@ -42,6 +42,8 @@ class FileCompanion:
     _locks: contextlib.ExitStack | None = None
     _live: Any = None  # window.WindowTotals of an extended run's judging so far
     _live_next: int = 0  # the first interval of `raw` not yet in _live
+    _live_shown: int = 0  # intervals of `raw` the live view has seen
+    _live_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.workload = tile_workload(
@@ -87,6 +89,18 @@ class FileCompanion:
     def intervals(self) -> Iterator[dict[str, Any]]:
         """The file run's intervals, parsed one at a time."""
         return (json.loads(r) for r in self.raw)
+
+    def live_rows(self) -> list[dict[str, Any]]:
+        """The live view's rows of the newest file interval (files/window.py live_rows),
+        taken as the block run shows each of its own."""
+        from tilemark.files.window import live_rows
+
+        self.poll()
+        if self.raw and self._live_shown < len(self.raw):
+            self._live_shown = len(self.raw)
+            snap = json.loads(self.raw[-1])
+            self._live_rows = live_rows(snap, self.workload.streams, int(self.warmup_s * 1e9))
+        return self._live_rows
 
     def poll(self) -> None:
         """Take the intervals the file run finished so far (they do not pile up in the

@@ -180,6 +180,49 @@ def interval_rows(
     return rows
 
 
+def live_rows(snap: dict[str, Any], streams: Sequence[Any], warmup_ns: int) -> list[dict[str, Any]]:
+    """An interval of the file streams as the live view's rows (run/summary.py interval_rows,
+    with `stream` None and an `arrival` of their own): per stream its operations and bytes per
+    second, and the p50/p99 of its loop (a sequence's application unit: one message, one page)
+    or of all its operations; `arrival` says the loops per second in the stream's unit."""
+    from tilemark.hist import Histogram, latency_hist
+
+    start, end = int(snap["start_ns"]), int(snap["end_ns"])
+    seconds = max((end - start) / 1e9, 1e-9)
+    rows = []
+    for spec, s in zip(streams, snap["streams"], strict=True):
+        docs = [d for d in s["ops"].values() if d]
+        loops = s.get("loops")
+        h = latency_hist(loops) if loops is not None else Histogram.merged(map(latency_hist, docs))
+        errors: dict[str, int] = {}
+        for d in docs:
+            for code, n in (d.get("errors") or {}).items():
+                errors[code] = errors.get(code, 0) + n
+        ms = lambda v: None if v is None else v / 1e6  # noqa: E731
+        rows.append(
+            {
+                "interval": int(snap["index"]),
+                "phase": "warmup" if end <= warmup_ns else "measure",
+                "start_s": start / 1e9,
+                "end_s": end / 1e9,
+                "stream": None,
+                "name": spec.name,
+                "arrival": "files"
+                if loops is None
+                else f"files {loops['ops'] / seconds:,.0f} {spec.unit}/s",
+                "iops": sum(int(d["ops"]) for d in docs) / seconds,
+                "mbps": sum(int(d["bytes"]) for d in docs) / seconds / 1e6,
+                "p50_ms": ms(h.percentile(50.0)),
+                "p99_ms": ms(h.percentile(99.0)),
+                "lag_max_ms": None,
+                "behind_ios": 0,
+                "errors": sum(errors.values()),
+                "errors_by_name": errors,
+            }
+        )
+    return rows
+
+
 def write_intervals(path: Any, rows: list[dict[str, Any]]) -> None:
     """The rows as Parquet (zstd), written to a temporary name and renamed into place."""
     import os

@@ -4,6 +4,9 @@ Used by `tilemark run` and by every step of `tilemark scale`. Interrupting a run
 SIGTERM) stops the engine in order: the intervals measured so far are written and the run is
 marked incomplete. On a cluster's targets (runtargets.RemoteTargets) `prepare` and `run_plan`
 hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
+
+Longer than 600 lines because that shared sequence (store, signals, monitor, live view,
+telemetry, storage verdict) is one piece: split, each part would take all the others' state.
 """
 
 from __future__ import annotations
@@ -156,6 +159,7 @@ def run_plan(
     apps: dict[int, str] | None = None,
     before_start: Callable[[Path, dict[str, Any]], None] | None = None,
     on_start: Callable[[], None] | None = None,
+    live_rows: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on its prepared targets and store it.
 
@@ -164,7 +168,8 @@ def run_plan(
     summary)` may add to the summary before it is stored (application metrics, QoS verdicts);
     `before_start(run_dir, plan)` may put files the plan names into the run directory (a
     replay's IO lists) and set their paths in the plan before the engine starts;
-    `on_start()` runs right after the engine started (a tile's file applications start there).
+    `on_start()` runs right after the engine started (a tile's file applications start there),
+    `live_rows()` gives rows the live view shows after the engine's streams (their file streams).
     """
     if isinstance(infos, RemoteTargets):
         if before_start is not None:
@@ -271,6 +276,7 @@ def run_plan(
             telemetry,
             changes,
             lateness,
+            live_rows,
         )
         summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
         summary["issue_lateness"] = lateness_summary(lateness)
@@ -478,6 +484,7 @@ def drive(
     telemetry: tm.Telemetry | None = None,
     changes: ChangeTracker | None = None,
     lateness: Histogram | None = None,
+    live_rows: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -545,7 +552,7 @@ def drive(
                     handle.stop()
 
     try:
-        with LiveDisplay(compiled, console, tty=tty) as display:
+        with LiveDisplay(compiled, console, tty=tty, extra=live_rows) as display:
             if frames:
                 group_of, group_plan = stream_groups(compiled)
                 handle.set_groups(group_of)

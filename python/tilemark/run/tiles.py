@@ -540,6 +540,7 @@ def run_tiles(
                 apps={t.index: t.app for t in layout.tags},
                 before_start=before_start,
                 on_start=None if companion is None else companion.start,
+                live_rows=None if companion is None else companion.live_rows,
             )
     finally:
         if companion is not None:
