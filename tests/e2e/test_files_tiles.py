@@ -236,6 +236,9 @@ def test_a_tile_of_file_applications_only_runs_without_a_target(tmp_path, capsys
     assert set(got) == {(k, a) for k in (1, 2) for a in ("mail", "web")}
     measured = apps["measurement"]["measured_s"]
     assert abs(doc["summary"]["files"]["seconds"] - measured) < 0.5
+    # The run's rate is its file operations' (ops/s as IOPS, as a file run's).
+    ops = sum(o["ops"] for s in doc["summary"]["files"]["streams"] for o in s["ops"])
+    assert doc["summary"]["total"]["iops"] == pytest.approx(ops / measured, rel=0.2)
     for k in (1, 2):
         assert got[(k, "mail")]["metric"] > 0 and got[(k, "mail")]["ratio"] is None
         web = got[(k, "web")]

@@ -182,6 +182,13 @@ class FileCompanion:
             instances, files = file_instances(self)
             merge_applications(summary["applications"], instances, file_apps)
             summary["files"] = files
+            if not compiled["streams"]:
+                # Only file applications: the run's rate is theirs, as a file run's is
+                # (runs, the scale table), counting every operation; errors stay theirs.
+                from tilemark.files.store import total_of
+
+                rates = total_of(files["streams"], files["seconds"])
+                summary["total"].update(iops=rates["iops"] or 0.0, mbps=rates["mbps"] or 0.0)
             if self.run_dir is not None and self.raw:
                 try:
                     write_file_intervals(self, self.run_dir, self.run_dir.name)
