@@ -223,6 +223,9 @@ def test_a_set_whose_parent_is_missing_is_refused(tmp_path):
         ({"ops": "open:1", "sequence": "open"}, "either ops"),
         ({"sequence": "open:2,close"}, "no weights"),
         ({"ops": "stat", "select": "zipf:0"}, "select must be"),
+        ({"ops": "stat", "select": "hot:1:0.8"}, "'hot:SHARE:PROB'"),
+        ({"ops": "stat", "select": "hot:0.2:1.5"}, "'hot:SHARE:PROB'"),
+        ({"ops": "stat", "select": "hot:0.2"}, "'hot:SHARE:PROB'"),
         ({"ops": "stat", "rate": 100, "arrival": "closed"}, "arrival must be"),
     ],
 )
