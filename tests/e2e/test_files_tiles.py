@@ -312,3 +312,14 @@ limit = 2000
     # The hot files are spread over the set's five directories.
     hot = sorted((p for p in (tmp_path / "set").rglob("f*")), key=lambda p: -p.stat().st_size)
     assert len({p.parent.name for p in hot[:20]}) == 5
+
+
+@pytest.mark.cluster
+def test_a_cluster_run_of_file_applications_is_refused_before_anything_is_made(tmp_path, capsys):
+    pytest.importorskip("distributed", reason="cluster runs need distributed (make build)")
+    tile, sets = _files_only_tile(tmp_path)
+    status = main(["run", "--tiles", "1", "--tile", str(tile), "--cluster", "local:1",
+                   "--duration", "1", "--results", str(tmp_path / "results")])  # fmt: skip
+    assert status == 2
+    assert "a --cluster run of a tile holding one is refused" in capsys.readouterr().err
+    assert list(sets.iterdir()) == [] and not (tmp_path / "results").exists()

@@ -260,9 +260,8 @@ def inspect_tile_targets(
 ) -> Targets:
     """Check the layout fits --capacity, then inspect every target (safety checks); no IO.
     Tiles write every target (a target without a stream at this tile count gets one at a
-    larger count). A tile of file applications only has none."""
-    if not tile.block:
-        return []
+    larger count). A tile of file applications only has none. File applications run on this
+    host: a --cluster run of a tile holding one is refused here, before anything is locked."""
     need = min_capacity(tile, max_tiles, settings.target_names)
     if settings.capacity < need:
         raise UsageError(
@@ -271,7 +270,7 @@ def inspect_tile_targets(
             f"{format_size(need)}."
         )
     sized = [TargetSpec(t.name, t.path, settings.capacity) for t in settings.targets]
-    return inspect_targets(
+    infos = inspect_targets(
         sized,
         writes=[True] * len(sized),
         direct=settings.direct,
@@ -281,6 +280,12 @@ def inspect_tile_targets(
         fill=fill,
         io_timeout_s=settings.io_timeout,
     )
+    if tile.file_apps and isinstance(infos, RemoteTargets):
+        raise UsageError(
+            "a tile's file applications run on this host; a --cluster run of a tile holding "
+            "one is refused."
+        )
+    return infos
 
 
 class QosMonitor:
@@ -446,7 +451,7 @@ def run_tiles(
         else None
     )
     windows = steady.whole if steady is not None else SnapshotCompactor(settings.qos_interval_s)
-    companion = file_companion(tile, tiles, settings, infos)
+    companion = file_companion(tile, tiles, settings)
 
     def judge_so_far() -> dict[str, Any]:
         apps = application_results(
@@ -548,17 +553,12 @@ def run_tiles(
     return outcome
 
 
-def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings, infos: Targets) -> Any:
+def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings) -> Any:
     """The file run of the tile's file applications (files/tilerun.py), or None."""
     if not tile.file_apps:
         return None
     from tilemark.files.tilerun import FileCompanion
 
-    if isinstance(infos, RemoteTargets):
-        raise UsageError(
-            "a tile's file applications run on this host; a --cluster run of a tile holding "
-            "one is refused."
-        )
     return FileCompanion(
         tile.file_apps,
         tiles,
