@@ -1,6 +1,7 @@
 """QoS criteria of a file workload: a latency statistic of one operation (or of a sequence's
 whole loop) under a limit, or its rate above one; judged over the run's totals (merged
-histograms, never averaged percentiles).
+histograms, never averaged percentiles), each with its 95% confidence interval and decided
+`pass`, `fail` or `inconclusive` as block applications' criteria are (analysis/qos.py).
 
     [qos.fsync_p99]
     stream = "mail"
@@ -42,6 +43,9 @@ class QosVerdict:
     criterion: str
     value: float | None  # ms, or per second; None when nothing was measured
     passed: bool
+    decision: str = ""  # pass | fail | inconclusive (its 95% interval straddles the limit)
+    ci_low: float | None = None  # the 95% interval of `value`, same unit
+    ci_high: float | None = None
 
 
 def parse_qos(doc: object, streams: dict[str, bool], ops: tuple[str, ...]) -> tuple[QosSpec, ...]:
@@ -82,27 +86,6 @@ def parse_qos(doc: object, streams: dict[str, bool], ops: tuple[str, ...]) -> tu
             raise UsageError(f"{where}: {key} must be > 0, got {limit!r}.")
         out.append(QosSpec(name, stream, op, stat, float(limit)))
     return tuple(out)
-
-
-def judge(spec: QosSpec, op_doc: dict[str, Any] | None, seconds: float) -> QosVerdict:
-    """A criterion against one stream's totals of `op` (engine OpCounters)."""
-    from tilemark.hist import latency_hist
-
-    if spec.stat == "rate":
-        n = (op_doc or {}).get("ops", 0)
-        value = n / seconds if seconds > 0 else None
-        ok = value is not None and value >= spec.limit
-        return QosVerdict(spec.name, spec.describe(), value, ok)
-    h = latency_hist(op_doc)
-    ns = {
-        "mean": h.mean(),
-        "p50": h.percentile(50),
-        "p99": h.percentile(99),
-        "p999": h.percentile(99.9),
-        "max": float(h.max) if h.n else None,
-    }[spec.stat]
-    value = None if ns is None else ns / 1e6
-    return QosVerdict(spec.name, spec.describe(), value, value is not None and value <= spec.limit)
 
 
 def verdict(

@@ -338,6 +338,7 @@ def file_instances(
                 "criterion": c_["description"],
                 "value": c_["value"],
                 "passed": c_["passed"],
+                "decision": c_["decision"],
                 "tile": i["tile"],
             }
             for i in instances
