@@ -60,7 +60,7 @@ def test_set_overrides_dir_and_qos_limits(tmp_path):
         ('files = "varmail"\ndir = "{tmp}"\nqos = {{ fsync_p99 = {{ max_ms = -1 }} }}\n', True,
          "max_ms must be > 0"),
         ('files = "varmail"\ndir = "{tmp}"\nscale = {{ x = 1 }}\n', True, "unknown key 'scale'"),
-        ('files = "varmail"\ndir = "{tmp}"\n', False, "beside at least one block application"),
+        ('files = "varmail"\n', False, "dir is required"),
     ],
 )  # fmt: skip
 def test_wrong_file_apps_are_one_sentence(tmp_path, app, block, match):
@@ -133,3 +133,126 @@ def test_a_file_failure_decides_an_extended_run_and_the_window_is_the_block_runs
     assert block["verdict"] == "fail" and block["passed"] is False
     assert block["failed"] == ["t1.varmail: mail fsync p99 <= 50 ms (window: 500.00 ms)"]
     assert block["applications"][0]["app"] == "varmail"
+
+
+def test_a_tile_of_file_applications_only_has_no_block_streams(tmp_path):
+    from tilemark.run.tiles import TileRunSettings, tile_workload
+
+    path = tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n', block=False)
+    tile = load_tile(str(path))
+    assert not tile.block and [a.label for a in tile.file_apps] == ["varmail"]
+    settings = TileRunSettings([], 0, duration=3, warmup=1, interval=0.5, max_duration=6)
+    workload, layout = tile_workload(tile, 2, settings, max_tiles=2, infos=[])
+    # The engine keeps time only: no target, no stream, the tile run's timing.
+    assert (workload.targets, workload.streams, layout.tags) == ([], [], [])
+    assert (workload.duration_s, workload.warmup_s, workload.interval_s) == (6, 1, 0.5)
+    from tilemark.workload.compiler import compile_plan
+
+    plan = compile_plan(workload, [])
+    assert plan["backend"] == "null" and plan["threads"] == 1 and plan["streams"] == []
+
+
+def _snap(w, index: int, loops: int, fsync: list[tuple[float, int]]) -> dict:
+    """An engine interval snapshot: every stream `loops` loops; fsyncs taking `fsync` (ms,
+    count) pairs, every other operation 0.01 ms."""
+    from tilemark.files.spec import OPS
+    from tilemark.hist import Histogram
+
+    def op(samples: list[tuple[float, int]]) -> dict:
+        h = Histogram()
+        for ms, n in samples:
+            h.record(int(ms * 1e6), n)
+        return {"ops": h.n, "bytes": 0, "errors": {}, "service": h.to_json(), "response": None}
+
+    streams = [
+        {
+            "ops": {o: op(fsync if o == "fsync" else [(0.01, loops)]) for o in OPS},
+            "skipped": dict.fromkeys(OPS, 0),
+            "loops": op([(1.0, loops)]) if s.sequence else None,
+        }
+        for s in w.streams
+    ]
+    return {"index": index, "start_ns": index * 10**9, "end_ns": (index + 1) * 10**9,
+            "streams": streams}  # fmt: skip
+
+
+def _judged(tmp_path, shape) -> dict:
+    from tilemark.files.tilerun import FileCompanion, file_instances
+
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    c = FileCompanion(tile.file_apps, 1, warmup_s=0, max_duration_s=8, interval_s=1)
+    c.raw = [json.dumps(_snap(c.workload, k, *s)) for k, s in enumerate(shape)]
+    (i,), _ = file_instances(c)
+    return i
+
+
+def test_file_criteria_carry_confidence_intervals_and_may_be_inconclusive(tmp_path):
+    # varmail: messages >= 100/s, fsync p99 <= 50 ms. Eight steady seconds of 150 messages
+    # with fast fsyncs: both decided, the rate's interval a point.
+    steady = _judged(tmp_path, [(150, [(5.0, 150)])] * 8)
+    got = {c["criterion"]: c for c in steady["criteria"]}
+    assert steady["verdict"] == "pass" and steady["undecided"] == []
+    assert got["messages"]["value"] == pytest.approx(1.5)
+    assert got["messages"]["ci_low"] == pytest.approx(1.5)
+    assert got["fsync_p99"]["decision"] == "pass" and got["fsync_p99"]["samples"] == 1200
+    # 105 messages/s on average, but 60 and 150 in turn: its 95% interval (batch means of
+    # the seconds) straddles 100/s, so the rate is inconclusive, not a pass. And 40 fsyncs,
+    # one of 100 ms: too few to bound their p99 below 50 ms (order statistics).
+    noisy = _judged(tmp_path, [(60 if k % 2 else 150, [(5.0, 5)] + [(100.0, 1)] * (k == 3))
+                               for k in range(8)])  # fmt: skip
+    got = {c["criterion"]: c for c in noisy["criteria"]}
+    assert got["messages"]["value"] == pytest.approx(1.05)
+    assert got["messages"]["decision"] == "inconclusive"
+    assert got["messages"]["ci_low"] < 1 < got["messages"]["ci_high"]
+    assert got["fsync_p99"]["decision"] == "inconclusive" and not got["fsync_p99"]["ci_bounded"]
+    assert noisy["verdict"] == "noise" and not noisy["passed"]
+    assert sorted(noisy["undecided"]) == ["fsync_p99", "messages"]
+    assert any("inconclusive: 95% CI" in f and "%" in f for f in noisy["failed"])
+    # Decidedly short: 50 and 70 in turn.
+    short = _judged(tmp_path, [(50 if k % 2 else 70, [(5.0, 50)]) for k in range(8)])
+    got = {c["criterion"]: c for c in short["criteria"]}
+    assert got["messages"]["decision"] == "fail" and short["verdict"] == "fail"
+    assert got["messages"]["ci_high"] < 1
+
+
+def test_an_inconclusive_file_criterion_keeps_an_extended_run_measuring(tmp_path):
+    from tilemark.files.tilerun import FileCompanion
+
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    c = FileCompanion(tile.file_apps, 1, warmup_s=0, max_duration_s=8, interval_s=1)
+    shape = [(60 if k % 2 else 150, [(5.0, 50)]) for k in range(8)]
+    c.raw = [json.dumps(_snap(c.workload, k, *s)) for k, s in enumerate(shape)]
+    block = {"instances": [], "applications": [], "undecided": []}
+    c.judge_so_far(block, tile.file_apps, measured_s=8.0)
+    # What QosMonitor reads: not failed, but undecided, so the run measures on.
+    assert block["verdict"] == "noise" and block["undecided"] == ["t1.varmail: messages"]
+
+
+def test_the_live_view_shows_the_file_streams_beside_the_block_ones(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from tilemark.files.tilerun import FileCompanion
+    from tilemark.run.live import LiveDisplay
+
+    tile = load_tile(str(tile_file(tmp_path, f'files = "varmail"\ndir = "{tmp_path}"\n')))
+    c = FileCompanion(tile.file_apps, 1, warmup_s=1, max_duration_s=8, interval_s=1)
+    c.raw = [json.dumps(_snap(c.workload, k, 150, [(5.0, 150)])) for k in range(2)]
+    plan = {"streams": [], "warmup_ms": 1000, "duration_ms": 8000}
+    block = {"interval": 1, "phase": "measure", "start_ns": 10**9, "end_ns": 2 * 10**9,
+             "streams": []}  # fmt: skip
+    for tty in (False, True):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=tty, width=160)
+        c._live_shown = 0
+        with LiveDisplay(plan, console, tty=tty, extra=c.live_rows) as display:
+            display.update([block])
+        text = out.getvalue()
+        # The newest file interval (_snap: each of the 15 operations 150 times a second):
+        # 2,250 operations/s per stream; mail's p50/p99 are its loop's (1 ms), in messages.
+        assert "t1.varmail.mail" in text and "t1.varmail.log" in text
+        if tty:
+            assert "files 150 messages/s" in text and "2,250" in text
+        else:
+            assert "t1.varmail.mail 2,250 IOPS p50 1.00ms p99 1.00ms" in text

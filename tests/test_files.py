@@ -223,6 +223,9 @@ def test_a_set_whose_parent_is_missing_is_refused(tmp_path):
         ({"ops": "open:1", "sequence": "open"}, "either ops"),
         ({"sequence": "open:2,close"}, "no weights"),
         ({"ops": "stat", "select": "zipf:0"}, "select must be"),
+        ({"ops": "stat", "select": "hot:1:0.8"}, "'hot:SHARE:PROB'"),
+        ({"ops": "stat", "select": "hot:0.2:1.5"}, "'hot:SHARE:PROB'"),
+        ({"ops": "stat", "select": "hot:0.2"}, "'hot:SHARE:PROB'"),
         ({"ops": "stat", "rate": 100, "arrival": "closed"}, "arrival must be"),
     ],
 )
@@ -347,6 +350,12 @@ def test_qos_criteria_are_judged_on_the_totals(tmp_path):
     r = run_file_workload(spec_of(doc))
     got = {v.name: v.passed for v in r.qos}
     assert got == {"fast_enough": True, "never": False, "reads": True}
+    # Decided as a tile run's are: a max is what happened (a point), a p99 has its interval.
+    by_name = {v.name: v for v in r.qos}
+    assert by_name["never"].decision == "fail"
+    assert by_name["never"].ci_low == by_name["never"].ci_high == by_name["never"].value
+    reads = by_name["reads"]
+    assert reads.decision == "pass" and reads.ci_low <= reads.value <= reads.ci_high < 1000
     assert r.qos_passed is False and r.streams[0].unit == "pages"
     rate = next(v for v in r.qos if v.name == "fast_enough").value
     assert rate == pytest.approx(r.streams[0].loop_rate)

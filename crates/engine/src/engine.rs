@@ -905,4 +905,39 @@ mod start_tests {
         let started = started_at(&mut engine);
         assert!(started >= before && started - before < 1_000_000_000);
     }
+
+    #[test]
+    fn a_plan_without_streams_keeps_time_until_its_end() {
+        let v = crate::plan::PLAN_VERSION;
+        let doc = |duration: &str| {
+            format!(
+                r#"{{"plan_version": {v}, "backend": "null", "threads": 4, "interval_ms": 50,
+                "warmup_ms": 50, "duration_ms": {duration}, "poll_us": 0, "targets": [],
+                "streams": []}}"#
+            )
+        };
+        let err = Plan::from_json(&doc("null")).and_then(Engine::start).err();
+        assert!(err.is_some_and(|e| e.to_string().contains("needs a duration")));
+        let begun = monotonic_ns();
+        let mut engine = Engine::start(Plan::from_json(&doc("200")).unwrap()).unwrap();
+        assert!(engine.wait(Duration::from_secs(5)));
+        let took = monotonic_ns() - begun;
+        assert!(
+            took >= 250_000_000,
+            "ended after {took} ns, before warm-up + duration"
+        );
+        let snaps: serde_json::Value = serde_json::from_str(&engine.poll_json()).unwrap();
+        let snaps = snaps.as_array().unwrap();
+        // One warm-up interval and four measured ones, each with no streams.
+        assert_eq!(snaps.len(), 5, "{snaps:?}");
+        assert!(snaps
+            .iter()
+            .all(|s| s["streams"].as_array().unwrap().is_empty()));
+        let result: serde_json::Value =
+            serde_json::from_str(&engine.result_json().unwrap()).unwrap();
+        assert_eq!(result["complete"], true);
+        let measured = result["measure_end_ns"].as_u64().unwrap()
+            - result["measure_start_ns"].as_u64().unwrap();
+        assert!((190_000_000..400_000_000).contains(&measured), "{measured}");
+    }
 }

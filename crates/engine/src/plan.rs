@@ -468,8 +468,10 @@ impl Plan {
         if self.poll_us > 1_000_000 {
             return bad(format!("poll_us must be 0..1000000, got {}", self.poll_us));
         }
-        if self.streams.is_empty() {
-            return bad("plan has no streams".into());
+        if self.streams.is_empty() && self.duration_ms.is_none() {
+            // A plan without streams only keeps time (a tile of file applications runs its
+            // file run beside it): it must have an end.
+            return bad("a plan without streams needs a duration".into());
         }
         for (i, t) in self.targets.iter().enumerate() {
             if t.length == 0 {

@@ -344,6 +344,8 @@ impl Worker {
         clock.stopping()
             || clock.end_ns.is_some_and(|e| now >= e)
             || (self.inflight == 0
+                // A thread without streams (a plan of none) keeps time until the end.
+                && !self.streams.is_empty()
                 && self.streams.iter().all(|s| {
                     // A run without an end lasts until every stream is done: its byte limit
                     // used up, or (phases) its stop time passed; any run, until every stream

@@ -54,6 +54,15 @@ class Interval:
             return "fail"
         return "inconclusive"
 
+    def decide_at_least(self, limit: float) -> str:
+        """The same for a minimum (a rate): `pass` when the whole interval is at or above
+        `limit`, `fail` when it is entirely below, else `inconclusive`."""
+        if self.low >= limit:
+            return "pass"
+        if self.high < limit:
+            return "fail"
+        return "inconclusive"
+
 
 def t95(df: int) -> float:
     """Two-sided 95% Student t quantile with `df` degrees of freedom."""
@@ -198,19 +207,29 @@ def mean_interval(
     if h.n == 0:
         return None
     mean = h.sum / h.n
-    used = [(n, s) for n, s in (batches or ()) if n > 0]
-    if len(used) >= MIN_BATCHES:
-        k = len(used)
-        total = sum(n for n, _ in used)
-        ratio = sum(s for _, s in used) / total
-        # Variance of a ratio of sums over k batches (the delta method).
-        var = k / (k - 1) * sum((s - ratio * n) ** 2 for n, s in used) / total**2
-        half = t95(k - 1) * math.sqrt(var)
-        return _within_observed(h, ratio - half, ratio + half)
+    by_batches = ratio_interval(batches or ())
+    if by_batches is not None:
+        return _within_observed(h, by_batches.low, by_batches.high)
     if h.n < 2:
         return Interval(mean, mean, bounded=False)
     half = Z95 * _histogram_sd(h) / math.sqrt(h.n)
     return _within_observed(h, mean - half, mean + half)
+
+
+def ratio_interval(batches: Iterable[tuple[float, float]]) -> Interval | None:
+    """95% CI of sum(s) / sum(n) over batches of (n, s) by batch means: a mean latency (n IOs,
+    s their latency sum) or a rate (n the batch's seconds or ns, s what it completed). None
+    with fewer than MIN_BATCHES batches with n > 0 (too few to say how they spread)."""
+    used = [(n, s) for n, s in batches if n > 0]
+    if len(used) < MIN_BATCHES:
+        return None
+    k = len(used)
+    total = sum(n for n, _ in used)
+    ratio = sum(s for _, s in used) / total
+    # Variance of a ratio of sums over k batches (the delta method).
+    var = k / (k - 1) * sum((s - ratio * n) ** 2 for n, s in used) / total**2
+    half = t95(k - 1) * math.sqrt(var)
+    return Interval(ratio - half, ratio + half)
 
 
 def _within_observed(h: Histogram, low: float, high: float) -> Interval:

@@ -236,7 +236,12 @@ def failure_text(v: Verdict) -> str:
     """One failed criterion: what, where, the value, and when it is within noise, its CI."""
     got = _value_text(v.value, v.unit)
     if v.decision == "inconclusive":
-        got += f", inconclusive: 95% CI {v.ci_low:.2f}-{v.ci_high:.2f} ms straddles the limit"
+        ci = (
+            f"{v.ci_low:.1%}-{v.ci_high:.1%}"  # a file rate's share of its minimum
+            if v.unit == "fraction"
+            else f"{v.ci_low:.2f}-{v.ci_high:.2f} ms"
+        )
+        got += f", inconclusive: 95% CI {ci} straddles the limit"
     return f"{v.description} ({v.scope}: {got})"
 
 
@@ -259,6 +264,8 @@ def margin_text(c: dict[str, Any]) -> str:
     if c.get("ci_low") is not None and c["unit"] == "ms" and c["ci_low"] != c["ci_high"]:
         bound = "" if c.get("ci_bounded", True) else ", few samples"
         extra.append(f"CI {_ms(c['ci_low'])}-{_ms(c['ci_high'])} ms{bound}")
+    elif c.get("ci_low") is not None and c["unit"] == "fraction":
+        extra.append(f"CI {c['ci_low']:.1%}-{c['ci_high']:.1%}")  # a file rate's
     if c.get("decision") == "inconclusive":
         extra.append("inconclusive")
     if c.get("scope", "window") != "window":
@@ -272,12 +279,7 @@ def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
         mine = [i for i in instances if i["app"] == app.label]
         if not mine:
             continue
-        worst: dict[str, float | None] = {}
-        for i in mine:
-            for cid, v in i["latency_ms"].items():
-                if v is not None and (worst.get(cid) is None or v > worst[cid]):
-                    worst[cid] = v
-                worst.setdefault(cid, v)
+        worst = worst_latency(mine)
         out.append(
             {
                 "app": app.label,
@@ -297,6 +299,17 @@ def _per_application(tile: TileSpec, instances: list[dict]) -> list[dict]:
             }
         )
     return out
+
+
+def worst_latency(instances: list[dict]) -> dict[str, float | None]:
+    """Per latency criterion, its largest window value over the instances of an application."""
+    worst: dict[str, float | None] = {}
+    for i in instances:
+        for cid, v in i["latency_ms"].items():
+            if v is not None and (worst.get(cid) is None or v > worst[cid]):
+                worst[cid] = v
+            worst.setdefault(cid, v)
+    return worst
 
 
 def _badness(c: dict) -> float:

@@ -70,7 +70,10 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         outcome.status, outcome.status
     )
     title = f"run {outcome.run_id} ({status_word})"
-    out.print(results_table(outcome.compiled, outcome.summary, title))
+    if outcome.compiled["streams"]:  # none: a tile of file applications only (its own table)
+        out.print(results_table(outcome.compiled, outcome.summary, title))
+    else:
+        say(out, title)
     per_target = targets_table(outcome.summary)
     if per_target is not None:
         out.print(per_target)

@@ -267,8 +267,12 @@ def _print_result(r: FileRunResult, stderr: bool = False) -> None:
     for v in r.qos:
         shown = "-" if v.value is None else f"{v.value:,.3f}"
         unit = "/s" if "rate" in v.criterion else " ms"
+        ci = ""
+        if v.ci_low is not None and v.ci_high is not None and v.ci_low != v.ci_high:
+            ci = f", 95% CI {v.ci_low:,.3f}-{v.ci_high:,.3f}{unit}"
+        state = "inconclusive" if v.decision == "inconclusive" else "pass" if v.passed else "FAIL"
         console.print(
-            f"qos {v.name}: {'pass' if v.passed else 'FAIL'}: {v.criterion} (measured "
-            f"{shown}{unit if v.value is not None else ''})",
+            f"qos {v.name}: {state}: {v.criterion} (measured "
+            f"{shown}{unit if v.value is not None else ''}{ci})",
             markup=False,
         )

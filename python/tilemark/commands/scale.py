@@ -41,10 +41,11 @@ def setup(opts: Options, tile_file: Path | None) -> TileStudySetup:
     counts = parse_tile_counts(study.counts or (DEFAULT_COUNTS if not study.knob else "1"))
     tile_path = str(tile_file) if tile_file else None
     sets = list(opts.tile.set)
-    settings = tile_settings(opts, extend_by_default=True)
+    tile = load_tile_spec(tile_path, sets)
+    settings = tile_settings(opts, extend_by_default=True, block=tile.block)
     if study.knob is None:
         return tile_count_setup(
-            load_tile_spec(tile_path, sets),
+            tile,
             settings,
             counts,
             search=study.search,

@@ -42,7 +42,9 @@ def setup(opts: Options, *, until_steady: bool = True) -> TilesSetup:
     if tiles is None or not 1 <= tiles <= MAX_TILES:
         raise UsageError(f"--tiles must be from 1 to {MAX_TILES}, got {tiles}.")
     tile = load_tile_spec(opts.tile.tile, list(opts.tile.set))
-    settings = tile_settings(opts, extend_by_default=False, until_steady=until_steady)
+    settings = tile_settings(
+        opts, extend_by_default=False, until_steady=until_steady, block=tile.block
+    )
     infos = inspect_tile_targets(tile, settings, tiles, **opts.safety.inspect_kwargs())
     tiles_plan(tile, tiles, settings, infos, max_tiles=tiles)  # validates the whole plan
     return TilesSetup(tile, tiles, settings, infos)

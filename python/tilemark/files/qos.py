@@ -1,6 +1,7 @@
 """QoS criteria of a file workload: a latency statistic of one operation (or of a sequence's
 whole loop) under a limit, or its rate above one; judged over the run's totals (merged
-histograms, never averaged percentiles).
+histograms, never averaged percentiles), each with its 95% confidence interval and decided
+`pass`, `fail` or `inconclusive` as block applications' criteria are (analysis/qos.py).
 
     [qos.fsync_p99]
     stream = "mail"
@@ -42,6 +43,9 @@ class QosVerdict:
     criterion: str
     value: float | None  # ms, or per second; None when nothing was measured
     passed: bool
+    decision: str = ""  # pass | fail | inconclusive (its 95% interval straddles the limit)
+    ci_low: float | None = None  # the 95% interval of `value`, same unit
+    ci_high: float | None = None
 
 
 def parse_qos(doc: object, streams: dict[str, bool], ops: tuple[str, ...]) -> tuple[QosSpec, ...]:
@@ -84,22 +88,37 @@ def parse_qos(doc: object, streams: dict[str, bool], ops: tuple[str, ...]) -> tu
     return tuple(out)
 
 
-def judge(spec: QosSpec, op_doc: dict[str, Any] | None, seconds: float) -> QosVerdict:
-    """A criterion against one stream's totals of `op` (engine OpCounters)."""
+def verdict(
+    spec: QosSpec,
+    op_doc: dict[str, Any] | None,
+    seconds: float,
+    latency_batches: list[tuple[int, int]] | None = None,
+    rate_batches: list[tuple[int, int]] | None = None,
+) -> Any:
+    """A criterion judged as block applications' are (analysis/qos.py: a Verdict with its 95%
+    confidence interval, `pass`, `fail` or `inconclusive`): a latency by analysis.qos.check
+    itself (order statistics for percentiles; batch means of `latency_batches`, per interval
+    (operations, latency sum), for the mean; max as what happened); a rate as the fraction of
+    its minimum achieved, its interval by batch means of `rate_batches` (per interval (ns,
+    operations)): with fewer than four intervals it is decided on its value."""
+    from tilemark.analysis.confidence import ratio_interval
+    from tilemark.analysis.qos import Criterion, Verdict, Window, check
     from tilemark.hist import latency_hist
 
     if spec.stat == "rate":
-        n = (op_doc or {}).get("ops", 0)
-        value = n / seconds if seconds > 0 else None
-        ok = value is not None and value >= spec.limit
-        return QosVerdict(spec.name, spec.describe(), value, ok)
-    h = latency_hist(op_doc)
-    ns = {
-        "mean": h.mean(),
-        "p50": h.percentile(50),
-        "p99": h.percentile(99),
-        "p999": h.percentile(99.9),
-        "max": float(h.max) if h.n else None,
-    }[spec.stat]
-    value = None if ns is None else ns / 1e6
-    return QosVerdict(spec.name, spec.describe(), value, value is not None and value <= spec.limit)
+        n = int((op_doc or {}).get("ops", 0))
+        value = n / seconds / spec.limit if seconds > 0 else None
+        ci = ratio_interval(rate_batches or ())
+        if value is None:
+            decision = "fail"
+        elif ci is None:
+            decision = "pass" if value >= 1.0 else "fail"
+        else:
+            ci = type(ci)(ci.low * 1e9 / spec.limit, ci.high * 1e9 / spec.limit)
+            decision = ci.decide_at_least(1.0)
+        return Verdict(spec.name, spec.describe(), "window", decision == "pass", value, 1.0,
+                       "fraction", 0.0, seconds, decision, None if ci is None else ci.low,
+                       None if ci is None else ci.high, samples=n)  # fmt: skip
+    criterion = Criterion(spec.name, (spec.stream,), spec.stat, spec.op, max_ms=spec.limit)
+    window = Window(0.0, seconds, latency={spec.op: latency_hist(op_doc)})
+    return check(criterion, window, "window", latency_batches)

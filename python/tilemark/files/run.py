@@ -150,9 +150,7 @@ def file_plan(w: FileWorkload, sets: list[PreparedSet]) -> dict[str, Any]:
                 "fileset": index[s.fileset],
                 "ops": [list(o) for o in s.ops],
                 "sequence": s.sequence,
-                "select": {"kind": "zipf", "theta": s.select[1]}
-                if s.select[0] == "zipf"
-                else {"kind": s.select[0]},
+                "select": _select_plan(s.select),
                 "threads": s.threads,
                 "arrival": {"kind": "closed"}
                 if s.rate is None
@@ -311,18 +309,43 @@ def _prepare_and_run(
         FilesetState(p.spec.name, p.spec.path, f["files"], f["bytes"], f.get("dirs", 0))
         for p, f in zip(sets, doc["filesets"], strict=True)
     )
-    from tilemark.files.qos import judge
-
-    by_name = {spec.name: s for spec, s in zip(w.streams, doc["streams"], strict=True)}
-    verdicts = tuple(
-        judge(q, by_name[q.stream].get("loops") if q.op == "loop" else
-              by_name[q.stream]["ops"][q.op], seconds)
-        for q in w.qos
-    )  # fmt: skip
+    verdicts = judge_qos(w, doc["streams"], seconds, intervals)
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
         tuple(intervals), stopper.exit_status, verdicts, devices, plan,
     )  # fmt: skip
+
+
+def judge_qos(
+    workload: Any, totals: list[dict[str, Any]], seconds: float, intervals: Any
+) -> tuple[Any, ...]:
+    """A file run's criteria over its totals (engine OpCounters per stream), each decided with
+    the 95% interval of its intervals' batches as in a tile run (verdict), in the criterion's
+    own unit (ms, or per second)."""
+    from tilemark.files.qos import QosVerdict, verdict
+    from tilemark.files.window import window_totals
+
+    window = window_totals(intervals, len(workload.streams))
+    index = {s.name: k for k, s in enumerate(workload.streams)}
+    out = []
+    for q in workload.qos:
+        k, t = index[q.stream], totals[index[q.stream]]
+        doc = t.get("loops") if q.op == "loop" else t["ops"][q.op]
+        v = verdict(q, doc, seconds, window.batches.series([(k, q.op)]),
+                    window.batches.series([("rate", k, q.op)]))  # fmt: skip
+        unit = q.limit if q.stat == "rate" else 1.0  # a rate's verdict is a share of it
+        value, low, high = (None if x is None else x * unit for x in (v.value, v.ci_low, v.ci_high))
+        out.append(QosVerdict(q.name, q.describe(), value, v.passed, v.decision, low, high))
+    return tuple(out)
+
+
+def _select_plan(select: tuple[Any, ...]) -> dict[str, Any]:
+    """A stream's selection as the engine's plan names it."""
+    if select[0] == "zipf":
+        return {"kind": "zipf", "theta": select[1]}
+    if select[0] == "hot":
+        return {"kind": "hot", "share": select[1], "prob": select[2]}
+    return {"kind": select[0]}
 
 
 BUILTIN = ("varmail", "webserver", "fileserver")

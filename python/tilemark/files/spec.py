@@ -16,7 +16,7 @@ fileset = "mail"
 sequence = "delete,create,append,fsync,close,open,read,append,fsync,close,open,read,close"
 # or: ops = "open:1,read:4,close:1,stat:2,create:0.5,append:1,fsync:0.5,delete:0.5"
 threads = 16
-select = "uniform"            # or "zipf:1.2"
+select = "uniform"            # or "zipf:1.2", "hot:0.2:0.8", "sequential"
 append = "16k"
 read = "whole"                # or a size read from the start of the file
 rate = 100                    # optional: open loop, ops/s (loops/s for a sequence)
@@ -176,7 +176,8 @@ class FileStreamSpec:
     ops: tuple[tuple[str, float], ...]
     sequence: bool
     threads: int
-    select: tuple[str, float]  # ("uniform", 0) | ("sequential", 0) | ("zipf", theta)
+    # ("uniform", 0) | ("sequential", 0) | ("zipf", theta) | ("hot", share, probability)
+    select: tuple[str, float] | tuple[str, float, float]
     append: int
     read: int  # 0: the whole file
     rate: float | None
@@ -315,7 +316,9 @@ def excerpt_op(text: str) -> str:
     return text[:20]
 
 
-def parse_select(value: object, where: str) -> tuple[str, float]:
+def parse_select(value: object, where: str) -> tuple[str, float] | tuple[str, float, float]:
+    """`uniform`, `sequential`, `zipf:THETA`, or `hot:SHARE:PROB`: PROB of the picks go to
+    SHARE of the entries (`hot:0.2:0.8`, fio's zoned distribution, vdbench's hot band)."""
     if value in ("uniform", "sequential"):
         return (value, 0.0)
     if isinstance(value, str) and value.startswith("zipf:"):
@@ -325,9 +328,17 @@ def parse_select(value: object, where: str) -> tuple[str, float]:
             theta = -1.0
         if theta > 0 and math.isfinite(theta):
             return ("zipf", theta)
+    if isinstance(value, str) and value.startswith("hot:"):
+        try:
+            share, prob = (float(x) for x in value[4:].split(":"))
+        except ValueError:
+            share = prob = -1.0
+        if 0 < share < 1 and 0 <= prob <= 1:
+            return ("hot", share, prob)
     raise UsageError(
-        f"{where}: select must be 'uniform', 'sequential' or 'zipf:THETA' (> 0), got "
-        f"{shown(value)}."
+        f"{where}: select must be 'uniform', 'sequential', 'zipf:THETA' (> 0) or "
+        f"'hot:SHARE:PROB' (PROB of the picks to SHARE of the files, both 0..1, e.g. "
+        f"'hot:0.2:0.8'), got {shown(value)}."
     )
 
 

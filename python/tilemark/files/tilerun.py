@@ -42,6 +42,8 @@ class FileCompanion:
     _locks: contextlib.ExitStack | None = None
     _live: Any = None  # window.WindowTotals of an extended run's judging so far
     _live_next: int = 0  # the first interval of `raw` not yet in _live
+    _live_shown: int = 0  # intervals of `raw` the live view has seen
+    _live_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.workload = tile_workload(
@@ -88,6 +90,18 @@ class FileCompanion:
         """The file run's intervals, parsed one at a time."""
         return (json.loads(r) for r in self.raw)
 
+    def live_rows(self) -> list[dict[str, Any]]:
+        """The live view's rows of the newest file interval (files/window.py live_rows),
+        taken as the block run shows each of its own."""
+        from tilemark.files.window import live_rows
+
+        self.poll()
+        if self.raw and self._live_shown < len(self.raw):
+            self._live_shown = len(self.raw)
+            snap = json.loads(self.raw[-1])
+            self._live_rows = live_rows(snap, self.workload.streams, int(self.warmup_s * 1e9))
+        return self._live_rows
+
     def poll(self) -> None:
         """Take the intervals the file run finished so far (they do not pile up in the
         engine's queue)."""
@@ -98,9 +112,10 @@ class FileCompanion:
         self, apps: dict[str, Any], file_apps: list[FileTileApp], measured_s: float
     ) -> None:
         """While an extended tile run decides (run/tiles.py QosMonitor): the file applications
-        judged over what the block run measured so far, merged into `apps`. Their criteria
-        have no confidence interval, so they are never undecided: a failure decides. The
-        window only grows, so its totals grow interval by interval (each parsed once)."""
+        judged over what the block run measured so far, merged into `apps`: a decided
+        failure decides the run, an inconclusive criterion keeps it measuring, as the block
+        applications' do. The window only grows, so its totals grow interval by interval (each
+        parsed once)."""
         from tilemark.files.window import WindowTotals, in_window
 
         self.poll()
@@ -114,7 +129,7 @@ class FileCompanion:
             if in_window(snap, self.from_ns, self.until_ns):
                 self._live.add(snap)
             self._live_next += 1
-        instances, _ = file_instances(self, (self._live.totals(), self._live.seconds))
+        instances, _ = file_instances(self, self._live)
         merge_applications(apps, instances, file_apps)
 
     def finish(self) -> dict[str, Any] | None:
@@ -167,6 +182,13 @@ class FileCompanion:
             instances, files = file_instances(self)
             merge_applications(summary["applications"], instances, file_apps)
             summary["files"] = files
+            if not compiled["streams"]:
+                # Only file applications: the run's rate is theirs, as a file run's is
+                # (runs, the scale table), counting every operation; errors stay theirs.
+                from tilemark.files.store import total_of
+
+                rates = total_of(files["streams"], files["seconds"])
+                summary["total"].update(iops=rates["iops"] or 0.0, mbps=rates["mbps"] or 0.0)
             if self.run_dir is not None and self.raw:
                 try:
                     write_file_intervals(self, self.run_dir, self.run_dir.name)
@@ -184,34 +206,46 @@ class FileCompanion:
         return int(self.warmup_s * 1e9) if self.begin_ns is None else self.begin_ns
 
 
-def _verdict(v: Any, spec: Any) -> Verdict:
-    """A file QoS verdict (files/qos.py) as the tile judge's Verdict, named and described
-    without the tile prefix (t1.mailfs.): a rate as the fraction of its minimum achieved (unit
-    "fraction", limit 1), a latency in ms."""
-    name = v.name.split(".", 2)[2]
-    described = spec.describe().split(".", 2)[2]  # the stream is t{k}.{app}.{stream}
-    if spec.stat == "rate":
-        value = None if v.value is None else v.value / spec.limit
-        return Verdict(name, described, "window", v.passed, value, 1.0, "fraction")
-    return Verdict(name, described, "window", v.passed, v.value, spec.limit, "ms")
+def _verdict(spec: Any, op_doc: dict[str, Any] | None, window: Any, k: int) -> Verdict:
+    """A file criterion of stream `k` judged over the window (files/qos.py verdict: with its
+    confidence interval from the window's batches), named and described without the tile
+    prefix (t1.mailfs.): a rate as the fraction of its minimum achieved, a latency in ms."""
+    import dataclasses
+
+    from tilemark.files.qos import verdict
+
+    v = verdict(
+        spec,
+        op_doc,
+        window.seconds,
+        latency_batches=window.batches.series([(k, spec.op)]),
+        rate_batches=window.batches.series([("rate", k, spec.op)]),
+    )
+    # The stream is t{k}.{app}.{stream}, the criterion t{k}.{app}.{id}.
+    return dataclasses.replace(
+        v, criterion=spec.name.split(".", 2)[2], description=v.description.split(".", 2)[2]
+    )
 
 
 def file_instances(
-    c: FileCompanion, window: tuple[list[dict[str, Any]], float] | None = None
+    c: FileCompanion, window: Any = None
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(application instances as application_results makes them, summary.files), judged over
-    `window` (per stream totals, seconds) or else the companion's window of its intervals."""
+    `window` (files/window.py WindowTotals) or else the companion's window of its intervals."""
+    from tilemark.analysis.qos import undecided
     from tilemark.analysis.qos import worst as worst_of
     from tilemark.analysis.tiles import _latency_columns, _verdict_of, criterion_json, failure_text
-    from tilemark.files.qos import judge
     from tilemark.files.run import FilesetState, stream_summary
     from tilemark.files.store import streams_json
     from tilemark.files.window import window_totals
 
     w = c.workload
     result = c.result or {}
-    totals, seconds = window or window_totals(c.intervals(), len(w.streams), c.from_ns, c.until_ns)
+    if window is None:
+        window = window_totals(c.intervals(), len(w.streams), c.from_ns, c.until_ns)
+    totals, seconds = window.totals(), window.seconds
     by_name = {s.name: t for s, t in zip(w.streams, totals, strict=True)}
+    index = {s.name: k for k, s in enumerate(w.streams)}
     summaries = [
         stream_summary(spec, t, seconds) for spec, t in zip(w.streams, totals, strict=True)
     ]
@@ -240,7 +274,7 @@ def file_instances(
                     continue
                 t = by_name[q.stream]
                 doc = t["loops"] if q.op == "loop" else t["ops"][q.op]
-                verdicts.append(_verdict(judge(q, doc, seconds), q))
+                verdicts.append(_verdict(q, doc, window, index[q.stream]))
             if errors:
                 verdicts.append(Verdict("io_errors", f"no failed file operations, got {errors:,}",
                                         "window", False, float(errors), 0.0, "errors"))  # fmt: skip
@@ -263,7 +297,7 @@ def file_instances(
                     "passed": not failed,
                     "verdict": _verdict_of(failed),
                     "failed": [failure_text(v) for v in failed],
-                    "undecided": [],
+                    "undecided": [v.criterion for v in undecided(verdicts)],
                     "worst": None if wv is None else criterion_json(wv),
                     "criteria": [criterion_json(v) for v in verdicts],
                     "latency_ms": _latency_columns(verdicts),
@@ -304,6 +338,7 @@ def file_instances(
                 "criterion": c_["description"],
                 "value": c_["value"],
                 "passed": c_["passed"],
+                "decision": c_["decision"],
                 "tile": i["tile"],
             }
             for i in instances
@@ -318,10 +353,17 @@ def merge_applications(apps: dict[str, Any], instances: list[dict[str, Any]],
                        file_apps: list[FileTileApp]) -> None:  # fmt: skip
     """Add the file applications' instances to a tile run's `applications` (analysis/tiles.py
     application_results): per-application rows, the verdict, the failures and the score."""
-    from tilemark.analysis.tiles import _combined_verdict, _severity, _worst_criteria, _worst_of
+    from tilemark.analysis.tiles import (
+        _combined_verdict,
+        _severity,
+        _worst_criteria,
+        _worst_of,
+        worst_latency,
+    )
     from tilemark.analysis.tiles import score as tile_score
 
     apps["instances"] = sorted(apps["instances"] + instances, key=lambda i: i["tile"])
+    apps["tiles"] = max((i["tile"] for i in apps["instances"]), default=0)
     for app in file_apps:
         mine = [i for i in instances if i["app"] == app.label]
         if not mine:
@@ -340,7 +382,7 @@ def merge_applications(apps: dict[str, Any], instances: list[dict[str, Any]],
                 "metric_per_instance": sum(i["metric"] for i in mine) / len(mine),
                 "instances": len(mine),
                 "passed": all(i["passed"] for i in mine),
-                "worst_latency_ms": {},
+                "worst_latency_ms": worst_latency(mine),
                 "iops": sum(i["iops"] for i in mine),
                 "mbps": sum(i["mbps"] for i in mine),
             }
@@ -352,6 +394,9 @@ def merge_applications(apps: dict[str, Any], instances: list[dict[str, Any]],
     apps["passed"] = not failing
     apps["verdict"] = _combined_verdict(i["verdict"] for i in every)
     apps["failed"] = [f"t{i['tile']}.{i['app']}: {f}" for i in every for f in i["failed"]]
+    apps["undecided"] = list(apps.get("undecided") or []) + [
+        f"t{i['tile']}.{i['app']}: {c}" for i in instances for c in i["undecided"]
+    ]
     apps["deciding"] = (
         None if deciding is None
         else {"tile": deciding["tile"], "app": deciding["app"], **deciding["worst"]}

@@ -37,20 +37,26 @@ class _OpSum:
         self.service = Histogram()
         self.response: Any = None
 
-    def add(self, d: dict[str, Any] | None) -> None:
+    def add(self, d: dict[str, Any] | None) -> tuple[int, int]:
+        """Add one interval's counters; (operations, their latency sum in ns) of the interval,
+        the latency QoS reads (hist.latency_hist: response time open loop, else service)."""
         from tilemark.hist import Histogram
 
         if not d:
-            return
+            return 0, 0
         self.ops += int(d.get("ops", 0))
         self.bytes += int(d.get("bytes", 0))
         for k, v in (d.get("errors") or {}).items():
             self.errors[k] = self.errors.get(k, 0) + v
-        self.service.merge(Histogram.from_json(d.get("service")))
-        if d.get("response") is not None:
-            if self.response is None:
-                self.response = Histogram()
-            self.response.merge(Histogram.from_json(d["response"]))
+        service = Histogram.from_json(d.get("service"))
+        self.service.merge(service)
+        if d.get("response") is None:
+            return service.n, service.sum
+        response = Histogram.from_json(d["response"])
+        if self.response is None:
+            self.response = Histogram()
+        self.response.merge(response)
+        return response.n, response.sum
 
     def doc(self) -> dict[str, Any]:
         return {
@@ -64,24 +70,37 @@ class _OpSum:
 
 class WindowTotals:
     """Per stream, the intervals added so far summed (memory: one set of histograms per
-    stream and operation, however many intervals)."""
+    stream and operation, however many intervals), and the batches their QoS criteria's
+    confidence intervals are computed from (analysis/confidence.py BatchSeries, at most 64
+    batches of consecutive intervals): per (stream index, op) the operations and their latency
+    sum, per ("rate", stream index, op) the interval's ns and the operations it completed. Op
+    "loop" is a sequence's whole loop."""
 
     def __init__(self, streams: int):
+        from tilemark.analysis.confidence import BatchSeries
+
         self.seconds = 0.0
+        self.batches = BatchSeries()
         self._ops = [{op: _OpSum() for op in OPS} for _ in range(streams)]
         self._skipped = [dict.fromkeys(OPS, 0) for _ in range(streams)]
         self._loops: list[_OpSum | None] = [None] * streams
 
     def add(self, snap: dict[str, Any]) -> None:
-        self.seconds += (int(snap["end_ns"]) - int(snap["start_ns"])) / 1e9
+        ns = int(snap["end_ns"]) - int(snap["start_ns"])
+        self.seconds += ns / 1e9
+        batch: dict[object, tuple[int, int]] = {}
         for k, s in enumerate(snap["streams"]):
             for op in OPS:
-                self._ops[k][op].add(s["ops"].get(op))
+                d = s["ops"].get(op)
+                batch[(k, op)] = self._ops[k][op].add(d)
+                batch[("rate", k, op)] = (ns, int((d or {}).get("ops", 0)))
                 self._skipped[k][op] += s["skipped"].get(op, 0)
             if s.get("loops") is not None:
                 if self._loops[k] is None:
                     self._loops[k] = _OpSum()
-                self._loops[k].add(s["loops"])  # type: ignore[union-attr]
+                batch[(k, "loop")] = self._loops[k].add(s["loops"])  # type: ignore[union-attr]
+                batch[("rate", k, "loop")] = (ns, int(s["loops"].get("ops", 0)))
+        self.batches.add(batch)
 
     def totals(self) -> list[dict[str, Any]]:
         """Per stream the engine-shaped totals: {ops: {op: doc}, skipped: {op: n}, loops}."""
@@ -100,14 +119,15 @@ def window_totals(
     streams: int,
     from_ns: int = 0,
     until_ns: int | None = None,
-) -> tuple[list[dict[str, Any]], float]:
-    """Per stream the engine-shaped totals of the intervals in the window (in_window), and
-    the seconds they cover; `intervals` may be a generator (one interval in memory at a time)."""
+) -> WindowTotals:
+    """The intervals in the window (in_window) summed: per stream the engine-shaped totals,
+    the seconds they cover and their batches; `intervals` may be a generator (one interval in
+    memory at a time)."""
     acc = WindowTotals(streams)
     for snap in intervals:
         if in_window(snap, from_ns, until_ns):
             acc.add(snap)
-    return acc.totals(), acc.seconds
+    return acc
 
 
 def interval_rows(
@@ -157,6 +177,49 @@ def interval_rows(
                         "max_us": us(float(h.max) if h.n else None),
                     }
                 )
+    return rows
+
+
+def live_rows(snap: dict[str, Any], streams: Sequence[Any], warmup_ns: int) -> list[dict[str, Any]]:
+    """An interval of the file streams as the live view's rows (run/summary.py interval_rows,
+    with `stream` None and an `arrival` of their own): per stream its operations and bytes per
+    second, and the p50/p99 of its loop (a sequence's application unit: one message, one page)
+    or of all its operations; `arrival` says the loops per second in the stream's unit."""
+    from tilemark.hist import Histogram, latency_hist
+
+    start, end = int(snap["start_ns"]), int(snap["end_ns"])
+    seconds = max((end - start) / 1e9, 1e-9)
+    rows = []
+    for spec, s in zip(streams, snap["streams"], strict=True):
+        docs = [d for d in s["ops"].values() if d]
+        loops = s.get("loops")
+        h = latency_hist(loops) if loops is not None else Histogram.merged(map(latency_hist, docs))
+        errors: dict[str, int] = {}
+        for d in docs:
+            for code, n in (d.get("errors") or {}).items():
+                errors[code] = errors.get(code, 0) + n
+        ms = lambda v: None if v is None else v / 1e6  # noqa: E731
+        rows.append(
+            {
+                "interval": int(snap["index"]),
+                "phase": "warmup" if end <= warmup_ns else "measure",
+                "start_s": start / 1e9,
+                "end_s": end / 1e9,
+                "stream": None,
+                "name": spec.name,
+                "arrival": "files"
+                if loops is None
+                else f"files {loops['ops'] / seconds:,.0f} {spec.unit}/s",
+                "iops": sum(int(d["ops"]) for d in docs) / seconds,
+                "mbps": sum(int(d["bytes"]) for d in docs) / seconds / 1e6,
+                "p50_ms": ms(h.percentile(50.0)),
+                "p99_ms": ms(h.percentile(99.0)),
+                "lag_max_ms": None,
+                "behind_ios": 0,
+                "errors": sum(errors.values()),
+                "errors_by_name": errors,
+            }
+        )
     return rows
 
 

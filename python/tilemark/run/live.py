@@ -8,6 +8,7 @@ service time for closed-loop streams, where the two are equal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -165,6 +166,12 @@ def phase_clock(plan: dict[str, Any], end_s: float, phase: str) -> str:
     return f"{phase} {_seconds(into)} of {_seconds(of)}"
 
 
+def _plan_stream_of(streams: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any]:
+    """The plan stream of a live row; {} for a row of no plan stream (a file stream)."""
+    index = row["stream"]
+    return streams[index] if index is not None and index < len(streams) else {}
+
+
 def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -> str:
     """One log line for an interval's rows (per application when there are many streams);
     a phased stream outside its phase says where it stands instead of its zeros."""
@@ -179,7 +186,7 @@ def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -
     parts = [f"[{clock}] total {total_iops:,.0f} IOPS {total_mbps:,.1f} MB/s"]
     streams = (plan or {}).get("streams") or []
     for row in group_rows(rows):
-        plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
+        plan_stream = _plan_stream_of(streams, row)
         where = phase_text(plan_stream, row["end_s"]) if not grouped else ""
         if where.startswith(("starts", "ended")):
             parts.append(f"{row['name']} {where}")
@@ -202,10 +209,20 @@ def plain_line(rows: list[dict[str, Any]], plan: dict[str, Any] | None = None) -
 class LiveDisplay:
     """Shows interval snapshots as they arrive: a live table on a TTY, plain lines otherwise."""
 
-    def __init__(self, plan: dict[str, Any], console: Console, *, tty: bool):
+    def __init__(
+        self,
+        plan: dict[str, Any],
+        console: Console,
+        *,
+        tty: bool,
+        extra: Callable[[], list[dict[str, Any]]] | None = None,
+    ):
         self.plan = plan
         self.console = console
         self.tty = tty
+        # Rows shown after the newest snapshot's streams (a tile's file streams), in the
+        # shape of interval_rows with `stream` None and their own `arrival` text.
+        self.extra = extra
         self._live: Live | None = None
         self._rows: list[dict[str, Any]] = []
         self._targets: list[dict[str, Any]] = []
@@ -243,6 +260,8 @@ class LiveDisplay:
                 for row, n in zip(self._rows, members, strict=False):
                     row.update(aggregated=True, streams=n)
             self._targets = pertarget.interval_rows(self.plan, snapshot)
+            if self.extra is not None and i == len(snapshots) - 1:
+                self._rows = self._rows + self.extra()
             if self._live is None:
                 # Written directly: a log line must not be wrapped at the console width.
                 line = plain_line(self._rows, self.plan)
@@ -293,8 +312,8 @@ class LiveDisplay:
         table.add_column("errors", justify="right")
         streams = self.plan.get("streams", [])
         for row in group_rows(self._rows):
-            plan_stream = streams[row["stream"]] if row["stream"] < len(streams) else {}
-            arrival = describe_arrival(plan_stream)
+            plan_stream = _plan_stream_of(streams, row)
+            arrival = row.get("arrival") or describe_arrival(plan_stream)
             where = phase_text(plan_stream, row["end_s"])
             table.add_row(
                 escape(row["name"]),

@@ -4,6 +4,9 @@ Used by `tilemark run` and by every step of `tilemark scale`. Interrupting a run
 SIGTERM) stops the engine in order: the intervals measured so far are written and the run is
 marked incomplete. On a cluster's targets (runtargets.RemoteTargets) `prepare` and `run_plan`
 hand over to the cluster, which shares `drive`, `summarize_run` and `store_run`.
+
+Longer than 600 lines because that shared sequence (store, signals, monitor, live view,
+telemetry, storage verdict) is one piece: split, each part would take all the others' state.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
     if compiled["warmup_ms"]:
         timing = f"{compiled['warmup_ms'] / 1000:g}s warm-up + {timing}"
     count = len(compiled["streams"])
+    if not infos:
+        return f"no block streams (the engine keeps time), {timing}"
     if len(infos) == 1:
         where = f"{infos[0].path} ({format_size(infos[0].data_length)}, {mode})"
     else:
@@ -154,6 +159,7 @@ def run_plan(
     apps: dict[int, str] | None = None,
     before_start: Callable[[Path, dict[str, Any]], None] | None = None,
     on_start: Callable[[], None] | None = None,
+    live_rows: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> RunOutcome:
     """Run a compiled plan on its prepared targets and store it.
 
@@ -162,7 +168,8 @@ def run_plan(
     summary)` may add to the summary before it is stored (application metrics, QoS verdicts);
     `before_start(run_dir, plan)` may put files the plan names into the run directory (a
     replay's IO lists) and set their paths in the plan before the engine starts;
-    `on_start()` runs right after the engine started (a tile's file applications start there).
+    `on_start()` runs right after the engine started (a tile's file applications start there),
+    `live_rows()` gives rows the live view shows after the engine's streams (their file streams).
     """
     if isinstance(infos, RemoteTargets):
         if before_start is not None:
@@ -269,17 +276,16 @@ def run_plan(
             telemetry,
             changes,
             lateness,
+            live_rows,
         )
         summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
         summary["issue_lateness"] = lateness_summary(lateness)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
-        # The first target's record here; every target's is in run.json `targets`.
-        summary["preconditioning"] = {
-            "target": infos[0].path,
-            "record": infos[0].preconditioning,
-        }
+        # The first target's record (none: no target); every target's is in run.json.
+        pre = infos[0] if infos else None
+        summary["preconditioning"] = pre and {"target": pre.path, "record": pre.preconditioning}
         data_summaries(summary, result, compiled, reduction)
         if target_notes or telemetry.notes:
             summary["notes"] = [*target_notes, *telemetry.notes, *summary.get("notes", [])]
@@ -478,6 +484,7 @@ def drive(
     telemetry: tm.Telemetry | None = None,
     changes: ChangeTracker | None = None,
     lateness: Histogram | None = None,
+    live_rows: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, str | None]:
     """Poll the engine until it ends, storing and showing snapshots;
     (result, engine error, why the monitor ended it)."""
@@ -545,7 +552,7 @@ def drive(
                     handle.stop()
 
     try:
-        with LiveDisplay(compiled, console, tty=tty) as display:
+        with LiveDisplay(compiled, console, tty=tty, extra=live_rows) as display:
             if frames:
                 group_of, group_plan = stream_groups(compiled)
                 handle.set_groups(group_of)

@@ -12,6 +12,10 @@ With `--until-steady` a tile run (and every step of a scaling study) measures in
 the SNIA PTS steady-state rule holds (steadyrun.py), and its applications are judged over the
 steady window: the last five rounds, the same window its summary covers. A run that is not
 steady after `--max-rounds` is judged over everything it measured and says so.
+
+Longer than 600 lines because the settings, the two monitors and the driver of a tile run
+share its settings and the judging of its applications; the file applications' part lives in
+files/tilerun.py.
 """
 
 from __future__ import annotations
@@ -151,21 +155,34 @@ class TileRunSettings:
 
 
 def tile_settings(
-    opts: Options, *, extend_by_default: bool, until_steady: bool = True
+    opts: Options, *, extend_by_default: bool, until_steady: bool = True, block: bool = True
 ) -> TileRunSettings:
     """Tile-run settings from the typed options, checked; nothing is touched yet.
     `until_steady` False refuses --until-steady (repeat measures each repetition for
-    --duration)."""
+    --duration); `block` False (a tile of file applications only) takes no target."""
     run = opts.workload
     target = run.run.get("target")
-    if not target:
+    if not block:
+        if target or opts.tile.capacity:
+            raise UsageError(
+                f"{'--target' if target else '--capacity'} is for block applications; this "
+                "tile holds file applications only, whose sets go in each one's dir."
+            )
+        target_specs, capacity = [], 0
+    elif not target:
         raise UsageError("--target is required: a file (created if missing) or a block device.")
-    target_specs = parse_targets(list(target), None, flag=True)
-    capacity = opts.tile.capacity or min(targets.default_size(t.path) for t in target_specs)
+    else:
+        target_specs = parse_targets(list(target), None, flag=True)
+        capacity = opts.tile.capacity or min(targets.default_size(t.path) for t in target_specs)
     interval_s = run.parsed("interval", 1.0)
     steady = steady_settings(opts)
     if steady is not None and not until_steady:
         raise UsageError(NOT_PER_REPETITION)
+    if steady is not None and not block:
+        raise UsageError(
+            "--until-steady applies the steady-state rule to block applications; this tile "
+            "holds file applications only (measure them for --duration)."
+        )
     duration_s = run.parsed("duration", parse_duration(DEFAULT_TILE_DURATION, "duration"))
     if steady is not None:
         if opts.tile.max_duration is not None:
@@ -243,7 +260,8 @@ def inspect_tile_targets(
 ) -> Targets:
     """Check the layout fits --capacity, then inspect every target (safety checks); no IO.
     Tiles write every target (a target without a stream at this tile count gets one at a
-    larger count)."""
+    larger count). A tile of file applications only has none. File applications run on this
+    host: a --cluster run of a tile holding one is refused here, before anything is locked."""
     need = min_capacity(tile, max_tiles, settings.target_names)
     if settings.capacity < need:
         raise UsageError(
@@ -252,7 +270,7 @@ def inspect_tile_targets(
             f"{format_size(need)}."
         )
     sized = [TargetSpec(t.name, t.path, settings.capacity) for t in settings.targets]
-    return inspect_targets(
+    infos = inspect_targets(
         sized,
         writes=[True] * len(sized),
         direct=settings.direct,
@@ -262,6 +280,12 @@ def inspect_tile_targets(
         fill=fill,
         io_timeout_s=settings.io_timeout,
     )
+    if tile.file_apps and isinstance(infos, RemoteTargets):
+        raise UsageError(
+            "a tile's file applications run on this host; a --cluster run of a tile holding "
+            "one is refused."
+        )
+    return infos
 
 
 class QosMonitor:
@@ -374,7 +398,17 @@ def tile_workload(
     max_tiles: int,
     infos: Targets,
 ) -> tuple[plan.Workload, TileLayout]:
-    """The workload of `tiles` tiles laid out for up to `max_tiles` on the targets."""
+    """The workload of `tiles` tiles laid out for up to `max_tiles` on the targets; for a tile
+    of file applications only, a workload that keeps time (its file run is the IO)."""
+    if not tile.block:
+        clock = plan.clock_workload(
+            f"{tile.name}-x{tiles}",
+            f"tiles:{tile.source}",
+            duration_s=settings.max_duration_s,
+            warmup_s=parse_duration(settings.warmup, "warmup"),
+            interval_s=parse_duration(settings.interval, "interval"),
+        )
+        return clock, TileLayout(doc={}, tags=[])
     layout = compile_tiles(
         tile,
         tiles,
@@ -417,7 +451,7 @@ def run_tiles(
         else None
     )
     windows = steady.whole if steady is not None else SnapshotCompactor(settings.qos_interval_s)
-    companion = file_companion(tile, tiles, settings, infos)
+    companion = file_companion(tile, tiles, settings)
 
     def judge_so_far() -> dict[str, Any]:
         apps = application_results(
@@ -511,6 +545,7 @@ def run_tiles(
                 apps={t.index: t.app for t in layout.tags},
                 before_start=before_start,
                 on_start=None if companion is None else companion.start,
+                live_rows=None if companion is None else companion.live_rows,
             )
     finally:
         if companion is not None:
@@ -518,17 +553,12 @@ def run_tiles(
     return outcome
 
 
-def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings, infos: Targets) -> Any:
+def file_companion(tile: TileSpec, tiles: int, settings: TileRunSettings) -> Any:
     """The file run of the tile's file applications (files/tilerun.py), or None."""
     if not tile.file_apps:
         return None
     from tilemark.files.tilerun import FileCompanion
 
-    if isinstance(infos, RemoteTargets):
-        raise UsageError(
-            "a tile's file applications run on this host; a --cluster run of a tile holding "
-            "one is refused."
-        )
     return FileCompanion(
         tile.file_apps,
         tiles,

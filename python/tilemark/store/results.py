@@ -235,6 +235,9 @@ class FileQos(_Struct):
     criterion: str | None = None
     value: float | None = None  # ms, or per second; None when nothing was measured
     passed: bool | None = None
+    decision: str | None = None  # pass | fail | inconclusive (95% interval straddles the limit)
+    ci_low: float | None = None  # the 95% interval of `value`, same unit
+    ci_high: float | None = None
 
 
 class FilesSummary(_Struct):

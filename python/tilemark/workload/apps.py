@@ -439,5 +439,11 @@ class TileSpec:
     # File applications (files/tileapps.py FileTileApp): file workloads beside the block ones.
     file_apps: list[Any] = field(default_factory=list)
 
+    @property
+    def block(self) -> bool:
+        """True when the tile has block applications (else only file applications: it needs
+        no target, and its block run keeps time only)."""
+        return bool(self.apps)
+
     def total_weight(self) -> float:
         return sum(a.profile.capacity_weight for a in self.apps)

@@ -231,7 +231,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
     if len(infos) != len(workload.targets):
         raise ValueError(f"{len(workload.targets)} targets, {len(infos)} inspected")
     aligns = [_direct_align(workload, info) for info in infos]
-    threads = workload.threads or min(os.cpu_count() or 1, len(workload.streams))
+    threads = workload.threads or max(1, min(os.cpu_count() or 1, len(workload.streams)))
     verify = _check_verify(workload, infos)
     streams = []
     for index, stream in enumerate(workload.streams):

@@ -447,6 +447,27 @@ def _until_done(streams: list[StreamSpec]) -> bool:
     )
 
 
+def clock_workload(
+    name: str, source: str, *, duration_s: float, warmup_s: float, interval_s: float
+) -> Workload:
+    """A workload of no streams on no targets: the engine only keeps time (the warm-up, the
+    intervals, the end, a stop) for a run whose IO is elsewhere, a tile of file applications
+    only (run/tiles.py), so it is timed, monitored, stopped and stored as every run is."""
+    return Workload(
+        name=name,
+        source=source,
+        targets=[],
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        interval_s=interval_s,
+        backend="null",
+        threads=1,
+        direct=False,
+        seed=DEFAULT_SEED,
+        streams=[],
+    )
+
+
 def parse_workload(
     doc: dict[str, Any],
     *,

@@ -105,11 +105,6 @@ def load_tile(path: str, overrides: dict[str, dict[str, Any]] | None = None) -> 
             raise UsageError(f"{here}: {e}") from None
         rest, set_targets = split_targets(overrides.get(label, {}), profile, f"--set {label}")
         apps.append(TileApp(tuned.with_overrides(rest), label, {**mapped, **set_targets}, host))
-    if file_apps and not apps:
-        raise UsageError(
-            f"tile file {path}: a tile holds file applications beside at least one block "
-            "application; run a file workload alone with `tilemark files run`."
-        )
     labels = [a.label for a in apps] + [a.label for a in file_apps]
     if len(set(labels)) != len(labels):
         raise UsageError(

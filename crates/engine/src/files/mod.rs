@@ -169,6 +169,13 @@ pub enum Select {
     Zipf {
         theta: f64,
     },
+    /// A hot set: `prob` of the picks go to `share` of the entries (scattered over the
+    /// directories like zipf's popular ones), the others to the rest, uniformly within each
+    /// (fio's `random_distribution=zoned`, vdbench's hot bands).
+    Hot {
+        share: f64,
+        prob: f64,
+    },
 }
 
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -327,6 +334,14 @@ impl FilePlan {
             if let Select::Zipf { theta } = s.select {
                 if !(theta > 0.0 && theta.is_finite()) {
                     return Err(bad(format!("stream {name}: zipf theta must be > 0")));
+                }
+            }
+            if let Select::Hot { share, prob } = s.select {
+                if !(share > 0.0 && share < 1.0 && (0.0..=1.0).contains(&prob)) {
+                    return Err(bad(format!(
+                        "stream {name}: a hot set's share must be in (0, 1) and its \
+                         probability in [0, 1]"
+                    )));
                 }
             }
         }

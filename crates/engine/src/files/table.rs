@@ -251,8 +251,22 @@ impl Table {
 #[derive(Clone, Debug)]
 pub enum Picker {
     Uniform(u64),
-    Zipf { zipf: Zipf, n: u64, scramble: u64 },
-    Sequential { next: Arc<AtomicU64>, n: u64 },
+    Zipf {
+        zipf: Zipf,
+        n: u64,
+        scramble: u64,
+    },
+    Sequential {
+        next: Arc<AtomicU64>,
+        n: u64,
+    },
+    /// Ranks below `hot` drawn with probability `prob`, the others otherwise.
+    Hot {
+        n: u64,
+        hot: u64,
+        prob: f64,
+        scramble: u64,
+    },
 }
 
 impl Picker {
@@ -271,6 +285,13 @@ impl Picker {
                 // Popular files spread over the directories, not the first ones in order.
                 scramble: crate::stream::coprime_multiplier(n),
             },
+            Select::Hot { share, prob } => Picker::Hot {
+                n,
+                // At least one entry is hot, and at least one cold when there are two.
+                hot: ((share * n as f64).round() as u64).clamp(1, n.saturating_sub(1).max(1)),
+                prob: *prob,
+                scramble: crate::stream::coprime_multiplier(n),
+            },
         }
     }
 
@@ -279,7 +300,9 @@ impl Picker {
     pub fn free_start(&self, rng: &mut Rng) -> usize {
         match self {
             Picker::Sequential { .. } => self.pick(rng),
-            Picker::Uniform(n) | Picker::Zipf { n, .. } => rng.below(*n) as usize,
+            Picker::Uniform(n) | Picker::Zipf { n, .. } | Picker::Hot { n, .. } => {
+                rng.below(*n) as usize
+            }
         }
     }
 
@@ -289,6 +312,19 @@ impl Picker {
             Picker::Sequential { next, n } => (next.fetch_add(1, Ordering::Relaxed) % n) as usize,
             Picker::Zipf { zipf, n, scramble } => {
                 let rank = zipf.sample(rng) - 1;
+                ((rank as u128 * *scramble as u128) % *n as u128) as usize
+            }
+            Picker::Hot {
+                n,
+                hot,
+                prob,
+                scramble,
+            } => {
+                let rank = if *hot >= *n || rng.next_f64() < *prob {
+                    rng.below(*hot)
+                } else {
+                    hot + rng.below(n - hot)
+                };
                 ((rank as u128 * *scramble as u128) % *n as u128) as usize
             }
         }
@@ -532,5 +568,43 @@ mod tests {
         let uniform = top_share(&Picker::new(&Select::Uniform, n, &Arc::default()), &mut rng);
         assert!(zipf > 0.5, "zipf top 1% share {zipf}");
         assert!(uniform < 0.03, "uniform top 1% share {uniform}");
+    }
+
+    #[test]
+    fn a_hot_set_takes_its_probability_of_the_picks_over_its_share_of_the_entries() {
+        let (n, picks) = (1000, 200_000);
+        let mut rng = Rng::new(5);
+        let picker = Picker::new(
+            &Select::Hot {
+                share: 0.2,
+                prob: 0.8,
+            },
+            n,
+            &Arc::default(),
+        );
+        let mut counts = vec![0u64; n];
+        for _ in 0..picks {
+            counts[picker.pick(&mut rng)] += 1;
+        }
+        // The 200 most picked entries are the hot set: 80% of the picks (+-1%), each about
+        // 0.4%; every cold entry about 0.025%, none left out.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_unstable_by(|&a, &b| counts[b].cmp(&counts[a]));
+        let hot_picks: u64 = order[..200].iter().map(|&i| counts[i]).sum();
+        let share = hot_picks as f64 / picks as f64;
+        assert!((share - 0.8).abs() < 0.01, "hot share {share}");
+        let (coldest_hot, hottest_cold) = (counts[order[199]], counts[order[200]]);
+        assert!(
+            coldest_hot > 2 * hottest_cold,
+            "{coldest_hot} vs {hottest_cold}"
+        );
+        assert!(counts.iter().all(|&c| c > 0));
+        // Scattered over the entries (so over the directories), not the first 200 in order.
+        let first: usize = order[..200].iter().filter(|&&i| i < 200).count();
+        assert!(first < 100, "{first} of the hot entries are the first 200");
+        // Creates look for a free entry anywhere, not only in the hot set.
+        let starts: std::collections::HashSet<usize> =
+            (0..5000).map(|_| picker.free_start(&mut rng)).collect();
+        assert!(starts.len() > 900);
     }
 }
