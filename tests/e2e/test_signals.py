@@ -63,7 +63,10 @@ def finish(proc: subprocess.Popen, before: str) -> tuple[int, str, str]:
 
 
 def run_docs(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(results.glob("2*/run.json"))]
+    """The runs in the order they started: a run id is its start second plus a random suffix,
+    so two runs of one second sort by id in either order."""
+    docs = [json.loads(p.read_text()) for p in results.glob("2*/run.json")]
+    return sorted(docs, key=lambda d: (d["started_at"], d["run_id"]))
 
 
 @BOTH
