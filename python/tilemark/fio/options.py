@@ -303,22 +303,6 @@ REFUSED = {
     "zero_buffers": Reason(
         "fio writes zeros; tilemark's write data is at most 99% compressible (compress)", DATA
     ),
-    "buffer_compress_chunk": Reason(
-        "tilemark lays out the compressible part of a block its own way", DATA
-    ),
-    "dedupe_mode": Reason(
-        "fio draws its duplicate blocks from a working set; tilemark's dedupe "
-        "ratio repeats blocks uniformly",
-        DATA,
-    ),
-    "dedupe_global": Reason(
-        "fio shares duplicate blocks across jobs; tilemark dedupes within a stream", DATA
-    ),
-    "dedupe_working_set_percentage": Reason(
-        "fio draws its duplicate blocks from a working set; "
-        "tilemark's dedupe ratio repeats blocks uniformly",
-        DATA,
-    ),
     "continue_on_error": Reason(
         "fio's choice of errors to carry on after has no tilemark "
         "equivalent (max_errors counts all errors)",
