@@ -225,11 +225,6 @@ REFUSED = {
     "read_beyond_wp": Reason("zoned block devices (write pointers) are not modelled", ZBD),
     "zone_reset_threshold": Reason("zoned block devices (zone resets) are not modelled", ZBD),
     "zone_reset_frequency": Reason("zoned block devices (zone resets) are not modelled", ZBD),
-    "verify_pattern": Reason(
-        "fio writes and checks a fixed pattern; tilemark writes its own "
-        "verifiable blocks, which compress and dedupe differently",
-        VERIFY,
-    ),
     "verify_backlog": Reason(
         "fio reads back what it wrote while it writes, which adds reads tilemark would not issue",
         VERIFY,
@@ -312,15 +307,6 @@ REFUSED = {
     "ioscheduler": Reason("tilemark does not change system settings", SYSTEM),
     "fdatasync": Reason(
         "tilemark syncs writes with fsync or O_DSYNC only (fsync=N or sync=1)", "sync"
-    ),
-    "fill_device": Reason(
-        "fio writes until the device or file system is full; tilemark uses "
-        "a fixed data area (size)",
-        "placement",
-    ),
-    "fill_fs": Reason(
-        "fio writes until the file system is full; tilemark uses a fixed data area (size)",
-        "placement",
     ),
     "sprandom": Reason(
         "SanDisk's random preconditioning lays out writes by its own model; "

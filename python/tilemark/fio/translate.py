@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import datareduce, gates, strides
+from tilemark.fio import datareduce, gates, strides, verifyfill
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -332,6 +332,7 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
             )
         table["dedupe"] = round(100 / (100 - job.dedupe), 6)
     datareduce.stream_fields(job, table, refuse)
+    verifyfill.stream_fields(job, table, refuse, verify_set=job.verify_opt is not None)
     if job.rate_min is not None:
         job.notes.append(
             f"{job.rate_min.key}: fio ends the job if its rate falls "
