@@ -93,3 +93,19 @@ def test_what_tilemark_cannot_keep_is_one_sentence(tmp_path, capsys, change, wor
     assert main(["import-fio", str(job), "-o", str(tmp_path / "w.toml")]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err and err.count("\n") == 1, err
+
+
+def test_latency_target_is_refused_naming_the_study_that_asks_it(tmp_path, capsys):
+    # HOWTO latency_target: "fio will attempt to find the max performance point that the
+    # given workload will run at while maintaining a latency below this target"; io_u.c
+    # lat_target_*: the queue depth from 1, doubled, then bisected, within the run.
+    job = write(
+        tmp_path,
+        "[global]\nbs=4k\nrw=randread\ndirect=1\nioengine=libaio\niodepth=128\n"
+        "latency_target=500000\nlatency_window=5000000\nlatency_percentile=99.9\n"
+        "[device]\nfilename=/dev/sda\n",
+    )
+    assert main(["import-fio", str(job), "-o", str(tmp_path / "w.toml")]) == 2
+    err = capsys.readouterr().err
+    assert "fio option latency_target cannot be translated" in err
+    assert "tilemark scale PROFILE --knob depth --knob-range 1..IODEPTH" in err

@@ -266,11 +266,13 @@ REFUSED = {
     "writefua": Reason("tilemark does not issue FUA writes", PRIORITY),
     "readfua": Reason("tilemark does not issue FUA reads", PRIORITY),
     "latency_target": Reason(
-        "fio searches the job's queue depth while it runs (doubling, then bisecting between 1 "
-        "and iodepth) for the deepest at which latency_percentile of the IOs of each "
+        "fio searches the job's queue depth while it runs (from 1, doubling, then bisecting "
+        "up to iodepth) for the deepest at which latency_percentile of the IOs of each "
         "latency_window complete within latency_target, then measures one more window at that "
-        "depth and ends the job; a tilemark stream keeps one queue depth for the run, and "
-        "`tilemark curve --slo` searches an open-loop IO rate in separate measured steps instead",
+        "depth and ends the job; a tilemark stream keeps one queue depth for the run, and the "
+        "same search is a study: `tilemark scale PROFILE --knob depth --knob-range 1..IODEPTH` "
+        'over a profile whose stream has qd = "depth" and a QoS latency bound (docs/fio.md, '
+        '"latency_target as a study")',
         TERMINATION,
     ),
     "flow": Reason(

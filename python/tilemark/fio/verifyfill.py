@@ -51,7 +51,7 @@ def stream_fields(job: FioJob, table: dict[str, Any], refuse: Any, verify_set: b
     pattern = job.data_opts.get("verify_pattern")
     if pattern is not None:
         if not (pattern.value or "").strip():
-            raise UsageError(f"{_label(pattern)} needs a pattern (fio: 0xaa555aa5, \"abcd\", %o).")
+            raise UsageError(f'{_label(pattern)} needs a pattern (fio: 0xaa555aa5, "abcd", %o).')
         if job.verify is None:
             raise refuse(
                 job,
