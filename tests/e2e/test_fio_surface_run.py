@@ -42,19 +42,21 @@ do_verify=1
 SIZE = 4 << 20
 
 
-def run(capsys, tmp_path: Path, *args: str) -> tuple[int, dict, str]:
-    results = tmp_path / "r"
+def run(capsys, results: Path, *args: str) -> tuple[int, dict, str]:
+    """Run into a results directory of its own: its one run's status, run.json and stderr."""
     status = main(["run", *args, "--results", str(results)])
     err = capsys.readouterr().err
-    runs = sorted(p for p in results.iterdir() if (p / "run.json").exists())
-    return status, json.loads((runs[-1] / "run.json").read_text()), err
+    (run_dir,) = [p for p in results.iterdir() if (p / "run.json").exists()]
+    return status, json.loads((run_dir / "run.json").read_text()), err
 
 
 def test_surface_scan_writes_everything_then_checks_every_block(tmp_path, capsys):
     job = tmp_path / "surface-scan.fio"
     job.write_text(SURFACE_SCAN)
     target = tmp_path / "datafile.tmp"
-    status, doc, err = run(capsys, tmp_path, str(job), "--target", str(target), "--size", "4m")
+    status, doc, err = run(
+        capsys, tmp_path / "scan", str(job), "--target", str(target), "--size", "4m"
+    )
     assert status == 0, err
     write, read = doc["summary"]["streams"]
     # fill_device: the whole data area written once, in 64 KiB IOs...
@@ -70,7 +72,7 @@ def test_surface_scan_writes_everything_then_checks_every_block(tmp_path, capsys
         f.write(b"\xff" * 16)
     workload = tmp_path / "verify-phase.toml"
     assert main(["import-fio", str(job), "--section", "verify-phase", "-o", str(workload)]) == 0
-    status, doc, err = run(capsys, tmp_path, str(workload), "--target", str(target))
+    status, doc, err = run(capsys, tmp_path / "check", str(workload), "--target", str(target))
     assert status == 1
     assert "corrupt at offset 409,600" in err
     assert doc["summary"]["verification"]["by_class"] == {"corrupt": 1}
