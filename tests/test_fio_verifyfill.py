@@ -59,6 +59,10 @@ def test_surface_scan_writes_once_then_reads_everything_back_checked(tmp_path):
     # HOWTO verify_pattern: "fio will fill the I/O buffers with this pattern".
     assert "verify_pattern=0xaa555aa5: fio fills each block after its header" in notes
     assert "verify_interval=512" in notes
+    # HOWTO do_verify: "Run the verify phase after a write phase. Only valid if verify is
+    # set." The write phase sets it to 0; the read phase checks what it reads.
+    assert "does not read back what this job wrote (do_verify=0)" in notes
+    assert "fio checks its reads against its own headers" in notes
 
 
 def test_fill_device_with_a_size_writes_that_size(tmp_path):
