@@ -123,6 +123,10 @@ impl DedupePlan {
 pub struct DedupePool {
     pub blocks: u64,
     pub over_blocks: u64,
+    /// Which pool: streams with the same id (on the same target, or unverified) write the same
+    /// pool blocks; 0 is the pool of streams without `dedupe_pool`.
+    #[serde(default)]
+    pub id: u64,
 }
 
 impl DedupePool {
@@ -159,6 +163,8 @@ pub struct BlockGen {
     pub layout: Layout,
     dedupe: Option<DedupePlan>,
     target_id: u64,
+    /// Mixed into pool keys (DedupePool::id): pools of different ids share no block.
+    pool_salt: u64,
     rng: Rng,
     blocks: u64,
     copies: u64,
@@ -170,10 +176,21 @@ impl BlockGen {
             layout,
             dedupe,
             target_id,
+            pool_salt: 0,
             rng: Rng::new(seed ^ 0x6461_7461_6765_6e00),
             blocks: 0,
             copies: 0,
         }
+    }
+
+    /// Draw pool copies from pool `id` (DedupePool::id) instead of the default pool.
+    pub fn with_pool_id(mut self, id: u64) -> Self {
+        self.pool_salt = if id == 0 {
+            0
+        } else {
+            mix64(id ^ 0x6964_706f_6f6c_0000)
+        };
+        self
     }
 
     fn next_kind(&mut self) -> BlockKind {
@@ -201,7 +218,7 @@ impl BlockGen {
             let kind = self.next_kind();
             let key = match kind {
                 BlockKind::Unique => self.rng.next_u64(),
-                BlockKind::Pool(k) => pool_key(self.target_id, k),
+                BlockKind::Pool(k) => pool_key(self.target_id ^ self.pool_salt, k),
             };
             self.layout.fill_random(block, key);
             if self.layout.verify {
@@ -336,6 +353,7 @@ mod tests {
         let own = DedupePool {
             blocks: n / 2,
             over_blocks: n,
+            id: 0,
         };
         let mut gen = BlockGen::new(layout, DedupePlan::with_pool(2.0, own), 0, 1);
         let mut a = vec![0u8; 4096 * n as usize];
@@ -346,6 +364,7 @@ mod tests {
         let shared = DedupePool {
             blocks: n / 2,
             over_blocks: 2 * n,
+            id: 0,
         };
         let mut ga = BlockGen::new(layout, DedupePlan::with_pool(2.0, shared), 0, 1);
         let mut gb = BlockGen::new(layout, DedupePlan::with_pool(2.0, shared), 0, 2);
@@ -355,13 +374,22 @@ mod tests {
         assert_eq!(distinct(&[&a, &b]), n as usize);
         let alone = distinct(&[&a]) as f64;
         assert!((alone - 0.75 * n as f64).abs() <= 2.0, "{alone}");
-        // The compressible half is zeros in every block, copies included (random bytes are zero 1 time in 256).
+        // The compressible half is zeros in every block, copies included (random bytes are
+        // zero 1 time in 256).
         let zero_share = zeros(&a) as f64 / a.len() as f64;
         assert!((zero_share - 0.5).abs() < 0.005, "{zero_share}");
+        // Two streams with pools of their own (different ids) share no block.
+        let (one, two) = (DedupePool { id: 1, ..own }, DedupePool { id: 2, ..own });
+        let mut g1 = BlockGen::new(layout, DedupePlan::with_pool(2.0, one), 0, 1).with_pool_id(1);
+        let mut g2 = BlockGen::new(layout, DedupePlan::with_pool(2.0, two), 0, 2).with_pool_id(2);
+        g1.prepare(&mut a);
+        g2.prepare(&mut b);
+        assert_eq!(distinct(&[&a, &b]), n as usize);
         // A pool larger than the distinct share is refused by the plan; the plan caps it here.
         let too_big = DedupePool {
             blocks: n,
             over_blocks: n,
+            id: 0,
         };
         assert!(too_big.copy_share(2.0) > 1.0);
     }

@@ -16,7 +16,8 @@ use crate::verify::VerifySpec;
 /// continues from its end).
 /// 5: a stream may wait for other streams to end before it starts (`after`, fio's stonewall).
 /// next: a stream's dedupe copies may come from a pool it names (`dedupe_pool`: `blocks`,
-/// `over_blocks`; fio's dedupe working set, shared by streams for `dedupe_global`).
+/// `over_blocks`, `id`; fio's dedupe working set, shared by the streams of one id for
+/// `dedupe_global`).
 pub const PLAN_VERSION: u32 = 5;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;

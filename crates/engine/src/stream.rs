@@ -883,6 +883,7 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         target_id,
         spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
+    .with_pool_id(spec.dedupe_pool.map_or(0, |p| p.id))
 }
 
 /// Where a sequential IO with a skip starts, `prev_end` being where the previous one ended

@@ -11,6 +11,8 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.workload.plan import StreamSpec
 
+# The pool id of dedupe_global streams (streams with a pool of their own use index + 1).
+SHARED_POOL = 1 << 32
 # Blocks of unverified write data; verified streams use their verification block.
 DATA_BLOCK = 4096
 
@@ -50,15 +52,18 @@ def set_pools(
         pct = specs[shared[0]].dedupe_set
         pool = round(over / len(shared) * pct / 100) if pct is not None else None
         for i in shared:
-            _place(specs[i], plan_streams[i], pool, over)
+            _place(specs[i], plan_streams[i], pool, over, SHARED_POOL)
     for i, spec in enumerate(specs):
         if i in shared or spec.dedupe_set is None or spec.dedupe <= 1 or not spec.writes():
             continue
         blocks = _blocks(plan_streams[i], verify_blocks[i] or DATA_BLOCK)
-        _place(spec, plan_streams[i], round(blocks * spec.dedupe_set / 100), blocks)
+        # A pool of its own: an id no other stream has (pool content is keyed by it).
+        _place(spec, plan_streams[i], round(blocks * spec.dedupe_set / 100), blocks, i + 1)
 
 
-def _place(spec: StreamSpec, stream: dict[str, Any], pool: int | None, over: int) -> None:
+def _place(
+    spec: StreamSpec, stream: dict[str, Any], pool: int | None, over: int, pool_id: int
+) -> None:
     """Set one stream's pool, refusing one larger than the distinct blocks it leaves."""
     if pool is None:  # shared, default size: the engine's 1/64 of the copies, over all
         pool = round(over * (1 - 1 / spec.dedupe) / 64)
@@ -69,4 +74,4 @@ def _place(spec: StreamSpec, stream: dict[str, Any], pool: int | None, over: int
             f"of dedupe {spec.dedupe:g}: at most {100 / spec.dedupe:g} (the pool is among the "
             "distinct blocks)."
         )
-    stream["dedupe_pool"] = {"blocks": pool, "over_blocks": over}
+    stream["dedupe_pool"] = {"blocks": pool, "over_blocks": over, "id": pool_id}
