@@ -139,3 +139,44 @@ def test_dedupe_options_without_a_dedupe_share_are_named(tmp_path):
     t = translate(write(tmp_path, JOB + "dedupe_mode=working_set\n"))
     assert "dedupe" not in t.doc["stream"][0]
     assert any("dedupe_mode" in n and "only with dedupe_percentage" in n for n in t.notes)
+
+
+def test_export_fio_writes_the_dedupe_settings_back():
+    # `export --fio` (docs/fio.md): the ratio as dedupe_percentage, a named pool as fio's
+    # working set (HOWTO dedupe_working_set_percentage: a percentage of size), a shared one
+    # as dedupe_global.
+    from tilemark.fio.export import job_text
+    from tilemark.workload.dedupe import SHARED_POOL
+
+    stream = {
+        "name": "s",
+        "regions": [{"target": 0, "offset": 0, "length": 8 << 20}],
+        "read_pct": 0,
+        "sizes": [[4096, 1]],
+        "pattern": {"kind": "sequential"},
+        "random_pct": 0,
+        "align": 4096,
+        "qd": 1,
+        "arrival": {"kind": "closed"},
+        "sync": {"kind": "none"},
+        "compress_pct": 50.0,
+        "dedupe_ratio": 2.0,
+        "dedupe_pool": {"blocks": 1024, "over_blocks": 4096, "id": SHARED_POOL},
+    }
+    plan = {
+        "backend": "uring",
+        "duration_ms": 1000,
+        "targets": [{"path": "/x", "offset": 4096, "length": 8 << 20, "direct": True}],
+        "streams": [stream],
+    }
+    lines = job_text(plan, title="t").splitlines()
+    for line in ("buffer_compress_percentage=50", "dedupe_percentage=50",
+                 "dedupe_mode=working_set", "dedupe_working_set_percentage=50",
+                 "dedupe_global=1"):  # fmt: skip
+        assert line in lines, line
+    plain = {k: v for k, v in stream.items() if k != "dedupe_pool"} | {"dedupe_ratio": 3.0}
+    text = job_text({**plan, "streams": [plain]}, title="t")
+    lines = text.splitlines()
+    assert "dedupe_percentage=67" in lines and not [x for x in lines if x.startswith("dedupe_mode")]
+    assert "66.67% copies; fio takes whole percentages (67)" in text
+    assert "dedupe_mode=repeat" in text

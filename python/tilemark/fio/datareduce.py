@@ -128,3 +128,35 @@ def stream_fields(job: FioJob, table: dict[str, Any], refuse: Any) -> None:
             else ""
         )
     )
+
+
+# workload/dedupe.py's id of the pool dedupe_global streams share.
+SHARED_POOL = 1 << 32
+
+
+def export_lines(stream: dict[str, Any], notes: list[str]) -> list[str]:
+    """fio's dedupe options for a plan stream's `dedupe_ratio` and `dedupe_pool` (export
+    --fio); a ratio or working set fio's whole percentages cannot say exactly is noted."""
+    ratio = float(stream.get("dedupe_ratio") or 1.0)
+    if ratio <= 1.0:
+        return []
+    share = 100 * (1 - 1 / ratio)
+    lines = [f"dedupe_percentage={round(share)}"]
+    if abs(share - round(share)) > 1e-6:
+        notes.append(
+            f"stream {stream['name']}: dedupe {ratio:g}:1 is {share:.2f}% copies; fio takes "
+            f"whole percentages ({round(share)})"
+        )
+    pool = stream.get("dedupe_pool")
+    if pool is None:
+        notes.append(
+            f"stream {stream['name']}: fio repeats the previous unique buffer "
+            "(dedupe_mode=repeat), tilemark drew copies from a pool of about 1/64 of them"
+        )
+        return lines
+    region = sum(r["length"] for r in stream["regions"]) // 4096
+    working_set = 100 * pool["blocks"] / max(region, 1)
+    lines += ["dedupe_mode=working_set", f"dedupe_working_set_percentage={round(working_set)}"]
+    if pool.get("id") == SHARED_POOL:
+        lines.append("dedupe_global=1")
+    return lines

@@ -11,7 +11,8 @@ from typing import Any
 from tilemark.errors import UsageError
 from tilemark.workload.plan import StreamSpec
 
-# The pool id of dedupe_global streams (streams with a pool of their own use index + 1).
+# The pool id of dedupe_global streams (streams with a pool of their own use index + 1);
+# fio/datareduce.py exports it as dedupe_global.
 SHARED_POOL = 1 << 32
 # Blocks of unverified write data; verified streams use their verification block.
 DATA_BLOCK = 4096
