@@ -77,6 +77,7 @@ class PlanStream(TypedDict):
     sync: dict[str, Any]
     compress_pct: float
     dedupe_ratio: NotRequired[float]
+    dedupe_pool: NotRequired[dict[str, int]]  # {blocks, over_blocks, id}: a named pool
     io_limit: NotRequired[int | None]  # bytes after which the stream issues none
     seed: int
 

@@ -114,6 +114,43 @@ impl DedupePlan {
     }
 }
 
+/// A stream's own dedupe pool (plan field `dedupe_pool`, fio's `dedupe_mode=working_set`):
+/// `blocks` pool blocks, the ratio holding over `over_blocks` blocks: the stream's region, or
+/// the regions of every stream that shares the pool (fio's `dedupe_global`; unverified blocks
+/// have target id 0, so streams asking for the same pool write the same pool blocks).
+#[derive(Clone, Copy, Debug, serde::Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DedupePool {
+    pub blocks: u64,
+    pub over_blocks: u64,
+    /// Which pool: streams with the same id (on the same target, or unverified) write the same
+    /// pool blocks; 0 is the pool of streams without `dedupe_pool`.
+    #[serde(default)]
+    pub id: u64,
+}
+
+impl DedupePool {
+    /// The share of blocks that are copies, (1 - 1/R) + P/N: at most 1 for a valid pool.
+    pub fn copy_share(&self, ratio: f64) -> f64 {
+        (1.0 - 1.0 / ratio) + self.blocks as f64 / self.over_blocks.max(1) as f64
+    }
+}
+
+impl DedupePlan {
+    /// The plan for a given pool: copies cycle through its `blocks` in order, a share
+    /// (1 - 1/R) + P/N of the blocks written, so N blocks written (by every stream sharing the
+    /// pool) hold N (1 - f) unique blocks plus the P pool blocks: N / R distinct.
+    pub fn with_pool(ratio: f64, pool: DedupePool) -> Option<DedupePlan> {
+        if ratio <= 1.0 || pool.blocks == 0 {
+            return None;
+        }
+        Some(DedupePlan {
+            fraction: pool.copy_share(ratio).min(1.0),
+            pool_blocks: pool.blocks,
+        })
+    }
+}
+
 /// The content key of pool block `k` of a target: the same for every stream and every run.
 pub fn pool_key(target_id: u64, k: u64) -> u64 {
     mix64(target_id ^ 0x706f_6f6c_626c_6b00 ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -126,6 +163,8 @@ pub struct BlockGen {
     pub layout: Layout,
     dedupe: Option<DedupePlan>,
     target_id: u64,
+    /// Mixed into pool keys (DedupePool::id): pools of different ids share no block.
+    pool_salt: u64,
     rng: Rng,
     blocks: u64,
     copies: u64,
@@ -137,10 +176,21 @@ impl BlockGen {
             layout,
             dedupe,
             target_id,
+            pool_salt: 0,
             rng: Rng::new(seed ^ 0x6461_7461_6765_6e00),
             blocks: 0,
             copies: 0,
         }
+    }
+
+    /// Draw pool copies from pool `id` (DedupePool::id) instead of the default pool.
+    pub fn with_pool_id(mut self, id: u64) -> Self {
+        self.pool_salt = if id == 0 {
+            0
+        } else {
+            mix64(id ^ 0x6964_706f_6f6c_0000)
+        };
+        self
     }
 
     fn next_kind(&mut self) -> BlockKind {
@@ -168,7 +218,7 @@ impl BlockGen {
             let kind = self.next_kind();
             let key = match kind {
                 BlockKind::Unique => self.rng.next_u64(),
-                BlockKind::Pool(k) => pool_key(self.target_id, k),
+                BlockKind::Pool(k) => pool_key(self.target_id ^ self.pool_salt, k),
             };
             self.layout.fill_random(block, key);
             if self.layout.verify {
@@ -284,5 +334,63 @@ mod tests {
             );
         }
         assert_eq!(DedupePlan::new(1.0, 100), None);
+    }
+
+    /// Distinct 4 KiB blocks of `bufs` together.
+    fn distinct(bufs: &[&[u8]]) -> usize {
+        let set: std::collections::HashSet<&[u8]> =
+            bufs.iter().flat_map(|b| b.chunks(4096)).collect();
+        set.len()
+    }
+
+    #[test]
+    fn a_named_pool_keeps_the_ratio_alone_and_shared_by_streams() {
+        // fio's dedupe-global.fio, scaled: 2 jobs of N blocks, dedupe_percentage=50
+        // (ratio 2), dedupe_working_set_percentage=50 (a pool of N/2), compress 50.
+        let n = 1024u64;
+        let layout = Layout::new(4096, 50.0, false);
+        // One stream, its own pool: N / R distinct, copies from N/2 pool blocks.
+        let own = DedupePool {
+            blocks: n / 2,
+            over_blocks: n,
+            id: 0,
+        };
+        let mut gen = BlockGen::new(layout, DedupePlan::with_pool(2.0, own), 0, 1);
+        let mut a = vec![0u8; 4096 * n as usize];
+        gen.prepare(&mut a);
+        assert_eq!(distinct(&[&a]), (n / 2) as usize);
+        // Two streams sharing one pool of N/2 over both regions (2N blocks): 2N / R distinct
+        // together, each alone holding its unique blocks and the whole pool.
+        let shared = DedupePool {
+            blocks: n / 2,
+            over_blocks: 2 * n,
+            id: 0,
+        };
+        let mut ga = BlockGen::new(layout, DedupePlan::with_pool(2.0, shared), 0, 1);
+        let mut gb = BlockGen::new(layout, DedupePlan::with_pool(2.0, shared), 0, 2);
+        let mut b = vec![0u8; 4096 * n as usize];
+        ga.prepare(&mut a);
+        gb.prepare(&mut b);
+        assert_eq!(distinct(&[&a, &b]), n as usize);
+        let alone = distinct(&[&a]) as f64;
+        assert!((alone - 0.75 * n as f64).abs() <= 2.0, "{alone}");
+        // The compressible half is zeros in every block, copies included (random bytes are
+        // zero 1 time in 256).
+        let zero_share = zeros(&a) as f64 / a.len() as f64;
+        assert!((zero_share - 0.5).abs() < 0.005, "{zero_share}");
+        // Two streams with pools of their own (different ids) share no block.
+        let (one, two) = (DedupePool { id: 1, ..own }, DedupePool { id: 2, ..own });
+        let mut g1 = BlockGen::new(layout, DedupePlan::with_pool(2.0, one), 0, 1).with_pool_id(1);
+        let mut g2 = BlockGen::new(layout, DedupePlan::with_pool(2.0, two), 0, 2).with_pool_id(2);
+        g1.prepare(&mut a);
+        g2.prepare(&mut b);
+        assert_eq!(distinct(&[&a, &b]), n as usize);
+        // A pool larger than the distinct share is refused by the plan; the plan caps it here.
+        let too_big = DedupePool {
+            blocks: n,
+            over_blocks: n,
+            id: 0,
+        };
+        assert!(too_big.copy_share(2.0) > 1.0);
     }
 }

@@ -15,6 +15,9 @@ use crate::verify::VerifySpec;
 /// version 4 reads it (the first IO of a region starts at its start; going before it
 /// continues from its end).
 /// 5: a stream may wait for other streams to end before it starts (`after`, fio's stonewall).
+/// next: a stream's dedupe copies may come from a pool it names (`dedupe_pool`: `blocks`,
+/// `over_blocks`, `id`; fio's dedupe working set, shared by the streams of one id for
+/// `dedupe_global`).
 pub const PLAN_VERSION: u32 = 5;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
@@ -332,6 +335,10 @@ pub struct StreamSpec {
     /// Blocks written / distinct blocks (1 = every block unique).
     #[serde(default = "one")]
     pub dedupe_ratio: f64,
+    /// Where the dedupe copies come from (data.rs `DedupePool`); None: a pool of about 1/64
+    /// of the copies over the stream's own region.
+    #[serde(default)]
+    pub dedupe_pool: Option<crate::data::DedupePool>,
     /// Stop issuing after this many bytes (reads + writes); None = no limit.
     #[serde(default)]
     pub io_limit: Option<u64>,
@@ -552,6 +559,14 @@ impl Plan {
                 return bad(format!(
                     "stream '{name}': dedupe_ratio must be 1..{MAX_DEDUPE_RATIO}"
                 ));
+            }
+            if let Some(pool) = &s.dedupe_pool {
+                if pool.blocks == 0 || pool.copy_share(s.dedupe_ratio) > 1.0 + 1e-9 {
+                    return bad(format!(
+                        "stream '{name}': dedupe_pool must hold 1 to over_blocks / dedupe_ratio \
+                         blocks"
+                    ));
+                }
             }
             if let Some(v) = &self.targets[s.regions[0].target].verify {
                 let b = v.block_size;

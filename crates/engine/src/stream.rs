@@ -868,7 +868,10 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         verify.map_or((0, 4096, 0), |v| (v.target_id, v.block, v.epoch));
     let layout = Layout::new(block, spec.compress_pct, verify.is_some());
     let length: u64 = spec.regions.iter().map(|r| r.length).sum();
-    let dedupe = DedupePlan::new(spec.dedupe_ratio, length / block as u64);
+    let dedupe = match spec.dedupe_pool {
+        Some(pool) => DedupePlan::with_pool(spec.dedupe_ratio, pool),
+        None => DedupePlan::new(spec.dedupe_ratio, length / block as u64),
+    };
     let epoch_salt = if epoch == 0 {
         0
     } else {
@@ -880,6 +883,7 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         target_id,
         spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
+    .with_pool_id(spec.dedupe_pool.map_or(0, |p| p.id))
 }
 
 /// Where a sequential IO with a skip starts, `prev_end` being where the previous one ended

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.fio import gates, strides
+from tilemark.fio import datareduce, gates, strides
 
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
@@ -186,5 +186,6 @@ def job_text(
         if stream.get("compress_pct"):
             body.append(f"buffer_compress_percentage={stream['compress_pct']:g}")
             body.append("refill_buffers")
+        body += datareduce.export_lines(stream, notes)
     lines += [f"; note: {n}" for n in notes]
     return "\n".join(lines + [""] + body) + "\n"

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from tilemark.errors import UsageError
-from tilemark.fio import strides, values
+from tilemark.fio import datareduce, strides, values, verifyfill
 from tilemark.fio.jobfile import Job, Option
 from tilemark.fio.options import (
     BY_DESIGN,
@@ -166,6 +166,7 @@ class FioJob:
     run_length: int = 1
     suffix_opt: Option | None = None
     priority_opts: dict[str, Option] = field(default_factory=dict)
+    data_opts: dict[str, Option] = field(default_factory=dict)  # datareduce.KEYS
     notes: list[str] = field(default_factory=list)
     by_design: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -352,7 +353,7 @@ def _rate(job: FioJob, opt: Option, kind: str) -> None:
 def _verify(job: FioJob, opt: Option) -> None:
     kind = _value(opt).lower()
     if kind in ("0", "none"):
-        job.verify = None
+        job.verify, job.verify_opt = None, opt  # set, to nothing (verifyfill.py tells apart)
         return
     if kind in ("pattern", "pattern_hdr", "null"):
         raise _Refused(
@@ -540,6 +541,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
     elif key == "kb_base":
         if _value(opt) not in ("1000", "1024"):
             raise UsageError(f"{_label(opt)} must be 1000 or 1024, got {opt.value!r}.")
+    elif key in datareduce.KEYS or key in verifyfill.KEYS:
+        datareduce.read(job, key, opt)
     elif key in strides.PRIORITY_KEYS:
         strides.read_priority(job, key, opt)
     elif key == "rw_sequencer":

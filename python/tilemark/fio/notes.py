@@ -72,6 +72,8 @@ def job_notes(jobs: list[FioJob]) -> list[str]:
                     "(do_verify), a pass tilemark leaves to `tilemark verify RUN`"
                     if job.do_verify and job.rw not in ("read", "randread")
                     else " checks its reads against its own headers"
+                    if job.rw in ("read", "randread")
+                    else " does not read back what this job wrote (do_verify=0)"
                 )
                 + (
                     f"; fio's verify_interval={job.verify_interval} is tilemark's verification "

@@ -225,11 +225,6 @@ REFUSED = {
     "read_beyond_wp": Reason("zoned block devices (write pointers) are not modelled", ZBD),
     "zone_reset_threshold": Reason("zoned block devices (zone resets) are not modelled", ZBD),
     "zone_reset_frequency": Reason("zoned block devices (zone resets) are not modelled", ZBD),
-    "verify_pattern": Reason(
-        "fio writes and checks a fixed pattern; tilemark writes its own "
-        "verifiable blocks, which compress and dedupe differently",
-        VERIFY,
-    ),
     "verify_backlog": Reason(
         "fio reads back what it wrote while it writes, which adds reads tilemark would not issue",
         VERIFY,
@@ -271,11 +266,13 @@ REFUSED = {
     "writefua": Reason("tilemark does not issue FUA writes", PRIORITY),
     "readfua": Reason("tilemark does not issue FUA reads", PRIORITY),
     "latency_target": Reason(
-        "fio searches the job's queue depth while it runs (doubling, then bisecting between 1 "
-        "and iodepth) for the deepest at which latency_percentile of the IOs of each "
+        "fio searches the job's queue depth while it runs (from 1, doubling, then bisecting "
+        "up to iodepth) for the deepest at which latency_percentile of the IOs of each "
         "latency_window complete within latency_target, then measures one more window at that "
-        "depth and ends the job; a tilemark stream keeps one queue depth for the run, and "
-        "`tilemark curve --slo` searches an open-loop IO rate in separate measured steps instead",
+        "depth and ends the job; a tilemark stream keeps one queue depth for the run, and the "
+        "same search is a study: `tilemark scale PROFILE --knob depth --knob-range 1..IODEPTH` "
+        'over a profile whose stream has qd = "depth" and a QoS latency bound (docs/fio.md, '
+        '"latency_target as a study")',
         TERMINATION,
     ),
     "flow": Reason(
@@ -303,22 +300,6 @@ REFUSED = {
     "zero_buffers": Reason(
         "fio writes zeros; tilemark's write data is at most 99% compressible (compress)", DATA
     ),
-    "buffer_compress_chunk": Reason(
-        "tilemark lays out the compressible part of a block its own way", DATA
-    ),
-    "dedupe_mode": Reason(
-        "fio draws its duplicate blocks from a working set; tilemark's dedupe "
-        "ratio repeats blocks uniformly",
-        DATA,
-    ),
-    "dedupe_global": Reason(
-        "fio shares duplicate blocks across jobs; tilemark dedupes within a stream", DATA
-    ),
-    "dedupe_working_set_percentage": Reason(
-        "fio draws its duplicate blocks from a working set; "
-        "tilemark's dedupe ratio repeats blocks uniformly",
-        DATA,
-    ),
     "continue_on_error": Reason(
         "fio's choice of errors to carry on after has no tilemark "
         "equivalent (max_errors counts all errors)",
@@ -328,15 +309,6 @@ REFUSED = {
     "ioscheduler": Reason("tilemark does not change system settings", SYSTEM),
     "fdatasync": Reason(
         "tilemark syncs writes with fsync or O_DSYNC only (fsync=N or sync=1)", "sync"
-    ),
-    "fill_device": Reason(
-        "fio writes until the device or file system is full; tilemark uses "
-        "a fixed data area (size)",
-        "placement",
-    ),
-    "fill_fs": Reason(
-        "fio writes until the file system is full; tilemark uses a fixed data area (size)",
-        "placement",
     ),
     "sprandom": Reason(
         "SanDisk's random preconditioning lays out writes by its own model; "

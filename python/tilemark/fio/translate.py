@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import gates, strides
+from tilemark.fio import datareduce, gates, strides, verifyfill
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -331,11 +331,8 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
                 "write data content",
             )
         table["dedupe"] = round(100 / (100 - job.dedupe), 6)
-        job.notes.append(
-            f"dedupe_percentage={job.dedupe} makes that share of "
-            f"fio's write buffers copies of earlier ones; tilemark writes the same "
-            f"share of 4 KiB blocks as copies (dedupe {table['dedupe']:g}:1)"
-        )
+    datareduce.stream_fields(job, table, refuse)
+    verifyfill.stream_fields(job, table, refuse, verify_set=job.verify_opt is not None)
     if job.rate_min is not None:
         job.notes.append(
             f"{job.rate_min.key}: fio ends the job if its rate falls "
@@ -489,6 +486,8 @@ STREAM_ORDER = (
     "priority_share",
     "compress",
     "dedupe",
+    "dedupe_set",
+    "dedupe_global",
     "target",
     "offset",
     "length",

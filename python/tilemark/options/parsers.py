@@ -380,6 +380,16 @@ def parse_dedupe(value: object, label: str) -> float:
     return ratio
 
 
+def parse_dedupe_set(value: object, label: str) -> float:
+    """The dedupe pool as a percentage of the stream's region, above 0 and at most 100."""
+    pct = parse_percent(value, label)
+    if pct <= 0:
+        raise UsageError(
+            f"{label} must be a percentage above 0 and at most 100, got {shown(value)}."
+        )
+    return pct
+
+
 def parse_run_duration(value: object, label: str) -> float:
     """A measured duration: above 0, at least 1 ms."""
     seconds = parse_duration(value, label)

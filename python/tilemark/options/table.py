@@ -58,6 +58,7 @@ from tilemark.options.parsers import (
     parse_command,
     parse_compress,
     parse_dedupe,
+    parse_dedupe_set,
     parse_interval,
     parse_io_timeout,
     parse_label,
@@ -315,6 +316,12 @@ OPTIONS: tuple[Option, ...] = (
        "block, 1..100 (2 or 2:1: half the blocks are copies); measured at run start.",
        flag="--dedupe", metavar="RATIO", modes=WORKLOAD | POINT_STUDIES, toml=True,
        parse=parse_dedupe, default="1"),
+    _o("dedupe_set", "stream", "The pool dedupe copies are drawn from, as a percentage of the "
+       "stream's region (fio's dedupe working set), at most 100 / dedupe.", toml=True,
+       parse=parse_dedupe_set, default="about 1/64 of the copies"),
+    _o("dedupe_global", "stream", "Streams that set it draw their dedupe copies from one "
+       "pool (fio's dedupe_global): the ratio holds over what they write together, not "
+       "on each target alone.", toml=True, parse=parse_bool, default="false"),
     _o("host", "stream", "Cluster runs: the host (worker name or host name) this stream runs "
        "on; unpinned streams run on every host.", toml=True, profile=False, parse=parse_path),
     # -- tiles ----------------------------------------------------------------------------------

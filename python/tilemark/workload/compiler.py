@@ -16,6 +16,7 @@ from tilemark.errors import UsageError
 from tilemark.targets import data as targetdata
 from tilemark.targets.header import TargetInfo, default_align
 from tilemark.units import format_size
+from tilemark.workload.dedupe import set_pools
 from tilemark.workload.gates import gate_indices
 from tilemark.workload.limits import check_memory
 from tilemark.workload.plan import StreamSpec, Workload
@@ -102,6 +103,14 @@ def _check_stream_on_target(stream: StreamSpec, target: TargetInfo, direct_align
                 f"{label('offset')} {stream.offset} is not a multiple of {direct_align}, the "
                 f"O_DIRECT alignment of {target.path}; use a multiple of it or --buffered."
             )
+
+
+def _stream_verify_block(
+    workload: Workload, stream: StreamSpec, verify: list[dict[str, Any] | None]
+) -> int | None:
+    """A stream's verification block (one per stream, _check_verify), None without --verify."""
+    spec = verify[workload.stream_targets(stream)[0]]
+    return None if spec is None else spec["block_size"]
 
 
 def _check_verify(workload: Workload, infos: list[TargetInfo]) -> list[dict[str, Any] | None]:
@@ -282,6 +291,11 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         stream.update(_order_and_priority(spec))
         if spec.invalidate == "pass" and not workload.direct:
             stream["invalidate_each_pass"] = True
+    set_pools(
+        workload.streams,
+        streams,
+        [_stream_verify_block(workload, spec, verify) for spec in workload.streams],
+    )
     compiled: EnginePlan = {
         "plan_version": PLAN_VERSION,
         "backend": workload.backend,

@@ -119,6 +119,8 @@ class StreamSpec:
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
     compress_pct: float = 0.0
     dedupe: float = 1.0  # blocks written per distinct block
+    dedupe_set: float | None = None  # pool % of the region; None: ~1/64 of the copies
+    dedupe_global: bool = False  # one pool shared by every stream that sets it
     seed: int | None = None  # None: derived from the run seed
     targets: list[str] | None = None  # target names; None: every target of the workload
     spread: str = "uniform"  # over several targets: "uniform" | "size"
@@ -385,6 +387,8 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("align", "align"),
         ("compress", "compress_pct"),
         ("dedupe", "dedupe"),
+        ("dedupe_set", "dedupe_set"),
+        ("dedupe_global", "dedupe_global"),
         ("seed", "seed"),
         ("target", "targets"),
         ("spread", "spread"),
