@@ -455,7 +455,7 @@ def test_json_output_replaces_its_own_file_but_never_a_foreign_one(tmp_path, cap
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("name", ["varmail", "webserver", "fileserver"])
+@pytest.mark.parametrize("name", ["varmail", "webserver", "fileserver", "build"])
 def test_every_built_in_file_workload_reads_and_places_its_sets(tmp_path, name):
     from tilemark.files.run import load_file_workload
 

@@ -25,7 +25,7 @@ WorkloadArg = Annotated[
     typer.Argument(
         metavar="WORKLOAD",
         help="TOML file with [[fileset]] and [[filestream]], a fio job file of file and "
-        "directory engines (*.fio), or varmail, webserver, fileserver.",
+        "directory engines (*.fio), or varmail, webserver, fileserver, build.",
     ),
 ]
 DirOption = Annotated[

@@ -348,7 +348,7 @@ def _select_plan(select: tuple[Any, ...]) -> dict[str, Any]:
     return {"kind": select[0]}
 
 
-BUILTIN = ("varmail", "webserver", "fileserver")
+BUILTIN = ("varmail", "webserver", "fileserver", "build")
 
 
 def builtin_path(name: str) -> Path:
@@ -359,7 +359,7 @@ def builtin_path(name: str) -> Path:
 def load_file_workload(
     path: str, directory: str | None = None, notes: list[str] | None = None
 ) -> FileWorkload:
-    """A file workload from a TOML file or a built-in name (varmail, webserver, fileserver);
+    """A file workload from a TOML file or a built-in name (varmail, webserver, fileserver, build);
     with `directory`, every set lives in DIRECTORY/<set name> instead of its own path. A fio
     job file (*.fio, *.job) of file and directory engine jobs is translated
     (tilemark.fio.fileengines); what differs from fio is appended to `notes`."""

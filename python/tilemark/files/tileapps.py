@@ -1,5 +1,5 @@
-"""File applications in tiles: a file workload (varmail, webserver, fileserver or a TOML file of
-[[fileset]] and [[filestream]], docs/files.md) as an application of a tile beside block
+"""File applications in tiles: a file workload (varmail, webserver, fileserver, build or a TOML
+file of [[fileset]] and [[filestream]], docs/files.md) as an application of a tile beside block
 profiles (docs/tiles.md).
 
     [[app]]
