@@ -109,6 +109,17 @@ def test_varmail_on_a_loop_device_leaves_on_disk_what_it_counted(loop_fs, tmp_pa
     assert dev["write_iops"] > 0 and dev["write_kib_avg"] < 1024
     fsyncs = n["fsync"] / doc["seconds"]
     assert dev["flushes_s"] is not None and dev["flushes_s"] > 0.1 * fsyncs
+    # The file system's own figures: ext4 counts what it wrote to the loop device, xfs its
+    # transactions, log writes and directory operations (each create is a directory entry).
+    (fs,) = doc["filesystems"]
+    assert fs["fstype"] == kind and fs["mount"] == str(mnt) and fs["filesets"] == ["mail", "log"]
+    figures = {f["name"]: f["value"] for f in fs["figures"]}
+    if kind == "ext4":
+        assert fs["written_bytes"] > 0 and figures["written MiB"] > 0
+    else:
+        assert figures["transactions/s"] > 0 and figures["log writes/s"] > 0
+        creates = n["create"] / doc["seconds"]
+        assert figures["dir creates/s"] >= 0.9 * creates, (figures, creates)
     # Nothing outside the two sets' directories (lost+found is ext4's own).
     assert sorted(p.name for p in mnt.iterdir()) in (["log", "mail"], ["log", "lost+found", "mail"])
 

@@ -264,6 +264,8 @@ def _print_result(r: FileRunResult, stderr: bool = False) -> None:
             f"util {fig(d.util_pct, '.0f')}%",
             markup=False,
         )
+    for line in filesystem_lines(r):
+        console.print(line, markup=False)
     for v in r.qos:
         shown = "-" if v.value is None else f"{v.value:,.3f}"
         unit = "/s" if "rate" in v.criterion else " ms"
@@ -276,3 +278,24 @@ def _print_result(r: FileRunResult, stderr: bool = False) -> None:
             f"{shown}{unit if v.value is not None else ''}{ci})",
             markup=False,
         )
+
+
+WRITING_OPS = ("append", "write")
+
+
+def filesystem_lines(r: FileRunResult) -> list[str]:
+    """One line per file system beneath the sets with its own figures (files/fsstats.py); where
+    it counts the bytes it wrote, their ratio to what the streams wrote (write amplification:
+    journal, metadata, allocation)."""
+    lines = []
+    for f in r.filesystems:
+        sets = set(f.filesets)
+        written = sum(
+            o.bytes for s in r.streams if s.fileset in sets for o in s.ops if o.op in WRITING_OPS
+        )
+        figures = ", ".join(f"{x.name} {x.value:,.1f}" for x in f.figures)
+        if f.written_bytes is not None and written:
+            figures += f", {f.written_bytes / written:.2f}x what the streams wrote"
+        where = f"file system {f.fstype} at {f.mount} under {', '.join(f.filesets)}"
+        lines.append(f"{where}: {figures}")
+    return lines

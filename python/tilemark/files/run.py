@@ -75,6 +75,7 @@ class FileRunResult:
     qos: tuple[Any, ...] = ()  # qos.QosVerdict, in the workload's order
     devices: tuple[Any, ...] = ()  # devices.DeviceView: the block devices under the sets
     plan: dict[str, Any] | None = None  # the engine's file plan that ran (file_plan)
+    filesystems: tuple[Any, ...] = ()  # fsstats.FsView: the file systems' own figures
 
     @property
     def qos_passed(self) -> bool | None:
@@ -110,6 +111,7 @@ class FileRunResult:
             "qos": [asdict(v) for v in self.qos],
             "qos_passed": self.qos_passed,
             "devices": [asdict(d) for d in self.devices],
+            "filesystems": [asdict(f) for f in self.filesystems],
             "intervals": list(self.intervals),
         }
 
@@ -262,11 +264,14 @@ def _prepare_and_run(
     on_interval: Callable[[dict[str, Any]], None] | None,
 ) -> FileRunResult:
     from tilemark import _engine
+    from tilemark.files import fsstats
     from tilemark.files.devices import device_views, devices_of, read_stats
 
     sets = prepare_all(w, progress)
     plan = file_plan(w, sets)
     devs = devices_of([(p.spec.name, p.spec.path) for p in sets])
+    mounts = fsstats.mounts_of([(p.spec.name, p.spec.path) for p in sets])
+    fs_before = fsstats.read_all(mounts)
     before = read_stats(set(devs))
     try:
         run = _engine.start_files(json.dumps(plan))
@@ -292,6 +297,7 @@ def _prepare_and_run(
             raise RunError(f"the file workload failed: {e}.") from None
     seconds = doc["elapsed_ns"] / 1e9
     devices = device_views(devs, before, read_stats(set(devs)), seconds)
+    filesystems = fsstats.fs_views(mounts, fs_before, fsstats.read_all(mounts), seconds)
     streams = [
         stream_summary(spec, s, seconds) for spec, s in zip(w.streams, doc["streams"], strict=True)
     ]
@@ -312,7 +318,7 @@ def _prepare_and_run(
     verdicts = judge_qos(w, doc["streams"], seconds, intervals)
     return FileRunResult(
         w.name, status, error, seconds, tuple(sets), tuple(streams), filesets,
-        tuple(intervals), stopper.exit_status, verdicts, devices, plan,
+        tuple(intervals), stopper.exit_status, verdicts, devices, plan, filesystems,
     )  # fmt: skip
 
 

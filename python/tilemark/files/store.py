@@ -80,6 +80,7 @@ def files_summary(r: Any, backend: str) -> dict[str, Any]:
         "qos": [asdict(v) for v in r.qos],
         "qos_passed": r.qos_passed,
         "devices": [asdict(d) for d in r.devices],
+        "filesystems": [asdict(f) for f in r.filesystems],
     }
 
 

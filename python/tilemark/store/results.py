@@ -240,6 +240,24 @@ class FileQos(_Struct):
     ci_high: float | None = None
 
 
+class FsFigureResult(_Struct):
+    name: str | None = None  # e.g. "log writes/s", "written MiB", "READ mean rtt ms"
+    value: float | None = None
+
+
+class FsResult(_Struct):
+    """The file system's own figures beneath a file run (files/fsstats.py): ext4's bytes
+    written, xfs's transactions, log and directory operations, btrfs's commits, an NFS
+    client's per-operation calls and times."""
+
+    mount: str | None = None
+    fstype: str | None = None
+    source: str | None = None
+    filesets: list[str] | None = None
+    figures: list[FsFigureResult] | None = None
+    written_bytes: int | None = None  # ext4: what the file system wrote to its device
+
+
 class FilesSummary(_Struct):
     """run.json `summary.files`: the file streams of a file run or of a tile run's file apps."""
 
@@ -253,6 +271,7 @@ class FilesSummary(_Struct):
     qos: list[FileQos] | None = None
     qos_passed: bool | None = None
     devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
+    filesystems: list[FsResult] | None = None  # the file systems' own figures, where kept
 
 
 class TargetSummary(Rates):
