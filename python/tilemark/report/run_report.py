@@ -229,7 +229,7 @@ def data_notes(run: RunData) -> list[str]:
 
 def run_tested(run: RunData) -> list[tuple[str, str]]:
     """What ran (workload, its streams) and where (tested_on)."""
-    streams = run.plan.get("streams", [])
+    streams = (run.typed.plan.streams if run.typed.plan else None) or []
     more = len(streams) - MAX_DESCRIBED_STREAMS
     workload = run.typed.workload
     return [
