@@ -546,18 +546,18 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
 def phase_marks(run: RunData) -> list[dict[str, Any]]:
     """Where phased streams start and stop (run time), for the time charts' rules."""
     marks = []
-    spans = (run.doc.get("result") or {}).get("spans") or []
-    for i, s in enumerate((run.doc.get("plan") or {}).get("streams") or []):
-        if s.get("after"):  # started when others ended: the engine's times (spans)
+    spans = (run.result or {}).get("spans") or []  # the engine result stays untyped (data.py)
+    for i, s in enumerate((run.typed.plan.streams if run.typed.plan else None) or []):
+        if s.after:  # started when others ended: the engine's times (spans)
             span = spans[i] if i < len(spans) else {}
             for key, what in (("started_ns", "starts"), ("ended_ns", "stops")):
                 if span.get(key) is not None:
-                    marks.append({"t_s": span[key] / 1e9, "label": f"{s['name']} {what}"})
+                    marks.append({"t_s": span[key] / 1e9, "label": f"{s.name} {what}"})
             continue
-        if s.get("start_ms"):
-            marks.append({"t_s": s["start_ms"] / 1e3, "label": f"{s['name']} starts"})
-        if s.get("stop_ms") is not None:
-            marks.append({"t_s": s["stop_ms"] / 1e3, "label": f"{s['name']} stops"})
+        if s.start_ms:
+            marks.append({"t_s": s.start_ms / 1e3, "label": f"{s.name} starts"})
+        if s.stop_ms is not None:
+            marks.append({"t_s": s.stop_ms / 1e3, "label": f"{s.name} stops"})
     return marks
 
 

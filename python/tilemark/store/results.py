@@ -294,6 +294,51 @@ class Replay(_Struct):
     streams: list[ReplayStream] | None = None
 
 
+class FrontBack(_Struct):
+    """One row of summary.telemetry.front_vs_back: tilemark's rates (the front end) or a
+    device's beneath it (the back end), over the measurement (telemetry/sampler.py)."""
+
+    side: str | None = None  # front end | back end
+    name: str | None = None
+    depth: int | None = None  # 0 serves the target; deeper devices are under it
+    targets: list[str] | None = None
+    read_iops: float | None = None
+    read_iops_ratio: float | None = None  # device / tilemark
+    write_iops: float | None = None
+    write_iops_ratio: float | None = None
+    read_mbps: float | None = None
+    write_mbps: float | None = None
+    util_pct: float | None = None
+
+
+class DeviceTotals(_Struct):
+    """One device of summary.telemetry.devices: iostat -x figures over the measurement."""
+
+    device: str | None = None
+    dev: str | None = None  # major:minor
+    kind: str | None = None
+    depth: int | None = None
+    targets: list[str] | None = None  # the targets it serves
+    read_iops: float | None = None
+    write_iops: float | None = None
+    read_mbps: float | None = None
+    write_mbps: float | None = None
+    read_merges_s: float | None = None
+    write_merges_s: float | None = None
+    r_await_ms: float | None = None
+    w_await_ms: float | None = None
+    aqu_sz: float | None = None
+    util_pct: float | None = None
+
+
+class SummaryTelemetry(_Struct):
+    """run.json `summary.telemetry`: devices, front end vs back end, host totals."""
+
+    devices: list[DeviceTotals] | None = None
+    front_vs_back: list[FrontBack] | None = None
+    host: dict[str, Any] | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -304,7 +349,7 @@ class Summary(_Struct):
     duration_s: float | None = None
     notes: list[str] | None = None
     verification: Verification | None = None
-    telemetry: dict[str, Any] | None = None
+    telemetry: SummaryTelemetry | None = None
     tool_bound: ToolBound | None = None
     change_points: list[dict[str, Any]] | None = None
     hosts: list[dict[str, Any]] | None = None
@@ -373,6 +418,9 @@ class PlanStream(_Struct):
 
     name: str | None = None
     target: int | None = None
+    start_ms: int | float | None = None  # a phased stream starts (run time) ...
+    stop_ms: int | float | None = None  # ... and stops
+    after: list[int] | None = None  # the streams it waits for (plan indices)
     read_pct: int | float | None = None
     sizes: list[tuple[int | float, float]] | None = None  # [size in bytes, weight]
     pattern: dict[str, Any] | None = None  # kind: random | sequential | ...
