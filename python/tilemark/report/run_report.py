@@ -147,8 +147,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     notes.extend(data_notes(run))
     steady = summary.steady_state  # as summarized (steady_report reads it)
     if steady:
-        notes.append(steady["verdict"] if steady["steady"] else Caution(steady["verdict"]))
-        if not steady["steady"] and status == "info":
+        verdict = str(steady.verdict)
+        notes.append(verdict if steady.steady else Caution(verdict))
+        if not steady.steady and status == "info":
             status = "warn"
     read = (steady and window_hist(steady, "read")) or merged_run_hist(run, None, "read")
     write = (steady and window_hist(steady, "write")) or merged_run_hist(run, None, "write")
@@ -192,9 +193,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             + (f", write p99 {write_p99}" if write_p99 else "")
             + f" over {num(summary.duration_s)} s"
         )
-        if steady and steady.get("window_streams"):
-            w = steady["window"]
-            headline += f" (the steady window, rounds {w['first_round']}-{w['last_round']})"
+        if steady and steady.window_streams:
+            w: Any = steady.window  # a summary over the window has its window
+            headline += f" (the steady window, rounds {w.first_round}-{w.last_round})"
     if doc.label:
         headline = f"{doc.label}: {headline}"
     return headline, status, facts, notes

@@ -339,6 +339,33 @@ class SummaryTelemetry(_Struct):
     host: dict[str, Any] | None = None
 
 
+class SteadyRound(_Struct):
+    """One round of an until-steady run (run/steady.py Round)."""
+
+    index: int | None = None  # 1-based
+    start_s: float | None = None
+    end_s: float | None = None
+    value: float | None = None  # the tracked metric
+    ops: int | None = None  # data IOs completed
+
+
+class SteadyState(_Struct):
+    """run.json `summary.steady_state` of `run --until-steady` (docs/steady-state.md)."""
+
+    metric: str | None = None  # iops | p99
+    unit: str | None = None
+    round_s: float | None = None
+    max_rounds: int | None = None
+    rule: str | None = None
+    rounds: list[SteadyRound] | None = None
+    steady: bool | None = None
+    rule_met: bool | None = None
+    window: SteadyWindow | None = None  # the last rounds the rule was judged over
+    verdict: str | None = None
+    # The engine result's streams over the steady window (histograms, as `result` has them).
+    window_streams: list[dict[str, Any]] | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -354,7 +381,7 @@ class Summary(_Struct):
     change_points: list[dict[str, Any]] | None = None
     hosts: list[dict[str, Any]] | None = None
     cluster: dict[str, Any] | None = None
-    steady_state: dict[str, Any] | None = None
+    steady_state: SteadyState | None = None
     # fio's steady-state rule ([steadystate]; run/fio_steady.py): met, met_at_s, samples, window.
     fio_steady_state: dict[str, Any] | None = None
     data_reduction: dict[str, Any] | None = None
@@ -602,6 +629,8 @@ class SteadyWindow(_Struct):
     mean: float | None = None
     range_pct: float | None = None
     slope_pct: float | None = None
+    slope_per_round: float | None = None  # the least-squares line across the window ...
+    intercept: float | None = None  # ... and its value at the window's first round
 
 
 class StepSteady(_Struct):
