@@ -488,9 +488,9 @@ def point_key(kind: str, p: dict[str, Any]) -> str | None:
 
 
 def _points_by_key(study: Any) -> dict[str, dict[str, Any]]:
-    kind = study.doc.get("kind")
+    kind = study.typed.kind
     out = {}
-    for p in study.doc.get("points") or []:
+    for p in study.doc.get("points") or []:  # the points table: its fields depend on the kind
         key = point_key(kind, p)
         if key is not None:
             out[key] = p
@@ -530,7 +530,7 @@ def resolve_point(study: Any, point: str) -> str:
         points = study.doc.get("points") or []
         n = int(text)
         if 1 <= n <= len(points):
-            key = point_key(study.doc.get("kind"), points[n - 1])
+            key = point_key(study.typed.kind, points[n - 1])
             if key is not None:
                 return key
     for k in keys:
@@ -548,7 +548,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
     baseline's same point, or (`normalize_to`) every value to the baseline's one point."""
     order = [baseline] + [i for i in range(len(studies)) if i != baseline]
     _check_points([(studies[i].study_id, studies[i].doc) for i in order])
-    kind = studies[baseline].doc["kind"]
+    kind = str(studies[baseline].typed.kind)
     per_study = [_points_by_key(s) for s in studies]
     keys: list[str] = []
     for points in [per_study[baseline], *per_study]:
@@ -557,13 +557,13 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
                 keys.append(k)
     metrics: list[Metric] = []
     if kind == "curve":
-        for field, name in (("max_iops", "max IOPS"), ("slo_iops", "IOPS at the SLO")):
-            if field == "slo_iops" and not studies[baseline].doc.get("slo"):
-                continue
-            metrics.append(Metric(name, "IOPS", HIGHER, [s.doc.get(field) for s in studies]))
+        metrics.append(Metric("max IOPS", "IOPS", HIGHER, [s.typed.max_iops for s in studies]))
+        if studies[baseline].typed.slo:
+            at_slo = [s.typed.slo_iops for s in studies]
+            metrics.append(Metric("IOPS at the SLO", "IOPS", HIGHER, at_slo))
     for k in keys:
-        for field, name, unit, better in POINT_METRICS[kind]:
-            values = [(points.get(k) or {}).get(field) for points in per_study]
+        for column, name, unit, better in POINT_METRICS[kind]:
+            values = [(points.get(k) or {}).get(column) for points in per_study]
             if all(v is None for v in values):
                 continue
             metrics.append(Metric(name, unit, better, values, scope=k))
