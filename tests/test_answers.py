@@ -7,18 +7,21 @@ from __future__ import annotations
 from test_study import capacity, drive, knob, tiles
 from tilemark.cli.common import qos_lines, verdict_line
 from tilemark.cli.scale import failure_lines, headline
+from tilemark.store.results import read_study
 from tilemark.study.answers import answer_phrase, caveat_notes
 
 
 def test_a_plain_answer_has_no_caveats():
-    _, doc = drive(tiles(range(1, 9)), capacity(3))
+    _, raw = drive(tiles(range(1, 9)), capacity(3))
+    doc = read_study(raw)  # as the CLI reads study.json
     assert answer_phrase(doc) == "3"
     assert caveat_notes(doc) == []
     assert headline(doc)[0] == "max passing tiles: 3, score 3.00 (5 runs, linear)"
 
 
 def test_the_range_top_is_a_lower_bound():
-    _, doc = drive(tiles(range(1, 5), search=True), capacity(99))
+    _, raw = drive(tiles(range(1, 5), search=True), capacity(99))
+    doc = read_study(raw)  # as the CLI reads study.json
     assert answer_phrase(doc) == "at least 4 (the range's top)"
     lines = headline(doc)
     assert lines[0].startswith("max passing tiles: at least 4 (the range's top)")
@@ -26,35 +29,42 @@ def test_the_range_top_is_a_lower_bound():
 
 
 def test_the_knob_range_top_is_a_lower_bound():
-    _, doc = drive(knob(high=8000), lambda v, _: True)
+    _, raw = drive(knob(high=8000), lambda v, _: True)
+    doc = read_study(raw)  # as the CLI reads study.json
     assert answer_phrase(doc) == "at least 8000 (the range's top)"
     assert "widen --knob-range" in " ".join(caveat_notes(doc))
     assert headline(doc)[0].startswith("max mail.mailboxes at 1 tile: at least 8000")
 
 
 def test_an_inconclusive_bound_makes_the_answer_a_range():
-    _, doc = drive(tiles(range(1, 16)), lambda n, k: n <= 10 or "noise", confirm_runs=1)
+    _, raw = drive(tiles(range(1, 16)), lambda n, k: n <= 10 or "noise", confirm_runs=1)
+    doc = read_study(raw)  # as the CLI reads study.json
     assert answer_phrase(doc) == "10 (11 inconclusive)"
     lines = headline(doc)
     assert lines[0].startswith("max passing tiles: 10 (11 inconclusive)")
     note = next(line for line in lines if "11 tiles was inconclusive" in line)
     assert "even measured for longer" in note and "between 10 and 11" in note
-    assert failure_lines(doc)[0] == "11 tiles: QoS inconclusive (no criterion failed for certain):"
+    assert (
+        failure_lines(doc, raw)[0]
+        == "11 tiles: QoS inconclusive (no criterion failed for certain):"
+    )
 
 
 def test_a_host_bound_failure_makes_the_answer_a_lower_bound():
-    _, doc = drive(tiles(range(1, 4)), capacity(1), tool_bound=lambda n, k: True)
+    _, raw = drive(tiles(range(1, 4)), capacity(1), tool_bound=lambda n, k: True)
+    doc = read_study(raw)  # as the CLI reads study.json
     assert answer_phrase(doc) == "at least 1 (host-bound)"
     notes = caveat_notes(doc)
     assert any(n.startswith("2 tiles failed only in runs that measured the host") for n in notes)
     # The passing step was tool-bound too: its pass stands, and it is said.
     assert any("tool-bound runs at tiles 1" in n and "passes stand" in n for n in notes)
-    assert failure_lines(doc)[0] == "2 tiles fail QoS:"
+    assert failure_lines(doc, raw)[0] == "2 tiles fail QoS:"
 
 
 def test_one_tile_fails_in_the_singular():
-    _, doc = drive(tiles(range(1, 4)), capacity(0))
-    assert failure_lines(doc)[0] == "1 tile fails QoS:"
+    _, raw = drive(tiles(range(1, 4)), capacity(0))
+    doc = read_study(raw)  # as the CLI reads study.json
+    assert failure_lines(doc, raw)[0] == "1 tile fails QoS:"
     assert headline(doc)[0] == "no tile count passes QoS (2 runs, linear)"
 
 

@@ -315,16 +315,16 @@ def test_export_writes_a_gate_as_stonewall_or_wait_for():
     assert "fio's startdelay counts from fio's start" in text
 
 
-def test_the_report_and_live_view_place_a_gated_phase_where_the_engine_started_it():
-    from types import SimpleNamespace
-
+def test_the_report_and_live_view_place_a_gated_phase_where_the_engine_started_it(tmp_path):
+    from tilemark.report.data import RunData
     from tilemark.report.run_report import phase_marks
     from tilemark.run.live import phase_text
 
     fill = {"name": "fill", "start_ms": None, "stop_ms": None}
     read = {"name": "read", "start_ms": None, "stop_ms": 300, "after": [0]}
-    run = SimpleNamespace(
-        doc={
+    run = RunData(  # a stored run's document, read as reports read it (typed plan)
+        tmp_path,
+        {
             "plan": {"streams": [fill, read]},
             "result": {
                 "spans": [
@@ -332,7 +332,7 @@ def test_the_report_and_live_view_place_a_gated_phase_where_the_engine_started_i
                     {"started_ns": 250_100_000, "ended_ns": 550_100_000},
                 ]
             },
-        }
+        },
     )
     # The plan's stop (300 ms) counts from the gate; the marks are the engine's times.
     assert phase_marks(run) == [

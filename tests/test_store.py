@@ -152,6 +152,8 @@ def test_finish_registers_the_run_in_the_catalog(tmp_path):
     assert row["total_iops"] == doc["summary"]["total"]["iops"]
     assert row["duration_s"] == 2.0 and row["errors"] == 0
     assert row["path"] == str(w.path.resolve())
+    # The target column comes from the typed run.targets (a renamed field fails, not '').
+    assert row["target"] == ", ".join(t["path"] for t in doc["targets"]) and row["target"]
     assert (root / "catalog.duckdb").is_file()
 
 

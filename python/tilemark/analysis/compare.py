@@ -19,6 +19,7 @@ from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
+from tilemark.store import results
 from tilemark.units import format_size
 from tilemark.wording import signed_pct, value_differences, workload_title
 
@@ -209,14 +210,12 @@ def _check_comparable(plans: list[tuple[str, dict]]) -> None:
             )
 
 
-def _tile_definition(doc: dict) -> dict[str, Any]:
-    return {
-        a["app"]: {"profile": a.get("profile"), "scale": a.get("scale"), "qos": a.get("qos")}
-        for a in (doc.get("tile") or {}).get("applications", [])
-    }
+def _tile_definition(doc: results.StudyDoc) -> dict[str, Any]:
+    apps = (doc.tile.applications if doc.tile else None) or []
+    return {a.app: {"profile": a.profile, "scale": a.scale, "qos": a.qos} for a in apps}
 
 
-def _check_studies(studies: list[tuple[str, dict]]) -> None:
+def _check_studies(studies: list[tuple[str, results.StudyDoc]]) -> None:
     (base_id, base), *others = studies
     tile_a = _tile_definition(base)
     for other_id, doc in others:
@@ -239,45 +238,51 @@ def _check_studies(studies: list[tuple[str, dict]]) -> None:
 # metrics
 
 
-def _merged(doc: dict, op: str) -> Histogram:
+def _merged(result: dict[str, Any] | None, op: str) -> Histogram:
+    """The engine result's histograms of one op kind, every stream merged (`result` is kept
+    untyped: typing 10,000 streams' histograms takes seconds, see report/data.py)."""
     out = Histogram()
-    for s in (doc.get("result") or {}).get("streams", []):
+    for s in (result or {}).get("streams", []):
         o = s.get(op)
         if o:
             out.merge(latency_hist(o))
     return out
 
 
-def run_values(doc: dict) -> dict[tuple[str, str], tuple[float | None, str, str]]:
-    """(metric, scope) -> (value, unit, better) of one run."""
-    summary = doc.get("summary") or {}
-    total = summary.get("total") or {}
+def run_values(
+    summary: results.Summary | None, result: dict[str, Any] | None
+) -> dict[tuple[str, str], tuple[float | None, str, str]]:
+    """(metric, scope) -> (value, unit, better) of one run: its typed summary and its engine
+    result (histograms)."""
+    summary = summary or results.Summary()
+    total = summary.total or results.Total()
     out: dict[tuple[str, str], tuple[float | None, str, str]] = {}
-    apps = summary.get("applications")
+    apps = summary.applications
     if apps is not None:
-        out[("score", "total")] = (apps.get("score"), "", HIGHER)
-    out[("IOPS", "total")] = (total.get("iops"), "IOPS", HIGHER)
-    out[("MB/s", "total")] = (total.get("mbps"), "MB/s", HIGHER)
+        out[("score", "total")] = (apps.score, "", HIGHER)
+    out[("IOPS", "total")] = (total.iops, "IOPS", HIGHER)
+    out[("MB/s", "total")] = (total.mbps, "MB/s", HIGHER)
     for op in ("read", "write"):
-        h = _merged(doc, op)
+        h = _merged(result, op)
         if h.n:
             out[(f"{op} latency mean", "total")] = (h.mean() / 1e6, "ms", LOWER)
             out[(f"{op} latency p99", "total")] = (h.percentile(99.0) / 1e6, "ms", LOWER)
     if apps is not None:
-        for a in apps.get("applications", []):
-            out[(a["app"], a["app"])] = (a["metric_total"], a["metric_unit"], HIGHER)
+        for a in apps.applications or []:
+            out[(str(a.app), str(a.app))] = (a.metric_total, str(a.metric_unit), HIGHER)
     # File streams (a file run, a tile's file applications): per stream its loops/s (the
     # application unit) and per operation its rate and p99.
-    for s in (summary.get("files") or {}).get("streams") or []:
-        if s.get("loops"):
-            unit = f"{s.get('unit') or 'loops'}/s"
-            out[(unit, s["name"])] = (s.get("loop_rate"), unit, HIGHER)
-        for o in s.get("ops") or []:
-            if o.get("ops"):
-                out[(f"{o['op']} rate", s["name"])] = (o.get("rate"), "ops/s", HIGHER)
-                if o.get("p99_us") is not None:
-                    out[(f"{o['op']} latency p99", s["name"])] = (o["p99_us"] / 1e3, "ms", LOWER)
-    ratios = (summary.get("data_reduction") or {}).get("overall") or {}
+    for s in (summary.files.streams if summary.files else None) or []:
+        name = str(s.name)
+        if s.loops:
+            unit = f"{s.unit or 'loops'}/s"
+            out[(unit, name)] = (s.loop_rate, unit, HIGHER)
+        for o in s.ops or []:
+            if o.ops:
+                out[(f"{o.op} rate", name)] = (o.rate, "ops/s", HIGHER)
+                if o.p99_us is not None:
+                    out[(f"{o.op} latency p99", name)] = (o.p99_us / 1e3, "ms", LOWER)
+    ratios = (summary.data_reduction or {}).get("overall") or {}
     for key, name in DATA_RATIOS:
         if ratios.get(key) is not None:
             out[(name, "total")] = (ratios[key], ":1", HIGHER)
@@ -337,34 +342,34 @@ def _metrics(per_source: list[dict], scope_suffix: str = "") -> list[Metric]:
 # environment differences (shown, never refused)
 
 
-def environment_fields(doc: dict) -> dict[str, str]:
+def environment_fields(doc: results.RunDoc) -> dict[str, str]:
     """Where and how a run ran, flattened for a side-by-side table."""
-    env = doc.get("environment") or {}
-    targets = env.get("targets") or [{}]
-    t = targets[0] or {}
-    dev = t.get("device") or {}
-    plan = doc.get("plan") or {}
-    rot = dev.get("rotational")
+    env = doc.environment or results.Environment()
+    t = (env.targets or [None])[0] or results.EnvTarget()
+    dev = t.device or results.Device()
+    plan = doc.plan or results.Plan()
+    rot = dev.rotational
+    first_target = (doc.targets or [None])[0] or results.RunTarget()
     return {
-        "host": str(env.get("hostname")),
-        "kernel": str(env.get("kernel")),
-        "os": str(env.get("os")),
-        "CPU": str(env.get("cpu_model")),
-        "target": str(t.get("path") or (doc.get("targets") or [{}])[0].get("path")),
-        "filesystem": str(t.get("fs_type")),
-        "device": " ".join(str(x) for x in (dev.get("vendor"), dev.get("model")) if x) or "none",
-        "transport": str(dev.get("transport")),
+        "host": str(env.hostname),
+        "kernel": str(env.kernel),
+        "os": str(env.os),
+        "CPU": str(env.cpu_model),
+        "target": str(t.path or first_target.path),
+        "filesystem": str(t.fs_type),
+        "device": " ".join(str(x) for x in (dev.vendor, dev.model) if x) or "none",
+        "transport": str(dev.transport),
         "rotational": "yes" if rot else ("no" if rot is False else "unknown"),
-        "IO scheduler": str(dev.get("scheduler")),
-        "backend": str(plan.get("backend")),
-        "O_DIRECT": "yes" if all(x.get("direct") for x in plan.get("targets", [])) else "no",
-        "duration": f"{(plan.get('duration_ms') or 0) / 1000:g} s",
-        "warm-up": f"{(plan.get('warmup_ms') or 0) / 1000:g} s",
-        "tilemark": str(doc.get("tilemark_version")),
+        "IO scheduler": str(dev.scheduler),
+        "backend": str(plan.backend),
+        "O_DIRECT": "yes" if all(x.direct for x in plan.targets or []) else "no",
+        "duration": f"{(plan.duration_ms or 0) / 1000:g} s",
+        "warm-up": f"{(plan.warmup_ms or 0) / 1000:g} s",
+        "tilemark": str(doc.tilemark_version),
     }
 
 
-def differences(docs: list[dict]) -> list[tuple[str, list[str]]]:
+def differences(docs: list[results.RunDoc]) -> list[tuple[str, list[str]]]:
     """Environment and setting fields whose values differ between runs."""
     fields = [
         {k: ("-" if v in ("None", "") else v) for k, v in environment_fields(d).items()}
@@ -380,7 +385,7 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
     """Runs (report.data.RunData) of the same workload, normalized to runs[baseline]."""
     order = [baseline] + [i for i in range(len(runs)) if i != baseline]
     _check_comparable([(runs[i].run_id, runs[i].plan) for i in order])
-    metrics = _metrics([run_values(r.doc) for r in runs])
+    metrics = _metrics([run_values(r.typed.summary, r.result) for r in runs])
     for m in metrics:
         m.normalize(baseline)
     base = runs[baseline]
@@ -393,22 +398,22 @@ def compare_runs(runs: list[Any], baseline: int) -> Comparison:
         baseline=baseline,
         sources=runs,
         metrics=metrics,
-        differences=differences([r.doc for r in runs]),
+        differences=differences([r.typed for r in runs]),
         workload=workload,
-        labels=[r.doc.get("label") for r in runs],
+        labels=[r.typed.label for r in runs],
     )
 
 
 def compare_studies(studies: list[Any], baseline: int) -> Comparison:
     """Scaling studies of the same tile, aligned on tile counts, normalized to the baseline."""
     order = [baseline] + [i for i in range(len(studies)) if i != baseline]
-    _check_studies([(studies[i].study_id, studies[i].doc) for i in order])
+    _check_studies([(studies[i].study_id, studies[i].typed) for i in order])
     metrics: list[Metric] = [
         Metric(
             "max passing tiles",
             "tiles",
             HIGHER,
-            [s.doc.get("max_passing_tiles") for s in studies],
+            [s.typed.max_passing_tiles for s in studies],
         )
     ]
     counts = sorted({st.tiles for s in studies for st in s.steps})
@@ -416,11 +421,12 @@ def compare_studies(studies: list[Any], baseline: int) -> Comparison:
         per = []
         for s in studies:
             step = s.step_at(n)
-            per.append({} if step is None or step.run is None else run_values(step.run.doc))
+            run = None if step is None else step.run
+            per.append({} if run is None else run_values(run.typed.summary, run.result))
         metrics += [m for m in _metrics(per, f" @ {n} tiles") if m.scope.startswith("total")]
     for m in metrics:
         m.normalize(baseline)
-    docs = [s.first_run().doc for s in studies if s.first_run() is not None]
+    docs = [s.first_run().typed for s in studies if s.first_run() is not None]
     return Comparison(
         kind="studies",
         names=[s.study_id for s in studies],
@@ -428,8 +434,8 @@ def compare_studies(studies: list[Any], baseline: int) -> Comparison:
         sources=studies,
         metrics=metrics,
         differences=differences(docs) if len(docs) == len(studies) else [],
-        workload=str((studies[baseline].doc.get("tile") or {}).get("name")),
-        labels=[s.doc.get("label") for s in studies],
+        workload=str(studies[baseline].typed.tile.name if studies[baseline].typed.tile else None),
+        labels=[s.typed.label for s in studies],
     )
 
 
@@ -482,9 +488,9 @@ def point_key(kind: str, p: dict[str, Any]) -> str | None:
 
 
 def _points_by_key(study: Any) -> dict[str, dict[str, Any]]:
-    kind = study.doc.get("kind")
+    kind = study.typed.kind
     out = {}
-    for p in study.doc.get("points") or []:
+    for p in study.doc.get("points") or []:  # the points table: its fields depend on the kind
         key = point_key(kind, p)
         if key is not None:
             out[key] = p
@@ -524,7 +530,7 @@ def resolve_point(study: Any, point: str) -> str:
         points = study.doc.get("points") or []
         n = int(text)
         if 1 <= n <= len(points):
-            key = point_key(study.doc.get("kind"), points[n - 1])
+            key = point_key(study.typed.kind, points[n - 1])
             if key is not None:
                 return key
     for k in keys:
@@ -542,7 +548,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
     baseline's same point, or (`normalize_to`) every value to the baseline's one point."""
     order = [baseline] + [i for i in range(len(studies)) if i != baseline]
     _check_points([(studies[i].study_id, studies[i].doc) for i in order])
-    kind = studies[baseline].doc["kind"]
+    kind = str(studies[baseline].typed.kind)
     per_study = [_points_by_key(s) for s in studies]
     keys: list[str] = []
     for points in [per_study[baseline], *per_study]:
@@ -551,13 +557,13 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
                 keys.append(k)
     metrics: list[Metric] = []
     if kind == "curve":
-        for field, name in (("max_iops", "max IOPS"), ("slo_iops", "IOPS at the SLO")):
-            if field == "slo_iops" and not studies[baseline].doc.get("slo"):
-                continue
-            metrics.append(Metric(name, "IOPS", HIGHER, [s.doc.get(field) for s in studies]))
+        metrics.append(Metric("max IOPS", "IOPS", HIGHER, [s.typed.max_iops for s in studies]))
+        if studies[baseline].typed.slo:
+            at_slo = [s.typed.slo_iops for s in studies]
+            metrics.append(Metric("IOPS at the SLO", "IOPS", HIGHER, at_slo))
     for k in keys:
-        for field, name, unit, better in POINT_METRICS[kind]:
-            values = [(points.get(k) or {}).get(field) for points in per_study]
+        for column, name, unit, better in POINT_METRICS[kind]:
+            values = [(points.get(k) or {}).get(column) for points in per_study]
             if all(v is None for v in values):
                 continue
             metrics.append(Metric(name, unit, better, values, scope=k))
@@ -570,7 +576,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
         for m in metrics:
             ref = refs.get(m.name, m.values[baseline] if m.scope == "total" else None)
             m.normalize_to(ref, baseline)
-    docs = [s.first_run().doc for s in studies if s.first_run() is not None]
+    docs = [s.first_run().typed for s in studies if s.first_run() is not None]
     return Comparison(
         kind="points",
         names=[s.study_id for s in studies],
@@ -579,7 +585,7 @@ def compare_points(studies: list[Any], baseline: int, normalize_to: str | None) 
         metrics=metrics,
         differences=differences(docs) if len(docs) == len(studies) else [],
         workload=kind,
-        labels=[s.doc.get("label") for s in studies],
+        labels=[s.typed.label for s in studies],
         normalized_to=None
         if normalize_to is None
         else resolve_point(studies[baseline], normalize_to),

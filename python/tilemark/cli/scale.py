@@ -32,6 +32,7 @@ from tilemark.console import say
 from tilemark.options import SCALE, Option
 from tilemark.options.typed import Options
 from tilemark.run.live import hosts_table
+from tilemark.store import results
 from tilemark.study import (
     CONFIRM,
     EXTEND,
@@ -40,7 +41,14 @@ from tilemark.study import (
     StepRecord,
     StepSpec,
 )
-from tilemark.study.answers import answer_key, answer_phrase, caveat_notes, step_name, value_text
+from tilemark.study.answers import (
+    answer,
+    answer_phrase,
+    answer_runs,
+    caveat_notes,
+    step_name,
+    value_text,
+)
 from tilemark.telemetry.sampler import tool_bound_line
 from tilemark.wording import counted, signed_pct
 
@@ -114,11 +122,12 @@ def _scale(ctx: typer.Context, values: dict[str, Any]) -> None:
         err.print(f"{why}: the study so far is kept, marked incomplete", markup=False)
     if json_out:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-    for table in study_tables(doc):
+    typed = results.read_study(doc)
+    for table in study_tables(typed):
         out.print(table)
-    for line in failure_lines(doc):
+    for line in failure_lines(typed, doc):
         say(out, line)
-    for line in headline(doc):
+    for line in headline(typed):
         say(out, line)
     out.print(f"study: {outcome.path}", markup=False)
     if opts.output.report and doc["steps"]:
@@ -150,43 +159,53 @@ def write_study_report(study_dir: Path, results: Path, err: Console, out: Consol
 # Terminal tables and lines
 
 
-def _axis(doc: dict) -> tuple[str, str]:
+def _axis(doc: results.StudyDoc) -> tuple[str, str]:
     """(column title, step field) of the study's axis."""
-    return ("tiles", "tiles") if doc.get("kind") != "knob" else (doc["knob"], "value")
+    return ("tiles", "tiles") if doc.kind != "knob" else (str(doc.knob), "value")
 
 
-def _step_qos(s: dict) -> str:
-    if s["verdict"] is None:
+def _axis_value(doc: results.StudyDoc, step: results.StudyStep | results.FirstFailure) -> Any:
+    """A step's (or the first failure's) place on the study's axis: its tile count or value."""
+    return step.value if doc.kind == "knob" else step.tiles
+
+
+def _axis_text(key: Any) -> str:
+    return f"{key:g}" if isinstance(key, float) else str(key)
+
+
+def _step_qos(s: results.StudyStep) -> str:
+    if s.verdict is None:
         return "incomplete"
-    votes = s.get("votes") or {}
+    votes = s.votes or {}
     runs = sum(votes.values())
     of = ""
     if runs > 1:
-        agree = votes.get("pass", 0) if s["passed"] else runs - votes.get("pass", 0)
+        agree = votes.get("pass", 0) if s.passed else runs - votes.get("pass", 0)
         of = f" ({agree} of {runs} runs)"
-    bound = ", tool-bound" if s.get("tool_bound") else ""
-    if s["passed"]:
+    bound = ", tool-bound" if s.tool_bound else ""
+    if s.passed:
         return "pass" + of + bound
-    n_failed = counted(len(s.get("failed") or []), "criterion", "criteria")
-    if s.get("within_noise"):
+    n_failed = counted(len(s.failed or []), "criterion", "criteria")
+    if s.within_noise:
         return f"inconclusive ({n_failed}){of}{bound}"
     return f"FAIL ({n_failed}){of}{bound}"
 
 
-def study_tables(doc: dict) -> list[Table]:
+def study_tables(doc: results.StudyDoc) -> list[Table]:
     """The seeds' tables: per step, each application's metric (summed over tiles), then the
     QoS latencies of the worst instance with their margin to the limit."""
-    apps = [a["app"] for a in doc["tile"]["applications"]]
-    axis_title, axis_field = _axis(doc)
-    repeats = doc.get("repeat", 1) > 1
+    tile: Any = doc.tile  # a tile study always records its tile
+    apps = [a.app for a in tile.applications or []]
+    axis_title, _ = _axis(doc)
+    repeats = (doc.repeat if doc.repeat is not None else 1) > 1
     title = (
-        f"scaling study {doc['study_id']} ({doc['tile']['name']} tile): application metrics"
-        if doc.get("kind") != "knob"
-        else f"knob study {doc['study_id']} ({doc['knob']}, "
-        f"{counted(doc['tiles_per_step'], 'tile')}): application metrics"
+        f"scaling study {doc.study_id} ({tile.name} tile): application metrics"
+        if doc.kind != "knob"
+        else f"knob study {doc.study_id} ({doc.knob}, "
+        f"{counted(doc.tiles_per_step, 'tile')}): application metrics"  # type: ignore[arg-type]
     )
-    if doc.get("label"):
-        title = f"{doc['label']}: {title}"
+    if doc.label:
+        title = f"{doc.label}: {title}"
     metrics = Table(title=title, title_justify="left")
     latency = Table(
         title="QoS latency, worst instance (ms, margin to the limit)", title_justify="left"
@@ -197,18 +216,18 @@ def study_tables(doc: dict) -> list[Table]:
         t.add_column(axis_title, justify="right")
         for a in apps:
             t.add_column(a, justify="right")
-    steady = any(s.get("steady") for s in doc["steps"])
+    steps = doc.steps or []
+    steady = any(s.steady for s in steps)
     # tilemark.report (altair, vl-convert) loads only to print a finished study, not to parse
     # its options: bad input is refused in a fraction of a second.
     from tilemark.report.format import steady_cell
 
     for col in ("IOPS", "MB/s", "score", "QoS") + (("steady",) if steady else ()):
         metrics.add_column(col, justify="left" if col in ("QoS", "steady") else "right")
-    for s in doc["steps"]:
-        by_app = {a["app"]: a for a in s.get("applications") or []}
-        key = s[axis_field]
-        first = [str(s["repeat"])] if repeats else []
-        first.append(f"{key:g}" if isinstance(key, float) else str(key))
+    for s in steps:
+        by_app = {a.app: a for a in s.applications or []}
+        first = [str(s.repeat)] if repeats else []
+        first.append(_axis_text(_axis_value(doc, s)))
         mrow, lrow = list(first), list(first)
         for a in apps:
             r = by_app.get(a)
@@ -216,64 +235,63 @@ def study_tables(doc: dict) -> list[Table]:
                 mrow.append("-")
                 lrow.append("-")
                 continue
-            digits = 0 if r["metric_unit"] in ("mailboxes", "IOPS") else 1
-            mark = "" if r["passed"] else " ✗"
-            mrow.append(f"{r['metric_total']:,.{digits}f} {r['metric_unit']}{mark}")
+            digits = 0 if r.metric_unit in ("mailboxes", "IOPS") else 1
+            mark = "" if r.passed else " ✗"
+            mrow.append(f"{r.metric_total:,.{digits}f} {r.metric_unit}{mark}")
             lrow.append(_latency_cell(r))
-        total = s.get("total") or {}
+        total = s.total or results.Rates()
         mrow += [
-            f"{total.get('iops', 0):,.0f}",
-            f"{total.get('mbps', 0):,.1f}",
-            "-" if s.get("score") is None else f"{s['score']:.2f}",
+            f"{_or(total.iops, 0):,.0f}",
+            f"{_or(total.mbps, 0):,.1f}",
+            "-" if s.score is None else f"{s.score:.2f}",
             _step_qos(s),
         ]
         if steady:
-            mrow.append(steady_cell(s.get("steady")))
+            mrow.append(steady_cell(s.steady))
         metrics.add_row(*mrow)
         latency.add_row(*lrow)
-    hosts = [
-        (f"{s[axis_field]:g}" if isinstance(s[axis_field], float) else str(s[axis_field]), h)
-        for s in doc["steps"]
-        for h in s.get("hosts") or []
-    ]
+    hosts = [(_axis_text(_axis_value(doc, s)), h) for s in steps for h in s.hosts or []]
     if hosts:
         return [metrics, latency, hosts_table(hosts, f"per host ({axis_title}; merged above)")]
     return [metrics, latency]
 
 
-def _latency_cell(app: dict) -> str:
-    criteria = {c["criterion"]: c for c in app.get("criteria") or []}
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _latency_cell(app: results.StepApp) -> str:
+    criteria = {c.criterion: c for c in app.criteria or []}
     lines = []
-    for cid, v in (app.get("worst_latency_ms") or {}).items():
+    for cid, v in (app.worst_latency_ms or {}).items():
         if v is None:
             lines.append(f"{cid} -")
             continue
         c = criteria.get(cid)
-        margin = (
-            f" ({signed_pct(c['margin_pct'], 0)})" if c and c.get("margin_pct") is not None else ""
-        )
+        margin = f" ({signed_pct(c.margin_pct, 0)})" if c and c.margin_pct is not None else ""
         lines.append(f"{cid} {v:,.1f}{margin}")
     return "\n".join(lines) or "-"
 
 
-def failure_lines(doc: dict) -> list[str]:
+def failure_lines(doc: results.StudyDoc, raw: dict[str, Any]) -> list[str]:
     """Why the step that bounds the answer failed: one line per failing or inconclusive
-    application."""
-    first = doc.get("first_failure")
+    application. `raw` is study.json as read: qos_lines words a step's applications as live
+    runs report them."""
+    first = doc.first_failure
     if not first:
         return []
-    _, axis_field = _axis(doc)
+    at = _axis_value(doc, first)
     step = next(
         (
-            s
-            for s in doc["steps"]
-            if s.get(axis_field) == first.get(axis_field) and not s["passed"] and s["verdict"]
+            raw_step
+            for s, raw_step in zip(doc.steps or [], raw["steps"], strict=True)
+            if _axis_value(doc, s) == at and not s.passed and s.verdict
         ),
         None,
     )
-    where = step_name(doc, first[axis_field])
-    one = axis_field != "tiles" or first[axis_field] == 1
-    if first.get("within_noise"):
+    where = step_name(doc, at)
+    one = doc.kind == "knob" or at == 1
+    if first.within_noise:
         lines = [f"{where}: QoS inconclusive (no criterion failed for certain):"]
     else:
         lines = [f"{where} {'fails' if one else 'fail'} QoS:"]
@@ -284,66 +302,61 @@ def failure_lines(doc: dict) -> list[str]:
         }
         lines += qos_lines(apps)
     else:
-        lines += [f"  {f}" for f in first.get("failed", [])[:6]]
+        lines += [f"  {f}" for f in (first.failed or [])[:6]]
     return lines
 
 
-def headline(doc: dict) -> list[str]:
+def headline(doc: results.StudyDoc) -> list[str]:
     """The answer with what it is worth, how it was reached, and what decided it."""
-    best = doc.get(answer_key(doc))
-    used = f"{counted(doc['runs_used'], 'run')}, {doc.get('mode')}"
+    best = answer(doc)
+    used = f"{counted(doc.runs_used, 'run')}, {doc.mode}"  # type: ignore[arg-type]
     lines = []
-    if doc.get("kind") == "knob":
-        what = f"max {doc['knob']} at {counted(doc['tiles_per_step'], 'tile')}"
+    if doc.kind == "knob":
+        what = f"max {doc.knob} at {counted(doc.tiles_per_step, 'tile')}"  # type: ignore[arg-type]
     else:
         what = "max passing tiles"
     if best is None:
-        lines.append(
-            f"no {'tile count' if doc.get('kind') != 'knob' else 'value'} passes QoS ({used})"
-        )
+        lines.append(f"no {'tile count' if doc.kind != 'knob' else 'value'} passes QoS ({used})")
     else:
-        score = f", score {doc['score_at_max']:.2f}" if doc.get("score_at_max") is not None else ""
+        score = f", score {doc.score_at_max:.2f}" if doc.score_at_max is not None else ""
         lines.append(f"{what}: {answer_phrase(doc)}{score} ({used})")
-    runs = doc.get(f"{answer_key(doc)}_runs") or []
+    runs = answer_runs(doc)
     if len(runs) > 1:
         listed = ", ".join(value_text(v) for v in runs)
-        agree = "all agree" if doc.get("stable") else "they differ; the median is reported"
+        agree = "all agree" if doc.stable else "they differ; the median is reported"
         lines.append(f"  {len(runs)} repeats: {listed} ({agree})")
-    first = doc.get("first_failure")
-    if first and first.get("deciding"):
-        _, axis_field = _axis(doc)
-        d = first["deciding"]
-        where = step_name(doc, first[axis_field])
-        tile = f" in tile {d['tile']}" if d.get("tile") and axis_field == "tiles" else ""
-        if first.get("within_noise"):
+    first = doc.first_failure
+    if first and first.deciding:
+        d = first.deciding  # criterion_json with app and tile (analysis/tiles.margin_text)
+        where = step_name(doc, _axis_value(doc, first))
+        tile = f" in tile {d['tile']}" if d.get("tile") and doc.kind != "knob" else ""
+        if first.within_noise:
             lines.append(
                 f"  bounded at {where} by {d['app']}, inconclusive: {margin_text(d)}{tile}"
             )
         else:
             lines.append(f"  decided at {where} by {d['app']}: {margin_text(d)}{tile}")
     lines += [f"  {note}" for note in caveat_notes(doc)]
-    for nm in doc.get("non_monotonic") or []:
+    for nm in doc.non_monotonic or []:
         lines.append(
-            f"  not monotonic: {value_text(nm['failed'])} failed but "
-            f"{value_text(nm['passed_above'])} passed (after a re-check); the storage's answer "
+            f"  not monotonic: {value_text(nm.failed)} failed but "
+            f"{value_text(nm.passed_above)} passed (after a re-check); the storage's answer "
             "is within its noise there"
         )
     unsteady = [
-        s
-        for s in doc["steps"]
-        if s.get("steady") and not s["steady"]["steady"] and not s["steady"].get("rule_met")
+        s for s in doc.steps or [] if s.steady and not s.steady.steady and not s.steady.rule_met
     ]
     if unsteady:
-        axis_title, axis_field = _axis(doc)
-        listed = ", ".join(value_text(s[axis_field]) for s in unsteady)
+        axis_title, _ = _axis(doc)
+        listed = ", ".join(value_text(_axis_value(doc, s)) for s in unsteady)
         lines.append(
             f"  not steady at {axis_title} {listed}: those steps were judged over all they "
             "measured while the storage was still changing"
         )
-    if doc.get("settle"):
-        st = doc["settle"]
-        state = "steady" if st["steady"] else "not steady"
-        lines.append(f"  settled {st['seconds']:.0f} s after the fill ({state})")
+    if doc.settle:
+        st = doc.settle
+        state = "steady" if st.steady else "not steady"
+        lines.append(f"  settled {st.seconds:.0f} s after the fill ({state})")
     return lines
 
 

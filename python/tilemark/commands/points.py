@@ -22,6 +22,7 @@ from tilemark.options.typed import Options
 from tilemark.report.csv import point_csvs
 from tilemark.run.where import Targets, compile_on, inspect_targets
 from tilemark.store.outputs import OutputDir
+from tilemark.store.results import read_study
 from tilemark.study.base import (
     StepBook,
     StepSpec,
@@ -184,7 +185,7 @@ def run_points(
             },
         )
     with OutputDir(outcome.path, force=True, what="study file") as csvs:  # its own directory
-        point_csvs(outcome.doc, csvs)
+        point_csvs(read_study(outcome.doc), csvs)
     return outcome
 
 

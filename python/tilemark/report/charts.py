@@ -18,6 +18,7 @@ from typing import Any
 
 import altair as alt
 
+from tilemark.store import results
 from tilemark.wording import signed_pct
 
 WIDTH = 640
@@ -764,14 +765,16 @@ def decay_curve(rows: list[dict[str, Any]], *, title: str) -> alt.TopLevelMixin:
 
 
 def steady_rounds(
-    rounds: list[dict[str, Any]], window: dict[str, Any] | None, *, title: str, y_title: str
+    rounds: list[results.SteadyRound],
+    window: results.SteadyWindow | None,
+    *,
+    title: str,
+    y_title: str,
 ) -> alt.TopLevelMixin:
     """The tracked metric per round, as the SNIA PTS reports draw it: the measurement window
     shaded, its mean with the +-10% band, and the least-squares line across the window."""
-    points = dataset(
-        [{"round": r["index"], "value": rounded(r["value"])} for r in rounds if r.get("value")]
-    )
-    last_round = max((r["index"] for r in rounds), default=1)
+    points = dataset([{"round": r.index, "value": rounded(r.value)} for r in rounds if r.value])
+    last_round: Any = max((r.index for r in rounds), default=1)
     x = alt.X(
         "round:Q",
         title="round",
@@ -793,7 +796,9 @@ def steady_rounds(
     )
     if not window:
         return line.properties(title=title, width=WIDTH, height=HEIGHT)
-    first, last, mean = window["first_round"], window["last_round"], window["mean"]
+    first: Any = window.first_round  # a judged window has its rounds, mean and line
+    last: Any = window.last_round
+    mean: Any = window.mean
     shade = (
         alt.Chart(
             dataset([{"start": first - 0.5, "end": last + 0.5, "label": "measurement window"}])
@@ -818,13 +823,14 @@ def steady_rounds(
             tooltip=[alt.Tooltip("what:N"), alt.Tooltip("level:Q", format=",.4~g")],
         )
     )
-    slope = window["slope_per_round"]
+    slope: Any = window.slope_per_round
+    intercept: Any = window.intercept
     fit = dataset(
         [
-            {"round": first, "fit": rounded(window["intercept"]), "what": "least-squares fit"},
+            {"round": first, "fit": rounded(intercept), "what": "least-squares fit"},
             {
                 "round": last,
-                "fit": rounded(window["intercept"] + slope * (last - first)),
+                "fit": rounded(intercept + slope * (last - first)),
                 "what": "least-squares fit",
             },
         ]

@@ -35,8 +35,6 @@ from tilemark.store.rundoc import iso_utc
 from tilemark.telemetry import sampler as tm
 
 HISTOGRAM_COLUMNS = ("service_hist", "response_hist")
-LATENCY_KINDS = ("service", "response")
-LATENCY_STATS = ("mean_ms", "p50_ms", "p99_ms", "p999_ms", "max_ms")
 
 
 @contextlib.contextmanager
@@ -68,32 +66,44 @@ def interval_table(run: RunData) -> pa.Table:
     return run.read_intervals(columns)
 
 
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+def _latency_stats(lat: results.Latency | None) -> dict[str, float | None]:
+    """mean_ms, p50_ms, p99_ms, p999_ms, max_ms of a latency summary (None when absent)."""
+    lat = lat or results.Latency()
+    return {
+        "mean_ms": lat.mean_ms,
+        "p50_ms": lat.p50_ms,
+        "p99_ms": lat.p99_ms,
+        "p999_ms": lat.p999_ms,
+        "max_ms": lat.max_ms,
+    }
+
+
 def stream_rows(run: RunData) -> list[dict[str, Any]]:
+    """One row per stream of the summary: rates, counts and latencies per op kind."""
     apps = run.app_of_stream()
+    summary = run.typed.summary
     rows = []
-    for s in (run.summary or {}).get("streams", []):
-        row: dict[str, Any] = {"run_id": run.run_id, "stream": s["stream"], "name": s["name"]}
+    for s in (summary.streams if summary else None) or []:
+        row: dict[str, Any] = {"run_id": run.run_id, "stream": s.stream, "name": s.name}
         if apps:
-            row["application"] = apps.get(s["stream"])
-        row.update(
-            arrival=s["arrival"],
-            target_iops=s.get("target_iops"),
-            iops=s["total"]["iops"],
-            mbps=s["total"]["mbps"],
-        )
-        for op in ("read", "write", "sync"):
-            o = s.get(op) or {}
-            row[f"{op}_ops"] = o.get("ops", 0)
-            row[f"{op}_bytes"] = o.get("bytes", 0)
-            row[f"{op}_iops"] = o.get("iops", 0.0)
-            row[f"{op}_mbps"] = o.get("mbps", 0.0)
-            row[f"{op}_errors"] = sum((o.get("errors") or {}).values())
-            for kind in LATENCY_KINDS:
-                lat = o.get(kind) or {}
-                for stat in LATENCY_STATS:
-                    row[f"{op}_{kind}_{stat}"] = lat.get(stat)
-        row["lag_max_ms"] = s.get("lag_max_ms")
-        row["ios_issued_late"] = s.get("ios_issued_late")
+            row["application"] = apps.get(s.stream)  # type: ignore[arg-type]
+        total = s.total or results.Rates()
+        row.update(arrival=s.arrival, target_iops=s.target_iops, iops=total.iops, mbps=total.mbps)
+        for op, o in (("read", s.read), ("write", s.write), ("sync", s.sync)):
+            o = o or results.OpSummary()
+            row[f"{op}_ops"] = _or(o.ops, 0)
+            row[f"{op}_bytes"] = _or(o.bytes, 0)
+            row[f"{op}_iops"] = _or(o.iops, 0.0)
+            row[f"{op}_mbps"] = _or(o.mbps, 0.0)
+            row[f"{op}_errors"] = sum((o.errors or {}).values())
+            for kind, lat in (("service", o.service), ("response", o.response)):
+                row.update({f"{op}_{kind}_{k}": v for k, v in _latency_stats(lat).items()})
+        row["lag_max_ms"] = s.lag_max_ms
+        row["ios_issued_late"] = s.ios_issued_late
         rows.append(row)
     return rows
 
@@ -138,17 +148,31 @@ def _file_csvs(run: RunData, out: OutputDir) -> list[Path]:
     and file_intervals.csv (file_intervals.parquet as it is)."""
     from tilemark.files.window import FILE_INTERVALS, read_intervals
 
-    files = (run.summary or {}).get("files")
-    if not files:
+    summary = run.typed.summary
+    files = summary.files if summary else None
+    if files is None:
         return []
     rows = [
-        {"stream": s["name"], "app": s.get("app"), **{k: v for k, v in o.items() if k != "errors"},
-         "errors": sum((o.get("errors") or {}).values())}
-        for s in files.get("streams") or []
-        for o in s.get("ops") or []
-    ]  # fmt: skip
+        {
+            "stream": s.name,
+            "app": s.app,
+            "op": o.op,
+            "ops": o.ops,
+            "bytes": o.bytes,
+            "skipped": o.skipped,
+            "rate": o.rate,
+            "mean_us": o.mean_us,
+            "p50_us": o.p50_us,
+            "p99_us": o.p99_us,
+            "p999_us": o.p999_us,
+            "max_us": o.max_us,
+            "errors": sum((o.errors or {}).values()),
+        }
+        for s in files.streams or []
+        for o in s.ops or []
+    ]
     written = [_write_rows(out, "file_ops.csv", rows)]
-    name = (run.doc.get("files") or {}).get("file_intervals") or FILE_INTERVALS
+    name = (run.typed.files.file_intervals if run.typed.files else None) or FILE_INTERVALS
     intervals = read_intervals(run.run_dir / name)
     if intervals:
         written.append(_write_rows(out, "file_intervals.csv", intervals))
@@ -192,8 +216,10 @@ class CsvExporter:
             written.append(_write_rows(out, "applications.csv", per_app))
             written.append(_write_rows(out, "instances.csv", instances))
             written.append(_write_rows(out, "qos.csv", verdicts))
-        targets = (run.summary or {}).get("targets") or []
-        if len(targets) > 1:
+        summary = run.typed.summary
+        if len((summary.targets if summary else None) or []) > 1:
+            # Every field of summary.targets as written, one column each (_flat).
+            targets = run.summary["targets"]  # type: ignore[index]
             written.append(_write_rows(out, "targets.csv", [_flat(t) for t in targets]))
         for final, log, name in (
             (tm.DEVICES_FILE, tm.DEVICES_LOG, "devices.csv"),
@@ -253,23 +279,25 @@ class CsvExporter:
         if study.typed.kind == "repeat":
             return self._repeat(study, out)
         if study.typed.kind in ("sweep", "matrix", "curve"):
-            return point_csvs(study.doc, out)
+            return point_csvs(study.typed, out)
         steps, apps = [], []
         for st in study.steps:
-            s = st.step
+            s, step = st.step, st.typed
             steps.append(
                 {
                     "study_id": study.study_id,
                     "tiles": st.tiles,
-                    "run_id": s["run_id"],
-                    "passed": s["passed"],
-                    "complete": s["complete"],
-                    "score": s.get("score"),
+                    "run_id": step.run_id,
+                    "passed": step.passed,
+                    "complete": step.complete,
+                    "score": step.score,
+                    # Every total as written (errors_by_name too), one column each.
                     **{f"total_{k}": v for k, v in (s.get("total") or {}).items()},
-                    "failed": "; ".join(s.get("failed", [])),
+                    "failed": "; ".join(step.failed or []),
                 }
             )
-            for a in s.get("applications", []):
+            # Every field of a step's application as written, one column each.
+            for a in s.get("applications") or []:
                 row = {"study_id": study.study_id, "tiles": st.tiles}
                 row.update({k: v for k, v in a.items() if k != "worst_latency_ms"})
                 for cid, v in (a.get("worst_latency_ms") or {}).items():
@@ -281,23 +309,28 @@ class CsvExporter:
         ]
 
 
-def point_csvs(doc: dict[str, Any], out: OutputDir) -> list[Path]:
+def point_csvs(doc: results.StudyDoc, out: OutputDir) -> list[Path]:
     """A sweep's, matrix's or curve's points.csv; a matrix also gets Orion's three matrices
     (small_iops.csv, large_mbps.csv, small_latency_ms.csv: rows are large streams, columns
     small outstanding IOs)."""
     written = []
-    points = doc.get("points") or []
-    if points:
+    points = doc.points or []
+    if points:  # a row per point, a column per field of the points table (docs/studies.md)
         fields = [k for k in points[0] if not isinstance(points[0][k], dict | list)]
         rows = [{k: p.get(k) for k in fields} for p in points]
         written.append(_write_rows(out, "points.csv", rows))
-    if doc.get("kind") == "matrix":
-        for name in ("small_iops", "large_mbps", "small_latency_ms"):
+    if doc.kind == "matrix":
+        large: list[Any] = doc.large_levels or []
+        for name, matrix in (
+            ("small_iops", doc.small_iops),
+            ("large_mbps", doc.large_mbps),
+            ("small_latency_ms", doc.small_latency_ms),
+        ):
             path = out.path / f"{name}.csv"
             with _text(out, f"{name}.csv") as f:
                 w = csv.writer(f)
-                w.writerow(["large streams \\ small QD", *doc["small_levels"]])
-                for n, row in zip(doc["large_levels"], doc[name], strict=True):
+                w.writerow(["large streams \\ small QD", *(doc.small_levels or [])])
+                for n, row in zip(large, matrix or [], strict=True):
                     w.writerow([n, *("" if v is None else f"{v:.6g}" for v in row)])
             written.append(path)
     return written

@@ -130,7 +130,8 @@ class RunData:
 
     @property
     def is_tile_run(self) -> bool:
-        return self.applications is not None
+        summary = self.typed.summary
+        return summary is not None and summary.applications is not None
 
     def app_of_stream(self) -> dict[int, str]:
         """Plan stream index -> application label (tile runs; empty otherwise)."""
@@ -148,11 +149,8 @@ class RunData:
         return labels
 
     def open_loop_streams(self) -> set[int]:
-        return {
-            i
-            for i, s in enumerate(self.plan.get("streams", []))
-            if (s.get("arrival") or {}).get("kind") == "open"
-        }
+        streams = (self.typed.plan.streams if self.typed.plan else None) or []
+        return {i for i, s in enumerate(streams) if s.arrival and s.arrival.kind == "open"}
 
     def warmup_s(self) -> float:
         result = self.result or {}

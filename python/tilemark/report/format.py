@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 import tilemark
 from tilemark import wording
 from tilemark.report.base import Cell
@@ -61,31 +63,32 @@ def criterion_limit(v: results.QosVerdict) -> str:
     return f"{limit:g} {v.unit}"
 
 
-def describe_stream(s: dict[str, Any]) -> str:
+def describe_stream(s: results.PlanStream) -> str:
     """One line per plan stream: mix, sizes, pattern, queue depth, arrival."""
-    sizes = s.get("sizes") or []
+    sizes = s.sizes or []
     if len(sizes) == 1:
         size_text = format_size(sizes[0][0])
     else:
         size_text = "mix " + "/".join(format_size(sz) for sz, _ in sizes)
-    pattern = (s.get("pattern") or {}).get("kind", "?")
-    arrival = s.get("arrival") or {}
-    if s.get("ios"):  # a replayed trace
-        arrival_text = f"trace replayed {s['ios'].get('mode', 'timed')}"
-    elif arrival.get("kind") == "open":
+    pattern = (s.pattern or {}).get("kind", "?")
+    arrival = s.arrival or results.Arrival()
+    if s.ios:  # a replayed trace
+        arrival_text = f"trace replayed {s.ios.get('mode', 'timed')}"
+    elif arrival.kind == "open":
         rate = (
-            f"{num(arrival['rate_iops'])} IOPS"
-            if arrival.get("rate_iops")
-            else f"{num((arrival.get('rate_bps') or 0) / 1e6)} MB/s"
+            f"{num(arrival.rate_iops)} IOPS"
+            if arrival.rate_iops
+            else f"{num((arrival.rate_bps or 0) / 1e6)} MB/s"
         )
-        arrival_text = f"open loop {rate} {arrival.get('dist', '')}".strip()
+        arrival_text = f"open loop {rate} {arrival.dist or ''}".strip()
     else:
         arrival_text = "closed loop"
-    sync = (s.get("sync") or {}).get("kind", "none")
+    sync = (s.sync or {}).get("kind", "none")
     sync_text = "" if sync == "none" else f", {sync}"
+    read_pct = s.read_pct if s.read_pct is not None else 0
     return (
-        f"{s.get('name')}: {num(s.get('read_pct', 0))}% read, {size_text}, {pattern}, "
-        f"qd {s.get('qd')}, {arrival_text}{sync_text}"
+        f"{s.name}: {num(read_pct)}% read, {size_text}, {pattern}, "
+        f"qd {s.qd}, {arrival_text}{sync_text}"
     )
 
 
@@ -94,68 +97,62 @@ def workload_title(run: RunData) -> str:
     return wording.workload_title(run.doc.get("workload"), (run.plan or {}).get("streams") or [])
 
 
-def _device_text(target: dict[str, Any]) -> tuple[str, str]:
-    dev = target.get("device") or {}
-    if not dev:
+def _device_text(dev: results.Device | None) -> tuple[str, str]:
+    if dev is None or dev == results.Device():
         return "device", "none (no block device under the target)"
-    kind = {True: "rotational", False: "non-rotational"}.get(dev.get("rotational"), "")
-    model = " ".join(x for x in (dev.get("vendor"), dev.get("model")) if x)
-    size = format_size(dev["size_bytes"]) if dev.get("size_bytes") else ""
-    parts = [
-        f"{dev.get('dev_path') or dev.get('name')}",
-        model,
-        dev.get("transport") or "",
-        kind,
-        size,
-    ]
+    kind = {True: "rotational", False: "non-rotational"}.get(dev.rotational, "")  # type: ignore[arg-type]
+    model = " ".join(x for x in (dev.vendor, dev.model) if x)
+    size = format_size(dev.size_bytes) if dev.size_bytes else ""
+    parts = [f"{dev.dev_path or dev.name}", model, dev.transport or "", kind, size]
     return "device", ", ".join(p for p in parts if p)
 
 
 def tested_on(run: RunData) -> list[tuple[str, str]]:
     """What and where: host, kernel, device, filesystem, scheduler, tilemark version."""
-    env = run.environment
+    doc = run.typed
+    env = doc.environment or results.Environment()
     out: list[tuple[str, str]] = []
-    for t in env.get("targets") or [{"path": t.get("path")} for t in run.doc.get("targets", [])]:
+    targets = env.targets or [results.EnvTarget(path=t.path) for t in doc.targets or []]
+    for t in targets:
         fs = ", ".join(
             x
             for x in (
-                t.get("fs_type"),
-                f"mounted at {t['mount_point']}" if t.get("mount_point") else None,
-                f"from {t['mount_source']}" if t.get("mount_source") else None,
+                t.fs_type,
+                f"mounted at {t.mount_point}" if t.mount_point else None,
+                f"from {t.mount_source}" if t.mount_source else None,
             )
             if x
         )
-        out.append(("target", f"{t.get('path')} ({t.get('kind') or 'unknown kind'})"))
+        out.append(("target", f"{t.path} ({t.kind or 'unknown kind'})"))
         out.append(("filesystem", fs or "-"))
-        out.append(_device_text(t))
-        dev = t.get("device") or {}
-        out.append(("IO scheduler", dev.get("scheduler") or "-"))
-    mem = env.get("memory_bytes")
-    cpu = env.get("cpu_model") or "-"
-    cpus = env.get("cpu_usable") or env.get("cpu_count")
+        out.append(_device_text(t.device))
+        out.append(("IO scheduler", (t.device.scheduler if t.device else None) or "-"))
+    mem = env.memory_bytes
+    cpu = env.cpu_model or "-"
+    cpus = env.cpu_usable or env.cpu_count
     out.append(
         (
             "host",
-            f"{env.get('hostname') or '-'}: {cpu}"
+            f"{env.hostname or '-'}: {cpu}"
             + (f", {cpus} CPUs" if cpus else "")
             + (f", {format_size(mem)} RAM" if mem else ""),
         )
     )
-    out.append(("kernel", " ".join(x for x in (env.get("kernel"), env.get("os")) if x) or "-"))
-    plan = run.plan
-    io = "O_DIRECT" if all(t.get("direct") for t in plan.get("targets", [])) else "buffered"
-    out.append(("engine", f"{plan.get('backend', '-')} backend, {io}"))
+    out.append(("kernel", " ".join(x for x in (env.kernel, env.os) if x) or "-"))
+    plan = doc.plan or results.Plan()
+    io = "O_DIRECT" if all(t.direct for t in plan.targets or []) else "buffered"
+    out.append(("engine", f"{plan.backend or '-'} backend, {io}"))
     out.append(
         (
             "tilemark",
-            f"{run.doc.get('tilemark_version') or '-'}"
-            + (f" (engine {run.doc['engine_version']})" if run.doc.get("engine_version") else ""),
+            f"{doc.tilemark_version or '-'}"
+            + (f" (engine {doc.engine_version})" if doc.engine_version else ""),
         )
     )
-    for t in run.doc.get("targets") or []:
-        if t.get("kind") == "block" or "preconditioning" in t:
-            out.append(("preconditioned", describe_precondition(t.get("preconditioning"))))
-    out.append(("started", str(run.doc.get("started_at") or "-")))
+    for t in doc.targets or []:
+        if t.kind == "block" or t.preconditioning is not msgspec.UNSET:
+            out.append(("preconditioned", describe_precondition(t.preconditioning or None)))
+    out.append(("started", str(doc.started_at or "-")))
     return out
 
 
@@ -177,13 +174,13 @@ def generated_by() -> str:
     return f"tilemark {tilemark.__version__}"
 
 
-def steady_cell(state: dict | None) -> str:
+def steady_cell(state: results.StepSteady | None) -> str:
     """A step's steady state in a few characters: the window's rounds, or 'no (N rounds)'."""
-    if not state:
+    if state is None:
         return "-"
-    if state["steady"]:
-        w = state["window"]
-        return f"rounds {w['first_round']}-{w['last_round']}"
-    if state.get("rule_met"):
+    if state.steady:
+        w: Any = state.window  # a steady step always has its window
+        return f"rounds {w.first_round}-{w.last_round}"
+    if state.rule_met:
         return "rate not reached"
-    return f"no ({state['rounds']} rounds)"
+    return f"no ({state.rounds} rounds)"

@@ -147,8 +147,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
     notes.extend(data_notes(run))
     steady = summary.steady_state  # as summarized (steady_report reads it)
     if steady:
-        notes.append(steady["verdict"] if steady["steady"] else Caution(steady["verdict"]))
-        if not steady["steady"] and status == "info":
+        verdict = str(steady.verdict)
+        notes.append(verdict if steady.steady else Caution(verdict))
+        if not steady.steady and status == "info":
             status = "warn"
     read = (steady and window_hist(steady, "read")) or merged_run_hist(run, None, "read")
     write = (steady and window_hist(steady, "write")) or merged_run_hist(run, None, "write")
@@ -192,9 +193,9 @@ def run_headline(run: RunData) -> tuple[str, str, list[tuple[str, str]], list[st
             + (f", write p99 {write_p99}" if write_p99 else "")
             + f" over {num(summary.duration_s)} s"
         )
-        if steady and steady.get("window_streams"):
-            w = steady["window"]
-            headline += f" (the steady window, rounds {w['first_round']}-{w['last_round']})"
+        if steady and steady.window_streams:
+            w: Any = steady.window  # a summary over the window has its window
+            headline += f" (the steady window, rounds {w.first_round}-{w.last_round})"
     if doc.label:
         headline = f"{doc.label}: {headline}"
     return headline, status, facts, notes
@@ -229,7 +230,7 @@ def data_notes(run: RunData) -> list[str]:
 
 def run_tested(run: RunData) -> list[tuple[str, str]]:
     """What ran (workload, its streams) and where (tested_on)."""
-    streams = run.plan.get("streams", [])
+    streams = (run.typed.plan.streams if run.typed.plan else None) or []
     more = len(streams) - MAX_DESCRIBED_STREAMS
     workload = run.typed.workload
     return [
@@ -546,18 +547,18 @@ def _totals_over_time(run: RunData, series: SeriesSet, prefix: str) -> list[Figu
 def phase_marks(run: RunData) -> list[dict[str, Any]]:
     """Where phased streams start and stop (run time), for the time charts' rules."""
     marks = []
-    spans = (run.doc.get("result") or {}).get("spans") or []
-    for i, s in enumerate((run.doc.get("plan") or {}).get("streams") or []):
-        if s.get("after"):  # started when others ended: the engine's times (spans)
+    spans = (run.result or {}).get("spans") or []  # the engine result stays untyped (data.py)
+    for i, s in enumerate((run.typed.plan.streams if run.typed.plan else None) or []):
+        if s.after:  # started when others ended: the engine's times (spans)
             span = spans[i] if i < len(spans) else {}
             for key, what in (("started_ns", "starts"), ("ended_ns", "stops")):
                 if span.get(key) is not None:
-                    marks.append({"t_s": span[key] / 1e9, "label": f"{s['name']} {what}"})
+                    marks.append({"t_s": span[key] / 1e9, "label": f"{s.name} {what}"})
             continue
-        if s.get("start_ms"):
-            marks.append({"t_s": s["start_ms"] / 1e3, "label": f"{s['name']} starts"})
-        if s.get("stop_ms") is not None:
-            marks.append({"t_s": s["stop_ms"] / 1e3, "label": f"{s['name']} stops"})
+        if s.start_ms:
+            marks.append({"t_s": s.start_ms / 1e3, "label": f"{s.name} starts"})
+        if s.stop_ms is not None:
+            marks.append({"t_s": s.stop_ms / 1e3, "label": f"{s.name} stops"})
     return marks
 
 

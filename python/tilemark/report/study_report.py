@@ -84,7 +84,7 @@ def study_headline(study: StudyData) -> tuple[str, str]:
         status = "fail"
     else:
         score = f", score {doc.score_at_max:.2f}" if doc.score_at_max is not None else ""
-        headline = f"{what}: {answer_phrase(study.doc)}{score}"
+        headline = f"{what}: {answer_phrase(study.typed)}{score}"
         # An answer that is a range or measured the host is shown, but not as a clean pass.
         caveat = doc.host_bound or doc.inconclusive_at is not None
         status = "warn" if caveat else "pass"
@@ -137,7 +137,7 @@ def study_facts(study: StudyData) -> list[tuple[str, str]]:
 
 
 def _answer_text(study: StudyData) -> str:
-    return answer_phrase(study.doc)
+    return answer_phrase(study.typed)
 
 
 def study_notes(study: StudyData) -> list[str]:
@@ -161,7 +161,7 @@ def study_notes(study: StudyData) -> list[str]:
                 f"that failure was confirmed: {votes.get('fail', 0) + votes.get('noise', 0)} of "
                 f"{sum(votes.values())} runs failed"
             )
-    notes += [Caution(text) if warns else text for text, warns in caveats(study.doc)]
+    notes += [Caution(text) if warns else text for text, warns in caveats(study.typed)]
     for nm in doc.non_monotonic or []:
         notes.append(
             Caution(
@@ -169,7 +169,7 @@ def study_notes(study: StudyData) -> list[str]:
                 "after a re-check; the storage's answer is within its noise there"
             )
         )
-    unsteady = [st for st in study.steps if st.typed.steady and not st.typed.steady["rule_met"]]
+    unsteady = [st for st in study.steps if st.typed.steady and not st.typed.steady.rule_met]
     if unsteady:
         max_rounds = doc.until_steady.max_rounds if doc.until_steady else None
         notes.append(

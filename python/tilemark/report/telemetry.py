@@ -17,6 +17,7 @@ from tilemark.report import charts
 from tilemark.report.base import Cell, Figure, Section, Table
 from tilemark.report.data import RunData
 from tilemark.report.format import num
+from tilemark.store import results
 from tilemark.store.intervals import IntervalsUnreadable, log_batches, read_parquet
 from tilemark.telemetry import sampler as tm
 
@@ -165,25 +166,26 @@ def _ratio(back: float | None, front: float | None) -> str:
     return f"{back / front:.2f}" if back is not None and front else "-"
 
 
-def totals_table(summary: dict[str, Any]) -> Table | None:
-    rows = ((summary.get("telemetry") or {}).get("front_vs_back")) or []
+def totals_table(summary: results.Summary) -> Table | None:
+    """Front end vs back end over the measurement (summary.telemetry.front_vs_back)."""
+    rows = (summary.telemetry.front_vs_back if summary.telemetry else None) or []
     if len(rows) < 2:
         return None
     cells = []
     for r in rows:
-        back = r["side"] == "back end"
+        back = r.side == "back end"
         cells.append(
             [
-                Cell(r["side"]),
-                Cell(r["name"]),
-                Cell("" if r["depth"] is None else str(r["depth"]), "num"),
-                Cell(num(r.get("read_iops")), "num"),
-                Cell(num(r.get("read_iops_ratio")) if back else "", "num"),
-                Cell(num(r.get("write_iops")), "num"),
-                Cell(num(r.get("write_iops_ratio")) if back else "", "num"),
-                Cell(num(r.get("read_mbps")), "num"),
-                Cell(num(r.get("write_mbps")), "num"),
-                Cell(num(r.get("util_pct")) if back else "", "num"),
+                Cell(r.side),  # type: ignore[arg-type]
+                Cell(r.name),  # type: ignore[arg-type]
+                Cell("" if r.depth is None else str(r.depth), "num"),
+                Cell(num(r.read_iops), "num"),
+                Cell(num(r.read_iops_ratio) if back else "", "num"),
+                Cell(num(r.write_iops), "num"),
+                Cell(num(r.write_iops_ratio) if back else "", "num"),
+                Cell(num(r.read_mbps), "num"),
+                Cell(num(r.write_mbps), "num"),
+                Cell(num(r.util_pct) if back else "", "num"),
             ]
         )
     return Table(
@@ -211,28 +213,29 @@ def totals_table(summary: dict[str, Any]) -> Table | None:
     )
 
 
-def device_table(summary: dict[str, Any]) -> Table | None:
-    devices = (summary.get("telemetry") or {}).get("devices") or []
+def device_table(summary: results.Summary) -> Table | None:
+    """The devices underneath, iostat -x figures over the measurement."""
+    devices = (summary.telemetry.devices if summary.telemetry else None) or []
     if not devices:
         return None
     cells = [
         [
-            Cell(d["device"]),
-            Cell(d["kind"]),
-            Cell(str(d["depth"]), "num"),
+            Cell(d.device),  # type: ignore[arg-type]
+            Cell(d.kind),  # type: ignore[arg-type]
+            Cell(str(d.depth), "num"),
             *[
-                Cell(num(d.get(k)), "num")
-                for k in (
-                    "read_iops",
-                    "write_iops",
-                    "read_mbps",
-                    "write_mbps",
-                    "read_merges_s",
-                    "write_merges_s",
-                    "r_await_ms",
-                    "w_await_ms",
-                    "aqu_sz",
-                    "util_pct",
+                Cell(num(v), "num")
+                for v in (
+                    d.read_iops,
+                    d.write_iops,
+                    d.read_mbps,
+                    d.write_mbps,
+                    d.read_merges_s,
+                    d.write_merges_s,
+                    d.r_await_ms,
+                    d.w_await_ms,
+                    d.aqu_sz,
+                    d.util_pct,
                 )
             ],
         ]
@@ -316,7 +319,6 @@ def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
     record = run.doc.get("telemetry")
     if not record:
         return None
-    summary = run.summary or {}
     devices = read_rows(run.run_dir, tm.DEVICES_FILE, tm.DEVICES_LOG)
     host = read_rows(run.run_dir, tm.HOST_FILE, tm.HOST_LOG)
     front = front_end_rows(run)
@@ -348,7 +350,8 @@ def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
                 "share of the interval some tasks stalled on the resource (/proc/pressure).",
             )
         )
-    for table in (totals_table(summary), device_table(summary), interval_table(front, devices)):
+    typed = run.typed.summary or results.Summary()
+    for table in (totals_table(typed), device_table(typed), interval_table(front, devices)):
         if table is not None:
             items.append(table)
     notes = list(record.get("notes") or [])

@@ -261,9 +261,7 @@ def catalog_row(run_json: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     summary = doc.summary or results.Summary()
     total = summary.total or results.Total()
     plan = doc.plan or results.Plan()
-    target_paths = [
-        str(t.get("path")) if isinstance(t, dict) else str(t) for t in doc.targets or []
-    ]
+    target_paths = [str(t.path) for t in doc.targets or []]
     return {
         "run_id": doc.run_id or Path(run_dir).name,
         "started_at": _parse_time(doc.started_at),

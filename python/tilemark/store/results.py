@@ -53,8 +53,8 @@ class Latency(_Struct):
 class OpSummary(_Struct):
     """One op kind of one stream over the measurement window."""
 
-    ops: float | None = None
-    bytes: float | None = None
+    ops: int | float | None = None  # counts stay integers (CSV export writes them as read)
+    bytes: int | float | None = None
     iops: float | None = None
     mbps: float | None = None
     errors: dict[str, Any] | None = None  # errno name -> count
@@ -127,7 +127,7 @@ class QosVerdict(_Struct):
     description: str | None = None
     scope: str | None = None  # window | interval N
     passed: bool | None = None
-    value: float | None = None
+    value: int | float | None = None
     limit: float | None = None
     unit: str | None = None  # ms | fraction | errors ...
 
@@ -316,6 +316,78 @@ class Replay(_Struct):
     streams: list[ReplayStream] | None = None
 
 
+class FrontBack(_Struct):
+    """One row of summary.telemetry.front_vs_back: tilemark's rates (the front end) or a
+    device's beneath it (the back end), over the measurement (telemetry/sampler.py)."""
+
+    side: str | None = None  # front end | back end
+    name: str | None = None
+    depth: int | None = None  # 0 serves the target; deeper devices are under it
+    targets: list[str] | None = None
+    read_iops: float | None = None
+    read_iops_ratio: float | None = None  # device / tilemark
+    write_iops: float | None = None
+    write_iops_ratio: float | None = None
+    read_mbps: float | None = None
+    write_mbps: float | None = None
+    util_pct: float | None = None
+
+
+class DeviceTotals(_Struct):
+    """One device of summary.telemetry.devices: iostat -x figures over the measurement."""
+
+    device: str | None = None
+    dev: str | None = None  # major:minor
+    kind: str | None = None
+    depth: int | None = None
+    targets: list[str] | None = None  # the targets it serves
+    read_iops: float | None = None
+    write_iops: float | None = None
+    read_mbps: float | None = None
+    write_mbps: float | None = None
+    read_merges_s: float | None = None
+    write_merges_s: float | None = None
+    r_await_ms: float | None = None
+    w_await_ms: float | None = None
+    aqu_sz: float | None = None
+    util_pct: float | None = None
+
+
+class SummaryTelemetry(_Struct):
+    """run.json `summary.telemetry`: devices, front end vs back end, host totals."""
+
+    devices: list[DeviceTotals] | None = None
+    front_vs_back: list[FrontBack] | None = None
+    host: dict[str, Any] | None = None
+
+
+class SteadyRound(_Struct):
+    """One round of an until-steady run (run/steady.py Round)."""
+
+    index: int | None = None  # 1-based
+    start_s: float | None = None
+    end_s: float | None = None
+    value: float | None = None  # the tracked metric
+    ops: int | None = None  # data IOs completed
+
+
+class SteadyState(_Struct):
+    """run.json `summary.steady_state` of `run --until-steady` (docs/steady-state.md)."""
+
+    metric: str | None = None  # iops | p99
+    unit: str | None = None
+    round_s: float | None = None
+    max_rounds: int | None = None
+    rule: str | None = None
+    rounds: list[SteadyRound] | None = None
+    steady: bool | None = None
+    rule_met: bool | None = None
+    window: SteadyWindow | None = None  # the last rounds the rule was judged over
+    verdict: str | None = None
+    # The engine result's streams over the steady window (histograms, as `result` has them).
+    window_streams: list[dict[str, Any]] | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -326,12 +398,12 @@ class Summary(_Struct):
     duration_s: float | None = None
     notes: list[str] | None = None
     verification: Verification | None = None
-    telemetry: dict[str, Any] | None = None
+    telemetry: SummaryTelemetry | None = None
     tool_bound: ToolBound | None = None
     change_points: list[dict[str, Any]] | None = None
     hosts: list[dict[str, Any]] | None = None
     cluster: dict[str, Any] | None = None
-    steady_state: dict[str, Any] | None = None
+    steady_state: SteadyState | None = None
     # fio's steady-state rule ([steadystate]; run/fio_steady.py): met, met_at_s, samples, window.
     fio_steady_state: dict[str, Any] | None = None
     data_reduction: dict[str, Any] | None = None
@@ -381,9 +453,30 @@ class EngineResult(_Struct):
     measure_start_ns: float | None = None
 
 
+class Arrival(_Struct):
+    """How a plan stream issues IOs: closed loop, or open loop at a rate."""
+
+    kind: str | None = None  # closed | open
+    rate_iops: float | None = None
+    rate_bps: float | None = None
+    dist: str | None = None  # poisson | uniform ...
+
+
 class PlanStream(_Struct):
+    """One stream of the engine plan (docs/engine-boundary.md, Plan)."""
+
     name: str | None = None
-    arrival: dict[str, Any] | None = None
+    target: int | None = None
+    start_ms: int | float | None = None  # a phased stream starts (run time) ...
+    stop_ms: int | float | None = None  # ... and stops
+    after: list[int] | None = None  # the streams it waits for (plan indices)
+    read_pct: int | float | None = None
+    sizes: list[tuple[int | float, float]] | None = None  # [size in bytes, weight]
+    pattern: dict[str, Any] | None = None  # kind: random | sequential | ...
+    qd: int | None = None
+    arrival: Arrival | None = None
+    sync: dict[str, Any] | None = None  # kind: none | fsync | fdatasync ...
+    ios: dict[str, Any] | None = None  # a replayed trace's IO list (mode: timed | afap | qd)
     regions: list[dict[str, Any]] | None = None
 
 
@@ -391,6 +484,7 @@ class PlanTarget(_Struct):
     path: str | None = None
     offset: float | None = None
     length: float | None = None
+    direct: bool | None = None  # O_DIRECT
     verify: dict[str, Any] | None = None
 
 
@@ -438,6 +532,53 @@ class VerifyPass(_Struct):
     by_class: dict[str, Any] | None = None  # finding class -> count
 
 
+class Device(_Struct):
+    """environment.targets[].device: the disk under a target (telemetry/envinfo.py)."""
+
+    name: str | None = None
+    dev_path: str | None = None  # /dev/vda
+    model: str | None = None
+    vendor: str | None = None
+    transport: str | None = None  # virtio_blk, nvme, sd, loop, device-mapper, md
+    rotational: bool | None = None
+    scheduler: str | None = None  # the active IO scheduler
+    size_bytes: int | float | None = None
+
+
+class EnvTarget(_Struct):
+    """environment.targets[]: a target path, its filesystem and the disk beneath."""
+
+    path: str | None = None
+    kind: str | None = None  # file | directory | block | other | missing
+    fs_type: str | None = None
+    mount_point: str | None = None
+    mount_source: str | None = None
+    device: Device | None = None
+
+
+class Environment(_Struct):
+    """run.json `environment`: the host and targets a run ran on (telemetry/envinfo.py)."""
+
+    hostname: str | None = None
+    kernel: str | None = None  # uname -sr
+    os: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    cpu_usable: int | None = None  # CPUs this process may run on
+    memory_bytes: int | float | None = None
+    targets: list[EnvTarget] | None = None
+
+
+class RunTarget(_Struct):
+    """run.json `targets[]`: a target as prepared."""
+
+    path: str | None = None
+    kind: str | None = None
+    # Absent (UNSET) in runs written before preconditioning was recorded, which reports tell
+    # apart from null (never preconditioned).
+    preconditioning: dict[str, Any] | None | msgspec.UnsetType = msgspec.UNSET  # its record
+
+
 class RunDoc(_Struct):
     """run.json: one run (docs/results-schema.md)."""
 
@@ -454,11 +595,12 @@ class RunDoc(_Struct):
     started_at: str | None = None
     ended_at: str | None = None
     tilemark_version: str | None = None
+    engine_version: str | None = None  # null when the engine was not importable
     process: dict[str, Any] | None = None
     workload: Workload | None = None
     plan: Plan | None = None
-    targets: list[Any] | None = None
-    environment: dict[str, Any] | None = None
+    targets: list[RunTarget] | None = None
+    environment: Environment | None = None
     telemetry: dict[str, Any] | None = None
     summary: Summary | None = None
     result: EngineResult | None = None
@@ -474,7 +616,7 @@ class StepCriterion(_Struct):
     criterion: str | None = None
     decision: str | None = None  # pass | fail | inconclusive
     passed: bool | None = None
-    value: float | None = None
+    value: int | float | None = None
     limit: float | None = None
     unit: str | None = None  # ms | fraction | ...
     margin_pct: float | None = None  # (value - limit) / limit, in %
@@ -501,6 +643,29 @@ class StepApp(_Struct):
     mbps: float | None = None
 
 
+class SteadyWindow(_Struct):
+    """The rounds the steady-state rule held over (analysis/steady.py WindowCheck)."""
+
+    first_round: int | None = None
+    last_round: int | None = None
+    mean: float | None = None
+    range_pct: float | None = None
+    slope_pct: float | None = None
+    slope_per_round: float | None = None  # the least-squares line across the window ...
+    intercept: float | None = None  # ... and its value at the window's first round
+
+
+class StepSteady(_Struct):
+    """A study step's steady state with --until-steady (run/tiles.py; steady-state.md)."""
+
+    steady: bool | None = None
+    rule_met: bool | None = None  # the rule held, but an open-loop rate was not reached
+    rounds: int | None = None  # rounds measured
+    judged_over: str | None = None  # steady window | whole run
+    window: SteadyWindow | None = None
+    verdict: str | None = None
+
+
 class StepRun(_Struct):
     """One run of a study's step (study.json `steps[].runs`)."""
 
@@ -510,7 +675,7 @@ class StepRun(_Struct):
     passed: bool | None = None
     reason: str | None = None  # new | confirm | recheck | extend
     measured_s: float | None = None
-    steady: dict[str, Any] | None = None  # the run's steady state (format.steady_cell)
+    steady: StepSteady | None = None  # the run's steady state (format.steady_cell)
 
 
 class StudyStep(Rates):
@@ -521,9 +686,14 @@ class StudyStep(Rates):
     label: str | None = None
     verdict: str | None = None
     passed: bool | None = None
-    tiles: float | None = None
+    complete: bool | None = None  # the step's run ran its whole measurement
+    # Tile studies: whether the host, not the storage, limited a run of the step; point
+    # studies: the run's summary.tool_bound (tool_bound, reasons).
+    tool_bound: bool | dict[str, Any] | None = None
+    hosts: list[dict[str, Any]] | None = None  # a cluster step's hosts (summary.hosts)
+    tiles: int | float | None = None
     key: float | None = None
-    value: float | None = None
+    value: int | float | None = None
     repeat: int | None = None
     votes: dict[str, Any] | None = None
     runs: list[StepRun] | None = None
@@ -533,8 +703,7 @@ class StudyStep(Rates):
     score: float | None = None
     within_noise: bool | None = None  # failed only within noise
     instances: list[dict[str, Any]] | None = None  # per application instance (app, metric, ...)
-    # With --until-steady: steady, rule_met, rounds, judged_over, window, verdict; else null.
-    steady: dict[str, Any] | None = None
+    steady: StepSteady | None = None  # with --until-steady; else null
     repetition: int | None = None  # repeat studies: the repetition's number
     status: str | None = None  # repeat and point studies: the run's status
     change_points: list[dict[str, Any]] | None = None  # repeat studies: the run's
@@ -544,7 +713,13 @@ class QosLimit(_Struct):
     """One QoS criterion of an application profile as a tile study records it."""
 
     id: str | None = None
+    # Every field of analysis/qos.py Criterion: compare tells tiles apart by all of them.
+    streams: list[str] | None = None
+    stat: str | None = None  # p99, mean, throughput ...
+    op: str | None = None  # read | write; null: both
     max_ms: float | None = None
+    min_fraction: float | None = None
+    per_interval: bool | None = None
 
 
 class TileApp(_Struct):
@@ -699,6 +874,8 @@ class StudyDoc(_Struct):
     score_at_max: float | None = None
     host_bound: bool | None = None
     inconclusive_at: float | None = None
+    limited_by_range: bool | None = None  # the answer is the top of the range and passed
+    tool_bound_steps: list[int | float] | None = None  # steps with tool-bound runs
     non_monotonic: list[NonMonotonic] | None = None
     stopped: str | None = None  # why a stopped study ended early (a failing --between, a signal)
     # Repeat studies: how they ran and the decay verdict.
@@ -771,6 +948,8 @@ def _sentence(e: msgspec.ValidationError) -> str:
     if head.startswith("Expected `") and "`, got `" in head:
         want, got = head[len("Expected `") :].split("`, got `", 1)
         kinds = [w.strip() for w in want.split("|") if w.strip() != "null"] or ["null"]
+        if "int" in kinds and "float" in kinds:  # int | float: a count kept as written
+            kinds.remove("int")
         want = " or ".join(_TYPE_NAMES.get(w, w) for w in kinds)
         got = got.rstrip("`")
         got = "a number" if got in ("int", "float") else _TYPE_NAMES.get(got, got)
@@ -799,6 +978,11 @@ def read_run(data: bytes | str | dict[str, Any]) -> RunDoc:
 def read_study(data: bytes | str | dict[str, Any]) -> StudyDoc:
     """A study.json document, typed; DocumentError naming the first wrong field."""
     return _decode(data, StudyDoc)
+
+
+def read_summary(data: dict[str, Any] | None) -> Summary | None:
+    """A run's summary as the run pipeline holds it (a dict), typed; DocumentError."""
+    return None if data is None else _decode(data, Summary)
 
 
 def run_problem(doc: bytes | str | dict[str, Any]) -> str | None:
@@ -863,7 +1047,8 @@ def _type_text(hint: Any) -> str:
 
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if args and origin in (typing.Union, __import__("types").UnionType):
-        return " or ".join(_type_text(a) for a in args if a is not type(None))
+        shown = [a for a in args if a not in (type(None), msgspec.UnsetType)]  # absent is None
+        return " or ".join(_type_text(a) for a in shown)
     if args:
         return f"{getattr(origin, '__name__', origin)}[{', '.join(_type_text(a) for a in args)}]"
     if hint is Any:

@@ -59,6 +59,7 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"study_id": study_dir.name, "path": str(study_dir.resolve())}
     if doc is None:
         return {**row, "status": "damaged", "problem": problem}
+    typed = results.read_study(doc)  # read_study checked its shape
     steps = [s for s in doc.get("steps") or [] if isinstance(s, dict)]
     run_dirs = [step_run_dir(results_root, s) for s in steps]
     status = "complete" if doc.get("complete") else "incomplete"
@@ -84,7 +85,7 @@ def study_row(results_root: Path, study_dir: Path) -> dict[str, Any]:
         "knob": doc.get("knob"),  # studies of an application knob (study.json 2)
         "max_passing_value": doc.get("max_passing_value"),
         # the answer with its caveats: "at least 4 (the range's top)", "10 (11 inconclusive)"
-        "answer": answer_phrase(doc) if doc.get("kind") in ("scale", "knob") else None,
+        "answer": answer_phrase(typed) if typed.kind in ("scale", "knob") else None,
         "score_at_max": doc.get("score_at_max"),
         "verdict": doc.get("verdict"),  # repeat studies: stable, decaying, improving, inconclusive
         # sweeps, matrices and curves (study/points.py, study/curve.py)

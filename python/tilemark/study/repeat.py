@@ -33,6 +33,7 @@ from tilemark.analysis.trend import NOISE_FLOOR_PCT, fit, overall, verdict
 from tilemark.interrupts import SignalStopper
 from tilemark.options import MAX_REPETITIONS  # noqa: F401  (one definition, checked by the CLI)
 from tilemark.run.outcome import RunOutcome
+from tilemark.store import results
 from tilemark.study.base import NEW, Attempt, StepBook, StepRecord, StepSpec, Study, StudyStopped
 
 # Metrics whose trend decides the study's verdict (run_values names, scope "total").
@@ -43,7 +44,7 @@ COUNTDOWN_LINE_S = 600.0  # without a terminal, a countdown line every 10 minute
 def repetition_metrics(summary: dict[str, Any], result: dict[str, Any] | None) -> list[dict]:
     """The key metrics of one repetition: totals (latencies from merged histograms), each
     application's metric (tile runs) or each stream's IOPS and latencies (several streams)."""
-    values = run_values({"summary": summary, "result": result or {}})
+    values = run_values(results.read_summary(summary), result)
     out = [
         {
             "metric": name,
