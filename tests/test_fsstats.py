@@ -92,3 +92,21 @@ def test_a_file_system_without_counters_shows_nothing(tmp_path):
     m = fsstats.Mount(str(tmp_path), "tmpfs", "tmpfs", "0:27")
     assert fsstats.read_counters(m) is None
     assert fsstats.fs_views({"/t": (m, ["s"])}, {"/t": None}, {"/t": None}, 1.0) == ()
+
+
+def test_the_file_report_shows_the_devices_and_file_systems_beneath_the_sets():
+    from tilemark.report.files_report import beneath_table
+    from tilemark.store import results
+
+    files = results.FilesSummary(
+        devices=[results.DeviceViewResult(name="loop0", dev="7:0", filesets=["mail"],
+                                          write_iops=4261.0, flushes_s=943.0)],
+        filesystems=[results.FsResult(mount="/mnt", fstype="xfs", source="/dev/loop0",
+                                      filesets=["mail"], figures=[
+                                          results.FsFigureResult("log writes/s", 450.5)])],
+    )  # fmt: skip
+    table = beneath_table(files)
+    cells = [[c.text for c in row] for row in table.rows]
+    assert cells[0][:3] == ["device", "loop0 (7:0)", "mail"] and "943 flushes/s" in cells[0][3]
+    assert cells[1] == ["file system (xfs)", "/mnt (/dev/loop0)", "mail", "log writes/s 450.5"]
+    assert beneath_table(results.FilesSummary()) is None  # tmpfs: nothing beneath

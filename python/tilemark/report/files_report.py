@@ -113,6 +113,40 @@ def files_figures(rows: list[dict[str, Any]], prefix: str = "") -> list[Figure]:
     ]  # fmt: skip
 
 
+def _fig(v: Any, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def beneath_table(files: results.FilesSummary) -> Table | None:
+    """What the block devices under the sets did (diskstats, as iostat -x) and the file systems'
+    own figures (files/fsstats.py), one row each; None when neither was read (tmpfs)."""
+    rows = []
+    for d in files.devices or []:
+        figures = (
+            f"{_fig(d.write_iops, ',.0f')} writes/s of {_fig(d.write_kib_avg, ',.1f')} KiB, "
+            f"{_fig(d.write_mbps, ',.1f')} MB/s, {_fig(d.flushes_s, ',.0f')} flushes/s, "
+            f"w_await {_fig(d.w_await_ms, ',.2f')} ms, {_fig(d.read_iops, ',.0f')} reads/s, "
+            f"util {_fig(d.util_pct, '.0f')}%"
+        )
+        sets = ", ".join(d.filesets or [])
+        rows.append([Cell("device"), Cell(f"{d.name} ({d.dev})"), Cell(sets), Cell(figures)])
+    for f in files.filesystems or []:
+        figures = ", ".join(f"{x.name} {x.value:,.1f}" for x in f.figures or [])
+        rows.append([Cell(f"file system ({f.fstype})"), Cell(f"{f.mount} ({f.source})"),
+                     Cell(", ".join(f.filesets or [])), Cell(figures)])  # fmt: skip
+    if not rows:
+        return None
+    return Table(
+        "file-beneath",
+        "Beneath the file sets",
+        ["layer", "name", "under sets", "over the run"],
+        rows,
+        caption="The block devices under the sets (/proc/diskstats, as iostat -x) and the file "
+        "systems' own counters (ext4, xfs, btrfs, NFS) before and after the run: what the "
+        "operations became below the file system. Other IO on them is counted too.",
+    )
+
+
 def files_section(run: RunData) -> Section | None:
     """The file-operations section of a run with file streams (None without)."""
     from tilemark.files.window import FILE_INTERVALS, read_intervals
@@ -123,7 +157,9 @@ def files_section(run: RunData) -> Section | None:
         return None
     name = (doc.files.file_intervals if doc.files else None) or FILE_INTERVALS
     rows = read_intervals(run.run_dir / name)
-    items: list[Figure | Table] = [files_table(files), *files_figures(rows)]
+    beneath = beneath_table(files)
+    items: list[Figure | Table] = [files_table(files), *([beneath] if beneath else [])]
+    items += files_figures(rows)
     intro = "; ".join(
         f"set {f.name} ({f.path}): {f.files:,} files, {f.bytes:,} bytes after the run"
         for f in files.filesets or []

@@ -240,6 +240,22 @@ class FileQos(_Struct):
     ci_high: float | None = None
 
 
+class DeviceViewResult(_Struct):
+    """A block device under a file run's sets over the run (files/devices.py: iostat -x's
+    figures from /proc/diskstats, flushes per second, the mean write size)."""
+
+    name: str | None = None
+    dev: str | None = None  # major:minor
+    filesets: list[str] | None = None
+    read_iops: float | None = None
+    write_iops: float | None = None
+    write_mbps: float | None = None
+    write_kib_avg: float | None = None
+    w_await_ms: float | None = None
+    flushes_s: float | None = None  # None: the kernel does not count flushes
+    util_pct: float | None = None
+
+
 class FsFigureResult(_Struct):
     name: str | None = None  # e.g. "log writes/s", "written MiB", "READ mean rtt ms"
     value: float | None = None
@@ -270,7 +286,7 @@ class FilesSummary(_Struct):
     filesets: list[FilesetResult] | None = None
     qos: list[FileQos] | None = None
     qos_passed: bool | None = None
-    devices: list[dict[str, Any]] | None = None  # the block devices beneath (iostat -x view)
+    devices: list[DeviceViewResult] | None = None  # the block devices beneath (iostat -x view)
     filesystems: list[FsResult] | None = None  # the file systems' own figures, where kept
 
 
