@@ -336,6 +336,10 @@ pub struct StreamState {
     /// Waiting for other streams to end (plan.rs `after`): until then its start and stop are
     /// never, and its schedule's first IO is not due.
     pub gate: Option<Box<Gate>>,
+    /// Its side of a flow group (plan.rs `flow`; set by flow::Groups, not by `new`).
+    pub flow: Option<Box<crate::flow::Flow>>,
+    /// Streams its end stops (plan.rs `on_end`).
+    pub on_end: Option<Box<crate::plan::OnEndSpec>>,
     /// It has ended (limit, stop time or a stop from outside; its IOs completed), or was
     /// asked to stop from outside.
     pub ended: bool,
@@ -516,6 +520,8 @@ impl StreamState {
             interval: StreamStats::with_regions(open, nregions),
             blocked: false,
             queued_ready: false,
+            flow: None,
+            on_end: spec.on_end.clone().map(Box::new),
         };
         state.interval = state.new_stats();
         if let Some(after) = &spec.after {

@@ -18,6 +18,7 @@ use crate::backend::{yield_cpu, Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
+use crate::flow::Admit;
 use crate::stats::{Histogram, OpKind, OpStats, StreamStats, LATE_NS};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BurstState, StreamState};
@@ -481,9 +482,34 @@ impl Worker {
             self.issue_fsyncs(s, now)?;
         }
         while self.streams[s].can_issue() {
+            if self.streams[s].flow.is_some() && !self.flow_admits(s, now) {
+                break;
+            }
             self.issue_data(s, now, now)?;
         }
         Ok(())
+    }
+
+    /// May stream `s` (in a flow group) issue an IO now? When it may not, it looks again when
+    /// an IO of it completes or at the timer set here (flow.rs).
+    #[inline(never)]
+    fn flow_admits(&mut self, s: usize, now: u64) -> bool {
+        let st = &mut self.streams[s];
+        let inflight = st.inflight;
+        match st
+            .flow
+            .as_mut()
+            .expect("a flow stream")
+            .admit(now, inflight)
+        {
+            Admit::Go => true,
+            Admit::Wait(again) => {
+                if let Some(t) = again {
+                    self.timers.push(Reverse((t, s as u32)));
+                }
+                false
+            }
+        }
     }
 
     fn on_timer(&mut self, s: usize, now: u64) -> Result<()> {
@@ -823,6 +849,12 @@ fn end_stream(st: &mut StreamState, signals: &StopSignal, now: u64) {
         st.done = true;
         st.interval.done_ns = now;
     }
+    if let Some(flow) = st.flow.as_mut() {
+        flow.leave();
+    }
+    if let Some(on_end) = &st.on_end {
+        signals.stop_on_end(on_end, now);
+    }
     signals.mark_ended(st.index, now);
 }
 
@@ -879,6 +911,8 @@ mod frame_tests;
 #[cfg(test)]
 mod gate_tests;
 mod limits;
+#[cfg(test)]
+mod pace_tests;
 mod replay;
 #[cfg(test)]
 mod replay_tests;
