@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.fio import strides, values
@@ -155,6 +156,8 @@ class FioJob:
     wait_for: str | None = None
     wait_for_opt: Option | None = None
     exitall: bool = False
+    # flow, flow_id, flow_sleep (and their options), exit_what: read by fio/pace.py
+    pace: dict[str, Any] = field(default_factory=dict)
     zonemode: str = "none"
     zonemode_opt: Option | None = None
     zonesize: int | None = None
@@ -519,6 +522,10 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         job.wait_for, job.wait_for_opt = _value(opt), opt
     elif key == "exitall":
         job.exitall = values.parse_bool(opt.value, _label(opt))
+    elif key in ("flow", "flow_id", "flow_sleep", "exit_what"):
+        from tilemark.fio import pace  # imports this module
+
+        pace.read(job, key, opt)
     elif key == "zonemode":
         mode = _value(opt)
         if mode == "zbd":
