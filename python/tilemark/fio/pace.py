@@ -55,7 +55,7 @@ MIXED_ENGINES_NOTE = (
 
 def read(job: FioJob, key: str, opt: Option) -> None:
     """One of KEYS into `job.pace` (raises UsageError on a malformed value)."""
-    label = f"{opt.where}: {opt.key}"
+    label = f"{opt.where}: fio option {opt.key}"
     text = (opt.value or "").strip()
     if key == "exit_what":
         if text not in EXIT_WHATS:
