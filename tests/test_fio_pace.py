@@ -241,3 +241,40 @@ def test_workload_keys_refuse_what_the_engine_cannot_pace():
         plan.parse_workload({**base, "stream": [{"name": "a", "on_end_stop": "b"}]}, source="t")
     with pytest.raises(UsageError, match="needs a flow"):
         plan.parse_workload({**base, "stream": [{"name": "a", "flow_sleep": "1ms"}]}, source="t")
+
+
+def test_export_writes_the_flow_and_notes_what_fio_cannot_say():
+    from tilemark.fio.export import job_text
+
+    def stream(name: str, **extra) -> dict:
+        return {
+            "name": name,
+            "regions": [{"target": 0, "offset": 0, "length": 1 << 20}],
+            "read_pct": 100,
+            "random_pct": 100,
+            "sizes": [[4096, 1]],
+            "pattern": {"kind": "random"},
+            "align": 4096,
+            "qd": 4,
+            "arrival": {"kind": "closed"},
+            "sync": {"kind": "none"},
+            "compress_pct": 0,
+            "dedupe_ratio": 1,
+            **extra,
+        }
+
+    plan_doc = {
+        "backend": "psync",
+        "duration_ms": 1000,
+        "warmup_ms": 0,
+        "max_errors": 0,
+        "targets": [{"path": "/x", "offset": 4096, "length": 1 << 20, "direct": True}],
+        "streams": [
+            stream("a", flow={"group": 0, "weight": 8, "sleep_us": 1000}),
+            stream("b", flow={"group": 0, "weight": 1}, on_end={"stop": [0]}),
+        ],
+    }
+    text = job_text(plan_doc, title="t")
+    assert "flow_id=0\nflow=8\nflow_sleep=1000" in text
+    assert "flow=1\n" in text
+    assert "b's end stopped a; fio ends other jobs only through exitall" in text

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.fio import gates, strides
+from tilemark.fio import gates, pace, strides
 
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
@@ -100,6 +100,8 @@ def job_text(
         stop = stream.get("stop_ms")
         if stream.get("after"):  # it started when others ended (fio/gates.py)
             body += gates.export_lines(stream, plan["streams"], notes)
+        if stream.get("flow") or stream.get("on_end"):  # paced or ending others (fio/pace.py)
+            body += pace.export_lines(stream, plan["streams"], notes)
             start, warmup = 0, 0
         if stop is None and run_ms is not None:
             stop = warmup + run_ms

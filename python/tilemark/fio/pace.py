@@ -206,3 +206,26 @@ def _exits(
             "ending when its IOs in flight completed (result spans[].stopped)"
         )
     return []
+
+
+def export_lines(
+    stream: dict[str, Any], streams: list[dict[str, Any]], notes: list[str]
+) -> list[str]:
+    """A plan stream's `flow` as fio's options (`export --fio`, exact); its `on_end` as a note:
+    fio can end other jobs only through exitall, one switch for every job."""
+    lines = []
+    flow = stream.get("flow")
+    if flow:
+        lines += [f"flow_id={flow['group']}", f"flow={flow['weight']}"]
+        if flow.get("sleep_us"):
+            lines.append(f"flow_sleep={flow['sleep_us']}")
+    on_end = stream.get("on_end")
+    if on_end:
+        names = ", ".join(streams[k]["name"] for k in on_end["stop"])
+        notes.append(
+            f"{stream['name']}'s end stopped {names}"
+            + (" (those started by then)" if on_end.get("started_only") else "")
+            + "; fio ends other jobs only through exitall, for every job at once, so the "
+            "exported jobs run to their own end"
+        )
+    return lines
