@@ -234,7 +234,7 @@ impl Engine {
         let mut flows = crate::flow::Groups::default();
         for (i, spec) in plan.streams.iter().enumerate() {
             let mut state = StreamState::new(i, spec, &target_files);
-            state.flow = flows.flow_for(spec);
+            state.pacing = flows.pacing_for(spec);
             if let (Some(ios), Some(info)) = (&spec.ios, lists[i]) {
                 let (start, stop) = spec.active_ns();
                 state.attach_replay(Cursor::open(ios, start, stop, &spec.name)?, info);

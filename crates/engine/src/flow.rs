@@ -18,7 +18,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::plan::{FlowSpec, StreamSpec};
+use crate::plan::{FlowSpec, OnEndSpec, StreamSpec};
+
+/// What paces a stream or follows its end (plan.rs `flow`, `on_end`): one pointer on the
+/// stream, None for the streams without either, which test only that on their way.
+#[derive(Debug, Default)]
+pub struct Pacing {
+    pub flow: Option<Flow>,
+    pub on_end: Option<OnEndSpec>,
+}
 
 /// One flow group's shared counters.
 #[derive(Debug)]
@@ -139,18 +147,23 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// The flow of a stream made from `spec` (None without one).
-    pub fn flow_for(&mut self, spec: &StreamSpec) -> Option<Box<Flow>> {
-        let f: FlowSpec = spec.flow?;
-        let group = self.by_id.entry(f.group).or_default().clone();
-        Some(Box::new(Flow {
-            group,
+    /// The pacing of a stream made from `spec` (None with neither flow nor on_end).
+    pub fn pacing_for(&mut self, spec: &StreamSpec) -> Option<Box<Pacing>> {
+        if spec.flow.is_none() && spec.on_end.is_none() {
+            return None;
+        }
+        let flow = spec.flow.map(|f: FlowSpec| Flow {
+            group: self.by_id.entry(f.group).or_default().clone(),
             weight: f.weight as u64,
             sleep_ns: f.sleep_us.saturating_mul(1000),
             issued: 0,
             joined: false,
             hold: Hold::No,
             holds: 0,
+        });
+        Some(Box::new(Pacing {
+            flow,
+            on_end: spec.on_end.clone(),
         }))
     }
 }

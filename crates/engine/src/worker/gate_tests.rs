@@ -61,7 +61,7 @@ pub(super) fn run(specs: &[StreamSpec], script: Script, end_ns: Option<u64>) -> 
         .enumerate()
         .map(|(i, s)| {
             let mut st = StreamState::new(i, s, &FILES);
-            st.flow = flows.flow_for(s);
+            st.pacing = flows.pacing_for(s);
             st
         })
         .collect();
