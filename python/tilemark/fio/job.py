@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import strides, values
+from tilemark.fio import paceopts, strides, values
 from tilemark.fio.jobfile import Job, Option
 from tilemark.fio.options import (
     BY_DESIGN,
@@ -522,10 +522,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         job.wait_for, job.wait_for_opt = _value(opt), opt
     elif key == "exitall":
         job.exitall = values.parse_bool(opt.value, _label(opt))
-    elif key in ("flow", "flow_id", "flow_sleep", "exit_what"):
-        from tilemark.fio import pace  # imports this module
-
-        pace.read(job, key, opt)
+    elif key in paceopts.KEYS:
+        paceopts.read(job.pace, key, opt)
     elif key == "zonemode":
         mode = _value(opt)
         if mode == "zbd":

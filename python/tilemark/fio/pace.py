@@ -34,14 +34,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.errors import UsageError
-from tilemark.fio import gates, values
+from tilemark.fio import gates
 from tilemark.fio.job import FioJob, Problem
-from tilemark.fio.jobfile import Job, Option
+from tilemark.fio.jobfile import Job
+from tilemark.fio.paceopts import EXIT_WHATS
 
-KEYS = ("flow", "flow_id", "flow_sleep", "exit_what")
-EXIT_WHATS = ("group", "stonewall", "all")
-FLOW_MAX_WEIGHT = 1000  # fio's flow.h
 _GROUP = "jobs that pace each other"
 # Jobs on fio's sync engines next to jobs on libaio/io_uring (exitwhat.fio): tilemark's
 # backend is one for the run, and io_uring at depth 1 issues one IO at a time, as they do.
@@ -51,23 +48,6 @@ MIXED_ENGINES_NOTE = (
     "time, the next issued when the last completed, as fio's pread/pwrite), submitted "
     "through the ring rather than by a system call per IO"
 )
-
-
-def read(job: FioJob, key: str, opt: Option) -> None:
-    """One of KEYS into `job.pace` (raises UsageError on a malformed value)."""
-    label = f"{opt.where}: fio option {opt.key}"
-    text = (opt.value or "").strip()
-    if key == "exit_what":
-        if text not in EXIT_WHATS:
-            raise UsageError(f"{label} must be group, stonewall or all, got {opt.value!r}.")
-        job.pace["exit_what"] = text
-        return
-    value = values.parse_int(text, label, kb_base=1000)
-    high = FLOW_MAX_WEIGHT if key == "flow" else (1 << 31) - 1
-    if isinstance(value, values.Percent) or not 0 <= value <= high:
-        raise UsageError(f"{label} must be a whole number from 0 to {high}, got {opt.value!r}.")
-    job.pace[key] = value
-    job.pace[f"{key}_opt"] = opt
 
 
 def apply(
