@@ -98,10 +98,10 @@ def job_text(
         start = stream.get("start_ms") or 0
         warmup = plan.get("warmup_ms") or 0
         stop = stream.get("stop_ms")
-        if stream.get("after"):  # it started when others ended (fio/gates.py)
-            body += gates.export_lines(stream, plan["streams"], notes)
         if stream.get("flow") or stream.get("on_end"):  # paced or ending others (fio/pace.py)
             body += pace.export_lines(stream, plan["streams"], notes)
+        if stream.get("after"):  # it started when others ended (fio/gates.py)
+            body += gates.export_lines(stream, plan["streams"], notes)
             start, warmup = 0, 0
         if stop is None and run_ms is not None:
             stop = warmup + run_ms
