@@ -396,10 +396,12 @@ def test_bad_values_are_refused_in_one_sentence_naming_the_option(tmp_path, line
 
 def test_every_problem_of_a_file_is_counted(tmp_path):
     # The refusal names the engine first; examine() lists every blocker (docs/fio.md).
-    path = write(tmp_path, "[j]\nfilename=/x\nstonewall\nverify=pattern\nioengine=sg\nflow=2\n")
+    path = write(
+        tmp_path, "[j]\nfilename=/x\nstonewall\nverify=pattern\nioengine=sg\nlatency_target=1ms\n"
+    )
     outcome = examine(path)
     assert outcome.translation is None
-    assert {p.key for p in outcome.problems} == {"ioengine", "verify", "flow"}
+    assert {p.key for p in outcome.problems} == {"ioengine", "verify", "latency_target"}
     with pytest.raises(UsageError, match="ioengine=sg"):
         translate(path)
 

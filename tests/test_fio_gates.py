@@ -179,8 +179,6 @@ def test_phases_after_jobs_with_a_known_end_keep_their_run_times(tmp_path):
     [
         # fio ramps each job at its own start; tilemark has one warm-up, at the run's start.
         ("[a]\n[b]\nstonewall\nramp_time=2\n", "cannot have a ramp_time"),
-        # exitall ends a group when one job ends; with gates the groups move with their jobs.
-        ("[a]\nexitall\n[b]\nstonewall\n", "exitall"),
         # A job that never ends (time_based, no runtime, no criterion): fio never starts b.
         ("[a]\ntime_based\n[b]\nstonewall\n[c]\nstonewall\n", "runs until it is stopped"),
         ("[a]\n[b]\nwait_for=zz\n", "no job is named zz"),

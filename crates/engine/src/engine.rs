@@ -231,8 +231,10 @@ impl Engine {
         let nthreads = plan.threads.min(plan.streams.len()).max(1);
         let mut per_thread: Vec<Vec<StreamState>> = (0..nthreads).map(|_| Vec::new()).collect();
         let mut empty_totals = Vec::with_capacity(plan.streams.len());
+        let mut flows = crate::flow::Groups::default();
         for (i, spec) in plan.streams.iter().enumerate() {
             let mut state = StreamState::new(i, spec, &target_files);
+            state.pacing = flows.pacing_for(spec);
             if let (Some(ios), Some(info)) = (&spec.ios, lists[i]) {
                 let (start, stop) = spec.active_ns();
                 state.attach_replay(Cursor::open(ios, start, stop, &spec.name)?, info);

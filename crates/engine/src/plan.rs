@@ -15,10 +15,12 @@ use crate::verify::VerifySpec;
 /// version 4 reads it (the first IO of a region starts at its start; going before it
 /// continues from its end).
 /// 5: a stream may wait for other streams to end before it starts (`after`, fio's stonewall).
-/// next: a stream's dedupe copies may come from a pool it names (`dedupe_pool`: `blocks`,
-/// `over_blocks`, `id`; fio's dedupe working set, shared by the streams of one id for
-/// `dedupe_global`).
-pub const PLAN_VERSION: u32 = 5;
+/// 6: streams of a flow group keep their IO counts in proportion to their weights (`flow`,
+/// fio's flow/flow_id/flow_sleep; flow.rs), and a stream's end may stop other streams
+/// (`on_end`, fio's exitall/exit_what); a stream's dedupe copies may come from a pool it
+/// names (`dedupe_pool`: `blocks`, `over_blocks`, `id`; fio's dedupe working set, shared by
+/// the streams of one id for `dedupe_global`).
+pub const PLAN_VERSION: u32 = 6;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
@@ -257,6 +259,30 @@ pub struct Region {
     pub length: u64,
 }
 
+/// A stream's place in a flow group (fio's flow_id, flow and flow_sleep): the streams of a
+/// group issue IOs in the ratio of their weights; one ahead issues nothing for `sleep_us`
+/// once its IOs in flight completed, then looks again (0: at its thread's next loop turn).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    pub group: u32,
+    pub weight: u32,
+    #[serde(default)]
+    pub sleep_us: u64,
+}
+
+/// What a stream's end stops (fio's exitall with exit_what): plan indices of streams asked to
+/// stop when it ends, as `stop_streams` asks; with `started_only`, only those that have
+/// started by then (a stream still waiting for others, or before its start, is left to run).
+/// A stream stopped before it started never starts.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OnEndSpec {
+    pub stop: Vec<usize>,
+    #[serde(default)]
+    pub started_only: bool,
+}
+
 /// How a stream over several regions picks the region of each IO.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -288,6 +314,13 @@ pub struct StreamSpec {
     /// schedule (plan version 5). None: it starts at `start_ms` of the run.
     #[serde(default)]
     pub after: Option<Vec<usize>>,
+    /// Token-based flow control with the other streams of its group (plan version 6,
+    /// flow.rs). None: not paced by others.
+    #[serde(default)]
+    pub flow: Option<FlowSpec>,
+    /// When this stream ends (for any reason), stop these streams (plan version 6).
+    #[serde(default)]
+    pub on_end: Option<OnEndSpec>,
     pub read_pct: f64,
     pub sizes: Vec<(u64, f64)>,
     pub pattern: Pattern,
@@ -694,6 +727,9 @@ impl Plan {
             if let Some(after) = &s.after {
                 self.validate_after(i, s, after)?;
             }
+            if s.flow.is_some() || s.on_end.is_some() {
+                self.validate_pacing(s)?;
+            }
             if let Some(ios) = &s.ios {
                 self.validate_ios(s, ios)?;
             }
@@ -714,6 +750,30 @@ impl Plan {
         }
         if s.ios.is_some() {
             return bad("a stream replaying ios cannot wait for other streams".into());
+        }
+        Ok(())
+    }
+
+    /// A stream in a flow group (closed loop, generated IO, weight 1 or more) or stopping
+    /// others at its end (plan streams only).
+    fn validate_pacing(&self, s: &StreamSpec) -> Result<()> {
+        let name = &s.name;
+        let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
+        if self.plan_version < 6 {
+            return bad("flow and on_end need plan_version 6".into());
+        }
+        if let Some(f) = s.flow {
+            if f.weight == 0 {
+                return bad("flow weight must be at least 1".into());
+            }
+            if !matches!(s.arrival, Arrival::Closed) || s.ios.is_some() {
+                return bad("flow paces closed-loop streams that generate IO".into());
+            }
+        }
+        if let Some(on_end) = &s.on_end {
+            if on_end.stop.is_empty() || on_end.stop.iter().any(|&j| j >= self.streams.len()) {
+                return bad("on_end stop names one or more streams of the plan".into());
+            }
         }
         Ok(())
     }
@@ -864,7 +924,11 @@ mod tests {
             serde_json::json!({"ios": ios("qd", None)}),
             "needs plan_version 3",
         );
-        refused(6, serde_json::json!({}), "plan_version 6 is not supported");
+        refused(
+            PLAN_VERSION + 1,
+            serde_json::json!({}),
+            &format!("plan_version {} is not supported", PLAN_VERSION + 1),
+        );
         refused(
             3,
             serde_json::json!({"ios": ios("timed", None)}),

@@ -127,6 +127,24 @@ impl StopSignal {
         known
     }
 
+    /// A stream with `on_end` ended at run time `now`: ask its streams to stop (with
+    /// `started_only`, those whose phase has begun by `now`); those already ended are left
+    /// as they are (not reported as stopped).
+    pub fn stop_on_end(&self, on_end: &crate::plan::OnEndSpec, now: u64) {
+        for &i in &on_end.stop {
+            if let Some(s) = self.streams.get(i) {
+                if s.ended.load(Ordering::Acquire) != 0 {
+                    continue;
+                }
+                let started = time_of(s.started.load(Ordering::Acquire)).is_some_and(|t| t <= now);
+                if started || !on_end.started_only {
+                    s.stop.store(true, Ordering::Release);
+                }
+            }
+        }
+        self.events.fetch_add(1, Ordering::AcqRel);
+    }
+
     pub fn stop_requested(&self, stream: usize) -> bool {
         self.streams
             .get(stream)

@@ -336,6 +336,9 @@ pub struct StreamState {
     /// Waiting for other streams to end (plan.rs `after`): until then its start and stop are
     /// never, and its schedule's first IO is not due.
     pub gate: Option<Box<Gate>>,
+    /// Its flow group and the streams its end stops (plan.rs `flow`, `on_end`; set by
+    /// flow::Groups, not by `new`).
+    pub pacing: Option<Box<crate::flow::Pacing>>,
     /// It has ended (limit, stop time or a stop from outside; its IOs completed), or was
     /// asked to stop from outside.
     pub ended: bool,
@@ -516,6 +519,7 @@ impl StreamState {
             interval: StreamStats::with_regions(open, nregions),
             blocked: false,
             queued_ready: false,
+            pacing: None,
         };
         state.interval = state.new_stats();
         if let Some(after) = &spec.after {

@@ -18,6 +18,7 @@ use crate::backend::{yield_cpu, Backend, Completion, IoReq, Op};
 use crate::buf::AlignedBuf;
 use crate::clock::RunClock;
 use crate::error::{EngineError, Result};
+use crate::flow::Admit;
 use crate::stats::{Histogram, OpKind, OpStats, StreamStats, LATE_NS};
 use crate::stop::{StopReason, StopSignal};
 use crate::stream::{BurstState, StreamState};
@@ -482,10 +483,45 @@ impl Worker {
         if self.streams[s].pending_fsyncs > 0 {
             self.issue_fsyncs(s, now)?;
         }
+        if self.streams[s].pacing.is_some() {
+            return self.fill_paced(s, now);
+        }
         while self.streams[s].can_issue() {
             self.issue_data(s, now, now)?;
         }
         Ok(())
+    }
+
+    /// fill_closed of a stream with pacing: each IO as its flow admits it (flow.rs). Out of
+    /// line, so the loop of the others stays as it was.
+    #[inline(never)]
+    fn fill_paced(&mut self, s: usize, now: u64) -> Result<()> {
+        while self.streams[s].can_issue() {
+            if !self.flow_admits(s, now) {
+                break;
+            }
+            self.issue_data(s, now, now)?;
+        }
+        Ok(())
+    }
+
+    /// May stream `s` (in a flow group) issue an IO now? When it may not, it looks again when
+    /// an IO of it completes or at the timer set here (flow.rs).
+    fn flow_admits(&mut self, s: usize, now: u64) -> bool {
+        let st = &mut self.streams[s];
+        let inflight = st.inflight;
+        let Some(flow) = st.pacing.as_mut().and_then(|p| p.flow.as_mut()) else {
+            return true;
+        };
+        match flow.admit(now, inflight) {
+            Admit::Go => true,
+            Admit::Wait(again) => {
+                if let Some(t) = again {
+                    self.timers.push(Reverse((t, s as u32)));
+                }
+                false
+            }
+        }
     }
 
     fn on_timer(&mut self, s: usize, now: u64) -> Result<()> {
@@ -825,6 +861,14 @@ fn end_stream(st: &mut StreamState, signals: &StopSignal, now: u64) {
         st.done = true;
         st.interval.done_ns = now;
     }
+    if let Some(pacing) = st.pacing.as_mut() {
+        if let Some(flow) = pacing.flow.as_mut() {
+            flow.leave();
+        }
+        if let Some(on_end) = &pacing.on_end {
+            signals.stop_on_end(on_end, now);
+        }
+    }
     signals.mark_ended(st.index, now);
 }
 
@@ -881,6 +925,8 @@ mod frame_tests;
 #[cfg(test)]
 mod gate_tests;
 mod limits;
+#[cfg(test)]
+mod pace_tests;
 mod replay;
 #[cfg(test)]
 mod replay_tests;

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.fio import datareduce, gates, strides
+from tilemark.fio import datareduce, gates, pace, strides
 
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
@@ -98,6 +98,8 @@ def job_text(
         start = stream.get("start_ms") or 0
         warmup = plan.get("warmup_ms") or 0
         stop = stream.get("stop_ms")
+        if stream.get("flow") or stream.get("on_end"):  # paced or ending others (fio/pace.py)
+            body += pace.export_lines(stream, plan["streams"], notes)
         if stream.get("after"):  # it started when others ended (fio/gates.py)
             body += gates.export_lines(stream, plan["streams"], notes)
             start, warmup = 0, 0

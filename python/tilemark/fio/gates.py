@@ -126,15 +126,6 @@ def _gated(
                     "depends on which jobs are still running, which tilemark cannot know",
                 )
             )
-        if job.exitall:
-            out.problems.append(
-                _problem(
-                    job.where,
-                    "exitall: fio ends the jobs of its group when this job ends, and here the "
-                    "groups follow each other as their jobs end; not translated together",
-                    key="exitall",
-                )
-            )
         if waits[i] and job.ramp_us:
             out.problems.append(
                 _problem(

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import datareduce, strides, values, verifyfill
+from tilemark.fio import datareduce, paceopts, strides, values, verifyfill
 from tilemark.fio.jobfile import Job, Option
 from tilemark.fio.options import (
     BY_DESIGN,
@@ -155,6 +156,8 @@ class FioJob:
     wait_for: str | None = None
     wait_for_opt: Option | None = None
     exitall: bool = False
+    # flow, flow_id, flow_sleep (and their options), exit_what: read by fio/pace.py
+    pace: dict[str, Any] = field(default_factory=dict)
     zonemode: str = "none"
     zonemode_opt: Option | None = None
     zonesize: int | None = None
@@ -520,6 +523,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         job.wait_for, job.wait_for_opt = _value(opt), opt
     elif key == "exitall":
         job.exitall = values.parse_bool(opt.value, _label(opt))
+    elif key in paceopts.KEYS:
+        paceopts.read(job.pace, key, opt)
     elif key == "zonemode":
         mode = _value(opt)
         if mode == "zbd":

@@ -275,20 +275,6 @@ REFUSED = {
         '"latency_target as a study")',
         TERMINATION,
     ),
-    "flow": Reason(
-        "fio paces jobs against each other through a shared counter; tilemark's "
-        "streams run independently",
-        ORDER,
-    ),
-    "flow_sleep": Reason(
-        "fio paces jobs against each other through a shared counter; "
-        "tilemark's streams run independently",
-        ORDER,
-    ),
-    "flow_id": Reason("fio paces jobs against each other through a shared counter", ORDER),
-    "exit_what": Reason(
-        "tilemark cannot end other jobs when this one finishes (exitall ends its group)", ORDER
-    ),
     "offset_align": Reason(
         "tilemark does not round offsets given as shares of a file", "placement"
     ),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import datareduce, gates, strides, verifyfill
+from tilemark.fio import datareduce, gates, pace, strides, verifyfill
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -132,6 +132,9 @@ def _translate(path: str | os.PathLike[str], parsed: list[Job]) -> Outcome:
     streams = _phases(jobs, tables, plan, doc, notes)
     if isinstance(plan, gates.GatedSchedule):
         gates.name_after(streams, jobs, plan, clone_names, notes)
+    problems += pace.apply(jobs, parsed, plan, streams, clone_names, notes)
+    if problems:
+        return Outcome(None, problems)
     doc["stream"] = [_ordered(t) for t in streams]
     notes += job_notes(jobs)
     words = sorted(
@@ -194,6 +197,9 @@ def _run_wide(jobs: list[FioJob], doc: dict[str, Any], notes: list[str]) -> list
         "keep_cache": "invalidate",
         "verify": "verify",
     }
+    if set(settings["backend"]) == {"psync", "uring"}:
+        settings["backend"] = ["uring"] * len(jobs)
+        notes.append(pace.MIXED_ENGINES_NOTE)
     for key, values_ in settings.items():
         if len(set(values_)) > 1:
             a = jobs[0]
@@ -497,6 +503,10 @@ STREAM_ORDER = (
     "start",
     "stop",
     "copies",
+    "flow",
+    "flow_sleep",
+    "on_end_stop",
+    "on_end_only_started",
 )
 
 

@@ -166,6 +166,18 @@ def parse_stream_names(value: object, label: str) -> list[str]:
     return _names(value, label, "stream")
 
 
+def parse_flow(value: object, label: str) -> tuple[str, int]:
+    """GROUP:WEIGHT (pace:8) -> (group, weight): the stream's flow group and its weight there."""
+    text = value.strip() if isinstance(value, str) else ""
+    group, colon, weight = text.rpartition(":")
+    if colon and NAME_RE.fullmatch(group) and weight.isdigit() and 1 <= int(weight) <= 1_000_000:
+        return group, int(weight)
+    raise UsageError(
+        f"{label} must be GROUP:WEIGHT, a group name and a weight from 1 to 1000000 (pace:8: "
+        f"the streams of group pace issue IOs in the ratio of their weights), got {shown(value)}."
+    )
+
+
 def parse_path(value: object, label: str) -> str:
     """A non-empty path."""
     if not isinstance(value, str) or not value.strip():

@@ -59,6 +59,7 @@ from tilemark.options.parsers import (
     parse_compress,
     parse_dedupe,
     parse_dedupe_set,
+    parse_flow,
     parse_interval,
     parse_io_timeout,
     parse_label,
@@ -298,6 +299,19 @@ OPTIONS: tuple[Option, ...] = (
        "them), before this stream starts: fio's stonewall. Its start and stop then count from "
        "that moment, and so does its rate.", toml=True, profile=False,
        parse=parse_stream_names, default="none (start at start)"),
+    _o("flow", "stream", "GROUP:WEIGHT: the closed-loop streams of a flow group issue IOs in "
+       "the ratio of their weights, on any engine thread (fio's flow_id and flow): pace:8 and "
+       "pace:1 issue 8 IOs to 1. A stream ahead waits for its IOs in flight, then flow_sleep, "
+       "and looks again.", toml=True, profile=False, parse=parse_flow, default="none"),
+    _o("flow_sleep", "stream", "How long a stream ahead of its flow group waits (after its IOs "
+       "in flight completed) before it looks again (fio's flow_sleep): 1ms; 0 looks again at "
+       "once.", toml=True, profile=False, parse=parse_duration, default="0"),
+    _o("on_end_stop", "stream", "A stream (or list of streams) stopped when this one ends, for "
+       "any reason (fio's exitall); a stream stopped before it started never starts.",
+       toml=True, profile=False, parse=parse_stream_names, default="none"),
+    _o("on_end_only_started", "stream", "on_end_stop stops only the streams that have started "
+       "by then; those still waiting (after, start) run later (fio's exit_what=stonewall).",
+       toml=True, profile=False, parse=parse_bool, default="false"),
     _o("io_size", "stream", "Bytes of IO (reads and writes) after which the stream stops "
        "issuing, like fio's io_size: 10g (times passes when both are given).",
        flag="--io-size", metavar="SIZE", modes=WORKLOAD, toml=True, profile=False,

@@ -19,6 +19,7 @@ from tilemark.units import format_size
 from tilemark.workload.dedupe import set_pools
 from tilemark.workload.gates import gate_indices
 from tilemark.workload.limits import check_memory
+from tilemark.workload.pacing import plan_fields
 from tilemark.workload.plan import StreamSpec, Workload
 
 
@@ -283,6 +284,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
     for index, (stream, spec) in enumerate(zip(streams, workload.streams, strict=True)):
         if spec.after:  # only when set: plans without gates read as before
             stream["after"] = gate_indices(workload.streams, index)
+        stream.update(plan_fields(workload.streams, index))
         limit = _io_limit(spec, stream["regions"])
         if limit is not None:  # only when set: plans without them read as before
             stream["io_limit"] = limit

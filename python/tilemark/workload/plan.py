@@ -55,6 +55,7 @@ from tilemark.options import (
 from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
+from tilemark.workload.pacing import check_pacing
 from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
@@ -132,6 +133,11 @@ class StreamSpec:
     io_size: int | None = None  # bytes after which it issues none (times passes)
     passes: int | None = None  # passes over its region after which it issues none
     host: str | None = None  # cluster runs: the one host it runs on (None: every host)
+    flow: tuple[str, int] | None = None  # (group, weight): fio's flow (workload/pacing.py)
+    flow_sleep_s: float = 0.0  # a stream ahead of its group waits this long, then looks again
+    on_end_stop: list[str] | None = None  # streams stopped when it ends (fio's exitall)
+    on_end_only_started: bool = False  # ... only those started by then (exit_what=stonewall)
+    stopped_by_others: bool = False  # set by pacing.py: another stream's end surely stops it
     # Which keys came from CLI flags, so messages can say "--qd" instead of "qd".
     flag_keys: frozenset[str] = field(default=frozenset(), repr=False)
 
@@ -140,8 +146,14 @@ class StreamSpec:
         return self.read_pct < 100.0
 
     def ends_by_itself(self) -> bool:
-        """True when the stream stops on its own: a byte limit, passes, or a stop time."""
-        return self.io_size is not None or self.passes is not None or self.stop_s is not None
+        """True when the stream stops: a byte limit, passes, a stop time, or the end of a
+        stream that stops it (pacing.py)."""
+        return (
+            self.io_size is not None
+            or self.passes is not None
+            or self.stop_s is not None
+            or self.stopped_by_others
+        )
 
     def label(self, key: str) -> str:
         """How to name a field of this stream in a message."""
@@ -400,6 +412,10 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("io_size", "io_size"),
         ("passes", "passes"),
         ("host", "host"),
+        ("flow", "flow"),
+        ("flow_sleep", "flow_sleep_s"),
+        ("on_end_stop", "on_end_stop"),
+        ("on_end_only_started", "on_end_only_started"),
     ):
         if key in table:
             setattr(stream, attr, value(key))
@@ -539,6 +555,7 @@ def parse_workload(
         parse_stream(table, stream_name, flag_keys & set(table))
         for table, stream_name in zip(merged, names, strict=True)
     ]
+    check_pacing(streams)
     rules = parse_rules(doc.get("steadystate"), [s.name for s in streams], interval_s)
     duration_s = run_value("duration", DEFAULT_DURATION_S)
     if "duration" not in doc and (_until_done(streams) or gated_until_done(streams, rules)):

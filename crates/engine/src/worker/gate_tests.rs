@@ -24,8 +24,8 @@ const FILES: [TargetFiles; 1] = [TargetFiles {
     verify: None,
 }];
 
-/// Plan streams from `extra` key sets over a 4 KiB random reader at QD1 (plan version 5).
-fn specs(extra: &[serde_json::Value]) -> Vec<StreamSpec> {
+/// Plan streams from `extra` key sets over a 4 KiB random reader at QD1 (this plan version).
+pub(super) fn specs(extra: &[serde_json::Value]) -> Vec<StreamSpec> {
     let streams: Vec<serde_json::Value> = extra
         .iter()
         .enumerate()
@@ -40,25 +40,30 @@ fn specs(extra: &[serde_json::Value]) -> Vec<StreamSpec> {
             s
         })
         .collect();
-    let plan = serde_json::json!({"plan_version": 5, "backend": "null", "threads": 1,
+    let plan = serde_json::json!({"plan_version": crate::plan::PLAN_VERSION, "backend": "null", "threads": 1,
         "interval_ms": 1000, "targets": [{"path": "/x", "length": 1048576}],
         "streams": streams});
     Plan::from_json(&plan.to_string()).expect("valid").streams
 }
 
-struct Ran {
+pub(super) struct Ran {
     /// (op, submission time) of every request, in order.
-    requests: Vec<(Op, u64)>,
-    spans: Vec<Span>,
-    reads: Vec<u64>,
+    pub requests: Vec<(Op, u64)>,
+    pub spans: Vec<Span>,
+    pub reads: Vec<u64>,
 }
 
 /// Run `specs` on one thread over `script` (every IO takes `script.latency_ns`).
-fn run(specs: &[StreamSpec], script: Script, end_ns: Option<u64>) -> Ran {
+pub(super) fn run(specs: &[StreamSpec], script: Script, end_ns: Option<u64>) -> Ran {
+    let mut flows = crate::flow::Groups::default();
     let streams = specs
         .iter()
         .enumerate()
-        .map(|(i, s)| StreamState::new(i, s, &FILES))
+        .map(|(i, s)| {
+            let mut st = StreamState::new(i, s, &FILES);
+            st.pacing = flows.pacing_for(s);
+            st
+        })
         .collect();
     let mut clock = RunClock::manual(0, end_ns, 1000 * MS);
     clock.stop = Arc::new(StopSignal::for_streams(specs.len()));
@@ -82,7 +87,7 @@ fn run(specs: &[StreamSpec], script: Script, end_ns: Option<u64>) -> Ran {
     }
 }
 
-fn latency(ns: u64) -> Script {
+pub(super) fn latency(ns: u64) -> Script {
     Script {
         latency_ns: ns,
         ..Default::default()
