@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
+pub use crate::fiopatterns::{SizePrio, StridedZones};
 use crate::verify::VerifySpec;
 
 /// 2: a stream covers a list of regions (target, offset, length) and may start and stop
@@ -15,7 +16,11 @@ use crate::verify::VerifySpec;
 /// version 4 reads it (the first IO of a region starts at its start; going before it
 /// continues from its end).
 /// 5: a stream may wait for other streams to end before it starts (`after`, fio's stonewall).
-pub const PLAN_VERSION: u32 = 5;
+/// 6 (fio-patterns helper, optional fields; absent = as before): a fixed sequence of
+/// blocks (`pattern` kind `sequence`), strided zones on a sequential stream (`zones`), sizes
+/// of writes apart from reads' (`write_sizes`), priorities by direction and size
+/// (`ioprio_by_size`) and a priority hint (`hint` of `ioprio`, `ioprio_share`); fiopatterns.rs.
+pub const PLAN_VERSION: u32 = 6;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
 /// Upper bound on a stream's queue depth / open-loop in-flight cap.
@@ -109,6 +114,14 @@ pub enum Pattern {
     Zoned {
         zones: Vec<(f64, f64)>,
     },
+    /// Block indices (of `align` bytes) in a fixed order, again and again; with `stride`
+    /// each cycle moves on by the sequence's length (fio's random_distribution=sequence,
+    /// random_sequence_stride). Counted per direction, as fio counts io_issues[ddir].
+    Sequence {
+        blocks: Vec<u64>,
+        #[serde(default)]
+        stride: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -180,19 +193,24 @@ pub struct IoPrio {
     pub class: PrioClass,
     #[serde(default)]
     pub level: u8,
+    /// A priority hint (linux/ioprio.h IOPRIO_HINT_*, 0 to 1023: command duration limits
+    /// 1 to 7); 0: none.
+    #[serde(default)]
+    pub hint: u16,
 }
 
 impl IoPrio {
     /// The 16-bit value an SQE's `ioprio` and ioprio_set(2) take: IOPRIO_PRIO_VALUE.
     pub fn value(self) -> u16 {
-        ((self.class as u16) << 13) | self.level as u16
+        ((self.class as u16) << 13) | (self.hint << 3) | self.level as u16
     }
 
-    fn valid(self) -> bool {
-        match self.class {
-            PrioClass::None | PrioClass::Idle => self.level == 0,
-            PrioClass::Rt | PrioClass::Be => self.level <= 7,
-        }
+    pub(crate) fn valid(self) -> bool {
+        self.hint < 1024
+            && match self.class {
+                PrioClass::None | PrioClass::Idle => self.level == 0,
+                PrioClass::Rt | PrioClass::Be => self.level <= 7,
+            }
     }
 }
 
@@ -204,6 +222,8 @@ pub struct IoPrioShare {
     pub class: PrioClass,
     #[serde(default)]
     pub level: u8,
+    #[serde(default)]
+    pub hint: u16,
 }
 
 impl IoPrioShare {
@@ -211,6 +231,7 @@ impl IoPrioShare {
         IoPrio {
             class: self.class,
             level: self.level,
+            hint: self.hint,
         }
     }
 }
@@ -327,6 +348,17 @@ pub struct StreamSpec {
     /// A share of the stream's IOs issued at another priority (fio's cmdprio_percentage).
     #[serde(default)]
     pub ioprio_share: Option<IoPrioShare>,
+    /// Sizes of the stream's writes when they differ from its reads' (`sizes`), as fio's
+    /// bs=R,W and bssplit=R,W; None: `sizes` for both.
+    #[serde(default)]
+    pub write_sizes: Option<Vec<(u64, f64)>>,
+    /// Priorities of IOs by direction and size (fio's cmdprio_bssplit); IOs of other sizes,
+    /// and the rest of a size's, at `ioprio`. Not with `ioprio_share`.
+    #[serde(default)]
+    pub ioprio_by_size: Option<Vec<SizePrio>>,
+    /// Strided zones of a sequential stream over one region (fio's zonemode=strided).
+    #[serde(default)]
+    pub zones: Option<StridedZones>,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -388,7 +420,12 @@ impl StreamSpec {
     }
 
     pub fn max_size(&self) -> u64 {
-        self.sizes.iter().map(|s| s.0).max().unwrap_or(0)
+        self.all_sizes().map(|s| s.0).max().unwrap_or(0)
+    }
+
+    /// Read and write sizes together (`sizes`, then `write_sizes`).
+    pub fn all_sizes(&self) -> impl Iterator<Item = &(u64, f64)> {
+        self.sizes.iter().chain(self.write_sizes.iter().flatten())
     }
 
     /// Does any region of this stream lie on target `t`?
@@ -407,8 +444,17 @@ impl StreamSpec {
 
     /// Mean IO size of the weighted size mix.
     pub fn mean_size(&self) -> f64 {
-        let total: f64 = self.sizes.iter().map(|s| s.1).sum();
-        self.sizes.iter().map(|s| s.0 as f64 * s.1).sum::<f64>() / total
+        let mean = |sizes: &[(u64, f64)]| {
+            let total: f64 = sizes.iter().map(|s| s.1).sum();
+            sizes.iter().map(|s| s.0 as f64 * s.1).sum::<f64>() / total
+        };
+        match &self.write_sizes {
+            Some(w) => {
+                let r = self.read_pct / 100.0;
+                r * mean(&self.sizes) + (1.0 - r) * mean(w)
+            }
+            None => mean(&self.sizes),
+        }
     }
 
     /// Intended IO rate for open-loop streams.
@@ -555,7 +601,7 @@ impl Plan {
                 let b = v.block_size;
                 if s.regions.iter().any(|r| r.offset % b != 0)
                     || s.align % b != 0
-                    || s.sizes.iter().any(|x| x.0 % b != 0)
+                    || s.all_sizes().any(|x| x.0 % b != 0)
                 {
                     return bad(format!(
                         "stream '{name}': with verification, offset, align and sizes must be \
@@ -572,18 +618,21 @@ impl Plan {
             if s.align == 0 {
                 return bad(format!("stream '{name}': align must be > 0"));
             }
-            if s.sizes.is_empty()
-                || s.sizes
-                    .iter()
-                    .any(|&(sz, w)| sz == 0 || w.is_nan() || w < 0.0)
-            {
-                return bad(format!(
-                    "stream '{name}': sizes must be non-empty [bytes>0, weight>=0]"
-                ));
+            for sizes in std::iter::once(&s.sizes).chain(s.write_sizes.iter()) {
+                if sizes.is_empty()
+                    || sizes
+                        .iter()
+                        .any(|&(sz, w)| sz == 0 || w.is_nan() || w < 0.0)
+                {
+                    return bad(format!(
+                        "stream '{name}': sizes must be non-empty [bytes>0, weight>=0]"
+                    ));
+                }
+                if sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
+                    return bad(format!("stream '{name}': size weights sum to 0"));
+                }
             }
-            if s.sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
-                return bad(format!("stream '{name}': size weights sum to 0"));
-            }
+            crate::fiopatterns::validate(s, self.plan_version)?;
             if s.max_size() > u32::MAX as u64 / 2 {
                 return bad(format!("stream '{name}': IO sizes must be under 2 GiB"));
             }
@@ -847,7 +896,12 @@ mod tests {
             serde_json::json!({"ios": ios("qd", None)}),
             "needs plan_version 3",
         );
-        refused(6, serde_json::json!({}), "plan_version 6 is not supported");
+        let next = PLAN_VERSION + 1;
+        refused(
+            next,
+            serde_json::json!({}),
+            &format!("plan_version {next} is not supported"),
+        );
         refused(
             3,
             serde_json::json!({"ios": ios("timed", None)}),

@@ -3,6 +3,7 @@
 
 use crate::buf::AlignedBuf;
 use crate::data::{mix64, BlockGen, DedupePlan, Layout};
+use crate::fiopatterns::{sequence_block, SizePrios, ZoneState};
 use crate::plan::{Arrival, Cursors, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::replay::{Cursor, ListInfo};
 use crate::rng::{Rng, Zipf};
@@ -26,6 +27,12 @@ enum Placement {
     /// Zones from the region's start: cumulative IO share, first block, block count.
     Zoned {
         zones: Vec<(f64, u64, u64)>,
+    },
+    /// A fixed block sequence (fiopatterns.rs), and the IOs placed so far per direction.
+    Sequence {
+        blocks: Box<[u64]>,
+        stride: bool,
+        issued: [u64; 2],
     },
 }
 
@@ -62,6 +69,11 @@ impl Placement {
                     .collect();
                 Placement::Zoned { zones }
             }
+            Pattern::Sequence { blocks, stride } => Placement::Sequence {
+                blocks: blocks.clone().into_boxed_slice(),
+                stride: *stride,
+                issued: [0, 0],
+            },
         }
     }
 }
@@ -210,8 +222,8 @@ pub struct RegionState {
 
 impl RegionState {
     #[inline(always)]
-    fn random_block(&self, rng: &mut Rng) -> u64 {
-        match &self.placement {
+    fn random_block(&mut self, rng: &mut Rng, op: usize) -> u64 {
+        match &mut self.placement {
             Placement::Sequential | Placement::Uniform => rng.below(self.blocks),
             Placement::Zipf { zipf, scramble } => {
                 let rank = zipf.sample(rng) - 1;
@@ -235,6 +247,15 @@ impl RegionState {
                     .find(|z| u < z.0)
                     .unwrap_or(zones.last().expect("validated zones"));
                 (first + rng.below(count)).min(self.blocks - 1)
+            }
+            Placement::Sequence {
+                blocks,
+                stride,
+                issued,
+            } => {
+                let n = issued[op];
+                issued[op] += 1;
+                sequence_block(blocks, *stride, n, self.blocks)
             }
         }
     }
@@ -322,7 +343,15 @@ pub struct StreamState {
     ioprio: u16,
     ioprio_share: f64,
     ioprio_other: u16,
+    /// Its IOs' priorities are drawn (a share at another one, or by size).
+    draw_prio: bool,
+    /// plan.rs `ioprio_by_size`.
+    size_prios: Option<Box<SizePrios>>,
+    /// plan.rs `zones`: where the stream is in its strided zones.
+    zones: Option<Box<ZoneState>>,
     size_cdf: Vec<(f64, u32)>,
+    /// plan.rs `write_sizes` (empty: writes take `size_cdf`).
+    write_size_cdf: Vec<(f64, u32)>,
     pub qd: u32,
     pub inflight: u32,
     pub schedule: Option<Schedule>,
@@ -382,17 +411,8 @@ impl StreamState {
     /// is verified).
     pub fn new(index: usize, spec: &StreamSpec, targets: &[TargetFiles]) -> Self {
         let max_size = spec.max_size();
-        let total_w: f64 = spec.sizes.iter().map(|s| s.1).sum();
-        let mut acc = 0.0;
-        let size_cdf = spec
-            .sizes
-            .iter()
-            .filter(|s| s.1 > 0.0)
-            .map(|&(size, w)| {
-                acc += w / total_w;
-                (acc, size as u32)
-            })
-            .collect();
+        let read_cdf = size_cdf(&spec.sizes);
+        let write_size_cdf = spec.write_sizes.as_deref().map_or(Vec::new(), size_cdf);
         let regions = spec
             .regions
             .iter()
@@ -477,7 +497,15 @@ impl StreamState {
             ioprio: spec.ioprio.map_or(0, |p| p.value()),
             ioprio_share: spec.ioprio_share.map_or(0.0, |p| p.pct / 100.0),
             ioprio_other: spec.ioprio_share.map_or(0, |p| p.prio().value()),
-            size_cdf,
+            draw_prio: spec.ioprio_share.is_some_and(|p| p.pct > 0.0)
+                || spec.ioprio_by_size.is_some(),
+            size_prios: spec
+                .ioprio_by_size
+                .as_deref()
+                .map(|v| Box::new(SizePrios::new(v))),
+            zones: spec.zones.map(|z| Box::new(ZoneState::new(z))),
+            size_cdf: read_cdf,
+            write_size_cdf,
             qd: spec.qd,
             inflight: 0,
             schedule,
@@ -566,7 +594,7 @@ impl StreamState {
 
     fn new_stats_for(&self, replay: Option<&Cursor>) -> StreamStats {
         let mut stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
-        if self.ioprio_share > 0.0 {
+        if self.draw_prio {
             stats = stats.with_prio_share(self.is_open_loop());
         }
         match replay {
@@ -611,12 +639,15 @@ impl StreamState {
     /// Inlined into the one place that issues data IOs: no call, no returned struct in memory.
     #[inline(always)]
     pub fn next_io(&mut self) -> NextIo {
-        let len = self.pick_size();
+        let mut len = self.pick_size();
         let kind = if self.read_frac >= 1.0 || self.rng.next_f64() < self.read_frac {
             OpKind::Read
         } else {
             OpKind::Write
         };
+        if kind == OpKind::Write && !self.write_size_cdf.is_empty() {
+            len = self.pick_write_size();
+        }
         let sequential = self.sequential_only || (self.orders_mixed && self.draw_sequential());
         let r = if self.regions.len() > 1 {
             self.pick.pick(&mut self.rng)
@@ -626,7 +657,10 @@ impl StreamState {
         let region = &mut self.regions[r];
         let cursor = (self.per_op_cursors && kind == OpKind::Write) as usize;
         let offset = if sequential {
-            if let Some(range) = self.skip {
+            if let Some(zones) = self.zones.as_deref_mut() {
+                region.seq_next[cursor] =
+                    zones.place(region.seq_next[cursor], len as u64, region.length);
+            } else if let Some(range) = self.skip {
                 region.seq_next[cursor] = skipped_start(
                     region.seq_next[cursor],
                     range,
@@ -642,7 +676,7 @@ impl StreamState {
             }
             region.seq_next[cursor]
         } else {
-            region.random_block(&mut self.rng) * self.align
+            region.random_block(&mut self.rng, kind as usize) * self.align
         };
         region.seq_next[cursor] = (offset + len as u64).next_multiple_of(self.align);
         if self.invalidate_each_pass {
@@ -670,8 +704,8 @@ impl StreamState {
                 self.burst_state = BurstState::Draining;
             }
         }
-        let ioprio = if self.ioprio_share > 0.0 {
-            self.draw_ioprio()
+        let ioprio = if self.draw_prio {
+            self.draw_ioprio(kind as usize, len)
         } else {
             self.ioprio
         };
@@ -711,7 +745,10 @@ impl StreamState {
     /// The priority of an IO of a stream with a share at another one (fio's cmdprio.c
     /// fio_cmdprio_set_ioprio: each IO drawn on its own); counted in the interval's stats.
     #[inline(never)]
-    fn draw_ioprio(&mut self) -> u16 {
+    fn draw_ioprio(&mut self, op: usize, len: u32) -> u16 {
+        if let Some(by_size) = self.size_prios.as_deref() {
+            return by_size.draw(op, len, self.ioprio, &mut self.rng);
+        }
         if self.rng.next_f64() < self.ioprio_share {
             self.ioprio_other
         } else {
@@ -746,6 +783,17 @@ impl StreamState {
                 );
             }
         }
+    }
+
+    /// A write's size from `write_sizes` (out of line: streams without them never call it).
+    #[inline(never)]
+    fn pick_write_size(&mut self) -> u32 {
+        let u = self.rng.next_f64();
+        let cdf = &self.write_size_cdf;
+        cdf.iter()
+            .find(|(c, _)| u < *c)
+            .unwrap_or(cdf.last().expect("non-empty size mix"))
+            .1
     }
 
     fn pick_size(&mut self) -> u32 {
@@ -880,6 +928,20 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         target_id,
         spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
+}
+
+/// Cumulative weights of a size mix (sizes of weight 0 left out).
+fn size_cdf(sizes: &[(u64, f64)]) -> Vec<(f64, u32)> {
+    let total_w: f64 = sizes.iter().map(|s| s.1).sum();
+    let mut acc = 0.0;
+    sizes
+        .iter()
+        .filter(|s| s.1 > 0.0)
+        .map(|&(size, w)| {
+            acc += w / total_w;
+            (acc, size as u32)
+        })
+        .collect()
 }
 
 /// Where a sequential IO with a skip starts, `prev_end` being where the previous one ended
