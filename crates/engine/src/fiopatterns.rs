@@ -11,57 +11,8 @@
 //!
 //! Kept apart from stream.rs so the IO path there only tests whether a stream uses them.
 
-use serde::Deserialize;
-
-use crate::error::{EngineError, Result};
-use crate::plan::{IoPrioShare, Pattern, StreamSpec};
+use crate::plan::{SizeOp, SizePrio, StridedZones};
 use crate::rng::Rng;
-
-/// Longest block sequence a stream may carry (fio takes 64, FIO_SEQ_MAX).
-pub const MAX_SEQUENCE: usize = 4096;
-
-/// Checks of the fields this module reads (Plan::validate calls it for every stream).
-pub fn validate(s: &StreamSpec, plan_version: u32) -> Result<()> {
-    let name = &s.name;
-    let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
-    let sequence = matches!(s.pattern, Pattern::Sequence { .. });
-    let uses = sequence || s.zones.is_some() || s.write_sizes.is_some();
-    let uses = uses
-        || s.ioprio_by_size.is_some()
-        || s.ioprio.is_some_and(|p| p.hint > 0)
-        || s.ioprio_share.is_some_and(|p| p.hint > 0);
-    if uses && plan_version < 6 {
-        return bad(
-            "sequence, zones, write_sizes, ioprio_by_size and hints need plan_version 6".into(),
-        );
-    }
-    if let Pattern::Sequence { blocks, .. } = &s.pattern {
-        if blocks.is_empty() || blocks.len() > MAX_SEQUENCE {
-            return bad(format!("a sequence has 1 to {MAX_SEQUENCE} blocks"));
-        }
-        if s.random_pct < 100.0 || s.run_length.is_some_and(|n| n > 1) {
-            return bad("a sequence places every IO (random_pct 100, no run_length)".into());
-        }
-    }
-    if let Some(z) = s.zones {
-        if z.size == 0 || z.range == 0 {
-            return bad("zones need size and range above 0".into());
-        }
-        if s.pattern != Pattern::Sequential || s.skip.is_some() || s.regions.len() != 1 {
-            return bad("zones belong to a sequential stream over one region, without skip".into());
-        }
-    }
-    if let Some(by_size) = &s.ioprio_by_size {
-        if s.ioprio_share.is_some() || !SizePrios::valid(by_size) {
-            return bad(
-                "ioprio_by_size needs valid priorities whose shares per size sum to at most \
-                 100, and no ioprio_share"
-                    .into(),
-            );
-        }
-    }
-    Ok(())
-}
 
 /// The block of IO number `issued` (of its direction) in a sequence: the sequence's entry
 /// `issued % len`, plus with `stride` the sequence's length times the cycles done (fio's
@@ -77,18 +28,6 @@ pub fn sequence_block(seq: &[u64], stride: bool, issued: u64, blocks: u64) -> u6
         entry
     };
     b % blocks
-}
-
-/// fio's strided zones (plan field `zones`): `size` bytes of IO in a zone of `range` bytes
-/// from the region's start, then the next zone starts `range + skip` bytes later, back at the
-/// region's start past its end.
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct StridedZones {
-    pub size: u64,
-    pub range: u64,
-    #[serde(default)]
-    pub skip: u64,
 }
 
 /// Where a stream with strided zones is: the current zone's start and the bytes done in it.
@@ -129,23 +68,6 @@ impl ZoneState {
         self.bytes += len;
         pos
     }
-}
-
-/// Priorities of the IOs of one direction and size (plan field `ioprio_by_size`): each share
-/// drawn in turn from one number 0..100, the rest at the stream's own priority.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SizePrio {
-    pub op: SizeOp,
-    pub size: u64,
-    pub shares: Vec<IoPrioShare>,
-}
-
-#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum SizeOp {
-    Read,
-    Write,
 }
 
 /// A stream's `ioprio_by_size` ready for the IO path: per entry its direction (0 read, 1
@@ -192,21 +114,12 @@ impl SizePrios {
         let u = rng.next_f64();
         shares.iter().find(|s| u < s.0).map_or(own, |s| s.1)
     }
-
-    /// Sizes and priorities the plan may not carry: shares of one entry above 100 percent.
-    pub fn valid(spec: &[SizePrio]) -> bool {
-        spec.iter().all(|e| {
-            let total: f64 = e.shares.iter().map(|s| s.pct).sum();
-            e.size > 0
-                && e.shares.iter().all(|s| s.pct > 0.0 && s.prio().valid())
-                && total <= 100.0 + 1e-9
-        })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::IoPrioShare;
 
     #[test]
     fn a_fixed_sequence_repeats_and_a_strided_one_moves_by_its_length() {

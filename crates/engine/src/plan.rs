@@ -3,7 +3,6 @@
 use serde::Deserialize;
 
 use crate::error::{EngineError, Result};
-pub use crate::fiopatterns::{SizePrio, StridedZones};
 use crate::verify::VerifySpec;
 
 /// 2: a stream covers a list of regions (target, offset, length) and may start and stop
@@ -632,7 +631,7 @@ impl Plan {
                     return bad(format!("stream '{name}': size weights sum to 0"));
                 }
             }
-            crate::fiopatterns::validate(s, self.plan_version)?;
+            validate_fio_patterns(s, self.plan_version)?;
             if s.max_size() > u32::MAX as u64 / 2 {
                 return bad(format!("stream '{name}': IO sizes must be under 2 GiB"));
             }
@@ -790,6 +789,91 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// fio's strided zones (plan field `zones`): `size` bytes of IO in a zone of `range` bytes
+/// from the region's start, then the next zone starts `range + skip` bytes later, back at the
+/// region's start past its end.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StridedZones {
+    pub size: u64,
+    pub range: u64,
+    #[serde(default)]
+    pub skip: u64,
+}
+
+/// Priorities of the IOs of one direction and size (plan field `ioprio_by_size`): each share
+/// drawn in turn from one number 0..100, the rest at the stream's own priority.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SizePrio {
+    pub op: SizeOp,
+    pub size: u64,
+    pub shares: Vec<IoPrioShare>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SizeOp {
+    Read,
+    Write,
+}
+
+/// Longest block sequence a stream may carry (fio takes 64, FIO_SEQ_MAX).
+pub const MAX_SEQUENCE: usize = 4096;
+
+/// Checks of a stream's fiopatterns.rs fields (Plan::validate calls it for every stream).
+pub(crate) fn validate_fio_patterns(s: &StreamSpec, plan_version: u32) -> Result<()> {
+    let name = &s.name;
+    let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
+    let sequence = matches!(s.pattern, Pattern::Sequence { .. });
+    let uses = sequence || s.zones.is_some() || s.write_sizes.is_some();
+    let uses = uses
+        || s.ioprio_by_size.is_some()
+        || s.ioprio.is_some_and(|p| p.hint > 0)
+        || s.ioprio_share.is_some_and(|p| p.hint > 0);
+    if uses && plan_version < 6 {
+        return bad(
+            "sequence, zones, write_sizes, ioprio_by_size and hints need plan_version 6".into(),
+        );
+    }
+    if let Pattern::Sequence { blocks, .. } = &s.pattern {
+        if blocks.is_empty() || blocks.len() > MAX_SEQUENCE {
+            return bad(format!("a sequence has 1 to {MAX_SEQUENCE} blocks"));
+        }
+        if s.random_pct < 100.0 || s.run_length.is_some_and(|n| n > 1) {
+            return bad("a sequence places every IO (random_pct 100, no run_length)".into());
+        }
+    }
+    if let Some(z) = s.zones {
+        if z.size == 0 || z.range == 0 {
+            return bad("zones need size and range above 0".into());
+        }
+        if s.pattern != Pattern::Sequential || s.skip.is_some() || s.regions.len() != 1 {
+            return bad("zones belong to a sequential stream over one region, without skip".into());
+        }
+    }
+    if let Some(by_size) = &s.ioprio_by_size {
+        if s.ioprio_share.is_some() || !size_prios_valid(by_size) {
+            return bad(
+                "ioprio_by_size needs valid priorities whose shares per size sum to at most \
+                 100, and no ioprio_share"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Sizes and priorities the plan may not carry: shares of one entry above 100 percent.
+fn size_prios_valid(spec: &[SizePrio]) -> bool {
+    spec.iter().all(|e| {
+        let total: f64 = e.shares.iter().map(|s| s.pct).sum();
+        e.size > 0
+            && e.shares.iter().all(|s| s.pct > 0.0 && s.prio().valid())
+            && total <= 100.0 + 1e-9
+    })
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import gates, strides
+from tilemark.fio import gates, patterns, strides
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -313,6 +313,7 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
             )
     _sync(job, table)
     strides.stream_fields(job, table, refuse)
+    patterns.stream_fields(job, table, refuse)
     if job.compress:
         if job.compress >= 100:
             raise refuse(
@@ -487,6 +488,9 @@ STREAM_ORDER = (
     "sync",
     "priority",
     "priority_share",
+    "priority_by_size",
+    "write_bs",
+    "zones",
     "compress",
     "dedupe",
     "target",
