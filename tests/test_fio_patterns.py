@@ -287,3 +287,44 @@ def test_a_bad_value_exits_2_naming_the_option(tmp_path, capsys):
     assert main(["import-fio", str(job)]) == 2
     err = capsys.readouterr().err
     assert "random_distribution" in err and "Traceback" not in err
+
+
+def test_export_fio_writes_them_back():
+    # `export --fio` gives fio the same sizes per direction, sequence, zones and priorities.
+    from tilemark.fio.export import job_text
+
+    stream = {
+        "name": "s",
+        "regions": [{"target": 0, "offset": 0, "length": 1 << 20}],
+        "read_pct": 50,
+        "sizes": [[4096, 40], [65536, 60]],
+        "write_sizes": [[65536, 1]],
+        "pattern": {"kind": "sequence", "blocks": [2, 0, 1], "stride": True},
+        "random_pct": 100,
+        "align": 4096,
+        "qd": 1,
+        "arrival": {"kind": "closed"},
+        "sync": {"kind": "none"},
+        "ioprio_by_size": [
+            {"op": "read", "size": 4096, "shares": [{"pct": 25, "class": "rt", "level": 1}]},
+            {"op": "write", "size": 65536, "shares": [{"pct": 50, "class": "be", "hint": 1}]},
+        ],
+    }
+    zoned = {**stream, "name": "z", "pattern": {"kind": "sequential"}, "random_pct": 0}
+    zoned.update(zones={"size": 65536, "range": 65536, "skip": 131072}, ioprio_by_size=None)
+    plan = {
+        "backend": "uring",
+        "duration_ms": 1000,
+        "targets": [{"path": "/x", "offset": 4096, "length": 1 << 20, "direct": True}],
+        "streams": [stream, zoned],
+    }
+    lines = job_text(plan, title="t").splitlines()
+    for line in (
+        "bssplit=4096/40:65536/60,65536/100",
+        "random_distribution=sequence:2,0,1",
+        "random_sequence_stride=1",
+        "cmdprio_bssplit=4096/25/1/1,65536/50/2/0/1",
+        "zonemode=strided",
+        "zoneskip=131072",
+    ):
+        assert line in lines, line

@@ -351,3 +351,51 @@ def strided_zones(job: FioJob, table: dict[str, Any]) -> bool:
 
 class StridedRefused(Exception):
     """A strided zone job tilemark cannot run as fio does (the caller words the refusal)."""
+
+
+# -- export --fio: the other way round ---------------------------------------------------------
+
+CLASS_NUMBERS = {"none": 0, "rt": 1, "be": 2, "idle": 3}
+
+
+def export_lines(stream: dict[str, Any], backend: str, notes: list[str]) -> list[str]:
+    """fio's options for a plan stream's block sequence, strided zones and priorities by
+    size (export.py writes the sizes)."""
+    lines = []
+    pattern = stream["pattern"]
+    if pattern["kind"] == "sequence":
+        lines.append("random_distribution=sequence:" + ",".join(map(str, pattern["blocks"])))
+        lines.append(f"random_sequence_stride={int(pattern.get('stride', False))}")
+        notes.append(
+            f"stream {stream['name']}: random_distribution=sequence needs a fio that has it "
+            "(Debian's fio 3.33 does not; fio's source at f5344384 does)"
+        )
+    zones = stream.get("zones")
+    if zones:
+        lines += [
+            "zonemode=strided",
+            f"zonesize={zones['size']}",
+            f"zonerange={zones['range']}",
+            f"zoneskip={zones.get('skip', 0)}",
+        ]
+        notes.append(
+            f"stream {stream['name']}: fio's strided zones wrap at the file's end, tilemark's "
+            "at the region's; they agree where the region ends at the file's end"
+        )
+    by_size = stream.get("ioprio_by_size")
+    if by_size and backend != "uring":
+        notes.append(
+            f"stream {stream['name']}: fio's {backend} engine has no cmdprio_bssplit; its "
+            "priorities by size are dropped"
+        )
+    elif by_size:
+        per_op: dict[str, list[str]] = {"read": [], "write": []}
+        for entry in by_size:
+            for share in entry["shares"]:
+                fields = [entry["size"], share["pct"], CLASS_NUMBERS[share["class"]],
+                          share.get("level", 0)]  # fmt: skip
+                if share.get("hint"):
+                    fields.append(share["hint"])
+                per_op[entry["op"]].append("/".join(f"{f:g}" for f in fields))
+        lines.append(f"cmdprio_bssplit={':'.join(per_op['read'])},{':'.join(per_op['write'])}")
+    return lines
