@@ -1,6 +1,8 @@
 //! A stream's state: what its next IO is (op kind, size, offset), when it is due (arrival
 //! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
 
+use std::cell::Cell;
+
 use crate::buf::AlignedBuf;
 use crate::data::{mix64, BlockGen, DedupePlan, Layout};
 use crate::fiopatterns::{sequence_block, SizePrios, ZoneState};
@@ -28,11 +30,12 @@ enum Placement {
     Zoned {
         zones: Vec<(f64, u64, u64)>,
     },
-    /// A fixed block sequence (fiopatterns.rs), and the IOs placed so far per direction.
+    /// A fixed block sequence (fiopatterns.rs), and the IOs placed so far per direction (in
+    /// cells, so placing stays a read of the region for every other placement).
     Sequence {
         blocks: Box<[u64]>,
         stride: bool,
-        issued: [u64; 2],
+        issued: [Cell<u64>; 2],
     },
 }
 
@@ -72,7 +75,7 @@ impl Placement {
             Pattern::Sequence { blocks, stride } => Placement::Sequence {
                 blocks: blocks.clone().into_boxed_slice(),
                 stride: *stride,
-                issued: [0, 0],
+                issued: [Cell::new(0), Cell::new(0)],
             },
         }
     }
@@ -222,8 +225,8 @@ pub struct RegionState {
 
 impl RegionState {
     #[inline(always)]
-    fn random_block(&mut self, rng: &mut Rng, op: usize) -> u64 {
-        match &mut self.placement {
+    fn random_block(&self, rng: &mut Rng, op: usize) -> u64 {
+        match &self.placement {
             Placement::Sequential | Placement::Uniform => rng.below(self.blocks),
             Placement::Zipf { zipf, scramble } => {
                 let rank = zipf.sample(rng) - 1;
@@ -253,8 +256,8 @@ impl RegionState {
                 stride,
                 issued,
             } => {
-                let n = issued[op];
-                issued[op] += 1;
+                let n = issued[op].get();
+                issued[op].set(n + 1);
                 sequence_block(blocks, *stride, n, self.blocks)
             }
         }
@@ -333,6 +336,8 @@ pub struct StreamState {
     sequential_only: bool,
     /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
     skip: Option<(i64, i64)>,
+    /// A sequential IO's start is moved (`skip` or `zones`): the one flag the IO path tests.
+    moves_sequential: bool,
     /// Some IOs are placed sequentially although the pattern is not (random_pct < 100, or
     /// runs): the one flag the IO path tests for both.
     orders_mixed: bool,
@@ -345,13 +350,11 @@ pub struct StreamState {
     ioprio_other: u16,
     /// Its IOs' priorities are drawn (a share at another one, or by size).
     draw_prio: bool,
-    /// plan.rs `ioprio_by_size`.
-    size_prios: Option<Box<SizePrios>>,
-    /// plan.rs `zones`: where the stream is in its strided zones.
-    zones: Option<Box<ZoneState>>,
+    /// Writes take their sizes from `extras.write_size_cdf`.
+    split_sizes: bool,
     size_cdf: Vec<(f64, u32)>,
-    /// plan.rs `write_sizes` (empty: writes take `size_cdf`).
-    write_size_cdf: Vec<(f64, u32)>,
+    /// What only streams using fiopatterns.rs fields need, out of the way of the others.
+    extras: Box<Extras>,
     pub qd: u32,
     pub inflight: u32,
     pub schedule: Option<Schedule>,
@@ -491,6 +494,7 @@ impl StreamState {
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
             skip: spec.skip,
+            moves_sequential: spec.skip.is_some() || spec.zones.is_some(),
             orders_mixed: spec.random_pct < 100.0 || spec.run_length.is_some_and(|n| n > 1),
             run_length: spec.run_length.unwrap_or(1),
             run_left: 1,
@@ -499,13 +503,13 @@ impl StreamState {
             ioprio_other: spec.ioprio_share.map_or(0, |p| p.prio().value()),
             draw_prio: spec.ioprio_share.is_some_and(|p| p.pct > 0.0)
                 || spec.ioprio_by_size.is_some(),
-            size_prios: spec
-                .ioprio_by_size
-                .as_deref()
-                .map(|v| Box::new(SizePrios::new(v))),
-            zones: spec.zones.map(|z| Box::new(ZoneState::new(z))),
+            split_sizes: !write_size_cdf.is_empty(),
             size_cdf: read_cdf,
-            write_size_cdf,
+            extras: Box::new(Extras {
+                size_prios: spec.ioprio_by_size.as_deref().map(SizePrios::new),
+                zones: spec.zones.map(ZoneState::new),
+                write_size_cdf,
+            }),
             qd: spec.qd,
             inflight: 0,
             schedule,
@@ -643,11 +647,11 @@ impl StreamState {
         let kind = if self.read_frac >= 1.0 || self.rng.next_f64() < self.read_frac {
             OpKind::Read
         } else {
+            if self.split_sizes {
+                len = self.pick_write_size();
+            }
             OpKind::Write
         };
-        if kind == OpKind::Write && !self.write_size_cdf.is_empty() {
-            len = self.pick_write_size();
-        }
         let sequential = self.sequential_only || (self.orders_mixed && self.draw_sequential());
         let r = if self.regions.len() > 1 {
             self.pick.pick(&mut self.rng)
@@ -657,17 +661,23 @@ impl StreamState {
         let region = &mut self.regions[r];
         let cursor = (self.per_op_cursors && kind == OpKind::Write) as usize;
         let offset = if sequential {
-            if let Some(zones) = self.zones.as_deref_mut() {
-                region.seq_next[cursor] =
-                    zones.place(region.seq_next[cursor], len as u64, region.length);
-            } else if let Some(range) = self.skip {
-                region.seq_next[cursor] = skipped_start(
-                    region.seq_next[cursor],
-                    range,
-                    self.align,
-                    region.length,
-                    &mut self.rng,
-                );
+            if self.moves_sequential {
+                region.seq_next[cursor] = if let Some(range) = self.skip {
+                    skipped_start(
+                        region.seq_next[cursor],
+                        range,
+                        self.align,
+                        region.length,
+                        &mut self.rng,
+                    )
+                } else {
+                    zoned_start(
+                        &mut self.extras,
+                        region.seq_next[cursor],
+                        len,
+                        region.length,
+                    )
+                };
             }
             if region.seq_next[cursor] + len as u64 > region.length {
                 // Past the region's end: from its start again (fio's get_next_seq_offset for
@@ -746,7 +756,7 @@ impl StreamState {
     /// fio_cmdprio_set_ioprio: each IO drawn on its own); counted in the interval's stats.
     #[inline(never)]
     fn draw_ioprio(&mut self, op: usize, len: u32) -> u16 {
-        if let Some(by_size) = self.size_prios.as_deref() {
+        if let Some(by_size) = &self.extras.size_prios {
             return by_size.draw(op, len, self.ioprio, &mut self.rng);
         }
         if self.rng.next_f64() < self.ioprio_share {
@@ -789,7 +799,7 @@ impl StreamState {
     #[inline(never)]
     fn pick_write_size(&mut self) -> u32 {
         let u = self.rng.next_f64();
-        let cdf = &self.write_size_cdf;
+        let cdf = &self.extras.write_size_cdf;
         cdf.iter()
             .find(|(c, _)| u < *c)
             .unwrap_or(cdf.last().expect("non-empty size mix"))
@@ -928,6 +938,27 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         target_id,
         spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
+}
+
+/// What only streams with fiopatterns.rs fields use (boxed: the others' state stays as small
+/// as it was).
+struct Extras {
+    /// plan.rs `ioprio_by_size`.
+    size_prios: Option<SizePrios>,
+    /// plan.rs `zones`: where the stream is in its strided zones.
+    zones: Option<ZoneState>,
+    /// plan.rs `write_sizes` (empty: writes take `size_cdf`).
+    write_size_cdf: Vec<(f64, u32)>,
+}
+
+/// Where a sequential IO of a stream with strided zones starts (out of line: other streams
+/// never call it).
+#[inline(never)]
+fn zoned_start(extras: &mut Extras, prev_end: u64, len: u32, length: u64) -> u64 {
+    match extras.zones.as_mut() {
+        Some(z) => z.place(prev_end, len as u64, length),
+        None => prev_end,
+    }
 }
 
 /// Cumulative weights of a size mix (sizes of weight 0 left out).
