@@ -172,10 +172,8 @@ def test_what_priorities_cannot_mean_in_tilemark_is_refused(tmp_path):
     )
     # HOWTO priohint: command duration limits.
     assert "no IO priority hints" in problem(tmp_path, "priohint=1\n")
-    # examples/cmdprio-bssplit.fio: a priority per block size.
-    assert "each block size their own priority shares" in problem(
-        tmp_path, "ioengine=io_uring\ncmdprio_bssplit=64k/100:1024k/0\n"
-    )
+    # A priority per block size translates (test_fio_patterns.py); a hint of the job's own
+    # does not.
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ pub mod data;
 pub mod engine;
 pub mod error;
 pub mod files;
+pub mod fiopatterns;
 pub mod flow;
 pub mod layout;
 pub mod plan;

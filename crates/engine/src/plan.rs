@@ -19,7 +19,11 @@ use crate::verify::VerifySpec;
 /// fio's flow/flow_id/flow_sleep; flow.rs), and a stream's end may stop other streams
 /// (`on_end`, fio's exitall/exit_what); a stream's dedupe copies may come from a pool it
 /// names (`dedupe_pool`: `blocks`, `over_blocks`, `id`; fio's dedupe working set, shared by
-/// the streams of one id for `dedupe_global`).
+/// the streams of one id for `dedupe_global`); a fixed sequence of blocks (`pattern` kind
+/// `sequence`), strided zones on a sequential stream (`zones`), sizes of writes apart from
+/// reads' (`write_sizes`), priorities by direction and size (`ioprio_by_size`) and a priority
+/// hint (`hint` of `ioprio`, `ioprio_share`; fiopatterns.rs). Every one optional: absent, a
+/// stream runs as in plan 5.
 pub const PLAN_VERSION: u32 = 6;
 /// The oldest plan version this engine reads.
 pub const MIN_PLAN_VERSION: u32 = 2;
@@ -114,6 +118,14 @@ pub enum Pattern {
     Zoned {
         zones: Vec<(f64, f64)>,
     },
+    /// Block indices (of `align` bytes) in a fixed order, again and again; with `stride`
+    /// each cycle moves on by the sequence's length (fio's random_distribution=sequence,
+    /// random_sequence_stride). Counted per direction, as fio counts io_issues[ddir].
+    Sequence {
+        blocks: Vec<u64>,
+        #[serde(default)]
+        stride: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
@@ -185,19 +197,24 @@ pub struct IoPrio {
     pub class: PrioClass,
     #[serde(default)]
     pub level: u8,
+    /// A priority hint (linux/ioprio.h IOPRIO_HINT_*, 0 to 1023: command duration limits
+    /// 1 to 7); 0: none.
+    #[serde(default)]
+    pub hint: u16,
 }
 
 impl IoPrio {
     /// The 16-bit value an SQE's `ioprio` and ioprio_set(2) take: IOPRIO_PRIO_VALUE.
     pub fn value(self) -> u16 {
-        ((self.class as u16) << 13) | self.level as u16
+        ((self.class as u16) << 13) | (self.hint << 3) | self.level as u16
     }
 
-    fn valid(self) -> bool {
-        match self.class {
-            PrioClass::None | PrioClass::Idle => self.level == 0,
-            PrioClass::Rt | PrioClass::Be => self.level <= 7,
-        }
+    pub(crate) fn valid(self) -> bool {
+        self.hint < 1024
+            && match self.class {
+                PrioClass::None | PrioClass::Idle => self.level == 0,
+                PrioClass::Rt | PrioClass::Be => self.level <= 7,
+            }
     }
 }
 
@@ -209,6 +226,8 @@ pub struct IoPrioShare {
     pub class: PrioClass,
     #[serde(default)]
     pub level: u8,
+    #[serde(default)]
+    pub hint: u16,
 }
 
 impl IoPrioShare {
@@ -216,6 +235,7 @@ impl IoPrioShare {
         IoPrio {
             class: self.class,
             level: self.level,
+            hint: self.hint,
         }
     }
 }
@@ -363,6 +383,17 @@ pub struct StreamSpec {
     /// A share of the stream's IOs issued at another priority (fio's cmdprio_percentage).
     #[serde(default)]
     pub ioprio_share: Option<IoPrioShare>,
+    /// Sizes of the stream's writes when they differ from its reads' (`sizes`), as fio's
+    /// bs=R,W and bssplit=R,W; None: `sizes` for both.
+    #[serde(default)]
+    pub write_sizes: Option<Vec<(u64, f64)>>,
+    /// Priorities of IOs by direction and size (fio's cmdprio_bssplit); IOs of other sizes,
+    /// and the rest of a size's, at `ioprio`. Not with `ioprio_share`.
+    #[serde(default)]
+    pub ioprio_by_size: Option<Vec<SizePrio>>,
+    /// Strided zones of a sequential stream over one region (fio's zonemode=strided).
+    #[serde(default)]
+    pub zones: Option<StridedZones>,
     #[serde(default)]
     pub compress_pct: f64,
     /// Blocks written / distinct blocks (1 = every block unique).
@@ -428,7 +459,12 @@ impl StreamSpec {
     }
 
     pub fn max_size(&self) -> u64 {
-        self.sizes.iter().map(|s| s.0).max().unwrap_or(0)
+        self.all_sizes().map(|s| s.0).max().unwrap_or(0)
+    }
+
+    /// Read and write sizes together (`sizes`, then `write_sizes`).
+    pub fn all_sizes(&self) -> impl Iterator<Item = &(u64, f64)> {
+        self.sizes.iter().chain(self.write_sizes.iter().flatten())
     }
 
     /// Does any region of this stream lie on target `t`?
@@ -447,8 +483,17 @@ impl StreamSpec {
 
     /// Mean IO size of the weighted size mix.
     pub fn mean_size(&self) -> f64 {
-        let total: f64 = self.sizes.iter().map(|s| s.1).sum();
-        self.sizes.iter().map(|s| s.0 as f64 * s.1).sum::<f64>() / total
+        let mean = |sizes: &[(u64, f64)]| {
+            let total: f64 = sizes.iter().map(|s| s.1).sum();
+            sizes.iter().map(|s| s.0 as f64 * s.1).sum::<f64>() / total
+        };
+        match &self.write_sizes {
+            Some(w) => {
+                let r = self.read_pct / 100.0;
+                r * mean(&self.sizes) + (1.0 - r) * mean(w)
+            }
+            None => mean(&self.sizes),
+        }
     }
 
     /// Intended IO rate for open-loop streams.
@@ -605,7 +650,7 @@ impl Plan {
                 let b = v.block_size;
                 if s.regions.iter().any(|r| r.offset % b != 0)
                     || s.align % b != 0
-                    || s.sizes.iter().any(|x| x.0 % b != 0)
+                    || s.all_sizes().any(|x| x.0 % b != 0)
                 {
                     return bad(format!(
                         "stream '{name}': with verification, offset, align and sizes must be \
@@ -622,18 +667,21 @@ impl Plan {
             if s.align == 0 {
                 return bad(format!("stream '{name}': align must be > 0"));
             }
-            if s.sizes.is_empty()
-                || s.sizes
-                    .iter()
-                    .any(|&(sz, w)| sz == 0 || w.is_nan() || w < 0.0)
-            {
-                return bad(format!(
-                    "stream '{name}': sizes must be non-empty [bytes>0, weight>=0]"
-                ));
+            for sizes in std::iter::once(&s.sizes).chain(s.write_sizes.iter()) {
+                if sizes.is_empty()
+                    || sizes
+                        .iter()
+                        .any(|&(sz, w)| sz == 0 || w.is_nan() || w < 0.0)
+                {
+                    return bad(format!(
+                        "stream '{name}': sizes must be non-empty [bytes>0, weight>=0]"
+                    ));
+                }
+                if sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
+                    return bad(format!("stream '{name}': size weights sum to 0"));
+                }
             }
-            if s.sizes.iter().map(|x| x.1).sum::<f64>() <= 0.0 {
-                return bad(format!("stream '{name}': size weights sum to 0"));
-            }
+            validate_fio_patterns(s, self.plan_version)?;
             if s.max_size() > u32::MAX as u64 / 2 {
                 return bad(format!("stream '{name}': IO sizes must be under 2 GiB"));
             }
@@ -820,6 +868,91 @@ impl Plan {
     }
 }
 
+/// fio's strided zones (plan field `zones`): `size` bytes of IO in a zone of `range` bytes
+/// from the region's start, then the next zone starts `range + skip` bytes later, back at the
+/// region's start past its end.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StridedZones {
+    pub size: u64,
+    pub range: u64,
+    #[serde(default)]
+    pub skip: u64,
+}
+
+/// Priorities of the IOs of one direction and size (plan field `ioprio_by_size`): each share
+/// drawn in turn from one number 0..100, the rest at the stream's own priority.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SizePrio {
+    pub op: SizeOp,
+    pub size: u64,
+    pub shares: Vec<IoPrioShare>,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SizeOp {
+    Read,
+    Write,
+}
+
+/// Longest block sequence a stream may carry (fio takes 64, FIO_SEQ_MAX).
+pub const MAX_SEQUENCE: usize = 4096;
+
+/// Checks of a stream's fiopatterns.rs fields (Plan::validate calls it for every stream).
+pub(crate) fn validate_fio_patterns(s: &StreamSpec, plan_version: u32) -> Result<()> {
+    let name = &s.name;
+    let bad = |m: String| Err(EngineError::Plan(format!("stream '{name}': {m}")));
+    let sequence = matches!(s.pattern, Pattern::Sequence { .. });
+    let uses = sequence || s.zones.is_some() || s.write_sizes.is_some();
+    let uses = uses
+        || s.ioprio_by_size.is_some()
+        || s.ioprio.is_some_and(|p| p.hint > 0)
+        || s.ioprio_share.is_some_and(|p| p.hint > 0);
+    if uses && plan_version < 6 {
+        return bad(
+            "sequence, zones, write_sizes, ioprio_by_size and hints need plan_version 6".into(),
+        );
+    }
+    if let Pattern::Sequence { blocks, .. } = &s.pattern {
+        if blocks.is_empty() || blocks.len() > MAX_SEQUENCE {
+            return bad(format!("a sequence has 1 to {MAX_SEQUENCE} blocks"));
+        }
+        if s.random_pct < 100.0 || s.run_length.is_some_and(|n| n > 1) {
+            return bad("a sequence places every IO (random_pct 100, no run_length)".into());
+        }
+    }
+    if let Some(z) = s.zones {
+        if z.size == 0 || z.range == 0 {
+            return bad("zones need size and range above 0".into());
+        }
+        if s.pattern != Pattern::Sequential || s.skip.is_some() || s.regions.len() != 1 {
+            return bad("zones belong to a sequential stream over one region, without skip".into());
+        }
+    }
+    if let Some(by_size) = &s.ioprio_by_size {
+        if s.ioprio_share.is_some() || !size_prios_valid(by_size) {
+            return bad(
+                "ioprio_by_size needs valid priorities whose shares per size sum to at most \
+                 100, and no ioprio_share"
+                    .into(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Sizes and priorities the plan may not carry: shares of one entry above 100 percent.
+fn size_prios_valid(spec: &[SizePrio]) -> bool {
+    spec.iter().all(|e| {
+        let total: f64 = e.shares.iter().map(|s| s.pct).sum();
+        e.size > 0
+            && e.shares.iter().all(|s| s.pct > 0.0 && s.prio().valid())
+            && total <= 100.0 + 1e-9
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -924,10 +1057,11 @@ mod tests {
             serde_json::json!({"ios": ios("qd", None)}),
             "needs plan_version 3",
         );
+        let next = PLAN_VERSION + 1;
         refused(
-            PLAN_VERSION + 1,
+            next,
             serde_json::json!({}),
-            &format!("plan_version {} is not supported", PLAN_VERSION + 1),
+            &format!("plan_version {next} is not supported"),
         );
         refused(
             3,

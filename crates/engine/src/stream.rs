@@ -1,8 +1,11 @@
 //! A stream's state: what its next IO is (op kind, size, offset), when it is due (arrival
 //! schedule), and the buffers it owns. Pure logic, no IO: unit-testable on its own.
 
+use std::cell::Cell;
+
 use crate::buf::AlignedBuf;
 use crate::data::{mix64, BlockGen, DedupePlan, Layout};
+use crate::fiopatterns::{sequence_block, SizePrios, ZoneState};
 use crate::plan::{Arrival, Cursors, Dist, Pattern, Spread, StreamSpec, SyncMode};
 use crate::replay::{Cursor, ListInfo};
 use crate::rng::{Rng, Zipf};
@@ -26,6 +29,13 @@ enum Placement {
     /// Zones from the region's start: cumulative IO share, first block, block count.
     Zoned {
         zones: Vec<(f64, u64, u64)>,
+    },
+    /// A fixed block sequence (fiopatterns.rs), and the IOs placed so far per direction (in
+    /// cells, so placing stays a read of the region for every other placement).
+    Sequence {
+        blocks: Box<[u64]>,
+        stride: bool,
+        issued: [Cell<u64>; 2],
     },
 }
 
@@ -62,6 +72,11 @@ impl Placement {
                     .collect();
                 Placement::Zoned { zones }
             }
+            Pattern::Sequence { blocks, stride } => Placement::Sequence {
+                blocks: blocks.clone().into_boxed_slice(),
+                stride: *stride,
+                issued: [Cell::new(0), Cell::new(0)],
+            },
         }
     }
 }
@@ -210,7 +225,7 @@ pub struct RegionState {
 
 impl RegionState {
     #[inline(always)]
-    fn random_block(&self, rng: &mut Rng) -> u64 {
+    fn random_block(&self, rng: &mut Rng, op: usize) -> u64 {
         match &self.placement {
             Placement::Sequential | Placement::Uniform => rng.below(self.blocks),
             Placement::Zipf { zipf, scramble } => {
@@ -235,6 +250,15 @@ impl RegionState {
                     .find(|z| u < z.0)
                     .unwrap_or(zones.last().expect("validated zones"));
                 (first + rng.below(count)).min(self.blocks - 1)
+            }
+            Placement::Sequence {
+                blocks,
+                stride,
+                issued,
+            } => {
+                let n = issued[op].get();
+                issued[op].set(n + 1);
+                sequence_block(blocks, *stride, n, self.blocks)
             }
         }
     }
@@ -312,6 +336,8 @@ pub struct StreamState {
     sequential_only: bool,
     /// plan.rs `skip`: (lo, hi) bytes before a sequential IO.
     skip: Option<(i64, i64)>,
+    /// A sequential IO's start is moved (`skip` or `zones`): the one flag the IO path tests.
+    moves_sequential: bool,
     /// Some IOs are placed sequentially although the pattern is not (random_pct < 100, or
     /// runs): the one flag the IO path tests for both.
     orders_mixed: bool,
@@ -322,7 +348,13 @@ pub struct StreamState {
     ioprio: u16,
     ioprio_share: f64,
     ioprio_other: u16,
+    /// Its IOs' priorities are drawn (a share at another one, or by size).
+    draw_prio: bool,
+    /// Writes take their sizes from `extras.write_size_cdf`.
+    split_sizes: bool,
     size_cdf: Vec<(f64, u32)>,
+    /// What only streams using fiopatterns.rs fields need, out of the way of the others.
+    extras: Box<Extras>,
     pub qd: u32,
     pub inflight: u32,
     pub schedule: Option<Schedule>,
@@ -385,17 +417,8 @@ impl StreamState {
     /// is verified).
     pub fn new(index: usize, spec: &StreamSpec, targets: &[TargetFiles]) -> Self {
         let max_size = spec.max_size();
-        let total_w: f64 = spec.sizes.iter().map(|s| s.1).sum();
-        let mut acc = 0.0;
-        let size_cdf = spec
-            .sizes
-            .iter()
-            .filter(|s| s.1 > 0.0)
-            .map(|&(size, w)| {
-                acc += w / total_w;
-                (acc, size as u32)
-            })
-            .collect();
+        let read_cdf = size_cdf(&spec.sizes);
+        let write_size_cdf = spec.write_sizes.as_deref().map_or(Vec::new(), size_cdf);
         let regions = spec
             .regions
             .iter()
@@ -474,13 +497,22 @@ impl StreamState {
             random_frac: spec.random_pct / 100.0,
             sequential_only: spec.pattern == Pattern::Sequential,
             skip: spec.skip,
+            moves_sequential: spec.skip.is_some() || spec.zones.is_some(),
             orders_mixed: spec.random_pct < 100.0 || spec.run_length.is_some_and(|n| n > 1),
             run_length: spec.run_length.unwrap_or(1),
             run_left: 1,
             ioprio: spec.ioprio.map_or(0, |p| p.value()),
             ioprio_share: spec.ioprio_share.map_or(0.0, |p| p.pct / 100.0),
             ioprio_other: spec.ioprio_share.map_or(0, |p| p.prio().value()),
-            size_cdf,
+            draw_prio: spec.ioprio_share.is_some_and(|p| p.pct > 0.0)
+                || spec.ioprio_by_size.is_some(),
+            split_sizes: !write_size_cdf.is_empty(),
+            size_cdf: read_cdf,
+            extras: Box::new(Extras {
+                size_prios: spec.ioprio_by_size.as_deref().map(SizePrios::new),
+                zones: spec.zones.map(ZoneState::new),
+                write_size_cdf,
+            }),
             qd: spec.qd,
             inflight: 0,
             schedule,
@@ -570,7 +602,7 @@ impl StreamState {
 
     fn new_stats_for(&self, replay: Option<&Cursor>) -> StreamStats {
         let mut stats = StreamStats::with_regions(self.is_open_loop(), self.regions.len());
-        if self.ioprio_share > 0.0 {
+        if self.draw_prio {
             stats = stats.with_prio_share(self.is_open_loop());
         }
         match replay {
@@ -615,10 +647,13 @@ impl StreamState {
     /// Inlined into the one place that issues data IOs: no call, no returned struct in memory.
     #[inline(always)]
     pub fn next_io(&mut self) -> NextIo {
-        let len = self.pick_size();
+        let mut len = self.pick_size();
         let kind = if self.read_frac >= 1.0 || self.rng.next_f64() < self.read_frac {
             OpKind::Read
         } else {
+            if self.split_sizes {
+                len = self.pick_write_size();
+            }
             OpKind::Write
         };
         let sequential = self.sequential_only || (self.orders_mixed && self.draw_sequential());
@@ -630,14 +665,23 @@ impl StreamState {
         let region = &mut self.regions[r];
         let cursor = (self.per_op_cursors && kind == OpKind::Write) as usize;
         let offset = if sequential {
-            if let Some(range) = self.skip {
-                region.seq_next[cursor] = skipped_start(
-                    region.seq_next[cursor],
-                    range,
-                    self.align,
-                    region.length,
-                    &mut self.rng,
-                );
+            if self.moves_sequential {
+                region.seq_next[cursor] = if let Some(range) = self.skip {
+                    skipped_start(
+                        region.seq_next[cursor],
+                        range,
+                        self.align,
+                        region.length,
+                        &mut self.rng,
+                    )
+                } else {
+                    zoned_start(
+                        &mut self.extras,
+                        region.seq_next[cursor],
+                        len,
+                        region.length,
+                    )
+                };
             }
             if region.seq_next[cursor] + len as u64 > region.length {
                 // Past the region's end: from its start again (fio's get_next_seq_offset for
@@ -646,7 +690,7 @@ impl StreamState {
             }
             region.seq_next[cursor]
         } else {
-            region.random_block(&mut self.rng) * self.align
+            region.random_block(&mut self.rng, kind as usize) * self.align
         };
         region.seq_next[cursor] = (offset + len as u64).next_multiple_of(self.align);
         if self.invalidate_each_pass {
@@ -674,8 +718,8 @@ impl StreamState {
                 self.burst_state = BurstState::Draining;
             }
         }
-        let ioprio = if self.ioprio_share > 0.0 {
-            self.draw_ioprio()
+        let ioprio = if self.draw_prio {
+            self.draw_ioprio(kind as usize, len)
         } else {
             self.ioprio
         };
@@ -715,7 +759,10 @@ impl StreamState {
     /// The priority of an IO of a stream with a share at another one (fio's cmdprio.c
     /// fio_cmdprio_set_ioprio: each IO drawn on its own); counted in the interval's stats.
     #[inline(never)]
-    fn draw_ioprio(&mut self) -> u16 {
+    fn draw_ioprio(&mut self, op: usize, len: u32) -> u16 {
+        if let Some(by_size) = &self.extras.size_prios {
+            return by_size.draw(op, len, self.ioprio, &mut self.rng);
+        }
         if self.rng.next_f64() < self.ioprio_share {
             self.ioprio_other
         } else {
@@ -750,6 +797,17 @@ impl StreamState {
                 );
             }
         }
+    }
+
+    /// A write's size from `write_sizes` (out of line: streams without them never call it).
+    #[inline(never)]
+    fn pick_write_size(&mut self) -> u32 {
+        let u = self.rng.next_f64();
+        let cdf = &self.extras.write_size_cdf;
+        cdf.iter()
+            .find(|(c, _)| u < *c)
+            .unwrap_or(cdf.last().expect("non-empty size mix"))
+            .1
     }
 
     fn pick_size(&mut self) -> u32 {
@@ -888,6 +946,41 @@ fn block_gen(spec: &StreamSpec, verify: Option<BlockStamp>) -> BlockGen {
         spec.seed ^ (spec.regions[0].target as u64) << 32 ^ epoch_salt,
     )
     .with_pool_id(spec.dedupe_pool.map_or(0, |p| p.id))
+}
+
+/// What only streams with fiopatterns.rs fields use (boxed: the others' state stays as small
+/// as it was).
+struct Extras {
+    /// plan.rs `ioprio_by_size`.
+    size_prios: Option<SizePrios>,
+    /// plan.rs `zones`: where the stream is in its strided zones.
+    zones: Option<ZoneState>,
+    /// plan.rs `write_sizes` (empty: writes take `size_cdf`).
+    write_size_cdf: Vec<(f64, u32)>,
+}
+
+/// Where a sequential IO of a stream with strided zones starts (out of line: other streams
+/// never call it).
+#[inline(never)]
+fn zoned_start(extras: &mut Extras, prev_end: u64, len: u32, length: u64) -> u64 {
+    match extras.zones.as_mut() {
+        Some(z) => z.place(prev_end, len as u64, length),
+        None => prev_end,
+    }
+}
+
+/// Cumulative weights of a size mix (sizes of weight 0 left out).
+fn size_cdf(sizes: &[(u64, f64)]) -> Vec<(f64, u32)> {
+    let total_w: f64 = sizes.iter().map(|s| s.1).sum();
+    let mut acc = 0.0;
+    sizes
+        .iter()
+        .filter(|s| s.1 > 0.0)
+        .map(|&(size, w)| {
+            acc += w / total_w;
+            (acc, size as u32)
+        })
+        .collect()
 }
 
 /// Where a sequential IO with a skip starts, `prev_end` being where the previous one ended

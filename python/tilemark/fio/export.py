@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilemark.fio import datareduce, gates, pace, strides
+from tilemark.fio import datareduce, gates, pace, patterns, strides
 
 BACKEND_ENGINES = {"uring": "io_uring", "psync": "psync", "null": "null"}
 
@@ -128,8 +128,11 @@ def job_text(
             body.append(f"fadvise_hint={target.get('fadvise') or 0}")
         if rw.partition(":")[0] in ("rw", "randrw"):
             body.append(f"rwmixread={stream['read_pct']:g}")
-        sizes = stream["sizes"]
-        body.append(f"bs={int(sizes[0][0])}" if len(sizes) == 1 else f"bssplit={_split(sizes)}")
+        sizes, write = stream["sizes"], stream.get("write_sizes")  # write: fio's bs=R,W
+        if len(sizes) == 1 and (write is None or len(write) == 1):
+            body.append(f"bs={int(sizes[0][0])}" + (f",{int(write[0][0])}" if write else ""))
+        else:
+            body.append(f"bssplit={_split(sizes)}" + (f",{_split(write)}" if write else ""))
         body.append(f"blockalign={stream['align']}")
         body.append(f"offset={target['offset'] + region['offset']}")
         body.append(f"size={region['length']}")
@@ -185,6 +188,7 @@ def job_text(
                 "thinktime_blocks_type=issue",
             ]
         body += strides.export_priority(stream, plan["backend"], notes)
+        body += patterns.export_lines(stream, plan["backend"], notes)
         if stream.get("compress_pct"):
             body.append(f"buffer_compress_percentage={stream['compress_pct']:g}")
             body.append("refill_buffers")

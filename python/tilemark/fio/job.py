@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import datareduce, paceopts, strides, values, verifyfill
+from tilemark.fio import datareduce, paceopts, patterns, strides, values, verifyfill
 from tilemark.fio.jobfile import Job, Option
 from tilemark.fio.options import (
     BY_DESIGN,
@@ -170,6 +170,12 @@ class FioJob:
     suffix_opt: Option | None = None
     priority_opts: dict[str, Option] = field(default_factory=dict)
     data_opts: dict[str, Option] = field(default_factory=dict)  # datareduce.KEYS
+    # patterns.py: writes' sizes apart from reads', a block sequence, priorities by size.
+    write_sizes: list[tuple[int, float]] | None = None
+    sequence: list[int] | None = None
+    sequence_opt: Option | None = None
+    sequence_stride: bool = False
+    cmdprio_bssplit_opt: Option | None = None
     notes: list[str] = field(default_factory=list)
     by_design: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
@@ -379,10 +385,7 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
             raise UsageError(f"{_label(opt)} must be 0 to 100, got {opt.value!r}.")
         job.read_pct = value if opt.key == "rwmixread" else 100 - value
     elif key == "bs":
-        size = values.parse_size(_one(opt), _label(opt), kb_base=job.kb_base)
-        if size == 0:
-            raise UsageError(f"{_label(opt)} must be above 0 (fio refuses 0), got {opt.value!r}.")
-        job.sizes, job.sizes_opt = [(size, 1.0)], opt
+        patterns.read_sizes(job, opt, _value(opt), lambda t: [(_block_size(job, opt, t), 1.0)])
     elif key == "bsrange":
         parts = re.split(r"[-:]", _one(opt), maxsplit=1)
         low_text, high_text = parts[0], parts[-1]
@@ -396,7 +399,7 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
             raise UsageError(f"{_label(opt)} must be above 0, got {opt.value!r}.")
         job.sizes, job.sizes_opt = [(low, 1.0)], opt
     elif key == "bssplit":
-        job.sizes, job.sizes_opt = bssplit(_one(opt), _label(opt), job.kb_base), opt
+        patterns.read_sizes(job, opt, _value(opt), lambda t: bssplit(t, _label(opt), job.kb_base))
     elif key == "ba":
         job.blockalign = _size(job, opt)
         if job.blockalign == 0:
@@ -478,7 +481,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         job.rate_process = process
     elif key == "random_distribution":
         if _value(opt).startswith("sequence:"):
-            raise _Refused("a fixed sequence of blocks has no tilemark pattern", "placement")
+            patterns.read_sequence(job, opt)
+            return
         job.distribution = distribution(_one(opt), _label(opt))
         job.distribution_opt = opt
     elif key == "percentage_random":
@@ -548,6 +552,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
             raise UsageError(f"{_label(opt)} must be 1000 or 1024, got {opt.value!r}.")
     elif key in datareduce.KEYS or key in verifyfill.KEYS:
         datareduce.read(job, key, opt)
+    elif key in patterns.KEYS:
+        patterns.read(job, key, opt)
     elif key in strides.PRIORITY_KEYS:
         strides.read_priority(job, key, opt)
     elif key == "rw_sequencer":
@@ -562,6 +568,14 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         raise _Refused(reason.text, reason.group)
     else:
         raise _Refused("tilemark has no equivalent (docs/fio.md lists what translates)")
+
+
+def _block_size(job: FioJob, opt: Option, text: str) -> int:
+    size = values.parse_size(text, _label(opt), kb_base=job.kb_base)
+    if size == 0:
+        raise UsageError(f"{_label(opt)} must be above 0 (fio refuses 0), got {opt.value!r}.")
+    assert isinstance(size, int)
+    return size
 
 
 def _zone_size(job: FioJob, opt: Option) -> int:

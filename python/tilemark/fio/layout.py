@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tilemark.fio import patterns
 from tilemark.fio.job import FioJob, Problem
 
 _NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
@@ -116,6 +117,7 @@ def _region(job: FioJob, table: dict[str, Any]) -> None:
     """The job's region (offset, length) and byte limit (io_size, passes), in fio's terms:
     `size` bytes from `offset` (HOWTO size, offset), the whole file when size is not given."""
     length = job.size
+    size_limit = None
     if job.filesize is not None:
         if length is not None and length != job.filesize:
             raise refuse(
@@ -127,18 +129,16 @@ def _region(job: FioJob, table: dict[str, Any]) -> None:
             )
         length = job.filesize
     if job.zonemode == "strided" and job.zonesize is not None:
-        if length is None or length > job.zonesize:
+        if (length is None or length > job.zonesize) and not _zones(job, table):
             stride = (job.zonerange or job.zonesize) + job.zoneskip  # io_u.c: range + skip
             raise refuse(
                 job,
                 job.zonemode_opt,
                 f"fio works in one zone until it has done {fmt_size(job.zonesize)} of IO "
                 f"there, then moves {fmt_size(stride)} on to the next (HOWTO zonemode=strided, "
-                "zonerange, zoneskip; io_u.c), zone after zone in time; a tilemark stream "
-                "covers its whole region at once (random IOs all over it, sequential ones "
-                "without skipping), and zone-by-zone phases would each have to end on "
-                "their bytes, while tilemark starts phases at run times fixed in advance; "
-                "only a job within one zone translates",
+                "zonerange, zoneskip; io_u.c), zone after zone in time; a tilemark stream's "
+                "random IOs cover its whole region at once (its sequential ones move zone "
+                "by zone, `zones`); only a random job within one zone translates",
                 "zones",
             )
     if job.files is None:
@@ -156,11 +156,15 @@ def _region(job: FioJob, table: dict[str, Any]) -> None:
                 job, None, "the offset is past the end of the file fio makes", "files", key="offset"
             )
         table["length"] = length - job.offset  # fio: offset caps the file at size - offset
+    elif length is not None and "zones" in table:
+        # io_u.c setup_strided_zone_mode: zones move through the whole file (they wrap at
+        # real_file_size); size only counts the bytes.
+        size_limit = length
     elif length is not None:
         table["length"] = length
     if job.time_based:
         return  # fio loops over the region until the runtime is over
-    limit = job.io_size
+    limit = job.io_size if job.io_size is not None else size_limit
     if job.number_ios is not None:
         if len(job.sizes) > 1:
             raise refuse(
@@ -177,6 +181,13 @@ def _region(job: FioJob, table: dict[str, Any]) -> None:
             table["passes"] = job.loops
     else:
         table["passes"] = job.loops  # size bytes, or the whole file, per loop
+
+
+def _zones(job: FioJob, table: dict[str, Any]) -> bool:
+    try:
+        return patterns.strided_zones(job, table)
+    except patterns.StridedRefused as e:
+        raise refuse(job, job.zonemode_opt, str(e), "zones") from None
 
 
 def _named_targets(

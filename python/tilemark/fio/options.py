@@ -251,12 +251,6 @@ REFUSED = {
         "priority class and level",
         PRIORITY,
     ),
-    "cmdprio_bssplit": Reason(
-        "it gives the IOs of each block size their own priority shares, for reads and writes "
-        "apart, with hints; tilemark draws one share at one other priority over all the "
-        "stream's IOs (priority_share)",
-        PRIORITY,
-    ),
     "hipri": Reason("tilemark does not use polled completions", PRIORITY),
     "sqthread_poll": Reason("tilemark does not use a kernel submission-polling thread", PRIORITY),
     "sqthread_poll_cpu": Reason(
@@ -311,7 +305,6 @@ REFUSED = {
     "rate_ignore_thinktime": Reason(
         "tilemark's bursts and rates are not combined this way", "pacing"
     ),
-    "random_sequence_stride": Reason("tilemark has no fixed offset sequences", "placement"),
     "fdp": Reason(
         "tilemark does not place data with NVMe flexible data placement", "data placement hints"
     ),

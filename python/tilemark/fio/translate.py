@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilemark.errors import UsageError
-from tilemark.fio import datareduce, gates, pace, strides, verifyfill
+from tilemark.fio import datareduce, gates, pace, patterns, strides, verifyfill
 from tilemark.fio.job import FIXABLE, FioJob, Problem, read_job
 from tilemark.fio.jobfile import Job, parse, redact_included
 from tilemark.fio.layout import StreamProblem, fmt_size, place, refuse
@@ -319,6 +319,7 @@ def _stream(job: FioJob, name: str) -> dict[str, Any]:
             )
     _sync(job, table)
     strides.stream_fields(job, table, refuse)
+    patterns.stream_fields(job, table, refuse)
     if job.compress:
         if job.compress >= 100:
             raise refuse(
@@ -490,6 +491,9 @@ STREAM_ORDER = (
     "sync",
     "priority",
     "priority_share",
+    "priority_by_size",
+    "write_bs",
+    "zones",
     "compress",
     "dedupe",
     "dedupe_set",

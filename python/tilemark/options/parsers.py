@@ -189,7 +189,7 @@ def parse_pattern(value: object, label: str) -> str:
     """uniform | sequential | zipf:THETA | hotspot:IO/REGION, normalized."""
     allowed = (
         "uniform, sequential, zipf:THETA (e.g. zipf:1.2), hotspot:IO/REGION (e.g. hotspot:90/10) "
-        "or zoned:IO/REGION:IO/REGION... (e.g. zoned:50/5:30/15:20/80)"
+        "zoned:IO/REGION:IO/REGION... (e.g. zoned:50/5:30/15:20/80) or sequence:B,B,...[:stride]"
     )
     text = value.strip().lower() if isinstance(value, str) else ""
     if text in ("uniform", "random"):
@@ -202,6 +202,8 @@ def parse_pattern(value: object, label: str) -> str:
         return f"zipf:{float(match.group(1)):g}"
     if text.startswith("zoned:"):
         return _parse_zoned(text, label, value)
+    if text.startswith("sequence:"):
+        return parse_sequence(text, label, value)
     if match := re.fullmatch(r"hotspot:(\d+(?:\.\d*)?)/(\d+(?:\.\d*)?)", text):
         io_pct, region_pct = float(match.group(1)), float(match.group(2))
         if not (0 <= io_pct <= 100 and 0 < region_pct < 100):
@@ -211,6 +213,23 @@ def parse_pattern(value: object, label: str) -> str:
             )
         return f"hotspot:{io_pct:g}/{region_pct:g}"
     raise UsageError(f"{label} must be {allowed}, got {shown(value)}.")
+
+
+# The engine's limit (fiopatterns.rs MAX_SEQUENCE); fio takes 64 (FIO_SEQ_MAX).
+MAX_SEQUENCE = 4096
+
+
+def parse_sequence(text: str, label: str, value: object) -> str:
+    """sequence:B,B,...[:stride] (block indices, fio's random_distribution=sequence; with
+    :stride each cycle moves on by the sequence's length), normalized."""
+    match = re.fullmatch(r"sequence:(\d+(?:,\d+)*)(:stride)?", text.replace(" ", ""))
+    blocks = match.group(1).split(",") if match else []
+    if not match or len(blocks) > MAX_SEQUENCE:
+        raise UsageError(
+            f"{label} sequence:B,B,...[:stride] needs 1 to {MAX_SEQUENCE} block indices "
+            f"(whole numbers from 0, such as sequence:2,0,1), got {shown(value)}."
+        )
+    return "sequence:" + ",".join(str(int(b)) for b in blocks) + (match.group(2) or "")
 
 
 def _parse_zoned(text: str, label: str, value: object) -> str:

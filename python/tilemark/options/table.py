@@ -79,6 +79,7 @@ from tilemark.options.parsers import (
     positive_size,
     text,
 )
+from tilemark.options.placement import parse_priority_by_size, parse_zones
 from tilemark.units import (
     parse_byte_rate,
     parse_duration,
@@ -262,6 +263,18 @@ OPTIONS: tuple[Option, ...] = (
     _o("priority_share", "stream", "PCT:CLASS[/LEVEL]: that share of the stream's IOs, drawn "
        "one by one, at another priority (fio's cmdprio_percentage): 20:rt/0.", toml=True,
        parse=parse_priority_share, default="none"),
+    _o("priority_by_size", "stream", "OP:SIZE:PCT:CLASS[/LEVEL][+HINT],...: that share of the "
+       "reads or writes of that size at that priority (and priority hint, e.g. a command "
+       "duration limit), the rest at the stream's (fio's cmdprio_bssplit): "
+       "read:64k:25:rt/1,read:64k:75:idle.", toml=True, parse=parse_priority_by_size,
+       default="none"),
+    _o("write_bs", "stream", "Size or weighted mix of the stream's writes when it differs from "
+       "its reads' (bs), as fio's bs=4k,64k.", toml=True, parse=parse_bs,
+       default="bs"),
+    _o("zones", "stream", "Strided zones of a sequential stream, SIZE:SKIP or "
+       "SIZE:RANGE:SKIP: SIZE bytes in a zone of RANGE bytes (default SIZE) from the region's "
+       "start, then the next zone RANGE + SKIP further, back at the start past the region's end "
+       "(fio's zonemode=strided): 256m:2g.", toml=True, parse=parse_zones, default="none"),
     _o("writeback", "stream", "Writes go through the page cache uncached (RWF_DONTCACHE, "
        "Linux 6.14+): the kernel writes them back at once, asynchronously, as an application's "
        "page-cache writeback reaches the device.", toml=True, parse=parse_bool,

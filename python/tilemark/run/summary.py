@@ -174,7 +174,8 @@ def _priority(plan_stream: dict, counters: dict, data_ops: int, seconds: float) 
     own rates and latency (the engine counts them apart, as fio's clat_prio):
     {"priority": {...}} or nothing for a stream without one."""
     own, share = plan_stream.get("ioprio"), plan_stream.get("ioprio_share")
-    if not own and not share:
+    by_size = plan_stream.get("ioprio_by_size")
+    if not own and not share and not by_size:
         return {}
     doc: dict[str, Any] = {"class": (own or {}).get("class", "none"), "level": 0}
     doc["level"] = int((own or {}).get("level", 0))
@@ -185,6 +186,16 @@ def _priority(plan_stream: dict, counters: dict, data_ops: int, seconds: float) 
             "class": share["class"],
             "level": int(share.get("level", 0)),
             "pct": float(share["pct"]),
+            "ios": other,
+            "measured_pct": 100.0 * other / data_ops if data_ops else None,
+            **{k: op_summary(apart.get(k), seconds) for k in DATA_OPS},
+        }
+    if by_size:
+        # Every IO not at the stream's own priority is counted apart, all such together.
+        apart = counters.get("ioprio_other") or {}
+        other = sum(int((apart.get(k) or {}).get("ops", 0)) for k in DATA_OPS)
+        doc["by_size"] = {
+            "entries": by_size,
             "ios": other,
             "measured_pct": 100.0 * other / data_ops if data_ops else None,
             **{k: op_summary(apart.get(k), seconds) for k in DATA_OPS},

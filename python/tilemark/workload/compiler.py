@@ -16,6 +16,7 @@ from tilemark.errors import UsageError
 from tilemark.targets import data as targetdata
 from tilemark.targets.header import TargetInfo, default_align
 from tilemark.units import format_size
+from tilemark.workload import placement
 from tilemark.workload.dedupe import set_pools
 from tilemark.workload.gates import gate_indices
 from tilemark.workload.limits import check_memory
@@ -41,6 +42,8 @@ def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
     if kind == "zoned":
         zones = [zone.split("/") for zone in arg.split(":")]
         return {"kind": "zoned", "zones": [[float(io), float(region)] for io, region in zones]}
+    if kind == "sequence":
+        return placement.pattern_plan(stream.pattern) or {"kind": "random"}
     return {"kind": "random"}
 
 
@@ -291,6 +294,8 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         if spec.cursors != "shared":
             stream["cursors"] = spec.cursors
         stream.update(_order_and_priority(spec))
+        placement.check_regions(spec, stream["regions"])
+        stream.update(placement.plan_fields(spec))
         if spec.invalidate == "pass" and not workload.direct:
             stream["invalidate_each_pass"] = True
     set_pools(

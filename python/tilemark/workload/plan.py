@@ -56,6 +56,7 @@ from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
 from tilemark.workload.pacing import check_pacing
+from tilemark.workload.placement import check_placement
 from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
@@ -115,6 +116,10 @@ class StreamSpec:
     run_length: int | None = None  # IOs per random offset (fio's randread:N)
     priority: tuple[str, int] | None = None  # IO priority (class, level)
     priority_share: tuple[float, str, int] | None = None  # (pct, class, level) of IOs
+    # (op, size, pct, class, level, hint) entries: priorities by size (fio's cmdprio_bssplit)
+    priority_by_size: tuple[tuple[str, int, float, str, int, int], ...] | None = None
+    write_sizes: list[tuple[int, float]] | None = None  # writes' sizes when not bs's
+    zones: tuple[int, int, int] | None = None  # strided zones (size, range, skip)
     offset: int = 0
     length: int | None = None  # None: to the end of the target's data area
     align: int | None = None  # None: the target's O_DIRECT alignment, at least 4096
@@ -394,6 +399,9 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("run_length", "run_length"),
         ("priority", "priority"),
         ("priority_share", "priority_share"),
+        ("priority_by_size", "priority_by_size"),
+        ("write_bs", "write_sizes"),
+        ("zones", "zones"),
         ("offset", "offset"),
         ("length", "length"),
         ("align", "align"),
@@ -419,6 +427,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
     ):
         if key in table:
             setattr(stream, attr, value(key))
+    check_placement(stream)
     return stream
 
 
