@@ -11,6 +11,9 @@ Precedence follows fio: a job's own setting overrides [global]; aliases (`rwmixw
 the last one written wins. Within one section fio sorts options before applying them, so the
 same value set twice there with different values has no defined winner and is refused.
 
+Longer than 600 lines because `FioJob` holds every fio fact the translator reads (a field per
+option family) and `read_job` dispatches each option to its family; the families' own rules
+live in their modules (strides, patterns, datareduce, verifyfill, paceopts, values).
 """
 
 from __future__ import annotations
