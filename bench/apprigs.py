@@ -1,7 +1,7 @@
 """Rigs for real applications: a device of known capacity, a filesystem on it, a memory cgroup,
 PostgreSQL, RocksDB's db_bench and SQLite, each started and removed again.
 
-Used by bench/fidelity.py, bench/pg_capacity.py and tests/e2e/test_learn_apps.py. No pytest
+Used by bench/fidelity.py, bench/pg_capacity.py and tests/e2e/test_learn_*.py. No pytest
 here: a missing tool is `Unavailable(reason)`, which the tests turn into a skip and the benches
 into a line in their report.
 

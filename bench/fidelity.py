@@ -12,7 +12,7 @@ capture's IO rate).
 
 writes bench/results/DATE-vm-fidelity.{md,json}: per application and repetition the
 accuracy of every property and the overall score, with /proc/pressure/* before each capture.
-The e2e tests (tests/e2e/test_learn_apps.py) run the same rounds, smaller and shorter.
+The e2e tests (tests/e2e/test_learn_*.py) run the same rounds, smaller and shorter.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Real applications captured, learned, run as a learned profile on the same device, captured
-again and compared (issue 24), small and short: the long measurements are bench/fidelity.py.
+"""What the tests of real applications learned share (test_learn_postgresql.py,
+test_learn_rocksdb.py, test_learn_sqlite.py): real applications captured, learned, run as a
+learned profile on the same device, captured again and compared (issue 24), small and short:
+the long measurements are bench/fidelity.py. One module per application, so that the three
+(30-40 s each) run on different pytest workers (`make test` distributes by file).
 
 Each test runs one round of bench/fidelity.py (the same code) on a delayed nbdkit device
 under a loop device under ext4, and asserts what a round must give whatever the machine's
@@ -26,7 +29,7 @@ import fidelity as bench  # noqa: E402
 
 # Not serial: every assertion holds under load (fidelity goals are benchmark results), and
 # most of each test is the application starting and filling its data.
-pytestmark = [pytest.mark.root, pytest.mark.apps, pytest.mark.nbd]
+MARKS = [pytest.mark.root, pytest.mark.apps, pytest.mark.nbd]
 
 # The captured windows stay 6 s: in 2-3 s windows the learned run's size mix scored 0.54-0.70
 # (asserted > 0.7) in about half the SQLite runs and in one of five RocksDB runs, and a 0.75 s
@@ -42,8 +45,8 @@ PREP_S = 0.1
 DELAYS = dict(rdelay_ms=1, wdelay_ms=1, prep_s=PREP_S)
 
 
-@pytest.fixture
-def work():
+@pytest.fixture(name="work")
+def work_dir():
     # The postgres user walks into it, and pytest's own base directory is 0700: a directory
     # of its own in /tmp, traversable, removed afterwards.
     path = Path(tempfile.mkdtemp(prefix="tilemark-apps-"))
@@ -52,14 +55,14 @@ def work():
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _round(fn, work, **kw):
+def one_round(fn, work, **kw):
     try:
         return fn(work, seconds=SECONDS, **DELAYS, **kw)
     except apprigs.Unavailable as e:
         pytest.skip(f"{e} (scripts/system-deps.sh installs what is missing)")
 
 
-def _check(r: bench.Round, streams: set[str]) -> dict:
+def check(r: bench.Round, streams: set[str]) -> dict:
     doc = tomllib.loads(r.learned)
     names = {s["name"] for s in doc["stream"]}
     assert streams <= names, names
@@ -77,25 +80,3 @@ def _check(r: bench.Round, streams: set[str]) -> dict:
     for prop in ("read_share", "size_mix", "seek_distance", "footprint", "skew"):
         assert control[prop] >= 0.98, (prop, control)
     return doc
-
-
-def test_postgresql_pgbench_is_learned_and_its_profile_compared(work):
-    r = _round(bench.pg_round, work, scale=4, clients=4, memcg_mb=64, port=54339,
-               warmup_s=WARMUP_S)  # fmt: skip
-    doc = _check(r, {"postgres_read"})
-    assert r.app_metric and r.app_metric > 0  # pgbench's tps
-    assert doc["profile"]["metric_unit"] == "tps"
-    # the WAL: sync writes of postgres with a flush cadence
-    wal = [s for s in doc["stream"] if s["name"].startswith("postgres_") and "sync" in s]
-    assert wal and wal[0]["sync"].startswith("fdatasync:")
-
-
-def test_rocksdb_db_bench_is_learned_and_its_profile_compared(work):
-    r = _round(bench.rocksdb_round, work, num=100_000, memcg_mb=48)
-    _check(r, {"db_bench_read"})
-
-
-def test_sqlite_order_entry_is_learned_and_its_profile_compared(work):
-    r = _round(bench.sqlite_round, work, items=50_000, memcg_mb=32)
-    doc = _check(r, set())
-    assert any(s.get("sync", "").startswith("fdatasync:") for s in doc["stream"])
