@@ -357,7 +357,7 @@ def test_filesize_of_one_file_is_its_region(tmp_path):
     # HOWTO size: "If this option is not specified, fio will use the full size of the given
     # files"; filesize: "Individual file sizes".
     assert one(tmp_path, "[j]\nfilename=/x\nfilesize=128m\n")["length"] == "128m"
-    with pytest.raises(UsageError, match="a later tilemark feature"):
+    with pytest.raises(UsageError, match="names its filename uses that file"):
         translate(write(tmp_path, "[j]\nfilename=/x\nnrfiles=4\nfilesize=128m\n"))
 
 

@@ -13,7 +13,8 @@ same value set twice there with different values has no defined winner and is re
 
 Longer than 600 lines because `FioJob` holds every fio fact the translator reads (a field per
 option family) and `read_job` dispatches each option to its family; the families' own rules
-live in their modules (strides, patterns, datareduce, verifyfill, paceopts, values).
+live in their modules (strides, patterns, datareduce, verifyfill, paceopts, jobfiles,
+values).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from tilemark.fio.options import (
 )
 from tilemark.fio.shapes import Refused as _Refused
 from tilemark.fio.shapes import bssplit, distribution
+
+# Options of the files a job makes itself (nrfiles, ...: jobfiles.py; nr_files is an alias).
+OWN_FILES_KEYS = ("nrfiles", "filename_format", "file_service_type", "openfiles")
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ class FioJob:
     suffix_opt: Option | None = None
     priority_opts: dict[str, Option] = field(default_factory=dict)
     data_opts: dict[str, Option] = field(default_factory=dict)  # datareduce.KEYS
+    files_opts: dict[str, Option] = field(default_factory=dict)  # OWN_FILES_KEYS
     # patterns.py: writes' sizes apart from reads', a block sequence, priorities by size.
     write_sizes: list[tuple[int, float]] | None = None
     sequence: list[int] | None = None
@@ -557,6 +562,8 @@ def _handle(job: FioJob, key: str, opt: Option) -> None:  # noqa: C901 - one tab
         datareduce.read(job, key, opt)
     elif key in patterns.KEYS:
         patterns.read(job, key, opt)
+    elif key in OWN_FILES_KEYS:  # checked with the whole job in jobfiles.own_files
+        job.files_opts[key] = opt
     elif key in strides.PRIORITY_KEYS:
         strides.read_priority(job, key, opt)
     elif key == "rw_sequencer":

@@ -1,5 +1,6 @@
 """Where a translated fio job's IO goes: its file (a target) or, for the files fio makes
-itself, a region of one target; how many bytes it does before it ends.
+itself, a region of one target (several files of a job's own: jobfiles.py); how many bytes it
+does before it ends.
 
 fio's rules (HOWTO `filename`, `directory`, `size`, `offset`, `offset_increment`, `filesize`,
 `io_size`, `number_ios`, `loops`, `time_based`, `zonemode`): a job without `filename` gets a
@@ -16,32 +17,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tilemark.fio import patterns
+from tilemark.fio import jobfiles, patterns
 from tilemark.fio.job import FioJob, Problem
+from tilemark.fio.refusals import StreamProblem, fmt_size, refuse
 
 _NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
-
-
-class StreamProblem(Exception):
-    """A job that cannot be translated, found while building its stream."""
-
-    def __init__(self, problem: Problem) -> None:
-        super().__init__(problem.why)
-        self.problem = problem
-
-
-def refuse(job: FioJob, opt: Any, why: str, group: str, key: str | None = None) -> StreamProblem:
-    where = opt.where if opt is not None else job.where
-    name = key or (opt.key if opt is not None else "job")
-    return StreamProblem(Problem(name, where, why, group))
-
-
-def fmt_size(n: int) -> str:
-    """Bytes in the largest binary unit that divides them: 10g, 128k, 512."""
-    for suffix, unit in (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
-        if n and n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
 
 
 def _files(job: FioJob) -> list[str] | None:
@@ -74,6 +54,18 @@ def place(
                 "files",
             )
         ]
+    for job in jobs:
+        if job.files_opts and job.files is not None:
+            opt = next(iter(job.files_opts.values()))
+            why = "a job that names its filename uses that file; nrfiles and the other options "
+            why += "for files fio makes do not apply"
+            return [refuse(job, opt, why, "files").problem]
+    if not named and any(jobfiles.wants_own_files(job) for job in jobs):
+        try:
+            jobfiles.own_files(jobs, tables, doc, notes)
+        except StreamProblem as p:
+            return [p.problem]
+        return []
     problems: list[Problem] = []
     for job, table in zip(jobs, tables, strict=True):
         try:

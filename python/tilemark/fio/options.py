@@ -194,31 +194,6 @@ ERRORS = "error handling"
 SYSTEM = "system settings"
 
 REFUSED = {
-    "nrfiles": Reason(
-        "tilemark gives a job one file or one region; sets of files per job are "
-        "a later tilemark feature",
-        SEVERAL_FILES,
-    ),
-    "nr_files": Reason(
-        "tilemark gives a job one file or one region; sets of files per job are "
-        "a later tilemark feature",
-        SEVERAL_FILES,
-    ),
-    "filename_format": Reason(
-        "tilemark gives a job one file or one region; sets of files per "
-        "job are a later tilemark feature",
-        SEVERAL_FILES,
-    ),
-    "openfiles": Reason(
-        "tilemark gives a job one file or one region; sets of files per job "
-        "are a later tilemark feature",
-        SEVERAL_FILES,
-    ),
-    "file_service_type": Reason(
-        "tilemark gives a job one file or one region; sets of files "
-        "per job are a later tilemark feature",
-        SEVERAL_FILES,
-    ),
     "max_open_zones": Reason(
         "zoned block devices (write pointers, open zones) are not modelled", ZBD
     ),
