@@ -86,3 +86,28 @@ def test_a_bad_value_is_one_sentence_and_exit_2(tmp_path, capsys):
     assert main(["import-fio", str(path)]) == 2
     err = capsys.readouterr().err
     assert "nrfiles" in err and "Traceback" not in err
+
+
+def test_export_gives_fio_each_files_size_and_the_jobs_total():
+    # HOWTO size: fio divides it between a job's files unless filesize gives each its own.
+    from tilemark.fio.export import job_text
+
+    stream = {
+        "name": "s", "read_pct": 100, "sizes": [[4096, 1]], "pattern": {"kind": "random"},
+        "random_pct": 100, "align": 4096, "qd": 1, "arrival": {"kind": "closed"},
+        "sync": {"kind": "none"}, "io_limit": 4 << 20,
+        "regions": [{"target": k, "offset": 0, "length": 1 << 20} for k in range(4)],
+    }  # fmt: skip
+    targets = [{"path": f"/d/f.{k}", "offset": 4096, "length": 1 << 20, "direct": True}
+               for k in range(4)]  # fmt: skip
+    lines = job_text({"backend": "psync", "targets": targets, "streams": [stream]}, title="t")
+    lines = lines.splitlines()
+    for line in (
+        "filename=/d/f.0:/d/f.1:/d/f.2:/d/f.3",
+        "file_service_type=random",
+        "offset=4096",
+        f"filesize={1 << 20}",
+        f"size={4 << 20}",
+        f"io_size={4 << 20}",
+    ):
+        assert line in lines, line  # fmt: skip

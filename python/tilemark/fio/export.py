@@ -135,7 +135,13 @@ def job_text(
             body.append(f"bssplit={_split(sizes)}" + (f",{_split(write)}" if write else ""))
         body.append(f"blockalign={stream['align']}")
         body.append(f"offset={target['offset'] + region['offset']}")
-        body.append(f"size={region['length']}")
+        if len(regions) > 1:
+            # HOWTO size: fio divides `size` between a job's files unless `filesize` gives
+            # each its own; both say it: each file's region, and all of them together.
+            body.append(f"filesize={region['length']}")
+            body.append(f"size={region['length'] * len(regions)}")
+        else:
+            body.append(f"size={region['length']}")
         if 0 < stream["random_pct"] < 100:
             body.append(f"percentage_random={stream['random_pct']:g}")
         pattern = stream["pattern"]
