@@ -17,6 +17,7 @@ tilemark runs in this process through the engine, so its CPU covers the engine's
 the light polling; prepare is not timed. Needs root (loop devices) for ext4/xfs.
 
     .venv/bin/python bench/file_ops.py --reps 3 --seconds 2
+    .venv/bin/python bench/file_ops.py --pool bench/results/X-file-ops.json   # pooled ratios
 """
 
 from __future__ import annotations
@@ -120,6 +121,28 @@ def mount_loop(kind: str, work: Path) -> Path | None:
     return mnt
 
 
+def pooled(rows: list[dict]) -> list[str]:
+    """Per case and backend, every repetition's tilemark / reference ratio (rate, CPU per op)
+    over all file systems and thread counts: median and quartiles, one line each. Under a
+    shared machine's load one case's five ratios spread widely; the pool is the verdict."""
+    lines = []
+    for case in ("stat", "cycle"):
+        for tool in ("tilemark-psync", "tilemark-uring"):
+            rate, cpu = [], []
+            for r in (r for r in rows if r["case"] == case):
+                for t, f in zip(r["runs"][tool], r["runs"]["ref"], strict=True):
+                    rate.append(t["rate"] / f["rate"])
+                    cpu.append(t["cpu_us_per_op"] / f["cpu_us_per_op"])
+            if not rate:
+                continue
+            q = [statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3 for v in (rate, cpu)]
+            lines.append(
+                f"{case} {tool}: rate {q[0][1]:.2f}x (quartiles {q[0][0]:.2f}-{q[0][2]:.2f}), "
+                f"CPU per op {q[1][1]:.2f}x ({q[1][0]:.2f}-{q[1][2]:.2f}), {len(rate)} repetitions"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -128,7 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--fs", nargs="+", default=["tmpfs", "ext4", "xfs"])
     ap.add_argument("--out", type=Path, default=tb.RESULTS_DIR)
+    ap.add_argument("--pool", type=Path, nargs="+", help="print pooled ratios of result files")
     a = ap.parse_args(argv)
+    if a.pool:
+        for path in a.pool:
+            print(path)
+            for line in pooled(json.loads(path.read_text())["rows"]):
+                print(f"  {line}")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="tm-file-ops-"))
     exe = build_ref(work)
     tools = ["tilemark-psync", "tilemark-uring", "ref"]
@@ -228,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{u['ratio_max']:.2f}) | {u['cpu_us_per_op']:.1f} | "
                   f"{r['psi_cpu_some_avg10'][0]:.0f}-{r['psi_cpu_some_avg10'][1]:.0f} / "
                   f"{r['psi_io_some_avg10'][0]:.0f}-{r['psi_io_some_avg10'][1]:.0f} |")  # fmt: skip
+    md += ["", "Pooled over file systems and thread counts (every repetition's ratio):", ""]
+    md += [f"- {line}" for line in pooled(rows)]
     json_path, md_path = tb.write_results(a.out, "file-ops", doc, "\n".join(md) + "\n")
     print(md_path)
     return 0
