@@ -17,6 +17,7 @@ tilemark runs in this process through the engine, so its CPU covers the engine's
 the light polling; prepare is not timed. Needs root (loop devices) for ext4/xfs.
 
     .venv/bin/python bench/file_ops.py --reps 3 --seconds 2
+    .venv/bin/python bench/file_ops.py --pool bench/results/X-file-ops.json   # pooled ratios
 """
 
 from __future__ import annotations
@@ -47,6 +48,18 @@ def psi() -> dict[str, str]:
         except OSError:
             out[kind] = "unavailable"
     return out
+
+
+def psi_avg10() -> tuple[float, float]:
+    """CPU and IO pressure (`some`, avg10, %) now; -1 where the kernel has none."""
+    out = []
+    for kind in ("cpu", "io"):
+        try:
+            line = Path(f"/proc/pressure/{kind}").read_text().splitlines()[0]
+            out.append(float(line.split()[1].split("=")[1]))
+        except (OSError, IndexError, ValueError):
+            out.append(-1.0)
+    return out[0], out[1]
 
 
 def build_ref(work: Path) -> Path:
@@ -108,6 +121,28 @@ def mount_loop(kind: str, work: Path) -> Path | None:
     return mnt
 
 
+def pooled(rows: list[dict]) -> list[str]:
+    """Per case and backend, every repetition's tilemark / reference ratio (rate, CPU per op)
+    over all file systems and thread counts: median and quartiles, one line each. Under a
+    shared machine's load one case's five ratios spread widely; the pool is the verdict."""
+    lines = []
+    for case in ("stat", "cycle"):
+        for tool in ("tilemark-psync", "tilemark-uring"):
+            rate, cpu = [], []
+            for r in (r for r in rows if r["case"] == case):
+                for t, f in zip(r["runs"][tool], r["runs"]["ref"], strict=True):
+                    rate.append(t["rate"] / f["rate"])
+                    cpu.append(t["cpu_us_per_op"] / f["cpu_us_per_op"])
+            if not rate:
+                continue
+            q = [statistics.quantiles(v, n=4) if len(v) > 1 else [v[0]] * 3 for v in (rate, cpu)]
+            lines.append(
+                f"{case} {tool}: rate {q[0][1]:.2f}x (quartiles {q[0][0]:.2f}-{q[0][2]:.2f}), "
+                f"CPU per op {q[1][1]:.2f}x ({q[1][0]:.2f}-{q[1][2]:.2f}), {len(rate)} repetitions"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -116,7 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=1000)
     ap.add_argument("--fs", nargs="+", default=["tmpfs", "ext4", "xfs"])
     ap.add_argument("--out", type=Path, default=tb.RESULTS_DIR)
+    ap.add_argument("--pool", type=Path, nargs="+", help="print pooled ratios of result files")
     a = ap.parse_args(argv)
+    if a.pool:
+        for path in a.pool:
+            print(path)
+            for line in pooled(json.loads(path.read_text())["rows"]):
+                print(f"  {line}")
+        return 0
     work = Path(tempfile.mkdtemp(prefix="tm-file-ops-"))
     exe = build_ref(work)
     tools = ["tilemark-psync", "tilemark-uring", "ref"]
@@ -145,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                     for i in range(a.files if case == "stat" else 0):
                         (ref_dir / f"f{i:08d}").touch()
                     results: dict[str, list[dict]] = {t: [] for t in tools}
+                    pressure: list[tuple[float, float]] = []
                     for rep in range(a.reps):
                         order = tools[rep % 3 :] + tools[: rep % 3]
                         for tool in order:
@@ -155,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
                                 r = run_tilemark(tm_root, backend, threads, a.seconds, case,
                                                  a.files)  # fmt: skip
                             results[tool].append(r)
-                    row = {"fs": fs, "case": case, "threads": threads, "runs": results}
+                            pressure.append(psi_avg10())
+                    cpu_p, io_p = [p[0] for p in pressure], [p[1] for p in pressure]
+                    row = {"fs": fs, "case": case, "threads": threads, "runs": results,
+                           "psi_cpu_some_avg10": [min(cpu_p), max(cpu_p)],
+                           "psi_io_some_avg10": [min(io_p), max(io_p)]}  # fmt: skip
                     ref_rate = statistics.median(r["rate"] for r in results["ref"])
                     ref_cpu = statistics.median(r["cpu_us_per_op"] for r in results["ref"])
                     for tool in tools:
@@ -165,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
                                   zip(results[tool], results["ref"], strict=True)]  # fmt: skip
                         row[tool] = {"rate": rate, "cpu_us_per_op": cpu,
                                      "ratio_median": statistics.median(ratios),
+                                     "ratio_min": min(ratios), "ratio_max": max(ratios),
                                      "cpu_ratio": cpu / ref_cpu, "ref_rate": ref_rate}  # fmt: skip
                     rows.append(row)
                     line = ", ".join(
@@ -172,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"{row[t]['cpu_us_per_op']:.1f} us CPU)"
                         for t in tools
                     )
-                    print(f"{fs} {case} x{threads}: {line}", flush=True)
+                    print(f"{fs} {case} x{threads}: {line}; CPU/IO pressure "
+                          f"{min(cpu_p):.0f}-{max(cpu_p):.0f}% / {min(io_p):.0f}-{max(io_p):.0f}%",
+                          flush=True)  # fmt: skip
     finally:
         for mnt, base in mounts:
             if mnt is not None:
@@ -192,17 +242,24 @@ def main(argv: list[str] | None = None) -> int:
           f"Load before: CPU `{before['cpu']}`, IO `{before['io']}`; after: CPU "
           f"`{after['cpu']}`.", "",
           "Rates are medians over the repetitions (stat/s, or create+close+unlink cycles/s); "
-          "ratio is the median of tilemark / reference per repetition; CPU is per operation "
-          "(per cycle), user + system, every thread.", "",
+          "ratio is the median of tilemark / reference per repetition (the lowest and highest "
+          "repetition's in brackets); CPU is per operation (per cycle), user + system, every "
+          "thread; pressure is `/proc/pressure` `some` avg10 read after every run of the case "
+          "(lowest-highest).", "",
           "| fs | case | threads | reference | tilemark psync | ratio | CPU us (ref / psync) | "
-          "tilemark uring | ratio | CPU us uring |",
-          "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+          "tilemark uring | ratio | CPU us uring | CPU / IO pressure % |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in rows:
         p, u, f = r["tilemark-psync"], r["tilemark-uring"], r["ref"]
         md.append(f"| {r['fs']} | {r['case']} | {r['threads']} | {f['rate']:,.0f} | "
-                  f"{p['rate']:,.0f} | {p['ratio_median']:.2f} | {f['cpu_us_per_op']:.1f} / "
-                  f"{p['cpu_us_per_op']:.1f} | {u['rate']:,.0f} | {u['ratio_median']:.2f} | "
-                  f"{u['cpu_us_per_op']:.1f} |")  # fmt: skip
+                  f"{p['rate']:,.0f} | {p['ratio_median']:.2f} ({p['ratio_min']:.2f}-"
+                  f"{p['ratio_max']:.2f}) | {f['cpu_us_per_op']:.1f} / {p['cpu_us_per_op']:.1f} | "
+                  f"{u['rate']:,.0f} | {u['ratio_median']:.2f} ({u['ratio_min']:.2f}-"
+                  f"{u['ratio_max']:.2f}) | {u['cpu_us_per_op']:.1f} | "
+                  f"{r['psi_cpu_some_avg10'][0]:.0f}-{r['psi_cpu_some_avg10'][1]:.0f} / "
+                  f"{r['psi_io_some_avg10'][0]:.0f}-{r['psi_io_some_avg10'][1]:.0f} |")  # fmt: skip
+    md += ["", "Pooled over file systems and thread counts (every repetition's ratio):", ""]
+    md += [f"- {line}" for line in pooled(rows)]
     json_path, md_path = tb.write_results(a.out, "file-ops", doc, "\n".join(md) + "\n")
     print(md_path)
     return 0

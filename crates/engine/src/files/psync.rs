@@ -9,7 +9,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use super::run::Shared;
-use super::table::{OpMix, Picker, Table};
+use super::table::{Kind, OpMix, Picker, Table};
 use super::{ops, EntryName, FileOp, FilePlan, FileStreamSpec};
 use crate::rng::Rng;
 
@@ -212,6 +212,10 @@ impl Worker {
     /// An operation on an entry by its name (FileOp::by_name): take the entry, make the
     /// call, count it, give the entry back as the call left it.
     fn by_name(&mut self, op: FileOp) {
+        if matches!(op, FileOp::Stat | FileOp::Statdir) && self.shared.fixed[self.fileset].is_some()
+        {
+            return self.stat_fixed(op);
+        }
         let start = if op == FileOp::Mkdir {
             self.picker.free_start(&mut self.rng)
         } else {
@@ -233,6 +237,24 @@ impl Worker {
         .map(|_| 0);
         self.record(op, t0, &r, i);
         self.table().release_after(op, taken, r.is_ok());
+    }
+
+    /// A stat in a set whose entries cannot change (`Shared::fixed`): no lock, no busy mark.
+    fn stat_fixed(&mut self, op: FileOp) {
+        let kind = if op == FileOp::Statdir {
+            Kind::Dir
+        } else {
+            Kind::File
+        };
+        let start = self.picker.pick(&mut self.rng);
+        let fixed = self.shared.fixed[self.fileset].as_ref();
+        let Some((i, dir)) = fixed.and_then(|f| f.pick(start, kind)) else {
+            return self.skip(op);
+        };
+        let (dir, name) = (self.dir_fd(dir), EntryName::new(i));
+        let t0 = self.shared.now();
+        let r = ops::stat(dir, &name).map(|_| 0);
+        self.record(op, t0, &r, i);
     }
 
     fn make_room(&mut self) {

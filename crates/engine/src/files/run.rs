@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use super::table::Table;
+use super::table::{FixedSet, Table};
 use super::{entry_name, ops, FileArrival, FileOp, FilePlan, FileStreamSpec, FILE_OPS};
 use crate::clock::monotonic_ns;
 use crate::error::{EngineError, Result};
@@ -111,6 +111,8 @@ pub(super) struct Shared {
     errors: AtomicU64,
     max_errors: Option<u64>,
     pub(super) tables: Vec<Mutex<Table>>,
+    /// Per file set: its entries when no stream can change which exist (`fixed_sets`).
+    pub(super) fixed: Vec<Option<FixedSet>>,
     /// Per file set: its directory fds (closed when the run is dropped).
     pub(super) dirs: Vec<Vec<RawFd>>,
     names: Vec<String>,
@@ -274,20 +276,27 @@ impl FileRun {
             .iter()
             .map(|s| if uring { 1 } else { s.threads })
             .sum();
+        let tables: Vec<Mutex<Table>> = plan
+            .filesets
+            .iter()
+            .map(|fs| {
+                let dirs = fs.entry_kind == super::EntryKind::Dirs;
+                Mutex::new(Table::with_kind(&fs.entries, dirs))
+            })
+            .collect();
+        let fixed = fixed_sets(&plan)
+            .into_iter()
+            .zip(&tables)
+            .map(|(fixed, t)| fixed.then(|| FixedSet::of(&t.lock().unwrap())))
+            .collect();
         let t0 = monotonic_ns();
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             failure: Mutex::new(None),
             errors: AtomicU64::new(0),
             max_errors: plan.max_errors,
-            tables: plan
-                .filesets
-                .iter()
-                .map(|fs| {
-                    let dirs = fs.entry_kind == super::EntryKind::Dirs;
-                    Mutex::new(Table::with_kind(&fs.entries, dirs))
-                })
-                .collect(),
+            tables,
+            fixed,
             dirs,
             names: plan.filesets.iter().map(|f| f.name.clone()).collect(),
             thread_stats: plan
@@ -520,6 +529,26 @@ impl Drop for FileRun {
             }
         }
     }
+}
+
+/// Per file set: true when no stream on it has an operation that creates, deletes, renames or
+/// removes an entry, so which entries exist cannot change during the run.
+pub(super) fn fixed_sets(plan: &FilePlan) -> Vec<bool> {
+    let changes = |op: FileOp| {
+        matches!(
+            op,
+            FileOp::Create | FileOp::Delete | FileOp::Rename | FileOp::Mkdir | FileOp::Rmdir
+        )
+    };
+    (0..plan.filesets.len())
+        .map(|f| {
+            !plan
+                .streams
+                .iter()
+                .filter(|s| s.fileset == f)
+                .any(|s| s.ops.iter().any(|&(op, _)| changes(op)))
+        })
+        .collect()
 }
 
 fn is_open(s: &FileStreamSpec) -> bool {

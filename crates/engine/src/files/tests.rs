@@ -529,3 +529,70 @@ fn sequential_selection_takes_the_entries_in_order_each_once() {
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
+
+#[test]
+fn stats_in_a_set_nothing_changes_find_only_its_files_without_the_lock() {
+    use FileOp::*;
+    let root = tmpdir("fixed-stat");
+    // Sparse: 5 files among 1,000 entries, so most picks land far from any file and must be
+    // drawn from the list of files; a stat of an absent entry would fail the run (ENOENT).
+    let set = make_set(&root, 1000, 5, 10);
+    let mut s = stream(
+        vec![(Stat, 3.0), (Open, 1.0), (Read, 1.0), (Close, 1.0)],
+        false,
+    );
+    s.limit = Some(3000);
+    let doc = run_on(FileBackend::Psync, set, s, 30_000);
+    assert_eq!(doc["stop_reason"], "done", "{doc}");
+    assert_eq!(doc["error"], serde_json::Value::Null, "{doc}");
+    let ops = &doc["streams"][0]["ops"];
+    let stats = ops["stat"]["ops"].as_u64().unwrap();
+    assert!(stats > 1000, "{doc}");
+    assert_eq!(doc["streams"][0]["skipped"]["stat"], 0, "{doc}");
+    assert_eq!(on_disk(&root.join("d0")), (5, 50));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_set_is_fixed_only_when_no_stream_on_it_creates_deletes_renames_or_removes() {
+    use FileOp::*;
+    let root = tmpdir("fixed-sets");
+    let set = |name: &str| {
+        let mut f = make_set(&root.join(name), 4, 2, 0);
+        f.name = name.into();
+        f
+    };
+    let on = |fileset: usize, ops: Vec<(FileOp, f64)>| FileStreamSpec {
+        fileset,
+        ..stream(ops, false)
+    };
+    let plan = |streams: Vec<FileStreamSpec>| FilePlan {
+        plan_version: FILE_PLAN_VERSION,
+        backend: FileBackend::Psync,
+        hung_ms: 5000,
+        interval_ms: 100,
+        duration_ms: Some(10),
+        max_errors: Some(0),
+        filesets: vec![set("a"), set("b")],
+        streams,
+    };
+    let readers = vec![
+        (Stat, 1.0),
+        (Open, 1.0),
+        (Read, 1.0),
+        (Append, 1.0),
+        (Setattr, 1.0),
+    ];
+    assert_eq!(
+        run::fixed_sets(&plan(vec![on(0, readers.clone())])),
+        [true, true]
+    );
+    for changes in [Create, Delete, Rename, Mkdir, Rmdir] {
+        let p = plan(vec![
+            on(0, readers.clone()),
+            on(1, vec![(Stat, 1.0), (changes, 0.1)]),
+        ]);
+        assert_eq!(run::fixed_sets(&p), [true, false], "{changes:?}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
