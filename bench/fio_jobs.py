@@ -8,9 +8,9 @@ script makes one runnable job file for both tools: the job's files replaced by o
 loops dropped, so every job, and every phase of a stonewalled file, runs `--runtime` seconds;
 files whose phases end by a count, exit_what and strided sequences, keep number_ios and
 io_size and run without time_based),
-`group_reporting` dropped so fio reports each job. Everything else is the example as shipped:
-engine, direct or buffered, sizes, depths, mixes, rates, phases. Then fio and tilemark run it
-alternately REPS times on each rig:
+`group_reporting` dropped so fio reports each job (kept where a steady-state criterion
+needs it). Everything else is the example as shipped: engine, direct or buffered, sizes,
+depths, mixes, rates, phases. Then fio and tilemark run it alternately REPS times on each rig:
 
 - `ramdisk`: a loop device over a file in /dev/shm (vs_fio.py's RAM disk, its own image), so
   the tools and not a disk decide;
@@ -84,6 +84,9 @@ REPLACED = (
 # time_based. They keep their counts (number_ios, io_size) and run without time_based.
 COUNTED = re.compile(r"(?m)^\s*(exit_what\s*=|random_sequence_stride\s*=\s*[1-9])")
 KEPT_WHEN_COUNTED = ("number_ios", "io_size")
+# A steady-state criterion (ss) is judged per group in tilemark, which is fio's rule with
+# group_reporting only: such files keep it (fio then reports the group as one job).
+STEADY = re.compile(r"(?m)^\s*(ss|steadystate)\s*=")
 NOISE_MARGIN = 0.03
 RAMDISK_IMAGE = Path("/dev/shm/tilemark-fio-jobs-ram.img")
 # Every job's rows so far, in case a later step fails (bench/work is not committed).
@@ -96,10 +99,15 @@ def runnable(job: Path, target: str, size: int, runtime: float, ramp: float) -> 
     text = job.read_text()
     phased = re.search(r"(?m)^\s*(stonewall|wait_for)\b", text) is not None
     counted = COUNTED.search(text) is not None
+    steady = STEADY.search(text) is not None
     kept = []
     for line in text.splitlines():
         key = re.split(r"[=\s;#]", line.strip(), maxsplit=1)[0].lower()
-        if key not in REPLACED or (counted and key in KEPT_WHEN_COUNTED):
+        if (
+            key not in REPLACED
+            or (counted and key in KEPT_WHEN_COUNTED)
+            or (steady and key == "group_reporting")
+        ):
             kept.append(line)
     head = ["[global]", f"filename={target}", f"size={size}"]
     if not counted:

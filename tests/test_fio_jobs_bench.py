@@ -51,3 +51,14 @@ def test_a_strided_sequence_keeps_io_size_and_a_repeating_one_is_timed(tmp_path)
     repeating = tmp_path / "r.fio"
     repeating.write_text(strided.read_text().replace("stride=1", "stride=0"))
     assert "time_based" in _lines(fio_jobs.runnable(repeating, "/dev/x", 4096, 2, 1))
+
+
+def test_a_steady_state_file_keeps_group_reporting_and_others_drop_it(tmp_path):
+    # HOWTO steadystate: "When the job finishes, fio reports ... for the group when
+    # group_reporting is set"; tilemark's criterion holds for the group's streams together.
+    steady = tmp_path / "ss.fio"
+    steady.write_text("[global]\ngroup_reporting\n[j]\nrw=write\nss=iops:10%\nss_dur=30s\n")
+    assert "group_reporting" in _lines(fio_jobs.runnable(steady, "/dev/x", 4096, 2, 1))
+    plain = tmp_path / "p.fio"
+    plain.write_text("[global]\ngroup_reporting\n[j]\nrw=write\n")
+    assert "group_reporting" not in _lines(fio_jobs.runnable(plain, "/dev/x", 4096, 2, 1))
