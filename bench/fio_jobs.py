@@ -5,10 +5,12 @@ example of fio's `examples/` directory that translates (or those named with --jo
 script makes one runnable job file for both tools: the job's files replaced by one target
 (`filename`, `size`; jobs that made files of their own share it), its time cut to seconds
 (`time_based`, `runtime`, `ramp_time` in a [global] put first; `startdelay`, byte counts and
-loops dropped, so every job, and every phase of a stonewalled file, runs `--runtime` seconds),
-`group_reporting` dropped so fio reports each job. Everything else is the example as shipped:
-engine, direct or buffered, sizes, depths, mixes, rates, phases. Then fio and tilemark run it
-alternately REPS times on each rig:
+loops dropped, so every job, and every phase of a stonewalled file, runs `--runtime` seconds;
+files whose phases end by a count, exit_what and strided sequences, keep number_ios and
+io_size and run without time_based),
+`group_reporting` dropped so fio reports each job (kept where a steady-state criterion
+needs it). Everything else is the example as shipped: engine, direct or buffered, sizes,
+depths, mixes, rates, phases. Then fio and tilemark run it alternately REPS times on each rig:
 
 - `ramdisk`: a loop device over a file in /dev/shm (vs_fio.py's RAM disk, its own image), so
   the tools and not a disk decide;
@@ -77,6 +79,14 @@ REPLACED = (
     "numa_cpu_nodes",
     "numa_mem_policy",
 )
+# Files whose end is a count, not a time: exit_what other than group ends phases by a job's
+# own count (the translation refuses it with fixed phase times) and a strided sequence refuses
+# time_based. They keep their counts (number_ios, io_size) and run without time_based.
+COUNTED = re.compile(r"(?m)^\s*(exit_what\s*=|random_sequence_stride\s*=\s*[1-9])")
+KEPT_WHEN_COUNTED = ("number_ios", "io_size")
+# A steady-state criterion (ss) is judged per group in tilemark, which is fio's rule with
+# group_reporting only: such files keep it (fio then reports the group as one job).
+STEADY = re.compile(r"(?m)^\s*(ss|steadystate)\s*=")
 NOISE_MARGIN = 0.03
 RAMDISK_IMAGE = Path("/dev/shm/tilemark-fio-jobs-ram.img")
 # Every job's rows so far, in case a later step fails (bench/work is not committed).
@@ -88,21 +98,26 @@ def runnable(job: Path, target: str, size: int, runtime: float, ramp: float) -> 
     target)."""
     text = job.read_text()
     phased = re.search(r"(?m)^\s*(stonewall|wait_for)\b", text) is not None
+    counted = COUNTED.search(text) is not None
+    steady = STEADY.search(text) is not None
     kept = []
     for line in text.splitlines():
         key = re.split(r"[=\s;#]", line.strip(), maxsplit=1)[0].lower()
-        if key not in REPLACED:
+        if (
+            key not in REPLACED
+            or (counted and key in KEPT_WHEN_COUNTED)
+            or (steady and key == "group_reporting")
+        ):
             kept.append(line)
-    head = [
-        "[global]",
-        f"filename={target}",
-        f"size={size}",
-        "time_based",
-        f"runtime={runtime:g}",
-        # fio ramps each job at its own start, tilemark once per run: phased files run
-        # without a ramp so that both measure the same time.
-        f"ramp_time={0 if phased else ramp:g}",
-    ]
+    head = ["[global]", f"filename={target}", f"size={size}"]
+    if not counted:
+        head += [
+            "time_based",
+            f"runtime={runtime:g}",
+            # fio ramps each job at its own start, tilemark once per run: phased files run
+            # without a ramp so that both measure the same time.
+            f"ramp_time={0 if phased else ramp:g}",
+        ]
     return "\n".join(head + kept) + "\n"
 
 
@@ -128,11 +143,16 @@ class Child:
     stderr: str
 
 
-def run_child(cmd: list[str], timeout: float) -> Child:
+def run_child(cmd: list[str], timeout: float, cwd: Path | None = None) -> Child:
     """Run cmd in a session of its own; past `timeout` seconds kill the whole session (fio
     forks its jobs, and a hung fio ignores SIGTERM)."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        cwd=cwd,
     )
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -238,7 +258,9 @@ def run_job(
                     "--verify_state_save=0",
                     str(paths[tool]),
                 ]
-                child = run_child(cmd, timeout)
+                # In the scratch directory: the examples' write_*_log files land in fio's
+                # working directory, which must not be the checkout.
+                child = run_child(cmd, timeout, cwd=work)
                 figures = fio_figures(child)
             else:
                 cmd = [args.tilemark, "run", str(paths[tool]), "--results", str(results)]

@@ -120,7 +120,9 @@ def _flows(
     if 0 in sleeps:
         notes.append(
             "flow_sleep=0: a job ahead of its share retries at once (fio spins on its CPU); "
-            "tilemark looks again at its engine thread's next loop turn, as busy"
+            "tilemark looks again at its engine thread's next loop turn, then, while still "
+            "ahead, after 1, 2, 4 ... up to 128 us, so that its thread sleeps and leaves the "
+            "CPU to the other streams' threads (crates/engine/src/flow.rs)"
         )
     if sleeps - {0}:
         notes.append(
