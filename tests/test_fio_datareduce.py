@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fio_examples import example
 from tilemark.cli import main
 from tilemark.errors import UsageError
 from tilemark.fio import translate
-
-EXAMPLES = Path("/tmp/fiosrc/examples")
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -61,16 +60,7 @@ def test_repeat_mode_keeps_the_ratio_and_says_where_copies_come_from(tmp_path):
 def test_dedupe_global_shares_one_pool_between_jobs(tmp_path):
     # HOWTO dedupe_global: "whether the deduplication buffers will be shared amongst all jobs
     # that have this option set. The buffers are spread evenly between participating jobs."
-    doc = translate(EXAMPLES / "dedupe-global.fio").doc if EXAMPLES.exists() else None
-    if doc is None:
-        doc = translate(
-            write(
-                tmp_path,
-                "[global]\nsize=100m\ndedupe_mode=working_set\ndedupe_global=1\n"
-                "dedupe_percentage=50\nbs=4k\nrw=write\nbuffer_compress_percentage=50\n"
-                "dedupe_working_set_percentage=50\n[a]\n[b]\n",
-            )
-        ).doc
+    doc = translate(example(tmp_path, "dedupe-global")).doc
     for s in doc["stream"]:
         assert (s["compress"], s["dedupe"], s["dedupe_set"], s["dedupe_global"]) == (
             50.0,

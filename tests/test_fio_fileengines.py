@@ -16,8 +16,6 @@ from tilemark.files.spec import parse_file_workload
 from tilemark.fio.fileengines import translate_file_jobs
 from tilemark.fio.translate import examine, toml_text, translate
 
-FIO = Path("/tmp/fiosrc/examples")
-
 
 def job(tmp_path: Path, text: str, name: str = "j.fio") -> Path:
     p = tmp_path / name
@@ -79,10 +77,9 @@ def test_each_engine_becomes_a_set_and_a_stream_handling_every_file_once(tmp_pat
         assert w.filesets[0].size.sizes[0][0] == 4096
 
 
-@pytest.mark.skipif(not FIO.is_dir(), reason="fio's examples are not at /tmp/fiosrc")
 @pytest.mark.parametrize("engine", list(WANT))
-def test_fios_own_examples_translate(engine):
-    outcome = examine(FIO / f"{engine}-ioengine.fio")
+def test_fios_own_examples_translate(tmp_path, engine):
+    outcome = examine(job(tmp_path, EXAMPLES[engine]))
     assert outcome.translation is not None, outcome.problems
     assert outcome.translation.doc["filestream"][0]["select"] == "sequential"
 

@@ -24,14 +24,13 @@ from pathlib import Path
 
 import pytest
 
+from fio_examples import example
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
 from tilemark.fio.translate import examine
 from tilemark.workload import plan
 from tilemark.workload.compiler import compile_plan  # noqa: F401 (the module compiles plans)
 from tilemark.workload.pacing import plan_fields
-
-EXAMPLES = Path("/tmp/fiosrc/examples")
 
 
 def write(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
@@ -148,12 +147,8 @@ def test_butterfly_reads_both_ways_in_step(tmp_path):
     assert s["backward"]["skip"] == "-8k"
 
 
-EXITWHAT = (EXAMPLES / "exitwhat.fio").read_text() if (EXAMPLES / "exitwhat.fio").exists() else ""
-
-
 def _exitwhat(tmp_path: Path) -> dict:
-    text = EXITWHAT or pytest.skip("fio's examples are not at /tmp/fiosrc (fio's source)")
-    return translate(write(tmp_path, text, "exitwhat.fio")).doc
+    return translate(example(tmp_path, "exitwhat")).doc
 
 
 def test_exitwhat_fio_maps_each_exit_what(tmp_path):
@@ -222,10 +217,9 @@ def test_exit_what_on_fixed_phases_is_refused(tmp_path):
         )
 
 
-@pytest.mark.skipif(not EXAMPLES.exists(), reason="fio's examples are not at /tmp/fiosrc")
-@pytest.mark.parametrize("name", ["flow.fio", "butterfly.fio", "exitwhat.fio"])
-def test_fios_own_examples_translate(name):
-    outcome = examine(EXAMPLES / name)
+@pytest.mark.parametrize("name", ["flow", "butterfly", "exitwhat"])
+def test_fios_own_examples_translate(tmp_path, name):
+    outcome = examine(example(tmp_path, name))
     assert outcome.problems == []
 
 

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from fio_examples import example
 from tilemark.cli import main
 from tilemark.errors import UsageError
 from tilemark.fio import translate
 from tilemark.fio.translate import examine
 from tilemark.targets.header import TargetInfo
 from tilemark.workload import compiler, plan
-
-EXAMPLES = Path("/tmp/fiosrc/examples")
 
 
 def write(tmp_path: Path, text: str, name: str = "job.fio") -> Path:
@@ -173,9 +172,7 @@ def test_block_sizes_per_direction_translate(tmp_path):
 
 def test_the_example_of_priorities_per_block_size_translates(tmp_path):
     # examples/cmdprio-bssplit.fio, each job's comment says what fio does.
-    if not (EXAMPLES / "cmdprio-bssplit.fio").exists():
-        pytest.skip("fio's examples are not at /tmp/fiosrc")
-    t = translate(EXAMPLES / "cmdprio-bssplit.fio")
+    t = translate(example(tmp_path, "cmdprio-bssplit"))
     by_name = {s["name"]: s for s in t.doc["stream"]}
     # "100% of the 64kB reads are executed with prio class 1 and prio level 0."
     assert by_name["cmdprio"]["priority_by_size"] == "read:64k:100:rt/0"

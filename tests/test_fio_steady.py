@@ -10,15 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from fio_examples import example
 from tilemark.analysis.fio_steady import Criterion, judge, lat_sample, rate_sample
 from tilemark.errors import UsageError
 from tilemark.fio import toml_text, translate
 from tilemark.run.fio_steady import FioSteadyMonitor
 from tilemark.workload import plan
 from tilemark.workload.steadyrule import parse_steadystate
-
-EXAMPLES = Path("/tmp/fiosrc/examples")
-
 
 # --- the criterion, against fio's formulas --------------------------------------------------
 
@@ -294,9 +292,8 @@ def test_ss_ramp_past_ramp_time_translates(tmp_path):
     assert w.warmup_s == 5.0 and FioSteadyMonitor.for_workload(w).begin_s == 10.0
 
 
-@pytest.mark.skipif(not EXAMPLES.is_dir(), reason="fio's examples are not at /tmp/fiosrc")
 def test_fios_examples(tmp_path):
-    t = translate(EXAMPLES / "example_latency_steadystate.fio")
+    t = translate(example(tmp_path, "example_latency_steadystate"))
     assert t.doc["steadystate"] == {
         "criterion": "lat",
         "limit": "5%",
@@ -307,12 +304,13 @@ def test_fios_examples(tmp_path):
     assert t.doc["duration"] == "3600s"
     # steadystate.fio: ss-read waits (stonewall) for ss-write, which its criterion ends
     # (a [[steadystate]] rule per group: tests/test_fio_gates.py).
-    rules = translate(EXAMPLES / "steadystate.fio").doc["steadystate"]
+    steady = example(tmp_path, "steadystate")
+    rules = translate(steady).doc["steadystate"]
     assert [(r["streams"], r["ends"]) for r in rules] == [
         (["ss-write"], "streams"),
         (["ss-read"], "streams"),
     ]
-    first = translate(EXAMPLES / "steadystate.fio", sections=("ss-write",)).doc
+    first = translate(steady, sections=("ss-write",)).doc
     assert first["steadystate"]["limit"] == "10%" and first["duration"] == "300s"
 
 
