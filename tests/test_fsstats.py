@@ -35,13 +35,19 @@ device filer:/export mounted on /mnt/nas with fstype nfs4 statvers=1.1
 """
 
 
-def test_a_path_belongs_to_the_longest_mount_point_above_it():
-    mounts = fsstats.parse_mountinfo(MOUNTINFO)
-    assert [m.fstype for m in mounts] == ["ext4", "tmpfs", "xfs", "nfs4"]
-    assert fsstats.mount_of("/mnt/with space/a/b", mounts).dev == "7:0"  # octal escape
-    assert fsstats.mount_of("/mnt/nas/tm/mail", mounts).source == "filer:/export"
-    assert fsstats.mount_of("/mnt/nasty", mounts).point == "/"  # a prefix is not a parent
-    assert fsstats.mount_of("/tmp/ram", mounts).fstype == "tmpfs"
+def test_a_set_belongs_to_the_longest_mount_point_above_it(tmp_path, monkeypatch):
+    from tilemark.telemetry import envinfo
+
+    info = tmp_path / "mountinfo"
+    info.write_text(MOUNTINFO)
+    monkeypatch.setattr(envinfo, "MOUNTINFO", info)
+    mounts = fsstats.mounts_of([("a", "/mnt/with space/a/b"), ("m", "/mnt/nas/tm/mail"),
+                                ("n", "/mnt/nasty"), ("l", "/mnt/nas/tm/log")])  # fmt: skip
+    assert {p: (m.fstype, m.dev, sets) for p, (m, sets) in mounts.items()} == {
+        "/mnt/with space": ("xfs", "7:0", ["a"]),  # octal escape
+        "/mnt/nas": ("nfs4", "0:52", ["m", "l"]),
+        "/": ("ext4", "254:0", ["n"]),  # a prefix is not a parent
+    }
 
 
 def test_xfs_counters_become_rates_over_the_run():

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MOUNTINFO = Path("/proc/self/mountinfo")
 MOUNTSTATS = Path("/proc/self/mountstats")
 SYS_FS = Path("/sys/fs")
 SYS_DEV_BLOCK = Path("/sys/dev/block")
@@ -64,44 +63,18 @@ class Mount:
     dev: str  # major:minor of the superblock
 
 
-def parse_mountinfo(text: str) -> list[Mount]:
-    """The mounts of /proc/self/mountinfo (proc(5)); octal escapes in paths decoded."""
-    out = []
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        f, r = left.split(), right.split()
-        if not sep or len(f) < 5 or len(r) < 2:
-            continue
-        point = f[4].encode().decode("unicode_escape")
-        out.append(Mount(point=point, fstype=r[0], source=r[1], dev=f[2]))
-    return out
-
-
-def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
-    """The mount holding `path`: the longest mount point that is a prefix of its real path
-    (the last one mounted there when several are stacked)."""
-    real = os.path.realpath(path)
-    best: Mount | None = None
-    for m in mounts:
-        p = m.point.rstrip("/")
-        if (real == p or real.startswith(p + "/")) and (
-            best is None or len(p) >= len(best.point.rstrip("/"))
-        ):
-            best = m
-    return best
-
-
 def mounts_of(filesets: list[tuple[str, str]]) -> dict[str, tuple[Mount, list[str]]]:
-    """mount point -> (its mount, the set names on it)."""
-    try:
-        mounts = parse_mountinfo(MOUNTINFO.read_text())
-    except OSError:
-        return {}
+    """mount point -> (its mount, the set names on it): each set's mount as envinfo finds a
+    target's (the longest mount point above its real path)."""
+    from tilemark.telemetry import envinfo
+
+    mounts = envinfo.read_mounts()
     out: dict[str, tuple[Mount, list[str]]] = {}
     for name, path in filesets:
-        m = mount_of(path, mounts)
+        m = envinfo.mount_for(os.path.realpath(path), mounts)
         if m is not None:
-            out.setdefault(m.point, (m, []))[1].append(name)
+            mount = Mount(m["mount_point"], m["fs_type"], m["source"], m["dev"])
+            out.setdefault(mount.point, (mount, []))[1].append(name)
     return out
 
 
