@@ -55,7 +55,9 @@ def test_xfs_counters_become_rates_over_the_run():
     assert a["dir_create"] == 20 and a["trans_async"] == 100 and a["log_blocks"] == 800
     b = {k: v * 3 for k, v in a.items()}
     m = fsstats.Mount("/x", "xfs", "/dev/loop0", "7:0")
-    (view,) = fsstats.fs_views({"/x": (m, ["mail"])}, {"/x": a}, {"/x": b}, 2.0)
+    (view,) = fsstats.fs_views(
+        {"/x": (m, ["mail"])}, {"/x": fsstats.Counters(a)}, {"/x": fsstats.Counters(b)}, 2.0
+    )
     got = {f.name: f.value for f in view.figures}
     assert got["transactions/s"] == 2 * 103 / 2 and got["dir creates/s"] == 2 * 20 / 2
     assert got["log MB/s"] == 2 * 800 * 512 / 1e6 / 2 and got["inode gets/s"] == 7
@@ -65,14 +67,20 @@ def test_xfs_counters_become_rates_over_the_run():
 def test_ext4_bytes_written_and_btrfs_commits():
     e = fsstats.Mount("/e", "ext4", "/dev/vda", "254:0")
     (view,) = fsstats.fs_views(
-        {"/e": (e, ["s"])}, {"/e": {"written_kib": 100}}, {"/e": {"written_kib": 2148}}, 4.0
+        {"/e": (e, ["s"])},
+        {"/e": fsstats.Counters({"written_kib": 100})},
+        {"/e": fsstats.Counters({"written_kib": 2148})},
+        4.0,
     )
     assert view.written_bytes == 2048 * 1024
     assert {f.name: f.value for f in view.figures}["written MiB"] == 2.0
     commits = fsstats.parse_btrfs_commits("commits 12\nlast_commit_ms 3\nmax_commit_ms 40\n")
     b = fsstats.Mount("/b", "btrfs", "/dev/loop1", "7:1")
     (view,) = fsstats.fs_views(
-        {"/b": (b, ["s"])}, {"/b": {**commits, "commits": 2}}, {"/b": commits}, 5.0
+        {"/b": (b, ["s"])},
+        {"/b": fsstats.Counters({**commits, "commits": 2})},
+        {"/b": fsstats.Counters(commits)},
+        5.0,
     )
     assert {f.name: f.value for f in view.figures} == {
         "commits/s": 2.0,
@@ -85,8 +93,9 @@ def test_nfs_per_operation_calls_and_times_of_its_own_mount_only():
     assert set(ops) == {"NULL", "READ", "WRITE"} and ops["READ"][6] == 30
     m = fsstats.Mount("/mnt/nas", "nfs4", "filer:/export", "0:52")
     zero = {op: (0,) * 8 for op in ops}
-    (view,) = fsstats.fs_views({"/mnt/nas": (m, ["s"])}, {"/mnt/nas": {"nfs": zero}},
-                               {"/mnt/nas": {"nfs": ops}}, 2.0)  # fmt: skip
+    before, after = fsstats.Counters(nfs_ops=zero), fsstats.Counters(nfs_ops=ops)
+    mounts = {"/mnt/nas": (m, ["s"])}
+    (view,) = fsstats.fs_views(mounts, {"/mnt/nas": before}, {"/mnt/nas": after}, 2.0)
     got = {f.name: f.value for f in view.figures}
     assert got == {
         "READ calls/s": 5.0, "READ mean rtt ms": 3.0, "READ mean execute ms": 4.0,

@@ -17,9 +17,8 @@ file system's, so another process using it is counted too, as in the device view
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 MOUNTSTATS = Path("/proc/self/mountstats")
 SYS_FS = Path("/sys/fs")
@@ -35,8 +34,14 @@ _XFS_FIELDS = {
 }
 
 
-# A file system's counters at one moment: name -> count (NFS: "nfs" -> op -> its counters).
-Counters = dict[str, Any]
+@dataclass(frozen=True)
+class Counters:
+    """A file system's counters at one moment: name -> count (ext4, xfs, btrfs), and an NFS
+    mount's per-operation counters (op -> ops, transmissions, timeouts, bytes sent, bytes
+    received, queue ms, rtt ms, execute ms)."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    nfs_ops: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,18 +144,20 @@ def read_counters(m: Mount) -> Counters | None:
         if m.fstype == "ext4":
             name = _block_name(m.dev)
             kb = (SYS_FS / "ext4" / str(name) / "session_write_kbytes").read_text()
-            return {"written_kib": int(kb.strip())}
+            return Counters({"written_kib": int(kb.strip())})
         if m.fstype == "xfs":
             name = _block_name(m.dev)
-            return dict(parse_xfs_stats((SYS_FS / "xfs" / str(name) / "stats/stats").read_text()))
+            return Counters(
+                parse_xfs_stats((SYS_FS / "xfs" / str(name) / "stats/stats").read_text())
+            )
         if m.fstype == "btrfs":
             name = _block_name(m.dev)
             for fsid in (SYS_FS / "btrfs").iterdir():
                 if (fsid / "devices" / str(name)).exists() and (fsid / "commit_stats").exists():
-                    return dict(parse_btrfs_commits((fsid / "commit_stats").read_text()))
+                    return Counters(parse_btrfs_commits((fsid / "commit_stats").read_text()))
             return None
         if m.fstype in ("nfs", "nfs4"):
-            return {"nfs": parse_nfs_ops(MOUNTSTATS.read_text(), m.point)}
+            return Counters(nfs_ops=parse_nfs_ops(MOUNTSTATS.read_text(), m.point))
     except (OSError, ValueError, StopIteration):
         return None
     return None
@@ -182,7 +189,7 @@ def _figures(
     fstype: str, a: Counters, b: Counters, seconds: float
 ) -> tuple[tuple[FsFigure, ...], int | None]:
     def delta(key: str) -> int:
-        return max(0, int(b.get(key, 0)) - int(a.get(key, 0)))
+        return max(0, b.counts.get(key, 0) - a.counts.get(key, 0))
 
     if fstype == "ext4":
         written = delta("written_kib") * 1024
@@ -203,11 +210,11 @@ def _figures(
         ), None
     if fstype == "btrfs":
         figures = [FsFigure("commits/s", delta("commits") / seconds)]
-        if b.get("max_commit_ms"):
-            figures.append(FsFigure("max commit ms (since mount)", float(b["max_commit_ms"])))
+        if b.counts.get("max_commit_ms"):
+            figures.append(FsFigure("max commit ms (since mount)", b.counts["max_commit_ms"]))
         return tuple(figures), None
     if fstype in ("nfs", "nfs4"):
-        ops_a, ops_b = a.get("nfs") or {}, b.get("nfs") or {}
+        ops_a, ops_b = a.nfs_ops, b.nfs_ops
         figures = []
         moved = []
         for op, vb in ops_b.items():
