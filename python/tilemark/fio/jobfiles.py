@@ -20,17 +20,15 @@ same files.
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
-from tilemark.fio.refusals import fmt_size, refuse
+from tilemark.fio.refusals import NOT_IN_NAMES, fmt_size, refuse
 
 if TYPE_CHECKING:
     from tilemark.fio.job import FioJob
 
 DEFAULT_FORMAT = "$jobname.$jobnum.$filenum"
 MAX_FILES = 4096  # files a translated job may make (targets are opened for the whole run)
-_NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
 
 
 def wants_own_files(job: FioJob) -> bool:
@@ -136,7 +134,7 @@ def own_files(jobs: list[FioJob], tables: list[dict[str, Any]], doc: dict[str, A
                         "file between jobs; tilemark gives a target to the streams that name "
                         "it, each over its own region", "files",
                     )  # fmt: skip
-                name = _NAME.sub("_", os.path.basename(path))[:80] or f"f{len(targets)}"
+                name = NOT_IN_NAMES.sub("_", os.path.basename(path))[:80] or f"f{len(targets)}"
                 seen[path] = f"{job.name} (copy {clone})"
                 targets.append({"name": name, "path": path, "size": fmt_size(size)})
                 names.append(name)

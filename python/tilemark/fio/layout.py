@@ -13,15 +13,12 @@ whole file when size is not given; a job that is not time_based ends after `io_s
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from tilemark.fio import jobfiles, patterns
 from tilemark.fio.job import FioJob, Problem
-from tilemark.fio.refusals import StreamProblem, fmt_size, refuse
-
-_NAME = re.compile(r"[^A-Za-z0-9_.:+-]")
+from tilemark.fio.refusals import NOT_IN_NAMES, StreamProblem, fmt_size, refuse
 
 
 def _files(job: FioJob) -> list[str] | None:
@@ -224,6 +221,6 @@ def _named_targets(
 
 
 def _target_name(path: str, index: int, paths: list[str]) -> str:
-    stems = [_NAME.sub("_", Path(p).stem or Path(p).name)[:60] or "t" for p in paths]
+    stems = [NOT_IN_NAMES.sub("_", Path(p).stem or Path(p).name)[:60] or "t" for p in paths]
     stem = stems[index]
     return stem if stems.count(stem) == 1 else f"{stem}.{index}"

@@ -1,14 +1,19 @@
 """A job that cannot be translated, found while its stream is built (layout.py, jobfiles.py),
-and the size wording those refusals and the translation share."""
+the size wording those refusals and the translation share, and the characters a target name
+may hold."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from tilemark.fio.job import Problem
 
 if TYPE_CHECKING:
     from tilemark.fio.job import FioJob
+
+# What a target name may hold (workload names); anything else in a file's name becomes "_".
+NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_.:+-]")
 
 
 class StreamProblem(Exception):
