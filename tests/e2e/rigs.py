@@ -57,6 +57,18 @@ def loop_device(image: Path, size: int) -> Iterator[str]:
         subprocess.run(["losetup", "-d", dev], check=False)
 
 
+@contextlib.contextmanager
+def ram_loop_device(name: str, size: int) -> Iterator[str]:
+    """A loop device over a fresh image of `size` bytes in /dev/shm, removed afterwards (an
+    image left there holds its RAM until the machine restarts)."""
+    image = ram_dir() / f"{name}-{os.getpid()}-{time.monotonic_ns()}.img"
+    try:
+        with loop_device(image, size) as dev:
+            yield dev
+    finally:
+        image.unlink(missing_ok=True)
+
+
 def dev_numbers(dev: str) -> str:
     """'major:minor' of a block device."""
     st = os.stat(dev)

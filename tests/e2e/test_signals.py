@@ -18,8 +18,7 @@ from tilemark.cli import main
 
 from .rigs import (
     in_cgroup,
-    loop_device,
-    ram_dir,
+    ram_loop_device,
     throttled_cgroup,
     tilemark_exe,
 )
@@ -103,7 +102,7 @@ def test_a_signal_between_two_steps_of_a_scale_study_stores_the_step_interrupted
 def test_sigterm_while_a_target_is_filled_keeps_the_fill_and_says_so(tmp_path):
     # Writes to the device are held to 8 MB/s: filling 32 MiB takes 4 s, SIGTERM comes in it.
     with (
-        loop_device(ram_dir() / f"tilemark-fill-{os.getpid()}.img", 32 << 20) as dev,
+        ram_loop_device("tilemark-fill", 32 << 20) as dev,
         throttled_cgroup(dev, write_bps=8_000_000) as cg,
     ):
         proc = subprocess.Popen(
@@ -155,7 +154,7 @@ def test_a_signal_in_the_middle_of_a_verification_pass_stores_the_partial_pass(
     tmp_path, signum, capsys
 ):
     # Reads from the device are held to 8 MB/s: the pass over 32 MiB takes 4 s.
-    with loop_device(ram_dir() / f"tilemark-verify-{os.getpid()}.img", 32 << 20) as dev:
+    with ram_loop_device("tilemark-verify", 32 << 20) as dev:
         run_dir = verified_run(dev, tmp_path / "results", capsys)
         with throttled_cgroup(dev, read_bps=8_000_000) as cg:
             proc = subprocess.Popen(
