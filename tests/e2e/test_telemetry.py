@@ -95,6 +95,30 @@ def test_o_direct_on_a_loop_device_matches_the_device_iops(tmp_path):
     assert all(h["engine_cpu_pct"] >= 0 for h in host_rows[:-1])
     assert summary["telemetry"]["host"]["engine_cpu_pct"] > 0
 
+    # What tilemark itself added (run/overhead.py): CPU per IO of every IO it completed, and
+    # per direction its service time against the loop device's own time for the same IOs.
+    overhead = summary["overhead"]
+    ios = sum(s[op]["ops"] for s in summary["streams"] for op in ("read", "write"))
+    assert overhead["ios"] == ios
+    assert overhead["cpu_per_io_us"] > 0
+    assert 0 <= overhead["engine_cpu_per_io_us"] <= overhead["cpu_per_io_us"]
+    by_op = {s["op"]: s for s in overhead["service"]}
+    assert set(by_op) == {"read", "write"}
+    for op, count in (("read", "reads"), ("write", "writes")):
+        row = by_op[op]
+        device_ios = sum(r[count] for r in measured)
+        assert row["device"] == name and row["device_ios"] == device_ios
+        assert row["device_mean_us"] == pytest.approx(back_await(measured, op) * 1e3, rel=0.01)
+        # Each IO's time in the block layer lies inside tilemark's submission-to-reaping time.
+        assert row["mean_us"] >= 0.98 * row["device_mean_us"]
+        assert row["above_device_us"] == pytest.approx(row["mean_us"] - row["device_mean_us"])
+
+
+def back_await(rows: list[dict], op: str) -> float:
+    """iostat's r_await/w_await over the rows, ms: the device's time per IO."""
+    ticks, count = ("read_ms", "reads") if op == "read" else ("write_ms", "writes")
+    return sum(r[ticks] for r in rows) / sum(r[count] for r in rows)
+
 
 def test_buffered_reads_are_absorbed_by_the_page_cache(tmp_path):
     need_root()
@@ -117,6 +141,9 @@ def test_buffered_reads_are_absorbed_by_the_page_cache(tmp_path):
     # 4 MiB fits the page cache: after the first touch of each page, reads never reach it.
     assert back["read_iops"] < front["read_iops"] / 4
     assert back["read_iops_ratio"] < 0.25
+    # The device saw a few of tilemark's reads: its time per IO is not theirs, so no
+    # service-above-the-device figure for reads.
+    assert "read" not in {s["op"] for s in doc["summary"]["overhead"]["service"]}
 
 
 def test_a_device_missing_in_sysfs_leaves_telemetry_unavailable_and_the_run_goes_on(

@@ -63,6 +63,7 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         results_table,
         targets_table,
     )
+    from tilemark.run.overhead import overhead_line
     from tilemark.targets import verification
     from tilemark.telemetry.sampler import tool_bound_line
 
@@ -86,6 +87,9 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
     host = host_line(outcome.summary)
     if host is not None:
         say(out, host)
+    overhead = overhead_line(outcome.summary.get("overhead"))
+    if overhead is not None:
+        say(out, overhead)
     bound = tool_bound_line(outcome.summary.get("tool_bound"))
     if bound is not None:
         say(err, bound)

@@ -166,6 +166,53 @@ def _ratio(back: float | None, front: float | None) -> str:
     return f"{back / front:.2f}" if back is not None and front else "-"
 
 
+def overhead_table(summary: results.Summary) -> Table | None:
+    """What tilemark's own machinery cost over the measurement (summary.overhead,
+    run/overhead.py): CPU per IO, issue lateness, service time above the device."""
+    o = summary.overhead
+    if o is None:
+        return None
+    rows: list[tuple[str, str, str]] = []
+    if o.cpu_per_io_us is not None:
+        rows.append(("CPU per IO", f"{num(o.cpu_per_io_us)} us", "the whole process"))
+    if o.engine_cpu_per_io_us is not None:
+        rows.append(("engine CPU per IO", f"{num(o.engine_cpu_per_io_us)} us", "IO threads"))
+    if o.front_end_cpu_pct is not None:
+        rows.append(("front end", f"{num(o.front_end_cpu_pct)}% of a CPU", "the rest of it"))
+    if o.issue_lateness_p99_us is not None:
+        rows.append(
+            (
+                "issue lateness p50 / p99",
+                f"{num(o.issue_lateness_p50_us)} / {num(o.issue_lateness_p99_us)} us",
+                "open-loop IOs, submission minus intended time",
+            )
+        )
+    for d in o.service or []:
+        rows.append(
+            (
+                f"{d.op} service, mean",
+                f"{num(d.mean_us)} us",
+                f"{d.device} itself {num(d.device_mean_us)} us: "
+                f"{num(d.above_device_us)} us above the device",
+            )
+        )
+    if not rows:
+        return None
+    return Table(
+        "overhead",
+        "What tilemark itself added",
+        ["measure", "value", "of what"],
+        [[Cell(a), Cell(b, "num"), Cell(c)] for a, b, c in rows],
+        caption=(
+            "CPU from the process's threads (clock ticks) over the IOs completed; service time "
+            "above the device = tilemark's mean (submission to reaping) minus the block "
+            "layer's own time per IO of the device serving the target (iostat's r_await, "
+            "w_await), shown where that device saw the same IOs: the submission call, any "
+            "layer between (a file system) and the wait until tilemark reaped the completion."
+        ),
+    )
+
+
 def totals_table(summary: results.Summary) -> Table | None:
     """Front end vs back end over the measurement (summary.telemetry.front_vs_back)."""
     rows = (summary.telemetry.front_vs_back if summary.telemetry else None) or []
@@ -351,7 +398,13 @@ def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
             )
         )
     typed = run.typed.summary or results.Summary()
-    for table in (totals_table(typed), device_table(typed), interval_table(front, devices)):
+    tables = (
+        totals_table(typed),
+        overhead_table(typed),
+        device_table(typed),
+        interval_table(front, devices),
+    )
+    for table in tables:
         if table is not None:
             items.append(table)
     notes = list(record.get("notes") or [])

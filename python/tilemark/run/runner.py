@@ -28,6 +28,7 @@ from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_o
 from tilemark.run import datareduction
 from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
+from tilemark.run.overhead import tool_overhead
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
 from tilemark.store.rundir import RunWriter
@@ -283,6 +284,9 @@ def run_plan(
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
+        summary["overhead"] = tool_overhead(
+            summary, summary["telemetry"]["host"], summary["telemetry"]["devices"]
+        )
         # The first target's record (none: no target); every target's is in run.json.
         pre = infos[0] if infos else None
         summary["preconditioning"] = pre and {"target": pre.path, "record": pre.preconditioning}

@@ -404,6 +404,31 @@ class SteadyState(_Struct):
     window_streams: list[dict[str, Any]] | None = None
 
 
+class ServiceAboveDevice(_Struct):
+    """One direction of summary.overhead.service: tilemark's mean service time against the
+    block layer's of the device serving the target (run/overhead.py)."""
+
+    op: str | None = None  # read | write
+    device: str | None = None
+    ios: int | None = None  # tilemark's IOs in this direction
+    device_ios: int | None = None  # the device's (within 5% of tilemark's, or no row)
+    mean_us: float | None = None  # submission to reaping, tilemark's clock
+    device_mean_us: float | None = None  # diskstats ticks per IO (iostat's r_await, w_await)
+    above_device_us: float | None = None  # the difference: above the device
+
+
+class Overhead(_Struct):
+    """run.json `summary.overhead`: what tilemark's own machinery cost (run/overhead.py)."""
+
+    ios: int | None = None  # data IOs over the measurement
+    cpu_per_io_us: float | None = None  # the process's CPU time per IO
+    engine_cpu_per_io_us: float | None = None  # the engine threads' share of it
+    front_end_cpu_pct: float | None = None  # the rest of the process, % of one CPU
+    issue_lateness_p50_us: float | None = None  # open-loop IOs (summary.issue_lateness)
+    issue_lateness_p99_us: float | None = None
+    service: list[ServiceAboveDevice] | None = None
+
+
 class Summary(_Struct):
     """run.json `summary`: what the run measured (docs/results-schema.md)."""
 
@@ -430,6 +455,7 @@ class Summary(_Struct):
     # p99_us, p999_us, max_us (runs whose intervals the engine built; issue 25).
     issue_lateness: dict[str, Any] | None = None
     files: FilesSummary | None = None  # file streams (`tilemark files run`, file apps of tiles)
+    overhead: Overhead | None = None  # CPU per IO, lateness, time above the device
 
 
 class ResultOp(_Struct):
