@@ -6,11 +6,11 @@ finished since the last call. Formats are documented in docs/engine-boundary.md.
 
 from __future__ import annotations
 
-import gc
 import json
 from typing import Any, Literal, NotRequired, TypedDict
 
 from tilemark import _engine
+from tilemark.heap import no_gc
 
 EngineError = _engine.EngineError
 PLAN_VERSION: int = _engine.PLAN_VERSION
@@ -160,13 +160,8 @@ def _loads(text: str) -> Any:
     millions of dicts and lists, and the collections those allocations set off rescanned the
     whole heap again and again (a quarter of the front end's CPU in a 1,000-stream run,
     bench/streams.py). The document holds no cycles; it is collected normally afterwards."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         return json.loads(text)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Frame:

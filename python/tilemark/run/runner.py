@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from rich.console import Console
 
-from tilemark import engine, targets
+from tilemark import engine, heap, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.console import say
 from tilemark.errors import RunError, UsageError
@@ -194,7 +194,7 @@ def run_plan(
         raise UsageError(f"--results {results} cannot be created: {e.strerror}.") from None
     # From here on a signal stops the run in order (the engine stops at once if it came
     # before it started): the run directory is never left half made.
-    with SignalStopper() as stopper:
+    with heap.frozen(), SignalStopper() as stopper:
         telemetry = tm.Telemetry(compiled, [i.path for i in infos])
         try:
             writer = RunWriter(

@@ -7,7 +7,6 @@ reads, so neither the catalog nor readers depend on the writer.
 
 from __future__ import annotations
 
-import gc
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import tilemark
 from tilemark.errors import UsageError, excerpt
+from tilemark.heap import no_gc
 from tilemark.store import process, results
 from tilemark.store.layout import SCHEMA_VERSION, atomic_file
 
@@ -212,13 +212,8 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     try:
         text = source.read_text(encoding="utf-8")
         # No cyclic GC while parsing: see engine._loads (run.json of 10,000 streams).
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_gc():
             doc = json.loads(text)
-        finally:
-            if enabled:
-                gc.enable()
     except FileNotFoundError as exc:
         raise RunNotFoundError(f"{source} does not exist") from exc
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
