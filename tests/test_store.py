@@ -155,6 +155,11 @@ def test_finish_registers_the_run_in_the_catalog(tmp_path):
     # The target column comes from the typed run.targets (a renamed field fails, not '').
     assert row["target"] == ", ".join(t["path"] for t in doc["targets"]) and row["target"]
     assert (root / "catalog.duckdb").is_file()
+    # The writer registers the document it holds (not read back): the row is the one a
+    # catalog rebuilt from the directory makes.
+    (root / "catalog.duckdb").unlink()
+    (rebuilt,) = list_runs(root)
+    assert rebuilt == row
 
 
 def test_failed_and_incomplete_status(tmp_path):

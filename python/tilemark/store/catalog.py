@@ -381,11 +381,13 @@ def has_runs(results_root: Path) -> bool:
     return next(run_dirs(Path(results_root)), None) is not None
 
 
-def _register_dir(con: duckdb.DuckDBPyConnection, run_dir: Path) -> None:
-    """(Re)index one run directory as it is now."""
+def _register_dir(
+    con: duckdb.DuckDBPyConnection, run_dir: Path, doc: dict[str, Any] | None = None
+) -> None:
+    """(Re)index one run directory as it is now (`doc`: its run.json as just written)."""
     path = str(Path(run_dir).resolve())
     previous = con.execute("SELECT run_id FROM run_files WHERE path = ?", [path]).fetchone()
-    row = state_row(inspect_run(run_dir))
+    row = state_row(inspect_run(run_dir, doc))
     if previous and previous[0] and row["run_id"] != previous[0]:
         con.execute("DELETE FROM runs WHERE run_id = ? AND path = ?", [previous[0], path])
     _upsert(con, row)
@@ -425,12 +427,12 @@ def _forget_paths(con: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> None:
         con.execute("DELETE FROM run_files WHERE path = ?", [path])
 
 
-def register(results_root: Path, run_dir: Path) -> None:
+def register(results_root: Path, run_dir: Path, doc: dict[str, Any] | None = None) -> None:
     """Add or update one run in the catalog, as its directory is now (creating the catalog if
-    there is none)."""
+    there is none); `doc` is its run.json as the caller just wrote it, not read back."""
     try:
         with open_catalog(results_root) as con:
-            _register_dir(con, Path(run_dir))
+            _register_dir(con, Path(run_dir), doc)
     except duckdb.Error as exc:
         raise CatalogError(f"cannot update the run catalog under {results_root}: {exc}") from exc
 

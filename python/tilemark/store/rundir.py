@@ -311,7 +311,7 @@ class RunWriter:
             # The results filesystem failed: the next `tilemark runs` catalogs the run.
             return self.path
         try:
-            catalog.register(self.results_root, self.path)
+            catalog.register(self.results_root, self.path, self.doc)
         except catalog.CatalogError as exc:
             # The run is safely on disk; the next `tilemark runs` adds it to the catalog.
             self.catalog_error = str(exc)
