@@ -29,6 +29,7 @@ from tilemark.run import datareduction
 from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.overhead import tool_overhead
+from tilemark.run.priority import front_end_yields
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
 from tilemark.store.rundir import RunWriter
@@ -265,20 +266,21 @@ def run_plan(
                 handle.wait(30.0)
                 writer.finish(None, summary=None, complete=False, error=str(e))
                 raise
-        telemetry.start()
-        result, error, ended_by = drive(
-            handle,
-            writer,
-            compiled,
-            console,
-            console.is_terminal,
-            stopper,
-            monitor,
-            telemetry,
-            changes,
-            lateness,
-            live_rows,
-        )
+        with front_end_yields():  # the sampler and the live view inherit it
+            telemetry.start()
+            result, error, ended_by = drive(
+                handle,
+                writer,
+                compiled,
+                console,
+                console.is_terminal,
+                stopper,
+                monitor,
+                telemetry,
+                changes,
+                lateness,
+                live_rows,
+            )
         summary = summarize_run(writer, compiled, result, error, ended_by, changes, analyze)
         summary["issue_lateness"] = lateness_summary(lateness)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
