@@ -40,3 +40,11 @@ def test_the_front_end_and_the_threads_it_starts_yield_and_the_engine_does_not()
     assert seen == {"engine": before, "engine_during": before, "sampler": before + NICE_STEP}
     if os.geteuid() == 0:  # lowering a nice value back needs CAP_SYS_NICE
         assert nice_of(me) == before
+
+
+def test_benchmarks_can_turn_it_off(monkeypatch):
+    monkeypatch.setenv("TILEMARK_FRONT_END_NICE", "0")
+    me = threading.get_native_id()
+    before = nice_of(me)
+    with front_end_yields():
+        assert nice_of(me) == before

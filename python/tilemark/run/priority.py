@@ -28,6 +28,12 @@ from collections.abc import Iterator
 NICE_STEP = 5
 
 
+def nice_step() -> int:
+    """NICE_STEP, or TILEMARK_FRONT_END_NICE (0 turns it off: benchmarks measure both)."""
+    value = os.environ.get("TILEMARK_FRONT_END_NICE", "")
+    return int(value) if value.isdigit() else NICE_STEP
+
+
 @contextlib.contextmanager
 def front_end_yields() -> Iterator[None]:
     """This thread (and the threads it starts inside) at a lower priority than the engine's
@@ -39,9 +45,10 @@ def front_end_yields() -> Iterator[None]:
         yield
         return
     lowered = False
-    if before < NICE_STEP:
+    step = nice_step()
+    if step and before < step:
         try:
-            os.setpriority(os.PRIO_PROCESS, tid, before + NICE_STEP)
+            os.setpriority(os.PRIO_PROCESS, tid, before + step)
             lowered = True
         except OSError:
             pass
