@@ -51,6 +51,10 @@ RAM_IMAGE = Path("/dev/shm/tilemark-bench-iouring.img")
 NOP_FILE = Path("/dev/shm/tilemark-bench-iouring-null.dat")
 CASES = ("nop", "ram-qd1", "ram-qd32", "ram-qd128", "nullb-qd32")
 WARMUP_S = 1.0
+# t/io_uring with submit and complete batches of 1 (-s1 -c1): each IO handed over and reaped as
+# it comes, as fio and tilemark do (tilemark reaps every completion at once because it times
+# each IO: waiting for a batch would add the wait to the latencies it reports).
+BATCH1 = "t/io_uring -s1 -c1"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,9 +134,12 @@ def case_qd(case: str) -> int:
     return 128 if case == "nop" else int(case.rsplit("qd", 1)[1])
 
 
-def uring_cmd(binary: Path, case: str, target: str, seconds: float) -> list[str]:
+def uring_cmd(
+    binary: Path, case: str, target: str, seconds: float, batch: int | None = None
+) -> list[str]:
     qd = case_qd(case)
-    batch = max(1, min(qd, 32) // 4) if case != "nop" else 32
+    if batch is None:
+        batch = max(1, min(qd, 32) // 4) if case != "nop" else 32
     cmd = [str(binary), f"-d{qd}", f"-s{batch}", f"-c{batch}", f"-r{int(WARMUP_S + seconds)}"]
     cmd += ["-N1"] if case == "nop" else ["-p0", "-B1", "-F1", "-O1", "-R1", "-b4096"]
     return cmd + [target]
@@ -147,9 +154,12 @@ def tilemark_cmd(tm: str, case: str, target: str, seconds: float) -> list[str]:
     return cmd + ["--size", "1g"]
 
 
-def run_uring(binary: Path, case: str, target: str, seconds: float, rep: int) -> dict[str, Any]:
+def run_uring(
+    binary: Path, case: str, target: str, seconds: float, rep: int, batch: int | None = None
+) -> dict[str, Any]:
     started = time.time()
-    child = tb.run_child(uring_cmd(binary, case, target, seconds), f"iouring-{case}-{rep}")
+    cmd = uring_cmd(binary, case, target, seconds, batch)
+    child = tb.run_child(cmd, f"iouring-{case}-{rep}-{batch or 'd'}")
     if child.exit_code != 0:
         raise RuntimeError(f"t/io_uring failed: {child.stderr.strip()[-300:]}")
     # One line a second; the first covers the ramp.
@@ -191,13 +201,16 @@ def measure(args: argparse.Namespace, binary: Path, targets: dict[str, str]) -> 
             if case not in targets:
                 continue
             tools = ["t/io_uring", "tilemark"] if rep % 2 == 0 else ["tilemark", "t/io_uring"]
+            if case != "nop" and case_qd(case) > 1:
+                tools.append(BATCH1)  # submitting and reaping one at a time, as fio and tilemark
             for tool in tools:
                 tb.settle()
                 load = tb.load_now()
                 if tool == "tilemark":
                     r = run_tilemark(args.tilemark, case, targets[case], args.duration, rep)
                 else:
-                    r = run_uring(binary, case, targets[case], args.duration, rep)
+                    batch = 1 if tool == BATCH1 else None
+                    r = run_uring(binary, case, targets[case], args.duration, rep, batch)
                 runs.append({"case": case, "tool": tool, "rep": rep, "load": load, **r})
                 print(f"{case:10s} {tool:10s} rep {rep}: {r['iops'] or 0:12,.0f} IOPS, "
                       f"{r['cpu_busy'] or 0:.2f} CPUs busy, "
@@ -210,7 +223,7 @@ def summarize(runs: list[dict]) -> list[dict]:
     rows = []
     for case in dict.fromkeys(r["case"] for r in runs):
         row: dict[str, Any] = {"case": case}
-        for tool, key in (("t/io_uring", "uring"), ("tilemark", "tm")):
+        for tool, key in (("t/io_uring", "uring"), (BATCH1, "uring1"), ("tilemark", "tm")):
             mine = [r for r in runs if r["case"] == case and r["tool"] == tool]
             for f in ("iops", "cpu_busy", "iops_per_cpu_s", "cpu_us_per_io"):
                 row[f"{key}_{f}"] = tb.median_or_none([r[f] for r in mine])
@@ -243,15 +256,18 @@ def markdown(doc: dict[str, Any]) -> str:
         "IOPS per CPU-s = IOPS over the CPUs the process kept busy in the measurement (process "
         "CPU time / wall time): what one fully used core would reach at that cost per IO. "
         "`nop`: t/io_uring's IORING_OP_NOP against tilemark's null backend (no device). "
-        "`ram-qdN`: 4 KiB random O_DIRECT reads of a loop device over tmpfs.", "",
-        "| case | t/io_uring IOPS | CPUs busy | IOPS per CPU-s | tilemark IOPS | CPUs busy "
-        "| IOPS per CPU-s | ratio IOPS | ratio IOPS per CPU-s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "`ram-qdN`: 4 KiB random O_DIRECT reads of a loop device over tmpfs; t/io_uring "
+        "submits and reaps in batches of a quarter of the queue (up to 8), and once more "
+        "one IO at a time (`-s1 -c1`), as fio and tilemark do. Ratios: tilemark / t/io_uring "
+        "with its batches.", "",
+        "| case | t/io_uring IOPS | CPUs busy | IOPS per CPU-s | t/io_uring -s1 -c1 IOPS "
+        "| tilemark IOPS | CPUs busy | IOPS per CPU-s | ratio IOPS | ratio IOPS per CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]  # fmt: skip
     for r in doc["rows"]:
         lines.append(
             f"| {r['case']} | {_n(r['uring_iops'])} | {_n(r['uring_cpu_busy'], '.2f')} "
-            f"| {_n(r['uring_iops_per_cpu_s'])} | {_n(r['tm_iops'])} "
+            f"| {_n(r['uring_iops_per_cpu_s'])} | {_n(r['uring1_iops'])} | {_n(r['tm_iops'])} "
             f"| {_n(r['tm_cpu_busy'], '.2f')} | {_n(r['tm_iops_per_cpu_s'])} "
             f"| {_n(r['ratio_iops'], '.3f')} | {_n(r['ratio_iops_per_cpu_s'], '.3f')} |"
         )
