@@ -20,7 +20,10 @@ Two questions, one case each:
   runs fio a second time per repetition with that timer slack (prctl PR_SET_TIMERSLACK,
   which its threads inherit; fio's usleep(flow_sleep) then sleeps as exactly as tilemark's
   engine threads do, which set 1 ns). `--fio-variant NAME=OPT=VALUE,...` runs fio once more
-  per repetition with those options added (e.g. `batch=iodepth_batch_submit=16`).
+  per repetition with those options added (e.g. `batch=iodepth_batch_submit=16`),
+  `--tilemark-variant NAME=ARGS` tilemark with those arguments (e.g. `uring=--backend uring`),
+  and `--unpaced` every tool once more on the example without its flow lines.
+  `--trace-sleeps` traces fio's clock_nanosleep calls (how long usleep(flow_sleep) slept).
 
     sudo .venv/bin/python bench/flow_pace.py --examples /tmp/fiosrc/examples --case flowfio \\
         --reps 6 --fio-slack 1 --fio-variant batch16=iodepth_batch_submit=16
@@ -53,6 +56,7 @@ import tmbench
 ENGINE = tmbench.REPO / "python/tilemark/_engine.abi3.so"
 TRACE = Path("/sys/kernel/tracing/instances/tilemark-flow-pace")
 BLOCK_EVENTS = ("block_rq_issue", "block_rq_complete")
+SLEEP_EVENTS = ("sys_enter_clock_nanosleep", "sys_exit_clock_nanosleep")
 RAM_IMAGE = Path("/dev/shm/tilemark-flow-pace-ram.img")
 PR_SET_TIMERSLACK = 29
 # Reads issued within this of each other are one burst (a flow-held reader issues its share at
@@ -104,8 +108,10 @@ def run_fio(args: argparse.Namespace, path: Path, work: Path, slack: int | None)
     return {"jobs": per_job, "cpu_s": cpu}
 
 
-def run_tilemark(args: argparse.Namespace, path: Path, target: str, results: Path) -> dict:
-    cmd = [args.tilemark, "run", str(path), "--results", str(results)]
+def run_tilemark(
+    args: argparse.Namespace, path: Path, target: str, results: Path, extra: list[str] = ()
+) -> dict:
+    cmd = [args.tilemark, "run", str(path), "--results", str(results), *extra]
     if target.startswith("/dev/"):
         cmd += ["--destroy-data", target, "--force"]
     cpu = _child_cpu()
@@ -132,16 +138,21 @@ def _trace_write(name: str, value: str) -> None:
     (TRACE / name).write_text(value)
 
 
-def trace_start(dev: str) -> None:
-    major, minor = (int(x) for x in dev.split(":"))
+def trace_start(dev: str | None, sleeps: bool) -> None:
+    """Block events of disk `dev` (major:minor) and, with `sleeps`, every clock_nanosleep."""
     TRACE.mkdir(exist_ok=True)
     _trace_write("tracing_on", "0")
     _trace_write("trace", "")
     _trace_write("buffer_size_kb", "32768")
     _trace_write("trace_clock", "mono")
-    for ev in BLOCK_EVENTS:
-        _trace_write(f"events/block/{ev}/filter", f"dev == {(major << 20) | minor}")
-        _trace_write(f"events/block/{ev}/enable", "1")
+    if dev is not None:
+        major, minor = (int(x) for x in dev.split(":"))
+        for ev in BLOCK_EVENTS:
+            _trace_write(f"events/block/{ev}/filter", f"dev == {(major << 20) | minor}")
+            _trace_write(f"events/block/{ev}/enable", "1")
+    if sleeps:
+        for ev in SLEEP_EVENTS:
+            _trace_write(f"events/syscalls/{ev}/enable", "1")
     _trace_write("tracing_on", "1")
 
 
@@ -150,8 +161,36 @@ def trace_stop() -> str:
     text = (TRACE / "trace").read_text()
     for ev in BLOCK_EVENTS:
         _trace_write(f"events/block/{ev}/enable", "0")
+    for ev in SLEEP_EVENTS:
+        _trace_write(f"events/syscalls/{ev}/enable", "0")
     _trace_write("trace", "")
     return text
+
+
+SLEEP = re.compile(r"(?m)^\s*fio-(\d+)\s+\[\d+\]\s+\S+\s+(\d+\.\d+): sys_clock_nanosleep(.)")
+
+
+def sleep_figures(text: str) -> dict[str, Any]:
+    """How long fio's jobs slept per usleep (clock_nanosleep), its main thread's 10 ms polls
+    (and anything else over 5 ms) left out."""
+    started: dict[str, float] = {}
+    slept = []
+    for m in SLEEP.finditer(text):
+        tid, t, kind = m.group(1), float(m.group(2)), m.group(3)
+        if kind == "(":
+            started[tid] = t
+        elif tid in started:
+            us = (t - started.pop(tid)) * 1e6
+            if us < 5000:
+                slept.append(us)
+    slept.sort()
+    if not slept:
+        return {}
+    return {
+        "fio_sleeps": len(slept),
+        "fio_sleep_p50_us": slept[len(slept) // 2],
+        "fio_sleep_p90_us": slept[len(slept) * 9 // 10],
+    }
 
 
 def trace_remove() -> None:
@@ -287,6 +326,22 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--fio-slack", type=int, default=None, help="also run fio with this slack")
     p.add_argument(
+        "--tilemark-variant",
+        action="append",
+        default=[],
+        help="NAME=ARGS: also run tilemark with these command-line arguments (tilemark-NAME)",
+    )
+    p.add_argument(
+        "--trace-sleeps",
+        action="store_true",
+        help="trace fio's clock_nanosleep calls: how long its usleep(flow_sleep) slept",
+    )
+    p.add_argument(
+        "--unpaced",
+        action="store_true",
+        help="also run every tool on the example without its flow lines (TOOL-unpaced)",
+    )
+    p.add_argument(
         "--fio-variant",
         action="append",
         default=[],
@@ -306,6 +361,13 @@ def main(argv: list[str] | None = None) -> int:
         variants[f"fio-{vname}"] = options.split(",")
     tools += list(variants)
     tools += [f"tilemark-{b}" for b in builds] or ["tilemark"]
+    tm_variants = {}
+    for v in args.tilemark_variant:
+        vname, cli = v.split("=", 1)
+        tm_variants[f"tilemark-{vname}"] = shlex.split(cli)
+    tools += list(tm_variants)
+    if args.unpaced:
+        tools += [f"{t}-unpaced" for t in tools]
     if args.case == "sleep10":
         name, extra, first = "butterfly.fio", ["flow_sleep=10"], "forward"
     else:
@@ -336,8 +398,13 @@ def main(argv: list[str] | None = None) -> int:
                 paths = {}
                 for tool in tools:
                     paths[tool] = work / f"{tool}-{name}"
-                    lines = extra + variants.get(tool, [])
-                    paths[tool].write_text(job_text(args, name, targets[tool], lines))
+                    base = tool.removesuffix("-unpaced")
+                    if base != tool:
+                        text = job_text(args, name, targets[tool], variants.get(base, []))
+                        text = re.sub(r"(?m)^\s*flow(_id|_sleep)?\s*=.*\n", "", text)
+                    else:
+                        text = job_text(args, name, targets[tool], extra + variants.get(tool, []))
+                    paths[tool].write_text(text)
                 if args.case == "flowfio":
                     # tilemark lays out (creates and fills) its file at its first run: once
                     # here, untraced and not counted.
@@ -346,21 +413,28 @@ def main(argv: list[str] | None = None) -> int:
                 for rep in range(args.reps):
                     order = tools if rep % 2 == 0 else list(reversed(tools))
                     for tool in order:
-                        traced = args.case == "flowfio"
+                        base = tool.removesuffix("-unpaced")
+                        sleeps = args.trace_sleeps and base.startswith("fio")
+                        traced = args.case == "flowfio" or sleeps
                         if traced:
-                            trace_start(disk_of(targets[tool]))
-                        if tool.startswith("fio"):
-                            slack = args.fio_slack if tool.startswith("fio-slack") else None
+                            disk = disk_of(targets[tool]) if args.case == "flowfio" else None
+                            trace_start(disk, sleeps)
+                        if base.startswith("fio"):
+                            slack = args.fio_slack if base.startswith("fio-slack") else None
                             run = run_fio(args, paths[tool], work, slack)
                         else:
-                            build = builds.get(tool.removeprefix("tilemark-"))
+                            build = builds.get(base.removeprefix("tilemark-"))
                             if build:
                                 shutil.copyfile(build, str(ENGINE) + ".tmp")
                                 os.replace(str(ENGINE) + ".tmp", ENGINE)
-                            run = run_tilemark(args, paths[tool], targets[tool], results)
+                            cli = tm_variants.get(base, [])
+                            run = run_tilemark(args, paths[tool], targets[tool], results, cli)
                         if traced:
                             text = trace_stop()
-                            run["device"] = device_figures(text, extents(targets[tool]), args.ramp)
+                            run["device"] = sleep_figures(text) if sleeps else {}
+                            if args.case == "flowfio":
+                                spans = extents(targets[tool])
+                                run["device"] |= device_figures(text, spans, args.ramp)
                         run["pressure"] = pressure()
                         runs[tool].append(summarize(run, first))
                         print(
@@ -374,8 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         if installed is not None:
             ENGINE.with_suffix(".tmp").write_bytes(installed)
             os.replace(ENGINE.with_suffix(".tmp"), ENGINE)
-        if args.case == "flowfio":
-            trace_remove()
+        trace_remove()
         if folder is not None:
             for f in folder.glob("*"):
                 f.unlink()
@@ -387,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         "job": name,
         "extra": extra,
         "fio_variants": variants,
+        "tilemark_variants": tm_variants,
         "where": where,
         "reps": args.reps,
         "runtime": args.runtime,

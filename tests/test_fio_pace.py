@@ -85,6 +85,9 @@ def test_flow_fio_weights_share_one_group_with_flow_sleep(tmp_path):
     # to 1 which means that we submit each I/O as soon as it is available"); the note says
     # what a burst submitted at once changes.
     assert any(n.startswith("flow with iodepth > 1 (job2, job1)") for n in t.notes)
+    # fio's usleep(flow_sleep) also sleeps the thread's timer slack (prctl(2): 50 us by
+    # default); tilemark's engine threads set 1 ns. The note says so.
+    assert any(n.startswith("flow_sleep:") and "timer slack" in n for n in t.notes)
     tomllib.loads(toml_text(t))  # the TOML file reads back
 
 

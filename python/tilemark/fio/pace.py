@@ -139,7 +139,11 @@ def _flows(
         notes.append(
             "flow_sleep: a job ahead of its share waits for its IOs in flight and then sleeps "
             "flow_sleep (fio's io_u_quiesce and usleep), here too, the stream's engine thread "
-            "serving its other streams meanwhile"
+            "serving its other streams meanwhile; fio's usleep sleeps longer than asked by its "
+            "thread's timer slack (50 us by default) and wake-up (flow_sleep=10 slept 114 us at "
+            "the median on the development VM), tilemark's engine threads (1 ns of slack) about "
+            "flow_sleep, so with a flow_sleep of tens of us a held stream looks again sooner "
+            "than fio's job (docs/fio.md: butterfly.fio with flow_sleep=10)"
         )
     return []
 
