@@ -81,6 +81,13 @@ def test_flow_fio_weights_share_one_group_with_flow_sleep(tmp_path):
         {"flow": {"group": 0, "weight": 8, "sleep_us": 1000}},
     ]
     assert any(n.startswith("flow_id=0:") for n in t.notes)
+    # fio's libaio job submits one IO per io_submit (HOWTO iodepth_batch_submit: "It defaults
+    # to 1 which means that we submit each I/O as soon as it is available"); the note says
+    # what a burst submitted at once changes.
+    assert any(n.startswith("flow with iodepth > 1 (job2, job1)") for n in t.notes)
+    # fio's usleep(flow_sleep) also sleeps the thread's timer slack (prctl(2): 50 us by
+    # default); tilemark's engine threads set 1 ns. The note says so.
+    assert any(n.startswith("flow_sleep:") and "timer slack" in n for n in t.notes)
     tomllib.loads(toml_text(t))  # the TOML file reads back
 
 
@@ -100,6 +107,7 @@ def test_flow_ids_make_separate_groups_and_clones_keep_their_weight(tmp_path):
     assert [(f["group"], f["weight"]) for f in fields] == [(0, 3), (0, 3), (1, 1), (0, 1)]
     assert "flow_sleep" not in s["a"]
     assert any(n.startswith("flow_sleep=0:") for n in t.notes)
+    assert not any(n.startswith("flow with iodepth") for n in t.notes)  # psync, depth 1
 
 
 def test_flow_0_is_no_flow_and_flow_id_alone_is_a_note(tmp_path):

@@ -92,6 +92,13 @@ pub enum Admit {
     /// Issue nothing; look again when an IO completes or at the given run time (a timer to
     /// set), whichever the stream is waiting for.
     Wait(Option<u64>),
+    /// Issue nothing; look again at the given run time, `sleep_us` after the stream was found
+    /// ahead with nothing in flight. fio's job sleeps there (`usleep(flow_sleep)`, which gives
+    /// its CPU up however short it is), so the engine thread sleeps too rather than stay awake
+    /// for a wait shorter than its wake-up lead (worker/wake.rs): awake, it held the CPU the
+    /// other streams' threads needed (butterfly.fio with flow_sleep=10 on the RAM disk: see
+    /// docs/fio.md, "The eight examples added last").
+    Sleep(u64),
 }
 
 impl Flow {
@@ -158,7 +165,11 @@ impl Flow {
         };
         let until = now + wait;
         self.hold = Hold::Until(until);
-        Admit::Wait(Some(until))
+        if self.sleep_ns > 0 {
+            Admit::Sleep(until)
+        } else {
+            Admit::Wait(Some(until))
+        }
     }
 }
 
@@ -241,7 +252,7 @@ mod tests {
         assert_eq!(a.admit(0, 1), Admit::Go);
         assert_eq!(a.admit(0, 2), Admit::Wait(None), "ahead with IOs in flight");
         assert_eq!(a.admit(5, 1), Admit::Wait(None));
-        assert_eq!(a.admit(10, 0), Admit::Wait(Some(1010)), "drained: sleeps");
+        assert_eq!(a.admit(10, 0), Admit::Sleep(1010), "drained: sleeps");
         assert_eq!(b.admit(20, 0), Admit::Go);
         assert_eq!(b.admit(20, 0), Admit::Go);
         assert_eq!(a.admit(500, 0), Admit::Wait(None), "still asleep");

@@ -31,6 +31,10 @@ pub(crate) const MAX_WAIT_NS: u64 = 50_000_000;
 /// Longest wait while a stream waits for streams of other threads to end (fio looks every
 /// 100 ms: backend.c run_threads).
 pub(crate) const GATE_POLL_NS: u64 = 1_000_000;
+/// Set in a timer's stream index when the timer ends a flow_sleep (flow.rs Admit::Sleep): the
+/// thread then sleeps until it however close it is, as fio's job sleeps in usleep, instead of
+/// staying awake as for an open-loop issue time (wake.rs). Stream indices stay far below it.
+const SLEEP_TIMER: u32 = 1 << 31;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -371,7 +375,8 @@ impl Worker {
             deadline = deadline.min(now + GATE_POLL_NS);
         }
         match self.timers.peek() {
-            Some(&Reverse((due, _))) if due <= deadline => (due, true),
+            // A flow_sleep is a sleep (flow.rs Admit::Sleep), not an issue time to meet.
+            Some(&Reverse((due, s))) if due <= deadline => (due, s & SLEEP_TIMER == 0),
             _ => (deadline, false),
         }
     }
@@ -395,7 +400,7 @@ impl Worker {
                     break;
                 }
                 self.timers.pop();
-                self.on_timer(s as usize, now)?;
+                self.on_timer((s & !SLEEP_TIMER) as usize, now)?;
             }
             while let Some(s) = self.ready.pop() {
                 self.streams[s as usize].queued_ready = false;
@@ -519,6 +524,10 @@ impl Worker {
                 if let Some(t) = again {
                     self.timers.push(Reverse((t, s as u32)));
                 }
+                false
+            }
+            Admit::Sleep(t) => {
+                self.timers.push(Reverse((t, s as u32 | SLEEP_TIMER)));
                 false
             }
         }

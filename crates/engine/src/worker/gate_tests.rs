@@ -14,7 +14,7 @@ use crate::stream::TargetFiles;
 
 const MS: u64 = 1_000_000;
 const US: u64 = 1_000;
-const FILES: [TargetFiles; 1] = [TargetFiles {
+pub(super) const FILES: [TargetFiles; 1] = [TargetFiles {
     raw_fd: -1,
     is_block: false,
     offset: 0,

@@ -137,3 +137,75 @@ fn without_on_end_a_streams_end_stops_nothing() {
     );
     assert_eq!(ran.reads, [30, 60]);
 }
+
+#[test]
+fn a_flow_sleep_shorter_than_the_wake_up_lead_is_slept_not_spent_awake() {
+    // HOWTO flow_sleep: "The period of time, in microseconds, to wait after the flow counter
+    // has exceeded its proportion before retrying operations"; fio's job waits it in
+    // usleep (flow.c flow_threshold_exceeded), giving its CPU up however short the wait is.
+    // Two streams of weight 1 (QD 4 and 1) and flow_sleep 10 us on a thread that has learnt its timed
+    // wake-ups come 40 us late, so it stays awake for waits shorter than that (wake.rs). On
+    // the manual clock a thread that stays awake never sees time move (the run would not
+    // end): it must sleep in the backend through every hold.
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::Duration;
+
+    use super::gate_tests::FILES;
+    use super::{StreamState, StreamStats, Totals, Worker};
+    use crate::backend::script::ScriptBackend;
+    use crate::clock::RunClock;
+    use crate::stop::StopSignal;
+
+    let flow = serde_json::json!({"flow": {"group": 0, "weight": 1, "sleep_us": 10}});
+    let mut deep = flow.clone();
+    deep["qd"] = serde_json::json!(4);
+    let specs = specs(&[deep, flow]);
+    let mut groups = crate::flow::Groups::default();
+    let streams = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let mut st = StreamState::new(i, s, &FILES);
+            st.pacing = groups.pacing_for(s);
+            st
+        })
+        .collect();
+    let mut clock = RunClock::manual(0, Some(5 * MS), 1000 * MS);
+    clock.stop = std::sync::Arc::new(StopSignal::for_streams(2));
+    let (backend, log) = ScriptBackend::new(latency(10 * US));
+    let mut worker = Worker::new(0, streams, Box::new(backend));
+    worker.wake.observe(0, 40 * US);
+    assert!(
+        worker.wake.min_sleep_ns() > 10 * US,
+        "primed: it would stay awake"
+    );
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let result = worker.run(clock, tx).map(|_| ());
+        let reads: Vec<u64> = {
+            let mut totals = Totals::new(vec![StreamStats::new(false); 2]);
+            rx.try_iter().for_each(|m| totals.add(&m));
+            totals.streams().iter().map(|s| s.ops[0].ops).collect()
+        };
+        let _ = done_tx.send((result, reads));
+    });
+    let (result, reads) = match done_rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(done) => done,
+        Err(RecvTimeoutError::Timeout) => panic!("the thread stayed awake through a flow_sleep"),
+        Err(e) => panic!("{e}"),
+    };
+    result.expect("run succeeds");
+    let waits = log.lock().unwrap().waits;
+    // Both took turns: the deeper stream gets ahead, drains and sleeps until the other
+    // issued, so the thread slept about once per IO of the other.
+    assert!(reads[0] > 50 && reads[1] > 50, "{reads:?}");
+    assert!(
+        (reads[0] as i64 - reads[1] as i64).abs() <= 2,
+        "1:1: {reads:?}"
+    );
+    assert!(
+        waits >= reads[1],
+        "slept through the holds: {waits} waits, {reads:?}"
+    );
+}
