@@ -3,11 +3,14 @@ frames against the JSON snapshots they replace, side by side in one invocation.
 
 Cases: 10,000 open-loop streams at 5 IOPS each (40 streams x 250 copies, 50,000 IOPS) and
 1,000 at 50 IOPS (4 x 250), 2 engine threads, 1 s intervals, on the null backend, so only
-tilemark's work counts. Variants: `frames` (the engine builds the interval rows and per-group
-aggregates, engine.Frame) and `json` (TILEMARK_ENGINE_SNAPSHOTS=json: one JSON document per
-stream per interval, as before). Each repetition runs every (case, variant) in a fresh process,
-the order flipping every repetition (ABBA), after `settle()`, with the load average and CPU/IO
-pressure recorded before each run: the machine is shared.
+tilemark's work counts; and `tiles100`, 100 tiles of the default tile (1,200 streams, the
+product's main path: `tilemark run --tiles 100`) with its QoS monitor, which reads every stream
+(on the frames path through a group set per stream). Variants: `frames` (the engine builds
+the interval rows and per-group aggregates, engine.Frame) and `json`
+(TILEMARK_ENGINE_SNAPSHOTS=json: one JSON document per stream per interval, as before). Each
+repetition runs every (case, variant) in a fresh process, the order flipping every
+repetition (ABBA), after `settle()`, with the load average and CPU/IO pressure recorded
+before each run: the machine is shared.
 
 Per run: achieved IOPS against requested, issue lateness p50/p99/max (summary.issue_lateness:
 every open-loop IO's submission minus intended time), IOs more than 1 ms late, wall time of
@@ -18,6 +21,7 @@ medians per (case, variant) and the json/frames ratios formed per repetition.
 
     .venv/bin/python bench/streams.py                  # 3 repetitions, 10 s runs
     .venv/bin/python bench/streams.py --reps 1 --duration 5 --cases 1k
+    .venv/bin/python bench/streams.py --reps 3 --duration 10 --cases tiles100,tiles100-light,1k
 
 Results: bench/results/<date>-<time>-<host>-streams.json and .md.
 """
@@ -36,7 +40,18 @@ from typing import Any
 import tmbench as tb
 
 SCHEMA = "tilemark-bench-streams/1"
-CASES = {"10k": (40, 250, 5), "1k": (4, 250, 50)}  # tables, copies, IOPS per stream
+CASES = {
+    "10k": (40, 250, 5),
+    "1k": (4, 250, 50),
+    "tiles100": (100, 12, None),
+    "tiles100-light": (100, 12, None),
+}
+# tables, copies, IOPS per stream; tiles: tiles, streams per tile (their own rates)
+# tiles100 asks ~250,000 IOPS of the null backend, more than 2 shared cores' engine threads
+# issue on time: tiles100-light scales every application to a tenth (~25,000 IOPS, the same
+# 1,200 streams and QoS criteria), so the front end's share is measured with an engine on time.
+LIGHT = ["mail.mailboxes=100", "oltp.iops=100", "dss.mibps=20", "web.iops=50", "backup.mibps=10"]
+TILE_CAPACITY = "2g"  # the least 100 default tiles fit in (1 MiB per application instance)
 VARIANTS = ("frames", "json")
 WORK = tb.BENCH / "work" / "streams"
 
@@ -59,7 +74,14 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
     if variant == "json":
         env["TILEMARK_ENGINE_SNAPSHOTS"] = "json"
     results = WORK / "results"
-    cmd = [tilemark, "run", str(workload(case)), "--duration", f"{duration:g}", "--warmup", "0",
+    if case.startswith("tiles"):
+        what = ["--tiles", str(CASES[case][0]), "--target", str(WORK / "tiles.dat"),
+                "--capacity", TILE_CAPACITY, "--backend", "null"]  # fmt: skip
+        if case == "tiles100-light":
+            what += [arg for knob in LIGHT for arg in ("--set", knob)]
+    else:
+        what = [str(workload(case))]
+    cmd = [tilemark, "run", *what, "--duration", f"{duration:g}", "--warmup", "0",
            "--results", str(results), "--json"]  # fmt: skip
     tb.LOGS.mkdir(parents=True, exist_ok=True)
     stem = tb.LOGS / f"streams-{case}-{variant}-{rep}"
@@ -70,13 +92,15 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - started
     code = os.waitstatus_to_exitcode(status)
-    if code != 0:
+    if code not in (0, 3 if case.startswith("tiles") else 0):  # 3: a QoS criterion failed
         raise tb.SetupError(f"{' '.join(cmd)} exited {code}: see {stem}.err")
     doc = json.loads(Path(f"{stem}.out").read_text())
     summary = doc["summary"]
     streams = summary["streams"]
     tables, copies, rate = CASES[case]
-    ops = sum((s.get("read") or {}).get("ops", 0) for s in streams)
+    ops = sum((s.get(op) or {}).get("ops", 0) for s in streams for op in ("read", "write", "sync"))
+    requested = None if rate is None else tables * copies * rate
+    apps = summary.get("applications") or {}
     host = (summary.get("telemetry") or {}).get("host") or {}
     process, engine_cpu = host.get("process_cpu_pct"), host.get("engine_cpu_pct")
     lateness = summary.get("issue_lateness") or {}
@@ -88,9 +112,11 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
         "rep": rep,
         "load": load,
         "streams": len(streams),
-        "requested_iops": tables * copies * rate,
+        "requested_iops": requested,
         "achieved_iops": ops / summary["duration_s"],
-        "rate_ratio": ops / summary["duration_s"] / (tables * copies * rate),
+        "rate_ratio": None if requested is None else ops / summary["duration_s"] / requested,
+        "qos_verdict": apps.get("verdict"),
+        "qos_score": apps.get("score"),
         "ios_issued_late": sum(s.get("ios_issued_late") or 0 for s in streams),
         "lag_max_ms": max((s.get("lag_max_ms") or 0) for s in streams),
         "lateness_p50_us": lateness.get("p50_us"),
@@ -106,7 +132,7 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
     }
 
 
-FIGURES = ("achieved_iops", "rate_ratio", "lateness_p50_us", "lateness_p99_us",
+FIGURES = ("achieved_iops", "rate_ratio", "qos_score", "lateness_p50_us", "lateness_p99_us",
            "lateness_max_us", "ios_issued_late", "lag_max_ms", "wall_s", "cpu_s", "peak_rss_mb",
            "python_cpu_pct", "engine_cpu_pct")  # fmt: skip
 
@@ -155,14 +181,16 @@ def markdown(doc: dict[str, Any]) -> str:
         "builds the interval rows and group aggregates; `json`: TILEMARK_ENGINE_SNAPSHOTS=json, "
         "one JSON document per stream per interval (the path every run took before).",
         "",
-        "| case | variant | IOPS (achieved/requested) | lateness p50 / p99 / max us | IOs >1 ms "
-        "late | max lag ms | wall s | CPU s | peak RSS MB | Python % of a CPU | engine % |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| case | variant | IOPS (achieved/requested) | QoS score | lateness p50 / p99 / max us "
+        "| IOs >1 ms late | max lag ms | wall s | CPU s | peak RSS MB | Python % of a CPU "
+        "| engine % |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key, m in doc["medians"].items():
         case, variant = key.split("/")
         lines.append(
             f"| {case} | {variant} | {fmt(m['achieved_iops'], 0)} ({fmt(m['rate_ratio'], 4)}) | "
+            f"{fmt(m['qos_score'], 2)} | "
             f"{fmt(m['lateness_p50_us'])} / {fmt(m['lateness_p99_us'])} / "
             f"{fmt(m['lateness_max_us'], 0)} | {fmt(m['ios_issued_late'], 0)} | "
             f"{fmt(m['lag_max_ms'])} | {fmt(m['wall_s'])} | {fmt(m['cpu_s'])} | "
@@ -195,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=tb.positive_float, default=10.0)
-    ap.add_argument("--cases", default="10k,1k", help="comma-separated: 10k, 1k")
+    ap.add_argument("--cases", default="10k,1k", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--tilemark", default=None)
     ap.add_argument("--out", type=Path, default=tb.BENCH / "results")
     args = ap.parse_args(argv)
@@ -228,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": args.duration,
         "cases": {
             c: dict(zip(("tables", "copies", "iops_per_stream"), CASES[c], strict=True))
+            if not c.startswith("tiles")
+            else {"tiles": CASES[c][0], "streams": CASES[c][0] * CASES[c][1]}
             for c in cases
         },
         "medians": medians(runs),

@@ -348,17 +348,19 @@ class SnapshotCompactor:
     (its backlog level) is kept.
 
     It also keeps what a decision needs while the run is still going: the running totals of the
-    measurement phase in the engine's result format (`result()`), and per (stream, op) the
-    latency count and sum of batches of snapshots (`batches`, for the CI of a mean). Memory is
-    bounded by streams x histogram size, whatever the run's length.
+    measurement phase in the engine's result format (`result()`, the windows merged when asked),
+    and per (stream, op) the latency count and sum of batches of snapshots (`batches`, for the
+    CI of a mean). Memory is bounded by streams x histogram size, whatever the run's length.
+    Each interval's streams are added in place (MergedSnapshot): a tile run of 1,200 streams
+    merged every stream's histograms through JSON twice an interval before (issue 25).
     """
 
     def __init__(self, window_s: float):
         self.window_s = window_s
         self._warmup: dict | None = None
-        self._done: list[dict] = []
-        self._current: dict | None = None
-        self._totals: dict | None = None
+        self._done: list[MergedSnapshot] = []
+        self._current: MergedSnapshot | None = None
+        self._span: tuple[int, int] | None = None  # (start_ns, end_ns) of the measurement
         self.batches = BatchSeries()
 
     def extend(self, snapshots: Iterable[dict]) -> None:
@@ -371,45 +373,61 @@ class SnapshotCompactor:
             return
         self.batches.add(
             {
-                (s["stream"], op): (s[op]["ops"], latency_hist(s[op]).sum)
+                (s["stream"], op): (s[op]["ops"], _latency_sum(s[op]))
                 for s in snap["streams"]
                 for op in OPS
                 if s[op]["ops"]
             }
         )
-        if self._totals is None:
-            self._totals = copy_snapshot(snap)
-        else:
-            merge_snapshot(self._totals, snap)
+        start = snap["start_ns"] if self._span is None else self._span[0]
+        self._span = (start, snap["end_ns"])
         if self._current is None:
-            self._current = copy_snapshot(snap)
+            self._current = MergedSnapshot(snap)
         else:
-            merge_snapshot(self._current, snap)
-        if (self._current["end_ns"] - self._current["start_ns"]) / 1e9 >= self.window_s - 1e-6:
-            self._done.append(self._current)
+            self._current.add(snap)
+        current = self._current
+        if (current.end_ns - current.start_ns) / 1e9 >= self.window_s - 1e-6:
+            self._done.append(current)
             self._current = None
+
+    def _windows(self) -> list[MergedSnapshot]:
+        return self._done + ([self._current] if self._current else [])
 
     def snapshots(self) -> list[dict]:
         out = [self._warmup] if self._warmup else []
-        return out + self._done + ([self._current] if self._current else [])
+        return out + [w.render() for w in self._windows()]
 
     def measured_s(self) -> float:
         """Seconds of the measurement phase seen so far."""
-        if self._totals is None:
+        if self._span is None:
             return 0.0
-        return (self._totals["end_ns"] - self._totals["start_ns"]) / 1e9
+        return (self._span[1] - self._span[0]) / 1e9
 
     def result(self) -> dict | None:
         """The measurement phase so far in the engine's result format; None before it."""
-        t = self._totals
-        if t is None:
+        windows = self._windows()
+        if not windows:
             return None
+        # Merging is associative (counts and sums added, extremes kept, levels from the last),
+        # so the windows merged are the intervals merged.
+        totals = MergedSnapshot(windows[0].render())
+        for w in windows[1:]:
+            totals.add(w.render())
+        t = totals.render()
         return {
             "complete": False,
             "measure_start_ns": t["start_ns"],
             "measure_end_ns": t["end_ns"],
             "streams": t["streams"],
         }
+
+
+def _latency_sum(op: dict) -> int:
+    """`latency_hist(op).sum` without building the histogram."""
+    d = op.get("response")
+    if d is None:
+        d = op.get("service")
+    return int(d.get("sum", 0)) if d else 0
 
 
 def merge_snapshot(into: dict, snap: dict) -> None:
@@ -424,25 +442,98 @@ def merge_snapshot(into: dict, snap: dict) -> None:
             into["streams"].append(dict(s))
             continue
         for op in OPS:
-            a, b = mine[op], s[op]
-            errors = dict(a["errors"])
-            for errno, n in b["errors"].items():
-                errors[errno] = errors.get(errno, 0) + n
-            merged = {
-                "ops": a["ops"] + b["ops"],
-                "bytes": a["bytes"] + b["bytes"],
-                "errors": errors,
-            }
-            for kind in ("service", "response"):
-                if a.get(kind) is None and b.get(kind) is None:
-                    merged[kind] = None
-                else:
-                    merged[kind] = Histogram.merged([a.get(kind), b.get(kind)]).to_json()
-            mine[op] = merged
-        mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
-        mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
-        for level in ("behind_ios", "inflight"):
-            mine[level] = s.get(level, 0)
+            mine[op] = _OpSum(mine[op]).add(s[op]).render()
+        _merge_levels(mine, s)
+
+
+def _merge_levels(mine: dict, s: dict) -> None:
+    mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
+    mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
+    for level in ("behind_ios", "inflight"):
+        mine[level] = s.get(level, 0)
+
+
+class _OpSum:
+    """One op kind of a stream over merged snapshots, added up in place; `render` gives what
+    merging their JSON one snapshot at a time gave (merge_snapshot)."""
+
+    __slots__ = ("ops", "bytes", "errors", "service", "response")
+
+    def __init__(self, doc: dict) -> None:
+        self.ops = doc["ops"]
+        self.bytes = doc["bytes"]
+        self.errors = dict(doc["errors"])
+        # None: no snapshot had this histogram (closed loop has no response histogram).
+        self.service = None if doc.get("service") is None else Histogram.from_json(doc["service"])
+        response = doc.get("response")
+        self.response = None if response is None else Histogram.from_json(response)
+
+    def add(self, doc: dict) -> _OpSum:
+        self.ops += doc["ops"]
+        self.bytes += doc["bytes"]
+        errors = self.errors
+        for errno, n in doc["errors"].items():
+            errors[errno] = errors.get(errno, 0) + n
+        service, response = doc.get("service"), doc.get("response")
+        if service is not None:
+            if self.service is None:
+                self.service = Histogram()
+            self.service.merge_json(service)
+        if response is not None:
+            if self.response is None:
+                self.response = Histogram()
+            self.response.merge_json(response)
+        return self
+
+    def render(self) -> dict:
+        return {
+            "ops": self.ops,
+            "bytes": self.bytes,
+            "errors": dict(self.errors),
+            "service": None if self.service is None else self.service.to_json(),
+            "response": None if self.response is None else self.response.to_json(),
+        }
+
+
+class MergedSnapshot:
+    """Snapshots merged as merge_snapshot merges them (the first one's fields, counts summed,
+    histograms merged, backlog levels from the last), added up in place: `render()` gives the
+    merged snapshot. An op kind seen in one snapshot only keeps that snapshot's own document."""
+
+    __slots__ = ("head", "start_ns", "end_ns", "interval", "streams")
+
+    def __init__(self, snap: dict) -> None:
+        self.head = snap
+        self.start_ns = snap["start_ns"]
+        self.end_ns = snap["end_ns"]
+        self.interval = snap["interval"]
+        self.streams: dict[int, dict] = {s["stream"]: dict(s) for s in snap["streams"]}
+
+    def add(self, snap: dict) -> None:
+        self.end_ns = snap["end_ns"]
+        self.interval = snap["interval"]
+        streams = self.streams
+        for s in snap["streams"]:
+            mine = streams.get(s["stream"])
+            if mine is None:
+                streams[s["stream"]] = dict(s)
+                continue
+            for op in OPS:
+                acc = mine[op]
+                if type(acc) is not _OpSum:
+                    acc = mine[op] = _OpSum(acc)
+                acc.add(s[op])
+            _merge_levels(mine, s)
+
+    def render(self) -> dict:
+        streams = []
+        for mine in self.streams.values():
+            out = dict(mine)
+            for op in OPS:
+                if type(out[op]) is _OpSum:
+                    out[op] = out[op].render()
+            streams.append(out)
+        return {**self.head, "end_ns": self.end_ns, "interval": self.interval, "streams": streams}
 
 
 def copy_snapshot(snap: dict) -> dict:
