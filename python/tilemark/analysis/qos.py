@@ -360,6 +360,7 @@ class SnapshotCompactor:
         self._warmup: dict | None = None
         self._done: list[MergedSnapshot] = []
         self._current: MergedSnapshot | None = None
+        self._done_totals: MergedSnapshot | None = None  # the finished windows merged
         self._span: tuple[int, int] | None = None  # (start_ns, end_ns) of the measurement
         self.batches = BatchSeries()
 
@@ -389,6 +390,11 @@ class SnapshotCompactor:
         if (current.end_ns - current.start_ns) / 1e9 >= self.window_s - 1e-6:
             self._done.append(current)
             self._current = None
+            # Once a window: the totals `result()` gives while a run is judged as it goes.
+            if self._done_totals is None:
+                self._done_totals = current.copy()
+            else:
+                self._done_totals.add_merged(current)
 
     def _windows(self) -> list[MergedSnapshot]:
         return self._done + ([self._current] if self._current else [])
@@ -405,15 +411,17 @@ class SnapshotCompactor:
 
     def result(self) -> dict | None:
         """The measurement phase so far in the engine's result format; None before it."""
-        windows = self._windows()
-        if not windows:
-            return None
         # Merging is associative (counts and sums added, extremes kept, levels from the last),
         # so the windows merged are the intervals merged.
-        totals = MergedSnapshot(windows[0].render())
-        for w in windows[1:]:
-            totals.add(w.render())
-        t = totals.render()
+        done, current = self._done_totals, self._current
+        if done is None and current is None:
+            return None
+        if done is None or current is None:
+            t = (done or current).render()  # type: ignore[union-attr]
+        else:
+            totals = done.copy()
+            totals.add_merged(current)
+            t = totals.render()
         return {
             "complete": False,
             "measure_start_ns": t["start_ns"],
@@ -485,6 +493,26 @@ class _OpSum:
             self.response.merge_json(response)
         return self
 
+    def add_sum(self, other: _OpSum) -> _OpSum:
+        """`add(other.render())` without rendering it."""
+        self.ops += other.ops
+        self.bytes += other.bytes
+        errors = self.errors
+        for errno, n in other.errors.items():
+            errors[errno] = errors.get(errno, 0) + n
+        if other.service is not None:
+            self.service = (self.service or Histogram()).merge(other.service)
+        if other.response is not None:
+            self.response = (self.response or Histogram()).merge(other.response)
+        return self
+
+    def copy(self) -> _OpSum:
+        new = _OpSum.__new__(_OpSum)
+        new.ops, new.bytes, new.errors = self.ops, self.bytes, dict(self.errors)
+        new.service = None if self.service is None else _copied(self.service)
+        new.response = None if self.response is None else _copied(self.response)
+        return new
+
     def render(self) -> dict:
         return {
             "ops": self.ops,
@@ -495,14 +523,27 @@ class _OpSum:
         }
 
 
+def _copied(h: Histogram) -> Histogram:
+    return Histogram(dict(h.counts), h.n, h.sum, h.min, h.max)
+
+
+def _copied_stream(mine: dict) -> dict:
+    out = dict(mine)
+    for op in OPS:
+        if type(out[op]) is _OpSum:
+            out[op] = out[op].copy()
+    return out
+
+
 class MergedSnapshot:
     """Snapshots merged as merge_snapshot merges them (the first one's fields, counts summed,
     histograms merged, backlog levels from the last), added up in place: `render()` gives the
     merged snapshot. An op kind seen in one snapshot only keeps that snapshot's own document."""
 
-    __slots__ = ("head", "start_ns", "end_ns", "interval", "streams")
+    __slots__ = ("head", "start_ns", "end_ns", "interval", "streams", "_rendered")
 
     def __init__(self, snap: dict) -> None:
+        self._rendered: dict | None = None
         self.head = snap
         self.start_ns = snap["start_ns"]
         self.end_ns = snap["end_ns"]
@@ -510,6 +551,7 @@ class MergedSnapshot:
         self.streams: dict[int, dict] = {s["stream"]: dict(s) for s in snap["streams"]}
 
     def add(self, snap: dict) -> None:
+        self._rendered = None
         self.end_ns = snap["end_ns"]
         self.interval = snap["interval"]
         streams = self.streams
@@ -525,7 +567,40 @@ class MergedSnapshot:
                 acc.add(s[op])
             _merge_levels(mine, s)
 
+    def add_merged(self, other: MergedSnapshot) -> None:
+        """`add(other.render())` without rendering it (merging QoS windows into totals)."""
+        self._rendered = None
+        self.end_ns = other.end_ns
+        self.interval = other.interval
+        streams = self.streams
+        for index, theirs in other.streams.items():
+            mine = streams.get(index)
+            if mine is None:
+                streams[index] = _copied_stream(theirs)
+                continue
+            for op in OPS:
+                acc, add = mine[op], theirs[op]
+                if type(acc) is not _OpSum:
+                    acc = mine[op] = _OpSum(acc)
+                if type(add) is _OpSum:
+                    acc.add_sum(add)
+                else:
+                    acc.add(add)
+            _merge_levels(mine, theirs)
+
+    def copy(self) -> MergedSnapshot:
+        new = MergedSnapshot.__new__(MergedSnapshot)
+        new._rendered = self._rendered
+        new.head, new.start_ns, new.end_ns = self.head, self.start_ns, self.end_ns
+        new.interval = self.interval
+        new.streams = {index: _copied_stream(mine) for index, mine in self.streams.items()}
+        return new
+
     def render(self) -> dict:
+        """The merged snapshot (the same document until more is added: a finished QoS window
+        is rendered once however often a run is judged)."""
+        if self._rendered is not None:
+            return self._rendered
         streams = []
         for mine in self.streams.values():
             out = dict(mine)
@@ -533,7 +608,13 @@ class MergedSnapshot:
                 if type(out[op]) is _OpSum:
                     out[op] = out[op].render()
             streams.append(out)
-        return {**self.head, "end_ns": self.end_ns, "interval": self.interval, "streams": streams}
+        self._rendered = {
+            **self.head,
+            "end_ns": self.end_ns,
+            "interval": self.interval,
+            "streams": streams,
+        }
+        return self._rendered
 
 
 def copy_snapshot(snap: dict) -> dict:
