@@ -52,7 +52,12 @@ CASES = {
 # 1,200 streams and QoS criteria), so the front end's share is measured with an engine on time.
 LIGHT = ["mail.mailboxes=100", "oltp.iops=100", "dss.mibps=20", "web.iops=50", "backup.mibps=10"]
 TILE_CAPACITY = "2g"  # the least 100 default tiles fit in (1 MiB per application instance)
-VARIANTS = ("frames", "json")
+VARIANTS = ("frames", "json", "base")
+# `base` (with --base DIR): the Python front end of DIR (a `git archive BASE python` with this
+# build's engine module copied in) on the JSON path, as a tile run took it before every
+# consumer read the frames; tile cases only (a base of before then takes frames elsewhere, and
+# its frames differ from this engine's).
+BASE: Path | None = None
 WORK = tb.BENCH / "work" / "streams"
 
 
@@ -71,7 +76,9 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
     """One run in a fresh process: its summary's figures, wall, CPU and peak RSS."""
     env = dict(os.environ)
     env.pop("TILEMARK_ENGINE_SNAPSHOTS", None)
-    if variant == "json":
+    if variant == "base":
+        env["PYTHONPATH"] = str(BASE)
+    if variant in ("json", "base"):
         env["TILEMARK_ENGINE_SNAPSHOTS"] = "json"
     results = WORK / "results"
     if case.startswith("tiles"):
@@ -150,17 +157,21 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def ratios(runs: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """json / frames per repetition, median over repetitions."""
+    """json / frames and base / frames per repetition, median over repetitions."""
     out: dict[str, dict[str, float | None]] = {}
     for case in CASES:
-        per_rep: dict[str, list[float | None]] = {f: [] for f in ("wall_s", "cpu_s", "peak_rss_mb")}
-        for rep in sorted({r["rep"] for r in runs}):
-            pair = {r["variant"]: r for r in runs if r["case"] == case and r["rep"] == rep}
-            if len(pair) == 2:
-                for f in per_rep:
-                    per_rep[f].append(tb.ratio(pair["json"][f], pair["frames"][f]))
-        if any(per_rep.values()):
-            out[case] = {f: tb.median_or_none(v) for f, v in per_rep.items()}
+        for other in ("json", "base"):
+            figures = ("wall_s", "cpu_s", "peak_rss_mb", "python_cpu_pct")
+            per_rep: dict[str, list[float | None]] = {f: [] for f in figures}
+            for rep in sorted({r["rep"] for r in runs}):
+                pair = {r["variant"]: r for r in runs if r["case"] == case and r["rep"] == rep}
+                if other in pair and "frames" in pair:
+                    for f in per_rep:
+                        per_rep[f].append(tb.ratio(pair[other][f], pair["frames"][f]))
+            if any(per_rep.values()):
+                out[f"{case} {other}/frames"] = {
+                    f: tb.median_or_none(v) for f, v in per_rep.items()
+                }
     return out
 
 
@@ -179,7 +190,9 @@ def markdown(doc: dict[str, Any]) -> str:
         f"Command: `{doc['command']}`. {doc['reps']} repetitions, {doc['duration_s']:g} s runs, "
         "2 engine threads, 1 s intervals, alternating (ABBA). Medians. `frames`: the engine "
         "builds the interval rows and group aggregates; `json`: TILEMARK_ENGINE_SNAPSHOTS=json, "
-        "one JSON document per stream per interval (the path every run took before).",
+        "one JSON document per stream per interval (the path every run took before); `base` "
+        f"(tile cases, with --base): the front end of {doc.get('base') or 'the base'} on the "
+        "JSON path, as tile runs took it before every consumer read the frames.",
         "",
         "| case | variant | IOPS (achieved/requested) | QoS score | lateness p50 / p99 / max us "
         "| IOs >1 ms late | max lag ms | wall s | CPU s | peak RSS MB | Python % of a CPU "
@@ -197,11 +210,11 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{fmt(m['peak_rss_mb'], 0)} | {fmt(m['python_cpu_pct'])} | "
             f"{fmt(m['engine_cpu_pct'])} |"
         )
-    lines += ["", "json / frames, per repetition, median:", ""]
+    lines += ["", "json / frames and base / frames, per repetition, median:", ""]
     for case, r in doc["ratios"].items():
         lines.append(
             f"- {case}: wall {fmt(r['wall_s'], 2)}x, CPU {fmt(r['cpu_s'], 2)}x, "
-            f"peak RSS {fmt(r['peak_rss_mb'], 2)}x"
+            f"peak RSS {fmt(r['peak_rss_mb'], 2)}x, Python share {fmt(r['python_cpu_pct'], 2)}x"
         )
     lines += ["", "Every run (load before it: loadavg, CPU and IO pressure some avg10 %):", ""]
     lines += ["| case | variant | rep | wall s | CPU s | lateness p99 us | Python % | load |"]
@@ -225,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=tb.positive_float, default=10.0)
     ap.add_argument("--cases", default="10k,1k", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--tilemark", default=None)
+    ap.add_argument("--base", type=Path, default=None, help="a base front end (`base` variant)")
     ap.add_argument("--out", type=Path, default=tb.BENCH / "results")
     args = ap.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
@@ -232,12 +246,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     tilemark = tb.find_tilemark(args.tilemark)
+    global BASE
+    BASE = args.base
     WORK.mkdir(parents=True, exist_ok=True)
     runs = []
     for rep in range(args.reps):
         order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
         for case in cases:
             for variant in order:
+                if variant == "base" and (BASE is None or not case.startswith("tiles")):
+                    continue
                 tb.settle()
                 r = run_once(tilemark, case, variant, args.duration, rep)
                 print(
@@ -253,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "schema": SCHEMA,
         "command": " ".join([".venv/bin/python", "bench/streams.py", *(argv or sys.argv[1:])]),
         "reps": args.reps,
+        "base": None if BASE is None else str(BASE),
         "duration_s": args.duration,
         "cases": {
             c: dict(zip(("tables", "copies", "iops_per_stream"), CASES[c], strict=True))
