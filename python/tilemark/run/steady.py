@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilemark.analysis.qos import MergedSnapshot, copy_snapshot, merge_snapshot
+from tilemark.analysis.merging import MergedSnapshot, copy_snapshot, merge_snapshot
 from tilemark.analysis.steady import RULE, WINDOW, WindowCheck, check_window, trend_pct_per_round
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
