@@ -173,7 +173,9 @@ def test_a_tile_runs_qos_verdicts_and_files_are_the_same_on_both_paths(monkeypat
     assert recording.sets == [list(range(len(frames["plan"]["streams"])))], "a set per stream"
     same_summary(frames, old)
     apps = frames["summary"]["applications"]
-    assert apps["instances"] and {i["verdict"] for i in apps["instances"]} <= {"pass", "fail"}
+    # A loaded host may fail a criterion or leave it within noise: both paths must agree.
+    verdicts = {i["verdict"] for i in apps["instances"]}
+    assert apps["instances"] and verdicts <= {"pass", "fail", "noise"}
     rows = same_files(frames, old, "intervals")
     assert rows >= len(frames["plan"]["streams"]) * 8  # every stream in every interval
     assert frames["summary"]["change_points"] == old["summary"]["change_points"]
