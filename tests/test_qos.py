@@ -6,7 +6,7 @@ import pytest
 
 from engine_data import hist_json
 from tilemark.analysis import expr
-from tilemark.analysis.qos import Criterion, evaluate, failures
+from tilemark.analysis.qos import Criterion, SnapshotCompactor, evaluate, failures
 
 MS = 1_000_000
 
@@ -194,3 +194,100 @@ def test_a_phased_streams_rate_counts_its_active_time():
     plan = {"streams": [{"name": "db", "start_ms": 3000, "stop_ms": 5000}]}
     assert _achieved(result, [0], plan)[0] == pytest.approx(100.0)
     assert _achieved(result, [0])[0] == pytest.approx(200 / 6)  # over the whole window
+
+
+def _snap(k: int, streams: list[int]) -> dict:
+    """A measured 1 s snapshot with some histograms, errors and levels per stream."""
+    from tilemark.hist import Histogram
+
+    def op(seed: int, ops: int, open_loop: bool) -> dict:
+        h = Histogram()
+        for v in range(ops):
+            h.record(1_000 + (seed * 7919 + v * 104_729) % 5_000_000)
+        errors = {"5": seed % 3} if seed % 3 else {}
+        doc = h.to_json() if ops else {"n": 0, "sum": 0, "min": 0, "max": 0, "b": []}
+        return {"ops": ops, "bytes": ops * 4096, "errors": errors, "service": doc,
+                "response": doc if open_loop else None}  # fmt: skip
+
+    return {
+        "interval": k, "phase": "measure", "start_ns": k * 10**9, "end_ns": (k + 1) * 10**9,
+        "streams": [
+            {"stream": i, "read": op(k + i, (k * 3 + i) % 7, i % 2 == 0),
+             "write": op(k * i + 1, i % 2, i % 2 == 0), "sync": op(0, 0, False),
+             "lag_max_ns": k * i, "behind_ios": k + i, "inflight": i, "ios_issued_late": k,
+             "oldest_inflight_ns": 3 * k}
+            for i in streams
+        ],
+    }  # fmt: skip
+
+
+def _merge_json_by_json(into: dict, snap: dict) -> None:
+    """merge_snapshot as it was before the compactor added up in place (every histogram
+    merged through its JSON): the reference the compactor must equal."""
+    from tilemark.hist import Histogram
+
+    into["end_ns"], into["interval"] = snap["end_ns"], snap["interval"]
+    by_stream = {s["stream"]: s for s in into["streams"]}
+    for s in snap["streams"]:
+        mine = by_stream.get(s["stream"])
+        if mine is None:
+            into["streams"].append(dict(s))
+            continue
+        for op in ("read", "write", "sync"):
+            a, b = mine[op], s[op]
+            errors = dict(a["errors"])
+            for errno, n in b["errors"].items():
+                errors[errno] = errors.get(errno, 0) + n
+            merged = {
+                "ops": a["ops"] + b["ops"],
+                "bytes": a["bytes"] + b["bytes"],
+                "errors": errors,
+            }
+            for kind in ("service", "response"):
+                if a.get(kind) is None and b.get(kind) is None:
+                    merged[kind] = None
+                else:
+                    merged[kind] = Histogram.merged([a.get(kind), b.get(kind)]).to_json()
+            mine[op] = merged
+        mine["lag_max_ns"] = max(mine.get("lag_max_ns", 0), s.get("lag_max_ns", 0))
+        mine["ios_issued_late"] = mine.get("ios_issued_late", 0) + s.get("ios_issued_late", 0)
+        for level in ("behind_ios", "inflight"):
+            mine[level] = s.get(level, 0)
+
+
+def _copy(snap: dict) -> dict:
+    return {**snap, "streams": [dict(s) for s in snap["streams"]]}
+
+
+def test_compacted_windows_and_totals_are_the_snapshots_merged_one_by_one():
+    # Streams 3 and 4 join later; windows of 3 snapshots; 8 snapshots: 2 windows and a part.
+    snaps = [
+        _snap(k, [0, 1, 2] + ([3] if k >= 2 else []) + ([4] if k == 7 else [])) for k in range(8)
+    ]
+    c = SnapshotCompactor(window_s=3.0)
+    c.extend(snaps)
+    windows, totals = [], None
+    for k, snap in enumerate(snaps):
+        if k % 3 == 0:
+            windows.append(_copy(snap))
+        else:
+            _merge_json_by_json(windows[-1], snap)
+        if totals is None:
+            totals = _copy(snap)
+        else:
+            _merge_json_by_json(totals, snap)
+    assert c.snapshots() == windows
+    assert c.result() == {"complete": False, "measure_start_ns": 0, "measure_end_ns": 8 * 10**9,
+                          "streams": totals["streams"]}  # fmt: skip
+    assert c.measured_s() == 8.0
+    assert any(s["read"]["errors"] for s in totals["streams"]), "errors were merged"
+    # Judged as it goes: the totals after whole windows only, then with a window open.
+    six = SnapshotCompactor(window_s=3.0)
+    six.extend(snaps[:6])
+    expected = _copy(snaps[0])
+    for snap in snaps[1:6]:
+        _merge_json_by_json(expected, snap)
+    assert six.result()["streams"] == expected["streams"]
+    six.add(snaps[6])
+    _merge_json_by_json(expected, snaps[6])
+    assert six.result()["streams"] == expected["streams"]

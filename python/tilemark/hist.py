@@ -98,6 +98,24 @@ class Histogram:
         self.max = other.max if self.max is None else max(self.max, other.max)
         return self
 
+    def merge_json(self, d: dict | None) -> Histogram:
+        """`merge(Histogram.from_json(d))` without building the histogram in between: a run's
+        QoS windows merge every stream's histograms every interval (analysis/qos.py)."""
+        if not d:
+            return self
+        n = int(d.get("n", 0))
+        if n == 0:
+            return self
+        counts = self.counts
+        for i, c in d.get("b", []):
+            counts[i] = counts.get(i, 0) + c
+        self.n += n
+        self.sum += int(d.get("sum", 0))
+        low, high = d.get("min"), d.get("max")
+        self.min = low if self.min is None else min(self.min, low)
+        self.max = high if self.max is None else max(self.max, high)
+        return self
+
     def mean(self) -> float | None:
         """Exact mean in ns (the engine sums exact values)."""
         return self.sum / self.n if self.n else None

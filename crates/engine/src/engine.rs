@@ -423,6 +423,18 @@ impl Engine {
         self.aggregator.groups = groups;
     }
 
+    /// Further group sets whose aggregates every frame carries besides `set_groups`' (each a
+    /// list of group indices per plan stream, as there), replacing any set before.
+    pub fn set_group_sets(&mut self, sets: Vec<Vec<u32>>) {
+        self.aggregator.sets = sets
+            .into_iter()
+            .map(|group_of| {
+                let groups = group_of.iter().map(|&g| g as usize + 1).max().unwrap_or(0);
+                (group_of, groups)
+            })
+            .collect();
+    }
+
     /// Interval frames completed since the last call (instead of `poll_json`: the rows of
     /// every stream as columns, and the group aggregates; stats/frame.rs).
     pub fn poll_frames(&mut self) -> Vec<Frame> {
@@ -430,6 +442,17 @@ impl Engine {
             self.aggregator.add(msg);
         }
         self.aggregator.take_ready_frames()
+    }
+
+    /// `poll_frames` and `poll_json` of the same intervals at once (tests compare what the two
+    /// paths make of the same data).
+    pub fn poll_frames_and_json(&mut self) -> (Vec<Frame>, String) {
+        while let Ok(msg) = self.rx.try_recv() {
+            self.aggregator.add(msg);
+        }
+        let ready = self.aggregator.take_ready();
+        let json = self.aggregator.json_of(&ready);
+        (self.aggregator.frames_of(ready), json)
     }
 
     /// Block until the run ends; the result as JSON (measurement-phase totals per stream).
@@ -619,6 +642,8 @@ struct Aggregator {
     /// Group of each stream and how many groups (frames' aggregates).
     group_of: Vec<u32>,
     groups: usize,
+    /// Further group sets (`Engine::set_group_sets`): group of each stream, how many groups.
+    sets: Vec<(Vec<u32>, usize)>,
 }
 
 struct Partial {
@@ -648,6 +673,7 @@ impl Aggregator {
             names: (0..nstreams).map(|i| i.to_string()).collect(),
             group_of: vec![0; nstreams],
             groups: 1,
+            sets: Vec::new(),
             nstreams,
             stream_targets,
             pending: BTreeMap::new(),
@@ -697,7 +723,12 @@ impl Aggregator {
     }
 
     fn take_ready_frames(&mut self) -> Vec<Frame> {
-        self.take_ready()
+        let ready = self.take_ready();
+        self.frames_of(ready)
+    }
+
+    fn frames_of(&self, ready: Vec<(u64, Partial)>) -> Vec<Frame> {
+        ready
             .into_iter()
             .map(|(k, p)| {
                 let mut frame = Frame::build(
@@ -708,6 +739,7 @@ impl Aggregator {
                     &self.names,
                     (&self.group_of, self.groups),
                 );
+                frame.add_sets(&p.streams, &self.sets);
                 frame.lateness = p.lateness;
                 frame
             })
@@ -715,8 +747,14 @@ impl Aggregator {
     }
 
     fn take_ready_json(&mut self) -> String {
+        let ready = self.take_ready();
+        self.json_of(&ready)
+    }
+
+    fn json_of(&self, ready: &[(u64, Partial)]) -> String {
         let mut out = Vec::new();
-        for (k, p) in self.take_ready() {
+        for (k, p) in ready {
+            let k = *k;
             let snap = SnapshotJson {
                 interval: k,
                 phase: p.phase.name(),

@@ -44,8 +44,14 @@ impl Run {
         self.engine.lock().unwrap().set_groups(group_of);
     }
 
+    /// Further group sets (lists of group indices per plan stream) whose aggregates every
+    /// frame carries besides `set_groups`' (replacing any set before).
+    fn set_group_sets(&self, sets: Vec<Vec<u32>>) {
+        self.engine.lock().unwrap().set_group_sets(sets);
+    }
+
     /// Interval frames completed since the last poll, oldest first: each a tuple
-    /// (interval, phase, start_ns, end_ns, columns, groups_json). `columns` are the interval
+    /// (interval, phase, start_ns, end_ns, columns, groups_json, [set_json, ...]). `columns` are the interval
     /// log's columns in Arrow's layout, each (name, type, validity or None, null count,
     /// values, data or None): type "i32", "i64", "f64" or "utf8" (values: i32 offsets).
     /// Built with the GIL released.
@@ -57,14 +63,38 @@ impl Run {
                 .into_iter()
                 .map(|f| {
                     let groups = f.groups_json();
-                    (f, groups)
+                    let sets = f.sets_json();
+                    (f, groups, sets)
                 })
                 .collect::<Vec<_>>()
         });
         frames
             .into_iter()
-            .map(|(f, groups)| frame_to_py(py, f, groups))
+            .map(|(f, groups, sets)| frame_to_py(py, f, groups, sets))
             .collect()
+    }
+
+    /// `poll_frames` and `poll`'s JSON of the same intervals at once: (frames, json). For
+    /// tests, which compare what the two paths make of the same measurements.
+    fn poll_frames_and_json(&self, py: Python<'_>) -> PyResult<(Vec<PyObject>, String)> {
+        let (frames, json) = py.allow_threads(|| {
+            let mut engine = self.engine.lock().unwrap();
+            let (frames, json) = engine.poll_frames_and_json();
+            let frames = frames
+                .into_iter()
+                .map(|f| {
+                    let groups = f.groups_json();
+                    let sets = f.sets_json();
+                    (f, groups, sets)
+                })
+                .collect::<Vec<_>>();
+            (frames, json)
+        });
+        let frames = frames
+            .into_iter()
+            .map(|(f, groups, sets)| frame_to_py(py, f, groups, sets))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok((frames, json))
     }
 
     /// Ask the engine to stop early.
@@ -161,7 +191,7 @@ fn float<'py>(py: Python<'py>, name: &'static str, c: &F64Column) -> Column<'py>
     )
 }
 
-fn frame_to_py(py: Python<'_>, f: Frame, groups: String) -> PyResult<PyObject> {
+fn frame_to_py(py: Python<'_>, f: Frame, groups: String, sets: Vec<String>) -> PyResult<PyObject> {
     const SERVICE: [&str; 5] = [
         "service_mean_us",
         "service_p50_us",
@@ -196,7 +226,9 @@ fn frame_to_py(py: Python<'_>, f: Frame, groups: String) -> PyResult<PyObject> {
     columns.push(num(py, "behind_ios", "i64", &r.behind_ios));
     columns.push(utf8(py, "service_hist", &r.service_hist));
     columns.push(utf8(py, "response_hist", &r.response_hist));
-    let out = (f.interval, f.phase, f.start_ns, f.end_ns, columns, groups);
+    let out = (
+        f.interval, f.phase, f.start_ns, f.end_ns, columns, groups, sets,
+    );
     Ok(out.into_pyobject(py)?.into_any().unbind())
 }
 

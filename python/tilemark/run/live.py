@@ -251,15 +251,20 @@ class LiveDisplay:
         self.plan = group_plan
         self._aggregated = True
 
-    def update(self, snapshots: list[dict[str, Any]]) -> None:
-        """Show new snapshots (each one line when not on a TTY, the newest one on a TTY)."""
+    def update(
+        self, snapshots: list[dict[str, Any]], targets: list[dict[str, Any]] | None = None
+    ) -> None:
+        """Show new snapshots (each one line when not on a TTY, the newest one on a TTY);
+        `targets` are their per-target snapshots (runner.target_snapshot) when the snapshots
+        are group aggregates of a run over several targets."""
         for i, snapshot in enumerate(snapshots):
             self._rows = interval_rows(self.plan, snapshot)
             if self._aggregated:
                 members = [int(g.get("streams", 1)) for g in snapshot.get("streams", [])]
                 for row, n in zip(self._rows, members, strict=False):
                     row.update(aggregated=True, streams=n)
-            self._targets = pertarget.interval_rows(self.plan, snapshot)
+            by_target = snapshot if targets is None else targets[i]
+            self._targets = pertarget.interval_rows(self.plan, by_target)
             if self.extra is not None and i == len(snapshots) - 1:
                 self._rows = self._rows + self.extra()
             if self._live is None:

@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rich.console import Console
 
@@ -25,7 +25,7 @@ from tilemark.console import say
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
-from tilemark.run import datareduction
+from tilemark.run import datareduction, pertarget
 from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
 from tilemark.run.overhead import tool_overhead
@@ -479,6 +479,53 @@ def storage_verdict(
     return None, None
 
 
+class Polled(NamedTuple):
+    """One poll's intervals as each consumer reads them: `live` the live view's group
+    aggregates (every stream on the JSON path), `streams` every stream (the monitors, the
+    metrics endpoint), `targets` per target with each group's `targets` part (a run over
+    several targets on the frames path; None otherwise: the live view splits `live`)."""
+
+    live: list[dict[str, Any]]
+    streams: list[dict[str, Any]]
+    targets: list[dict[str, Any]] | None
+
+
+def frames_describe(compiled: dict[str, Any], per_stream: bool) -> bool:
+    """Whether the frames' aggregates give every consumer what the JSON snapshots gave: not
+    when a stream spreads over several targets of a run over several (its per-target parts
+    are not aggregated), nor, when a consumer reads every stream, for replayed streams (their
+    discards and replay counters) or streams with an ioprio_share (their share's counters),
+    which a group leaves out."""
+    streams = compiled.get("streams") or []
+    if len(compiled.get("targets") or []) > 1 and any(
+        len(set(pertarget.stream_targets(s))) > 1 for s in streams
+    ):
+        return False
+    return not (per_stream and any(s.get("ios") or s.get("ioprio_share") for s in streams))
+
+
+def frame_sets(compiled: dict[str, Any], per_stream: bool) -> dict[str, list[int]]:
+    """The further group sets a run's consumers need (engine.Handle.set_group_sets), by name:
+    "streams", a group per plan stream (the monitors and metrics endpoint read every stream),
+    and "targets", a group per target (the per-target log and live rows of a run over several
+    targets; each stream on one, frames_describe)."""
+    streams = compiled.get("streams") or []
+    sets: dict[str, list[int]] = {}
+    if per_stream:
+        sets["streams"] = list(range(len(streams)))
+    if len(compiled.get("targets") or []) > 1:
+        sets["targets"] = [pertarget.stream_targets(s)[0] for s in streams]
+    return sets
+
+
+def target_snapshot(snap: dict[str, Any]) -> dict[str, Any]:
+    """A per-target set's snapshot as pertarget reads a stream over several targets: each
+    group's counters also as its one `targets` part."""
+    for group in snap["streams"]:
+        group["targets"] = [{"target": group["stream"], **group}]
+    return snap
+
+
 def drive(
     handle: engine.Handle | Any,
     writer: RunWriter,
@@ -508,47 +555,55 @@ def drive(
             if served is not None and telemetry.latest is not None:
                 served.observe_telemetry(telemetry.latest["devices"], telemetry.latest["host"])
 
-    # The engine builds the interval rows and the per-group aggregates itself (issue 25) unless
-    # a consumer still reads every stream: the QoS and steady-state monitors, the metrics
-    # endpoint, the per-target rows of a run over several targets, or a handle without frames
-    # (a cluster's, tests' fakes).
-    # TILEMARK_ENGINE_SNAPSHOTS=json forces the JSON snapshots (bench/streams.py measures both).
+    # The engine builds the interval rows and the per-group aggregates itself (issue 25), and
+    # the aggregates each other consumer reads (`frame_sets`): the QoS and steady-state
+    # monitors and the metrics endpoint per stream, a run over several targets per target.
+    # JSON snapshots remain for a handle without frames (a cluster's, tests' fakes) and the
+    # plans whose streams the aggregates do not describe fully (`frames_describe`).
+    # TILEMARK_ENGINE_SNAPSHOTS=json forces the JSON snapshots (bench/streams.py measures both,
+    # tests/test_frames_consumers.py checks both paths store and decide the same).
+    per_stream = monitor is not None or served is not None
     frames = (
         os.environ.get("TILEMARK_ENGINE_SNAPSHOTS") != "json"
         and hasattr(handle, "poll_frames")
-        and monitor is None
-        and served is None
-        and len(compiled.get("targets") or []) <= 1
+        and hasattr(handle, "set_group_sets")
+        and frames_describe(compiled, per_stream)
     )
+    stream_set, target_set = None, None
 
-    def poll() -> list[dict[str, Any]]:
+    def poll() -> Polled:
         if not frames:
             snapshots = handle.poll()
             if lateness is not None:
                 for snap in snapshots:
                     if snap.get("phase") == "measure" and snap.get("lateness"):
                         lateness.merge(Histogram.from_json(snap["lateness"]))
-            return snapshots
+            return Polled(snapshots, snapshots, None)
         batch = handle.poll_frames()
-        writer.add_frames(batch)
+        per_target = None
+        if target_set is not None:
+            per_target = [target_snapshot(f.set_snapshot(target_set)) for f in batch]
+        writer.add_frames(batch, per_target)
         if lateness is not None:
             for frame in batch:
                 if frame.phase == "measure":
                     lateness.merge(Histogram.from_json(frame.groups.get("lateness")))
-        return [frame.groups for frame in batch]
+        live = [frame.groups for frame in batch]
+        streams = live if stream_set is None else [f.set_snapshot(stream_set) for f in batch]
+        return Polled(live, streams, per_target)
 
-    def take(snapshots: list[dict[str, Any]]) -> None:
+    def take(polled: Polled) -> None:
         nonlocal ended_by
         if not frames:
-            writer.add_snapshots(snapshots)
+            writer.add_snapshots(polled.live)
         if served is not None:
-            served.observe(snapshots)
-        sample(snapshots)
-        display.update(snapshots)
+            served.observe(polled.streams)
+        sample(polled.live)
+        display.update(polled.live, targets=polled.targets)
         if changes is not None:
-            changes.add(snapshots)
+            changes.add(polled.live)
         if monitor is not None:
-            monitor.add(snapshots)
+            monitor.add(polled.streams)
             for line in monitor.messages():
                 display.note(line)
             if ended_by is None and stopper.signum is None:
@@ -562,12 +617,16 @@ def drive(
             if frames:
                 group_of, group_plan = stream_groups(compiled)
                 handle.set_groups(group_of)
+                sets = frame_sets(compiled, per_stream)
+                handle.set_group_sets(list(sets.values()))
+                stream_set = list(sets).index("streams") if "streams" in sets else None
+                target_set = list(sets).index("targets") if "targets" in sets else None
                 display.show_groups(group_plan)
             while True:
                 finished = handle.wait(POLL_S)
-                snapshots = poll()
-                if snapshots:
-                    take(snapshots)
+                polled = poll()
+                if polled.live:
+                    take(polled)
                 if writer.failure is not None and not store_stopped:
                     # Measuring on without storing would lose what follows: stop now.
                     store_stopped = True
@@ -585,9 +644,9 @@ def drive(
             if telemetry is not None:
                 telemetry.stop()
             # Snapshots published while the run ended.
-            snapshots = poll()
-            if snapshots:
-                take(snapshots)
+            polled = poll()
+            if polled.live:
+                take(polled)
             sample([], final=True)
         if served is not None:
             served.run_ended()
@@ -603,11 +662,11 @@ def drive(
         if telemetry is not None:
             telemetry.stop()
         try:
-            snapshots = poll()
+            polled = poll()
             if not frames:
-                writer.add_snapshots(snapshots)
+                writer.add_snapshots(polled.live)
             if telemetry is not None:
-                writer.add_telemetry(*telemetry.rows(snapshots, final=True))
+                writer.add_telemetry(*telemetry.rows(polled.live, final=True))
         finally:
             writer.finish(None, summary=None, complete=False, error=f"{type(e).__name__}: {e}")
         raise

@@ -24,7 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilemark.analysis.qos import copy_snapshot, merge_snapshot
+from tilemark.analysis.merging import MergedSnapshot, copy_snapshot, merge_snapshot
 from tilemark.analysis.steady import RULE, WINDOW, WindowCheck, check_window, trend_pct_per_round
 from tilemark.errors import UsageError
 from tilemark.hist import Histogram, latency_hist
@@ -149,7 +149,8 @@ class RoundMonitor:
     settings: SteadySettings
     rounds: list[Round] = field(default_factory=list)
     check: WindowCheck | None = None
-    _current: dict[str, Any] | None = None
+    _current: MergedSnapshot | None = None
+    _backlog_start: int = 0  # open-loop backlog as the current round began
     _window: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
     _lines: list[str] = field(default_factory=list)
     _backlog: int = 0  # open-loop backlog at the end of the latest snapshot
@@ -180,15 +181,18 @@ class RoundMonitor:
                 self._backlog = self._open_backlog(snap)
                 continue
             if self._current is None:
-                self._current = copy_snapshot(snap)
-                self._current["backlog_start"] = self._backlog
-                self._backlog = self._open_backlog(snap)
+                # The round's streams are added up in place (MergedSnapshot), not merged
+                # through JSON every interval (issue 25).
+                self._current = MergedSnapshot(snap)
+                self._backlog_start = self._backlog
             else:
-                merge_snapshot(self._current, snap)
-                self._backlog = self._open_backlog(snap)
+                self._current.add(snap)
+            self._backlog = self._open_backlog(snap)
             current = self._current
-            if (current["end_ns"] - current["start_ns"]) / 1e9 >= self.settings.round_s - 1e-6:
-                self._finish_round(current)
+            if (current.end_ns - current.start_ns) / 1e9 >= self.settings.round_s - 1e-6:
+                finished = current.render()
+                finished["backlog_start"] = self._backlog_start
+                self._finish_round(finished)
                 self._current = None
 
     def _finish_round(self, snap: dict[str, Any]) -> None:

@@ -192,12 +192,13 @@ class RunWriter:
                 except OSError as exc:
                     self._fail(f"writing {log.path}", exc, first_lost=int(snap["interval"]))
 
-    def add_frames(self, frames: list[Any]) -> None:
+    def add_frames(self, frames: list[Any], per_target: list[dict] | None = None) -> None:
         """Append interval frames (engine.Frame: rows the engine built) to the log; a run with
-        several targets also needs per-target rows, so it adds snapshots instead."""
+        several targets also gives each frame's per-target snapshot (runner.target_snapshot)
+        for the per-target log."""
         if self._finished:
             raise StoreError(f"run {self.run_id} is already finished; no more intervals")
-        for frame in frames:
+        for k, frame in enumerate(frames):
             if self.failure is not None:
                 return
             batch = frame.record_batch(self.run_id, self._log.schema)
@@ -205,6 +206,14 @@ class RunWriter:
                 self._log.add_batch(batch, frame.start_ns, frame.end_ns)
             except OSError as exc:
                 self._fail(f"writing {self._log.path}", exc, first_lost=frame.interval)
+                continue
+            log = self._telemetry_logs.get("targets")
+            if log is not None and per_target is not None:
+                try:
+                    rows = pertarget.target_rows(self.run_id, self.plan, per_target[k])
+                    log.add(rows, frame.start_ns, frame.end_ns)
+                except OSError as exc:
+                    self._fail(f"writing {log.path}", exc, first_lost=frame.interval)
 
     def add_telemetry(self, device_rows: list[dict], host_rows: list[dict]) -> None:
         """Append telemetry rows (telemetry.Telemetry.rows) to their logs."""

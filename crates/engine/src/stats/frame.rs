@@ -342,6 +342,10 @@ pub struct GroupStats {
     pub behind_ios: u64,
     pub ios_issued_late: u64,
     pub inflight: u64,
+    /// The oldest IO in flight of any member at the interval's end (age, ns; 0: none).
+    pub oldest_inflight_ns: u64,
+    /// The latest run time at which a member finished its byte limit (0: none has).
+    pub done_ns: u64,
 }
 
 impl GroupStats {
@@ -370,6 +374,8 @@ impl GroupStats {
         self.behind_ios += s.behind_ios;
         self.ios_issued_late += s.ios_issued_late;
         self.inflight += s.inflight;
+        self.oldest_inflight_ns = self.oldest_inflight_ns.max(s.oldest_inflight_ns);
+        self.done_ns = self.done_ns.max(s.done_ns);
     }
 }
 
@@ -430,8 +436,13 @@ impl Serialize for GroupJson<'_> {
             m.serialize_entry(k.name(), &op)?;
         }
         m.serialize_entry("lag_max_ns", &g.lag_max_ns)?;
+        if g.done_ns > 0 {
+            // As a stream's snapshot has it: only once done.
+            m.serialize_entry("done_ns", &g.done_ns)?;
+        }
         m.serialize_entry("behind_ios", &g.behind_ios)?;
         m.serialize_entry("inflight", &g.inflight)?;
+        m.serialize_entry("oldest_inflight_ns", &g.oldest_inflight_ns)?;
         m.serialize_entry("ios_issued_late", &g.ios_issued_late)?;
         m.end()
     }
@@ -446,6 +457,10 @@ pub struct Frame {
     pub end_ns: u64,
     pub rows: IntervalRows,
     pub groups: Vec<GroupStats>,
+    /// The aggregates of further group sets (`Frame::add_sets`), in the order they were set:
+    /// what the run's other consumers read (the QoS and steady-state monitors per stream, the
+    /// metrics endpoint), each set a partition of its own.
+    pub sets: Vec<Vec<GroupStats>>,
     /// Issue lateness of every open-loop IO of the interval (all streams, all threads).
     pub lateness: Histogram,
 }
@@ -483,12 +498,43 @@ impl Frame {
             end_ns,
             rows,
             groups: aggregates,
+            sets: Vec::new(),
             lateness: Histogram::new(),
         }
     }
 
+    /// Aggregate `streams` (those `build` had) into further group sets, each `(group_of,
+    /// groups)` as in `build`; a stream past the end of `group_of` (or given a group index
+    /// out of range) is in no group of that set.
+    pub fn add_sets(&mut self, streams: &[(usize, StreamStats)], sets: &[(Vec<u32>, usize)]) {
+        for (group_of, groups) in sets {
+            let mut aggregates = vec![GroupStats::default(); *groups];
+            for (i, s) in streams {
+                if let Some(g) = group_of
+                    .get(*i)
+                    .and_then(|&g| aggregates.get_mut(g as usize))
+                {
+                    g.add(s);
+                }
+            }
+            self.sets.push(aggregates);
+        }
+    }
+
+    /// Every further set's aggregates as JSON snapshots (as `groups_json`), in set order.
+    pub fn sets_json(&self) -> Vec<String> {
+        self.sets
+            .iter()
+            .map(|set| self.snapshot_json(set))
+            .collect()
+    }
+
     /// The group aggregates as a JSON snapshot whose "streams" are the groups.
     pub fn groups_json(&self) -> String {
+        self.snapshot_json(&self.groups)
+    }
+
+    fn snapshot_json(&self, groups: &[GroupStats]) -> String {
         #[derive(Serialize)]
         struct Snap<'a> {
             interval: u64,
@@ -503,8 +549,7 @@ impl Frame {
             phase: self.phase,
             start_ns: self.start_ns,
             end_ns: self.end_ns,
-            streams: self
-                .groups
+            streams: groups
                 .iter()
                 .enumerate()
                 .map(|(index, stats)| GroupJson { index, stats })

@@ -199,3 +199,61 @@ fn group_aggregates_are_the_exact_merge_of_their_members() {
         "every IO's issue lateness, one histogram per thread"
     );
 }
+
+/// Further group sets (`Frame::add_sets`, issue 25): a set with a group per stream gives each
+/// stream's own counters, histograms and levels (what the QoS monitor reads per stream), a
+/// coarser one their merge, and a stream without a group in a set is in none of its groups.
+#[test]
+fn further_group_sets_aggregate_each_their_own_partition() {
+    let plan = plan();
+    let names: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
+    let picked: Vec<usize> = (0..6).collect();
+    let msgs = run_worker(0, &plan.streams, &picked);
+    let msg = &msgs[0];
+    let mut streams = msg.streams.clone();
+    streams.sort_unstable_by_key(|(i, _)| *i);
+    let mut frame = Frame::build(
+        msg.interval,
+        "measure",
+        (msg.start_ns, msg.end_ns),
+        &streams,
+        &names,
+        (&[0; 6], 1),
+    );
+    let identity: Vec<u32> = (0..6).collect();
+    let pairs = vec![0, 0, 1, 1, 1, u32::MAX];
+    frame.add_sets(&streams, &[(identity, 6), (pairs, 2)]);
+    assert_eq!(frame.sets.len(), 2);
+    for (i, s) in &streams {
+        let g = &frame.sets[0][*i];
+        assert_eq!(g.streams, 1);
+        assert_eq!(g.ops[0].ops, s.ops[0].ops);
+        assert_eq!(g.ops[0].bytes, s.ops[0].bytes);
+        assert_eq!(g.ops[0].service.count(), s.ops[0].service.count());
+        let response = s.ops[0].response.as_ref().expect("open loop");
+        assert_eq!(g.latency[0].count(), response.count());
+        assert_eq!(g.latency[0].sum(), response.sum());
+        assert_eq!(
+            (g.lag_max_ns, g.behind_ios, g.inflight, g.oldest_inflight_ns),
+            (s.lag_max_ns, s.behind_ios, s.inflight, s.oldest_inflight_ns)
+        );
+    }
+    let ops = |range: std::ops::Range<usize>| -> u64 {
+        streams[range].iter().map(|(_, s)| s.ops[0].ops).sum()
+    };
+    assert_eq!(frame.sets[1][0].streams, 2);
+    assert_eq!(frame.sets[1][0].ops[0].ops, ops(0..2));
+    assert_eq!(frame.sets[1][1].streams, 3, "stream 5 is in no group");
+    assert_eq!(frame.sets[1][1].ops[0].ops, ops(2..5));
+    let json: Vec<serde_json::Value> = frame
+        .sets_json()
+        .iter()
+        .map(|text| serde_json::from_str(text).unwrap())
+        .collect();
+    assert_eq!(json[0]["streams"].as_array().unwrap().len(), 6);
+    assert_eq!(json[1]["streams"][1]["streams"], 3);
+    assert_eq!(
+        json[0]["streams"][3]["read"]["ops"],
+        streams[3].1.ops[0].ops
+    );
+}
