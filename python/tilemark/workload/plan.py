@@ -29,7 +29,7 @@ A stream's `start` and `stop` (run time, warm-up included) make phases within th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,7 @@ from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
 from tilemark.workload.pacing import check_pacing
 from tilemark.workload.placement import check_placement
+from tilemark.workload.plain import plain
 from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
 
@@ -213,7 +214,7 @@ class Workload:
 
     def to_json(self) -> dict[str, Any]:
         """The user-facing spec as plain JSON-able data (recorded with the run)."""
-        spec = _plain(self)
+        spec = plain(self)
         for stream in spec["streams"]:
             stream.pop("flag_keys")
             stream["sizes"] = [[size, weight] for size, weight in stream["sizes"]]
@@ -221,26 +222,6 @@ class Workload:
                 ios, delay_ms = stream["burst"]
                 stream["burst"] = {"ios": ios, "delay_ms": delay_ms}
         return spec
-
-
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _plain(value: Any) -> Any:
-    """dataclasses.asdict without its deep copies: the spec's leaves are plain values already
-    (numbers, strings, None), and asdict copied every one of them (2.8 s for a workload of
-    10,000 streams, 0.3 s this way)."""
-    kind = type(value)
-    names = _FIELD_NAMES.get(kind)
-    if names is None and hasattr(kind, "__dataclass_fields__"):
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
-    if names is not None:
-        return {n: _plain(getattr(value, n)) for n in names}
-    if kind is list or kind is tuple:
-        return kind(_plain(v) for v in value)
-    if kind is dict:
-        return {k: _plain(v) for k, v in value.items()}
-    return value
 
 
 def _check_keys(table: object, allowed: tuple[str, ...], where: str) -> dict[str, Any]:
