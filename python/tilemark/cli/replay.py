@@ -54,6 +54,15 @@ def replay_command(
             "at depth N in trace order.",
         ),
     ] = "timed",
+    times: Annotated[
+        str,
+        typer.Option(
+            "--times",
+            metavar="queue|issue",
+            help="timed: IOs are due when the application queued them (the trace's queue_ns, "
+            "where it has one; else the issue time), or when the traced device issued them.",
+        ),
+    ] = "queue",
     remap: Annotated[
         str,
         typer.Option(
@@ -140,6 +149,7 @@ def replay_command(
         size=None if size is None else parse_size(size, "--size"),
         speed=rp.parse_speed(speed),
         mode=replay_mode,
+        times=rp.parse_choice(times, "--times", rp.TIMES),
         depth=depth,
         remap=rp.parse_choice(remap, "--remap", rp.REMAPS),
         select=parse_select(select),

@@ -44,6 +44,7 @@ from tilemark.workload import compiler
 from tilemark.workload import plan as planning
 
 MODES = ("timed", "afap", "qd")
+TIMES = ("queue", "issue")
 REMAPS = ("modulo", "scale", "off")
 MIN_CAP = 256  # IOs in flight per stream at most (timed, afap): at least this many, ...
 CAP_BUFFER_BYTES = 64 << 20  # ... up to as many as this much of buffers holds (MAX_QD at most)
@@ -60,6 +61,9 @@ class ReplayOptions:
     size: int | None = None
     speed: float = 1.0
     mode: str = "timed"
+    # What a timed replay's IOs are due at: "queue", the rows' queue times where the trace has
+    # them (else their issue times), or "issue", their issue times (docs/replay.md).
+    times: str = "queue"
     depth: int | None = None  # qd:N; for timed and afap the cap on IOs in flight
     remap: str = "modulo"
     select: Selection = field(default_factory=Selection)
@@ -351,7 +355,8 @@ def _write(
             remainder = cut_ns % loop_ns if (cut_ns is not None and loop_ns) else None
             plans.append(ListPlan(key, path, region.remap, o.mode == "afap", timed_cut, remainder))
             groups.append((name, group))
-        written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans)
+        by_queue = o.mode == "timed" and o.times == "queue"
+        written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans, by_queue=by_queue)
         for (name, group), out in zip(groups, written, strict=True):
             if out.records == 0:
                 raise UsageError(
@@ -475,6 +480,7 @@ def _settings(compiled: CompiledReplay) -> dict[str, Any]:
         "mode": o.mode,
         "depth": o.depth,
         "speed": o.speed,
+        "times": o.times if o.mode == "timed" else None,
         "remap": o.remap,
         "align": compiled.align,
         "select": o.select.describe() or None,
@@ -495,6 +501,8 @@ def note(compiled: CompiledReplay) -> str:
     what = f"replaying {records:,} IOs of {len(o.traces)} trace(s) {o.mode}"
     if o.mode == "qd":
         what += f":{o.depth}"
+    if o.mode == "timed" and o.times == "issue":
+        what += " at issue times"
     if o.speed != 1.0:
         what += f" at speed {o.speed:g}"
     return what + f", remap {o.remap}" + (", looping" if o.loop else "")
