@@ -178,10 +178,11 @@ def replay_control_once(r: Round, dev: rigs.Device, work: Path, times: str) -> d
     and compared with the trace. What it loses is the tool's own share of any difference."""
     out = work / f"replay-{times}.parquet"
     results = work / "replay-results"
+    timing, _, extra = times.partition("+")  # "queue", "issue+deps": --times, and --deps
     shutil.rmtree(results, ignore_errors=True)
     replay = [tilemark(), "replay", str(work / "app.parquet"), "--target", dev.loop,
-              "--destroy-data", dev.loop, "--force", "--remap", "off", "--times", times,
-              "--results", str(results)]  # fmt: skip
+              "--destroy-data", dev.loop, "--force", "--remap", "off", "--times", timing,
+              "--results", str(results), *(["--deps"] if extra == "deps" else [])]  # fmt: skip
     args = [tilemark(), "trace", "capture", "--device", dev.loop, "--no-backing", "-o", str(out),
             "--force", "--", *replay]  # fmt: skip
     done = run(args)
@@ -451,7 +452,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--out", default=None, help="results file stem (default dated)")
     ap.add_argument("--control-times", default="queue",
-                    help="comma-separated `tilemark replay --times` of the controls")  # fmt: skip
+                    help="comma-separated `tilemark replay --times` of the controls, each "
+                         "+deps for --deps (issue+deps)")  # fmt: skip
     ap.add_argument("--control-reps", type=int, default=1, help="control replays per timing")
     ap.add_argument("--control-only", action="store_true",
                     help="capture the application, run the controls only")  # fmt: skip

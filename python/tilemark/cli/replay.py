@@ -63,6 +63,14 @@ def replay_command(
             "where it has one; else the issue time), or when the traced device issued them.",
         ),
     ] = "queue",
+    deps: Annotated[
+        bool,
+        typer.Option(
+            "--deps",
+            help="timed: also hold each IO until as many IOs completed as had when it was "
+            "recorded (a slower target then gets the application's feedback, not a queue).",
+        ),
+    ] = False,
     remap: Annotated[
         str,
         typer.Option(
@@ -150,6 +158,7 @@ def replay_command(
         speed=rp.parse_speed(speed),
         mode=replay_mode,
         times=rp.parse_choice(times, "--times", rp.TIMES),
+        deps=deps,
         depth=depth,
         remap=rp.parse_choice(remap, "--remap", rp.REMAPS),
         select=parse_select(select),

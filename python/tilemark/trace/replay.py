@@ -64,6 +64,10 @@ class ReplayOptions:
     # What a timed replay's IOs are due at: "queue", the rows' queue times where the trace has
     # them (else their issue times), or "issue", their issue times (docs/replay.md).
     times: str = "queue"
+    # Timed: also hold each IO until as many of its stream's IOs completed as had when it was
+    # recorded (afap's dependencies), so a target slower than the recording gets fewer IOs in
+    # flight, as the application would have given it, not a growing queue.
+    deps: bool = False
     depth: int | None = None  # qd:N; for timed and afap the cap on IOs in flight
     remap: str = "modulo"
     select: Selection = field(default_factory=Selection)
@@ -168,11 +172,12 @@ def compile_replay(options: ReplayOptions, staging: Path) -> CompiledReplay:
         iolist.scan(open_trace(path), options.select, options.split, completions=True)
         for path in options.traces
     ]
-    if options.mode == "afap":
+    if options.mode == "afap" or options.deps:
+        what = "--mode afap" if options.mode == "afap" else "--deps"
         for s in scans:
             if not all(g.completions for g in s.groups.values()):
                 raise UsageError(
-                    f"--mode afap needs completion times, and trace {s.path} lacks some "
+                    f"{what} needs completion times, and trace {s.path} lacks some "
                     "(complete_ns or latency_ns); replay it timed or with --mode qd:N."
                 )
     writes = any(g.ops["write"] or g.ops["discard"] for s in scans for g in s.groups.values())
@@ -206,6 +211,10 @@ def _check_options(o: ReplayOptions) -> None:
         raise UsageError(f"--split must be one of {', '.join(iolist.SPLITS)}, got {o.split!r}.")
     if o.depth is not None and o.mode != "qd":
         raise UsageError(f"--mode {o.mode} takes no depth; qd:N sets one.")
+    if o.deps and o.mode != "timed":
+        raise UsageError(
+            f"--deps applies to --mode timed (afap always waits, qd never), not {o.mode}."
+        )
 
 
 def _target_size(o: ReplayOptions, scans: list[TraceScan]) -> int | None:
@@ -353,7 +362,8 @@ def _write(
             path = staging / f"{len(streams) + len(plans)}.ios"
             timed_cut = cut_ns if (o.mode == "timed" and not o.loop) else None
             remainder = cut_ns % loop_ns if (cut_ns is not None and loop_ns) else None
-            plans.append(ListPlan(key, path, region.remap, o.mode == "afap", timed_cut, remainder))
+            deps = o.mode == "afap" or o.deps
+            plans.append(ListPlan(key, path, region.remap, deps, timed_cut, remainder))
             groups.append((name, group))
         by_queue = o.mode == "timed" and o.times == "queue"
         written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans, by_queue=by_queue)
@@ -459,6 +469,7 @@ def _finish_plan(o: ReplayOptions, plan: dict[str, Any], streams: list[ReplayStr
             "count": s.written.records,
             "mode": o.mode,
             "loop_ns": s.loop_ns,
+            "deps": o.deps,
         }
         stream["stop_ms"] = cut_ms if (o.mode == "timed" and o.loop) else None
 
@@ -481,6 +492,7 @@ def _settings(compiled: CompiledReplay) -> dict[str, Any]:
         "depth": o.depth,
         "speed": o.speed,
         "times": o.times if o.mode == "timed" else None,
+        "deps": o.deps,
         "remap": o.remap,
         "align": compiled.align,
         "select": o.select.describe() or None,
@@ -503,6 +515,8 @@ def note(compiled: CompiledReplay) -> str:
         what += f":{o.depth}"
     if o.mode == "timed" and o.times == "issue":
         what += " at issue times"
+    if o.deps:
+        what += " with dependencies"
     if o.speed != 1.0:
         what += f" at speed {o.speed:g}"
     return what + f", remap {o.remap}" + (", looping" if o.loop else "")

@@ -19,7 +19,8 @@ fn list_error(e: std::io::Error) -> EngineError {
 impl Worker {
     /// Timed replay: issue every record due by `now`, then wait for the next one. A record due
     /// while `qd` IOs are in flight waits for a slot (late, never dropped), like an open-loop
-    /// IO; a completion wakes the stream again.
+    /// IO; a completion wakes the stream again. With `deps`, a record due before its
+    /// dependencies completed waits for them the same way.
     pub(super) fn replay_timed(&mut self, s: usize, now: u64) -> Result<()> {
         loop {
             let st = &mut self.streams[s];
@@ -33,7 +34,9 @@ impl Worker {
                 self.timers.push(Reverse((due, s as u32)));
                 return Ok(());
             }
-            if full {
+            // A record held for its dependencies, like one held for a slot, is woken by the
+            // next completion and counts as late when it goes.
+            if full || cursor.waits_for_deps(&rec) {
                 st.blocked = true;
                 return Ok(());
             }
