@@ -153,7 +153,7 @@ def run_profile(
 
 
 # What the control replays time IOs by, and how many times each (set by main()).
-CONTROL_TIMES: tuple[str, ...] = ("queue",)
+CONTROL_TIMES: tuple[str, ...] = ("issue",)
 CONTROL_REPS = 1
 CONTROL_ONLY = False  # capture the application and run the controls only (no learned run)
 
@@ -178,11 +178,12 @@ def replay_control_once(r: Round, dev: rigs.Device, work: Path, times: str) -> d
     and compared with the trace. What it loses is the tool's own share of any difference."""
     out = work / f"replay-{times}.parquet"
     results = work / "replay-results"
-    timing, _, extra = times.partition("+")  # "queue", "issue+deps": --times, and --deps
+    timing, *extra = times.split("+")  # "queue", "issue+deps+gaps": --times, --deps, --keep-gaps
     shutil.rmtree(results, ignore_errors=True)
     replay = [tilemark(), "replay", str(work / "app.parquet"), "--target", dev.loop,
               "--destroy-data", dev.loop, "--force", "--remap", "off", "--times", timing,
-              "--results", str(results), *(["--deps"] if extra == "deps" else [])]  # fmt: skip
+              "--results", str(results), *(["--deps"] if "deps" in extra else []),
+              *(["--keep-gaps"] if "gaps" in extra else [])]  # fmt: skip
     args = [tilemark(), "trace", "capture", "--device", dev.loop, "--no-backing", "-o", str(out),
             "--force", "--", *replay]  # fmt: skip
     done = run(args)
@@ -451,9 +452,9 @@ def main() -> int:
     ap.add_argument("--sqlite-items", type=int, default=200_000)
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--out", default=None, help="results file stem (default dated)")
-    ap.add_argument("--control-times", default="queue",
+    ap.add_argument("--control-times", default="issue",
                     help="comma-separated `tilemark replay --times` of the controls, each "
-                         "+deps for --deps (issue+deps)")  # fmt: skip
+                         "+deps for --deps, +gaps for --keep-gaps (issue+deps+gaps)")  # fmt: skip
     ap.add_argument("--control-reps", type=int, default=1, help="control replays per timing")
     ap.add_argument("--control-only", action="store_true",
                     help="capture the application, run the controls only")  # fmt: skip

@@ -221,16 +221,21 @@ def test_afap_and_qd_replay_without_waiting_for_the_traces_times(tmp_path, capsy
     assert (plan["qd"], plan["ios"]["mode"]) == (4, "qd")
 
 
-def test_deps_hold_a_timed_replay_to_the_traces_dependencies(tmp_path, capsys):
+def test_deps_and_keep_gaps_shape_a_timed_replay(tmp_path, capsys):
     # 60 IOs over 0.3 s, each completing 200 us after its issue: the list carries, per IO,
-    # how many had completed when it was recorded, and the timed replay waits for them.
+    # how many had completed when it was recorded, and the timed replay waits for them;
+    # --keep-gaps asks the engine to submit IOs recorded > 1 us apart separately.
     trace = mixed_trace(tmp_path / "deps.parquet", 60, 0.3, seed=3)
     target = str(tmp_path / "t.dat")
     status, run, err = replay(tmp_path, str(trace), "--target", target, "--size", "16m",
-                              "--deps", capsys=capsys)  # fmt: skip
+                              "--deps", "--keep-gaps", capsys=capsys)  # fmt: skip
     assert status == 0, err
     plan = run["plan"]["streams"][0]
-    assert (plan["ios"]["mode"], plan["ios"]["deps"]) == ("timed", True)
+    assert (plan["ios"]["mode"], plan["ios"]["deps"], plan["ios"]["split_ns"]) == (
+        "timed",
+        True,
+        1000,
+    )
     records = read_list(Path(plan["ios"]["path"]))
     done = sorted(t + 200_000 for t in records["time_ns"].tolist())
     expected = [sum(c < t for c in done) for t in records["time_ns"].tolist()]

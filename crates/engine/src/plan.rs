@@ -272,6 +272,11 @@ pub struct IoListSpec {
     /// application: never more IOs in flight at a record than the recording had.
     #[serde(default)]
     pub deps: bool,
+    /// Timed: records recorded more than this many ns apart never go to the device in one
+    /// submission, even when both are already due (the replay runs late): the device sees
+    /// them one loop turn apart, not back to back. 0: every due record in one submission.
+    #[serde(default)]
+    pub split_ns: u64,
 }
 
 /// Where a stream's IOs may land on one target: offset and length relative to the target's

@@ -238,6 +238,8 @@ pub struct Cursor {
     loop_ns: Option<u64>,
     /// Timed: records also wait for their dependencies (IoListSpec::deps).
     timed_deps: bool,
+    /// Timed: records this far apart in the list go in separate submissions (IoListSpec).
+    split_ns: u64,
     /// Run time of the stream's start (record times count from it) and stop (timed: no record
     /// due at or after it is issued).
     start_ns: u64,
@@ -263,6 +265,11 @@ impl Cursor {
             count: spec.count,
             mode: spec.mode,
             timed_deps: spec.deps && spec.mode == ReplayMode::Timed,
+            split_ns: if spec.mode == ReplayMode::Timed {
+                spec.split_ns
+            } else {
+                0
+            },
             loop_ns: spec.loop_ns,
             start_ns,
             stop_ns,
@@ -318,6 +325,13 @@ impl Cursor {
     #[inline]
     pub fn waits_for_deps(&self, rec: &Record) -> bool {
         self.timed_deps && !self.deps_met(rec)
+    }
+
+    /// Timed: was `rec` recorded so long after `prev` (recorded time) that it must go to the
+    /// device in a submission of its own?
+    #[inline]
+    pub fn splits(&self, prev: u64, rec: &Record) -> bool {
+        self.split_ns > 0 && rec.time_ns > prev.saturating_add(self.split_ns)
     }
 
     /// Move past the record `peek` returned.
@@ -451,6 +465,7 @@ mod tests {
             mode,
             loop_ns: None,
             deps: false,
+            split_ns: 0,
         }
     }
 
@@ -584,6 +599,28 @@ mod tests {
         s.mode = ReplayMode::Qd; // deps only hold timed lists (afap always waits, qd never)
         let qd = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
         assert!(!qd.waits_for_deps(&second));
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_timed_list_with_split_ns_parts_records_recorded_apart() {
+        let path = tmp("split");
+        write_list(&path, &[rec(0, 0, 4096, RecOp::Read)]);
+        let mut s = spec(&path, 1, ReplayMode::Timed);
+        let at = |t| rec(t, 0, 4096, RecOp::Read);
+        let batched = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(
+            !batched.splits(0, &at(1_000_000)),
+            "split_ns 0: one submission"
+        );
+        s.split_ns = 1000;
+        let c = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(!c.splits(5000, &at(6000)), "recorded within 1 us: together");
+        assert!(c.splits(5000, &at(6001)));
+        s.mode = ReplayMode::Afap;
+        assert!(!Cursor::open(&s, 0, u64::MAX, "s")
+            .unwrap()
+            .splits(0, &at(9999)));
         std::fs::remove_file(path).unwrap();
     }
 }

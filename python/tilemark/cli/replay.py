@@ -59,16 +59,25 @@ def replay_command(
         typer.Option(
             "--times",
             metavar="queue|issue",
-            help="timed: IOs are due when the application queued them (the trace's queue_ns, "
-            "where it has one; else the issue time), or when the traced device issued them.",
+            help="timed: IOs are due when the traced kernel issued them to the device (issue), "
+            "or when the application queued them (queue: the trace's queue_ns where it has "
+            "one, else the issue time).",
         ),
-    ] = "queue",
+    ] = "issue",
     deps: Annotated[
         bool,
         typer.Option(
             "--deps",
             help="timed: also hold each IO until as many IOs completed as had when it was "
             "recorded (a slower target then gets the application's feedback, not a queue).",
+        ),
+    ] = False,
+    keep_gaps: Annotated[
+        bool,
+        typer.Option(
+            "--keep-gaps",
+            help="timed: IOs recorded more than 1 us apart go to the device in separate "
+            "submissions even when the replay runs late (not back to back).",
         ),
     ] = False,
     remap: Annotated[
@@ -159,6 +168,7 @@ def replay_command(
         mode=replay_mode,
         times=rp.parse_choice(times, "--times", rp.TIMES),
         deps=deps,
+        keep_gaps=keep_gaps,
         depth=depth,
         remap=rp.parse_choice(remap, "--remap", rp.REMAPS),
         select=parse_select(select),

@@ -45,6 +45,9 @@ from tilemark.workload import plan as planning
 
 MODES = ("timed", "afap", "qd")
 TIMES = ("queue", "issue")
+# --keep-gaps: IOs recorded within 1 us of each other were dispatched together by the traced
+# kernel (one plug, one batch); further apart, they go in submissions of their own.
+GAP_SPLIT_NS = 1000
 REMAPS = ("modulo", "scale", "off")
 MIN_CAP = 256  # IOs in flight per stream at most (timed, afap): at least this many, ...
 CAP_BUFFER_BYTES = 64 << 20  # ... up to as many as this much of buffers holds (MAX_QD at most)
@@ -61,13 +64,18 @@ class ReplayOptions:
     size: int | None = None
     speed: float = 1.0
     mode: str = "timed"
-    # What a timed replay's IOs are due at: "queue", the rows' queue times where the trace has
-    # them (else their issue times), or "issue", their issue times (docs/replay.md).
-    times: str = "queue"
+    # What a timed replay's IOs are due at: "issue", their issue times, or "queue", the rows'
+    # queue times where the trace has them, else their issue times (docs/replay.md: issue is
+    # the default because the wait between the two was measured to be mostly the traced
+    # kernel's throttling of page-cache writeback, which an O_DIRECT replay does not undergo).
+    times: str = "issue"
     # Timed: also hold each IO until as many of its stream's IOs completed as had when it was
     # recorded (afap's dependencies), so a target slower than the recording gets fewer IOs in
     # flight, as the application would have given it, not a growing queue.
     deps: bool = False
+    # Timed: IOs recorded more than GAP_SPLIT_NS apart never go to the device in one
+    # submission (when the replay runs late, due IOs would otherwise leave back to back).
+    keep_gaps: bool = False
     depth: int | None = None  # qd:N; for timed and afap the cap on IOs in flight
     remap: str = "modulo"
     select: Selection = field(default_factory=Selection)
@@ -211,6 +219,8 @@ def _check_options(o: ReplayOptions) -> None:
         raise UsageError(f"--split must be one of {', '.join(iolist.SPLITS)}, got {o.split!r}.")
     if o.depth is not None and o.mode != "qd":
         raise UsageError(f"--mode {o.mode} takes no depth; qd:N sets one.")
+    if o.keep_gaps and o.mode != "timed":
+        raise UsageError(f"--keep-gaps applies to --mode timed, not {o.mode}.")
     if o.deps and o.mode != "timed":
         raise UsageError(
             f"--deps applies to --mode timed (afap always waits, qd never), not {o.mode}."
@@ -470,6 +480,7 @@ def _finish_plan(o: ReplayOptions, plan: dict[str, Any], streams: list[ReplayStr
             "mode": o.mode,
             "loop_ns": s.loop_ns,
             "deps": o.deps,
+            "split_ns": GAP_SPLIT_NS if (o.keep_gaps and o.mode == "timed") else 0,
         }
         stream["stop_ms"] = cut_ms if (o.mode == "timed" and o.loop) else None
 
@@ -493,6 +504,7 @@ def _settings(compiled: CompiledReplay) -> dict[str, Any]:
         "speed": o.speed,
         "times": o.times if o.mode == "timed" else None,
         "deps": o.deps,
+        "keep_gaps": o.keep_gaps,
         "remap": o.remap,
         "align": compiled.align,
         "select": o.select.describe() or None,
@@ -513,10 +525,12 @@ def note(compiled: CompiledReplay) -> str:
     what = f"replaying {records:,} IOs of {len(o.traces)} trace(s) {o.mode}"
     if o.mode == "qd":
         what += f":{o.depth}"
-    if o.mode == "timed" and o.times == "issue":
-        what += " at issue times"
+    if o.mode == "timed" and o.times == "queue":
+        what += " at queue times"
     if o.deps:
         what += " with dependencies"
+    if o.keep_gaps:
+        what += ", keeping gaps"
     if o.speed != 1.0:
         what += f" at speed {o.speed:g}"
     return what + f", remap {o.remap}" + (", looping" if o.loop else "")
