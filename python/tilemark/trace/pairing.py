@@ -14,8 +14,8 @@ order, in numpy arrays (one Python step per batch, not per event):
   counted as unmatched);
 - a D takes the pid and name of the latest Q of its key before it; with none (a flush the
   block layer made, a bio merged into another request), those of the task that issued it;
-  that Q's time is the request's queue time (when the application submitted it: the time a
-  timed replay submits it at, so the replay's device shapes dispatch as the traced one did);
+  that Q's time is the request's queue time (when the application submitted it; the wait up
+  to D is a plug, a scheduler, a tag or writeback throttling: `replay --times queue`);
 - a completion of zero sectors of a read or write is the block layer finishing a request
   whose data already completed in a flush sequence (preflush/FUA emulation): ignored;
 - a C with no D is a request issued before tracing began (or whose D was dropped): counted;
