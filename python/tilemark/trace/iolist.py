@@ -196,10 +196,7 @@ class Batch:
     group: np.ndarray  # index into `keys`
     keys: list[Any]
     complete: np.ndarray | None  # None when a completion time is unknown in the batch
-    # When each row is due in a timed replay: its queue time where the trace has one (the
-    # application's submission, before the traced device's queueing delayed its issue),
-    # else its issue time; never after its issue. `issue` unless asked for (queue=True).
-    due: np.ndarray | None = None
+    due: np.ndarray | None = None  # when a replay issues each row: batches(queue=...)
 
 
 def _flag(batch: pa.RecordBatch, name: str) -> np.ndarray:
@@ -249,22 +246,16 @@ def _completions(batch: pa.RecordBatch, issue: np.ndarray) -> np.ndarray | None:
 
 def _due(batch: pa.RecordBatch, issue: np.ndarray) -> np.ndarray:
     """Queue time where known and not after the issue, else the issue time."""
-    if "queue_ns" not in batch.schema.names:
-        return issue
-    col = batch.column("queue_ns")
-    if col.null_count == len(col):
+    col = batch.column("queue_ns") if "queue_ns" in batch.schema.names else None
+    if col is None or col.null_count == len(col):
         return issue
     queue = col.fill_null(np.iinfo(np.int64).max).to_numpy(zero_copy_only=False)
     return np.minimum(queue.astype(np.int64, copy=False), issue)
 
 
-def _columns(
-    trace: Trace, selection: Selection, split: str | None, completions: bool, queue: bool = False
-) -> list:
+def _columns(trace: Trace, selection: Selection, split: str | None, completions: bool) -> list:
     present = set(trace._file.schema_arrow.names)
-    wanted = ["issue_ns", "op", "offset", "size", "fua", "preflush"]
-    if queue:
-        wanted.append("queue_ns")
+    wanted = ["issue_ns", "op", "offset", "size", "fua", "preflush", "queue_ns"]
     if selection.pids or split == "pid":
         wanted.append("pid")
     if selection.comms or split == "comm":
@@ -285,8 +276,8 @@ def batches(
     queue: bool = False,
 ):
     """The trace's selected rows, batch by batch, each row with its group; TraceError when a
-    row is damaged or the rows are not in issue order. `queue`: fill Batch.due from queue_ns."""
-    columns = _columns(trace, selection, split, completions, queue)
+    row is damaged or the rows are not in issue order. `queue`: Batch.due from queue_ns."""
+    columns = _columns(trace, selection, split, completions)
     row = 0
     last_issue: int | None = None
     for b in trace.batches(columns, BATCH_ROWS):
@@ -489,8 +480,7 @@ def write_lists(
     by_queue: bool = False,
 ) -> list[StreamList]:
     """Second pass: write the IO list of every stream of one trace (records as replay.rs reads
-    them); the files are new (an existing file is an error). `by_queue`: records are due at
-    the rows' queue times where the trace has them (Batch.due), else at their issue times."""
+    them); the files are new (an existing file is an error). `by_queue`: due at queue times."""
     origin = scan_.first_ns or 0
     by_key = {p.key: p for p in plans}
     outs = {p.key: StreamList(p.path) for p in plans}
@@ -531,9 +521,8 @@ def _records(
     elapsed = due[idx] - origin
     times = elapsed if speed == 1.0 else np.floor(elapsed / speed).astype(np.int64)
     if due is not batch.issue:
-        # Rows stay in issue order; a row queued before one issued ahead of it (the traced
-        # device's scheduler reordered them) goes with it: a timed list's times never go back.
-        # A queue time before the trace's first issue is due at its start.
+        # Rows stay in issue order (a row queued before one issued ahead of it goes with it:
+        # a timed list never goes back in time); one queued before the first issue, at 0.
         times = np.maximum.accumulate(np.maximum(times, out.last_ns))
     preflush = batch.preflush[idx]
     fua = batch.fua[idx] & (op == WRITE)
