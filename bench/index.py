@@ -347,6 +347,8 @@ def read_startup(doc: dict[str, Any]) -> Reading:
 def read_fidelity(doc: list[dict[str, Any]]) -> Reading:
     """fidelity.py: overall fidelity of each application's learned profile, per repetition
     (design.md budget: >= 0.90 on every property, >= 0.95 overall)."""
+    if all(not run.get("fidelity") and run.get("controls") for run in doc):
+        return _read_controls(doc)
     per_app: dict[str, list[str]] = {}
     meets = 0
     for run in doc:
@@ -364,6 +366,29 @@ def read_fidelity(doc: list[dict[str, Any]]) -> Reading:
         "delayed device",
         "overall fidelity: " + "; ".join(parts),
         f"{meets} of {len(doc)} meet the budget",
+    )
+
+
+def _read_controls(doc: list[dict[str, Any]]) -> Reading:
+    """fidelity.py --control-only: the controls' median overall score per replay timing
+    (issue 24's goal: >= 0.98 on every property)."""
+    import statistics
+
+    parts, meets, total = [], 0, 0
+    for run in doc:
+        for timing, docs in run["controls"].items():
+            overall = statistics.median(d["overall"] for d in docs)
+            parts.append(f"{run['app']} {timing} {num(overall, 3)}")
+            for d in docs:
+                total += 1
+                meets += all(
+                    p["accuracy"] >= 0.98 for p in d["properties"] if p.get("accuracy") is not None
+                )
+    return Reading(
+        "fidelity.py --control-only",
+        "delayed device",
+        "control overall (median): " + "; ".join(parts),
+        f"{meets} of {total} meet the control goal",
     )
 
 

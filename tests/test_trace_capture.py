@@ -145,7 +145,7 @@ def test_pages_decode_to_records_with_their_times(issue_format):
 
 def _ev(t, kind, sector=8, op=pairing.OP_READ, nsec=8, pid=1, comm=0, dev=1):
     e = np.zeros(1, pairing.EVENT_DTYPE)
-    e[0] = (t, kind, op, 0, dev, sector, nsec, pid, comm)
+    e[0] = (t, kind, op, 0, dev, sector, nsec, pid, comm, 0)
     return e
 
 
@@ -202,6 +202,23 @@ def test_the_submitter_comes_from_the_queue_event_and_flush_echoes_are_ignored()
     assert rows["pid"].tolist() == [100, 7] and rows["comm"].tolist() == [1, 2]
     assert rows["op"].tolist() == [w, pairing.OP_FLUSH]
     assert p.counts.completions_without_issue == 0
+
+
+def test_a_request_keeps_its_queue_time_while_it_waits_for_its_completion():
+    w = pairing.OP_WRITE
+    p = Pairer()
+    # sector 8: queued at 5, issued at 10, completed in the next batch; sector 100: no Q (a
+    # request the block layer made); sector 200: in flight when the capture ends.
+    p.add(
+        _events(_ev(5, Q, op=w), _ev(10, D, op=w), _ev(12, D, sector=100), _ev(13, C, sector=100))
+    )
+    assert len(p.advance(watermark=15)) == 0  # sector 8 still waits for its completion
+    p.add(_events(_ev(20, C, op=w), _ev(30, Q, sector=200), _ev(31, D, sector=200)))
+    rows = p.advance(watermark=25)
+    assert rows["sector"].tolist() == [8, 100]
+    assert rows["queue"].tolist() == [5, -1] and rows["issue"].tolist() == [10, 12]
+    last = p.finish()
+    assert last["queue"].tolist() == [30] and last["complete"].tolist() == [-1]
 
 
 def test_a_flush_completed_at_sector_2_to_the_64_minus_1_pairs_with_its_issue_at_0():

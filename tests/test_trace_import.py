@@ -49,6 +49,7 @@ def row(**values) -> dict:
         "pid": None,
         "comm": None,
         "device": None,
+        "queue_ns": None,  # no import format says when a request was queued
     }
     base.update(values)
     return base

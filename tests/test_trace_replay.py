@@ -24,13 +24,13 @@ def trace(tmp_path, **columns):
 
 
 def compile_one(tmp_path, t, remap: Remap, *, selection=EVERY_ROW, split=None, speed=1.0,
-                afap=False, cut_ns=None, count_before_ns=None):  # fmt: skip
+                afap=False, cut_ns=None, count_before_ns=None, by_queue=False):  # fmt: skip
     scan = iolist.scan(t, selection, split, completions=afap)
     plans = [
         ListPlan(key, tmp_path / f"{i}.ios", remap, afap, cut_ns, count_before_ns)
         for i, key in enumerate(scan.groups)
     ]
-    outs = iolist.write_lists(scan, selection, split, speed, plans)
+    outs = iolist.write_lists(scan, selection, split, speed, plans, by_queue=by_queue)
     return scan, outs, [iolist.read_list(p.path) for p in plans]
 
 
@@ -200,3 +200,36 @@ def test_afap_is_judged_against_the_traces_rate_and_says_how_many_times_it():
     )
     assert section["streams"][0]["rate_error_pct"] == pytest.approx(900.0)
     assert "10.00x the trace's 100.0" in section["verdict"]
+
+
+def test_a_timed_replay_is_due_at_queue_times_where_the_trace_has_them(tmp_path):
+    # Row 1 waited 400 ns for the traced device, row 2 has no queue time, row 3 was queued
+    # before row 2 was issued (the device reordered them), row 0 before the trace's start.
+    t = trace(
+        tmp_path,
+        issue_ns=[0, 1000, 2000, 3000],
+        queue_ns=[-50, 600, None, 1500],
+        op=["read", "write", "read", "read"],
+        offset=[0, 4096, 8192, 12288],
+        size=[4096] * 4,
+    )
+    _, _, by_queue = compile_one(tmp_path, t, Remap("off", MiB, 4096), by_queue=True)
+    assert list(by_queue[0]["time_ns"]) == [0, 600, 2000, 2000]
+    for f in tmp_path.glob("*.ios"):
+        f.unlink()
+    _, _, by_issue = compile_one(tmp_path, t, Remap("off", MiB, 4096))
+    assert list(by_issue[0]["time_ns"]) == [0, 1000, 2000, 3000]
+
+
+def test_a_trace_without_queue_times_replays_at_its_issue_times(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # A file written before the queue_ns column existed (or by another writer): no column.
+    old = tmp_path / "old.parquet"
+    table = pa.table({"issue_ns": [0, 500, 900], "op": ["read"] * 3, "offset": [0, 4096, 8192],
+                      "size": [4096] * 3})  # fmt: skip
+    meta = {b"tilemark.trace": TraceMeta(source="synthetic").to_json().encode()}
+    pq.write_table(table.replace_schema_metadata(meta), old)
+    _, _, lists = compile_one(tmp_path, open_trace(old), Remap("off", MiB, 4096), by_queue=True)
+    assert list(lists[0]["time_ns"]) == [0, 500, 900]

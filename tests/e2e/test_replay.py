@@ -221,6 +221,31 @@ def test_afap_and_qd_replay_without_waiting_for_the_traces_times(tmp_path, capsy
     assert (plan["qd"], plan["ios"]["mode"]) == (4, "qd")
 
 
+def test_deps_and_keep_gaps_shape_a_timed_replay(tmp_path, capsys):
+    # 60 IOs over 0.3 s, each completing 200 us after its issue: the list carries, per IO,
+    # how many had completed when it was recorded, and the timed replay waits for them;
+    # --keep-gaps asks the engine to submit IOs recorded > 1 us apart separately.
+    trace = mixed_trace(tmp_path / "deps.parquet", 60, 0.3, seed=3)
+    target = str(tmp_path / "t.dat")
+    status, run, err = replay(tmp_path, str(trace), "--target", target, "--size", "16m",
+                              "--deps", "--keep-gaps", capsys=capsys)  # fmt: skip
+    assert status == 0, err
+    plan = run["plan"]["streams"][0]
+    assert (plan["ios"]["mode"], plan["ios"]["deps"], plan["ios"]["split_ns"]) == (
+        "timed",
+        True,
+        1000,
+    )
+    records = read_list(Path(plan["ios"]["path"]))
+    done = sorted(t + 200_000 for t in records["time_ns"].tolist())
+    expected = [sum(c < t for c in done) for t in records["time_ns"].tolist()]
+    assert records["deps"].tolist() == expected and expected[-1] > 0
+    section = run["summary"]["replay"]
+    assert section["deps"] is True and section["total"]["issued"] == 60
+    assert main(["replay", str(trace), "--target", target, "--mode", "afap", "--deps"]) == 2
+    assert "--deps applies to --mode timed" in capsys.readouterr().err
+
+
 # Serial: an IO due just before the duration ends must be issued in time, or the run fails by
 # design (every IO of a timed replay counts); another test's load can make it miss by ms.
 @pytest.mark.serial

@@ -84,6 +84,8 @@ def test_random_writes_of_a_run_are_all_in_the_trace(tmp_path, ram_loop):
     assert all(0 <= r["offset"] and r["offset"] + r["size"] <= 64 << 20 for r in writes)
     assert len({r["pid"] for r in engine}) == 1, "one engine thread submitted them"
     assert all(r["latency_ns"] > 0 and r["complete_ns"] >= r["issue_ns"] for r in writes)
+    # Each write's Q (the engine's submission) is its queue time, at or before its issue.
+    assert all(r["queue_ns"] is not None and r["queue_ns"] <= r["issue_ns"] for r in writes)
     issued = [r["issue_ns"] for r in trace]
     assert issued == sorted(issued), "rows are in issue order"
 

@@ -266,6 +266,17 @@ pub struct IoListSpec {
     /// (timed) or as soon as it ends (afap, qd), until the stream's stop or the run's end.
     #[serde(default)]
     pub loop_ns: Option<u64>,
+    /// Timed: also hold each record until its dependencies have completed, as afap does (a
+    /// record is then issued at its time or, when the target runs behind the recording, once
+    /// as many IOs completed as had then). Keeps the closed-loop feedback of the recorded
+    /// application: never more IOs in flight at a record than the recording had.
+    #[serde(default)]
+    pub deps: bool,
+    /// Timed: records recorded more than this many ns apart never go to the device in one
+    /// submission, even when both are already due (the replay runs late): the device sees
+    /// them one loop turn apart, not back to back. 0: every due record in one submission.
+    #[serde(default)]
+    pub split_ns: u64,
 }
 
 /// Where a stream's IOs may land on one target: offset and length relative to the target's

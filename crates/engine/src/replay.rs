@@ -236,6 +236,10 @@ pub struct Cursor {
     count: u64,
     mode: ReplayMode,
     loop_ns: Option<u64>,
+    /// Timed: records also wait for their dependencies (IoListSpec::deps).
+    timed_deps: bool,
+    /// Timed: records this far apart in the list go in separate submissions (IoListSpec).
+    split_ns: u64,
     /// Run time of the stream's start (record times count from it) and stop (timed: no record
     /// due at or after it is issued).
     start_ns: u64,
@@ -260,6 +264,12 @@ impl Cursor {
             file,
             count: spec.count,
             mode: spec.mode,
+            timed_deps: spec.deps && spec.mode == ReplayMode::Timed,
+            split_ns: if spec.mode == ReplayMode::Timed {
+                spec.split_ns
+            } else {
+                0
+            },
             loop_ns: spec.loop_ns,
             start_ns,
             stop_ns,
@@ -309,6 +319,19 @@ impl Cursor {
     #[inline]
     pub fn deps_met(&self, rec: &Record) -> bool {
         self.completed >= self.pass * self.count + rec.deps
+    }
+
+    /// Timed with dependencies: must `rec` still wait for IOs to complete?
+    #[inline]
+    pub fn waits_for_deps(&self, rec: &Record) -> bool {
+        self.timed_deps && !self.deps_met(rec)
+    }
+
+    /// Timed: was `rec` recorded so long after `prev` (recorded time) that it must go to the
+    /// device in a submission of its own?
+    #[inline]
+    pub fn splits(&self, prev: u64, rec: &Record) -> bool {
+        self.split_ns > 0 && rec.time_ns > prev.saturating_add(self.split_ns)
     }
 
     /// Move past the record `peek` returned.
@@ -441,6 +464,8 @@ mod tests {
             count,
             mode,
             loop_ns: None,
+            deps: false,
+            split_ns: 0,
         }
     }
 
@@ -545,6 +570,57 @@ mod tests {
         }
         assert_eq!(issued, 11, "records due at 0, 1, ..., 10 us");
         assert!(c.done);
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_timed_list_with_deps_holds_a_record_until_its_dependencies_completed() {
+        let path = tmp("deps");
+        let mut second = rec(1000, 4096, 4096, RecOp::Read);
+        second.deps = 1; // recorded after the first IO completed
+        write_list(&path, &[rec(0, 0, 4096, RecOp::Read), second]);
+        let mut s = spec(&path, 2, ReplayMode::Timed);
+        let plain = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(
+            !plain.waits_for_deps(&second),
+            "without deps a timed list never waits"
+        );
+        s.deps = true;
+        let mut c = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        let first = c.peek().unwrap().unwrap();
+        assert!(!c.waits_for_deps(&first));
+        c.advance().unwrap();
+        assert!(
+            c.waits_for_deps(&second),
+            "the first IO has not completed yet"
+        );
+        c.completed += 1;
+        assert!(!c.waits_for_deps(&second));
+        s.mode = ReplayMode::Qd; // deps only hold timed lists (afap always waits, qd never)
+        let qd = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(!qd.waits_for_deps(&second));
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_timed_list_with_split_ns_parts_records_recorded_apart() {
+        let path = tmp("split");
+        write_list(&path, &[rec(0, 0, 4096, RecOp::Read)]);
+        let mut s = spec(&path, 1, ReplayMode::Timed);
+        let at = |t| rec(t, 0, 4096, RecOp::Read);
+        let batched = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(
+            !batched.splits(0, &at(1_000_000)),
+            "split_ns 0: one submission"
+        );
+        s.split_ns = 1000;
+        let c = Cursor::open(&s, 0, u64::MAX, "s").unwrap();
+        assert!(!c.splits(5000, &at(6000)), "recorded within 1 us: together");
+        assert!(c.splits(5000, &at(6001)));
+        s.mode = ReplayMode::Afap;
+        assert!(!Cursor::open(&s, 0, u64::MAX, "s")
+            .unwrap()
+            .splits(0, &at(9999)));
         std::fs::remove_file(path).unwrap();
     }
 }

@@ -54,6 +54,32 @@ def replay_command(
             "at depth N in trace order.",
         ),
     ] = "timed",
+    times: Annotated[
+        str,
+        typer.Option(
+            "--times",
+            metavar="queue|issue",
+            help="timed: IOs are due when the traced kernel issued them to the device (issue), "
+            "or when the application queued them (queue: the trace's queue_ns where it has "
+            "one, else the issue time).",
+        ),
+    ] = "issue",
+    deps: Annotated[
+        bool,
+        typer.Option(
+            "--deps",
+            help="timed: also hold each IO until as many IOs completed as had when it was "
+            "recorded (a slower target then gets the application's feedback, not a queue).",
+        ),
+    ] = False,
+    keep_gaps: Annotated[
+        bool,
+        typer.Option(
+            "--keep-gaps",
+            help="timed: IOs recorded more than 1 us apart go to the device in separate "
+            "submissions even when the replay runs late (not back to back).",
+        ),
+    ] = False,
     remap: Annotated[
         str,
         typer.Option(
@@ -140,6 +166,9 @@ def replay_command(
         size=None if size is None else parse_size(size, "--size"),
         speed=rp.parse_speed(speed),
         mode=replay_mode,
+        times=rp.parse_choice(times, "--times", rp.TIMES),
+        deps=deps,
+        keep_gaps=keep_gaps,
         depth=depth,
         remap=rp.parse_choice(remap, "--remap", rp.REMAPS),
         select=parse_select(select),

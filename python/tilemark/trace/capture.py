@@ -220,6 +220,8 @@ def _batch(rows: np.ndarray, t0: int, comms: list[str]):
     issue = rows["issue"] - t0
     complete = np.where(done, rows["complete"] - t0, 0)
     latency = np.where(done, rows["complete"] - rows["issue"], 0)
+    queued = rows["queue"] >= 0
+    queue = np.where(queued, rows["queue"] - t0, 0)
     flags = rows["flags"]
     op = rows["op"].astype(np.int8)
     flush = op == pairing.OP_FLUSH
@@ -249,6 +251,7 @@ def _batch(rows: np.ndarray, t0: int, comms: list[str]):
         pa.array(rows["pid"], pa.int32()),
         comm,
         device,
+        pa.array(queue, pa.int64(), mask=~queued),
     ]
     assert len(arrays[0]) == n
     return pa.RecordBatch.from_arrays(arrays, schema=TRACE_SCHEMA)

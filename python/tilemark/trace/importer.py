@@ -282,7 +282,8 @@ def _write_rows(writer: _Behind, b: pa.RecordBatch, t0: int | None, written: _Wr
         op = pa.DictionaryArray.from_arrays(
             pc.cast(pc.index_in(op.cast(pa.string()), _OPS), pa.int8()), _OPS
         )
-    columns = {"issue_ns": issue, "complete_ns": complete, "op": op}
+    queue = pc.subtract(b.column("queue_ns"), t0)
+    columns = {"issue_ns": issue, "complete_ns": complete, "op": op, "queue_ns": queue}
     arrays = [columns.get(name, b.column(name)) for name in COLUMNS]
     writer.write(pa.RecordBatch.from_arrays(arrays, schema=TRACE_SCHEMA))
     written.rows += b.num_rows

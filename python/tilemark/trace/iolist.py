@@ -196,6 +196,7 @@ class Batch:
     group: np.ndarray  # index into `keys`
     keys: list[Any]
     complete: np.ndarray | None  # None when a completion time is unknown in the batch
+    due: np.ndarray | None = None  # when a replay issues each row: batches(queue=...)
 
 
 def _flag(batch: pa.RecordBatch, name: str) -> np.ndarray:
@@ -243,9 +244,18 @@ def _completions(batch: pa.RecordBatch, issue: np.ndarray) -> np.ndarray | None:
     return None
 
 
+def _due(batch: pa.RecordBatch, issue: np.ndarray) -> np.ndarray:
+    """Queue time where known and not after the issue, else the issue time."""
+    col = batch.column("queue_ns") if "queue_ns" in batch.schema.names else None
+    if col is None or col.null_count == len(col):
+        return issue
+    queue = col.fill_null(np.iinfo(np.int64).max).to_numpy(zero_copy_only=False)
+    return np.minimum(queue.astype(np.int64, copy=False), issue)
+
+
 def _columns(trace: Trace, selection: Selection, split: str | None, completions: bool) -> list:
     present = set(trace._file.schema_arrow.names)
-    wanted = ["issue_ns", "op", "offset", "size", "fua", "preflush"]
+    wanted = ["issue_ns", "op", "offset", "size", "fua", "preflush", "queue_ns"]
     if selection.pids or split == "pid":
         wanted.append("pid")
     if selection.comms or split == "comm":
@@ -257,9 +267,16 @@ def _columns(trace: Trace, selection: Selection, split: str | None, completions:
     return [c for c in wanted if c in present]
 
 
-def batches(trace: Trace, selection: Selection, split: str | None, *, completions: bool = False):
+def batches(
+    trace: Trace,
+    selection: Selection,
+    split: str | None,
+    *,
+    completions: bool = False,
+    queue: bool = False,
+):
     """The trace's selected rows, batch by batch, each row with its group; TraceError when a
-    row is damaged or the rows are not in issue order."""
+    row is damaged or the rows are not in issue order. `queue`: Batch.due from queue_ns."""
     columns = _columns(trace, selection, split, completions)
     row = 0
     last_issue: int | None = None
@@ -293,6 +310,7 @@ def batches(trace: Trace, selection: Selection, split: str | None, *, completion
                 hit = pc.is_in(col, value_set=pa.array(sorted(values), kind))
                 keep &= hit.fill_null(False).to_numpy(zero_copy_only=False)
         complete = _completions(b, issue) if completions else None
+        due = _due(b, issue) if queue else issue
         if split is None:
             group = np.zeros(n, np.int64)
             keys: list[Any] = [None]
@@ -317,6 +335,7 @@ def batches(trace: Trace, selection: Selection, split: str | None, *, completion
             group=group[keep],
             keys=keys,
             complete=None if complete is None else complete[keep],
+            due=due[keep],
         )
 
 
@@ -457,9 +476,11 @@ def write_lists(
     split: str | None,
     speed: float,
     plans: list[ListPlan],
+    *,
+    by_queue: bool = False,
 ) -> list[StreamList]:
     """Second pass: write the IO list of every stream of one trace (records as replay.rs reads
-    them); the files are new (an existing file is an error)."""
+    them); the files are new (an existing file is an error). `by_queue`: due at queue times."""
     origin = scan_.first_ns or 0
     by_key = {p.key: p for p in plans}
     outs = {p.key: StreamList(p.path) for p in plans}
@@ -469,7 +490,8 @@ def write_lists(
         for p in plans:
             files[p.key] = open(p.path, "xb")  # noqa: SIM115 (closed below, together)
             _write_header(files[p.key], 0)
-        for batch in batches(scan_.trace, selection, split, completions=bool(deps)):
+        chunks = batches(scan_.trace, selection, split, completions=bool(deps), queue=by_queue)
+        for batch in chunks:
             for key, idx in _by_group(batch):
                 plan, out = by_key[key], outs[key]
                 records = _records(batch, idx, plan, origin, speed, deps.get(key), out)
@@ -495,8 +517,13 @@ def _records(
 ) -> np.ndarray:
     """One group's records of a batch, with a flush before every write that asked for one."""
     op, offset, size = batch.op[idx], batch.offset[idx], batch.size[idx]
-    elapsed = batch.issue[idx] - origin
+    due = batch.issue if batch.due is None else batch.due
+    elapsed = due[idx] - origin
     times = elapsed if speed == 1.0 else np.floor(elapsed / speed).astype(np.int64)
+    if due is not batch.issue:
+        # Rows stay in issue order (a row queued before one issued ahead of it goes with it:
+        # a timed list never goes back in time); one queued before the first issue, at 0.
+        times = np.maximum.accumulate(np.maximum(times, out.last_ns))
     preflush = batch.preflush[idx]
     fua = batch.fua[idx] & (op == WRITE)
     dep = np.zeros(len(idx), np.int64)

@@ -14,6 +14,8 @@ order, in numpy arrays (one Python step per batch, not per event):
   counted as unmatched);
 - a D takes the pid and name of the latest Q of its key before it; with none (a flush the
   block layer made, a bio merged into another request), those of the task that issued it;
+  that Q's time is the request's queue time (when the application submitted it; the wait up
+  to D is a plug, a scheduler, a tag or writeback throttling: `replay --times queue`);
 - a completion of zero sectors of a read or write is the block layer finishing a request
   whose data already completed in a flush sequence (preflush/FUA emulation): ignored;
 - a C with no D is a request issued before tracing began (or whose D was dropped): counted;
@@ -45,6 +47,8 @@ EVENT_DTYPE = np.dtype(
         ("nsec", "<u4"),
         ("pid", "<i4"),
         ("comm", "<i4"),
+        # A D's queue time, kept while it waits for its C (its Q is used up by then); 0: none.
+        ("queued", "<i8"),
     ]
 )
 ROW_DTYPE = np.dtype(
@@ -58,6 +62,7 @@ ROW_DTYPE = np.dtype(
         ("nsec", "<u4"),
         ("pid", "<i4"),
         ("comm", "<i4"),  # index into the capture's table of process names; -1 unknown
+        ("queue", "<i8"),  # when its first bio was queued (its Q); -1: not seen
     ]
 )
 # A Q waits this long for its D (requests wait in a scheduler queue or a plug before issue).
@@ -177,9 +182,13 @@ class Pairer:
         has_q = (kind == D) & (last_q >= 0)
         has_q[has_q] = group[last_q[has_q]] == group[has_q]
         pid, comm = ev["pid"], ev["comm"]
+        # A D that waited for its C in an earlier batch carries its queue time already.
+        queued = np.where(ev["queued"] > 0, ev["queued"], -1)
         if has_q.any():
             pid, comm = pid.copy(), comm.copy()
             pid[has_q], comm[has_q] = pid[last_q[has_q]], comm[last_q[has_q]]
+            fresh = has_q & (queued < 0)
+            queued[fresh] = t[last_q[fresh]]
         used_q = np.zeros(n, bool)
         used_q[last_q[has_q]] = True
         keep_q = (kind == Q) & ~used_q & (t >= watermark - QUEUE_HOLD_NS)
@@ -223,10 +232,11 @@ class Pairer:
         self.counts.completions_without_issue += len(lone_c_t)
 
         rows = np.zeros(len(d_idx), ROW_DTYPE)
-        _fill_rows(rows, ev, d_idx, pid, comm)
+        _fill_rows(rows, ev, d_idx, pid, comm, queued)
         rows["complete"] = t[c_idx]
         waiting = ev[lone_d_idx]
         waiting["pid"], waiting["comm"] = pid[lone_d_idx], comm[lone_d_idx]
+        waiting["queued"] = np.maximum(queued[lone_d_idx], 0)
         return rows, waiting, ev[keep_q]
 
 
@@ -266,15 +276,18 @@ def _match_slowly(kind: np.ndarray, dc: np.ndarray, group: np.ndarray):
     return as_array(pairs_d), as_array(pairs_c), as_array(lone_d), as_array(lone_c)
 
 
-def _fill_rows(rows: np.ndarray, ev: np.ndarray, d_idx: np.ndarray, pid, comm) -> None:
+def _fill_rows(rows: np.ndarray, ev: np.ndarray, d_idx: np.ndarray, pid, comm, queued) -> None:
     rows["issue"] = ev["t"][d_idx]
     for f in ("op", "flags", "dev", "sector", "nsec"):
         rows[f] = ev[f][d_idx]
     rows["pid"], rows["comm"] = pid[d_idx], comm[d_idx]
+    rows["queue"] = queued[d_idx]
 
 
 def _incomplete_rows(d_events: np.ndarray) -> np.ndarray:
     rows = np.zeros(len(d_events), ROW_DTYPE)
-    _fill_rows(rows, d_events, np.arange(len(d_events)), d_events["pid"], d_events["comm"])
+    queued = np.where(d_events["queued"] > 0, d_events["queued"], -1)
+    every = np.arange(len(d_events))
+    _fill_rows(rows, d_events, every, d_events["pid"], d_events["comm"], queued)
     rows["complete"] = -1
     return rows

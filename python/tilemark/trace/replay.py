@@ -44,6 +44,10 @@ from tilemark.workload import compiler
 from tilemark.workload import plan as planning
 
 MODES = ("timed", "afap", "qd")
+TIMES = ("queue", "issue")
+# --keep-gaps: IOs recorded within 1 us of each other were dispatched together by the traced
+# kernel (one plug, one batch); further apart, they go in submissions of their own.
+GAP_SPLIT_NS = 1000
 REMAPS = ("modulo", "scale", "off")
 MIN_CAP = 256  # IOs in flight per stream at most (timed, afap): at least this many, ...
 CAP_BUFFER_BYTES = 64 << 20  # ... up to as many as this much of buffers holds (MAX_QD at most)
@@ -60,6 +64,18 @@ class ReplayOptions:
     size: int | None = None
     speed: float = 1.0
     mode: str = "timed"
+    # What a timed replay's IOs are due at: "issue", their issue times, or "queue", the rows'
+    # queue times where the trace has them, else their issue times (docs/replay.md: issue is
+    # the default because the wait between the two was measured to be mostly the traced
+    # kernel's throttling of page-cache writeback, which an O_DIRECT replay does not undergo).
+    times: str = "issue"
+    # Timed: also hold each IO until as many of its stream's IOs completed as had when it was
+    # recorded (afap's dependencies), so a target slower than the recording gets fewer IOs in
+    # flight, as the application would have given it, not a growing queue.
+    deps: bool = False
+    # Timed: IOs recorded more than GAP_SPLIT_NS apart never go to the device in one
+    # submission (when the replay runs late, due IOs would otherwise leave back to back).
+    keep_gaps: bool = False
     depth: int | None = None  # qd:N; for timed and afap the cap on IOs in flight
     remap: str = "modulo"
     select: Selection = field(default_factory=Selection)
@@ -164,11 +180,12 @@ def compile_replay(options: ReplayOptions, staging: Path) -> CompiledReplay:
         iolist.scan(open_trace(path), options.select, options.split, completions=True)
         for path in options.traces
     ]
-    if options.mode == "afap":
+    if options.mode == "afap" or options.deps:
+        what = "--mode afap" if options.mode == "afap" else "--deps"
         for s in scans:
             if not all(g.completions for g in s.groups.values()):
                 raise UsageError(
-                    f"--mode afap needs completion times, and trace {s.path} lacks some "
+                    f"{what} needs completion times, and trace {s.path} lacks some "
                     "(complete_ns or latency_ns); replay it timed or with --mode qd:N."
                 )
     writes = any(g.ops["write"] or g.ops["discard"] for s in scans for g in s.groups.values())
@@ -202,6 +219,12 @@ def _check_options(o: ReplayOptions) -> None:
         raise UsageError(f"--split must be one of {', '.join(iolist.SPLITS)}, got {o.split!r}.")
     if o.depth is not None and o.mode != "qd":
         raise UsageError(f"--mode {o.mode} takes no depth; qd:N sets one.")
+    if o.keep_gaps and o.mode != "timed":
+        raise UsageError(f"--keep-gaps applies to --mode timed, not {o.mode}.")
+    if o.deps and o.mode != "timed":
+        raise UsageError(
+            f"--deps applies to --mode timed (afap always waits, qd never), not {o.mode}."
+        )
 
 
 def _target_size(o: ReplayOptions, scans: list[TraceScan]) -> int | None:
@@ -349,9 +372,11 @@ def _write(
             path = staging / f"{len(streams) + len(plans)}.ios"
             timed_cut = cut_ns if (o.mode == "timed" and not o.loop) else None
             remainder = cut_ns % loop_ns if (cut_ns is not None and loop_ns) else None
-            plans.append(ListPlan(key, path, region.remap, o.mode == "afap", timed_cut, remainder))
+            deps = o.mode == "afap" or o.deps
+            plans.append(ListPlan(key, path, region.remap, deps, timed_cut, remainder))
             groups.append((name, group))
-        written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans)
+        by_queue = o.mode == "timed" and o.times == "queue"
+        written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans, by_queue=by_queue)
         for (name, group), out in zip(groups, written, strict=True):
             if out.records == 0:
                 raise UsageError(
@@ -454,6 +479,8 @@ def _finish_plan(o: ReplayOptions, plan: dict[str, Any], streams: list[ReplayStr
             "count": s.written.records,
             "mode": o.mode,
             "loop_ns": s.loop_ns,
+            "deps": o.deps,
+            "split_ns": GAP_SPLIT_NS if (o.keep_gaps and o.mode == "timed") else 0,
         }
         stream["stop_ms"] = cut_ms if (o.mode == "timed" and o.loop) else None
 
@@ -475,6 +502,9 @@ def _settings(compiled: CompiledReplay) -> dict[str, Any]:
         "mode": o.mode,
         "depth": o.depth,
         "speed": o.speed,
+        "times": o.times if o.mode == "timed" else None,
+        "deps": o.deps,
+        "keep_gaps": o.keep_gaps,
         "remap": o.remap,
         "align": compiled.align,
         "select": o.select.describe() or None,
@@ -495,6 +525,12 @@ def note(compiled: CompiledReplay) -> str:
     what = f"replaying {records:,} IOs of {len(o.traces)} trace(s) {o.mode}"
     if o.mode == "qd":
         what += f":{o.depth}"
+    if o.mode == "timed" and o.times == "queue":
+        what += " at queue times"
+    if o.deps:
+        what += " with dependencies"
+    if o.keep_gaps:
+        what += ", keeping gaps"
     if o.speed != 1.0:
         what += f" at speed {o.speed:g}"
     return what + f", remap {o.remap}" + (", looping" if o.loop else "")

@@ -16,6 +16,12 @@ Columns (times in ns from the trace's first issue; sizes and offsets in bytes):
 - `sync`, `fua`, `preflush`, `meta`   the request's flags, false when the source does not say
 - `pid`, `comm`  the process the kernel charged it to; null when unknown
 - `device`       which device of the source ("8:16", an MSR disk number, an Alibaba device id)
+- `queue_ns`     when the request was queued (its first bio submitted: blktrace's Q), before
+                 issue_ns by the time it waited in a plug, a scheduler or for a tag; null when
+                 the source does not say (imports, captures before the column existed). Added
+                 after schema version 1 was published, without a version change: readers
+                 that do not know it ignore it, and readers here treat a file without it as
+                 all nulls.
 
 The file's key-value metadata `tilemark.trace` holds a JSON document (TraceMeta): the schema
 version, where the trace came from, the device, its size when known, the absolute start time,
@@ -59,6 +65,7 @@ TRACE_SCHEMA = pa.schema(
         ("pid", pa.int32()),
         ("comm", pa.string()),
         ("device", pa.string()),
+        ("queue_ns", pa.int64()),
     ]
 )
 COLUMNS = tuple(TRACE_SCHEMA.names)

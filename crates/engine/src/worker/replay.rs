@@ -19,8 +19,10 @@ fn list_error(e: std::io::Error) -> EngineError {
 impl Worker {
     /// Timed replay: issue every record due by `now`, then wait for the next one. A record due
     /// while `qd` IOs are in flight waits for a slot (late, never dropped), like an open-loop
-    /// IO; a completion wakes the stream again.
+    /// IO; a completion wakes the stream again. With `deps`, a record due before its
+    /// dependencies completed waits for them the same way.
     pub(super) fn replay_timed(&mut self, s: usize, now: u64) -> Result<()> {
+        let mut issued_at: Option<u64> = None; // recorded time of the last record issued here
         loop {
             let st = &mut self.streams[s];
             let full = st.inflight >= st.qd;
@@ -33,11 +35,20 @@ impl Worker {
                 self.timers.push(Reverse((due, s as u32)));
                 return Ok(());
             }
-            if full {
+            if issued_at.is_some_and(|t| cursor.splits(t, &rec)) {
+                // Recorded apart from the one just issued: submit that first, and come back
+                // on the event loop's next turn (a timer due just after now).
+                self.timers.push(Reverse((now + 1, s as u32)));
+                return Ok(());
+            }
+            // A record held for its dependencies, like one held for a slot, is woken by the
+            // next completion and counts as late when it goes.
+            if full || cursor.waits_for_deps(&rec) {
                 st.blocked = true;
                 return Ok(());
             }
             cursor.advance().map_err(list_error)?;
+            issued_at = Some(rec.time_ns);
             self.issue_record(s, now, due, rec, true)?;
         }
     }

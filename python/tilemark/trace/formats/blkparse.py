@@ -327,6 +327,7 @@ class BlkparseReader(Reader):
             pa.array(d.pid.astype(np.int32)),
             pc.if_else(pc.equal(comm, "(null)"), pa.scalar(None, pa.string()), comm),
             pc.take(pa.array(self._devices.values, pa.string()), pa.array(d.dev)),
+            pa.nulls(len(d), pa.int64()),  # queue_ns: blkparse's Q lines are not paired here
             pa.array(d.line),
         ]
         self._ready.append(pa.RecordBatch.from_arrays(columns, schema=RAW_SCHEMA))
