@@ -233,7 +233,7 @@ def summarize(runs: list[dict]) -> list[dict]:
                 by_rep.setdefault(r["rep"], {})[r["tool"]] = r
         for f in ("iops", "iops_per_cpu_s"):
             ratios = [tb.ratio(p["tilemark"][f], p["t/io_uring"][f]) for p in by_rep.values()
-                      if len(p) == 2]  # fmt: skip
+                      if "tilemark" in p and "t/io_uring" in p]  # fmt: skip
             row[f"ratio_{f}"] = tb.median_or_none(ratios)
             row[f"ratio_{f}_spread"] = tb.spread(ratios)
         rows.append(row)
