@@ -495,8 +495,11 @@ def frames_describe(compiled: dict[str, Any], per_stream: bool) -> bool:
     when a stream spreads over several targets of a run over several (its per-target parts
     are not aggregated), nor, when a consumer reads every stream, for replayed streams (their
     discards and replay counters) or streams with an ioprio_share (their share's counters),
-    which a group leaves out."""
+    which a group leaves out. Nor for a plan without streams (a tile of file applications
+    only): its frames have no rows, and the interval log keeps the JSON path's empty form."""
     streams = compiled.get("streams") or []
+    if not streams:
+        return False
     if len(compiled.get("targets") or []) > 1 and any(
         len(set(pertarget.stream_targets(s))) > 1 for s in streams
     ):
