@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,6 +68,50 @@ def ram_loop_device(name: str, size: int) -> Iterator[str]:
             yield dev
     finally:
         image.unlink(missing_ok=True)
+
+
+# block_rq_issue: "7,0 R 4096 () 2032 + 8 be,1,7 [iou-wrk-1]": device, rwbs, bytes, command,
+# sector, sectors, class,hint,level (Linux 6.x carries the request's ioprio in the event).
+RQ_ISSUE = "events/block/block_rq_issue"
+RQ_ISSUE_LINE = re.compile(
+    r"block_rq_issue: \d+,\d+ (\S+) \d+ \(.*?\) (\d+) \+ (\d+) (\w+),(\d+),(\d+)"
+)
+
+
+@contextlib.contextmanager
+def block_requests(dev: str, name: str) -> Iterator[list[tuple[str, int, int, str, int, int]]]:
+    """(R or W, byte offset, bytes, ioprio class, hint, level) of every data request issued to
+    `dev` inside the block, in issue order, from a tracefs instance of our own (`name`); the
+    list is filled when the block ends. Skips, saying why, on a kernel without tracefs or
+    without the ioprio in block_rq_issue."""
+    from tilemark.trace.tracefs import TracingUnavailable, find_tracefs
+
+    try:  # tilemark's own lookup: it mounts tracefs when the kernel has one and it is not
+        tracing = find_tracefs(None)
+    except TracingUnavailable as e:
+        pytest.skip(str(e))
+    if "ioprio" not in (tracing / RQ_ISSUE / "format").read_text():
+        pytest.skip("this kernel's block_rq_issue event carries no ioprio (Linux 6.x does)")
+    st = os.stat(dev)
+    instance = tracing / "instances" / f"{name}-{os.getpid()}"
+    instance.mkdir()
+    requests: list[tuple[str, int, int, str, int, int]] = []
+    try:
+        dev_t = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
+        (instance / RQ_ISSUE / "filter").write_text(f"dev == {dev_t}\n")
+        (instance / "buffer_size_kb").write_text("4096\n")
+        (instance / RQ_ISSUE / "enable").write_text("1\n")
+        yield requests
+        (instance / RQ_ISSUE / "enable").write_text("0\n")
+        for m in RQ_ISSUE_LINE.finditer((instance / "trace").read_text()):
+            rwbs, sector, sectors, klass, hint, level = m.groups()
+            op = "R" if "R" in rwbs else "W" if "W" in rwbs else ""
+            if op and int(sectors):
+                requests.append(
+                    (op, int(sector) * 512, int(sectors) * 512, klass, int(hint), int(level))
+                )
+    finally:
+        instance.rmdir()
 
 
 def dev_numbers(dev: str) -> str:

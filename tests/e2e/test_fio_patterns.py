@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import shutil
 import subprocess
 from collections import Counter
@@ -23,59 +21,25 @@ pytest.importorskip("tilemark._engine", reason="the engine is not built (make bu
 
 from tilemark.cli import main  # noqa: E402
 
-from .rigs import loop_device, ram_dir  # noqa: E402
+from .rigs import block_requests, ram_loop_device  # noqa: E402
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.quick]
 
-EVENT = "events/block/block_rq_issue"
-# "7,0 R 4096 () 2032 + 8 be,1,7 [iou-wrk-1]": device, rwbs, bytes, command, sector, sectors,
-# class,hint,level.
-LINE = re.compile(r"block_rq_issue: \d+,\d+ (\S+) \d+ \(.*?\) (\d+) \+ (\d+) (\w+),(\d+),(\d+)")
 KIB, MIB = 1 << 10, 1 << 20
 
 
 @contextlib.contextmanager
 def issued(dev: str) -> Iterator[list[tuple[str, int, int, str, int, int]]]:
     """(R or W, byte offset, bytes, class, hint, level) of every data request issued to `dev`
-    inside the block, in issue order, from a tracefs instance of our own."""
-    from tilemark.trace.tracefs import TracingUnavailable, find_tracefs
-
-    try:
-        tracing = find_tracefs(None)
-    except TracingUnavailable as e:
-        pytest.skip(str(e))
-    if "ioprio" not in (tracing / EVENT / "format").read_text():
-        pytest.skip("this kernel's block_rq_issue event carries no ioprio (Linux 6.x does)")
-    st = os.stat(dev)
-    instance = tracing / "instances" / f"tilemark-test-patterns-{os.getpid()}"
-    instance.mkdir()
-    requests: list[tuple[str, int, int, str, int, int]] = []
-    try:
-        dev_t = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
-        (instance / EVENT / "filter").write_text(f"dev == {dev_t}\n")
-        (instance / "buffer_size_kb").write_text("4096\n")
-        (instance / EVENT / "enable").write_text("1\n")
+    inside the block, in issue order (rigs.block_requests)."""
+    with block_requests(dev, "tilemark-test-patterns") as requests:
         yield requests
-        (instance / EVENT / "enable").write_text("0\n")
-        for m in LINE.finditer((instance / "trace").read_text()):
-            rwbs, sector, sectors, klass, hint, level = m.groups()
-            op = "R" if "R" in rwbs else "W" if "W" in rwbs else ""
-            if op and int(sectors):
-                requests.append(
-                    (op, int(sector) * 512, int(sectors) * 512, klass, int(hint), int(level))
-                )
-    finally:
-        instance.rmdir()
 
 
 @pytest.fixture
 def ram_loop() -> Iterator[str]:
-    image = ram_dir() / f"tilemark-test-patterns-{os.getpid()}.img"
-    try:
-        with loop_device(image, 4 * MIB) as dev:
-            yield dev
-    finally:
-        image.unlink(missing_ok=True)
+    with ram_loop_device("tilemark-test-patterns", 4 * MIB) as dev:
+        yield dev
 
 
 def run(capsys, tmp_path: Path, workload: Path, *args: str) -> dict:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -21,55 +19,27 @@ pytest.importorskip("tilemark._engine", reason="the engine is not built (make bu
 
 from tilemark.cli import main  # noqa: E402
 
-from .rigs import loop_device, ram_dir  # noqa: E402
+from .rigs import block_requests, ram_loop_device  # noqa: E402
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.quick]
 
-EVENT = "events/block/block_rq_issue"
-# "7,0 R 4096 () 2032 + 8 idle,0,0 [iou-wrk-1]": device, rwbs, bytes, command, sector, sectors,
-# class,hint,level.
-LINE = re.compile(r"block_rq_issue: \d+,\d+ (\S+) \d+ \(.*?\) (\d+) \+ (\d+) (\w+),\d+,(\d+)")
 MIB = 1 << 20
 
 
 @contextlib.contextmanager
 def issued(dev: str) -> Iterator[list[tuple[int, str, int]]]:
-    """(byte offset, class, level) of every read request issued to `dev` inside the block,
-    in issue order, from a tracefs instance of our own."""
-    from tilemark.trace.tracefs import TracingUnavailable, find_tracefs
-
-    try:  # tilemark's own lookup: it mounts tracefs when the kernel has one and it is not
-        tracing = find_tracefs(None)
-    except TracingUnavailable as e:
-        pytest.skip(str(e))
-    if "ioprio" not in (tracing / EVENT / "format").read_text():
-        pytest.skip("this kernel's block_rq_issue event carries no ioprio (Linux 6.x does)")
-    st = os.stat(dev)
-    instance = tracing / "instances" / f"tilemark-test-strides-{os.getpid()}"
-    instance.mkdir()
-    requests: list[tuple[int, str, int]] = []
-    try:
-        dev_t = (os.major(st.st_rdev) << 20) | os.minor(st.st_rdev)
-        (instance / EVENT / "filter").write_text(f"dev == {dev_t}\n")
-        (instance / EVENT / "enable").write_text("1\n")
-        yield requests
-        (instance / EVENT / "enable").write_text("0\n")
-        for m in LINE.finditer((instance / "trace").read_text()):
-            rwbs, sector, _, klass, level = m.groups()
-            if "R" in rwbs:
-                requests.append((int(sector) * 512, klass, int(level)))
-    finally:
-        instance.rmdir()
+    """(byte offset, class, level) of every read request issued to `dev` inside the block, in
+    issue order (rigs.block_requests); filled when the block ends."""
+    reads: list[tuple[int, str, int]] = []
+    with block_requests(dev, "tilemark-test-strides") as requests:
+        yield reads
+    reads.extend((offset, klass, level) for op, offset, _, klass, _, level in requests if op == "R")
 
 
 @pytest.fixture
-def ram_loop(tmp_path: Path) -> Iterator[str]:
-    image = ram_dir() / f"tilemark-test-strides-{os.getpid()}.img"
-    try:
-        with loop_device(image, 4 * MIB) as dev:
-            yield dev
-    finally:
-        image.unlink(missing_ok=True)
+def ram_loop() -> Iterator[str]:
+    with ram_loop_device("tilemark-test-strides", 4 * MIB) as dev:
+        yield dev
 
 
 def run(capsys, tmp_path: Path, workload: Path, *args: str) -> dict:
