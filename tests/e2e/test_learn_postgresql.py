@@ -17,4 +17,5 @@ def test_postgresql_pgbench_is_learned_and_its_profile_compared(work):
     assert doc["profile"]["metric_unit"] == "tps"
     # the WAL: sync writes of postgres with a flush cadence
     wal = [s for s in doc["stream"] if s["name"].startswith("postgres_") and "sync" in s]
-    assert wal and wal[0]["sync"].startswith("fdatasync:")
+    shown = [(s["name"], s.get("sync"), s.get("rw"), s.get("read_pct")) for s in doc["stream"]]
+    assert wal and wal[0]["sync"].startswith("fdatasync:"), (shown, doc.get("notes"))
