@@ -58,6 +58,9 @@ VARIANTS = ("frames", "json", "base")
 # consumer read the frames; tile cases only (a base of before then takes frames elsewhere, and
 # its frames differ from this engine's).
 BASE: Path | None = None
+# Seconds of warm-up before the measured duration (--warmup): 0 measures the first seconds too,
+# where 10,000 streams' first IOs touch their buffers and statistics for the first time.
+WARMUP_S = 0.0
 WORK = tb.BENCH / "work" / "streams"
 
 
@@ -88,7 +91,7 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
             what += [arg for knob in LIGHT for arg in ("--set", knob)]
     else:
         what = [str(workload(case))]
-    cmd = [tilemark, "run", *what, "--duration", f"{duration:g}", "--warmup", "0",
+    cmd = [tilemark, "run", *what, "--duration", f"{duration:g}", "--warmup", f"{WARMUP_S:g}",
            "--results", str(results), "--json"]  # fmt: skip
     tb.LOGS.mkdir(parents=True, exist_ok=True)
     stem = tb.LOGS / f"streams-{case}-{variant}-{rep}"
@@ -238,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=tb.positive_float, default=10.0)
     ap.add_argument("--cases", default="10k,1k", help="comma-separated: " + ", ".join(CASES))
     ap.add_argument("--tilemark", default=None)
+    ap.add_argument("--warmup", type=float, default=0.0, help="seconds before the measurement")
     ap.add_argument("--base", type=Path, default=None, help="a base front end (`base` variant)")
     ap.add_argument("--out", type=Path, default=tb.BENCH / "results")
     args = ap.parse_args(argv)
@@ -246,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     tilemark = tb.find_tilemark(args.tilemark)
-    global BASE
+    global BASE, WARMUP_S
     BASE = args.base
+    WARMUP_S = args.warmup
     WORK.mkdir(parents=True, exist_ok=True)
     runs = []
     for rep in range(args.reps):
@@ -273,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "reps": args.reps,
         "base": None if BASE is None else str(BASE),
         "duration_s": args.duration,
+        "warmup_s": args.warmup,
         "cases": {
             c: dict(zip(("tables", "copies", "iops_per_stream"), CASES[c], strict=True))
             if not c.startswith("tiles")

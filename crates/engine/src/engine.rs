@@ -23,7 +23,7 @@ use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{Span, StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
 use crate::verify::{Findings, TargetVerify};
-use crate::worker::{HungIo, IntervalMsg, Limits, Phase, ThreadResult, Totals, Worker};
+use crate::worker::{HungIo, IntervalMsg, Limits, Phase, Recycled, ThreadResult, Totals, Worker};
 
 /// How often a journal with synced writes on its target is made durable (msync).
 const JOURNAL_SYNC: Duration = Duration::from_millis(100);
@@ -254,7 +254,10 @@ impl Engine {
         let mut threads = Vec::with_capacity(nthreads);
         let mut setups = Vec::with_capacity(nthreads);
         let mut gos = Vec::with_capacity(nthreads);
+        let mut give_back = Vec::with_capacity(nthreads);
         for (id, streams) in per_thread.into_iter().enumerate() {
+            let (recycle_tx, recycle_rx) = channel::<Recycled>();
+            give_back.push(recycle_tx);
             // In-flight bound: every stream's cap plus one fsync each.
             let max_inflight: usize = streams.iter().map(|s| s.qd as usize + 1).sum();
             let (setup_tx, setup_rx) = channel::<std::result::Result<(), String>>();
@@ -288,6 +291,7 @@ impl Engine {
                         Ok(Some(clock)) => Worker::new(id, streams, backend)
                             .with_limits(limits)
                             .with_verify(verify)
+                            .with_recycling(recycle_rx)
                             .run(clock, tx),
                         _ => Err(EngineError::Thread("engine start cancelled".into())),
                     }
@@ -366,6 +370,7 @@ impl Engine {
         let mut aggregator =
             Aggregator::new(nthreads, stream_targets(&plan), Totals::new(empty_totals));
         aggregator.names = plan.streams.iter().map(|s| s.name.clone()).collect();
+        aggregator.give_back = give_back;
         Ok(Engine {
             aggregator,
             plan,
@@ -644,6 +649,9 @@ struct Aggregator {
     groups: usize,
     /// Further group sets (`Engine::set_group_sets`): group of each stream, how many groups.
     sets: Vec<(Vec<u32>, usize)>,
+    /// Per engine thread, where its streams' interval statistics go back once merged, to be
+    /// reused (Worker::with_recycling; stream i runs on thread i % threads). Empty: dropped.
+    give_back: Vec<std::sync::mpsc::Sender<Recycled>>,
 }
 
 struct Partial {
@@ -674,6 +682,7 @@ impl Aggregator {
             group_of: vec![0; nstreams],
             groups: 1,
             sets: Vec::new(),
+            give_back: Vec::new(),
             nstreams,
             stream_targets,
             pending: BTreeMap::new(),
@@ -741,14 +750,39 @@ impl Aggregator {
                 );
                 frame.add_sets(&p.streams, &self.sets);
                 frame.lateness = p.lateness;
+                self.give_back(p.streams);
                 frame
             })
             .collect()
     }
 
+    /// Hand merged interval statistics back to the threads that made them, for reuse. A
+    /// thread that has ended has dropped its receiver; its statistics are freed here then.
+    fn give_back(&self, streams: Vec<(usize, StreamStats)>) {
+        let threads = self.give_back.len();
+        if threads == 0 {
+            return;
+        }
+        let mut per_thread: Vec<Recycled> = (0..threads)
+            .map(|_| Vec::with_capacity(streams.len() / threads + 1))
+            .collect();
+        for (i, stats) in streams {
+            per_thread[i % threads].push((i, stats));
+        }
+        for (tx, given) in self.give_back.iter().zip(per_thread) {
+            if !given.is_empty() {
+                let _ = tx.send(given);
+            }
+        }
+    }
+
     fn take_ready_json(&mut self) -> String {
         let ready = self.take_ready();
-        self.json_of(&ready)
+        let json = self.json_of(&ready);
+        for (_, p) in ready {
+            self.give_back(p.streams);
+        }
+        json
     }
 
     fn json_of(&self, ready: &[(u64, Partial)]) -> String {

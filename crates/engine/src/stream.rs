@@ -407,6 +407,8 @@ pub struct StreamState {
     pub data: BlockGen,
     pub rng: Rng,
     pub interval: StreamStats,
+    /// The worker's interval that `interval` counts (worker.rs `Handover`).
+    pub stats_interval: u64,
     /// Open loop: an IO is due but the in-flight cap is reached.
     pub blocked: bool,
     pub queued_ready: bool,
@@ -549,6 +551,7 @@ impl StreamState {
             data: block_gen(spec, targets[spec.regions[0].target].verify),
             rng: Rng::new(spec.seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ index as u64),
             interval: StreamStats::with_regions(open, nregions),
+            stats_interval: 0,
             blocked: false,
             queued_ready: false,
             pacing: None,

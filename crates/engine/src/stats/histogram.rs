@@ -57,7 +57,7 @@ pub fn bucket_value(idx: usize) -> f64 {
 }
 
 /// A mergeable latency histogram.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Histogram {
     counts: Vec<u64>,
     n: u64,
@@ -119,10 +119,14 @@ impl Histogram {
         if other.n == 0 {
             return;
         }
-        if other.counts.len() > self.counts.len() {
-            self.counts.resize(other.counts.len(), 0);
+        // Only the buckets between its least and largest value can be set: a stream's
+        // interval holds a few values over a few hundred buckets of mostly zeros, and the
+        // engine merges 10,000 streams' histograms an interval (Totals, frame aggregates).
+        let (lo, hi) = other.span();
+        if hi >= self.counts.len() {
+            self.counts.resize(hi + 1, 0);
         }
-        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
+        for (mine, theirs) in self.counts[lo..=hi].iter_mut().zip(&other.counts[lo..=hi]) {
             *mine += *theirs;
         }
         if self.n == 0 {
@@ -146,7 +150,7 @@ impl Histogram {
         }
         let rank = ((p / 100.0) * self.n as f64).ceil().max(1.0) as u64;
         let mut seen = 0;
-        for (idx, &c) in self.counts.iter().enumerate() {
+        for (idx, c) in self.buckets() {
             seen += c;
             if seen >= rank {
                 return Some(bucket_value(idx).clamp(self.min as f64, self.max as f64));
@@ -161,11 +165,27 @@ impl Histogram {
 
     /// Non-empty buckets as (index, count), increasing index.
     pub fn buckets(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        self.counts
+        let (lo, hi) = if self.n == 0 { (0, 0) } else { self.span() };
+        let counts = if self.n == 0 {
+            &[][..]
+        } else {
+            &self.counts[lo..=hi]
+        };
+        counts
             .iter()
             .enumerate()
             .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (i, c))
+            .map(move |(i, &c)| (lo + i, c))
+    }
+
+    /// The buckets of the least and the largest value recorded (n > 0): no other bucket
+    /// outside them holds a count.
+    fn span(&self) -> (usize, usize) {
+        let last = self.counts.len() - 1;
+        (
+            bucket_index(self.min).min(last),
+            bucket_index(self.max).min(last),
+        )
     }
 
     /// Buckets the counters span (up to the highest one seen, plus headroom).
@@ -182,11 +202,36 @@ impl Histogram {
         }
     }
 
+    /// Empty again, keeping the counters' memory: only the buckets between the least and the
+    /// largest value recorded can be set, so only those are zeroed (an interval's histogram
+    /// is reused for the next one without allocating; worker.rs `emit`).
+    pub fn clear(&mut self) {
+        if self.n > 0 {
+            let (lo, hi) = self.span();
+            self.counts[lo..=hi].fill(0);
+        }
+        self.n = 0;
+        self.sum = 0;
+        self.min = 0;
+        self.max = 0;
+    }
+
     /// Bytes held by the counters (for memory accounting).
     pub fn heap_bytes(&self) -> usize {
         self.counts.capacity() * std::mem::size_of::<u64>()
     }
 }
+
+/// Equal when they hold the same values: counters' headroom (zeros past the last bucket set,
+/// or kept by `clear`) does not count.
+impl PartialEq for Histogram {
+    fn eq(&self, other: &Self) -> bool {
+        (self.n, self.sum, self.min, self.max) == (other.n, other.sum, other.min, other.max)
+            && self.buckets().eq(other.buckets())
+    }
+}
+
+impl Eq for Histogram {}
 
 struct Buckets<'a>(&'a Histogram);
 
@@ -297,6 +342,28 @@ mod tests {
         h.record(u64::MAX / 2);
         assert_eq!(h.count(), 1);
         assert!(h.heap_bytes() <= (MAX_INDEX + 1) * 8);
+    }
+
+    #[test]
+    fn cleared_it_equals_a_new_one_and_counts_again_from_zero() {
+        let mut h = Histogram::new();
+        for v in [700, 3_000, 45_000, 2_000_000] {
+            h.record(v);
+        }
+        let len = h.bucket_len();
+        h.clear();
+        assert_eq!(h, Histogram::new());
+        assert_eq!(h.bucket_len(), len, "its memory is kept");
+        assert!(h.buckets().next().is_none() && h.percentile(50.0).is_none());
+        h.record(1_000);
+        let mut fresh = Histogram::new();
+        fresh.record(1_000);
+        assert_eq!(h, fresh);
+        assert_eq!(h.percentile(99.0), fresh.percentile(99.0));
+        assert_eq!(
+            (h.min(), h.max(), h.count(), h.sum()),
+            (1_000, 1_000, 1, 1_000)
+        );
     }
 
     #[test]

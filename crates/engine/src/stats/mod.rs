@@ -68,6 +68,17 @@ impl OpStats {
         self.errors.iter().map(|e| e.1).sum()
     }
 
+    /// Zero, keeping its shape (response histogram or not) and memory.
+    pub fn clear(&mut self) {
+        self.ops = 0;
+        self.bytes = 0;
+        self.errors.clear();
+        self.service.clear();
+        if let Some(r) = self.response.as_mut() {
+            r.clear();
+        }
+    }
+
     pub fn merge(&mut self, other: &OpStats) {
         self.ops += other.ops;
         self.bytes += other.bytes;
@@ -119,6 +130,10 @@ impl RegionStats {
     pub fn op(&mut self, kind: OpKind) -> &mut OpStats {
         &mut self.ops[kind as usize]
     }
+
+    fn clear(&mut self) {
+        self.ops.iter_mut().for_each(OpStats::clear);
+    }
 }
 
 /// How a replayed IO list kept to its recorded times (streams with `ios` only).
@@ -142,6 +157,17 @@ impl ReplayStats {
             lateness: timed.then(Histogram::new),
             ..Default::default()
         }
+    }
+
+    fn clear(&mut self) {
+        let mut lateness = self.lateness.take();
+        if let Some(h) = lateness.as_mut() {
+            h.clear();
+        }
+        *self = ReplayStats {
+            lateness,
+            ..Default::default()
+        };
     }
 
     /// One record issued at `now`, recorded for `due`.
@@ -246,6 +272,43 @@ impl StreamStats {
     #[inline]
     pub fn op(&mut self, kind: OpKind) -> &mut OpStats {
         &mut self.ops[kind as usize]
+    }
+
+    /// As new (same shape: regions, replay, priority share), keeping the memory its
+    /// histograms have grown: a worker reuses an interval's statistics for a later interval
+    /// of the same stream instead of allocating them again (worker.rs `emit`).
+    pub fn clear(&mut self) {
+        // Every field named, so a field added later cannot be left out of the reset.
+        let StreamStats {
+            ops,
+            replay,
+            regions,
+            lag_max_ns,
+            behind_ios,
+            ios_issued_late,
+            inflight,
+            oldest_inflight_ns,
+            done_ns,
+            ioprio_other,
+        } = self;
+        ops.iter_mut().for_each(OpStats::clear);
+        regions.iter_mut().for_each(RegionStats::clear);
+        if let Some(r) = replay.as_mut() {
+            r.clear();
+        }
+        if let Some(p) = ioprio_other.as_mut() {
+            p.clear();
+        }
+        for level in [
+            lag_max_ns,
+            behind_ios,
+            ios_issued_late,
+            inflight,
+            oldest_inflight_ns,
+        ] {
+            *level = 0;
+        }
+        *done_ns = 0;
     }
 
     /// Fold an interval into running totals.
@@ -368,5 +431,51 @@ impl Serialize for IndexedStats<'_> {
             m.serialize_entry("targets", &parts)?;
         }
         m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(s: &StreamStats) -> String {
+        let targets = [0, 1];
+        let shown = IndexedStats {
+            stream: 3,
+            stats: s,
+            totals: false,
+            targets: &targets[..s.regions.len().min(2)],
+        };
+        serde_json::to_string(&shown).unwrap()
+    }
+
+    #[test]
+    fn cleared_statistics_show_as_new_ones_of_the_same_shape() {
+        let new = || {
+            StreamStats::with_regions(true, 2)
+                .with_prio_share(true)
+                .with_replay(true)
+        };
+        let mut used = new();
+        for kind in OpKind::ALL {
+            let op = used.op(kind);
+            op.ops += 3;
+            op.bytes += 12288;
+            op.add_error(5);
+            op.service.record(40_000);
+            op.response.as_mut().unwrap().record(90_000);
+        }
+        used.regions[1].op(OpKind::Read).service.record(7_000);
+        used.ioprio_other.as_mut().unwrap().op(OpKind::Write).ops += 1;
+        used.replay.as_mut().unwrap().issued(5_000, 4_000);
+        used.lag_max_ns = 9;
+        used.behind_ios = 2;
+        used.ios_issued_late = 1;
+        used.inflight = 4;
+        used.oldest_inflight_ns = 77;
+        used.done_ns = 1_000;
+        assert_ne!(shown(&used), shown(&new()));
+        used.clear();
+        assert_eq!(shown(&used), shown(&new()));
     }
 }

@@ -84,6 +84,7 @@ impl Worker {
         rec: Record,
         timed: bool,
     ) -> Result<()> {
+        self.hand_over(s);
         let st = &mut self.streams[s];
         let region = &st.regions[0];
         let offset = region.base + rec.offset;
