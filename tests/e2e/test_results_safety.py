@@ -144,10 +144,10 @@ def test_sigkill_loses_at_most_one_interval_and_the_run_shows_killed(tmp_path):
 # a results filesystem that fills up
 
 # The interval log writes one batch per second of run time: 100 intervals of 8 streams, each
-# row with its latency histogram (~100-250 KiB compressed, more as the null backend's latency
-# spreads). The filesystems leave a few such batches of room beside the run's reserve
-# (512 KiB), so more than 10 intervals fit however wide the histograms are, and 60 s of
-# intervals do not.
+# row with its latency histogram (~50 KiB compressed here, more as the null backend's latency
+# spreads; 200 intervals of 5 ms no longer fit beside the reserve on 640 KiB). The filesystems
+# leave room for about four such batches beside the run's reserve (512 KiB), so more than 10
+# intervals fit even if the histograms grow fourfold, and 60 s of intervals do not.
 MANY_STREAMS = """
 target = "{target}"
 size = "16m"
@@ -159,7 +159,7 @@ rw = "randread"
 """ + '[[stream]]\n' * 8  # fmt: skip
 
 
-@pytest.mark.parametrize(("kind", "size"), [("tmpfs", "1m"), ("ext4", "1m")])
+@pytest.mark.parametrize(("kind", "size"), [("tmpfs", "768k"), ("ext4", "1m")])
 def test_results_filesystem_filling_up_fails_the_run_and_keeps_what_fit(tmp_path, kind, size):
     need_root()
     workload = tmp_path / "many.toml"
