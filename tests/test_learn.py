@@ -336,3 +336,37 @@ def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():
     assert strings(ops).tolist() == ["read", "write", None, "read"]
     assert strings(names, "").tolist() == ["a", "", "b", "a"]
     assert numbers(pa.chunked_array([], pa.int64()), np.int64).tolist() == []
+
+
+def test_flushes_follow_a_family_s_few_sync_writes_into_the_stream_they_joined(tmp_path):
+    # PostgreSQL in a short window: many reads and page-cache writes, only a few WAL writes
+    # of its own (the flusher wrote the rest), each followed by its flush; the ext4 journal
+    # writes sync too. The WAL writes are too few for a stream and join another postgres
+    # stream; their flushes must go with them, not to the journal.
+    rows = []
+    for k in range(300):
+        rows.append((k * 3 * MS, k * 3 * MS + MS, "read", k * 8192, 8192, False, 100, "postgres"))
+    for k in range(60):
+        t = k * 15 * MS + MS
+        rows.append((t, t + MS, "write", GIB + k * 8192, 8192, False, 101, "postgres"))
+    for k in range(8):
+        t = k * 100 * MS + 2 * MS
+        rows.append((t, t + MS, "write", 2 * GIB + k * 8192, 8192, True, 102, "postgres"))
+        rows.append((t + MS + 1000, t + 2 * MS, "flush", 0, 0, False, 102, "postgres"))
+    for k in range(40):
+        t = k * 20 * MS + 5 * MS
+        rows.append((t, t + MS, "write", 3 * GIB + k * 4096, 4096, True, 7, "jbd2/loop3-8"))
+    rows.sort()
+    names = ("issue_ns", "complete_ns", "op", "offset", "size", "sync", "pid", "comm")
+    cols = {n: [r[i] for r in rows] for i, n in enumerate(names)}
+    cols["device"] = ["7:3"] * len(rows)
+    trace = tmp_path / "pg.parquet"
+    with TraceWriter(trace, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
+        w.write(cols)
+    out = tmp_path / "pg.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    doc = tomllib.loads(out.read_text())
+    synced = {s["name"]: s.get("sync") for s in doc["stream"] if s.get("sync")}
+    assert [n for n in synced if n.startswith("postgres_")], synced
+    assert all(v.startswith("fdatasync:") for n, v in synced.items() if n.startswith("postgres_"))
+    assert "jbd2_journal" not in synced, synced

@@ -280,7 +280,11 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
             f"{model.flushes_unassigned} flushes left out: the trace has no writes to carry them"
         )
         return
-    syncers = [s for s in writers if s.kind in ("syncwrite", "journal")] or writers
+    # A stream carries sync writes by its kind, or because a family's few sync writes (below
+    # MIN_STREAM_IOS) joined one of its other streams: its flushes still follow them there.
+    syncers = [
+        s for s in writers if s.kind in ("syncwrite", "journal") or s.sync_share > 0
+    ] or writers
     for f, n in zip(*np.unique(fam[is_flush], return_counts=True), strict=True):
         own = [s for s in syncers if s.comm == f]
         target = max(own or syncers, key=lambda s: s.ios)
