@@ -159,7 +159,7 @@ rw = "randread"
 """ + '[[stream]]\n' * 8  # fmt: skip
 
 
-@pytest.mark.parametrize(("kind", "size"), [("tmpfs", "768k"), ("ext4", "1m")])
+@pytest.mark.parametrize(("kind", "size"), [("tmpfs", "768k"), ("ext4", "768k")])
 def test_results_filesystem_filling_up_fails_the_run_and_keeps_what_fit(tmp_path, kind, size):
     need_root()
     workload = tmp_path / "many.toml"
