@@ -165,11 +165,12 @@ impl Histogram {
 
     /// Non-empty buckets as (index, count), increasing index.
     pub fn buckets(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
-        let (lo, hi) = if self.n == 0 { (0, 0) } else { self.span() };
-        let counts = if self.n == 0 {
-            &[][..]
-        } else {
-            &self.counts[lo..=hi]
+        let (lo, counts) = match self.n {
+            0 => (0, &[][..]),
+            _ => {
+                let (lo, hi) = self.span();
+                (lo, &self.counts[lo..=hi])
+            }
         };
         counts
             .iter()

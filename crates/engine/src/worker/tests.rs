@@ -727,16 +727,24 @@ fn ios_at_a_share_priority_are_also_counted_and_timed_apart() {
     assert!(out.total(0).ioprio_other.is_none());
 }
 
-/// An interval message as read: number, phase, start, end, lateness, each stream's JSON.
-type Seen = (u64, Phase, u64, u64, Histogram, Vec<(usize, String)>);
+/// An interval message as the receiver read it, each stream's statistics as JSON.
+struct Seen {
+    interval: u64,
+    phase: Phase,
+    start_ns: u64,
+    end_ns: u64,
+    lateness: Histogram,
+    streams: Vec<(usize, String)>,
+}
 
 /// Every interval message as text (streams in plan order), to compare two runs exactly.
 fn interval_json(msgs: &[Seen]) -> Vec<String> {
     msgs.iter()
-        .map(|(k, phase, start, end, lateness, streams)| {
-            let mut streams = streams.clone();
+        .map(|m| {
+            let mut streams = m.streams.clone();
             streams.sort();
-            let lateness = serde_json::to_string(lateness).unwrap();
+            let lateness = serde_json::to_string(&m.lateness).unwrap();
+            let (k, phase, start, end) = (m.interval, m.phase, m.start_ns, m.end_ns);
             format!("{k} {phase:?} {start} {end} {lateness} {streams:?}")
         })
         .collect()
@@ -779,14 +787,14 @@ fn handed_over_run(give_back: bool) -> Vec<String> {
                     (*i, serde_json::to_string(&shown).unwrap())
                 })
                 .collect();
-            seen.push((
-                msg.interval,
-                msg.phase,
-                msg.start_ns,
-                msg.end_ns,
-                msg.lateness,
+            seen.push(Seen {
+                interval: msg.interval,
+                phase: msg.phase,
+                start_ns: msg.start_ns,
+                end_ns: msg.end_ns,
+                lateness: msg.lateness,
                 streams,
-            ));
+            });
             if give_back {
                 let _ = back_tx.send(msg.streams);
             }
@@ -801,7 +809,7 @@ fn handed_over_run(give_back: bool) -> Vec<String> {
     let seen = reader.join().unwrap();
     assert_eq!(seen.len(), 5);
     assert!(
-        seen.iter().all(|m| m.5.len() == 300),
+        seen.iter().all(|m| m.streams.len() == 300),
         "every stream in every interval"
     );
     interval_json(&seen)
