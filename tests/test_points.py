@@ -266,13 +266,18 @@ def test_sigterm_keeps_the_points_measured_so_far(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     studies = results / "studies"
     deadline = time.monotonic() + 60
-    # Once the first point is in study.json, the second one is running: stop it.
+    # Once the first point is in study.json and the second point's run directory exists, the
+    # second one is running: stop it a little into its measurement. (Stopping 0.3 s after the
+    # first point alone could, on a loaded machine, land before the second run measured
+    # anything.)
     while time.monotonic() < deadline:
         found = list(studies.glob("*/study.json")) if studies.is_dir() else []
-        if found and json.loads(found[0].read_text() or "{}").get("steps"):
+        listed = results.iterdir() if results.is_dir() else []
+        runs = [d for d in listed if d.is_dir() and d.name != "studies"]
+        if found and json.loads(found[0].read_text() or "{}").get("steps") and len(runs) >= 2:
             break
         time.sleep(0.05)
-    time.sleep(0.3)
+    time.sleep(0.4)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
