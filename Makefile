@@ -44,8 +44,11 @@ run: build ## default tile benchmark (scaling study) on ./tilemark-data/scratch.
 # devices, delays, applications and subprocesses about half their time (370 s of CPU in a
 # 368 s run with two workers), so a third worker fills the idle core (a fresh clone: 328 s for
 # 1,651 tests with three, 368 s for 1,550 with two). Tests marked `serial` run after the rest,
-# alone, because their assertions hold timing or CPU to a tolerance. pytest exits 5 when a
-# selection is empty, which is not a failure here.
+# alone, because their assertions hold timing or CPU to a tolerance. Modules go to the workers
+# whole (their fixtures build a study or start an application once), the ones marked with a
+# `cost` first, longest first (tests/conftest.py), so the last minute is not one worker running
+# two 40 s modules while the others wait. pytest exits 5 when a selection is empty, which is not
+# a failure here.
 TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -56,7 +59,7 @@ PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider
 test: ## every test: Rust unit tests, then Python unit and end-to-end tests (<= 10 min)
 	$(MAKE) --no-print-directory -j3 build system-deps rust-tests-built
 	cargo test --workspace --exclude tilemark-py -q
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile -m "not serial" --durations=15 tests || [ $$? -eq 5 ]
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial" --durations=15 tests || [ $$? -eq 5 ]
 	$(PYTEST) -m serial --durations=12 tests || [ $$? -eq 5 ]
 
 rust-tests-built:

@@ -24,6 +24,8 @@ import pytest
 from tilemark import engine
 from tilemark.cli import main
 
+pytestmark = [pytest.mark.cost(13)]
+
 # Figures of the host and its clock, not of the measurements: they differ between two runs
 # (`overhead` holds the process's CPU per IO, from the host telemetry).
 NOT_MEASURED = {

@@ -18,6 +18,8 @@ from tilemark.errors import UsageError  # noqa: E402
 from tilemark.study.curve import parse_slo  # noqa: E402
 from tilemark.study.points import parse_list, percent_item, qd_item, size_item  # noqa: E402
 
+pytestmark = [pytest.mark.cost(35)]
+
 FAST = ["--duration", "0.2", "--interval", "0.1", "--backend", "null", "--size", "4m"]
 
 

@@ -19,6 +19,8 @@ from tilemark.report import HtmlExporter, build_report
 from tilemark.report import data as report_data
 from tilemark.report.data import compute_series, distribution_rows, load_source, run_groups
 
+pytestmark = [pytest.mark.cost(60)]
+
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> Path:

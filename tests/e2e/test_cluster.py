@@ -27,7 +27,7 @@ from tilemark.hist import Histogram  # noqa: E402
 # Serial: the tests that hold timing to a bound (engines starting within 5 ms of each other, a
 # lost worker named within two intervals); the others assert placement, merging, verification
 # and refusals, which hold beside other tests.
-pytestmark = [pytest.mark.cluster]
+pytestmark = [pytest.mark.cluster, pytest.mark.cost(15)]
 
 OPS = ("read", "write")
 TILEMARK = str(Path(sys.executable).with_name("tilemark"))

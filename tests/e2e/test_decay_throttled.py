@@ -28,7 +28,7 @@ from tilemark.report.data import load_source
 from .engine_helpers import MiB
 from .rigs import dev_numbers, in_cgroup, loop_device, set_read_iops, throttled_cgroup, tilemark_exe
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.cost(40)]
 
 CAP = 1000
 LOWER_CAP = 700

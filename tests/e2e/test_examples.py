@@ -15,6 +15,8 @@ from tilemark.example import EXAMPLES_DIR, find_example, list_examples
 
 from .test_report_browser import check_report
 
+pytestmark = [pytest.mark.cost(55)]
+
 # Every test of the session's example runs is in this file, and `make test` hands whole files
 # to its workers (--dist loadfile): the examples run once, not once per worker.
 

@@ -9,7 +9,7 @@ import pytest
 from .engine_helpers import MiB, plan, run, stream
 from .rigs import failing_storage
 
-pytestmark = [pytest.mark.root, pytest.mark.nbd]
+pytestmark = [pytest.mark.root, pytest.mark.nbd, pytest.mark.cost(30)]
 
 
 def test_eio_and_enospc_are_counted_per_stream_and_the_run_ends(tmp_path):

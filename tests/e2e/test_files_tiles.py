@@ -15,7 +15,7 @@ pytest.importorskip("tilemark._engine", reason="the engine is not built (make bu
 
 from tilemark.cli import main  # noqa: E402
 
-pytestmark = pytest.mark.quick
+pytestmark = [pytest.mark.quick, pytest.mark.cost(13)]
 
 BLOCK_PROFILE = """
 [profile]

@@ -12,7 +12,7 @@ import pytest
 from .engine_helpers import MiB, plan, run, stream
 from .rigs import failing_storage, need_root, tilemark_exe
 
-pytestmark = [pytest.mark.root, pytest.mark.nbd]
+pytestmark = [pytest.mark.root, pytest.mark.nbd, pytest.mark.cost(14)]
 
 # Each read answers after READ_DELAY_S: the fixture's unmount waits for it, so the test lasts
 # that long whatever the engine does; the engine must give up after IO_TIMEOUT_MS.

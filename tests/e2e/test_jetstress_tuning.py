@@ -19,7 +19,7 @@ import pytest
 from .engine_helpers import MiB
 from .rigs import in_cgroup, loop_device, throttled_cgroup, tilemark_exe
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.cost(25)]
 
 CAP = 400
 READS_PER_MAILBOX = 0.12 * 0.6

@@ -3,10 +3,12 @@ same device and compared (learn_rounds.py says what every round asserts)."""
 
 from __future__ import annotations
 
+import pytest
+
 from . import learn_rounds as rounds
 from .learn_rounds import MARKS, check, one_round, work_dir  # noqa: F401 (the `work` fixture)
 
-pytestmark = MARKS
+pytestmark = [*MARKS, pytest.mark.cost(40)]
 
 
 def test_postgresql_pgbench_is_learned_and_its_profile_compared(work):

@@ -15,7 +15,7 @@ from tilemark.cli import main
 
 from .rigs import loop_device, need_root, ram_dir
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.cost(14)]
 
 MiB = 1 << 20
 HEADER = 4096  # a tilemark file's data area starts after its marker header

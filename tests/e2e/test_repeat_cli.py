@@ -16,6 +16,8 @@ from tilemark.report.data import load_source
 
 from .rigs import tilemark_exe
 
+pytestmark = [pytest.mark.cost(15)]
+
 
 def args(tmp: Path, *extra: str) -> list[str]:
     return [

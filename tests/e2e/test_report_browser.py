@@ -30,7 +30,7 @@ import pytest
 from .conftest import RENDER_TIMEOUT_MS
 from .report_kinds import SharedReports
 
-pytestmark = [pytest.mark.browser]
+pytestmark = [pytest.mark.browser, pytest.mark.cost(95)]
 
 
 @pytest.fixture(scope="module")

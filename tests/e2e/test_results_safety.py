@@ -21,7 +21,7 @@ from tilemark.telemetry import sampler as tm
 
 from .rigs import need_root, remount_read_only, small_filesystem
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.cost(25)]
 
 
 def tilemark() -> str:

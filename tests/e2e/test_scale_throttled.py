@@ -19,7 +19,7 @@ import pytest
 from .engine_helpers import MiB
 from .rigs import loop_device, throttled_cgroup
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.cost(40)]
 
 PROFILE = """
 [profile]

@@ -19,7 +19,7 @@ from tilemark.cli import main
 
 from .rigs import failing_storage, loop_device
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.cost(15)]
 
 MiB = 1 << 20
 

@@ -17,6 +17,8 @@ pytest.importorskip("tilemark._engine", reason="the engine is not built (make bu
 from tilemark.cli import main  # noqa: E402
 from tilemark.workload.apps import DEFAULT_TILE, load_profile  # noqa: E402
 
+pytestmark = [pytest.mark.cost(15)]
+
 MIB = 1 << 20
 CAPACITY = "512m"
 LATENCY_QOS = {

@@ -19,6 +19,8 @@ from tilemark.trace.schema import open_trace
 
 from .rigs import dev_numbers, loop_device, need_root, ram_dir, tilemark_exe
 
+pytestmark = [pytest.mark.cost(13)]
+
 TRACEFS = Path("/sys/kernel/tracing")
 
 

@@ -15,7 +15,7 @@ from tilemark.cli import main
 
 from .rigs import dev_numbers, loop_device, throttled_cgroup
 
-pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
+pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.cost(15)]
 
 MiB = 1 << 20
 TILEMARK = str(Path(sys.executable).with_name("tilemark"))

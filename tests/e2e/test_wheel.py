@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.wheel]
+pytestmark = [pytest.mark.wheel, pytest.mark.cost(13)]
 
 REPO = Path(__file__).resolve().parents[2]
 
