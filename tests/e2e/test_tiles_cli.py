@@ -419,6 +419,7 @@ def test_profiles_show_text_and_unknown_name(capsys):
     assert status == 0
     for word in ("read_avg", "read_p99", "redo_write_avg", "data_iops", "1000 IOPS", "250 IOPS"):
         assert word in out, word
+    assert "evidence against postgresql: overall 0.768; below 0.90: sync_share 0.294" in out
     status, out, err = cli(capsys, "profiles", "show", "nosuch")
     assert status == 2 and out == ""
     assert err.strip().splitlines() == [
@@ -446,3 +447,20 @@ def test_an_existing_target_keeps_its_size_unless_a_larger_one_is_asked_for(tmp_
     assert status in (0, 3), err
     assert target.stat().st_size == 4096 + 96 * MIB
     assert f"growing {target} from 64 MiB to 96 MiB (a larger size was asked for)" in err
+
+
+def test_oltp_evidence_is_the_committed_benchmark_result():
+    """oltp's [evidence.postgresql] scores are bench/fidelity.py's, as its results file has
+    them (the table of the built-in profile against PostgreSQL), property by property."""
+    profile = load_profile("oltp")
+    evidence = profile.evidence["postgresql"]
+    results = Path(__file__).resolve().parents[2] / evidence["source"].split("; ")[-1]
+    text = results.read_text()
+    table = text.split("### built-in `oltp` against postgresql", 1)[1].split("<details>", 1)[0]
+    measured = {}
+    for line in table.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip("|").split("|")]
+        if len(cells) == 2 and cells[1].replace(".", "", 1).isdigit():
+            measured[cells[0]] = float(cells[1])
+    scores = {k: v for k, v in evidence.items() if isinstance(v, float)}
+    assert len(measured) == 17 and scores == measured
