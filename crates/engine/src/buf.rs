@@ -15,6 +15,13 @@
 //!   QD8 on the same device, without spinning, 11.2-12.1 us from huge pages against 15.3-16.2
 //!   us, at 6-7% more IOPS (three runs each, alternated; bench/README.md).
 //!
+//! io_uring's registered buffers (pinned once, IOs as READ_FIXED/WRITE_FIXED) would skip the
+//! per-IO pinning altogether. Tried on top of huge pages (each chunk registered with a ring on
+//! its first IO): 11.8-11.9 us of engine CPU per 128 KiB read against 11.9-12.9, 4 KiB QD32
+//! random reads 4.6-4.8 us against 4.6-5.0, three alternated runs each on the same device:
+//! nothing beyond the runs' spread, so not kept (a registration outlives its chunk's mapping
+//! and needs bookkeeping per ring).
+//!
 //! Buffers are packed into shared chunks, so a run of many streams with small buffers uses no
 //! more memory than before beyond the last chunk's unused part. A chunk is returned to the
 //! system when its last buffer is dropped (a study's runs do not accumulate memory); the chunk
