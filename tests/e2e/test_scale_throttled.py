@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from .engine_helpers import MiB
-from .rigs import loop_device, throttled_cgroup
+from .rigs import ram_loop_device, throttled_cgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio, pytest.mark.cost(40)]
 
@@ -84,7 +84,8 @@ def test_scale_finds_the_throttled_capacity(tmp_path):
     (tmp_path / "tile.toml").write_text(
         '[tile]\nname = "readers"\n[[app]]\nprofile = "reader.toml"\n'
     )
-    with loop_device(tmp_path / "disk.img", 64 * MiB) as dev:
+    # The image is in RAM: the throttle is the only limit (not the shared disk's latency).
+    with ram_loop_device("tilemark-test-scale", 64 * MiB) as dev:
         with throttled_cgroup(dev, read_iops=700) as cg:
             low = scale_in_cgroup(cg, dev, tmp_path, FIXED)
         with throttled_cgroup(dev, read_iops=1100) as cg:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .engine_helpers import MiB, hist
-from .rigs import loop_device, throttled_cgroup
+from .rigs import ram_loop_device, throttled_cgroup
 
 pytestmark = [pytest.mark.root, pytest.mark.loopdev, pytest.mark.blkio]
 
@@ -72,7 +72,8 @@ def paced_plan(dev: str, rate: float, qd: int) -> dict:
 # 1 ms late), which another test's CPU burst on a 2-core machine can break (38 of 400 once).
 @pytest.mark.serial
 def test_open_loop_above_capacity_shows_queueing_not_hidden(tmp_path):
-    with loop_device(tmp_path / "disk.img", 32 * MiB) as dev:
+    # The image is in RAM: the throttle is the only limit (not the shared disk's latency).
+    with ram_loop_device("tilemark-test-throttled", 32 * MiB) as dev:
         with throttled_cgroup(dev, read_iops=CAPACITY_IOPS) as cg:
             over = run_in_cgroup(cg, paced_plan(dev, rate=2 * CAPACITY_IOPS, qd=8))
             under = run_in_cgroup(cg, paced_plan(dev, rate=CAPACITY_IOPS / 2, qd=8))
