@@ -46,8 +46,9 @@ run: build ## default tile benchmark (scaling study) on ./tilemark-data/scratch.
 # 1,651 tests with three, 368 s for 1,550 with two). Tests marked `serial` run after the rest,
 # alone, because their assertions hold timing or CPU to a tolerance. Modules go to the workers
 # whole (their fixtures build a study or start an application once), the ones marked with a
-# `cost` first, longest first (tests/conftest.py), so the last minute is not one worker running
-# two 40 s modules while the others wait. pytest exits 5 when a selection is empty, which is not
+# `cost` first, longest first, so the last minute is not one worker running two 40 s modules
+# while the others wait; the blkio-throttled ones last, away from the busy start
+# (tests/conftest.py, module_order). pytest exits 5 when a selection is empty, which is not
 # a failure here.
 TEST_WORKERS ?= 3
 PYTEST := $(BIN)/python -m pytest -q -p no:cacheprovider

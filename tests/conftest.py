@@ -34,26 +34,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "/tests/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-    items[:] = longest_modules_first(items)
+    items[:] = module_order(items)
 
 
-def longest_modules_first(items: list) -> list:
-    """The items, whole modules at a time, the modules that declare a `cost` (about how many
-    seconds the module takes in `make test`) first, longest first; then the rest in their
-    order. `make test` hands modules to its workers in this order (`--dist loadfile
-    --no-loadscope-reorder`). xdist's own order (most tests first) left the modules of one long
-    test (a real application learned, a scaling study under a throttle: 25-45 s each) to the
-    end, where a worker already busy took two of them while the others ran out of work. Every
-    worker collects the same order, as xdist requires."""
+def module_order(items: list) -> list:
+    """The items, whole modules at a time, in the order `make test` hands modules to its
+    workers (`--dist loadfile --no-loadscope-reorder`; every worker collects the same order,
+    as xdist requires):
+
+    1. modules that declare a `cost` (about how many seconds the module takes in `make
+       test`), longest first, then the rest in their order. xdist's own order (most tests
+       first) left the modules of one long test (a real application learned: 30-45 s) to the
+       end, where a worker already busy took two of them while the others ran out of work;
+    2. last, the `blkio` modules, longest first: they hold a throttled device's rate to a few
+       percent per second, which the suite's busiest start (three workers building reports,
+       Chromium rendering them) breaks: a repetition of test_decay_throttled lost 16-21% of
+       its IOs there, and passes alone or after the reports. At the end the other workers
+       run short modules, and these mostly wait on the throttle.
+    """
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
 
-    def cost(group: list) -> float:
+    def key(group: list) -> tuple[bool, float]:
         marker = group[0].get_closest_marker("cost")
-        return float(marker.args[0]) if marker else 0.0
+        cost = float(marker.args[0]) if marker else 0.0
+        return group[0].get_closest_marker("blkio") is not None, -cost
 
-    ordered = sorted(modules.values(), key=cost, reverse=True)  # stable: the rest keep order
+    ordered = sorted(modules.values(), key=key)  # stable: the rest keep their order
     return [item for group in ordered for item in group]
 
 
