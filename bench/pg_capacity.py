@@ -266,9 +266,7 @@ def calibrations(limit: float, p95_at_1: float, fast: dict | None) -> dict[str, 
     Affine is absent without C, or when C is not below P1 (nothing to scale)."""
     out = {"proportional": limit / max(p95_at_1, 1e-3)}
     if fast and fast.get("p95_ms") is not None and fast["p95_ms"] < p95_at_1 < limit:
-        c = fast["p95_ms"]
-        out["affine"] = (limit - c) / (p95_at_1 - c)
-        out["non_storage_p95_ms"] = c
+        out["affine"] = (limit - fast["p95_ms"]) / (p95_at_1 - fast["p95_ms"])
     return out
 
 
@@ -374,8 +372,9 @@ def calibration_lines(r: dict, steps: list[dict]) -> list[str]:
             continue
         f = factors[name]
         limits = {k: v * f for k, v in at_one.items()}
-        extra = (f", C = {factors['non_storage_p95_ms']:.1f} ms at fast storage "
-                 f"({r.get('fast_storage')})" if name == "affine" else "")  # fmt: skip
+        fast = r.get("fast_storage") or {}
+        extra = (f", C = {fast.get('p95_ms', 0):.1f} ms at fast storage ({fast})"
+                 if name == "affine" else "")  # fmt: skip
         rows.append(f"- calibration {name}: x{f:.2f}{extra}; predicted "
                     f"{answer_under(steps, limits)} tile(s)"
                     f"{' (the study ran with it)' if f == used else ''}")  # fmt: skip

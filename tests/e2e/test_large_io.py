@@ -24,17 +24,21 @@ KIB = 1 << 10
 BS = 1280 * KIB
 
 
-def test_a_1280k_write_is_one_block_request(capsys, tmp_path):
+def huge_pages_on() -> bool:
+    """Transparent huge pages are available to a program that asks (madvise or always)."""
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    if not thp.exists() or "[never]" in thp.read_text():
-        pytest.skip("transparent huge pages are off in this kernel: buffers are 4 KiB pages")
+    return thp.exists() and "[never]" not in thp.read_text()
+
+
+def test_a_1280k_write_is_one_block_request(capsys, tmp_path):
     with ram_loop_device("tilemark-test-large-io", 16 * BS) as dev:
         queue = Path("/sys/block") / Path(dev).name / "queue"
-        if int((queue / "max_sectors_kb").read_text()) * KIB < BS:
-            pytest.skip(f"{dev} takes requests of at most {(queue / 'max_sectors_kb').read_text()}")
+        # The IO is as large as the device takes in one request, up to 1,280 KiB (a loop
+        # device's default): larger than the 512 KiB that 128 segments of 4 KiB pages carry.
+        bs = min(BS, int((queue / "max_sectors_kb").read_text()) * KIB)
         with block_requests(dev, "tilemark-test-large-io") as requests:
-            args = ["--rw", "write", "--bs", "1280k", "--align", "1280k", "--qd", "2",
-                    "--duration", "0.5", "--warmup", "0"]  # fmt: skip
+            args = ["--rw", "write", "--bs", f"{bs // KIB}k", "--align", f"{bs // KIB}k",
+                    "--qd", "2", "--duration", "0.5", "--warmup", "0"]  # fmt: skip
             args += ["--results", str(tmp_path / "r")]
             status = main(["run", "--target", dev, "--destroy-data", dev, "--json", *args])
     out, err = capsys.readouterr()
@@ -42,4 +46,11 @@ def test_a_1280k_write_is_one_block_request(capsys, tmp_path):
     written = json.loads(out)["summary"]["streams"][0]["write"]["ops"]
     writes = [size for op, _, size, *_ in requests if op == "W"]
     assert written > 10
-    assert writes == [BS] * written, sorted(set(writes))
+    # Every byte the engine wrote reached the device, in requests no larger than the IOs.
+    assert sum(writes) == written * bs and max(writes) <= bs
+    if huge_pages_on():
+        assert writes == [bs] * written, sorted(set(writes))
+    else:
+        # Without huge pages the buffers are 4 KiB pages: whether an IO stays whole depends on
+        # where the allocator's pages happen to lie, so only the bytes are checked.
+        print("transparent huge pages are off: whole requests not checked, bytes checked")
