@@ -223,6 +223,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tilemark-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         let f = std::fs::File::create(&p).unwrap();
         f.set_len(len).unwrap();
         p.to_string_lossy().into_owned()
@@ -290,8 +291,10 @@ mod tests {
     #[test]
     fn a_directory_answers_what_a_new_file_there_does() {
         // ext4 and xfs report STATX_DIOALIGN for regular files only; the directory's answer
-        // is a new file's, not a guess, and probing leaves no file behind.
-        let path = tmpfile("new.dat", 4096);
+        // is a new file's, not a guess, and probing leaves no file behind. The directory is
+        // this test's own: the other tests create and remove files in the shared one at the
+        // same time, so counting its entries there races with them.
+        let path = tmpfile("probe-dir/new.dat", 4096);
         let dir = std::path::Path::new(&path)
             .parent()
             .unwrap()
@@ -299,8 +302,10 @@ mod tests {
             .unwrap()
             .to_owned();
         let before = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(before, 1);
         assert_eq!(dio_alignment(&dir).unwrap(), dio_alignment(&path).unwrap());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), before);
         std::fs::remove_file(&path).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
     }
 }
