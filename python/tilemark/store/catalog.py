@@ -191,9 +191,13 @@ def writable(results_root: Path) -> bool:
 
 
 @contextmanager
-def open_catalog(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_catalog(
+    results_root: Path, docs: dict[str, dict[str, Any]] | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to an up-to-date catalog of ours; a missing or outdated one is (re)built.
-    ForeignCatalogError for a catalog.duckdb tilemark did not write."""
+    ForeignCatalogError for a catalog.duckdb tilemark did not write. `docs`: run.json
+    documents a caller holds, by resolved run directory, used instead of reading them back
+    when the catalog is built."""
     root = Path(results_root)
     path = catalog_path(root)
     owner = "missing"
@@ -204,7 +208,7 @@ def open_catalog(results_root: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         if owner != "current":
             with _transaction(con):
                 _create_tables(con)
-                _insert_all(con, root)
+                _insert_all(con, root, docs or {})
         yield con
     except BaseException:
         _OURS.pop(str(path), None)
@@ -397,10 +401,12 @@ def _register_dir(
     )
 
 
-def _insert_all(con: duckdb.DuckDBPyConnection, root: Path) -> int:
+def _insert_all(
+    con: duckdb.DuckDBPyConnection, root: Path, docs: dict[str, dict[str, Any]]
+) -> int:
     dirs = list(run_dirs(root))
     for d in dirs:
-        _register_dir(con, d)
+        _register_dir(con, d, docs.get(str(d.resolve())))
     return len(dirs)
 
 
@@ -430,8 +436,12 @@ def _forget_paths(con: duckdb.DuckDBPyConnection, paths: Iterable[str]) -> None:
 def register(results_root: Path, run_dir: Path, doc: dict[str, Any] | None = None) -> None:
     """Add or update one run in the catalog, as its directory is now (creating the catalog if
     there is none); `doc` is its run.json as the caller just wrote it, not read back."""
+    # The first run under a results root creates the catalog, which indexes every run
+    # directory there, this one included: it is given its document, not read back (a run of
+    # 10,000 streams writes 110 MB of run.json; reading and checking it again took 4 s).
+    docs = {} if doc is None else {str(Path(run_dir).resolve()): doc}
     try:
-        with open_catalog(results_root) as con:
+        with open_catalog(results_root, docs) as con:
             _register_dir(con, Path(run_dir), doc)
     except duckdb.Error as exc:
         raise CatalogError(f"cannot update the run catalog under {results_root}: {exc}") from exc
@@ -461,7 +471,7 @@ def rebuild(results_root: Path) -> int:
         try:
             with _transaction(con):
                 _create_tables(con)
-                return _insert_all(con, root)
+                return _insert_all(con, root, {})
         finally:
             con.close()
     except duckdb.Error as exc:
@@ -492,7 +502,7 @@ def list_runs(results_root: Path) -> list[dict[str, Any]]:
         con = duckdb.connect()  # in memory: nothing is written
         try:
             _create_tables(con)
-            _insert_all(con, root)
+            _insert_all(con, root, {})
             rows = con.execute(select).fetchall()
         finally:
             con.close()
