@@ -658,7 +658,7 @@ struct Partial {
     phase: Phase,
     start_ns: u64,
     end_ns: u64,
-    streams: Vec<(usize, StreamStats)>,
+    streams: Vec<(usize, Box<StreamStats>)>,
     /// Every thread's issue lateness merged.
     lateness: crate::stats::Histogram,
 }
@@ -758,7 +758,7 @@ impl Aggregator {
 
     /// Hand merged interval statistics back to the threads that made them, for reuse. A
     /// thread that has ended has dropped its receiver; its statistics are freed here then.
-    fn give_back(&self, streams: Vec<(usize, StreamStats)>) {
+    fn give_back(&self, streams: Vec<(usize, Box<StreamStats>)>) {
         let threads = self.give_back.len();
         if threads == 0 {
             return;
@@ -823,7 +823,7 @@ mod tests {
             .map(|&i| {
                 let mut s = StreamStats::new(false);
                 s.ops[0].ops = ops;
-                (i, s)
+                (i, Box::new(s))
             })
             .collect();
         IntervalMsg {

@@ -472,7 +472,7 @@ impl Frame {
         interval: u64,
         phase: &'static str,
         (start_ns, end_ns): (u64, u64),
-        streams: &[(usize, StreamStats)],
+        streams: &[(usize, Box<StreamStats>)],
         names: &[String],
         (group_of, groups): (&[u32], usize),
     ) -> Frame {
@@ -506,7 +506,7 @@ impl Frame {
     /// Aggregate `streams` (those `build` had) into further group sets, each `(group_of,
     /// groups)` as in `build`; a stream past the end of `group_of` (or given a group index
     /// out of range) is in no group of that set.
-    pub fn add_sets(&mut self, streams: &[(usize, StreamStats)], sets: &[(Vec<u32>, usize)]) {
+    pub fn add_sets(&mut self, streams: &[(usize, Box<StreamStats>)], sets: &[(Vec<u32>, usize)]) {
         for (group_of, groups) in sets {
             let mut aggregates = vec![GroupStats::default(); *groups];
             for (i, s) in streams {

@@ -74,7 +74,7 @@ fn simulate() -> (Vec<Frame>, Vec<String>) {
     let names: Vec<String> = plan.streams.iter().map(|s| s.name.clone()).collect();
     let even: Vec<usize> = (0..STREAMS).step_by(2).collect();
     let odd: Vec<usize> = (1..STREAMS).step_by(2).collect();
-    type Parts = (u64, u64, Vec<(usize, StreamStats)>, Histogram);
+    type Parts = (u64, u64, Vec<(usize, Box<StreamStats>)>, Histogram);
     let mut by_interval: BTreeMap<u64, Parts> = BTreeMap::new();
     for msg in run_worker(0, &plan.streams, &even)
         .into_iter()
