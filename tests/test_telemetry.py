@@ -249,10 +249,37 @@ def test_a_long_runs_charts_merge_intervals_and_keep_the_rates():
     assert {round(r["pct"], 6) for r in busy} == {round(70 / 3, 6), round(50 / 3, 6)}
 
 
-def test_engine_cpu_never_runs_backwards_when_a_thread_ends():
-    # Thread 12 used 50 ticks and ended before the second sample; thread 11 used 10 more and
-    # thread 13 started (5 ticks): 15 ticks, where the sums would give 100+5 - 140 = -35.
-    a = {"11": 90, "12": 50}
-    b = {"11": 100, "13": 5}
-    assert tm._ticks_used(a, b) == 15
+def test_engine_cpu_is_unknown_when_a_thread_ends_and_never_runs_backwards():
+    # Thread 13 started since the first sample (5 ticks) and thread 11 used 10 more: 15.
+    assert tm._ticks_used({"11": 90}, {"11": 100, "13": 5}) == 15
+    # Thread 12 ended before the second sample: what it used since the first went with it,
+    # so the engine's figure is unknown, not 15 (which the sum of those alive would give) nor
+    # 100+5 - 140 = -35 (the difference of sums).
+    assert tm._ticks_used({"11": 90, "12": 50}, {"11": 100, "13": 5}) is None
     assert tm._ticks_used(100, 130) == 30 and tm._ticks_used(130, 100) == 0
+
+
+def test_the_front_ends_share_compares_engine_and_process_over_the_same_intervals():
+    # The last interval's engine figure is unknown (a thread ended before its closing
+    # sample); the process's is known, and holds the end of the run's own work. Both means
+    # leave that interval out, so their difference is the front end's 3%, not
+    # (9 x 150 + 180) / 10 - 147 = 6.
+    totals = tm.Totals()
+    rows = [
+        {"phase": "measure", "sample_ns": 10**9, "engine_cpu_pct": 147.0, "process_cpu_pct": 150.0}
+        for _ in range(9)
+    ]
+    rows.append(
+        {"phase": "measure", "sample_ns": 10**9, "engine_cpu_pct": None, "process_cpu_pct": 180.0}
+    )
+    totals.add([], rows)
+    host = totals.host()
+    assert host["engine_cpu_pct"] == pytest.approx(147.0)
+    assert host["process_cpu_pct"] - host["engine_cpu_pct"] == pytest.approx(3.0)
+    # Without any engine figure, the process's mean is over every interval.
+    alone = tm.Totals()
+    alone.add(
+        [], [{"phase": "measure", "sample_ns": 10**9, "process_cpu_pct": p} for p in (10, 30)]
+    )
+    assert alone.host()["process_cpu_pct"] == pytest.approx(20.0)
+    assert alone.host()["engine_cpu_pct"] is None
