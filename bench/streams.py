@@ -58,6 +58,9 @@ VARIANTS = ("frames", "json", "base")
 # consumer read the frames; tile cases only (a base of before then takes frames elsewhere, and
 # its frames differ from this engine's).
 BASE: Path | None = None
+# --base-frames: the base front end on its own default path (frames, with its own engine module
+# in DIR) for every case, so that an engine change is measured before and after.
+BASE_FRAMES = False
 # Seconds of warm-up before the measured duration (--warmup): 0 measures the first seconds too,
 # where 10,000 streams' first IOs touch their buffers and statistics for the first time.
 WARMUP_S = 0.0
@@ -81,7 +84,7 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
     env.pop("TILEMARK_ENGINE_SNAPSHOTS", None)
     if variant == "base":
         env["PYTHONPATH"] = str(BASE)
-    if variant in ("json", "base"):
+    if variant == "json" or (variant == "base" and not BASE_FRAMES):
         env["TILEMARK_ENGINE_SNAPSHOTS"] = "json"
     results = WORK / "results"
     if case.startswith("tiles"):
@@ -194,8 +197,13 @@ def markdown(doc: dict[str, Any]) -> str:
         "2 engine threads, 1 s intervals, alternating (ABBA). Medians. `frames`: the engine "
         "builds the interval rows and group aggregates; `json`: TILEMARK_ENGINE_SNAPSHOTS=json, "
         "one JSON document per stream per interval (the path every run took before); `base` "
-        f"(tile cases, with --base): the front end of {doc.get('base') or 'the base'} on the "
-        "JSON path, as tile runs took it before every consumer read the frames.",
+        + (
+            f"(--base-frames): {doc.get('base')}, front end and engine module, on its own "
+            "default path (frames), for every case: the build before a change."
+            if doc.get("base_frames")
+            else f"(tile cases, with --base): the front end of {doc.get('base') or 'the base'} "
+            "on the JSON path, as tile runs took it before every consumer read the frames."
+        ),
         "",
         "| case | variant | IOPS (achieved/requested) | QoS score | lateness p50 / p99 / max us "
         "| IOs >1 ms late | max lag ms | wall s | CPU s | peak RSS MB | Python % of a CPU "
@@ -243,6 +251,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tilemark", default=None)
     ap.add_argument("--warmup", type=float, default=0.0, help="seconds before the measurement")
     ap.add_argument("--base", type=Path, default=None, help="a base front end (`base` variant)")
+    ap.add_argument(
+        "--base-frames",
+        action="store_true",
+        help="run the base on its own default path (frames) for every case",
+    )
+    ap.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help="comma-separated, in the first repetition's order: " + ", ".join(VARIANTS),
+    )
     ap.add_argument("--out", type=Path, default=tb.BENCH / "results")
     args = ap.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
@@ -250,16 +268,22 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     tilemark = tb.find_tilemark(args.tilemark)
-    global BASE, WARMUP_S
+    global BASE, BASE_FRAMES, WARMUP_S
     BASE = args.base
+    BASE_FRAMES = args.base_frames
+    variants = tuple(v for v in args.variants.split(",") if v)
+    if not variants or any(v not in VARIANTS for v in variants):
+        ap.error(f"--variants takes some of {', '.join(VARIANTS)}")
     WARMUP_S = args.warmup
     WORK.mkdir(parents=True, exist_ok=True)
     runs = []
     for rep in range(args.reps):
-        order = VARIANTS if rep % 2 == 0 else VARIANTS[::-1]
+        order = variants if rep % 2 == 0 else variants[::-1]
         for case in cases:
             for variant in order:
-                if variant == "base" and (BASE is None or not case.startswith("tiles")):
+                if variant == "base" and (
+                    BASE is None or not (BASE_FRAMES or case.startswith("tiles"))
+                ):
                     continue
                 tb.settle()
                 r = run_once(tilemark, case, variant, args.duration, rep)
@@ -277,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([".venv/bin/python", "bench/streams.py", *(argv or sys.argv[1:])]),
         "reps": args.reps,
         "base": None if BASE is None else str(BASE),
+        "base_frames": BASE_FRAMES,
         "duration_s": args.duration,
         "warmup_s": args.warmup,
         "cases": {
