@@ -401,9 +401,7 @@ def _register_dir(
     )
 
 
-def _insert_all(
-    con: duckdb.DuckDBPyConnection, root: Path, docs: dict[str, dict[str, Any]]
-) -> int:
+def _insert_all(con: duckdb.DuckDBPyConnection, root: Path, docs: dict[str, dict[str, Any]]) -> int:
     dirs = list(run_dirs(root))
     for d in dirs:
         _register_dir(con, d, docs.get(str(d.resolve())))
