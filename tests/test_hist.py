@@ -88,3 +88,15 @@ def test_the_reports_vectorised_bucket_values_are_the_histograms():
 
     idx = np.arange(0, 64 * 40, dtype=np.uint16)
     assert _bucket_values(idx).tolist() == [bucket_value(int(i)) for i in idx]
+
+
+def test_quantiles_in_one_pass_equal_percentiles_one_at_a_time():
+    rng = random.Random(5)
+    for _ in range(300):
+        h = Histogram()
+        for _ in range(rng.choice([1, 2, 7, 50, 2000])):
+            h.record(int(10 ** rng.uniform(0, 9)))
+        ps = [rng.choice([0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0]) for _ in range(5)]
+        assert h.quantiles(ps) == [h.percentile(p) for p in ps]
+        assert h.percentiles(ps) == {p: h.percentile(p) for p in ps}
+    assert Histogram().quantiles([50.0, 99.0]) == [None, None]

@@ -136,15 +136,40 @@ class Histogram:
         return float(self.max)
 
     def percentiles(self, ps: Iterable[float]) -> dict[float, float | None]:
-        return {p: self.percentile(p) for p in ps}
+        ps = list(ps)
+        return dict(zip(ps, self.quantiles(ps), strict=True))
+
+    def quantiles(self, ps: Iterable[float]) -> list[float | None]:
+        """`[percentile(p) for p in ps]` in one pass over the buckets, sorted once: a run of
+        10,000 streams summarizes 20,000 histograms of hundreds of buckets, three percentiles
+        each, and the live view every group's each interval."""
+        ps = list(ps)
+        if self.n == 0:
+            return [None] * len(ps)
+        out: list[float | None] = [float(self.max)] * len(ps)
+        pending = sorted(
+            ((max(1, -(-self.n * p // 100)), k) for k, p in enumerate(ps) if p < 100.0),
+            reverse=True,
+        )
+        seen = 0
+        counts = self.counts
+        for idx in sorted(counts):
+            if not pending:
+                break
+            seen += counts[idx]
+            while pending and seen >= pending[-1][0]:
+                v = bucket_value(idx)
+                out[pending.pop()[1]] = float(min(max(v, self.min), self.max))
+        return out
 
     def stats(self) -> dict[str, float | None]:
         """The LATENCY_STATS in ns (None when empty)."""
+        p50, p99, p999 = self.quantiles((50.0, 99.0, 99.9))
         return {
             "mean": self.mean(),
-            "p50": self.percentile(50.0),
-            "p99": self.percentile(99.0),
-            "p999": self.percentile(99.9),
+            "p50": p50,
+            "p99": p99,
+            "p999": p999,
             "max": float(self.max) if self.n else None,
         }
 
