@@ -122,31 +122,22 @@ class Histogram:
 
     def percentile(self, p: float) -> float | None:
         """Value (ns) at percentile p in [0, 100]: the bucket holding the ceil(p% * n)-th value."""
-        if self.n == 0:
-            return None
-        if p >= 100.0:
-            return float(self.max)
-        rank = max(1, -(-self.n * p // 100))  # ceil without float drift for common p
-        seen = 0
-        for idx in sorted(self.counts):
-            seen += self.counts[idx]
-            if seen >= rank:
-                v = bucket_value(idx)
-                return float(min(max(v, self.min), self.max))
-        return float(self.max)
+        return self.quantiles((p,))[0]
 
     def percentiles(self, ps: Iterable[float]) -> dict[float, float | None]:
         ps = list(ps)
         return dict(zip(ps, self.quantiles(ps), strict=True))
 
     def quantiles(self, ps: Iterable[float]) -> list[float | None]:
-        """`[percentile(p) for p in ps]` in one pass over the buckets, sorted once: a run of
+        """`[percentile(p) for p in ps]` in one pass over the buckets, sorted once (a run of
         10,000 streams summarizes 20,000 histograms of hundreds of buckets, three percentiles
-        each, and the live view every group's each interval."""
+        each): the value at p is the bucket holding the ceil(p% * n)-th value, clamped to the
+        exact least and largest; p >= 100 is the largest."""
         ps = list(ps)
         if self.n == 0:
             return [None] * len(ps)
         out: list[float | None] = [float(self.max)] * len(ps)
+        # ceil(n * p / 100) without float drift for common p
         pending = sorted(
             ((max(1, -(-self.n * p // 100)), k) for k, p in enumerate(ps) if p < 100.0),
             reverse=True,

@@ -192,12 +192,11 @@ def writable(results_root: Path) -> bool:
 
 @contextmanager
 def open_catalog(
-    results_root: Path, docs: dict[str, dict[str, Any]] | None = None
+    results_root: Path, registering: Path | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to an up-to-date catalog of ours; a missing or outdated one is (re)built.
-    ForeignCatalogError for a catalog.duckdb tilemark did not write. `docs`: run.json
-    documents a caller holds, by resolved run directory, used instead of reading them back
-    when the catalog is built."""
+    ForeignCatalogError for a catalog.duckdb tilemark did not write. `registering`: a run
+    directory the caller registers itself, left out when the catalog is built."""
     root = Path(results_root)
     path = catalog_path(root)
     owner = "missing"
@@ -208,7 +207,7 @@ def open_catalog(
         if owner != "current":
             with _transaction(con):
                 _create_tables(con)
-                _insert_all(con, root, docs or {})
+                _insert_all(con, root, registering)
         yield con
     except BaseException:
         _OURS.pop(str(path), None)
@@ -401,10 +400,11 @@ def _register_dir(
     )
 
 
-def _insert_all(con: duckdb.DuckDBPyConnection, root: Path, docs: dict[str, dict[str, Any]]) -> int:
-    dirs = list(run_dirs(root))
+def _insert_all(con: duckdb.DuckDBPyConnection, root: Path, skip: Path | None = None) -> int:
+    skipped = None if skip is None else Path(skip).resolve()
+    dirs = [d for d in run_dirs(root) if d.resolve() != skipped]
     for d in dirs:
-        _register_dir(con, d, docs.get(str(d.resolve())))
+        _register_dir(con, d)
     return len(dirs)
 
 
@@ -435,11 +435,10 @@ def register(results_root: Path, run_dir: Path, doc: dict[str, Any] | None = Non
     """Add or update one run in the catalog, as its directory is now (creating the catalog if
     there is none); `doc` is its run.json as the caller just wrote it, not read back."""
     # The first run under a results root creates the catalog, which indexes every run
-    # directory there, this one included: it is given its document, not read back (a run of
-    # 10,000 streams writes 110 MB of run.json; reading and checking it again took 4 s).
-    docs = {} if doc is None else {str(Path(run_dir).resolve()): doc}
+    # directory there but this one: it is registered from its document, not read back (a run
+    # of 10,000 streams writes 110 MB of run.json; reading and checking it again took 4 s).
     try:
-        with open_catalog(results_root, docs) as con:
+        with open_catalog(results_root, Path(run_dir) if doc is not None else None) as con:
             _register_dir(con, Path(run_dir), doc)
     except duckdb.Error as exc:
         raise CatalogError(f"cannot update the run catalog under {results_root}: {exc}") from exc
@@ -469,7 +468,7 @@ def rebuild(results_root: Path) -> int:
         try:
             with _transaction(con):
                 _create_tables(con)
-                return _insert_all(con, root, {})
+                return _insert_all(con, root)
         finally:
             con.close()
     except duckdb.Error as exc:
@@ -500,7 +499,7 @@ def list_runs(results_root: Path) -> list[dict[str, Any]]:
         con = duckdb.connect()  # in memory: nothing is written
         try:
             _create_tables(con)
-            _insert_all(con, root, {})
+            _insert_all(con, root)
             rows = con.execute(select).fetchall()
         finally:
             con.close()

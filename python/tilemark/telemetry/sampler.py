@@ -35,6 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -525,6 +526,22 @@ def live_line(devices: list[dict[str, Any]], host: dict[str, Any]) -> str:
 # totals: front end vs back end, and the tool-bound verdict
 
 
+@dataclass
+class WeightedMean:
+    """A mean of interval figures, each weighted by its interval's length (ns)."""
+
+    total: float = 0.0
+    weight: int = 0
+
+    def add(self, value: float, weight: int) -> None:
+        self.total += value * weight
+        self.weight += weight
+
+    @property
+    def value(self) -> float | None:
+        return self.total / self.weight if self.weight else None
+
+
 class Totals:
     """Figures over the measurement intervals, accumulated row by row (a long run's rows are
     not kept in memory): device counters summed over their time, host figures weighted by
@@ -544,8 +561,8 @@ class Totals:
 
     def __init__(self) -> None:
         self._devices: dict[str, dict[str, Any]] = {}
-        self._sums: dict[str, list[float]] = {c: [0.0, 0.0] for c in self.HOST_MEANS}
-        self._pair_sums: dict[str, list[float]] = {c: [0.0, 0.0] for c in self.CPU_PAIR}
+        self._means = {c: WeightedMean() for c in self.HOST_MEANS}
+        self._pair_means = {c: WeightedMean() for c in self.CPU_PAIR}
         self._maxes: dict[str, float | None] = dict.fromkeys(self.HOST_MAXES)
         self.host_rows = 0
 
@@ -573,12 +590,10 @@ class Totals:
             self.host_rows += 1
             for c in self.HOST_MEANS:
                 if r.get(c) is not None:
-                    self._sums[c][0] += r[c] * r["sample_ns"]
-                    self._sums[c][1] += r["sample_ns"]
-            if r.get("engine_cpu_pct") is not None and r.get("process_cpu_pct") is not None:
+                    self._means[c].add(r[c], r["sample_ns"])
+            if all(r.get(c) is not None for c in self.CPU_PAIR):
                 for c in self.CPU_PAIR:
-                    self._pair_sums[c][0] += r[c] * r["sample_ns"]
-                    self._pair_sums[c][1] += r["sample_ns"]
+                    self._pair_means[c].add(r[c], r["sample_ns"])
             for c in self.HOST_MAXES:
                 v = r.get(c)
                 if v is not None:
@@ -607,9 +622,9 @@ class Totals:
     def host(self) -> dict[str, Any] | None:
         if not self.host_rows:
             return None
-        out: dict[str, Any] = {c: (s / w if w else None) for c, (s, w) in self._sums.items()}
-        if all(w for _, w in self._pair_sums.values()):
-            out.update({c: s / w for c, (s, w) in self._pair_sums.items()})
+        out: dict[str, Any] = {c: m.value for c, m in self._means.items()}
+        if all(m.weight for m in self._pair_means.values()):
+            out.update({c: m.value for c, m in self._pair_means.items()})
         out.update({f"{c}_max": v for c, v in self._maxes.items()})
         return out
 

@@ -255,13 +255,12 @@ impl Histogram {
     /// Move the inline buckets into the counters (at least `len` of them); a no-op when dense.
     #[cold]
     fn make_dense(&mut self, len: usize) {
-        let need = self.small[..self.small_len as usize]
-            .iter()
-            .map(|&(i, _)| i as usize + 1)
-            .max()
-            .unwrap_or(0)
-            .max(len)
-            .min(MAX_INDEX + 1);
+        // The inline buckets are in index order: the last is the highest.
+        let highest = match self.small_len {
+            0 => 0,
+            n => self.small[n as usize - 1].0 as usize + 1,
+        };
+        let need = highest.max(len).min(MAX_INDEX + 1);
         if self.counts.len() < need {
             self.resize(need.max(self.counts.len() * 5 / 4).min(MAX_INDEX + 1));
         }
