@@ -180,12 +180,14 @@ def replay_control_once(r: Round, dev: rigs.Device, work: Path, times: str) -> d
     and compared with the trace. What it loses is the tool's own share of any difference."""
     out = work / f"replay-{times}.parquet"
     results = work / "replay-results"
-    timing, *extra = times.split("+")  # "queue", "issue+deps+gaps": --times, --deps, --keep-gaps
+    # "queue", "issue+deps+gaps+direct": --times, --deps, --keep-gaps, --writes direct
+    timing, *extra = times.split("+")
     shutil.rmtree(results, ignore_errors=True)
     replay = [tilemark(), "replay", str(work / "app.parquet"), "--target", dev.loop,
               "--destroy-data", dev.loop, "--force", "--remap", "off", "--times", timing,
               "--results", str(results), *(["--deps"] if "deps" in extra else []),
-              *(["--keep-gaps"] if "gaps" in extra else [])]  # fmt: skip
+              *(["--keep-gaps"] if "gaps" in extra else []),
+              *(["--writes", "direct"] if "direct" in extra else [])]  # fmt: skip
     args = [tilemark(), "trace", "capture", "--device", dev.loop, "--no-backing", "-o", str(out),
             "--force", "--", *replay]  # fmt: skip
     done = run(args)
@@ -456,7 +458,8 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="results file stem (default dated)")
     ap.add_argument("--control-times", default="issue+gaps",
                     help="comma-separated `tilemark replay --times` of the controls, each "
-                         "+deps for --deps, +gaps for --keep-gaps (issue+deps+gaps)")  # fmt: skip
+                         "+deps for --deps, +gaps for --keep-gaps, +direct for --writes "
+                         "direct (issue+deps+gaps)")  # fmt: skip
     ap.add_argument("--control-reps", type=int, default=1, help="control replays per timing")
     ap.add_argument("--control-only", action="store_true",
                     help="capture the application, run the controls only")  # fmt: skip

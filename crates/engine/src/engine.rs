@@ -153,7 +153,8 @@ impl Engine {
             let wants_dsync = on_target()
                 .any(|(s, list)| s.sync == SyncMode::Dsync || list.is_some_and(|l| l.fua));
             let wants_buffered = t.direct
-                && on_target().any(|(s, list)| list.is_none() && s.writeback && s.writes());
+                && on_target()
+                    .any(|(s, list)| list.map_or(s.writeback && s.writes(), |l| l.writeback));
             let open = |dsync: bool, direct: bool| -> Result<File> {
                 let mut flags = 0;
                 if direct {

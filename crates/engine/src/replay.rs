@@ -13,7 +13,9 @@
 //! replay speed), non-decreasing; `offset` is relative to the stream's region (already
 //! remapped and aligned); `deps` is how many of the stream's IOs had completed when the
 //! recorded IO was issued (afap); `op` 0 read, 1 write, 2 flush, 3 discard; flag bit 0 is FUA
-//! (a write that is durable when it completes). The engine checks every record against the
+//! (a write that is durable when it completes), bit 1 marks a write the traced kernel wrote
+//! back from the page cache (no sync flag), replayed as an uncached page-cache write
+//! (backend/mod.rs `UncachedKind`) so that it reaches the device as such. The engine checks every record against the
 //! stream's region and alignment before the run starts, so a damaged or foreign file can never
 //! send IO outside the region the plan gave.
 
@@ -31,6 +33,8 @@ pub const RECORD_BYTES: usize = 32;
 pub const HEADER_BYTES: u64 = 32;
 /// Flag bit: a write with forced unit access (replayed as a write with O_DSYNC).
 pub const FLAG_FUA: u8 = 1;
+/// Flag bit: a page-cache writeback write (replayed as an uncached page-cache write).
+pub const FLAG_WRITEBACK: u8 = 2;
 /// Records read per refill on the engine thread: 64 KiB, a pread every 2,048 IOs.
 const CHUNK: usize = 2048;
 /// Largest IO a record may ask for (the engine's buffers are sized by 32-bit lengths).
@@ -66,8 +70,11 @@ impl Record {
             other => return Err(format!("op {other} is not 0..3")),
         };
         let flags = b[29];
-        if flags & !FLAG_FUA != 0 {
+        if flags & !(FLAG_FUA | FLAG_WRITEBACK) != 0 {
             return Err(format!("flags {flags:#x} has unknown bits"));
+        }
+        if flags & FLAG_FUA != 0 && flags & FLAG_WRITEBACK != 0 {
+            return Err("flags mark a write both FUA and page-cache writeback".into());
         }
         Ok(Record {
             time_ns: u64_at(0),
@@ -94,6 +101,10 @@ impl Record {
     pub fn fua(&self) -> bool {
         self.flags & FLAG_FUA != 0
     }
+
+    pub fn writeback(&self) -> bool {
+        self.flags & FLAG_WRITEBACK != 0
+    }
 }
 
 /// The header of a list of `count` records.
@@ -116,6 +127,8 @@ pub struct ListInfo {
     pub writes: bool,
     /// FUA writes: the target's O_DSYNC file is opened.
     pub fua: bool,
+    /// Page-cache writeback writes: the target's page-cache file is opened.
+    pub writeback: bool,
 }
 
 fn open_list(spec: &IoListSpec, stream: &str) -> Result<File> {
@@ -218,6 +231,7 @@ pub fn check(spec: &IoListSpec, region_len: u64, align: u64, stream: &str) -> Re
                     info.max_len = info.max_len.max(r.len);
                     info.writes = true;
                     info.fua |= r.fua();
+                    info.writeback |= r.writeback();
                 }
                 RecOp::Discard => info.writes = true,
                 RecOp::Flush => {}
@@ -478,24 +492,31 @@ mod tests {
         let path = tmp("good");
         let mut fua = rec(20, 8192, 8192, RecOp::Write);
         fua.flags = FLAG_FUA;
-        write_list(
-            &path,
-            &[
-                rec(0, 0, 4096, RecOp::Read),
-                rec(10, 4096, 4096, RecOp::Discard),
-                fua,
-                rec(30, 0, 0, RecOp::Flush),
-            ],
-        );
+        let mut writeback = rec(40, 0, 4096, RecOp::Write);
+        writeback.flags = FLAG_WRITEBACK;
+        let records = [
+            rec(0, 0, 4096, RecOp::Read),
+            rec(10, 4096, 4096, RecOp::Discard),
+            fua,
+            rec(30, 0, 0, RecOp::Flush),
+            writeback,
+        ];
+        // What the target is opened for: the O_DSYNC file for FUA writes, the page-cache file
+        // for writeback writes, each only when a record asks for it.
+        write_list(&path, &records[..4]);
         let info = check(&spec(&path, 4, ReplayMode::Timed), 16384, 4096, "s").unwrap();
         assert_eq!(
             info,
             ListInfo {
                 max_len: 8192,
                 writes: true,
-                fua: true
+                fua: true,
+                writeback: false
             }
         );
+        write_list(&path, &records);
+        let info = check(&spec(&path, 5, ReplayMode::Timed), 16384, 4096, "s").unwrap();
+        assert!(info.fua && info.writeback, "{info:?}");
         std::fs::remove_file(path).unwrap();
     }
 
@@ -528,6 +549,12 @@ mod tests {
             Err(EngineError::Plan(m)) => assert!(m.contains("op 7"), "{m}"),
             other => panic!("{other:?}"),
         }
+        let mut both = rec(0, 0, 4096, RecOp::Write);
+        both.flags = FLAG_FUA | FLAG_WRITEBACK;
+        refused(&[both], 1, "both FUA and page-cache writeback");
+        let mut unknown = rec(0, 0, 4096, RecOp::Write);
+        unknown.flags = 4;
+        refused(&[unknown], 1, "unknown bits");
         std::fs::write(&path, b"not a list at all, just some text..").unwrap();
         match check(&spec(&path, 1, ReplayMode::Timed), 16384, 4096, "s") {
             Err(EngineError::Plan(m)) => assert!(m.contains("magic"), "{m}"),

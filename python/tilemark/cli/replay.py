@@ -80,6 +80,17 @@ def replay_command(
             "submissions even when the replay runs late (not back to back).",
         ),
     ] = False,
+    writes: Annotated[
+        str,
+        typer.Option(
+            "--writes",
+            metavar="traced|direct",
+            help="traced: writes the trace recorded as page-cache writeback (no sync flag; "
+            "captures and blkparse traces say) go through the page cache uncached and are "
+            "written back at once, as the application's were; the rest O_DIRECT. direct: "
+            "every write O_DIRECT.",
+        ),
+    ] = "traced",
     remap: Annotated[
         str,
         typer.Option(
@@ -169,6 +180,7 @@ def replay_command(
         times=rp.parse_choice(times, "--times", rp.TIMES),
         deps=deps,
         keep_gaps=keep_gaps,
+        writes=rp.parse_choice(writes, "--writes", rp.WRITES),
         depth=depth,
         remap=rp.parse_choice(remap, "--remap", rp.REMAPS),
         select=parse_select(select),

@@ -30,6 +30,9 @@ from tilemark.trace.schema import OPS, Trace, TraceError
 OP_CODE = {op: i for i, op in enumerate(OPS)}  # read 0, write 1, flush 2, discard 3
 READ, WRITE, FLUSH, DISCARD = (OP_CODE[o] for o in OPS)
 FLAG_FUA = 1
+# A write the traced kernel wrote back from the page cache (no sync flag): the engine replays
+# it as an uncached page-cache write, so it too reaches the device without the flag (replay.rs).
+FLAG_WRITEBACK = 2
 MAGIC = b"TMIOLIST"
 FORMAT_VERSION = 1
 RECORD = np.dtype(
@@ -197,6 +200,7 @@ class Batch:
     keys: list[Any]
     complete: np.ndarray | None  # None when a completion time is unknown in the batch
     due: np.ndarray | None = None  # when a replay issues each row: batches(queue=...)
+    sync: np.ndarray | None = None  # the rows' sync flag: batches(sync=True)
 
 
 def _flag(batch: pa.RecordBatch, name: str) -> np.ndarray:
@@ -253,9 +257,13 @@ def _due(batch: pa.RecordBatch, issue: np.ndarray) -> np.ndarray:
     return np.minimum(queue.astype(np.int64, copy=False), issue)
 
 
-def _columns(trace: Trace, selection: Selection, split: str | None, completions: bool) -> list:
+def _columns(
+    trace: Trace, selection: Selection, split: str | None, completions: bool, sync: bool
+) -> list:
     present = set(trace._file.schema_arrow.names)
     wanted = ["issue_ns", "op", "offset", "size", "fua", "preflush", "queue_ns"]
+    if sync:
+        wanted.append("sync")
     if selection.pids or split == "pid":
         wanted.append("pid")
     if selection.comms or split == "comm":
@@ -274,10 +282,12 @@ def batches(
     *,
     completions: bool = False,
     queue: bool = False,
+    sync: bool = False,
 ):
     """The trace's selected rows, batch by batch, each row with its group; TraceError when a
-    row is damaged or the rows are not in issue order. `queue`: Batch.due from queue_ns."""
-    columns = _columns(trace, selection, split, completions)
+    row is damaged or the rows are not in issue order. `queue`: Batch.due from queue_ns;
+    `sync`: Batch.sync."""
+    columns = _columns(trace, selection, split, completions, sync)
     row = 0
     last_issue: int | None = None
     for b in trace.batches(columns, BATCH_ROWS):
@@ -336,6 +346,7 @@ def batches(
             keys=keys,
             complete=None if complete is None else complete[keep],
             due=due[keep],
+            sync=_flag(b, "sync")[keep] if sync else None,
         )
 
 
@@ -451,6 +462,7 @@ class StreamList:
     last_ns: int = 0  # the last record's time
     before_cut: int = 0  # records due before `cut_ns` (loops: in the last, partial pass)
     max_len: int = 0
+    writeback: int = 0  # writes replayed as page-cache writeback (FLAG_WRITEBACK)
 
 
 @dataclass(frozen=True)
@@ -463,6 +475,8 @@ class ListPlan:
     afap: bool
     cut_ns: int | None = None  # drop records due at or after it (timed, no loop)
     count_before_ns: int | None = None  # count records due before it (loops)
+    # Writes without the sync flag go as page-cache writeback (FLAG_WRITEBACK), as traced.
+    writeback: bool = False
 
 
 def _write_header(f: Any, count: int) -> None:
@@ -490,7 +504,14 @@ def write_lists(
         for p in plans:
             files[p.key] = open(p.path, "xb")  # noqa: SIM115 (closed below, together)
             _write_header(files[p.key], 0)
-        chunks = batches(scan_.trace, selection, split, completions=bool(deps), queue=by_queue)
+        chunks = batches(
+            scan_.trace,
+            selection,
+            split,
+            completions=bool(deps),
+            queue=by_queue,
+            sync=any(p.writeback for p in plans),
+        )
         for batch in chunks:
             for key, idx in _by_group(batch):
                 plan, out = by_key[key], outs[key]
@@ -526,13 +547,17 @@ def _records(
         times = np.maximum.accumulate(np.maximum(times, out.last_ns))
     preflush = batch.preflush[idx]
     fua = batch.fua[idx] & (op == WRITE)
+    flags = np.where(fua, FLAG_FUA, 0).astype(np.uint8)
+    if plan.writeback:
+        assert batch.sync is not None, "batches(sync=True) for a writeback replay"
+        flags[(op == WRITE) & ~fua & ~batch.sync[idx]] = FLAG_WRITEBACK
     dep = np.zeros(len(idx), np.int64)
     if deps is not None:
         dep = deps.deps(batch.issue[idx], batch.complete[idx], 1 + preflush.astype(np.int64))
     if plan.cut_ns is not None:
         keep = times < plan.cut_ns
-        op, offset, size, times, preflush, fua, dep = (
-            a[keep] for a in (op, offset, size, times, preflush, fua, dep)
+        op, offset, size, times, preflush, flags, dep = (
+            a[keep] for a in (op, offset, size, times, preflush, flags, dep)
         )
     data = op != FLUSH
     start = np.zeros(len(op), np.int64)
@@ -546,7 +571,7 @@ def _records(
     at = np.cumsum(repeat) - 1  # each row's own record; a preflush's flush goes just before
     rec["time_ns"][at], rec["offset"][at], rec["len"][at] = times, start, length
     rec["op"][at], rec["deps"][at] = op, dep
-    rec["flags"][at] = np.where(fua, FLAG_FUA, 0)
+    rec["flags"][at] = flags
     flush_at = at[preflush] - 1
     rec["time_ns"][flush_at] = times[preflush]
     rec["op"][flush_at] = FLUSH
@@ -570,6 +595,7 @@ def _account(rec: np.ndarray, out: StreamList, plan: ListPlan) -> None:
         for s, c in zip(sizes.tolist(), counts.tolist(), strict=True):
             out.sizes[s] = out.sizes.get(s, 0) + c
         out.max_len = max(out.max_len, int(rec["len"][data].max()))
+    out.writeback += int(np.count_nonzero(rec["flags"] & FLAG_WRITEBACK))
     out.last_ns = int(rec["time_ns"][-1])
     if plan.count_before_ns is not None:
         out.before_cut += int(np.searchsorted(rec["time_ns"], plan.count_before_ns, "left"))

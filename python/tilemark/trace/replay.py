@@ -49,6 +49,10 @@ TIMES = ("queue", "issue")
 # kernel (one plug, one batch); further apart, they go in submissions of their own.
 GAP_SPLIT_NS = 1000
 REMAPS = ("modulo", "scale", "off")
+WRITES = ("traced", "direct")
+# Trace sources that record each request's sync flag (the kernel's REQ_SYNC): a capture, and
+# blkparse's RWBS field (its S). Other formats say nothing of it, so their writes go direct.
+SYNC_SOURCES = ("capture", "import:blkparse")
 MIN_CAP = 256  # IOs in flight per stream at most (timed, afap): at least this many, ...
 CAP_BUFFER_BYTES = 64 << 20  # ... up to as many as this much of buffers holds (MAX_QD at most)
 MAX_SPEED = 1e6
@@ -76,6 +80,11 @@ class ReplayOptions:
     # Timed: IOs recorded more than GAP_SPLIT_NS apart never go to the device in one
     # submission (when the replay runs late, due IOs would otherwise leave back to back).
     keep_gaps: bool = False
+    # traced: writes the trace recorded without the sync flag (page-cache writeback) go through
+    # the page cache uncached, so they reach the device as writeback does (no sync flag, the
+    # kernel's writeback throttling); sync writes go direct. direct: every write O_DIRECT.
+    # Only for traces whose source records the flag (SYNC_SOURCES); others go direct.
+    writes: str = "traced"
     depth: int | None = None  # qd:N; for timed and afap the cap on IOs in flight
     remap: str = "modulo"
     select: Selection = field(default_factory=Selection)
@@ -203,7 +212,7 @@ def compile_replay(options: ReplayOptions, staging: Path) -> CompiledReplay:
         _check_discard(info, options.backend)
     layout = _layout(options, scans, info, align)
     staging.mkdir(parents=True)
-    streams = _write(options, scans, layout, align, staging)
+    streams = _write(options, scans, layout, align, staging, block=info.kind == "block")
     workload = _workload(options, spec, streams, align)
     plan = compiler.compile_plan(workload, infos)
     _finish_plan(options, plan, streams)
@@ -355,8 +364,10 @@ def _write(
     layout: list[_Region],
     align: int,
     staging: Path,
+    *,
+    block: bool,
 ) -> list[ReplayStream]:
-    """Write every stream's IO list into `staging`."""
+    """Write every stream's IO list into `staging` (`block`: the target is a block device)."""
     streams: list[ReplayStream] = []
     taken: set[str] = set()
     cut_ns = None if o.duration_s is None else round(o.duration_s * 1e9)
@@ -367,13 +378,14 @@ def _write(
         gap = span / max(1, scan_.selected - 1)
         loop_ns = max(1, round(span + gap)) if o.loop else None
         plans, groups = [], []
+        writeback = writes_traced(o, scan_, block)
         for key, group in scan_.groups.items():
             name = _stream_name(scan_, o.split, key, taken)
             path = staging / f"{len(streams) + len(plans)}.ios"
             timed_cut = cut_ns if (o.mode == "timed" and not o.loop) else None
             remainder = cut_ns % loop_ns if (cut_ns is not None and loop_ns) else None
             deps = o.mode == "afap" or o.deps
-            plans.append(ListPlan(key, path, region.remap, deps, timed_cut, remainder))
+            plans.append(ListPlan(key, path, region.remap, deps, timed_cut, remainder, writeback))
             groups.append((name, group))
         by_queue = o.mode == "timed" and o.times == "queue"
         written = iolist.write_lists(scan_, o.select, o.split, o.speed, plans, by_queue=by_queue)
@@ -385,6 +397,14 @@ def _write(
                 )
             streams.append(_stream(o, scan_, name, group, region, out, loop_ns, cut_ns))
     return streams
+
+
+def writes_traced(o: ReplayOptions, scan_: TraceScan, block: bool) -> bool:
+    """Does this trace's page-cache writeback replay as such (ReplayOptions.writes)? Not on a
+    block device: its page cache writes back a 4 KiB buffer per request (buffer heads), so
+    the device would see the writes cut up; measured on PostgreSQL's trace (docs/replay.md),
+    that cost the request sizes more than the sync flag gained."""
+    return o.writes == "traced" and not block and scan_.trace.meta.source in SYNC_SOURCES
 
 
 def _stream(
@@ -505,6 +525,8 @@ def _settings(compiled: CompiledReplay) -> dict[str, Any]:
         "times": o.times if o.mode == "timed" else None,
         "deps": o.deps,
         "keep_gaps": o.keep_gaps,
+        "writes": o.writes,
+        "writeback_writes": sum(s.written.writeback for s in compiled.streams),
         "remap": o.remap,
         "align": compiled.align,
         "select": o.select.describe() or None,
@@ -531,6 +553,9 @@ def note(compiled: CompiledReplay) -> str:
         what += " with dependencies"
     if o.keep_gaps:
         what += ", keeping gaps"
+    writeback = sum(s.written.writeback for s in compiled.streams)
+    if writeback:
+        what += f", {writeback:,} writeback writes through the page cache"
     if o.speed != 1.0:
         what += f" at speed {o.speed:g}"
     return what + f", remap {o.remap}" + (", looping" if o.loop else "")

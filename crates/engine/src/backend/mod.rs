@@ -12,6 +12,8 @@ pub mod null;
 pub mod psync;
 #[cfg(test)]
 pub mod script;
+#[cfg(test)]
+mod uncached_tests;
 pub mod uring;
 
 use std::io;
@@ -31,7 +33,8 @@ pub enum Op {
     Discard,
     /// fdatasync (a stream's `fsync` with `data`).
     Fdatasync,
-    /// A page-cache write with RWF_DONTCACHE: writeback starts at once, pages dropped after.
+    /// A page-cache write whose writeback starts at once, without the sync flag
+    /// (`UncachedKind`: RWF_DONTCACHE, or a write and sync_file_range).
     WriteUncached,
 }
 
@@ -73,6 +76,40 @@ pub fn discard_kind(fd: RawFd) -> DiscardKind {
         DiscardKind::PunchHole
     }
 }
+
+/// How a file's uncached page-cache writes (`Op::WriteUncached`) are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UncachedKind {
+    /// One write with RWF_DONTCACHE (Linux 6.14; ext4, xfs, btrfs): the kernel starts the
+    /// range's writeback at once and drops its pages once written.
+    Dontcache,
+    /// Where RWF_DONTCACHE is refused (block devices, tmpfs, kernels before 6.14): a plain
+    /// page-cache write, then sync_file_range(SYNC_FILE_RANGE_WRITE) of its range, which starts
+    /// the writeback at once in the same way (WB_SYNC_NONE: the requests carry no sync flag).
+    /// The pages stay cached, clean, until the kernel reclaims them.
+    SyncRange,
+}
+
+/// How `fd`'s uncached writes are made: a one-byte page-cache read with RWF_DONTCACHE tells
+/// whether the file takes the flag (the kernel checks it before anything else, for reads and
+/// writes alike; past the end of a file the read returns 0). Nothing is written.
+pub fn uncached_kind(fd: RawFd) -> UncachedKind {
+    let mut byte = 0u8;
+    let iov = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: the iovec names one writable byte owned here; an unsuitable fd only fails.
+    let ret = unsafe { libc::preadv2(fd, &iov, 1, 0, RWF_DONTCACHE) };
+    if ret >= 0 {
+        UncachedKind::Dontcache
+    } else {
+        UncachedKind::SyncRange
+    }
+}
+
+/// sync_file_range's flag that starts the writeback of a range's dirty pages without waiting.
+pub(crate) const SYNC_RANGE_WRITE: u32 = libc::SYNC_FILE_RANGE_WRITE;
 
 /// One IO request. `buf` must stay valid until the request's completion is reaped.
 #[derive(Clone, Copy, Debug)]

@@ -4,11 +4,14 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{discard_kind, Backend, Completion, DiscardKind, IoReq, Op, PUNCH_HOLE_MODE};
+use super::{
+    discard_kind, uncached_kind, Backend, Completion, DiscardKind, IoReq, Op, UncachedKind,
+    PUNCH_HOLE_MODE, SYNC_RANGE_WRITE,
+};
 use crate::clock::RunClock;
 
 /// Workers per engine thread at most; deeper queues wait in the request queue.
@@ -42,7 +45,7 @@ impl PsyncBackend {
     /// last worker exits: a worker detached while stuck in a system call (see Drop) keeps its
     /// file open, so the fd number cannot be reused for another file under it.
     pub fn new(files: &[RawFd], max_inflight: usize) -> io::Result<Self> {
-        let files: Arc<Vec<(OwnedFd, DiscardKind)>> = Arc::new(
+        let files: Arc<Vec<WorkerFile>> = Arc::new(
             files
                 .iter()
                 .map(|&fd| {
@@ -52,7 +55,11 @@ impl PsyncBackend {
                         return Err(io::Error::last_os_error());
                     }
                     // SAFETY: dup is a fresh fd owned by nobody else.
-                    Ok((unsafe { OwnedFd::from_raw_fd(dup) }, discard_kind(fd)))
+                    Ok(WorkerFile {
+                        fd: unsafe { OwnedFd::from_raw_fd(dup) },
+                        discard: discard_kind(fd),
+                        uncached: OnceLock::new(),
+                    })
                 })
                 .collect::<io::Result<_>>()?,
         );
@@ -99,7 +106,15 @@ fn set_thread_ioprio(value: u16) -> io::Result<()> {
     Ok(())
 }
 
-fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
+/// A worker's view of one file of the table.
+struct WorkerFile {
+    fd: OwnedFd,
+    discard: DiscardKind,
+    /// How its uncached writes are made, probed at the first (backend/mod.rs).
+    uncached: OnceLock<UncachedKind>,
+}
+
+fn worker(shared: &Shared, files: &[WorkerFile]) {
     // The priority this thread issues at: 0 (none) until a request asks for another.
     let mut ioprio = 0u16;
     loop {
@@ -115,8 +130,8 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
                 q = shared.request_ready.wait(q).unwrap();
             }
         };
-        let (file, discard) = &files[req.file as usize];
-        let fd = file.as_raw_fd();
+        let file = &files[req.file as usize];
+        let fd = file.fd.as_raw_fd();
         if req.ioprio != ioprio && req.op.moves_data() {
             if let Err(e) = set_thread_ioprio(req.ioprio) {
                 complete(
@@ -134,15 +149,36 @@ fn worker(shared: &Shared, files: &[(OwnedFd, DiscardKind)]) {
             match req.op {
                 Op::Read => libc::pread(fd, req.buf.cast(), req.len as usize, req.offset as i64),
                 Op::Write => libc::pwrite(fd, req.buf.cast(), req.len as usize, req.offset as i64),
-                Op::WriteUncached => {
-                    let iov = libc::iovec {
-                        iov_base: req.buf.cast(),
-                        iov_len: req.len as usize,
-                    };
-                    libc::pwritev2(fd, &iov, 1, req.offset as i64, super::RWF_DONTCACHE)
-                }
+                Op::WriteUncached => match file.uncached.get_or_init(|| uncached_kind(fd)) {
+                    UncachedKind::Dontcache => {
+                        let iov = libc::iovec {
+                            iov_base: req.buf.cast(),
+                            iov_len: req.len as usize,
+                        };
+                        libc::pwritev2(fd, &iov, 1, req.offset as i64, super::RWF_DONTCACHE)
+                    }
+                    UncachedKind::SyncRange => {
+                        let len = req.len as usize;
+                        let n = libc::pwrite(fd, req.buf.cast(), len, req.offset as i64);
+                        if n == len as isize {
+                            let started = libc::sync_file_range(
+                                fd,
+                                req.offset as i64,
+                                len as i64,
+                                SYNC_RANGE_WRITE,
+                            );
+                            if started < 0 {
+                                -1
+                            } else {
+                                n
+                            }
+                        } else {
+                            n
+                        }
+                    }
+                },
                 Op::Fsync => libc::fsync(fd) as isize,
-                Op::Discard => match discard {
+                Op::Discard => match file.discard {
                     DiscardKind::PunchHole => {
                         libc::fallocate(fd, PUNCH_HOLE_MODE, req.offset as i64, req.len as i64)
                             as isize

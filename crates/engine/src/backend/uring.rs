@@ -20,7 +20,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 
 use super::judge::{Judge, Modes, Question};
 use super::{
-    discard_kind, yield_cpu, Backend, Completion, DiscardKind, IoReq, Op, PUNCH_HOLE_MODE,
+    discard_kind, uncached_kind, yield_cpu, Backend, Completion, DiscardKind, IoReq, Op,
+    UncachedKind, PUNCH_HOLE_MODE, SYNC_RANGE_WRITE,
 };
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
 
@@ -29,6 +30,22 @@ const IORING_ENTER_GETEVENTS: u32 = 1;
 /// `user_data` of a timeout request: this bit plus its index in `timers`. IO requests carry
 /// slot numbers, far below it.
 const TIMER_TAG: u64 = 1 << 63;
+/// `user_data` of the write that leads an uncached write made as a write and a
+/// sync_file_range (UncachedKind::SyncRange): this bit plus the request's own, whose
+/// completion is the sync_file_range's, always the later of the two.
+const LEAD_TAG: u64 = 1 << 62;
+
+/// Where a request made as a write and a sync_file_range stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lead {
+    /// Not such a request.
+    None,
+    /// Submitted; the write moves this many bytes.
+    Pending(u32),
+    /// The write failed or fell short with this result, which the request reports when the
+    /// kernel's cancellation of its sync_file_range completes.
+    Failed(i32),
+}
 /// At most this many timeout requests in the ring; beyond, a wait passes its own timeout.
 const MAX_TIMERS: usize = 4;
 /// io_uring's discard command for block devices (`BLOCK_URING_CMD_DISCARD`, `_IO(0x12, 0)`,
@@ -54,6 +71,12 @@ pub struct UringBackend {
     timer_ts: [types::Timespec; MAX_TIMERS],
     /// How each registered file is discarded.
     discard: Vec<DiscardKind>,
+    /// The registered files, and how each makes uncached writes (probed at the first).
+    fds: Vec<RawFd>,
+    uncached: Vec<Option<UncachedKind>>,
+    /// By request (`user_data`): where an uncached write made as a write and a sync_file_range
+    /// stands.
+    leads: Vec<Lead>,
 }
 
 impl UringBackend {
@@ -96,6 +119,9 @@ impl UringBackend {
             timers: [None; MAX_TIMERS],
             timer_ts: std::array::from_fn(|_| types::Timespec::new()),
             discard: files.iter().map(|&fd| discard_kind(fd)).collect(),
+            fds: files.to_vec(),
+            uncached: vec![None; files.len()],
+            leads: Vec::new(),
         })
     }
 
@@ -134,6 +160,61 @@ impl UringBackend {
         Ok(true)
     }
 
+    /// An uncached write as a write and a sync_file_range of its range, linked, so the
+    /// writeback starts once the pages are dirty. The write's completion is only looked at
+    /// when it failed; the request completes with the sync_file_range.
+    fn push_synced_write(&mut self, req: &IoReq) -> io::Result<()> {
+        let fd = types::Fixed(req.file);
+        // Both in one submission: a link whose second entry is left for the next submission
+        // ends with the first, and the sync could run before the write.
+        let free = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if free < 2 {
+            self.ring.submit()?;
+        }
+        let write = opcode::Write::new(fd, req.buf, req.len)
+            .offset(req.offset)
+            .ioprio(req.ioprio)
+            .build()
+            .flags(squeue::Flags::IO_LINK)
+            .user_data(LEAD_TAG | req.user_data);
+        let sync = opcode::SyncFileRange::new(fd, req.len)
+            .offset(req.offset)
+            .flags(SYNC_RANGE_WRITE)
+            .build()
+            .user_data(req.user_data);
+        let at = req.user_data as usize;
+        if self.leads.len() <= at {
+            self.leads.resize(at + 1, Lead::None);
+        }
+        self.leads[at] = Lead::Pending(req.len);
+        self.push(&write)?;
+        self.push(&sync)
+    }
+
+    /// Make `file`'s uncached writes one way whatever the probe says (tests).
+    #[cfg(test)]
+    pub(crate) fn set_uncached(&mut self, file: u32, kind: UncachedKind) {
+        self.uncached[file as usize] = Some(kind);
+    }
+
+    fn uncached_kind(&mut self, file: u32) -> UncachedKind {
+        let fd = self.fds[file as usize];
+        *self.uncached[file as usize].get_or_insert_with(|| uncached_kind(fd))
+    }
+
+    /// A request is in the SQ: count it, and submit it at once unless batching.
+    fn queued(&mut self) -> io::Result<()> {
+        self.inflight += 1;
+        if !self.modes[Question::Batch as usize] {
+            // One by one, as the judge found this device serves IOs faster (judge.rs).
+            self.submit_pending()?;
+        }
+        Ok(())
+    }
+
     fn submit_pending(&mut self) -> io::Result<()> {
         let pending = self.ring.submission().len() as u32;
         // SAFETY: no argument is passed; published entries reference live buffers (see push).
@@ -144,16 +225,33 @@ impl UringBackend {
     fn reap(&mut self, out: &mut Vec<Completion>) {
         for cqe in self.ring.completion() {
             let user_data = cqe.user_data();
+            let mut result = cqe.result();
             if user_data & TIMER_TAG != 0 {
                 self.timers[(user_data & !TIMER_TAG) as usize] = None;
-            } else {
-                self.inflight -= 1;
-                self.judge.completions += 1;
-                out.push(Completion {
-                    user_data,
-                    result: cqe.result(),
-                });
+                continue;
             }
+            if user_data & LEAD_TAG != 0 {
+                // The write of a write and sync_file_range: looked at only when it failed or
+                // fell short, which cancels the sync_file_range; the request completes with it.
+                let lead = &mut self.leads[(user_data & !LEAD_TAG) as usize];
+                if result < 0 || *lead != Lead::Pending(result as u32) {
+                    *lead = Lead::Failed(result);
+                }
+                continue;
+            }
+            if let Some(lead) = self.leads.get_mut(user_data as usize) {
+                match *lead {
+                    Lead::None => {}
+                    // The sync_file_range returns 0; the request moved the write's bytes.
+                    Lead::Pending(len) if result >= 0 => result = len as i32,
+                    Lead::Pending(_) => {}
+                    Lead::Failed(write) => result = write,
+                }
+                *lead = Lead::None;
+            }
+            self.inflight -= 1;
+            self.judge.completions += 1;
+            out.push(Completion { user_data, result });
         }
     }
 
@@ -176,6 +274,10 @@ impl Backend for UringBackend {
                 .offset(req.offset)
                 .ioprio(req.ioprio)
                 .build(),
+            Op::WriteUncached if self.uncached_kind(req.file) == UncachedKind::SyncRange => {
+                self.push_synced_write(&req)?;
+                return self.queued();
+            }
             Op::WriteUncached => opcode::Write::new(fd, req.buf, req.len)
                 .offset(req.offset)
                 .ioprio(req.ioprio)
@@ -201,12 +303,7 @@ impl Backend for UringBackend {
                 .build(),
         };
         self.push(&entry.user_data(req.user_data))?;
-        self.inflight += 1;
-        if !self.modes[Question::Batch as usize] {
-            // One by one, as the judge found this device serves IOs faster (judge.rs).
-            self.submit_pending()?;
-        }
-        Ok(())
+        self.queued()
     }
 
     fn submit(

@@ -91,6 +91,9 @@ impl Worker {
         let (kind, op, file) = match rec.op {
             RecOp::Read => (OpKind::Read, Op::Read, region.file),
             RecOp::Write if rec.fua() => (OpKind::Write, Op::Write, region.file_dsync),
+            RecOp::Write if rec.writeback() => {
+                (OpKind::Write, Op::WriteUncached, region.file_buffered)
+            }
             RecOp::Write => (OpKind::Write, Op::Write, region.file),
             RecOp::Flush => (OpKind::Sync, Op::Fsync, region.file),
             RecOp::Discard => (OpKind::Discard, Op::Discard, region.file),

@@ -9,7 +9,7 @@ use super::*;
 use crate::backend::script::{Log, Script, ScriptBackend};
 use crate::backend::Op;
 use crate::plan::Plan;
-use crate::replay::{self, Cursor, RecOp, Record, FLAG_FUA};
+use crate::replay::{self, Cursor, RecOp, Record, FLAG_FUA, FLAG_WRITEBACK};
 use crate::stream::TargetFiles;
 
 const US: u64 = 1_000;
@@ -21,7 +21,7 @@ const TARGET: [TargetFiles; 1] = [TargetFiles {
     offset: 4096,
     file: 0,
     file_dsync: 1,
-    file_buffered: 0,
+    file_buffered: 2,
     verify: None,
 }];
 
@@ -271,18 +271,21 @@ fn a_looping_afap_list_runs_until_the_end_of_the_run() {
 }
 
 #[test]
-fn reads_writes_fua_flushes_and_discards_are_submitted_as_such() {
+fn reads_writes_fua_writeback_flushes_and_discards_are_submitted_as_such() {
     let mut fua = rec(3 * US, 8192, 4096, RecOp::Write, 0);
     fua.flags = FLAG_FUA;
+    let mut writeback = rec(6 * US, 131072, 8192, RecOp::Write, 0);
+    writeback.flags = FLAG_WRITEBACK;
     let records = [
         rec(0, 0, 8192, RecOp::Read, 0),
         rec(US, 4096, 16384, RecOp::Write, 0),
         fua,
         rec(4 * US, 0, 0, RecOp::Flush, 0),
         rec(5 * US, 65536, 32768, RecOp::Discard, 0),
+        writeback,
     ];
     let list = List::new("ops", &records);
-    let state = replaying(&list, 5, "timed", serde_json::json!({"read_pct": 40}));
+    let state = replaying(&list, 6, "timed", serde_json::json!({"read_pct": 40}));
     let out = run(state, 10 * US, until_done());
     let log = out.log.lock().unwrap();
     assert_eq!(
@@ -293,15 +296,17 @@ fn reads_writes_fua_flushes_and_discards_are_submitted_as_such() {
             (Op::Write, 12288, 4096, 1),
             (Op::Fsync, 0, 0, 0),
             (Op::Discard, 4096 + 65536, 32768, 0),
+            (Op::WriteUncached, 4096 + 131072, 8192, 2),
         ],
-        "(op, absolute offset, length, file): the FUA write through the O_DSYNC file"
+        "(op, absolute offset, length, file): the FUA write through the O_DSYNC file, the \
+         writeback write uncached through the page-cache file"
     );
     let ops = |k: OpKind| {
         let o = &out.total.ops[k as usize];
         (o.ops, o.bytes)
     };
     assert_eq!(ops(OpKind::Read), (1, 8192));
-    assert_eq!(ops(OpKind::Write), (2, 20480));
+    assert_eq!(ops(OpKind::Write), (3, 28672));
     assert_eq!(ops(OpKind::Sync), (1, 0));
     assert_eq!(
         ops(OpKind::Discard),
