@@ -47,6 +47,7 @@ class Recording:
         self.sets: list[list[int]] = []
         self.final: dict[str, Any] | None = None
         self.stopped_at: int | None = None
+        self.window: tuple[int, float] | None = None
 
     def set_groups(self, group_of: list[int]) -> None:
         self.real.set_groups(group_of)
@@ -54,6 +55,13 @@ class Recording:
     def set_group_sets(self, sets: list[list[int]]) -> None:
         self.sets = sets
         self.real.set_group_sets(sets)
+
+    def set_window(self, index: int, window_s: float) -> None:
+        self.window = (index, window_s)
+        self.real.set_window(index, window_s)
+
+    def window_snapshot(self) -> dict[str, Any] | None:
+        return self.real.window_snapshot()
 
     def poll_frames(self) -> list[engine.Frame]:
         raws, text = self.real._run.poll_frames_and_json()
@@ -176,6 +184,9 @@ def test_a_tile_runs_qos_verdicts_and_files_are_the_same_on_both_paths(monkeypat
     args = tile_args(tmp_path, "--duration", "2", "--qos-interval", "1")
     frames, old, recording = run_both(monkeypatch, tmp_path, args)
     assert recording.sets == [list(range(len(frames["plan"]["streams"])))], "a set per stream"
+    # The QoS monitor is its only reader: the engine merges its QoS windows (Handle.set_window),
+    # and the JSON path merges every stream's snapshots in Python, as before.
+    assert recording.window == (0, 1.0)
     same_summary(frames, old)
     apps = frames["summary"]["applications"]
     # A loaded host may fail a criterion or leave it within noise: both paths must agree.
@@ -185,6 +196,18 @@ def test_a_tile_runs_qos_verdicts_and_files_are_the_same_on_both_paths(monkeypat
     assert rows >= len(frames["plan"]["streams"]) * 8  # every stream in every interval
     assert frames["summary"]["change_points"] == old["summary"]["change_points"]
     assert frames["summary"]["issue_lateness"]["ios"] > 0
+
+
+def test_an_extended_tile_run_is_judged_as_it_goes_alike_on_both_paths(monkeypatch, tmp_path):
+    # Past --duration the monitor judges every second until every criterion is decided: the
+    # windows merged so far and the one being filled (from the engine on the frames path: at
+    # 1 s, the second window of 0.75 s has one of its three intervals).
+    args = tile_args(tmp_path, "--duration", "1", "--max-duration", "3", "--qos-interval", "0.75")
+    frames, old, recording = run_both(monkeypatch, tmp_path, args)
+    assert recording.window == (0, 0.75)
+    same_summary(frames, old)
+    measurement = frames["summary"]["applications"]["measurement"]
+    assert measurement["checks"] >= 1, measurement
 
 
 def test_a_steady_state_run_ends_and_is_judged_alike_on_both_paths(monkeypatch, tmp_path):

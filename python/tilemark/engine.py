@@ -172,12 +172,25 @@ class Frame:
     Python never holds a dict per stream, unless a consumer asked for one through a further
     group set (`Handle.set_group_sets`, `set_snapshot`: a set with a group per stream)."""
 
-    __slots__ = ("interval", "phase", "start_ns", "end_ns", "groups", "_columns", "_sets")
+    __slots__ = (
+        "interval", "phase", "start_ns", "end_ns", "groups", "_columns", "_sets", "batch",
+        "_window",
+    )  # fmt: skip
 
     def __init__(self, raw: tuple) -> None:
         self.interval, self.phase, self.start_ns, self.end_ns, self._columns, groups = raw[:6]
         self._sets: list[str] = list(raw[6]) if len(raw) > 6 else []
         self.groups: Snapshot = json.loads(groups)
+        # A measurement interval of a run with a windowed set (Handle.set_window): per group
+        # and op kind with IOs [group, op, ops, latency sum ns], and the window's snapshot
+        # (JSON) when this interval closed one; None otherwise.
+        batch = raw[7] if len(raw) > 7 else None
+        self.batch: list[list] | None = None if batch is None else json.loads(batch)
+        self._window: str | None = raw[8] if len(raw) > 8 else None
+
+    def window_snapshot(self) -> Snapshot | None:
+        """The window this interval closed (Handle.set_window), in `set_snapshot`'s format."""
+        return None if self._window is None else _group_snapshot(self._window)
 
     def set_snapshot(self, index: int) -> Snapshot:
         """The aggregates of further group set `index` as a snapshot whose "streams" are its
@@ -185,13 +198,7 @@ class Frame:
         member this interval is left out, as the engine leaves out a stream it did not report,
         and the groups' member count is not kept, so a set with a group per plan stream gives
         the snapshot `Handle.poll` gave."""
-        import msgspec
-
-        # msgspec decodes the same documents a third faster than json (1,200 streams' set:
-        # 16 ms instead of 24 per interval), without the garbage collector's passes over them.
-        snap = msgspec.json.decode(self._sets[index])
-        snap["streams"] = [g for g in snap["streams"] if g.pop("streams")]
-        return snap
+        return _group_snapshot(self._sets[index])
 
     def __len__(self) -> int:
         """Rows of the interval (one per stream and op kind with IOs, or one per idle stream)."""
@@ -224,6 +231,18 @@ class Frame:
                 value, kind = constants[field.name]
                 arrays.append(pa.repeat(pa.scalar(value, kind), n))
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _group_snapshot(text: str) -> Snapshot:
+    """A set's aggregates (JSON) as a snapshot: the groups without a member left out, their
+    member counts dropped."""
+    import msgspec
+
+    # msgspec decodes the same documents a third faster than json (1,200 streams' set:
+    # 16 ms instead of 24 per interval), without the garbage collector's passes over them.
+    snap = msgspec.json.decode(text)
+    snap["streams"] = [g for g in snap["streams"] if g.pop("streams")]
+    return snap
 
 
 def _arrow_types() -> dict[str, Any]:
@@ -260,6 +279,17 @@ class Handle:
         """Further group sets (the group of every plan stream in each) whose aggregates every
         frame carries too (`Frame.set_snapshot`), replacing any set before."""
         self._run.set_group_sets([[int(g) for g in group_of] for group_of in sets])
+
+    def set_window(self, index: int, window_s: float) -> None:
+        """Further group set `index` merged over measurement windows of `window_s` by the
+        engine: its measurement frames carry `batch` and, closing a window, `window_snapshot`,
+        instead of the set's aggregates (`set_snapshot`)."""
+        self._run.set_window(index, window_s)
+
+    def window_snapshot(self) -> Snapshot | None:
+        """The window of `set_window` still being filled, as a snapshot; None if none is."""
+        text = self._run.window_json()
+        return None if text is None else _group_snapshot(text)
 
     def poll_frames(self) -> list[Frame]:
         """Interval frames completed since the last poll, oldest first (instead of `poll`: the

@@ -18,7 +18,7 @@ use crate::clock::{monotonic_ns, realtime_ns, sleep_until_realtime, RunClock};
 use crate::error::{EngineError, Result};
 use crate::plan::{BackendKind, Plan, SyncMode};
 use crate::replay::{self, Cursor, ListInfo};
-use crate::stats::frame::Frame;
+use crate::stats::frame::{batch_json, Frame, Window};
 use crate::stats::{IndexedStats, StreamStats};
 use crate::stop::{Span, StopReason, StopSignal};
 use crate::stream::{BlockStamp, StreamState, TargetFiles};
@@ -441,6 +441,22 @@ impl Engine {
             .collect();
     }
 
+    /// Merge further group set `set` (`set_group_sets`) over measurement windows of
+    /// `window_ns` instead of handing it over per interval: a measurement frame then carries
+    /// that set's per-interval counts and, when it closes a window, the window's snapshot
+    /// (stats/frame.rs Window), and the set's own aggregates are left empty. The window being
+    /// filled is `window_json`'s.
+    pub fn set_window(&mut self, set: usize, window_ns: u64) {
+        self.aggregator.window = Some((set, window_ns.max(1)));
+        self.aggregator.filling = None;
+    }
+
+    /// The window being filled (measurement intervals not yet in a window frame) as a
+    /// snapshot; None when there is none.
+    pub fn window_json(&self) -> Option<String> {
+        self.aggregator.filling.as_ref().map(Window::snapshot_json)
+    }
+
     /// Interval frames completed since the last call (instead of `poll_json`: the rows of
     /// every stream as columns, and the group aggregates; stats/frame.rs).
     pub fn poll_frames(&mut self) -> Vec<Frame> {
@@ -653,6 +669,10 @@ struct Aggregator {
     /// Per engine thread, where its streams' interval statistics go back once merged, to be
     /// reused (Worker::with_recycling; stream i runs on thread i % threads). Empty: dropped.
     give_back: Vec<std::sync::mpsc::Sender<Recycled>>,
+    /// A further group set merged over QoS windows instead of handed over per interval
+    /// (`Engine::set_window`): (set index, window ns), and the window being filled.
+    window: Option<(usize, u64)>,
+    filling: Option<Window>,
 }
 
 struct Partial {
@@ -690,6 +710,8 @@ impl Aggregator {
             totals,
             last_sent: vec![None; nthreads],
             ended_at: vec![None; nthreads],
+            window: None,
+            filling: None,
         }
     }
 
@@ -737,7 +759,7 @@ impl Aggregator {
         self.frames_of(ready)
     }
 
-    fn frames_of(&self, ready: Vec<(u64, Partial)>) -> Vec<Frame> {
+    fn frames_of(&mut self, ready: Vec<(u64, Partial)>) -> Vec<Frame> {
         ready
             .into_iter()
             .map(|(k, p)| {
@@ -751,10 +773,42 @@ impl Aggregator {
                 );
                 frame.add_sets(&p.streams, &self.sets);
                 frame.lateness = p.lateness;
+                if p.phase == Phase::Measure {
+                    self.fill_window(&mut frame);
+                }
                 self.give_back(p.streams);
                 frame
             })
             .collect()
+    }
+
+    /// A measurement frame's windowed set goes into the window being filled, leaving the frame
+    /// its per-interval counts, and the window's snapshot once it spans the window.
+    fn fill_window(&mut self, frame: &mut Frame) {
+        let Some((set, window_ns)) = self.window else {
+            return;
+        };
+        let Some(groups) = frame.sets.get_mut(set).map(std::mem::take) else {
+            return;
+        };
+        frame.batch = Some(batch_json(&groups));
+        let filling = match self.filling.take() {
+            None => Window::new(
+                frame.interval,
+                (frame.start_ns, frame.end_ns),
+                groups,
+                &frame.lateness,
+            ),
+            Some(mut w) => {
+                w.add(frame.interval, frame.end_ns, &groups, &frame.lateness);
+                w
+            }
+        };
+        if filling.spans(window_ns) {
+            frame.window = Some(filling.snapshot_json());
+        } else {
+            self.filling = Some(filling);
+        }
     }
 
     /// Hand merged interval statistics back to the threads that made them, for reuse. A
@@ -898,6 +952,102 @@ mod tests {
             .map(|s| s["interval"].as_u64().unwrap())
             .collect();
         assert_eq!(intervals, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_windowed_set_is_merged_over_its_window_and_counted_per_interval() {
+        const S: u64 = 1_000_000_000;
+        // One thread, three streams, a set with a group per stream, windows of 2 s; interval 0
+        // is warm-up. Stream s does 10 * k + s reads in interval k, each at (k + 1) us, with
+        // a backlog of k; stream 2 has no statistics in interval 3.
+        let interval = |k: u64| {
+            let streams = (0..3usize)
+                .filter(|&i| !(i == 2 && k == 3))
+                .map(|i| {
+                    let mut s = StreamStats::new(false);
+                    s.ops[0].ops = 10 * k + i as u64;
+                    for _ in 0..s.ops[0].ops {
+                        s.ops[0].service.record((k + 1) * 1000);
+                    }
+                    s.behind_ios = k;
+                    (i, Box::new(s))
+                })
+                .collect();
+            IntervalMsg {
+                thread: 0,
+                interval: k,
+                phase: if k == 0 {
+                    Phase::Warmup
+                } else {
+                    Phase::Measure
+                },
+                start_ns: k * S,
+                end_ns: (k + 1) * S,
+                streams,
+                lateness: Default::default(),
+                last: k == 5,
+            }
+        };
+        let mut agg = aggregator(1, 3);
+        agg.sets = vec![(vec![0, 1, 2], 3)];
+        agg.window = Some((0, 2 * S));
+        let mut frames = Vec::new();
+        for k in 0..6 {
+            agg.add(interval(k));
+            frames.extend(agg.take_ready_frames());
+        }
+        let json = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap();
+        // The warm-up is handed over per interval, as before.
+        assert!(frames[0].batch.is_none() && frames[0].window.is_none());
+        assert_eq!(frames[0].sets[0].len(), 3);
+        // Each measurement interval: per group and op kind with IOs, its count and latency sum.
+        let batch = json(frames[3].batch.as_deref().unwrap());
+        assert_eq!(
+            batch,
+            serde_json::json!([[0, "read", 30, 30 * 4000], [1, "read", 31, 31 * 4000]])
+        );
+        assert!(
+            frames[3].sets[0].is_empty(),
+            "the set itself is not handed over"
+        );
+        // Windows close at intervals 2 and 4; interval 5 is still being filled.
+        let closed: Vec<bool> = frames.iter().map(|f| f.window.is_some()).collect();
+        assert_eq!(closed, [false, false, true, false, true, false]);
+        let w = json(frames[4].window.as_deref().unwrap());
+        assert_eq!(
+            (w["start_ns"].as_u64(), w["end_ns"].as_u64()),
+            (Some(3 * S), Some(5 * S))
+        );
+        assert_eq!(
+            (w["interval"].as_u64(), w["phase"].as_str()),
+            (Some(4), Some("measure"))
+        );
+        let by: Vec<(u64, u64, u64, u64)> = w["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let read = &g["read"];
+                (
+                    read["ops"].as_u64().unwrap(),
+                    read["service"]["n"].as_u64().unwrap(),
+                    read["service"]["sum"].as_u64().unwrap(),
+                    g["behind_ios"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        // Intervals 3 and 4 summed; the backlog of the latest interval with the stream in it.
+        assert_eq!(
+            by,
+            [
+                (70, 70, 30 * 4000 + 40 * 5000, 4),
+                (72, 72, 31 * 4000 + 41 * 5000, 4),
+                (42, 42, 42 * 5000, 4)
+            ]
+        );
+        let filling = json(&agg.filling.as_ref().unwrap().snapshot_json());
+        assert_eq!(filling["start_ns"].as_u64(), Some(5 * S));
+        assert_eq!(filling["streams"][0]["read"]["ops"].as_u64(), Some(50));
     }
 
     #[test]

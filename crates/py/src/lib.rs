@@ -50,8 +50,21 @@ impl Run {
         self.engine.lock().unwrap().set_group_sets(sets);
     }
 
+    /// Merge further group set `set` over measurement windows of `window_s` instead of
+    /// handing it over per interval (Engine::set_window).
+    fn set_window(&self, set: usize, window_s: f64) {
+        let window_ns = (window_s.max(0.0) * 1e9).round() as u64;
+        self.engine.lock().unwrap().set_window(set, window_ns);
+    }
+
+    /// The window of `set_window` being filled, as a snapshot (JSON), or None.
+    fn window_json(&self) -> Option<String> {
+        self.engine.lock().unwrap().window_json()
+    }
+
     /// Interval frames completed since the last poll, oldest first: each a tuple
-    /// (interval, phase, start_ns, end_ns, columns, groups_json, [set_json, ...]). `columns` are the interval
+    /// (interval, phase, start_ns, end_ns, columns, groups_json, [set_json, ...], batch_json
+    /// or None, window_json or None; the last two: `set_window`). `columns` are the interval
     /// log's columns in Arrow's layout, each (name, type, validity or None, null count,
     /// values, data or None): type "i32", "i64", "f64" or "utf8" (values: i32 offsets).
     /// Built with the GIL released.
@@ -227,7 +240,7 @@ fn frame_to_py(py: Python<'_>, f: Frame, groups: String, sets: Vec<String>) -> P
     columns.push(utf8(py, "service_hist", &r.service_hist));
     columns.push(utf8(py, "response_hist", &r.response_hist));
     let out = (
-        f.interval, f.phase, f.start_ns, f.end_ns, columns, groups, sets,
+        f.interval, f.phase, f.start_ns, f.end_ns, columns, groups, sets, f.batch, f.window,
     );
     Ok(out.into_pyobject(py)?.into_any().unbind())
 }

@@ -25,7 +25,7 @@ Throughput and max are counts of what happened and are always decided.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tilemark.analysis.confidence import BatchSeries, Interval, mean_interval, percentile_interval
@@ -339,6 +339,19 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict | None:
     return max(failed, key=lambda v: (v.decision == "fail", v.badness))
 
 
+@dataclass(frozen=True)
+class WindowFeed:
+    """One measurement interval of a run whose engine merges the QoS windows itself
+    (engine.Handle.set_window, a set with a group per stream): its span, its per (stream, op)
+    count and latency sum (`[stream, op, ops, latency sum ns]`), and the window it closed (a
+    snapshot of the window's intervals merged, as MergedSnapshot merges them), if it did."""
+
+    start_ns: int
+    end_ns: int
+    batch: list
+    window: dict | None
+
+
 class SnapshotCompactor:
     """Merges measurement-phase snapshots into QoS-interval-sized ones as they arrive, so a
     long run's QoS evaluation holds one snapshot per QoS interval, not one per second.
@@ -354,10 +367,17 @@ class SnapshotCompactor:
     CI of a mean). Memory is bounded by streams x histogram size, whatever the run's length.
     Each interval's streams are added in place (MergedSnapshot): a tile run of 1,200 streams
     merged every stream's histograms through JSON twice an interval before (issue 25).
+
+    Or the engine merges the windows (WindowFeed): a measurement interval then brings only its
+    counts, and the windows it closes come merged; the window still being filled comes from
+    `filling` (engine.Handle.window_snapshot) when asked for. The same windows, counts and
+    totals, without a document per stream per interval.
     """
 
     def __init__(self, window_s: float):
         self.window_s = window_s
+        # Fed WindowFeeds: the engine's window being filled, as a snapshot (or None).
+        self.filling: Callable[[], dict | None] | None = None
         self._warmup: dict | None = None
         self._done: list[MergedSnapshot] = []
         self._current: MergedSnapshot | None = None
@@ -369,7 +389,10 @@ class SnapshotCompactor:
         for snap in snapshots:
             self.add(snap)
 
-    def add(self, snap: dict) -> None:
+    def add(self, snap: dict | WindowFeed) -> None:
+        if isinstance(snap, WindowFeed):
+            self._add_feed(snap)
+            return
         if snap["phase"] != "measure":
             self._warmup = snap
             return
@@ -389,16 +412,33 @@ class SnapshotCompactor:
             self._current.add(snap)
         current = self._current
         if (current.end_ns - current.start_ns) / 1e9 >= self.window_s - 1e-6:
-            self._done.append(current)
             self._current = None
-            # Once a window: the totals `result()` gives while a run is judged as it goes.
-            if self._done_totals is None:
-                self._done_totals = current.copy()
-            else:
-                self._done_totals.add_merged(current)
+            self._close(current)
+
+    def _add_feed(self, feed: WindowFeed) -> None:
+        self.batches.add({(stream, op): (n, total) for stream, op, n, total in feed.batch})
+        start = feed.start_ns if self._span is None else self._span[0]
+        self._span = (start, feed.end_ns)
+        if feed.window is not None:
+            self._close(MergedSnapshot(feed.window))
+
+    def _close(self, window: MergedSnapshot) -> None:
+        self._done.append(window)
+        # Once a window: the totals `result()` gives while a run is judged as it goes.
+        if self._done_totals is None:
+            self._done_totals = window.copy()
+        else:
+            self._done_totals.add_merged(window)
+
+    def _filling(self) -> MergedSnapshot | None:
+        if self.filling is None:
+            return self._current
+        snap = self.filling()
+        return None if snap is None else MergedSnapshot(snap)
 
     def _windows(self) -> list[MergedSnapshot]:
-        return self._done + ([self._current] if self._current else [])
+        current = self._filling()
+        return self._done + ([current] if current else [])
 
     def snapshots(self) -> list[dict]:
         out = [self._warmup] if self._warmup else []
@@ -414,7 +454,7 @@ class SnapshotCompactor:
         """The measurement phase so far in the engine's result format; None before it."""
         # Merging is associative (counts and sums added, extremes kept, levels from the last),
         # so the windows merged are the intervals merged.
-        done, current = self._done_totals, self._current
+        done, current = self._done_totals, self._filling()
         if done is None and current is None:
             return None
         if done is None or current is None:

@@ -21,6 +21,7 @@ from rich.console import Console
 
 from tilemark import engine, heap, targets
 from tilemark.analysis.changepoints import ChangeTracker
+from tilemark.analysis.qos import WindowFeed
 from tilemark.console import say
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram
@@ -592,8 +593,13 @@ def drive(
                 if frame.phase == "measure":
                     lateness.merge(Histogram.from_json(frame.groups.get("lateness")))
         live = [frame.groups for frame in batch]
-        streams = live if stream_set is None else [f.set_snapshot(stream_set) for f in batch]
+        streams = live if stream_set is None else [per_stream_of(f) for f in batch]
         return Polled(live, streams, per_target)
+
+    def per_stream_of(frame: engine.Frame) -> Any:
+        if frame.batch is None:
+            return frame.set_snapshot(stream_set)
+        return WindowFeed(frame.start_ns, frame.end_ns, frame.batch, frame.window_snapshot())
 
     def take(polled: Polled) -> None:
         nonlocal ended_by
@@ -624,6 +630,16 @@ def drive(
                 handle.set_group_sets(list(sets.values()))
                 stream_set = list(sets).index("streams") if "streams" in sets else None
                 target_set = list(sets).index("targets") if "targets" in sets else None
+                window_engine = getattr(monitor, "window_engine", None)
+                if (
+                    stream_set is not None
+                    and served is None
+                    and window_engine is not None
+                    and hasattr(handle, "set_window")
+                ):
+                    # The QoS monitor is the only reader per stream: the engine merges its
+                    # windows, instead of a document per stream per interval (issue 25).
+                    handle.set_window(stream_set, window_engine(handle.window_snapshot))
                 display.show_groups(group_plan)
             while True:
                 finished = handle.wait(POLL_S)

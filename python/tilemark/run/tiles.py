@@ -312,6 +312,13 @@ class QosMonitor:
     def add(self, snapshots: list[dict[str, Any]]) -> None:
         self.windows.extend(snapshots)
 
+    def window_engine(self, filling: Any) -> float:
+        """The engine merges this monitor's QoS windows (engine.Handle.set_window): its
+        measurement intervals come as WindowFeeds, `filling` gives the window being filled.
+        Returns the window's length (s)."""
+        self.windows.filling = filling
+        return self.windows.window_s
+
     def messages(self) -> list[str]:
         return []
 

@@ -379,6 +379,131 @@ impl GroupStats {
     }
 }
 
+impl GroupStats {
+    /// Fold the same group's aggregate of a later interval in: a QoS window of several
+    /// intervals (`Window`), merged as analysis/merging.py MergedSnapshot merges snapshots:
+    /// counts and histograms added, the largest lag, late IOs summed, and the backlog levels
+    /// (behind, in flight, oldest in flight) of the latest interval the group had members in.
+    pub fn add_interval(&mut self, later: &GroupStats) {
+        if later.streams == 0 {
+            return;
+        }
+        self.streams = self.streams.max(later.streams);
+        for k in 0..KINDS {
+            let (mine, theirs) = (&mut self.ops[k], &later.ops[k]);
+            mine.ops += theirs.ops;
+            mine.bytes += theirs.bytes;
+            for &(errno, n) in &theirs.errors {
+                match mine.errors.iter_mut().find(|e| e.0 == errno) {
+                    Some(e) => e.1 += n,
+                    None => mine.errors.push((errno, n)),
+                }
+            }
+            merge_growing(&mut mine.service, &theirs.service);
+            merge_growing(&mut self.latency[k], &later.latency[k]);
+        }
+        self.open_loop |= later.open_loop;
+        self.lag_max_ns = self.lag_max_ns.max(later.lag_max_ns);
+        self.ios_issued_late += later.ios_issued_late;
+        self.behind_ios = later.behind_ios;
+        self.inflight = later.inflight;
+        self.oldest_inflight_ns = later.oldest_inflight_ns;
+        self.done_ns = self.done_ns.max(later.done_ns);
+    }
+}
+
+/// One group set's aggregates merged over consecutive measurement intervals until they span a
+/// QoS window (`Aggregator::set_window`): what a tile run's QoS monitor keeps per stream
+/// (analysis/qos.py SnapshotCompactor), built here instead of from a JSON document per stream
+/// per interval.
+#[derive(Clone, Debug)]
+pub struct Window {
+    pub first_interval: u64,
+    pub interval: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub groups: Vec<GroupStats>,
+    pub lateness: Histogram,
+}
+
+impl Window {
+    pub fn new(
+        interval: u64,
+        (start_ns, end_ns): (u64, u64),
+        groups: Vec<GroupStats>,
+        lateness: &Histogram,
+    ) -> Window {
+        Window {
+            first_interval: interval,
+            interval,
+            start_ns,
+            end_ns,
+            groups,
+            lateness: lateness.clone(),
+        }
+    }
+
+    /// Whether the window spans `window_ns` (to the microsecond, as SnapshotCompactor
+    /// compares seconds to 1e-6).
+    pub fn spans(&self, window_ns: u64) -> bool {
+        self.end_ns - self.start_ns + 1000 >= window_ns
+    }
+
+    /// Fold a later interval's aggregates of the same set in.
+    pub fn add(&mut self, interval: u64, end_ns: u64, groups: &[GroupStats], lateness: &Histogram) {
+        self.interval = interval;
+        self.end_ns = end_ns;
+        if self.groups.len() < groups.len() {
+            self.groups.resize_with(groups.len(), GroupStats::default);
+        }
+        for (mine, theirs) in self.groups.iter_mut().zip(groups) {
+            mine.add_interval(theirs);
+        }
+        merge_growing(&mut self.lateness, lateness);
+    }
+
+    /// The window as a measurement snapshot whose "streams" are the groups that had members
+    /// (`"stream"` the group's index), as Python's `Frame.set_snapshot` gives an interval's.
+    pub fn snapshot_json(&self) -> String {
+        snapshot_json(
+            (self.interval, "measure", self.start_ns, self.end_ns),
+            self.groups
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.streams > 0)
+                .map(|(index, stats)| GroupJson { index, stats }),
+            &self.lateness,
+        )
+    }
+}
+
+/// Per group with IOs of an op kind: `[group, op, ops, latency sum ns]`, the latency being the
+/// members' response time where they have one, else their service time (the count and sum a
+/// QoS mean's batch-means confidence interval takes per interval: analysis/confidence.py).
+pub fn batch_json(groups: &[GroupStats]) -> String {
+    let mut out = String::from("[");
+    for (index, g) in groups.iter().enumerate() {
+        for kind in OpKind::ALL {
+            let k = kind as usize;
+            if g.ops[k].ops == 0 {
+                continue;
+            }
+            if out.len() > 1 {
+                out.push(',');
+            }
+            let _ = write!(
+                out,
+                "[{index},\"{}\",{},{}]",
+                kind.name(),
+                g.ops[k].ops,
+                g.latency[k].sum()
+            );
+        }
+    }
+    out.push(']');
+    out
+}
+
 /// `into.merge(from)`, growing `into` at least twofold when it must grow: a group's fresh
 /// histograms merged 250 members' one exact step at a time, reallocating and zero-filling
 /// (a third of `poll_frames` at 10,000 streams, py-spy --native).
@@ -463,6 +588,11 @@ pub struct Frame {
     pub sets: Vec<Vec<GroupStats>>,
     /// Issue lateness of every open-loop IO of the interval (all streams, all threads).
     pub lateness: Histogram,
+    /// Of a measurement interval, when a set is windowed (`Aggregator::set_window`): that
+    /// set's per-interval counts (`batch_json`), and its window's snapshot when this interval
+    /// closed one. The set itself is then left empty.
+    pub batch: Option<String>,
+    pub window: Option<String>,
 }
 
 impl Frame {
@@ -500,6 +630,8 @@ impl Frame {
             groups: aggregates,
             sets: Vec::new(),
             lateness: Histogram::new(),
+            batch: None,
+            window: None,
         }
     }
 
@@ -535,29 +667,41 @@ impl Frame {
     }
 
     fn snapshot_json(&self, groups: &[GroupStats]) -> String {
-        #[derive(Serialize)]
-        struct Snap<'a> {
-            interval: u64,
-            phase: &'static str,
-            start_ns: u64,
-            end_ns: u64,
-            streams: Vec<GroupJson<'a>>,
-            lateness: &'a Histogram,
-        }
-        let snap = Snap {
-            interval: self.interval,
-            phase: self.phase,
-            start_ns: self.start_ns,
-            end_ns: self.end_ns,
-            streams: groups
+        snapshot_json(
+            (self.interval, self.phase, self.start_ns, self.end_ns),
+            groups
                 .iter()
                 .enumerate()
-                .map(|(index, stats)| GroupJson { index, stats })
-                .collect(),
-            lateness: &self.lateness,
-        };
-        serde_json::to_string(&snap).expect("groups serialize")
+                .map(|(index, stats)| GroupJson { index, stats }),
+            &self.lateness,
+        )
     }
+}
+
+/// A snapshot document of groups: (interval, phase, start_ns, end_ns), the groups as streams.
+fn snapshot_json<'a>(
+    (interval, phase, start_ns, end_ns): (u64, &'static str, u64, u64),
+    streams: impl Iterator<Item = GroupJson<'a>>,
+    lateness: &Histogram,
+) -> String {
+    #[derive(Serialize)]
+    struct Snap<'a> {
+        interval: u64,
+        phase: &'static str,
+        start_ns: u64,
+        end_ns: u64,
+        streams: Vec<GroupJson<'a>>,
+        lateness: &'a Histogram,
+    }
+    let snap = Snap {
+        interval,
+        phase,
+        start_ns,
+        end_ns,
+        streams: streams.collect(),
+        lateness,
+    };
+    serde_json::to_string(&snap).expect("groups serialize")
 }
 
 #[cfg(test)]
