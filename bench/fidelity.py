@@ -64,6 +64,8 @@ class Round:
     # queue or issue), in the order run (alternating; see replay_controls).
     controls: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     replay_summary: str = ""
+    # Every learned run by build ("this", "base"), in the order run (alternating).
+    learned_runs: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     pressure_app: dict[str, str] = field(default_factory=dict)
     pressure_run: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
@@ -131,6 +133,7 @@ def capacity_of(profile: Path) -> int:
 def run_profile(
     dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
     extra: tuple[str, ...] = (), lead_s: float = LEAD_S, prep_s: float = PREP_S,
+    exe: str | None = None,
 ) -> str:  # fmt: skip
     """The profile as one tile on a file of the device's filesystem, captured. The caller
     has removed the application's files: on the emptied filesystem ext4 lays the target out
@@ -140,7 +143,7 @@ def run_profile(
     target = fs / "tilemark-learned.dat"
     rigs.remount(dev.loop, fs)
     results = out.parent / "results"
-    base = [tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
+    base = [exe or tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
             "--capacity", str(capacity), "--warmup", "0",
             "--results", str(results), *extra]  # fmt: skip
     # Create and fill the target first (a prep_s run), so the capture holds only the profile.
@@ -158,6 +161,9 @@ def run_profile(
 CONTROL_TIMES: tuple[str, ...] = ("issue+gaps",)
 CONTROL_REPS = 1
 CONTROL_ONLY = False  # capture the application and run the controls only (no learned run)
+# The builds that run the learned profile (--base-tilemark adds "base"), and how many times each.
+LEARNED_EXES: dict[str, str] = {}
+LEARNED_REPS = 1
 
 
 def replay_control(r: Round, dev: rigs.Device, work: Path) -> None:
@@ -241,9 +247,18 @@ def learned_round(r: Round, dev: rigs.Device, fs: Path, work: Path, unit: str, s
     r.learned = (work / "learned.toml").read_text()
     cap = capacity_of(work / "learned.toml")
     r.pressure_run = rigs.pressure()
-    r.run_summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds,
-                                work / "run.parquet", lead_s=lead_s, prep_s=prep_s)  # fmt: skip
-    r.fidelity = fidelity(work / "app.parquet", work / "run.parquet")
+    # Every build of LEARNED_EXES runs the profile LEARNED_REPS times, alternating (A B, B A).
+    for rep in range(LEARNED_REPS):
+        order = list(LEARNED_EXES.items())
+        for variant, exe in order if rep % 2 == 0 else order[::-1]:
+            out = work / f"run-{variant}-{rep}.parquet"
+            summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds, out,
+                                  lead_s=lead_s, prep_s=prep_s, exe=exe)  # fmt: skip
+            doc = fidelity(work / "app.parquet", out)
+            doc["pressure"] = rigs.pressure()
+            r.learned_runs.setdefault(variant, []).append(doc)
+            if variant == "this" and not r.fidelity:
+                r.run_summary, r.fidelity = summary, doc
 
 
 def oltp_round(dev: rigs.Device, fs: Path, work: Path, capacity: int, seconds: float) -> dict:
@@ -379,15 +394,16 @@ def table(rounds: list[Round], key: str = "fidelity", goal: float = 0.9) -> str:
     return "\n".join(lines)
 
 
-def controls_table(r: Round) -> str:
-    """Every control replay of a round side by side, with the median per replay timing."""
+def controls_table(runs: dict[str, list[dict[str, Any]]]) -> str:
+    """Every run of a round side by side (controls by replay timing, or learned runs by
+    build), with the median per kind."""
     import statistics
 
-    cols = [(t, i, doc) for t, docs in r.controls.items() for i, doc in enumerate(docs)]
+    cols = [(t, i, doc) for t, docs in runs.items() for i, doc in enumerate(docs)]
     props = [p["property"] for p in cols[0][2].get("properties", [])]
     head = "| property | " + " | ".join(f"{t} {i + 1}" for t, i, _ in cols)
-    head += " | " + " | ".join(f"median {t}" for t in r.controls) + " |"
-    n = len(cols) + len(r.controls)
+    head += " | " + " | ".join(f"median {t}" for t in runs) + " |"
+    n = len(cols) + len(runs)
     lines = [head, "|---|" + "---|" * n]
 
     def acc(doc: dict[str, Any], prop: str) -> float | None:
@@ -397,7 +413,7 @@ def controls_table(r: Round) -> str:
     for prop in [*props, "overall"]:
         get = (lambda d: d.get("overall")) if prop == "overall" else (lambda d: acc(d, prop))  # noqa: E731,B023
         cells = ["-" if get(d) is None else f"{get(d):.3f}" for _, _, d in cols]
-        for docs in r.controls.values():
+        for docs in runs.values():
             vals = [v for v in map(get, docs) if v is not None]
             cells.append(f"**{statistics.median(vals):.3f}**" if vals else "-")
         lines.append(f"| {prop} | " + " | ".join(cells) + " |")
@@ -434,7 +450,11 @@ def report(rounds: list[Round], args: argparse.Namespace) -> str:
         for i, r in enumerate(rs):
             if len(r.controls) > 1 or any(len(v) > 1 for v in r.controls.values()):
                 out += ["", f"### controls of rep {i + 1} by replay times (alternated)", "",
-                        controls_table(r)]  # fmt: skip
+                        controls_table(r.controls)]  # fmt: skip
+        for i, r in enumerate(rs):
+            if len(r.learned_runs) > 1 or any(len(v) > 1 for v in r.learned_runs.values()):
+                out += ["", f"### learned runs of rep {i + 1} by build (alternated)", "",
+                        controls_table(r.learned_runs)]  # fmt: skip
         if any(r.oltp_fidelity for r in rs):
             out += ["", f"### built-in `oltp` against {app}", "", table(rs, "oltp_fidelity")]
         out += ["", "<details><summary>learned profile (rep 1)</summary>", "", "```toml",
@@ -461,10 +481,20 @@ def main() -> int:
                          "+deps for --deps, +gaps for --keep-gaps, +direct for --writes "
                          "direct (issue+deps+gaps)")  # fmt: skip
     ap.add_argument("--control-reps", type=int, default=1, help="control replays per timing")
+    ap.add_argument(
+        "--base-tilemark",
+        default=None,
+        help="also run the learned profile with this tilemark (A/B of a build)",
+    )
+    ap.add_argument("--learned-reps", type=int, default=1, help="learned runs per build")
     ap.add_argument("--control-only", action="store_true",
                     help="capture the application, run the controls only")  # fmt: skip
     args = ap.parse_args()
-    global CONTROL_TIMES, CONTROL_REPS, CONTROL_ONLY
+    global CONTROL_TIMES, CONTROL_REPS, CONTROL_ONLY, LEARNED_EXES, LEARNED_REPS
+    LEARNED_EXES = {"this": tilemark()}
+    if args.base_tilemark:
+        LEARNED_EXES["base"] = args.base_tilemark
+    LEARNED_REPS = args.learned_reps
     CONTROL_TIMES = tuple(args.control_times.split(","))
     CONTROL_REPS = args.control_reps
     CONTROL_ONLY = args.control_only
