@@ -7,8 +7,7 @@ use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use super::{open_backend, Completion, IoReq, Op};
-use crate::clock::{monotonic_ns, RunClock};
+use super::{complete_one, open_backend, IoReq, Op};
 use crate::plan::BackendKind;
 
 const IDLE: u16 = 3 << 13;
@@ -23,30 +22,19 @@ fn read_at_priorities(kind: BackendKind, prios: &[u16]) -> Vec<i32> {
     f.write_all(&[7u8; 8192]).unwrap();
     let file = std::fs::File::open(&path).unwrap();
     let mut backend = open_backend(kind, &[file.as_raw_fd()], 4, Duration::ZERO).unwrap();
-    let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
     let mut buf = vec![0u8; 4096];
     let mut results = Vec::new();
     for (i, &ioprio) in prios.iter().enumerate() {
-        backend
-            .queue(IoReq {
-                user_data: i as u64,
-                file: 0,
-                op: Op::Read,
-                buf: buf.as_mut_ptr(),
-                len: 4096,
-                offset: 4096,
-                ioprio,
-            })
-            .unwrap();
-        let mut out: Vec<Completion> = Vec::new();
-        let deadline = monotonic_ns() + 5_000_000_000;
-        while out.is_empty() && monotonic_ns() < deadline {
-            backend
-                .submit(&mut out, Some(clock.now() + 10_000_000), &clock)
-                .unwrap();
-        }
-        assert_eq!(out.len(), 1, "one completion for IO {i}");
-        results.push(out[0].result);
+        let req = IoReq {
+            user_data: i as u64,
+            file: 0,
+            op: Op::Read,
+            buf: buf.as_mut_ptr(),
+            len: 4096,
+            offset: 4096,
+            ioprio,
+        };
+        results.push(complete_one(backend.as_mut(), req).result);
     }
     drop(backend);
     std::fs::remove_file(&path).unwrap();

@@ -155,6 +155,24 @@ pub trait Backend: Send {
     }
 }
 
+/// Queue `req`, submit, and wait (up to 5 s) for its completion: backend tests.
+#[cfg(test)]
+pub(crate) fn complete_one(backend: &mut dyn Backend, req: IoReq) -> Completion {
+    use crate::clock::monotonic_ns;
+    let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
+    backend.queue(req).unwrap();
+    let mut out: Vec<Completion> = Vec::new();
+    let deadline = monotonic_ns() + 5_000_000_000;
+    while out.is_empty() && monotonic_ns() < deadline {
+        backend
+            .submit(&mut out, Some(clock.now() + 10_000_000), &clock)
+            .unwrap();
+    }
+    assert_eq!(out.len(), 1, "one completion for request {}", req.user_data);
+    assert_eq!(out[0].user_data, req.user_data);
+    out[0]
+}
+
 /// Open a backend serving the given files, sized for `max_inflight` concurrent requests.
 /// `poll` is how long the uring backend may spin for completions before sleeping.
 pub fn open_backend(

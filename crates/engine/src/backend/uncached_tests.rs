@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::uring::UringBackend;
-use super::{open_backend, uncached_kind, Backend, Completion, IoReq, Op, UncachedKind};
+use super::{complete_one, open_backend, uncached_kind, Backend, IoReq, Op, UncachedKind};
 use crate::clock::{monotonic_ns, RunClock};
 use crate::plan::BackendKind;
 
@@ -62,30 +62,18 @@ fn cold_file(dir: PathBuf, name: &str) -> (PathBuf, std::fs::File) {
     (path, rw)
 }
 
-/// Queue `op` of LEN bytes at AT from `buf` and wait for its completion's result.
+/// `op` of LEN bytes at AT from `buf`: its completion's result.
 fn one_io(backend: &mut dyn Backend, op: Op, user_data: u64, buf: &mut [u8]) -> i32 {
-    let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
-    backend
-        .queue(IoReq {
-            user_data,
-            file: 0,
-            op,
-            buf: buf.as_mut_ptr(),
-            len: LEN,
-            offset: AT,
-            ioprio: 0,
-        })
-        .unwrap();
-    let mut out: Vec<Completion> = Vec::new();
-    let deadline = monotonic_ns() + 5_000_000_000;
-    while out.is_empty() && monotonic_ns() < deadline {
-        backend
-            .submit(&mut out, Some(clock.now() + 10_000_000), &clock)
-            .unwrap();
-    }
-    assert_eq!(out.len(), 1, "one completion for request {user_data}");
-    assert_eq!(out[0].user_data, user_data);
-    out[0].result
+    let req = IoReq {
+        user_data,
+        file: 0,
+        op,
+        buf: buf.as_mut_ptr(),
+        len: LEN,
+        offset: AT,
+        ioprio: 0,
+    };
+    complete_one(backend, req).result
 }
 
 fn uring_with(file: &std::fs::File, kind: Option<UncachedKind>) -> Box<UringBackend> {

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::histogram::bucket_value;
-use super::{Histogram, OpKind, OpStats, StreamStats, KINDS};
+use super::{add_errors, Histogram, OpKind, OpStats, StreamStats, KINDS};
 
 /// Arrow validity bitmap (LSB first), with its null count.
 #[derive(Clone, Debug, Default)]
@@ -355,12 +355,7 @@ impl GroupStats {
             let op = &s.ops[k];
             self.ops[k].ops += op.ops;
             self.ops[k].bytes += op.bytes;
-            for &(errno, n) in &op.errors {
-                match self.ops[k].errors.iter_mut().find(|e| e.0 == errno) {
-                    Some(e) => e.1 += n,
-                    None => self.ops[k].errors.push((errno, n)),
-                }
-            }
+            add_errors(&mut self.ops[k].errors, &op.errors);
             merge_growing(&mut self.ops[k].service, &op.service);
             match &op.response {
                 Some(r) => {
@@ -393,12 +388,7 @@ impl GroupStats {
             let (mine, theirs) = (&mut self.ops[k], &later.ops[k]);
             mine.ops += theirs.ops;
             mine.bytes += theirs.bytes;
-            for &(errno, n) in &theirs.errors {
-                match mine.errors.iter_mut().find(|e| e.0 == errno) {
-                    Some(e) => e.1 += n,
-                    None => mine.errors.push((errno, n)),
-                }
-            }
+            add_errors(&mut mine.errors, &theirs.errors);
             merge_growing(&mut mine.service, &theirs.service);
             merge_growing(&mut self.latency[k], &later.latency[k]);
         }

@@ -49,6 +49,16 @@ pub struct OpStats {
     pub response: Option<Histogram>,
 }
 
+/// Add error counts `(errno, count)` into `into`, one entry per errno.
+pub fn add_errors(into: &mut Vec<(i32, u64)>, from: &[(i32, u64)]) {
+    for &(errno, n) in from {
+        match into.iter_mut().find(|e| e.0 == errno) {
+            Some(e) => e.1 += n,
+            None => into.push((errno, n)),
+        }
+    }
+}
+
 impl OpStats {
     pub fn new(open_loop: bool) -> Self {
         OpStats {
@@ -82,12 +92,7 @@ impl OpStats {
     pub fn merge(&mut self, other: &OpStats) {
         self.ops += other.ops;
         self.bytes += other.bytes;
-        for &(errno, n) in &other.errors {
-            match self.errors.iter_mut().find(|e| e.0 == errno) {
-                Some(e) => e.1 += n,
-                None => self.errors.push((errno, n)),
-            }
-        }
+        add_errors(&mut self.errors, &other.errors);
         self.service.merge(&other.service);
         if let (Some(mine), Some(theirs)) = (&mut self.response, &other.response) {
             mine.merge(theirs);
