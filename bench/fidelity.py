@@ -249,7 +249,7 @@ def learned_round(r: Round, dev: rigs.Device, fs: Path, work: Path, unit: str, s
     r.pressure_run = rigs.pressure()
     # Every build of LEARNED_EXES runs the profile LEARNED_REPS times, alternating (A B, B A).
     for rep in range(LEARNED_REPS):
-        order = list(LEARNED_EXES.items())
+        order = list((LEARNED_EXES or {"this": tilemark()}).items())
         for variant, exe in order if rep % 2 == 0 else order[::-1]:
             out = work / f"run-{variant}-{rep}.parquet"
             summary = run_profile(dev, fs, str(work / "learned.toml"), cap, seconds, out,

@@ -123,8 +123,9 @@ def inflight_cap(trace: Path) -> int:
     from tilemark.trace import iolist
     from tilemark.trace.replay import inflight_cap as cap
     from tilemark.trace.schema import open_trace
+    from tilemark.trace.selection import Selection
 
-    scan = iolist.scan(open_trace(trace), iolist.Selection(), None, completions=True)
+    scan = iolist.scan(open_trace(trace), Selection(), None, completions=True)
     return cap(scan.max_size, max(g.max_inflight for g in scan.groups.values()))
 
 

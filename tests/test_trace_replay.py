@@ -9,8 +9,9 @@ import pytest
 
 from tilemark.errors import UsageError
 from tilemark.trace import iolist
-from tilemark.trace.iolist import DepCounter, ListPlan, Remap, Selection, parse_select
+from tilemark.trace.iolist import DepCounter, ListPlan, Remap
 from tilemark.trace.schema import TraceMeta, TraceWriter, open_trace
+from tilemark.trace.selection import Selection, parse_select
 
 MiB = 1 << 20
 EVERY_ROW = Selection()

@@ -163,7 +163,8 @@ def replay_command(
     """Replay block traces against a target: a run like any other, plus how faithfully it kept
     to the traces (issue lateness, achieved against the traces' rate, IOs skipped)."""
     from tilemark.trace import replay as rp
-    from tilemark.trace.iolist import SPLITS, parse_select
+    from tilemark.trace.iolist import SPLITS
+    from tilemark.trace.selection import parse_select
 
     if force and not destroy_data:
         raise UsageError("--force only applies together with --destroy-data DEV.")

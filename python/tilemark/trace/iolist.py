@@ -15,7 +15,6 @@ address space (they are processes of one application on one device).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pyarrow.compute as pc
 
 from tilemark.errors import UsageError
 from tilemark.trace.schema import OPS, Trace, TraceError
+from tilemark.trace.selection import Selection
 
 OP_CODE = {op: i for i, op in enumerate(OPS)}  # read 0, write 1, flush 2, discard 3
 READ, WRITE, FLUSH, DISCARD = (OP_CODE[o] for o in OPS)
@@ -52,59 +52,6 @@ SPLITS = ("pid", "comm", "device")
 MAX_STREAMS = 256  # streams of one replay: --split on a busy host can make thousands
 MAX_IO = 1 << 31  # the engine's buffers take 32-bit lengths
 BATCH_ROWS = 65536
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Which rows of a trace are replayed: every condition given must hold (pid=1,pid=2 means
-    either pid)."""
-
-    pids: frozenset[int] = frozenset()
-    comms: frozenset[str] = frozenset()
-    ops: frozenset[str] = frozenset()
-
-    def __bool__(self) -> bool:
-        return bool(self.pids or self.comms or self.ops)
-
-    def describe(self) -> str:
-        """pid=12,comm=postgres as the user would write it."""
-        parts = [f"pid={p}" for p in sorted(self.pids)]
-        parts += [f"comm={c}" for c in sorted(self.comms)]
-        parts += [f"op={o}" for o in sorted(self.ops)]
-        return ",".join(parts)
-
-
-def parse_select(text: str | None) -> Selection:
-    """`pid=N,comm=NAME,op=read|write|flush|discard` (keys may repeat: either value)."""
-    if not text:
-        return Selection()
-    pids: set[int] = set()
-    comms: set[str] = set()
-    ops: set[str] = set()
-    for part in text.split(","):
-        key, eq, value = part.strip().partition("=")
-        key = key.strip().lower()
-        value = value.strip()
-        if not eq or not value:
-            raise UsageError(
-                f"--select {text!r}: each condition is KEY=VALUE with KEY pid, comm or op "
-                f"(e.g. pid=1234,op=write), got {part.strip()!r}."
-            )
-        if key == "pid":
-            if not re.fullmatch(r"\d+", value):
-                raise UsageError(f"--select pid must be a process id (digits), got {value!r}.")
-            pids.add(int(value))
-        elif key == "comm":
-            comms.add(value)
-        elif key == "op":
-            if value not in OP_CODE:
-                raise UsageError(f"--select op must be one of {', '.join(OPS)}, got {value!r}.")
-            ops.add(value)
-        else:
-            raise UsageError(
-                f"--select knows the keys pid, comm and op, got {key!r} (in {text!r})."
-            )
-    return Selection(frozenset(pids), frozenset(comms), frozenset(ops))
 
 
 @dataclass

@@ -37,8 +37,9 @@ from tilemark.run.outcome import RunOutcome
 from tilemark.targets.sets import inspect_targets
 from tilemark.targets.spec import TargetSpec, default_name
 from tilemark.trace import accuracy, iolist
-from tilemark.trace.iolist import ListPlan, Remap, Selection, TraceScan
+from tilemark.trace.iolist import ListPlan, Remap, TraceScan
 from tilemark.trace.schema import open_trace
+from tilemark.trace.selection import Selection
 from tilemark.units import MIB, format_size
 from tilemark.workload import compiler
 from tilemark.workload import plan as planning

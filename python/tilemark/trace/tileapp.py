@@ -55,13 +55,14 @@ def trace_profile(path: Path, speed: float, weight: float, label: str, qos: dict
     from tilemark.trace import iolist
     from tilemark.trace.replay import inflight_cap
     from tilemark.trace.schema import TraceError, open_trace
+    from tilemark.trace.selection import Selection
     from tilemark.workload import apps
 
     if not (isinstance(speed, int | float) and not isinstance(speed, bool) and 0 < speed <= 1e6):
         raise UsageError(f"{where}: speed must be a number above 0 (2 = twice as fast).")
     try:
         trace = open_trace(path)
-        scan = iolist.scan(trace, iolist.Selection(), None, completions=False)
+        scan = iolist.scan(trace, Selection(), None, completions=False)
     except TraceError as e:
         raise UsageError(f"{where}: {e}") from None
     group = scan.groups.get(None)
@@ -72,7 +73,7 @@ def trace_profile(path: Path, speed: float, weight: float, label: str, qos: dict
             "least 2, spread over some time."
         )
     sizes: dict[int, int] = {}
-    for batch in iolist.batches(trace, iolist.Selection(), None):
+    for batch in iolist.batches(trace, Selection(), None):
         data = batch.size[(batch.op == iolist.READ) | (batch.op == iolist.WRITE)]
         for size, count in zip(*_unique(data), strict=True):
             sizes[int(size)] = sizes.get(int(size), 0) + int(count)
@@ -158,6 +159,7 @@ def attach_lists(
         return None
     from tilemark.trace import iolist
     from tilemark.trace.schema import open_trace
+    from tilemark.trace.selection import Selection
 
     staging = results / f".tiles-{os.getpid()}-{secrets.token_hex(3)}"
     staging.mkdir(parents=True)
@@ -178,10 +180,10 @@ def attach_lists(
                     )
                 path = staging / f"{len(written)}.ios"
                 trace = open_trace(source.path)
-                scan = iolist.scan(trace, iolist.Selection(), None, completions=False)
+                scan = iolist.scan(trace, Selection(), None, completions=False)
                 remap = iolist.Remap("modulo", int(region["length"]), align)
                 (out,) = iolist.write_lists(
-                    scan, iolist.Selection(), None, source.speed,
+                    scan, Selection(), None, source.speed,
                     [iolist.ListPlan(None, path, remap, afap=False)],
                 )  # fmt: skip
                 written[key] = (path, out.records)
