@@ -8,6 +8,7 @@ from tilemark.hist import (
     bucket_bounds,
     bucket_index,
     bucket_value,
+    json_quantiles,
 )
 
 
@@ -117,3 +118,23 @@ def test_quantiles_in_one_pass_equal_percentiles_one_at_a_time():
         assert h.percentiles(ps) == {p: h.percentile(p) for p in ps}
         assert [h.percentile(p) for p in ps] == h.quantiles(ps)
     assert Histogram().quantiles([50.0, 99.0]) == [None, None]
+
+
+def test_quantiles_read_from_a_document_equal_the_histograms():
+    from tilemark.run.summary import _merged_quantiles
+
+    rng = random.Random(9)
+    ps = (0.0, 50.0, 99.0, 99.9, 100.0)
+    for _ in range(200):
+        hists = []
+        for _ in range(rng.choice([1, 2, 3])):
+            h = Histogram()
+            for _ in range(rng.choice([0, 1, 3, 40, 500])):
+                h.record(int(10 ** rng.uniform(0, 8)))
+            hists.append(h)
+        docs = [h.to_json() for h in hists]
+        assert json_quantiles(docs[0], ps) == hists[0].quantiles(ps)
+        merged = Histogram.merged(hists)
+        assert _merged_quantiles([*docs, None], ps) == merged.quantiles(ps)
+    assert json_quantiles(None, ps) == [None] * len(ps)
+    assert json_quantiles(Histogram().to_json(), ps) == [None] * len(ps)

@@ -133,25 +133,9 @@ class Histogram:
         10,000 streams summarizes 20,000 histograms of hundreds of buckets, three percentiles
         each): the value at p is the bucket holding the ceil(p% * n)-th value, clamped to the
         exact least and largest; p >= 100 is the largest."""
-        ps = list(ps)
-        if self.n == 0:
-            return [None] * len(ps)
-        out: list[float | None] = [float(self.max)] * len(ps)
-        # ceil(n * p / 100) without float drift for common p
-        pending = sorted(
-            ((max(1, -(-self.n * p // 100)), k) for k, p in enumerate(ps) if p < 100.0),
-            reverse=True,
-        )
-        seen = 0
         counts = self.counts
-        for idx in sorted(counts):
-            if not pending:
-                break
-            seen += counts[idx]
-            while pending and seen >= pending[-1][0]:
-                v = bucket_value(idx)
-                out[pending.pop()[1]] = float(min(max(v, self.min), self.max))
-        return out
+        buckets = ((idx, counts[idx]) for idx in sorted(counts))
+        return _quantiles(buckets, self.n, self.min, self.max, list(ps))
 
     def stats(self) -> dict[str, float | None]:
         """The LATENCY_STATS in ns (None when empty)."""
@@ -163,6 +147,40 @@ class Histogram:
             "p999": p999,
             "max": float(self.max) if self.n else None,
         }
+
+
+def _quantiles(
+    buckets: Iterable, n: int, low: int | None, high: int | None, ps: list[float]
+) -> list[float | None]:
+    """Histogram.quantiles over (bucket, count) pairs in increasing bucket order."""
+    if n == 0:
+        return [None] * len(ps)
+    out: list[float | None] = [float(high)] * len(ps)  # type: ignore[arg-type]
+    # ceil(n * p / 100) without float drift for common p
+    pending = sorted(
+        ((max(1, -(-n * p // 100)), k) for k, p in enumerate(ps) if p < 100.0), reverse=True
+    )
+    seen = 0
+    for idx, count in buckets:
+        if not pending:
+            break
+        seen += count
+        while pending and seen >= pending[-1][0]:
+            v = bucket_value(idx)
+            out[pending.pop()[1]] = float(min(max(v, low), high))  # type: ignore[type-var]
+    return out
+
+
+def json_quantiles(d: dict | None, ps: Iterable[float]) -> list[float | None]:
+    """`Histogram.from_json(d).quantiles(ps)` read straight from the document, whose bucket
+    pairs are in increasing bucket order as both the engine and `to_json` write them: the live
+    view reads a few percentiles of every group each interval, and building each histogram's
+    dict first was most of its work."""
+    ps = list(ps)
+    n = int(d.get("n", 0)) if d else 0
+    if not n:
+        return [None] * len(ps)
+    return _quantiles(d.get("b", []), n, d.get("min"), d.get("max"), ps)  # type: ignore[union-attr]
 
 
 def latency_hist(op: dict | None) -> Histogram:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tilemark.hist import Histogram, latency_hist
+from tilemark.hist import Histogram
 
 P99_WINDOW = 5  # intervals merged for one p99 point
 MIN_SEGMENT = 4  # points on each side of a change
@@ -85,7 +85,11 @@ class ChangeTracker:
                     op = s.get(kind)
                     if op:
                         ops += int(op.get("ops", 0))
-                        self._window.merge(latency_hist(op))
+                        # latency_hist(op), merged without building it
+                        latency = op.get("response")
+                        if latency is None:
+                            latency = op.get("service")
+                        self._window.merge_json(latency)
             self._pending.append((start, end, ops))
             if len(self._pending) >= self._per_point:
                 self.intervals.append(_merged_interval(self._pending))

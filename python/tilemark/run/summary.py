@@ -14,7 +14,7 @@ from __future__ import annotations
 import errno
 from typing import Any
 
-from tilemark.hist import Histogram, latency_hist
+from tilemark.hist import Histogram, json_quantiles, latency_hist
 from tilemark.run.pertarget import stream_targets, summarize_targets, target_names
 
 OP_KINDS = ("read", "write", "sync")
@@ -282,6 +282,16 @@ def summarize(plan: dict, result: dict) -> dict[str, Any]:
     }
 
 
+def _merged_quantiles(docs: list[dict | None], ps: tuple[float, ...]) -> list[float | None]:
+    """The quantiles of the histogram documents merged. With one that holds values (a stream
+    or group doing one op kind: most of them), read from its document as it is; merging
+    empty ones changes nothing."""
+    held = [d for d in docs if d and d.get("n")]
+    if len(held) <= 1:
+        return json_quantiles(held[0] if held else None, ps)
+    return Histogram.merged(held).quantiles(ps)
+
+
 def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
     """One row per stream of an interval snapshot: rates, p50/p99, lag and errors."""
     start_ns = int(snapshot["start_ns"])
@@ -296,10 +306,11 @@ def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
         write_ops = int((s.get("write") or {}).get("ops", 0))
         data_bytes = sum(int(op.get("bytes", 0)) for op in data)
         # Open loop reports response time (what the application waited), closed loop service.
-        response = Histogram.merged(_response(op) for op in data)
-        service = Histogram.merged(_service(op) for op in data)
+        latency = [op["response"] if op.get("response") is not None else op.get("service")
+                   for op in data]  # fmt: skip
+        p50, p99 = _merged_quantiles(latency, (50.0, 99.0))
+        (service_p99,) = _merged_quantiles([op.get("service") for op in data], (99.0,))
         open_loop = _arrival_kind(plan_stream) == "open"
-        p50, p99 = response.quantiles((50.0, 99.0))
         rows.append(
             {
                 "interval": int(snapshot["interval"]),
@@ -314,7 +325,7 @@ def interval_rows(plan: dict, snapshot: dict) -> list[dict[str, Any]]:
                 "write_iops": _rate(write_ops, seconds),
                 "p50_ms": _ms(p50),
                 "p99_ms": _ms(p99),
-                "service_p99_ms": _ms(service.percentile(99.0)),
+                "service_p99_ms": _ms(service_p99),
                 "lag_max_ms": _ms(int(s.get("lag_max_ns", 0))) if open_loop else None,
                 "behind_ios": int(s.get("behind_ios", 0)),
                 "errors": sum(_error_count(s.get(kind)) for kind in REPLAY_KINDS),
