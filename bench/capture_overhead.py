@@ -270,7 +270,9 @@ def summarize(records: list[dict], tracers: list[str]) -> dict[str, Any]:
         out[load] = per
     cap_closed = (out.get("closed", {}).get("capture") or {}).get("ratio")
     cap_open = out.get("open50k", {}).get("capture") or {}
-    no_drops = all((out[ld].get("capture") or {}).get("dropped") in (0, None) for ld in LOADS)
+    # The budget is at 50,000 IOPS; drops at the closed loop's maximum are reported
+    # beside it (the capture counts and shows them), not part of it.
+    no_drops = cap_open.get("dropped") in (0, None)
     at_50k = bool(
         cap_open.get("iops")
         and cap_open["iops"]["median"] >= 0.99 * 50000
