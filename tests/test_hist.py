@@ -2,6 +2,7 @@
 
 import random
 
+from tilemark.analysis.confidence import value_at_rank
 from tilemark.hist import (
     MAX_VALUE_NS,
     Histogram,
@@ -98,13 +99,8 @@ def reference_percentile(h: Histogram, p: float) -> float | None:
         return None
     if p >= 100.0:
         return float(h.max)
-    rank = max(1, -(-h.n * p // 100))
-    seen = 0
-    for idx in sorted(h.counts):
-        seen += h.counts[idx]
-        if seen >= rank:
-            return float(min(max(bucket_value(idx), h.min), h.max))
-    return float(h.max)
+    # confidence.py's rank reader walks the buckets on its own, apart from hist.py's one pass
+    return value_at_rank(h, max(1, -(-h.n * p // 100)))
 
 
 def test_quantiles_in_one_pass_equal_percentiles_one_at_a_time():
