@@ -39,6 +39,19 @@ def test_cpu_per_io_is_the_process_cpu_time_over_the_ios():
     assert o["engine_cpu_per_io_us"] == o["cpu_per_io_us"] and o["front_end_cpu_pct"] == 0
 
 
+def test_the_aggregation_thread_is_neither_the_io_threads_nor_the_front_end():
+    host = {**HOST, "aggregate_cpu_pct": 3.0}
+    o = tool_overhead(summary(stream(60_000, 0.1, 40_000, 0.2)), host, [])
+    assert o["engine_cpu_per_io_us"] == pytest.approx(40.0)
+    assert o["aggregate_cpu_pct"] == pytest.approx(3.0)
+    assert o["front_end_cpu_pct"] == pytest.approx(7.0)
+    assert "its aggregation 3.0% of a CPU; front end 7.0% of a CPU" in overhead_line(o)
+    # A tick apart: never more than the process leaves, never a negative front end.
+    host = {"process_cpu_pct": 41.0, "engine_cpu_pct": 40.0, "aggregate_cpu_pct": 2.0}
+    o = tool_overhead(summary(stream(1000, 0.1)), host, [])
+    assert o["aggregate_cpu_pct"] == pytest.approx(1.0) and o["front_end_cpu_pct"] == 0
+
+
 def test_service_above_the_device_weights_the_streams_by_their_ios():
     # Streams at 100 us (3,000 IOs) and 200 us (1,000): 125 us by tilemark's clock; the device 90.
     o = tool_overhead(summary(stream(3000, 0.1), stream(1000, 0.2)), HOST, [device(4000, 0.09)])

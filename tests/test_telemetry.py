@@ -3,6 +3,8 @@ shares, pressure, the tool-bound verdict, interval alignment, sysfs trees (dm, p
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -80,7 +82,8 @@ def test_pressure_is_read_and_turned_into_a_share_of_the_interval(tmp_path, monk
     assert "cpu_some_avg10" not in first  # no file: no figure
     a, b = object.__new__(tm.Sample), object.__new__(tm.Sample)
     for s, t, psi_values in ((a, 0, first), (b, 500_000_000, dict(first))):
-        s.t_ns, s.cpu, s.engine_ticks, s.process_ticks, s.psi = t, None, None, None, psi_values
+        s.t_ns, s.cpu, s.psi = t, None, psi_values
+        s.engine_ticks = s.aggregate_ticks = s.process_ticks = None
     b.psi["io_some_total"] = 1_000_000 + 220_000  # 0.22 s of the 0.5 s stalled
     f = tm.host_figures(a, b)
     assert f["io_some_pct"] == pytest.approx(44.0)
@@ -265,16 +268,16 @@ def test_the_front_ends_share_compares_engine_and_process_over_the_same_interval
     # leave that interval out, so their difference is the front end's 3%, not
     # (9 x 150 + 180) / 10 - 147 = 6.
     totals = tm.Totals()
-    rows = [
-        {"phase": "measure", "sample_ns": 10**9, "engine_cpu_pct": 147.0, "process_cpu_pct": 150.0}
-        for _ in range(9)
-    ]
+    cpu = {"engine_cpu_pct": 147.0, "aggregate_cpu_pct": 1.0, "process_cpu_pct": 150.0}
+    rows = [{"phase": "measure", "sample_ns": 10**9, **cpu} for _ in range(9)]
     rows.append(
-        {"phase": "measure", "sample_ns": 10**9, "engine_cpu_pct": None, "process_cpu_pct": 180.0}
-    )
+        {"phase": "measure", "sample_ns": 10**9, "engine_cpu_pct": None,
+         "aggregate_cpu_pct": None, "process_cpu_pct": 180.0}
+    )  # fmt: skip
     totals.add([], rows)
     host = totals.host()
     assert host["engine_cpu_pct"] == pytest.approx(147.0)
+    assert host["aggregate_cpu_pct"] == pytest.approx(1.0)
     assert host["process_cpu_pct"] - host["engine_cpu_pct"] == pytest.approx(3.0)
     # Without any engine figure, the process's mean is over every interval.
     alone = tm.Totals()
@@ -283,3 +286,47 @@ def test_the_front_ends_share_compares_engine_and_process_over_the_same_interval
     )
     assert alone.host()["process_cpu_pct"] == pytest.approx(20.0)
     assert alone.host()["engine_cpu_pct"] is None
+
+
+def test_the_sampler_finds_the_engines_io_and_aggregation_threads_by_name():
+    # Linux keeps 15 bytes of a thread's name: a longer one would never match, and the
+    # aggregation thread's CPU would read 0 and count as the front end's.
+    from tilemark import engine
+
+    stream = {"regions": [{"target": 0, "offset": 0, "length": 1 << 20}], "read_pct": 100.0,
+              "sizes": [[4096, 1.0]], "pattern": {"kind": "random"}, "random_pct": 100.0,
+              "align": 4096, "qd": 1, "arrival": {"kind": "closed"}, "burst": None,
+              "sync": {"kind": "none"}, "compress_pct": 0.0}  # fmt: skip
+    plan = {"backend": "null", "threads": 2, "interval_ms": 50, "warmup_ms": 0,
+            "duration_ms": 10_000, "poll_us": 0,
+            "targets": [{"path": "/dev/null", "offset": 0, "length": 1 << 20, "direct": False}],
+            "streams": [{**stream, "name": f"s{i}", "seed": i + 1} for i in range(2)]}  # fmt: skip
+    handle = engine.start(plan)  # type: ignore[arg-type]
+    try:
+        # A thread names itself once it runs: the aggregation thread may not have yet.
+        deadline = time.monotonic() + 5
+        while True:
+            names: dict[str, list[int]] = {}
+            for task in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{task}/comm") as f:
+                    names.setdefault(f.read().strip(), []).append(int(task))
+            if tm.AGGREGATE_THREAD in names or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        assert len(names.get(tm.ENGINE_THREAD, [])) == 2, names
+        (agg,) = names[tm.AGGREGATE_THREAD]
+        engine_tid = names[tm.ENGINE_THREAD][0]
+        # It yields to the IO threads as the front end does (run/priority.py), from its first
+        # moment on (named first, then lowered).
+        expected = min(19, os.getpriority(os.PRIO_PROCESS, engine_tid) + 5)
+        while os.getpriority(os.PRIO_PROCESS, agg) != expected and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.getpriority(os.PRIO_PROCESS, agg) == expected
+        engine_ticks, aggregate_ticks, process = tm._thread_ticks()
+        assert engine_ticks is not None and set(engine_ticks) == {
+            str(t) for t in names[tm.ENGINE_THREAD]
+        }
+        assert set(aggregate_ticks or {}) == {str(agg)} and process is not None
+    finally:
+        handle.stop()
+        handle.result()

@@ -93,6 +93,7 @@ def test_o_direct_on_a_loop_device_matches_the_device_iops(tmp_path):
         assert sum(h[f"cpu_{p}_pct"] for p in parts) == pytest.approx(100.0)
     # The engine threads may have ended before the closing sample of the last interval.
     assert all(h["engine_cpu_pct"] >= 0 for h in host_rows[:-1])
+    assert all(h["aggregate_cpu_pct"] >= 0 for h in host_rows[:-1])
     assert summary["telemetry"]["host"]["engine_cpu_pct"] > 0
 
     # What tilemark itself added (run/overhead.py): CPU per IO of every IO it completed, and
@@ -102,6 +103,7 @@ def test_o_direct_on_a_loop_device_matches_the_device_iops(tmp_path):
     assert overhead["ios"] == ios
     assert overhead["cpu_per_io_us"] > 0
     assert 0 <= overhead["engine_cpu_per_io_us"] <= overhead["cpu_per_io_us"]
+    assert overhead["aggregate_cpu_pct"] >= 0 and overhead["front_end_cpu_pct"] >= 0
     by_op = {s["op"]: s for s in overhead["service"]}
     assert set(by_op) == {"read", "write"}
     for op, count in (("read", "reads"), ("write", "writes")):

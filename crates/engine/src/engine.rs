@@ -31,6 +31,12 @@ const JOURNAL_SYNC: Duration = Duration::from_millis(100);
 /// The result lists at most this many hung IOs (the oldest), plus their total count.
 const HUNG_LISTED: usize = 64;
 
+/// Name of the thread that merges the engine threads' interval messages: the run's totals
+/// per stream, the intervals' frames (rows, group aggregates, QoS windows). Its CPU is the
+/// engine's, apart from the IO threads' ("tilemark-engine") and from the front end's. (A
+/// thread's name on Linux is at most 15 bytes; telemetry finds its threads by name.)
+pub const AGGREGATE_THREAD: &str = "tilemark-agg";
+
 /// A started run.
 pub struct Engine {
     plan: Plan,
@@ -39,10 +45,14 @@ pub struct Engine {
     started_at_ns: Arc<AtomicU64>,
     /// Sleeps until the plan's absolute start, then releases the workers.
     starter: Option<JoinHandle<()>>,
-    rx: Receiver<IntervalMsg>,
     threads: Vec<JoinHandle<Result<ThreadResult>>>,
     control: Control,
-    aggregator: Aggregator,
+    /// Interval messages merged as they arrive, on a thread of their own
+    /// (`AGGREGATE_THREAD`), not on the caller of `poll_frames`.
+    aggregator: Arc<Mutex<Aggregator>>,
+    /// That thread; it ends once every engine thread has ended (the channel's last sender
+    /// gone) and the last message is merged.
+    aggregate: Option<JoinHandle<()>>,
     /// Kept open until every thread has been joined: the threads use their raw fds. (io_uring
     /// holds its own references to registered files, and psync workers use duplicates, so
     /// closing these is safe even when IOs hung.)
@@ -372,13 +382,21 @@ impl Engine {
             Aggregator::new(nthreads, stream_targets(&plan), Totals::new(empty_totals));
         aggregator.names = plan.streams.iter().map(|s| s.name.clone()).collect();
         aggregator.give_back = give_back;
+        let aggregator = Arc::new(Mutex::new(aggregator));
+        let aggregate = {
+            let aggregator = aggregator.clone();
+            std::thread::Builder::new()
+                .name(AGGREGATE_THREAD.into())
+                .spawn(move || aggregate(rx, &aggregator))
+                .map_err(|e| EngineError::io("spawning the engine's aggregation thread", e))?
+        };
         Ok(Engine {
             aggregator,
+            aggregate: Some(aggregate),
             plan,
             warmup_ns,
             started_at_ns,
             starter,
-            rx,
             threads,
             control: Control {
                 stop,
@@ -415,24 +433,22 @@ impl Engine {
 
     /// Interval snapshots completed since the last call, as a JSON array.
     pub fn poll_json(&mut self) -> String {
-        while let Ok(msg) = self.rx.try_recv() {
-            self.aggregator.add(msg);
-        }
-        self.aggregator.take_ready_json()
+        self.aggregator.lock().unwrap().take_ready_json()
     }
 
     /// Group of every plan stream for the frames' aggregates (`groups` groups; every stream
     /// in group 0 until set). Streams past the list's end are in no group.
     pub fn set_groups(&mut self, group_of: Vec<u32>) {
         let groups = group_of.iter().map(|&g| g as usize + 1).max().unwrap_or(0);
-        self.aggregator.group_of = group_of;
-        self.aggregator.groups = groups;
+        let mut a = self.aggregator.lock().unwrap();
+        a.group_of = group_of;
+        a.groups = groups;
     }
 
     /// Further group sets whose aggregates every frame carries besides `set_groups`' (each a
     /// list of group indices per plan stream, as there), replacing any set before.
     pub fn set_group_sets(&mut self, sets: Vec<Vec<u32>>) {
-        self.aggregator.sets = sets
+        self.aggregator.lock().unwrap().sets = sets
             .into_iter()
             .map(|group_of| {
                 let groups = group_of.iter().map(|&g| g as usize + 1).max().unwrap_or(0);
@@ -447,34 +463,37 @@ impl Engine {
     /// (stats/frame.rs Window), and the set's own aggregates are left empty. The window being
     /// filled is `window_json`'s.
     pub fn set_window(&mut self, set: usize, window_ns: u64) {
-        self.aggregator.window = Some((set, window_ns.max(1)));
-        self.aggregator.filling = None;
+        let mut a = self.aggregator.lock().unwrap();
+        a.window = Some((set, window_ns.max(1)));
+        a.filling = None;
     }
 
     /// The window being filled (measurement intervals not yet in a window frame) as a
     /// snapshot; None when there is none.
     pub fn window_json(&self) -> Option<String> {
-        self.aggregator.filling.as_ref().map(Window::snapshot_json)
+        let a = self.aggregator.lock().unwrap();
+        a.filling.as_ref().map(Window::snapshot_json)
     }
 
     /// Interval frames completed since the last call (instead of `poll_json`: the rows of
-    /// every stream as columns, and the group aggregates; stats/frame.rs).
+    /// every stream as columns, and the group aggregates; stats/frame.rs). From the first
+    /// call on, the aggregation thread builds each frame as its interval completes, so this
+    /// call only hands them over; a run is polled one way, frames or JSON.
     pub fn poll_frames(&mut self) -> Vec<Frame> {
-        while let Ok(msg) = self.rx.try_recv() {
-            self.aggregator.add(msg);
-        }
-        self.aggregator.take_ready_frames()
+        let mut a = self.aggregator.lock().unwrap();
+        a.build_frames = true;
+        let mut frames = std::mem::take(&mut a.built);
+        frames.extend(a.take_ready_frames());
+        frames
     }
 
     /// `poll_frames` and `poll_json` of the same intervals at once (tests compare what the two
     /// paths make of the same data).
     pub fn poll_frames_and_json(&mut self) -> (Vec<Frame>, String) {
-        while let Ok(msg) = self.rx.try_recv() {
-            self.aggregator.add(msg);
-        }
-        let ready = self.aggregator.take_ready();
-        let json = self.aggregator.json_of(&ready);
-        (self.aggregator.frames_of(ready), json)
+        let mut a = self.aggregator.lock().unwrap();
+        let ready = a.take_ready();
+        let json = a.json_of(&ready);
+        (a.frames_of(ready), json)
     }
 
     /// Block until the run ends; the result as JSON (measurement-phase totals per stream).
@@ -502,11 +521,15 @@ impl Engine {
                 Err(_) => errors.push("an engine thread panicked".into()),
             }
         }
-        // Every interval has been sent once the threads have ended; the totals are folded as
-        // they arrive (they stay queued for poll_json too).
-        while let Ok(msg) = self.rx.try_recv() {
-            self.aggregator.add(msg);
+        // Every interval has been sent once the threads have ended, and the aggregation
+        // thread ends once it has merged the last (the totals are folded as they arrive).
+        if let Some(h) = self.aggregate.take() {
+            if h.join().is_err() {
+                errors.push("the engine's aggregation thread panicked".into());
+            }
         }
+        let aggregator = self.aggregator.clone();
+        let aggregator = aggregator.lock().unwrap();
         if let Some(h) = self.journal_sync.take() {
             let _ = h.join();
         }
@@ -524,9 +547,8 @@ impl Engine {
             .any(Option::is_some)
             .then_some(findings);
         let result = if errors.is_empty() {
-            let targets = self.aggregator.stream_targets.clone();
-            let streams: Vec<IndexedStats> = self
-                .aggregator
+            let targets = aggregator.stream_targets.clone();
+            let streams: Vec<IndexedStats> = aggregator
                 .totals
                 .streams()
                 .iter()
@@ -626,6 +648,10 @@ impl Drop for Engine {
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
+        // The engine threads' senders are gone: the aggregation thread ends.
+        if let Some(h) = self.aggregate.take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -673,6 +699,50 @@ struct Aggregator {
     /// (`Engine::set_window`): (set index, window ns), and the window being filled.
     window: Option<(usize, u64)>,
     filling: Option<Window>,
+    /// Set by the first `Engine::poll_frames`: build each interval's frame as soon as it is
+    /// complete, into `built`, until the next poll takes them.
+    build_frames: bool,
+    built: Vec<Frame>,
+}
+
+/// The aggregation thread: merge every interval message as it arrives, and build the frames
+/// of completed intervals once a consumer reads frames. Runs until every engine thread has
+/// ended. Holding the lock only while it merges, it never waits on a consumer.
+fn aggregate(rx: Receiver<IntervalMsg>, aggregator: &Mutex<Aggregator>) {
+    yield_to_io_threads();
+    while let Ok(msg) = rx.recv() {
+        let mut a = aggregator.lock().unwrap();
+        a.add(msg);
+        while let Ok(msg) = rx.try_recv() {
+            a.add(msg);
+        }
+        if a.build_frames {
+            let mut frames = a.take_ready_frames();
+            frames.iter_mut().for_each(Frame::encode);
+            a.built.extend(frames);
+        }
+    }
+}
+
+/// How much lower than the IO threads' the aggregation thread's priority is (nice): the
+/// front end's step (python/tilemark/run/priority.py). Its work, an interval's frame in one
+/// burst after each interval's end, used to run on the front end's thread at that priority;
+/// on a host with as many CPUs as IO threads a burst at theirs would hold an IO thread back
+/// and its open-loop IOs would go out late.
+const AGGREGATE_NICE_STEP: i32 = 5;
+
+/// Lower the calling thread's priority by AGGREGATE_NICE_STEP (Linux sets nice per thread).
+/// Raising a nice value needs no privilege; where it fails the thread runs as it was.
+fn yield_to_io_threads() {
+    // SAFETY: gettid and get/setpriority take and return plain integers.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        *libc::__errno_location() = 0;
+        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+        if *libc::__errno_location() == 0 {
+            libc::setpriority(libc::PRIO_PROCESS, tid, now + AGGREGATE_NICE_STEP);
+        }
+    }
 }
 
 struct Partial {
@@ -712,6 +782,8 @@ impl Aggregator {
             ended_at: vec![None; nthreads],
             window: None,
             filling: None,
+            build_frames: false,
+            built: Vec::new(),
         }
     }
 
@@ -1129,6 +1201,53 @@ mod start_tests {
         let mut engine = Engine::start(null_plan(None)).unwrap();
         let started = started_at(&mut engine);
         assert!(started >= before && started - before < 1_000_000_000);
+    }
+
+    #[test]
+    fn the_aggregation_thread_builds_every_frame_once_frames_are_read() {
+        let v = crate::plan::PLAN_VERSION;
+        let stream = |i: usize| {
+            format!(
+                r#"{{"name": "s{i}", "regions": [{{"target": 0, "offset": 0, "length": 1048576}}],
+                "read_pct": 100.0, "sizes": [[4096, 1.0]], "pattern": {{"kind": "random"}},
+                "random_pct": 100.0, "align": 4096, "qd": 1, "arrival": {{"kind": "closed"}},
+                "burst": null, "sync": {{"kind": "none"}}, "compress_pct": 0.0, "seed": {i}}}"#
+            )
+        };
+        let streams: Vec<String> = (0..3).map(stream).collect();
+        let plan = Plan::from_json(&format!(
+            r#"{{"plan_version": {v}, "backend": "null", "threads": 2, "interval_ms": 20,
+            "warmup_ms": 20, "duration_ms": 100, "poll_us": 0,
+            "targets": [{{"path": "/dev/null", "offset": 0, "length": 1048576, "direct": false}}],
+            "streams": [{}]}}"#,
+            streams.join(",")
+        ))
+        .unwrap();
+        let mut engine = Engine::start(plan).unwrap();
+        let mut frames = engine.poll_frames();
+        let result: serde_json::Value =
+            serde_json::from_str(&engine.result_json().unwrap()).unwrap();
+        let built = engine.aggregator.lock().unwrap().built.len();
+        frames.extend(engine.poll_frames());
+        assert!(built > 0, "no frame was built ahead of the poll");
+        assert!(frames
+            .iter()
+            .all(|f| f.encoded.is_some() || f.interval == 0));
+        let intervals: Vec<u64> = frames.iter().map(|f| f.interval).collect();
+        let expected: Vec<u64> = (0..intervals.len() as u64).collect();
+        assert_eq!(intervals, expected, "every interval once, in order");
+        // The measured rows add up to the result's totals, stream by stream.
+        let mut measured = [0i64; 3];
+        for f in frames.iter().filter(|f| f.phase == "measure") {
+            for (i, ops) in f.rows.stream.iter().zip(&f.rows.ops) {
+                measured[*i as usize] += ops;
+            }
+        }
+        for (i, m) in measured.iter().enumerate() {
+            let total = result["streams"][i]["read"]["ops"].as_i64().unwrap();
+            assert!(total > 0);
+            assert_eq!(*m, total, "stream {i}");
+        }
     }
 
     #[test]

@@ -74,9 +74,8 @@ impl Run {
             let frames = engine.poll_frames();
             frames
                 .into_iter()
-                .map(|f| {
-                    let groups = f.groups_json();
-                    let sets = f.sets_json();
+                .map(|mut f| {
+                    let (groups, sets) = f.take_json();
                     (f, groups, sets)
                 })
                 .collect::<Vec<_>>()

@@ -29,7 +29,8 @@ HOST_SERIES = {
     "cpu_busy_pct": "host CPU busy %",
     "cpu_iowait_pct": "host CPU iowait %",
     "cpu_steal_pct": "host CPU steal %",
-    "engine_cpu_pct": "engine threads CPU % (of one CPU)",
+    "engine_cpu_pct": "engine IO threads CPU % (of one CPU)",
+    "aggregate_cpu_pct": "engine aggregation thread CPU % (of one CPU)",
     "io_some_pct": "io pressure (some) %",
     "io_full_pct": "io pressure (full) %",
     "cpu_some_pct": "cpu pressure (some) %",
@@ -177,6 +178,14 @@ def overhead_table(summary: results.Summary) -> Table | None:
         rows.append(("CPU per IO", f"{num(o.cpu_per_io_us)} us", "the whole process"))
     if o.engine_cpu_per_io_us is not None:
         rows.append(("engine CPU per IO", f"{num(o.engine_cpu_per_io_us)} us", "IO threads"))
+    if o.aggregate_cpu_pct is not None:
+        rows.append(
+            (
+                "engine aggregation",
+                f"{num(o.aggregate_cpu_pct)}% of a CPU",
+                "interval frames and totals, off the IO threads",
+            )
+        )
     if o.front_end_cpu_pct is not None:
         rows.append(("front end", f"{num(o.front_end_cpu_pct)}% of a CPU", "the rest of it"))
     if o.issue_lateness_p99_us is not None:

@@ -520,6 +520,8 @@ def host_line(summary: dict[str, Any]) -> str | None:
         )
     if host.get("engine_cpu_pct") is not None:
         parts.append(f"engine threads {host['engine_cpu_pct']:.0f}% of a CPU")
+        if host.get("aggregate_cpu_pct"):
+            parts.append(f"its aggregation {host['aggregate_cpu_pct']:.1f}%")
     for res in ("io", "cpu", "memory"):
         value = host.get(f"{res}_some_pct")
         if value is not None:

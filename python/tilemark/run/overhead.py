@@ -47,12 +47,17 @@ def tool_overhead(
     out: dict[str, Any] = {"ios": ios}
     host = host or {}
     process, engine = host.get("process_cpu_pct"), host.get("engine_cpu_pct")
+    aggregate = host.get("aggregate_cpu_pct") or 0.0
     if process is not None:
         out["cpu_per_io_us"] = process / 100 * duration / ios * 1e6
         if engine is not None:
             engine = min(engine, process)  # both read in clock ticks (10 ms): a tick apart
+            aggregate = min(aggregate, process - engine)
             out["engine_cpu_per_io_us"] = engine / 100 * duration / ios * 1e6
-            out["front_end_cpu_pct"] = max(0.0, process - engine)
+            # The engine's aggregation thread (interval frames, the run's totals) apart from
+            # the IO threads and from the front end (Python and the rest of the process).
+            out["aggregate_cpu_pct"] = aggregate
+            out["front_end_cpu_pct"] = max(0.0, process - engine - aggregate)
     late = summary.get("issue_lateness") or {}
     if late.get("ios"):
         out["issue_lateness_p50_us"] = late.get("p50_us")
@@ -112,7 +117,10 @@ def overhead_line(overhead: dict[str, Any] | None) -> str | None:
         text = f"{_us(cpu)} of CPU per IO"
         engine, front = overhead.get("engine_cpu_per_io_us"), overhead.get("front_end_cpu_pct")
         if engine is not None and front is not None:
-            text += f" (engine {_us(engine)}; front end {front:.1f}% of a CPU)"
+            text += f" (engine IO threads {_us(engine)}; "
+            if overhead.get("aggregate_cpu_pct") is not None:
+                text += f"its aggregation {overhead['aggregate_cpu_pct']:.1f}% of a CPU; "
+            text += f"front end {front:.1f}% of a CPU)"
         parts.append(text)
     if overhead.get("issue_lateness_p99_us") is not None:
         parts.append(

@@ -423,6 +423,7 @@ class Overhead(_Struct):
     ios: int | None = None  # data IOs over the measurement
     cpu_per_io_us: float | None = None  # the process's CPU time per IO
     engine_cpu_per_io_us: float | None = None  # the engine threads' share of it
+    aggregate_cpu_pct: float | None = None  # the engine's aggregation thread, % of one CPU
     front_end_cpu_pct: float | None = None  # the rest of the process, % of one CPU
     issue_lateness_p50_us: float | None = None  # open-loop IOs (summary.issue_lateness)
     issue_lateness_p99_us: float | None = None

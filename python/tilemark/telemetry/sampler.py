@@ -20,8 +20,10 @@ Device figures follow iostat -x (sysstat), over the time between two samples dt 
 Host CPU is the share of all CPUs' time in /proc/stat: user (user + nice), system (system +
 irq + softirq), iowait, steal and idle (guest time is already inside user). busy = 100 - idle
 - iowait: the CPUs did work (or were taken by the hypervisor, steal) rather than wait. The
-engine's CPU is the utime + stime of its threads ("tilemark-engine"), in % of one CPU, like
-top. Pressure (PSI): avg10 as the kernel reports it at the sample, and the share of the
+engine's CPU is the utime + stime of its IO threads ("tilemark-engine"), in % of one CPU, like
+top; its aggregation thread's ("tilemark-agg": the interval frames and the run's totals,
+merged as the IO threads send them) is counted apart, and the rest of the process is the
+front end. Pressure (PSI): avg10 as the kernel reports it at the sample, and the share of the
 interval some (or all, "full") runnable tasks stalled on the resource, from the `total`
 counter.
 
@@ -49,6 +51,7 @@ PROC_STAT = Path("/proc/stat")
 PROC_PRESSURE = Path("/proc/pressure")
 PROC_TASKS = Path("/proc/self/task")
 ENGINE_THREAD = "tilemark-engine"
+AGGREGATE_THREAD = "tilemark-agg"
 SECTOR_BYTES = 512
 PSI_RESOURCES = ("io", "cpu", "memory")
 # A run whose host CPUs were busier than this on average is tool-bound.
@@ -120,6 +123,7 @@ HOST_SCHEMA = pa.schema(
         *_INTERVAL_COLUMNS,
         *[(f"cpu_{f}_pct", pa.float64()) for f in CPU_FIELDS],
         ("engine_cpu_pct", pa.float64()),
+        ("aggregate_cpu_pct", pa.float64()),
         ("process_cpu_pct", pa.float64()),
         *[(c, pa.float64()) for c in PSI_COLUMNS],
     ],
@@ -160,11 +164,13 @@ def read_cpu() -> tuple[int, ...] | None:
     return tuple(int(v) for v in first[1:9])
 
 
-def _thread_ticks() -> tuple[dict[str, int] | None, int | None]:
-    """utime + stime clock ticks of each engine thread (by thread id) and of the whole
-    process. Per thread, so that a thread that ends between two samples does not make the
-    engine's CPU time run backwards (its sum would drop by all that thread had used)."""
-    engine: dict[str, int] = {}
+def _thread_ticks() -> tuple[dict[str, int] | None, dict[str, int] | None, int | None]:
+    """utime + stime clock ticks of each engine IO thread and of each aggregation thread (by
+    thread id), and of the whole process. Per thread, so that a thread that ends between two
+    samples does not make the engine's CPU time run backwards (its sum would drop by all that
+    thread had used). No IO thread: None (the engine's CPU is unknown); no aggregation thread:
+    {} (it used none)."""
+    threads: dict[str, dict[str, int]] = {ENGINE_THREAD: {}, AGGREGATE_THREAD: {}}
     found = False
     process = None
     try:
@@ -178,13 +184,14 @@ def _thread_ticks() -> tuple[dict[str, int] | None, int | None]:
             except OSError:
                 continue  # the thread ended
             name = text[text.index("(") + 1 : text.rindex(")")]
-            if name == ENGINE_THREAD:
+            if name in threads:
                 fields = text.rsplit(")", 1)[1].split()
-                engine[task] = int(fields[11]) + int(fields[12])
-                found = True
+                threads[name][task] = int(fields[11]) + int(fields[12])
+                found = found or name == ENGINE_THREAD
     except (OSError, ValueError, IndexError):
-        return None, process
-    return (engine if found else None), process
+        return None, None, process
+    engine = threads[ENGINE_THREAD] if found else None
+    return engine, threads[AGGREGATE_THREAD], process
 
 
 def read_pressure() -> dict[str, float]:
@@ -207,13 +214,13 @@ def read_pressure() -> dict[str, float]:
 class Sample:
     """Counters at one moment (run time ns)."""
 
-    __slots__ = ("t_ns", "disks", "cpu", "engine_ticks", "process_ticks", "psi")
+    __slots__ = ("t_ns", "disks", "cpu", "engine_ticks", "aggregate_ticks", "process_ticks", "psi")
 
     def __init__(self, t_ns: int, devs: set[str]):
         self.t_ns = t_ns
         self.disks = read_diskstats(devs)
         self.cpu = read_cpu()
-        self.engine_ticks, self.process_ticks = _thread_ticks()
+        self.engine_ticks, self.aggregate_ticks, self.process_ticks = _thread_ticks()
         self.psi = read_pressure()
 
 
@@ -296,6 +303,7 @@ def host_figures(a: Sample, b: Sample) -> dict[str, Any]:
     out: dict[str, Any] = cpu_figures(a.cpu, b.cpu)
     for key, ticks_a, ticks_b in (
         ("engine_cpu_pct", a.engine_ticks, b.engine_ticks),
+        ("aggregate_cpu_pct", a.aggregate_ticks, b.aggregate_ticks),
         ("process_cpu_pct", a.process_ticks, b.process_ticks),
     ):
         # The engine's threads are gone at the closing sample of a run's last interval when
@@ -550,14 +558,15 @@ class Totals:
     HOST_MEANS = (
         *[f"cpu_{f}_pct" for f in CPU_FIELDS],
         "engine_cpu_pct",
+        "aggregate_cpu_pct",
         "process_cpu_pct",
         *[c for c in PSI_COLUMNS if c.endswith("_pct")],
     )
     HOST_MAXES = tuple(c for c in PSI_COLUMNS if c.endswith("_avg10"))
-    # The engine's and the process's CPU are means over the same intervals (those where both
-    # are known), so that their difference is the front end's share; the process's alone
-    # where the engine's is known in none.
-    CPU_PAIR = ("engine_cpu_pct", "process_cpu_pct")
+    # The engine's (IO and aggregation threads') and the process's CPU are means over the same
+    # intervals (those where all are known), so that the process's less the engine's is the
+    # front end's share; the process's alone where the engine's is known in none.
+    CPU_PAIR = ("engine_cpu_pct", "aggregate_cpu_pct", "process_cpu_pct")
 
     def __init__(self) -> None:
         self._devices: dict[str, dict[str, Any]] = {}

@@ -583,6 +583,9 @@ pub struct Frame {
     /// closed one. The set itself is then left empty.
     pub batch: Option<String>,
     pub window: Option<String>,
+    /// `groups_json` and `sets_json`, made ahead by `encode` (on the engine's aggregation
+    /// thread, so the consumer that takes the frame only hands the text over).
+    pub encoded: Option<(String, Vec<String>)>,
 }
 
 impl Frame {
@@ -622,7 +625,21 @@ impl Frame {
             lateness: Histogram::new(),
             batch: None,
             window: None,
+            encoded: None,
         }
+    }
+
+    /// Make `groups_json` and `sets_json` now, for `take_json`.
+    pub fn encode(&mut self) {
+        self.encoded = Some((self.groups_json(), self.sets_json()));
+    }
+
+    /// The group aggregates' and every further set's JSON snapshots: those `encode` made, or
+    /// made now.
+    pub fn take_json(&mut self) -> (String, Vec<String>) {
+        self.encoded
+            .take()
+            .unwrap_or_else(|| (self.groups_json(), self.sets_json()))
     }
 
     /// Aggregate `streams` (those `build` had) into further group sets, each `(group_of,
