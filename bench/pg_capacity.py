@@ -13,8 +13,10 @@ whatever the queue depth; below ext4 and a loop device, so writeback meets it to
    --layout compact`), then `tilemark scale` of that profile on a fresh device of the same
    kind: the largest tile count whose QoS passes. A tile gets one instance's data directory
    (tables, indexes and WAL, `du -sb`) per target; the learned sync-write (WAL) streams run on
-   a target file of their own, as PostgreSQL's WAL is in files of its own (an fdatasync covers
-   a whole file: on the tile's shared file it waited for the data writeback of every tile).
+   a target file of their own, a file per tile (`--target wal=.../wal-{tile}.dat`), as each
+   PostgreSQL instance's WAL is in files of its own (an fdatasync covers a whole file: on the
+   tile's shared file it waited for the data writeback of every tile, and on one WAL file for
+   every tile the tiles' log writes queued on its lock; `--shared-wal` keeps that layout).
 
 The SLO's storage side: a transaction waits for its reads and its commit's WAL write and
 flush, so the learned profile's read and sync-write streams get a response-time objective at
@@ -208,12 +210,15 @@ def one_rate(work: Path, args: argparse.Namespace, rate: float) -> dict[str, Any
         fs = stack.enter_context(rigs.ext4(dev.loop, work2 / "fs"))
 
         def scale(tiles: str, sets: list[str]) -> tuple[list[str], dict]:
-            # PostgreSQL's WAL lives in files of its own: the learned log stream gets a target
-            # of its own, so its fdatasyncs wait for its own writes only, not for the data
-            # file's writeback stream (an fdatasync covers the whole file)
+            # PostgreSQL's WAL lives in files of its own, each instance's its own: the learned
+            # log stream gets a target of its own, a file per tile ({tile}), so its
+            # fdatasyncs wait for its own writes only, not for the data file's writeback
+            # stream nor another tile's log (an fdatasync covers the whole file, and writers
+            # of one file queue on its lock; --shared-wal: one file for every tile, as before)
             targets = ["--target", f"data={fs / 'tm.dat'}"]
             if wal:
-                targets += ["--target", f"wal={fs / 'wal.dat'}", "--set", "learned.target=data"]
+                wal_path = fs / ("wal.dat" if args.shared_wal else "wal-{tile}.dat")
+                targets += ["--target", f"wal={wal_path}", "--set", "learned.target=data"]
                 targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
             cmd = [fid.tilemark(), "scale", str(learned), *targets,
                    "--capacity", str(cap * (args.max + 2)), "--tiles", tiles,
@@ -369,7 +374,9 @@ def report(results: list[dict], args: argparse.Namespace) -> str:
                   f"limits { {k: round(v, 1) for k, v in p.get('limits_ms', {}).items()} } ms; "
                   f"tile capacity {p.get('tile_capacity', 0) / MIB:.0f} MiB (the instance's "
                   f"data directory; learned {p.get('learned_capacity', 0) / MIB:.0f} MiB), "
-                  f"WAL streams on a file of their own: {p.get('wal_streams')}; "
+                  f"WAL streams on a file of their own "
+                  f"({'one for every tile' if args.shared_wal else 'one per tile'}): "
+                  f"{p.get('wal_streams')}; "
                   f"pressure before the prediction {p.get('pressure')}; "
                   f"`{p.get('command')}`",
                   "", "| tiles | pass | worst p95 response (ms) per waited stream | failed |",
@@ -443,6 +450,8 @@ def main() -> int:
     ap.add_argument("--calibration", choices=("affine", "proportional"), default="affine",
                     help="how the application's room to its limit maps to the storage's "
                          "(docs/learn.md); both answers are reported when affine runs")  # fmt: skip
+    ap.add_argument("--shared-wal", action="store_true",
+                    help="one WAL file for every tile (default: a file per tile)")  # fmt: skip
     ap.add_argument("--out", default=None)
     ap.add_argument("--keep", action="store_true",
                     help="keep the work directory (trace, profile, run results)")  # fmt: skip

@@ -29,7 +29,7 @@ from tilemark.workload.apps import (
     load_profile,
 )
 from tilemark.workload.tilefile import default_tile, load_tile, parse_sets
-from tilemark.workload.tilelayout import compile_tiles
+from tilemark.workload.tilelayout import compile_tiles, expand_targets
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -424,6 +424,44 @@ def test_folded_mix_is_a_valid_plan_on_a_4k_device():
     )
     workload, _ = tile_workload(default_tile(), 1, settings, max_tiles=1, infos=[_info()])
     assert isinstance(workload, plan.Workload)
+
+
+def test_a_target_with_tile_in_its_path_gives_each_tile_its_own_file_of_one_slot():
+    pinned = [f"{app}.target=data" for app in ("mail", "oltp", "dss", "web", "backup")]
+    tile = default_tile(parse_sets(["mail.log.target=log", *pinned]))
+    names = ["data", "log"]
+    shared = compile_tiles(tile, 3, capacity=GIB, max_tiles=4, targets=names)
+    own = compile_tiles(
+        tile, 3, capacity=GIB, max_tiles=4, targets=names, own_files=frozenset({"log"})
+    )
+    logs = {r["tile"]: r for r in shared.regions if r["target"] == "log"}
+    own_logs = {r["tile"]: r for r in own.regions if r["target"].startswith("log")}
+    # The same slot of the same size, in tile k's own file from its start.
+    assert {k: r["length"] for k, r in own_logs.items()} == {k: 256 * MIB for k in (1, 2, 3)}
+    assert {k: r["length"] for k, r in logs.items()} == {k: 256 * MIB for k in (1, 2, 3)}
+    assert [logs[k]["offset"] for k in (1, 2, 3)] == [0, 256 * MIB, 512 * MIB]
+    assert {k: (r["target"], r["offset"]) for k, r in own_logs.items()} == {
+        k: (f"log.{k}", 0) for k in (1, 2, 3)
+    }
+    streams = streams_by_name(own)
+    assert streams["t2.mail.log"]["target"] == "log.2" and streams["t2.mail.log"]["offset"] == 0
+    assert streams["t2.mail.db"]["target"] == "data"
+    # Everything else is laid out as on the shared target.
+    assert [r for r in own.regions if r["target"] == "data"] == [
+        r for r in shared.regions if r["target"] == "data"
+    ]
+    specs = [TargetSpec("data", "/x/d.dat"), TargetSpec("log", "/x/log-{tile}.dat")]
+    assert [t.to_json() for t in expand_targets(tile, specs, GIB, 4)] == [
+        {"name": "data", "path": "/x/d.dat", "size": GIB},
+        *[{"name": f"log.{k}", "path": f"/x/log-{k}.dat", "size": 256 * MIB} for k in (1, 2, 3, 4)],
+    ]
+    # Through a tile run's workload: the files are its targets.
+    settings = TileRunSettings(targets=specs, capacity=GIB, duration=1, warmup=0)
+    workload, _ = tile_workload(tile, 2, settings, max_tiles=4, infos=[_info()] * 5)
+    assert [(t.name, t.path, t.size) for t in workload.targets] == [
+        ("data", "/x/d.dat", GIB),
+        *[(f"log.{k}", f"/x/log-{k}.dat", 256 * MIB) for k in (1, 2, 3, 4)],
+    ]
 
 
 # -----------------------------------------------------------------------------------------------

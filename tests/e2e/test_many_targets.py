@@ -192,6 +192,40 @@ def test_tiles_go_to_targets_round_robin_and_as_mapped(tmp_path):
     assert {r["target"] for n, r in by_count[2].items() if n.startswith("t2.")} == {1}
 
 
+def test_a_target_path_with_tile_gives_each_tile_a_file_of_its_own(tmp_path, capsys):
+    data, logs = tmp_path / "data.dat", str(tmp_path / "log-{tile}.dat")
+    pinned = [x for app in ("mail", "oltp", "dss", "web", "backup")
+              for x in ("--set", f"{app}.target=data")]  # fmt: skip
+    fast = [x for x in TILE_FAST if x not in ("--backend", "null")]  # real IO
+    code, results = _results(
+        tmp_path, "run", "--tiles", "2", "--target", f"data={data}", "--target", f"log={logs}",
+        *pinned, "--set", "mail.log.target=log", *fast,
+    )  # fmt: skip
+    assert code in (0, 3)
+    doc, _ = _run_doc(results)
+    by_name = {t["name"]: t for t in doc["summary"]["targets"]}
+    assert list(by_name) == ["data", "log.1", "log.2"]
+    for k in (1, 2):
+        log = by_name[f"log.{k}"]
+        assert log["path"] == str(tmp_path / f"log-{k}.dat")
+        assert log["streams"] == [f"t{k}.mail.log"] and log["write_ops"] > 0
+        # Each file is one tile's slot: half the capacity, from the file's start.
+        assert (tmp_path / f"log-{k}.dat").stat().st_size == HEADER + 128 * MiB
+        stream = next(s for s in doc["plan"]["streams"] if s["name"] == f"t{k}.mail.log")
+        (region,) = stream["regions"]
+        assert region["target"] == k and region["offset"] == 0
+    assert not (tmp_path / "log-{tile}.dat").exists()
+
+    # Outside a tile run it is one sentence, and nothing is written.
+    capsys.readouterr()
+    plain = tmp_path / "plain"
+    code = main(["run", "--target", str(tmp_path / "x-{tile}.dat"), "--rw", "randread",
+                 "--size", "4m", "--duration", "1", "--results", str(plain)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "only tile runs have" in err and "Traceback" not in err, err
+    assert not plain.exists() and not list(tmp_path.glob("x-*"))
+
+
 BAD_INPUT = [
     (["--target", "{t}/a.dat", "--target", "{t}/a.dat"], "is given twice"),
     (["--rw", "randread", "--start", "2s", "--stop", "1s"], "--start 2 s is not before"),

@@ -146,7 +146,8 @@ OPTIONS: tuple[Option, ...] = (
        modes=WORKLOAD, kind="switch", dest="use_default"),
     _o("target", "run", "File (created and filled if missing) or block device; repeat it for "
        "several targets (streams spread over all of them unless they name theirs). NAME=PATH "
-       "names a target (default: the file name without its extension, e.g. loop3).",
+       "names a target (default: the file name without its extension, e.g. loop3). In a tile run "
+       "a path with {tile} gives each tile a file of its own (wal={tile}.dat).",
        flag="--target", metavar="[NAME=]PATH", modes=ALL, toml=True, kind="list"),
     _o("size", "run", "Data area to use or create, e.g. 1g (binary units).", flag="--size",
        metavar="SIZE", modes=WORKLOAD | POINT_STUDIES | {PRECONDITION}, toml=True,

@@ -52,7 +52,13 @@ from tilemark.units import format_size, parse_duration
 from tilemark.workload import plan
 from tilemark.workload.apps import TileSpec
 from tilemark.workload.tilefile import default_tile, load_tile_or_profile, parse_sets
-from tilemark.workload.tilelayout import TileLayout, compile_tiles, min_capacity
+from tilemark.workload.tilelayout import (
+    TileLayout,
+    compile_tiles,
+    expand_targets,
+    min_capacity,
+    per_tile,
+)
 
 DEFAULT_TILE_DURATION = "60s"
 DEFAULT_TILE_WARMUP = "10s"
@@ -114,8 +120,16 @@ class TileRunSettings:
 
     @property
     def target_names(self) -> list[str] | None:
-        """The targets' names for the layout; None with one target (it needs no name)."""
-        return [t.name for t in self.targets] if len(self.targets) > 1 else None
+        """The targets' names for the layout; None with one shared target (it needs no
+        name)."""
+        if len(self.targets) > 1 or self.own_files:
+            return [t.name for t in self.targets]
+        return None
+
+    @property
+    def own_files(self) -> frozenset[str]:
+        """The targets that give each tile a file of its own ({tile} in the path)."""
+        return frozenset(t.name for t in self.targets if per_tile(t.path))
 
     @property
     def target(self) -> str:
@@ -173,7 +187,9 @@ def tile_settings(
         raise UsageError("--target is required: a file (created if missing) or a block device.")
     else:
         target_specs = parse_targets(list(target), None, flag=True)
-        capacity = opts.tile.capacity or min(targets.default_size(t.path) for t in target_specs)
+        capacity = opts.tile.capacity or min(
+            targets.default_size(t.path.replace("{tile}", "1")) for t in target_specs
+        )
     interval_s = run.parsed("interval", 1.0)
     steady = steady_settings(opts)
     if steady is not None and not until_steady:
@@ -269,7 +285,7 @@ def inspect_tile_targets(
             f"of {tile.name}: every application needs at least 1 MiB; use at least "
             f"{format_size(need)}."
         )
-    sized = [TargetSpec(t.name, t.path, settings.capacity) for t in settings.targets]
+    sized = expand_targets(tile, settings.targets, settings.capacity, max_tiles)
     infos = inspect_targets(
         sized,
         writes=[True] * len(sized),
@@ -423,8 +439,12 @@ def tile_workload(
         max_tiles=max_tiles,
         dio_alignment=max(i.dio_alignment for i in infos) if settings.direct else 0,
         targets=settings.target_names,
+        own_files=settings.own_files,
     )
     doc = {**settings.doc(), **layout.doc}
+    if settings.own_files:
+        expanded = expand_targets(tile, settings.targets, settings.capacity, max_tiles)
+        doc["target"] = [t.to_json() for t in expanded]
     return plan.parse_workload(doc, source=f"tiles:{tile.source}"), layout
 
 

@@ -79,6 +79,13 @@ def inspect_targets(
 ) -> list[TargetInfo]:
     """Inspect every target (`writes[i]`: whether the run writes target i); never writes."""
     destroy = list(destroy_data or [])
+    for spec in specs:
+        if "{tile}" in spec.path:
+            # tile runs replace it (workload/tilelayout.py expand_targets) before they get here
+            raise UsageError(
+                f"target {spec.name}: {{tile}} in its path gives each tile a file of its own, "
+                "which only tile runs have (run --tiles, scale); name one file here."
+            )
     infos = []
     for spec, written in zip(specs, writes, strict=True):
         info = targets.inspect_target(
