@@ -1,0 +1,177 @@
+"""One WAL file for every tile, or a file per tile? An A/B of the learned PostgreSQL profile on
+bench/pg_capacity.py's rig (issue 24, the 60 tps miss).
+
+pg_capacity.py predicts how many PostgreSQL instances a device carries from tiles of a profile
+learned from one instance. Its learned WAL stream (write, then fdatasync) ran on one target file
+shared by every tile, where each instance writes WAL files of its own. This runs N tiles of a
+profile that pg_capacity.py recorded (its results JSON holds the learned profile and the
+calibrated limits), on a fresh device of the same kind (nbdkit memory behind a 1 ms delay,
+one request at a time, a loop device, ext4), two ways, alternated (ABBA):
+
+- `shared`: `--target wal=FS/wal.dat`, every tile's WAL stream in its own slot of one file;
+- `own`: `--target 'wal=FS/wal-{tile}.dat'`, each tile's WAL stream in a file of its own.
+
+Everything else is the same: the data streams on one data file, the capacity, `tilemark scale
+--tiles N..N`, 30 s measured after 5 s of warm-up. Reported per run: each tile's p95 of the
+criteria pg_capacity.py calibrates (the WAL stream's write p95 and the read stream's p95),
+against the limits that study set, and the CPU pressure.
+
+    sudo .venv/bin/python bench/pg_wal_split.py \\
+        --study bench/results/2026-11-28-121442-vm-pg-capacity.json --rate 60 --tiles 2,3
+
+writes bench/results/DATE-vm-pg-wal-split.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import apprigs as rigs  # noqa: E402
+import fidelity as fid  # noqa: E402
+
+LAYOUTS = ("shared", "own")
+
+
+def run_tiles(layout: str, fs: Path, work: Path, profile: Path, study: dict, tiles: int,
+              seconds: float) -> dict[str, Any]:  # fmt: skip
+    """N tiles laid out one way: each tile's calibrated p95s."""
+    p = study["predicted"]
+    wal = p["wal_streams"]
+    path = fs / ("wal.dat" if layout == "shared" else "wal-{tile}.dat")
+    targets = ["--target", f"data={fs / 'tm.dat'}", "--target", f"wal={path}",
+               "--set", "learned.target=data"]  # fmt: skip
+    targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
+    cmd = [fid.tilemark(), "scale", str(profile), *targets,
+           "--capacity", str(p["tile_capacity"] * 7), "--tiles", f"{tiles}..{tiles}",
+           "--duration", f"{seconds:g}s", "--warmup", "5s", "--confirm", "1", "--no-settle",
+           "--results", str(work / "results"), "--json"]  # fmt: skip
+    pressure = rigs.pressure()
+    done = fid.run(cmd)
+    try:
+        step = json.loads(done.stdout)["steps"][0]
+        doc = json.loads((Path(step["run_dir"]) / "run.json").read_text())
+    except (json.JSONDecodeError, KeyError, IndexError, OSError):
+        return {"layout": layout, "tiles": tiles, "error": done.stderr[-2000:]}
+    per_tile = {
+        inst["tile"]: {
+            c["criterion"]: c["value"] for c in inst["criteria"] if c["criterion"].endswith("_p95")
+        }
+        for inst in doc["summary"]["applications"]["instances"]
+    }
+    targets_seen = [t["name"] for t in doc["summary"]["targets"]]
+    return {"layout": layout, "tiles": tiles, "p95_ms": per_tile, "targets": targets_seen,
+            "pressure_before": pressure, "command": " ".join(cmd)}  # fmt: skip
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    limits = doc["limits_ms"]
+    lines = [
+        "# One WAL file for every tile, or a file per tile (bench/pg_wal_split.py)",
+        "",
+        f"Command: `{doc['command']}`. Profile and limits: the {doc['rate']:g} tps rate of "
+        f"{doc['study']}. Limits (ms): "
+        + ", ".join(f"{k} {v:.1f}" for k, v in limits.items())
+        + f". {doc['reps']} alternations, {doc['seconds']:g} s measured after 5 s of warm-up.",
+        "",
+        "| tiles | layout | rep | "
+        + " | ".join(f"worst {k} (ms)" for k in limits)
+        + " | every tile within the limits | CPU pressure before |",
+        "|---|---|---|" + "---|" * len(limits) + "---|---|",
+    ]
+    for r in doc["runs"]:
+        if "error" in r:
+            lines.append(f"| {r['tiles']} | {r['layout']} | {r['rep']} | error: see the JSON |")
+            continue
+        worst = {k: max(t.get(k, 0.0) for t in r["p95_ms"].values()) for k in limits}
+        ok = all(worst[k] <= limits[k] for k in limits)
+        cpu = r["pressure_before"].get("cpu", "")
+        lines.append(
+            f"| {r['tiles']} | {r['layout']} | {r['rep']} | "
+            + " | ".join(f"{worst[k]:.1f}" for k in limits)
+            + f" | {'yes' if ok else 'no'} | {cpu} |"
+        )
+    lines += ["", "Medians of the worst tile's p95 per layout:", ""]
+    for tiles in sorted({r["tiles"] for r in doc["runs"]}):
+        for layout in LAYOUTS:
+            mine = [r for r in doc["runs"] if r["tiles"] == tiles and r["layout"] == layout
+                    and "error" not in r]  # fmt: skip
+            if not mine:
+                continue
+            med = {
+                k: statistics.median(max(t.get(k, 0.0) for t in r["p95_ms"].values()) for r in mine)
+                for k in limits
+            }
+            lines.append(
+                f"- {tiles} tiles, {layout}: "
+                + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items())
+            )
+    lines += ["", f"Machine: {json.dumps(doc['machine'])}", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--study", required=True, help="a pg_capacity.py results JSON")
+    ap.add_argument("--rate", type=float, required=True, help="which of its rates")
+    ap.add_argument("--tiles", default="2,3")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--delay-ms", type=int, default=1)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    rates = json.loads(Path(args.study).read_text())
+    study = next((r for r in rates if r["rate"] == args.rate), None)
+    if study is None:
+        print(f"--rate {args.rate:g}: {args.study} has rates "
+              f"{', '.join(str(r['rate']) for r in rates)}", file=sys.stderr)  # fmt: skip
+        return 2
+    work = Path("/var/tmp") / f"tm-walsplit-{datetime.now():%H%M%S}"
+    work.mkdir(parents=True)
+    profile = work / "learned.toml"
+    profile.write_text(study["predicted"]["profile"])
+    runs = []
+    try:
+        with contextlib.ExitStack() as stack:
+            delay = args.delay_ms
+            device = rigs.delayed_device(work, "6G", rdelay_ms=delay, wdelay_ms=delay, serial=True)
+            dev = stack.enter_context(device)
+            fs = stack.enter_context(rigs.ext4(dev.loop, work / "fs"))
+            for tiles in (int(t) for t in args.tiles.split(",")):
+                for rep in range(args.reps):
+                    for layout in LAYOUTS if rep % 2 == 0 else LAYOUTS[::-1]:
+                        r = run_tiles(layout, fs, work, profile, study, tiles, args.seconds)
+                        r["rep"] = rep
+                        print(json.dumps({k: v for k, v in r.items() if k != "command"}),
+                              file=sys.stderr, flush=True)  # fmt: skip
+                        runs.append(r)
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    doc = {
+        "command": " ".join(sys.argv),
+        "study": args.study,
+        "rate": args.rate,
+        "limits_ms": study["predicted"]["limits_ms"],
+        "reps": args.reps,
+        "seconds": args.seconds,
+        "runs": runs,
+        "machine": {"kernel": fid.platform.release(), "cpus": fid.os.cpu_count()},
+    }
+    stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-wal-split"
+    fid.RESULTS.mkdir(parents=True, exist_ok=True)
+    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
+    (fid.RESULTS / f"{stem}.md").write_text(markdown(doc))
+    print(fid.RESULTS / f"{stem}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
