@@ -12,7 +12,10 @@ one request at a time, a loop device, ext4), two ways, alternated (ABBA):
 - `own`: `--target 'wal=FS/wal-{tile}.dat'`, each tile's WAL stream in a file of its own.
 
 Everything else is the same: the data streams on one data file, the capacity, `tilemark scale
---tiles N..N`, 30 s measured after 5 s of warm-up. Reported per run: each tile's p95 of the
+--tiles N..N`, 30 s measured after 5 s of warm-up. `--variant NAME=KNOB=VALUE[,KNOB=VALUE]`
+adds a layout: `own` with those `--set`s, or with a stream's key changed in the profile itself
+where the KNOB is `@STREAM.KEY` (e.g. `wbqd4=@postgres_writeback.qd=4`), to try a change of
+the profile beside the two. Reported per run: each tile's p95 of the
 criteria pg_capacity.py calibrates (the WAL stream's write p95 and the read stream's p95),
 against the limits that study set, and the CPU pressure.
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -39,6 +43,8 @@ import apprigs as rigs  # noqa: E402
 import fidelity as fid  # noqa: E402
 
 LAYOUTS = ("shared", "own")
+# --variant: name -> the --set values it adds to `own`
+VARIANTS: dict[str, list[str]] = {}
 
 
 def run_tiles(layout: str, fs: Path, work: Path, profile: Path, study: dict, tiles: int,
@@ -49,6 +55,11 @@ def run_tiles(layout: str, fs: Path, work: Path, profile: Path, study: dict, til
     path = fs / ("wal.dat" if layout == "shared" else "wal-{tile}.dat")
     targets = ["--target", f"data={fs / 'tm.dat'}", "--target", f"wal={path}",
                "--set", "learned.target=data"]  # fmt: skip
+    knobs = VARIANTS.get(layout, [])
+    targets += [x for knob in knobs if not knob.startswith("@") for x in ("--set", knob)]
+    edits = [knob[1:] for knob in knobs if knob.startswith("@")]
+    if edits:
+        profile = edited(profile, edits, work / f"{layout}.toml")
     targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
     cmd = [fid.tilemark(), "scale", str(profile), *targets,
            "--capacity", str(p["tile_capacity"] * 7), "--tiles", f"{tiles}..{tiles}",
@@ -70,6 +81,21 @@ def run_tiles(layout: str, fs: Path, work: Path, profile: Path, study: dict, til
     targets_seen = [t["name"] for t in doc["summary"]["targets"]]
     return {"layout": layout, "tiles": tiles, "p95_ms": per_tile, "targets": targets_seen,
             "pressure_before": pressure, "command": " ".join(cmd)}  # fmt: skip
+
+
+def edited(profile: Path, edits: list[str], out: Path) -> Path:
+    """The profile with `STREAM.KEY=VALUE` set in that stream's table (the key's line
+    replaced)."""
+    blocks = re.split(r"(?m)^(?=\[\[stream\]\])", profile.read_text())
+    for edit in edits:
+        where, _, value = edit.partition("=")
+        stream, _, key = where.rpartition(".")
+        hits = [i for i, b in enumerate(blocks) if re.search(rf'(?m)^name = "{stream}"$', b)]
+        if len(hits) != 1 or not re.search(rf"(?m)^{key} = ", blocks[hits[0]]):
+            raise SystemExit(f"--variant: the profile has no stream {stream} with a key {key}")
+        blocks[hits[0]] = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", blocks[hits[0]])
+    out.write_text("".join(blocks))
+    return out
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -101,7 +127,7 @@ def markdown(doc: dict[str, Any]) -> str:
         )
     lines += ["", "Medians of the worst tile's p95 per layout:", ""]
     for tiles in sorted({r["tiles"] for r in doc["runs"]}):
-        for layout in LAYOUTS:
+        for layout in (*LAYOUTS, *VARIANTS):
             mine = [r for r in doc["runs"] if r["tiles"] == tiles and r["layout"] == layout
                     and "error" not in r]  # fmt: skip
             if not mine:
@@ -126,8 +152,14 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--delay-ms", type=int, default=1)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=KNOB=VALUE,...")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS), help="which of shared, own to run")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    for v in args.variant:
+        name, _, knobs = v.partition("=")
+        VARIANTS[name] = [k for k in knobs.split(",") if k]
+    order = [x for x in args.layouts.split(",") if x in LAYOUTS] + list(VARIANTS)
     rates = json.loads(Path(args.study).read_text())
     study = next((r for r in rates if r["rate"] == args.rate), None)
     if study is None:
@@ -147,7 +179,7 @@ def main() -> int:
             fs = stack.enter_context(rigs.ext4(dev.loop, work / "fs"))
             for tiles in (int(t) for t in args.tiles.split(",")):
                 for rep in range(args.reps):
-                    for layout in LAYOUTS if rep % 2 == 0 else LAYOUTS[::-1]:
+                    for layout in order if rep % 2 == 0 else order[::-1]:
                         r = run_tiles(layout, fs, work, profile, study, tiles, args.seconds)
                         r["rep"] = rep
                         print(json.dumps({k: v for k, v in r.items() if k != "command"}),
@@ -161,6 +193,7 @@ def main() -> int:
         "rate": args.rate,
         "limits_ms": study["predicted"]["limits_ms"],
         "reps": args.reps,
+        "variants": VARIANTS,
         "seconds": args.seconds,
         "runs": runs,
         "machine": {"kernel": fid.platform.release(), "cpus": fid.os.cpu_count()},

@@ -18,8 +18,7 @@ of its own: tile i's slot is the file with i in its path, from its start, where 
 would have it at its i-th slot. The slots are the same size either way, so a study measures the
 same data in both. N database instances each write WAL files of their own: an fsync then
 waits for its instance's writes only, and writers of different files do not queue on one
-file's lock (bench/README.md: at two tiles of PostgreSQL's learned profile the WAL stream's
-p95 was 16-18 ms on one shared file and 11-13 ms on a file per tile).
+file's lock (docs/tiles.md has what that changed, measured).
 """
 
 from __future__ import annotations
