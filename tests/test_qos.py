@@ -291,3 +291,9 @@ def test_compacted_windows_and_totals_are_the_snapshots_merged_one_by_one():
     six.add(snaps[6])
     _merge_json_by_json(expected, snaps[6])
     assert six.result()["streams"] == expected["streams"]
+    # A window closed after the totals were first asked for is merged into them once.
+    for snap in (snaps[7], _snap(8, [0, 1, 2, 3])):
+        six.add(snap)
+        _merge_json_by_json(expected, snap)
+    assert six.result()["streams"] == expected["streams"]
+    assert six.result()["streams"] == expected["streams"], "asking twice merges nothing twice"

@@ -382,6 +382,7 @@ class SnapshotCompactor:
         self._done: list[MergedSnapshot] = []
         self._current: MergedSnapshot | None = None
         self._done_totals: MergedSnapshot | None = None  # the finished windows merged
+        self._unmerged = 0  # finished windows not yet in _done_totals (merged when asked)
         self._span: tuple[int, int] | None = None  # (start_ns, end_ns) of the measurement
         self.batches = BatchSeries()
 
@@ -424,11 +425,19 @@ class SnapshotCompactor:
 
     def _close(self, window: MergedSnapshot) -> None:
         self._done.append(window)
-        # Once a window: the totals `result()` gives while a run is judged as it goes.
-        if self._done_totals is None:
-            self._done_totals = window.copy()
-        else:
-            self._done_totals.add_merged(window)
+        self._unmerged += 1
+
+    def _merged_done(self) -> MergedSnapshot | None:
+        """The finished windows merged: the totals `result()` gives while a run is judged as
+        it goes. Each window is merged in once, when first asked for: a run judged only at
+        its end never merges them (1,200 streams' histograms, 12 ms a window)."""
+        for window in self._done[len(self._done) - self._unmerged :]:
+            if self._done_totals is None:
+                self._done_totals = window.copy()
+            else:
+                self._done_totals.add_merged(window)
+        self._unmerged = 0
+        return self._done_totals
 
     def _filling(self) -> MergedSnapshot | None:
         if self.filling is None:
@@ -454,7 +463,7 @@ class SnapshotCompactor:
         """The measurement phase so far in the engine's result format; None before it."""
         # Merging is associative (counts and sums added, extremes kept, levels from the last),
         # so the windows merged are the intervals merged.
-        done, current = self._done_totals, self._filling()
+        done, current = self._merged_done(), self._filling()
         if done is None and current is None:
             return None
         if done is None or current is None:
