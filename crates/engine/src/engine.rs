@@ -53,6 +53,8 @@ pub struct Engine {
     /// That thread; it ends once every engine thread has ended (the channel's last sender
     /// gone) and the last message is merged.
     aggregate: Option<JoinHandle<()>>,
+    /// The aggregation thread panicked (the result says so).
+    aggregate_failed: bool,
     /// Kept open until every thread has been joined: the threads use their raw fds. (io_uring
     /// holds its own references to registered files, and psync workers use duplicates, so
     /// closing these is safe even when IOs hung.)
@@ -393,6 +395,7 @@ impl Engine {
         Ok(Engine {
             aggregator,
             aggregate: Some(aggregate),
+            aggregate_failed: false,
             plan,
             warmup_ns,
             started_at_ns,
@@ -431,8 +434,19 @@ impl Engine {
         self.control.wait(timeout)
     }
 
+    /// Once every engine thread has ended, wait for the aggregation thread to merge what they
+    /// sent last, so a poll after the run ended (`wait`, `is_done`) gets every interval.
+    fn settle(&mut self) {
+        if self.control.is_done() {
+            if let Some(h) = self.aggregate.take() {
+                self.aggregate_failed |= h.join().is_err();
+            }
+        }
+    }
+
     /// Interval snapshots completed since the last call, as a JSON array.
     pub fn poll_json(&mut self) -> String {
+        self.settle();
         self.aggregator.lock().unwrap().take_ready_json()
     }
 
@@ -480,6 +494,7 @@ impl Engine {
     /// call on, the aggregation thread builds each frame as its interval completes, so this
     /// call only hands them over; a run is polled one way, frames or JSON.
     pub fn poll_frames(&mut self) -> Vec<Frame> {
+        self.settle();
         let mut a = self.aggregator.lock().unwrap();
         a.build_frames = true;
         let mut frames = std::mem::take(&mut a.built);
@@ -490,6 +505,7 @@ impl Engine {
     /// `poll_frames` and `poll_json` of the same intervals at once (tests compare what the two
     /// paths make of the same data).
     pub fn poll_frames_and_json(&mut self) -> (Vec<Frame>, String) {
+        self.settle();
         let mut a = self.aggregator.lock().unwrap();
         let ready = a.take_ready();
         let json = a.json_of(&ready);
@@ -523,10 +539,9 @@ impl Engine {
         }
         // Every interval has been sent once the threads have ended, and the aggregation
         // thread ends once it has merged the last (the totals are folded as they arrive).
-        if let Some(h) = self.aggregate.take() {
-            if h.join().is_err() {
-                errors.push("the engine's aggregation thread panicked".into());
-            }
+        self.settle();
+        if self.aggregate_failed {
+            errors.push("the engine's aggregation thread panicked".into());
         }
         let aggregator = self.aggregator.clone();
         let aggregator = aggregator.lock().unwrap();
