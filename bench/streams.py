@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import tmbench as tb
+from tilemark.store.results import HostCpu
 
 SCHEMA = "tilemark-bench-streams/1"
 CASES = {
@@ -116,10 +117,11 @@ def run_once(tilemark: str, case: str, variant: str, duration: float, rep: int) 
     requested = None if rate is None else tables * copies * rate
     apps = summary.get("applications") or {}
     host = (summary.get("telemetry") or {}).get("host") or {}
-    process, engine_cpu = host.get("process_cpu_pct"), host.get("engine_cpu_pct")
+    cpu = HostCpu.of(host)
+    process, engine_cpu = cpu.process_cpu_pct, cpu.engine_cpu_pct
     # The engine's aggregation thread (a build before it had none: its work ran on the front
     # end's thread, inside the Python share).
-    aggregate = host.get("aggregate_cpu_pct") or 0.0
+    aggregate = cpu.aggregate_cpu_pct or 0.0
     lateness = summary.get("issue_lateness") or {}
     run_dir = Path(doc["run_dir"])
     subprocess.run(["rm", "-rf", str(run_dir)], check=False)

@@ -20,6 +20,7 @@ from rich.text import Text
 from tilemark.options import COPY_SEPARATOR
 from tilemark.run import pertarget
 from tilemark.run.summary import errors_by_name, errors_text, interval_rows, phase_ns
+from tilemark.store.results import HostCpu
 from tilemark.wording import counted
 
 
@@ -518,10 +519,11 @@ def host_line(summary: dict[str, Any]) -> str | None:
             f"{host['cpu_system_pct']:.0f}%, iowait {host['cpu_iowait_pct']:.0f}%, steal "
             f"{host['cpu_steal_pct']:.0f}%)"
         )
-    if host.get("engine_cpu_pct") is not None:
-        parts.append(f"engine threads {host['engine_cpu_pct']:.0f}% of a CPU")
-        if host.get("aggregate_cpu_pct"):
-            parts.append(f"its aggregation {host['aggregate_cpu_pct']:.1f}%")
+    cpu = HostCpu.of(host)
+    if cpu.engine_cpu_pct is not None:
+        parts.append(f"engine threads {cpu.engine_cpu_pct:.0f}% of a CPU")
+        if cpu.aggregate_cpu_pct:
+            parts.append(f"its aggregation {cpu.aggregate_cpu_pct:.1f}%")
     for res in ("io", "cpu", "memory"):
         value = host.get(f"{res}_some_pct")
         if value is not None:

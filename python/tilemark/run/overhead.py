@@ -26,6 +26,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
+from tilemark.store.results import HostCpu, Overhead
+
 # The device's IO count in a direction must be within this fraction of tilemark's for its
 # mean service time to describe the same IOs.
 SAME_IOS = 0.05
@@ -45,9 +49,9 @@ def tool_overhead(
     if not ios or duration <= 0:
         return None
     out: dict[str, Any] = {"ios": ios}
-    host = host or {}
-    process, engine = host.get("process_cpu_pct"), host.get("engine_cpu_pct")
-    aggregate = host.get("aggregate_cpu_pct") or 0.0
+    cpu = HostCpu.of(host)
+    process, engine = cpu.process_cpu_pct, cpu.engine_cpu_pct
+    aggregate = cpu.aggregate_cpu_pct or 0.0
     if process is not None:
         out["cpu_per_io_us"] = process / 100 * duration / ios * 1e6
         if engine is not None:
@@ -111,31 +115,32 @@ def overhead_line(overhead: dict[str, Any] | None) -> str | None:
     """One line for the run's summary: CPU per IO, issue lateness, time above the device."""
     if not overhead:
         return None
+    o = msgspec.convert(overhead, Overhead)
     parts = []
-    cpu = overhead.get("cpu_per_io_us")
-    if cpu is not None:
-        text = f"{_us(cpu)} of CPU per IO"
-        engine, front = overhead.get("engine_cpu_per_io_us"), overhead.get("front_end_cpu_pct")
-        if engine is not None and front is not None:
-            text += f" (engine IO threads {_us(engine)}; "
-            if overhead.get("aggregate_cpu_pct") is not None:
-                text += f"its aggregation {overhead['aggregate_cpu_pct']:.1f}% of a CPU; "
-            text += f"front end {front:.1f}% of a CPU)"
+    if o.cpu_per_io_us is not None:
+        text = f"{_us(o.cpu_per_io_us)} of CPU per IO"
+        if o.engine_cpu_per_io_us is not None and o.front_end_cpu_pct is not None:
+            text += f" (engine IO threads {_us(o.engine_cpu_per_io_us)}; "
+            if o.aggregate_cpu_pct is not None:
+                text += f"its aggregation {o.aggregate_cpu_pct:.1f}% of a CPU; "
+            text += f"front end {o.front_end_cpu_pct:.1f}% of a CPU)"
         parts.append(text)
-    if overhead.get("issue_lateness_p99_us") is not None:
+    if o.issue_lateness_p50_us is not None and o.issue_lateness_p99_us is not None:
         parts.append(
-            f"open-loop IOs issued {_us(overhead['issue_lateness_p50_us'])} (p50) / "
-            f"{_us(overhead['issue_lateness_p99_us'])} (p99) after their time"
+            f"open-loop IOs issued {_us(o.issue_lateness_p50_us)} (p50) / "
+            f"{_us(o.issue_lateness_p99_us)} (p99) after their time"
         )
-    for s in overhead.get("service") or []:
+    for s in o.service or []:
         parts.append(
-            f"{s['op']}s served in {_us(s['mean_us'])} on average, {s['device']} itself "
-            f"{_us(s['device_mean_us'])}: {_us(s['above_device_us'])} above the device"
+            f"{s.op}s served in {_us(s.mean_us)} on average, {s.device} itself "
+            f"{_us(s.device_mean_us)}: {_us(s.above_device_us)} above the device"
         )
     return "tool overhead: " + "; ".join(parts) if parts else None
 
 
-def _us(v: float) -> str:
+def _us(v: float | None) -> str:
+    if v is None:
+        return "-"
     if abs(v) >= 1000:
         return f"{v / 1000:,.2f} ms"
     return f"{v:,.1f} us" if abs(v) < 100 else f"{v:,.0f} us"

@@ -377,6 +377,21 @@ class SummaryTelemetry(_Struct):
     host: dict[str, Any] | None = None
 
 
+class HostCpu(_Struct):
+    """The CPU figures of `summary.telemetry.host` (telemetry/sampler.py Totals), each in % of
+    one CPU over the measurement: the engine's IO threads, its aggregation thread (0 where it
+    has none) and the whole process."""
+
+    engine_cpu_pct: float | None = None
+    aggregate_cpu_pct: float | None = None
+    process_cpu_pct: float | None = None
+
+    @classmethod
+    def of(cls, host: dict[str, Any] | None) -> HostCpu:
+        """The CPU figures of a host document (its other figures left out)."""
+        return msgspec.convert(host or {}, cls)
+
+
 class SteadyRound(_Struct):
     """One round of an until-steady run (run/steady.py Round)."""
 
