@@ -47,7 +47,7 @@ from tilemark.run.steady import (
     steady_settings,
 )
 from tilemark.run.where import RemoteTargets, Targets, compile_on, inspect_targets
-from tilemark.targets.spec import TargetSpec, parse_targets
+from tilemark.targets.spec import TargetSpec, parse_targets, per_tile, tile_path
 from tilemark.units import format_size, parse_duration
 from tilemark.workload import plan
 from tilemark.workload.apps import TileSpec
@@ -57,7 +57,6 @@ from tilemark.workload.tilelayout import (
     compile_tiles,
     expand_targets,
     min_capacity,
-    per_tile,
 )
 
 DEFAULT_TILE_DURATION = "60s"
@@ -188,7 +187,7 @@ def tile_settings(
     else:
         target_specs = parse_targets(list(target), None, flag=True)
         capacity = opts.tile.capacity or min(
-            targets.default_size(t.path.replace("{tile}", "1")) for t in target_specs
+            targets.default_size(tile_path(t.path, 1)) for t in target_specs
         )
     interval_s = run.parsed("interval", 1.0)
     steady = steady_settings(opts)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from tilemark import targets
 from tilemark.errors import UsageError
 from tilemark.targets.header import HEADER_READ_TIMEOUT_S, TargetInfo
-from tilemark.targets.spec import TargetSpec
+from tilemark.targets.spec import TargetSpec, per_tile
 
 
 def _rdev(path: str) -> int | None:
@@ -80,7 +80,7 @@ def inspect_targets(
     """Inspect every target (`writes[i]`: whether the run writes target i); never writes."""
     destroy = list(destroy_data or [])
     for spec in specs:
-        if "{tile}" in spec.path:
+        if per_tile(spec.path):
             # tile runs replace it (workload/tilelayout.py expand_targets) before they get here
             raise UsageError(
                 f"target {spec.name}: {{tile}} in its path gives each tile a file of its own, "

@@ -27,6 +27,18 @@ from tilemark.errors import UsageError
 from tilemark.options import NAME_RE, option, parse_name, parse_path, shown
 
 TARGET_KEYS = ("name", "path", "size")
+# In a target's path: each tile's file of its own (workload/tilelayout.py expand_targets).
+TILE_FIELD = "{tile}"
+
+
+def per_tile(path: str) -> bool:
+    """Whether a target's path gives each tile a file of its own."""
+    return TILE_FIELD in path
+
+
+def tile_path(path: str, k: int) -> str:
+    """Tile k's file of a per-tile target's path."""
+    return path.replace(TILE_FIELD, str(k))
 
 
 @dataclass

@@ -29,18 +29,11 @@ from typing import Any
 
 from tilemark.errors import UsageError
 from tilemark.options import copy_names
-from tilemark.targets.spec import TargetSpec
+from tilemark.targets.spec import TargetSpec, per_tile, tile_path
 from tilemark.units import MIB, format_size
 from tilemark.workload.apps import AppStream, TileApp, TileSpec
 
 UNIT = MIB
-# In a target's path: each tile's file of its own (the module doc).
-TILE_FIELD = "{tile}"
-
-
-def per_tile(path: str) -> bool:
-    """Whether a target's path gives each tile a file of its own."""
-    return TILE_FIELD in path
 
 
 def tile_target(name: str, k: int) -> str:
@@ -152,9 +145,7 @@ def expand_targets(
             continue
         on = tiles_on[t.name]
         slot = capacity // max(len(on), 1) // UNIT * UNIT
-        out += [
-            TargetSpec(tile_target(t.name, k), t.path.replace(TILE_FIELD, str(k)), slot) for k in on
-        ]
+        out += [TargetSpec(tile_target(t.name, k), tile_path(t.path, k), slot) for k in on]
     return out
 
 
