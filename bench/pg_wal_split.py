@@ -34,6 +34,7 @@ import re
 import statistics
 import subprocess
 import sys
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,45 +43,82 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import apprigs as rigs  # noqa: E402
 import fidelity as fid  # noqa: E402
 
-LAYOUTS = ("shared", "own")
-# --variant: name -> the --set values it adds to `own`
-VARIANTS: dict[str, list[str]] = {}
+
+@dataclass
+class Variant:
+    """One way to run the tiles: the WAL layout, and what changes in the profile."""
+
+    name: str
+    shared_wal: bool = False
+    sets: list[str] = field(default_factory=list)  # --set KNOB=VALUE
+    edits: list[str] = field(default_factory=list)  # STREAM.KEY=VALUE in the profile itself
+
+    @classmethod
+    def parse(cls, text: str) -> Variant:
+        """NAME=KNOB=VALUE[,KNOB=VALUE]: `own` with those --sets, or edits where a KNOB is
+        @STREAM.KEY."""
+        name, _, knobs = text.partition("=")
+        given = [k for k in knobs.split(",") if k]
+        return cls(
+            name,
+            sets=[k for k in given if not k.startswith("@")],
+            edits=[k[1:] for k in given if k.startswith("@")],
+        )
 
 
-def run_tiles(layout: str, fs: Path, work: Path, profile: Path, study: dict, tiles: int,
-              seconds: float) -> dict[str, Any]:  # fmt: skip
-    """N tiles laid out one way: each tile's calibrated p95s."""
+LAYOUTS = {"shared": Variant("shared", shared_wal=True), "own": Variant("own")}
+
+
+@dataclass
+class TileRun:
+    """N tiles run one way: each tile's calibrated p95s (ms) by criterion."""
+
+    variant: str
+    tiles: int
+    rep: int
+    p95_ms: dict[int, dict[str, float]] = field(default_factory=dict)
+    targets: list[str] = field(default_factory=list)
+    pressure_before: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+    error: str | None = None
+
+    def worst(self, criterion: str) -> float:
+        """The largest p95 of a criterion over the tiles (0 where no tile has it)."""
+        return max((t[criterion] for t in self.p95_ms.values() if criterion in t), default=0.0)
+
+
+def run_tiles(variant: Variant, rep: int, fs: Path, work: Path, profile: Path, study: dict,
+              tiles: int, seconds: float) -> TileRun:  # fmt: skip
+    """N tiles run one way."""
     p = study["predicted"]
     wal = p["wal_streams"]
-    path = fs / ("wal.dat" if layout == "shared" else "wal-{tile}.dat")
+    path = fs / ("wal.dat" if variant.shared_wal else "wal-{tile}.dat")
     targets = ["--target", f"data={fs / 'tm.dat'}", "--target", f"wal={path}",
                "--set", "learned.target=data"]  # fmt: skip
-    knobs = VARIANTS.get(layout, [])
-    targets += [x for knob in knobs if not knob.startswith("@") for x in ("--set", knob)]
-    edits = [knob[1:] for knob in knobs if knob.startswith("@")]
-    if edits:
-        profile = edited(profile, edits, work / f"{layout}.toml")
+    targets += [x for knob in variant.sets for x in ("--set", knob)]
+    if variant.edits:
+        profile = edited(profile, variant.edits, work / f"{variant.name}.toml")
     targets += [x for w in wal for x in ("--set", f"learned.{w}.target=wal")]
     cmd = [fid.tilemark(), "scale", str(profile), *targets,
            "--capacity", str(p["tile_capacity"] * 7), "--tiles", f"{tiles}..{tiles}",
            "--duration", f"{seconds:g}s", "--warmup", "5s", "--confirm", "1", "--no-settle",
            "--results", str(work / "results"), "--json"]  # fmt: skip
-    pressure = rigs.pressure()
+    run = TileRun(variant.name, tiles, rep, pressure_before=rigs.pressure(), command=" ".join(cmd))
     done = fid.run(cmd)
     try:
         step = json.loads(done.stdout)["steps"][0]
         doc = json.loads((Path(step["run_dir"]) / "run.json").read_text())
     except (json.JSONDecodeError, KeyError, IndexError, OSError):
-        return {"layout": layout, "tiles": tiles, "error": done.stderr[-2000:]}
-    per_tile = {
+        run.error = done.stderr[-2000:]
+        return run
+    run.p95_ms = {
         inst["tile"]: {
             c["criterion"]: c["value"] for c in inst["criteria"] if c["criterion"].endswith("_p95")
         }
         for inst in doc["summary"]["applications"]["instances"]
     }
-    targets_seen = [t["name"] for t in doc["summary"]["targets"]]
-    return {"layout": layout, "tiles": tiles, "p95_ms": per_tile, "targets": targets_seen,
-            "pressure_before": pressure, "command": " ".join(cmd)}  # fmt: skip
+    run.targets = [t["name"] for t in doc["summary"]["targets"]]
+    return run
 
 
 def edited(profile: Path, edits: list[str], out: Path) -> Path:
@@ -98,7 +136,7 @@ def edited(profile: Path, edits: list[str], out: Path) -> Path:
     return out
 
 
-def markdown(doc: dict[str, Any]) -> str:
+def markdown(doc: dict[str, Any], runs: list[TileRun], variants: list[str]) -> str:
     limits = doc["limits_ms"]
     lines = [
         "# One WAL file for every tile, or a file per tile (bench/pg_wal_split.py)",
@@ -113,33 +151,27 @@ def markdown(doc: dict[str, Any]) -> str:
         + " | every tile within the limits | CPU pressure before |",
         "|---|---|---|" + "---|" * len(limits) + "---|---|",
     ]
-    for r in doc["runs"]:
-        if "error" in r:
-            lines.append(f"| {r['tiles']} | {r['layout']} | {r['rep']} | error: see the JSON |")
+    for r in runs:
+        if r.error is not None:
+            lines.append(f"| {r.tiles} | {r.variant} | {r.rep} | error: see the JSON |")
             continue
-        worst = {k: max(t.get(k, 0.0) for t in r["p95_ms"].values()) for k in limits}
-        ok = all(worst[k] <= limits[k] for k in limits)
-        cpu = r["pressure_before"].get("cpu", "")
+        ok = all(r.worst(k) <= limits[k] for k in limits)
         lines.append(
-            f"| {r['tiles']} | {r['layout']} | {r['rep']} | "
-            + " | ".join(f"{worst[k]:.1f}" for k in limits)
-            + f" | {'yes' if ok else 'no'} | {cpu} |"
+            f"| {r.tiles} | {r.variant} | {r.rep} | "
+            + " | ".join(f"{r.worst(k):.1f}" for k in limits)
+            + f" | {'yes' if ok else 'no'} | {r.pressure_before.get('cpu', '-')} |"
         )
     lines += ["", "Medians of the worst tile's p95 per layout:", ""]
-    for tiles in sorted({r["tiles"] for r in doc["runs"]}):
-        for layout in (*LAYOUTS, *VARIANTS):
-            mine = [r for r in doc["runs"] if r["tiles"] == tiles and r["layout"] == layout
-                    and "error" not in r]  # fmt: skip
-            if not mine:
-                continue
-            med = {
-                k: statistics.median(max(t.get(k, 0.0) for t in r["p95_ms"].values()) for r in mine)
-                for k in limits
-            }
-            lines.append(
-                f"- {tiles} tiles, {layout}: "
-                + ", ".join(f"{k} {v:.1f} ms" for k, v in med.items())
-            )
+    for tiles in sorted({r.tiles for r in runs}):
+        for name in variants:
+            mine = [r for r in runs if r.tiles == tiles and r.variant == name and r.error is None]
+            if mine:
+                lines.append(
+                    f"- {tiles} tiles, {name}: "
+                    + ", ".join(
+                        f"{k} {statistics.median(r.worst(k) for r in mine):.1f} ms" for k in limits
+                    )
+                )
     lines += ["", f"Machine: {json.dumps(doc['machine'])}", ""]
     return "\n".join(lines)
 
@@ -156,10 +188,8 @@ def main() -> int:
     ap.add_argument("--layouts", default=",".join(LAYOUTS), help="which of shared, own to run")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
-    for v in args.variant:
-        name, _, knobs = v.partition("=")
-        VARIANTS[name] = [k for k in knobs.split(",") if k]
-    order = [x for x in args.layouts.split(",") if x in LAYOUTS] + list(VARIANTS)
+    order = [LAYOUTS[x] for x in args.layouts.split(",") if x in LAYOUTS]
+    order += [Variant.parse(v) for v in args.variant]
     rates = json.loads(Path(args.study).read_text())
     study = next((r for r in rates if r["rate"] == args.rate), None)
     if study is None:
@@ -170,7 +200,7 @@ def main() -> int:
     work.mkdir(parents=True)
     profile = work / "learned.toml"
     profile.write_text(study["predicted"]["profile"])
-    runs = []
+    runs: list[TileRun] = []
     try:
         with contextlib.ExitStack() as stack:
             delay = args.delay_ms
@@ -179,11 +209,10 @@ def main() -> int:
             fs = stack.enter_context(rigs.ext4(dev.loop, work / "fs"))
             for tiles in (int(t) for t in args.tiles.split(",")):
                 for rep in range(args.reps):
-                    for layout in order if rep % 2 == 0 else order[::-1]:
-                        r = run_tiles(layout, fs, work, profile, study, tiles, args.seconds)
-                        r["rep"] = rep
-                        print(json.dumps({k: v for k, v in r.items() if k != "command"}),
-                              file=sys.stderr, flush=True)  # fmt: skip
+                    for variant in order if rep % 2 == 0 else order[::-1]:
+                        r = run_tiles(variant, rep, fs, work, profile, study, tiles, args.seconds)
+                        print(r.variant, r.tiles, r.rep, r.error or r.p95_ms, file=sys.stderr,
+                              flush=True)  # fmt: skip
                         runs.append(r)
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
@@ -193,15 +222,15 @@ def main() -> int:
         "rate": args.rate,
         "limits_ms": study["predicted"]["limits_ms"],
         "reps": args.reps,
-        "variants": VARIANTS,
+        "variants": [asdict(v) for v in order],
         "seconds": args.seconds,
-        "runs": runs,
+        "runs": [asdict(r) for r in runs],
         "machine": {"kernel": fid.platform.release(), "cpus": fid.os.cpu_count()},
     }
     stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-wal-split"
     fid.RESULTS.mkdir(parents=True, exist_ok=True)
     (fid.RESULTS / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
-    (fid.RESULTS / f"{stem}.md").write_text(markdown(doc))
+    (fid.RESULTS / f"{stem}.md").write_text(markdown(doc, runs, [v.name for v in order]))
     print(fid.RESULTS / f"{stem}.md")
     return 0
 
