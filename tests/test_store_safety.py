@@ -13,12 +13,14 @@ import pytest
 
 from engine_data import plan, result_for, simple_snapshots
 from tilemark.report.data import compute_series, load_source
+from tilemark.report.telemetry import read_rows
 from tilemark.run.summary import summarize
 from tilemark.store import intervals as iv
 from tilemark.store import process
 from tilemark.store.catalog import ForeignCatalogError, list_runs, rebuild
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import inspect_run, load_run, read_intervals
+from tilemark.telemetry import sampler as tm
 
 GOLDEN_V1 = Path(__file__).resolve().parent / "data" / "results-v1"
 V1_COMPLETE = "20261123-183420-b18d"
@@ -87,6 +89,41 @@ def test_short_intervals_are_written_about_once_a_second(tmp_path):
     assert w.rows_written == 20 * 3
     w.finish(None, summary=None, complete=False)
     assert read_intervals(w.path).num_rows == 23 * 3
+
+
+def host_row(run_id: str, snap: dict) -> dict:
+    keys = ("interval", "phase", "start_ns", "end_ns")
+    return {"run_id": run_id, **{k: snap[k] for k in keys}, "sample_ns": 1, "cpu_busy_pct": 5.0}
+
+
+def test_telemetry_on_disk_keeps_in_step_with_the_intervals(tmp_path):
+    """A killed run keeps the host rows of its stored intervals but the last: the sampler's rows
+    of an interval come a poll after its frame, and each log groups about a second of them."""
+    w = RunWriter(
+        tmp_path / "results",
+        plan=plan(),
+        workload={"name": "w"},
+        targets=[],
+        argv=["tilemark", "run"],
+        telemetry={"targets": [], "devices": [], "notes": []},
+    )
+    snaps = short_intervals(9, 500_000_000)  # 0.5 s intervals: the log writes every second
+
+    def on_disk(log: str) -> set[int]:
+        return {i for b in iv.log_batches(w.path / log) for i in b.column("interval").to_pylist()}
+
+    for k, snap in enumerate(snaps):
+        w.add_snapshots([snap])
+        stored = on_disk("intervals.arrows")
+        # The poll that wrote interval k holds the rows of interval k - 1 only.
+        if k:
+            w.add_telemetry([], [host_row(w.run_id, snaps[k - 1])])
+        host = on_disk(tm.HOST_LOG)
+        assert host <= stored
+        assert len(host) >= len(stored) - 1, (k, sorted(stored), sorted(host))
+    assert on_disk(tm.HOST_LOG) == set(range(8))
+    w.finish(None, summary=None, complete=False)
+    assert {r["interval"] for r in read_rows(w.path, tm.HOST_FILE, tm.HOST_LOG)} == set(range(8))
 
 
 def test_a_failed_log_write_is_rolled_back_and_stops_storing(tmp_path, monkeypatch):

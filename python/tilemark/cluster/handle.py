@@ -252,6 +252,8 @@ class ClusterHandle:
                 row["run_id"] = self.run_id
             r.logs["devices"].add(news["devices"], start, end)
             r.logs["host"].add(news["host"], start, end)
+        for name in ("devices", "host"):
+            r.logs[name].follow(r.logs["intervals"])  # a killed run keeps them in step
         if news["done"]:
             r.done = True
             self._collect(r)

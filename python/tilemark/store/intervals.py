@@ -203,6 +203,9 @@ class IntervalLog:
         # Record batches the engine built (engine.Frame), written after the rows before them.
         self._batches: list[pa.RecordBatch] = []
         self._span_start: int | None = None
+        self._span_end: int | None = None
+        # The end (run time) of the last interval on disk, for the logs that follow (`follow`).
+        self.written_end_ns: int | None = None
         self.batches = 0
         self.rows_written = 0
         try:
@@ -232,6 +235,7 @@ class IntervalLog:
     def _added(self, start_ns: int, end_ns: int) -> None:
         if self._span_start is None:
             self._span_start = start_ns
+        self._span_end = end_ns if self._span_end is None else max(self._span_end, end_ns)
         if end_ns - self._span_start >= LOG_SPAN_NS:
             self.flush()
 
@@ -260,6 +264,24 @@ class IntervalLog:
         self._rows = []
         self._batches = []
         self._span_start = None
+        if self._span_end is not None:
+            self.written_end_ns = self._span_end
+        self._span_end = None
+
+    def follow(self, lead: IntervalLog) -> None:
+        """Write the buffered rows now if `lead` already has their intervals on disk.
+
+        A run's telemetry logs follow its interval log. Each log groups about a second of
+        intervals before it writes, and the sampler's rows of an interval come a poll after
+        the interval's own (its closing sample is taken at the boundary): written on their own
+        span, a killed run's telemetry would end up to two intervals before its intervals;
+        following, it lacks at most the rows not yet sampled."""
+        if (
+            self._span_start is not None
+            and lead.written_end_ns is not None
+            and self._span_start < lead.written_end_ns
+        ):
+            self.flush()
 
     def close(self) -> None:
         """Flush, mark the end of the stream and close the file."""
@@ -278,6 +300,7 @@ class IntervalLog:
         self._rows = []
         self._batches = []
         self._span_start = None
+        self._span_end = None
         return dropped
 
     def _append(self, data: bytes) -> None:

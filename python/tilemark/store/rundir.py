@@ -191,6 +191,7 @@ class RunWriter:
                     log.add(pertarget.target_rows(self.run_id, self.plan, snap), *span)
                 except OSError as exc:
                     self._fail(f"writing {log.path}", exc, first_lost=int(snap["interval"]))
+        self._follow_intervals()
 
     def add_frames(self, frames: list[Any], per_target: list[dict] | None = None) -> None:
         """Append interval frames (engine.Frame: rows the engine built) to the log; a run with
@@ -214,6 +215,7 @@ class RunWriter:
                     log.add(rows, frame.start_ns, frame.end_ns)
                 except OSError as exc:
                     self._fail(f"writing {log.path}", exc, first_lost=frame.interval)
+        self._follow_intervals()
 
     def add_telemetry(self, device_rows: list[dict], host_rows: list[dict]) -> None:
         """Append telemetry rows (telemetry.Telemetry.rows) to their logs."""
@@ -230,6 +232,18 @@ class RunWriter:
             except OSError as exc:
                 self._fail(f"writing {log.path}", exc)
                 return
+        self._follow_intervals()
+
+    def _follow_intervals(self) -> None:
+        """Telemetry rows of intervals on disk go to disk too (IntervalLog.follow)."""
+        for name in ("devices", "host"):
+            log = self._telemetry_logs.get(name)
+            if log is None or self.failure is not None:
+                continue
+            try:
+                log.follow(self._log)
+            except OSError as exc:
+                self._fail(f"writing {log.path}", exc)
 
     def flush(self) -> None:
         """Write buffered intervals now (the log otherwise groups short ones into ~1 s)."""
