@@ -68,6 +68,13 @@ def test_butterfly_reads_forward_and_backward_in_turn(tmp_path, capsys):
     assert abs(spans[0]["ended_ns"] - spans[1]["ended_ns"]) < 20_000_000
 
 
+# A stop asked by a stream of another engine thread is seen at this thread's next loop turn:
+# within its longest sleep (worker.rs MAX_WAIT_NS, 50 ms), plus what the scheduler adds on a
+# loaded host (CI runs two test workers on two CPUs: 107 ms was seen once). Without the stop,
+# the fast jobs would run to the end of the run.
+STOP_SEEN_NS = 150_000_000
+
+
 def test_exit_what_stonewall_then_all(tmp_path, capsys):
     # exitwhat.fio in small: slow1 does 50 IOs 2 ms apart and, ending, stops fast1 (running:
     # exit_what=stonewall), not slow2/fast2/runsnever (waiting at the stonewall); slow2 then
@@ -93,7 +100,7 @@ def test_exit_what_stonewall_then_all(tmp_path, capsys):
     assert slow1_end / 1e6 == pytest.approx(100, abs=60)  # 50 x (2 ms + the IO)
     for fast in ("fast1@0", "fast1@1"):
         assert by[fast]["stopped"]
-        assert 0 <= by[fast]["ended_ns"] - slow1_end < 20_000_000
+        assert 0 <= by[fast]["ended_ns"] - slow1_end < STOP_SEEN_NS
         assert ops(streams[fast]) > 5  # it ran meanwhile
     slow2 = by["slow2"]
     assert slow2["started_ns"] >= max(by[f]["ended_ns"] for f in ("fast1@0", "fast1@1"))
@@ -102,4 +109,4 @@ def test_exit_what_stonewall_then_all(tmp_path, capsys):
         # Started with slow2 (not stopped by slow1's end: not running then), ended by its end.
         assert by[job]["started_ns"] == pytest.approx(slow2["started_ns"], abs=5_000_000)
         assert by[job]["stopped"]
-        assert 0 <= by[job]["ended_ns"] - slow2["ended_ns"] < 20_000_000
+        assert 0 <= by[job]["ended_ns"] - slow2["ended_ns"] < STOP_SEEN_NS
