@@ -287,6 +287,20 @@ def test_default_workload_fits_its_target():
         ({"name": "db", "arrival": "closed", "rate": 5}, "stream 'db': arrival closed keeps"),
         ({"name": "db", "sync": "fsync:0"}, "stream 'db': sync must be none, dsync, fsync"),
         ({"name": "db", "sync": "always"}, "stream 'db': sync must be none, dsync, fsync"),
+        ({"name": "db", "sync": "fsync:groups"}, "stream 'db': sync must be none, dsync, fsync"),
+        (
+            {"name": "db", "rw": "write", "sync": "fdatasync:group"},
+            "stream 'db': sync fdatasync:group (group commit) needs an open-loop arrival: give "
+            "rate.",
+        ),
+        (
+            {"name": "db", "rw": "randwrite", "rate": 100, "sync": "fdatasync:group"},
+            "(group commit) needs sequential writes",
+        ),
+        (
+            {"name": "db", "rw": "rw", "rate": 100, "sync": "fdatasync:group"},
+            "(group commit) needs writes only: rw write (it has 50% reads)",
+        ),
         ({"name": "db", "burst": "10"}, "stream 'db': burst must be IOS/DELAY"),
         ({"name": "db", "burst": "0/5ms"}, "stream 'db': burst must be IOS/DELAY"),
         ({"name": "db", "burst": "4/soon"}, "stream 'db': burst must be IOS/DELAY"),
@@ -500,3 +514,19 @@ def test_runs_and_priorities_compile_to_plan_4_fields_only_when_set(tmp_path):
     assert s["ioprio"] == {"class": "be", "level": 7}
     assert s["ioprio_share"] == {"pct": 20.0, "class": "rt", "level": 0}
     assert not {"run_length", "ioprio", "ioprio_share"} & set(plain)
+
+
+def test_group_commit_compiles_to_a_joined_log():
+    workload = plan.parse_workload(
+        {
+            "target": "/t",
+            "stream": [
+                {"name": "wal", "rw": "write", "bs": "8k", "rate": 60, "sync": "FDATASYNC:group"},
+                {"name": "log", "rw": "write", "rate": 60, "sync": "fsync:group"},
+            ],
+        },
+        source="w.toml",
+    )
+    wal, log = compiler.compile_plan(workload, target(GIB))["streams"]
+    assert wal["sync"] == {"kind": "fsync", "every": 1, "data": True, "group": True}
+    assert log["sync"] == {"kind": "fsync", "every": 1, "data": False, "group": True}

@@ -127,9 +127,10 @@ def throttled_cgroup(
     read_iops: int | None = None,
     read_bps: int | None = None,
     write_bps: int | None = None,
+    write_iops: int | None = None,
 ) -> Iterator[Path]:
     """A cgroup v1 blkio group limiting reads from `dev` to `read_iops` IOs/s and/or
-    `read_bps` bytes/s, and direct writes to `write_bps` bytes/s."""
+    `read_bps` bytes/s, and direct writes to `write_bps` bytes/s and/or `write_iops` IOs/s."""
     need_root()
     if not (BLKIO / "blkio.throttle.read_iops_device").exists():
         pytest.skip("cgroup v1 blkio throttling is not available")
@@ -142,6 +143,10 @@ def throttled_cgroup(
             (cg / "blkio.throttle.read_bps_device").write_text(f"{dev_numbers(dev)} {read_bps}\n")
         if write_bps is not None:
             (cg / "blkio.throttle.write_bps_device").write_text(f"{dev_numbers(dev)} {write_bps}\n")
+        if write_iops is not None:
+            (cg / "blkio.throttle.write_iops_device").write_text(
+                f"{dev_numbers(dev)} {write_iops}\n"
+            )
         yield cg
     finally:
         for _ in range(50):

@@ -177,6 +177,14 @@ pub enum SyncMode {
         /// commit for the timestamps an O_DIRECT write changes.
         #[serde(default)]
         data: bool,
+        /// Group commit (`every` 1, open loop, sequential writes): each arrival is a commit,
+        /// and the commits that come due while one write and its sync are in flight join
+        /// into the next write and sync, as a database's log writer serves the commits
+        /// waiting for it with one write and one flush. The stream counts its commits as its
+        /// writes (response time: from a commit's intended time to its sync's completion) and
+        /// its flushes as its syncs; the device sees the joined writes (worker/group.rs).
+        #[serde(default)]
+        group: bool,
     },
 }
 
@@ -743,6 +751,12 @@ impl Plan {
             if let SyncMode::Fsync { every: 0, .. } = s.sync {
                 return bad(format!("stream '{name}': fsync every must be > 0"));
             }
+            if let SyncMode::Fsync {
+                group: true, every, ..
+            } = s.sync
+            {
+                self.validate_group(s, every)?;
+            }
             if let Arrival::Open { batch: Some(b), .. } = &s.arrival {
                 if !(b.is_finite() && (1.0..=1e6).contains(b)) {
                     return bad(format!("stream '{name}': batch must be from 1 to 1e6"));
@@ -794,6 +808,34 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// A group-commit stream: commits are writes appended one after another, arriving open
+    /// loop, each made durable by the sync that follows the write it joined.
+    fn validate_group(&self, s: &StreamSpec, every: u32) -> Result<()> {
+        let name = &s.name;
+        let why = if every != 1 {
+            "syncs after every write (every = 1)"
+        } else if !matches!(s.arrival, Arrival::Open { .. }) {
+            "an open-loop arrival (a rate)"
+        } else if s.read_pct != 0.0 {
+            "writes only (read_pct 0)"
+        } else if s.pattern != Pattern::Sequential {
+            "sequential writes"
+        } else if s.burst.is_some() || s.ios.is_some() || s.writeback || s.flow.is_some() {
+            "no burst, replayed list, writeback or flow"
+        } else if s
+            .regions
+            .iter()
+            .any(|r| self.targets[r.target].verify.is_some())
+        {
+            "a target without verification"
+        } else {
+            return Ok(());
+        };
+        Err(EngineError::Plan(format!(
+            "stream '{name}': group commit needs {why}"
+        )))
     }
 
     /// A stream waiting for others: earlier streams only (so no cycle), not a replay (its

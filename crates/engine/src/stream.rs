@@ -158,6 +158,49 @@ pub enum BurstState {
     Sleeping,
 }
 
+/// The largest write of a group-commit round (worker/group.rs): PostgreSQL writes its WAL
+/// buffers in writes of up to its wal_buffers (16 MiB at most), InnoDB its log buffer (16 MiB
+/// by default); commits of a few KiB fill a MiB only far past any latency an SLO allows.
+const GROUP_WRITE_MAX: u64 = 1 << 20;
+
+/// A commit waiting for its round, or in one.
+#[derive(Clone, Copy, Debug)]
+pub struct Commit {
+    pub intended: u64,
+    pub io: NextIo,
+}
+
+/// A group-commit stream's commits (worker/group.rs runs them).
+#[derive(Debug, Default)]
+pub struct GroupCommit {
+    /// Due, waiting for the next round, in order.
+    pub(crate) waiting: std::collections::VecDeque<Commit>,
+    /// The round in flight: its write, then its sync.
+    pub(crate) round: Vec<Commit>,
+    /// When the round's write was submitted.
+    pub(crate) round_submitted: u64,
+    pub(crate) in_flight: bool,
+    /// The last round, ended in this loop turn and not yet recorded, and whether its write
+    /// or sync failed (its errno).
+    pub(crate) ended: Vec<Commit>,
+    pub(crate) failed: Option<i32>,
+    /// Rounds and commits so far (tests).
+    pub rounds: u64,
+    pub commits: u64,
+}
+
+impl GroupCommit {
+    /// Nothing waits and no round is in flight.
+    pub fn idle(&self) -> bool {
+        self.waiting.is_empty() && !self.in_flight
+    }
+
+    /// No round in flight, and commits waiting for one: start it.
+    pub fn ready(&self) -> bool {
+        !self.in_flight && !self.waiting.is_empty()
+    }
+}
+
 /// One IO decided by the generator, with where it goes, so issuing it needs no other lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NextIo {
@@ -371,6 +414,10 @@ pub struct StreamState {
     /// Its flow group and the streams its end stops (plan.rs `flow`, `on_end`; set by
     /// flow::Groups, not by `new`).
     pub pacing: Option<Box<crate::flow::Pacing>>,
+    /// The issue time its schedule's timer is set for (u64::MAX: none set by on_timer).
+    pub timer_due: u64,
+    /// Group commit: its commits waiting and in their round (worker/group.rs).
+    pub group: Option<Box<GroupCommit>>,
     /// It has ended (limit, stop time or a stop from outside; its IOs completed), or was
     /// asked to stop from outside.
     pub ended: bool,
@@ -485,9 +532,9 @@ impl StreamState {
                 })
             }
         };
-        let (fsync_every, fsync_data) = match spec.sync {
-            SyncMode::Fsync { every, data } => (every, data),
-            _ => (0, false),
+        let (fsync_every, fsync_data, group) = match spec.sync {
+            SyncMode::Fsync { every, data, group } => (every, data, group),
+            _ => (0, false, false),
         };
         let nregions = spec.regions.len();
         let mut state = StreamState {
@@ -544,7 +591,12 @@ impl StreamState {
             per_op_cursors: spec.cursors == Cursors::PerOp,
             invalidate_each_pass: spec.invalidate_each_pass,
             invalidate_due: None,
-            buf_size: max_size as usize,
+            // A group-commit round writes several commits at once.
+            buf_size: if group {
+                max_size.max(GROUP_WRITE_MAX) as usize
+            } else {
+                max_size as usize
+            },
             read_bufs: Vec::new(),
             write_bufs: Vec::new(),
             written_bufs: Vec::new(),
@@ -555,6 +607,8 @@ impl StreamState {
             blocked: false,
             queued_ready: false,
             pacing: None,
+            timer_due: u64::MAX,
+            group: group.then(Box::default),
         };
         state.interval = state.new_stats();
         if let Some(after) = &spec.after {
@@ -624,6 +678,19 @@ impl StreamState {
     #[inline]
     pub fn active(&self, now: u64) -> bool {
         now >= self.start_ns && now < self.stop_ns
+    }
+
+    /// Nothing in flight, no sync owed, no commit waiting: the stream may end.
+    #[inline]
+    pub fn settled(&self) -> bool {
+        self.inflight == 0
+            && self.pending_fsyncs == 0
+            && self.group.as_ref().is_none_or(|g| g.idle())
+    }
+
+    /// The size of its write buffers: the largest write it issues.
+    pub fn write_buf_size(&self) -> usize {
+        self.buf_size
     }
 
     /// May the stream issue a data IO now (ignoring its schedule and phase)?

@@ -120,6 +120,8 @@ struct Slot {
     len: u32,
     /// Issued at its stream's share priority (plan.rs `ioprio_share`): counted apart too.
     other_prio: bool,
+    /// The write or sync of a group-commit round (group.rs): counted per commit.
+    group: bool,
 }
 
 pub struct ThreadResult {
@@ -129,6 +131,9 @@ pub struct ThreadResult {
     /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
     pub stop_reason: Option<StopReason>,
     pub hung: Vec<HungIo>,
+    /// Timers still set when it ended (tests: a stream has one at a time, not one per IO).
+    #[cfg(test)]
+    pub timers_left: usize,
 }
 
 pub struct Worker {
@@ -317,6 +322,8 @@ impl Worker {
             end_ns,
             stop_reason: clock.stop.reason(),
             hung: hung?,
+            #[cfg(test)]
+            timers_left: self.timers.len(),
         })
     }
 
@@ -395,7 +402,7 @@ impl Worker {
             return;
         }
         st.stop_ns = st.stop_ns.min(now);
-        if st.inflight == 0 && st.pending_fsyncs == 0 && !st.ended {
+        if st.settled() && !st.ended {
             end_stream(st, &self.signals, now);
         }
     }
@@ -412,7 +419,7 @@ impl Worker {
                     // is done or stopped from outside.
                     let done =
                         s.exhausted() || s.stopped || (clock.end_ns.is_none() && now >= s.stop_ns);
-                    done && s.pending_fsyncs == 0
+                    done && s.settled()
                 }))
     }
 
@@ -455,6 +462,10 @@ impl Worker {
                     break;
                 }
                 self.timers.pop();
+                let st = &mut self.streams[(s & !SLEEP_TIMER) as usize];
+                if st.timer_due == due {
+                    st.timer_due = u64::MAX;
+                }
                 self.on_timer((s & !SLEEP_TIMER) as usize, now)?;
             }
             while let Some(s) = self.ready.pop() {
@@ -603,7 +614,7 @@ impl Worker {
     fn on_timer(&mut self, s: usize, now: u64) -> Result<()> {
         self.hand_over(s);
         let st = &mut self.streams[s];
-        if now >= st.stop_ns && !st.ended && st.inflight == 0 && st.pending_fsyncs == 0 {
+        if now >= st.stop_ns && !st.ended && st.settled() {
             // Its stop time came with nothing in flight (open loop, or the timer set at it).
             end_stream(st, &self.signals, now);
             self.stream_ended = true;
@@ -631,6 +642,13 @@ impl Worker {
             {
                 break;
             }
+            if st.group.is_some() {
+                // A commit: it waits for the next round (group.rs), never blocked.
+                let StreamState { schedule, rng, .. } = st;
+                let intended = schedule.as_mut().expect("open loop").take(rng);
+                self.group_due(s, now, intended);
+                continue;
+            }
             if st.inflight >= st.qd {
                 // Due but at the in-flight cap: the IO waits (its response time keeps growing)
                 // and is issued when a slot frees. Never dropped.
@@ -644,9 +662,20 @@ impl Worker {
             };
             self.issue_data(s, now, intended)?;
         }
-        let st = &self.streams[s];
+        if self.streams[s].group.is_some() {
+            self.group_round(s, now)?;
+        }
+        let st = &mut self.streams[s];
         let due = st.schedule.as_ref().expect("open loop").next_due();
-        if !st.exhausted() && st.burst_state == BurstState::Active && due < st.stop_ns {
+        // Once per issue time: a completion that wakes the stream early (a sync owed, a
+        // blocked IO, a group round) must not add a second timer for it, or every write of a
+        // log stream would add one for good.
+        if !st.exhausted()
+            && st.burst_state == BurstState::Active
+            && due < st.stop_ns
+            && due != st.timer_due
+        {
+            st.timer_due = due;
             self.timers.push(Reverse((due, s as u32)));
         }
         Ok(())
@@ -665,6 +694,7 @@ impl Worker {
                 offset: 0,
                 len: 0,
                 other_prio: false,
+                group: false,
             });
             (self.slots.len() - 1) as u32
         })
@@ -748,7 +778,10 @@ impl Worker {
                 // fio issues syncs without a priority (engines/io_uring.c fio_ioring_prep).
                 ioprio: 0,
             };
-            self.queue_io(s, region, OpKind::Sync, None, req, now, now)?;
+            let slot = self.queue_io(s, region, OpKind::Sync, None, req, now, now)?;
+            if self.streams[s].group.is_some() {
+                self.slots[slot as usize].group = true;
+            }
         }
         Ok(())
     }
@@ -776,6 +809,7 @@ impl Worker {
         slot.offset = req.offset;
         slot.len = req.len;
         slot.other_prio = false;
+        slot.group = false;
         self.backend
             .queue(req)
             .map_err(|e| EngineError::io("queueing IO", e))?;
@@ -826,6 +860,10 @@ impl Worker {
             if kind == OpKind::Write && c.result >= 0 {
                 st.on_write_done(region);
             }
+            if slot_group(&self.slots, c.user_data) {
+                self.group_released(s, kind, c.result);
+            }
+            let st = &mut self.streams[s];
             if let Some(replay) = st.replay.as_mut() {
                 // Afap issues a record once as many IOs have completed as had when it was
                 // recorded, failed ones included (they completed, as far as order goes).
@@ -834,7 +872,10 @@ impl Worker {
             if let Some(delay) = st.burst_drained() {
                 self.timers.push(Reverse((now + delay, s as u32)));
             } else if st.is_open_loop() {
-                if st.blocked || st.pending_fsyncs > 0 {
+                if st.blocked
+                    || st.pending_fsyncs > 0
+                    || st.group.as_ref().is_some_and(|g| g.ready())
+                {
                     st.blocked = false;
                     self.timers.push(Reverse((now, s as u32)));
                 }
@@ -856,11 +897,19 @@ impl Worker {
         if !self.verify.is_empty() {
             errors += self.check_released(now);
         }
-        for c in &self.released {
+        for i in 0..self.released.len() {
+            let c = self.released[i];
             let slot = &self.slots[c.user_data as usize];
             let kind = slot.kind;
-            let stats = &mut self.streams[slot.stream as usize].interval;
             errors += (c.result < 0) as u64;
+            if slot.group {
+                let stream = slot.stream as usize;
+                self.record_group(c.user_data as u32, c.result, now);
+                self.free_slots.push(c.user_data as u32);
+                self.end_if_settled(stream, now);
+                continue;
+            }
+            let stats = &mut self.streams[slot.stream as usize].interval;
             record(stats.op(kind), c.result, kind, now, slot);
             if !stats.regions.is_empty() {
                 record_region(stats, c.result, kind, now, slot);
@@ -869,16 +918,7 @@ impl Worker {
                 record_other_prio(stats, c.result, kind, now, slot);
             }
             self.free_slots.push(c.user_data as u32);
-            let st = &mut self.streams[slot_stream(&self.slots, c.user_data)];
-            // Usually false at the first test, as the check of the byte limit alone was.
-            if (st.exhausted() || now >= st.stop_ns)
-                && !st.ended
-                && st.inflight == 0
-                && st.pending_fsyncs == 0
-            {
-                end_stream(st, &self.signals, now);
-                self.stream_ended = true;
-            }
+            self.end_if_settled(slot_stream(&self.slots, c.user_data), now);
         }
         self.released.clear();
         // Fresh data for the write buffers given back, while the device works.
@@ -899,6 +939,18 @@ impl Worker {
     }
 
     /// Close the current interval at `end` and send it, every stream handed over now.
+    /// End stream `s` if its byte limit is used up or its stop time passed, and nothing of
+    /// it is left to complete.
+    #[inline(always)]
+    fn end_if_settled(&mut self, s: usize, now: u64) {
+        let st = &mut self.streams[s];
+        // Usually false at the first test, as the check of the byte limit alone was.
+        if (st.exhausted() || now >= st.stop_ns) && !st.ended && st.settled() {
+            end_stream(st, &self.signals, now);
+            self.stream_ended = true;
+        }
+    }
+
     fn emit(&mut self, clock: &RunClock, tx: &Sender<IntervalMsg>, end: u64, last: bool) {
         self.begin_handover(clock, tx, end, last);
         self.finish_handover(tx);
@@ -1049,6 +1101,11 @@ fn slot_stream(slots: &[Slot], user_data: u64) -> usize {
     slots[user_data as usize].stream as usize
 }
 
+#[inline(always)]
+fn slot_group(slots: &[Slot], user_data: u64) -> bool {
+    slots[user_data as usize].group
+}
+
 /// Count one completion (of an IO in `slot`, completed at `now`) in `op`.
 #[inline(always)]
 fn record(op: &mut OpStats, result: i32, kind: OpKind, now: u64, slot: &Slot) {
@@ -1097,6 +1154,9 @@ fn record_other_prio(stats: &mut StreamStats, result: i32, kind: OpKind, now: u6
 mod frame_tests;
 #[cfg(test)]
 mod gate_tests;
+mod group;
+#[cfg(test)]
+mod group_tests;
 mod limits;
 #[cfg(test)]
 mod pace_tests;

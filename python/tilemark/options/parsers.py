@@ -260,20 +260,24 @@ def _parse_zoned(text: str, label: str, value: object) -> str:
 
 
 def parse_sync(value: object, label: str) -> str:
-    """none | dsync | fsync | fsync:N | fdatasync | fdatasync:N, normalized (fsync is
-    fsync:1)."""
+    """none | dsync | fsync | fsync:N | fdatasync | fdatasync:N | fsync:group |
+    fdatasync:group, normalized (fsync is fsync:1). `group`: group commit, the writes due
+    while one is written and synced join into the next write and sync (docs/workloads)."""
     text = value.strip().lower() if isinstance(value, str) else ""
     if text in ("none", "dsync"):
         return text
     if text in ("fsync", "fdatasync"):
         return f"{text}:1"
+    if text in ("fsync:group", "fdatasync:group"):
+        return text
     if match := re.fullmatch(r"(fsync|fdatasync):(\d+)", text):
         every = int(match.group(2))
         if every >= 1:
             return f"{match.group(1)}:{every}"
     raise UsageError(
-        f"{label} must be none, dsync, fsync, fsync:N or fdatasync:N (an fsync or fdatasync "
-        f"after every N writes, N at least 1), got {shown(value)}."
+        f"{label} must be none, dsync, fsync, fsync:N, fdatasync:N or fdatasync:group (an "
+        f"fsync or fdatasync after every N writes, N at least 1; group: group commit), got "
+        f"{shown(value)}."
     )
 
 

@@ -238,7 +238,9 @@ OPTIONS: tuple[Option, ...] = (
        default="closed without a rate, constant with one"),
     _o("burst", "stream", "Issue IOS IOs, wait for them, pause: 10/5ms.", flag="--burst",
        metavar="IOS/DELAY", modes=WORKLOAD, toml=True, parse=parse_burst),
-    _o("sync", "stream", "Write sync: none, dsync, fsync, fsync:N or fdatasync:N.",
+    _o("sync", "stream", "Write sync: none, dsync, fsync, fsync:N, fdatasync:N, or "
+       "fdatasync:group (group commit: writes due while one is written and synced join the "
+       "next, as a database's log).",
        flag="--sync", metavar="MODE", modes=WORKLOAD, toml=True, parse=parse_sync,
        default="none"),
     _o("batch", "stream", "Open loop: IOs arrive in batches of this mean size (geometric), "

@@ -48,6 +48,8 @@ def _pattern_plan(stream: StreamSpec) -> dict[str, Any]:
 
 
 def _sync_plan(sync: str) -> dict[str, Any]:
+    if sync.endswith(":group"):
+        return {"kind": "fsync", "every": 1, "data": sync.startswith("fdatasync"), "group": True}
     if sync.startswith("fsync:"):
         return {"kind": "fsync", "every": int(sync.split(":")[1])}
     if sync.startswith("fdatasync:"):

@@ -66,3 +66,21 @@ def plan_fields(spec: StreamSpec) -> dict[str, Any]:
             {"op": op, "size": size, "shares": shares} for (op, size), shares in entries.items()
         ]
     return fields
+
+
+def check_group_commit(stream: StreamSpec) -> None:
+    """Group commit joins appended log writes arriving at a rate (the engine's rule, plan.rs
+    validate_group), said before anything runs."""
+    if not stream.sync.endswith(":group"):
+        return
+    why = None
+    if stream.arrival == "closed":
+        why = f"an open-loop arrival: give {stream.key('rate')}"
+    elif stream.read_pct != 0:
+        why = f"writes only: rw write (it has {stream.read_pct:g}% reads)"
+    elif stream.random_pct != 0:
+        why = "sequential writes: rw write, appended as a log is"
+    elif stream.burst is not None or stream.writeback or stream.flow is not None:
+        why = "no burst, writeback or flow"
+    if why is not None:
+        raise UsageError(f"{stream.label('sync')} {stream.sync} (group commit) needs {why}.")

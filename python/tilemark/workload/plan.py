@@ -56,7 +56,7 @@ from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
 from tilemark.workload.pacing import check_pacing
-from tilemark.workload.placement import check_placement
+from tilemark.workload.placement import check_group_commit, check_placement
 from tilemark.workload.plain import plain
 from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
@@ -429,6 +429,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         if key in table:
             setattr(stream, attr, value(key))
     check_placement(stream)
+    check_group_commit(stream)
     return stream
 
 
