@@ -129,7 +129,8 @@ def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path, 
     assert by["postgres_read"]["pattern"].startswith(("zipf:", "hotspot:"))  # skewed, not uniform
     assert by["postgres_read"]["bs"] == "8k"
     assert by["postgres_log"]["pattern"] == "sequential" and by["postgres_log"]["rw"] == "write"
-    assert by["postgres_log"]["sync"] == "fdatasync:1"  # a flush after every write
+    # a flush after every write of an appended log: commits, joined as the device slows
+    assert by["postgres_log"]["sync"] == "fdatasync:group"
     assert by["postgres_log"]["arrival"] == "constant"
     assert {s.name: s.qd for s in profile.streams}["postgres_log"] == 1  # one writer, one IO
     assert by["kworker_writeback"]["writeback"] is True
@@ -305,17 +306,17 @@ def test_a_log_that_also_jumps_gets_the_region_of_its_writes_not_of_its_extent()
     assert extent > 5 * fitted
 
 
-def test_a_log_written_by_several_sessions_waits_for_commits_side_by_side(tmp_path, db_trace):
+def test_a_log_written_by_several_sessions_is_a_group_commit_log(tmp_path, db_trace):
     # four sessions writing the log one write at a time (what the device sees at low load):
     # as the device slows, all four can be waiting for their commits, which a database serves
-    # together (group commit), so the stream's queue depth is its writing processes
+    # with one write and flush (group commit): the stream joins the commits due meanwhile
     trace, _ = db_trace(log_pids=4)
     out = tmp_path / "db.toml"
     learn(LearnOptions(traces=(trace,), output=out))
-    qd = {s.name: s.qd for s in load_profile(str(out)).streams}
-    assert qd["postgres_log"] == 4
-    assert qd["postgres_read"] <= 3  # other streams keep what the device saw (p90)
-    assert "group" in out.read_text()
+    streams = {s.name: s for s in load_profile(str(out)).streams}
+    assert streams["postgres_log"].table["sync"] == "fdatasync:group"
+    assert streams["postgres_read"].qd <= 3  # other streams keep what the device saw (p90)
+    assert "join the next write and flush" in out.read_text()
 
 
 def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():

@@ -294,6 +294,17 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
             writes = s.ios * (1 - s.read_pct / 100)
             every = max(1, int(round(writes / s.flushes)))
             s.sync = f"fdatasync:{every}"
+            if every == 1 and s.kind == "syncwrite" and s.pattern == "sequential":
+                # A log flushed after each write: a database's commits. As the device slows,
+                # the commits waiting for one flush are served by the next write and flush
+                # together (group commit), where a write and flush per commit falls behind
+                # (docs/learn.md: the 60 tps study).
+                s.sync = "fdatasync:group"
+                s.notes = [n for n in s.notes if "writing processes" not in n]
+                s.notes.append(
+                    "fdatasync:group: commits due while a write and its flush are in flight "
+                    "join the next write and flush, as a database's log does"
+                )
             if s.fua_share >= 0.5:
                 s.notes.append(
                     f"{s.fua_share:.0%} of its writes are FUA, written as fdatasync:{every} (one "

@@ -9,8 +9,9 @@
 //! would not (docs/learn.md: the 60 tps study).
 //!
 //! Each arrival of the stream is a commit: its size and offset drawn as any write's, appended
-//! one after another. A round is one write covering the contiguous commits waiting when it
-//! starts (up to the stream's buffer) and, once it completed, its sync. Commits that come due
+//! one after another. A round is one write covering the commits waiting when it starts, each
+//! starting where the one before ended or inside it (up to the stream's buffer), and, once it
+//! completed, its sync. Commits that come due
 //! meanwhile wait for the next round. The stream counts a commit as one write of its bytes,
 //! recorded when its round's sync completes: its response time runs from the commit's
 //! intended time to that completion (what the application waits for), its service time from
@@ -49,13 +50,18 @@ impl Worker {
             return Ok(());
         }
         let first = *group.waiting.front().expect("a commit waits");
+        // The round writes from the first commit's offset to the end of the last: commits that
+        // start where the one before ended, or inside it (a log rewriting its last, partly
+        // filled page, as PostgreSQL's WAL does: the learned `skip = "-8k"`), join it.
         let mut len = 0u64;
         while let Some(c) = group.waiting.front() {
-            let follows = c.io.file == first.io.file && c.io.offset == first.io.offset + len;
-            if !follows || (len > 0 && len + c.io.len as u64 > limit) {
+            let start = c.io.offset.wrapping_sub(first.io.offset);
+            let follows = c.io.file == first.io.file && c.io.offset >= first.io.offset;
+            let end = len.max(start.saturating_add(c.io.len as u64));
+            if !follows || start > len || (len > 0 && end > limit) {
                 break;
             }
-            len += c.io.len as u64;
+            len = end;
             let c = group.waiting.pop_front().expect("a commit waits");
             group.round.push(c);
         }

@@ -26,9 +26,24 @@ struct Ran {
 /// A log stream of 8 KiB commits at `rate` a second (constant arrivals), its sync mode
 /// `sync`, for `seconds`, every request taking `op_ns`.
 fn log(rate: f64, sync: serde_json::Value, op_ns: u64, seconds: u64) -> Ran {
-    let specs = specs(&[serde_json::json!({"read_pct": 0, "sizes": [[8 * KIB, 1]],
+    log_of(serde_json::json!({}), rate, sync, op_ns, seconds)
+}
+
+/// `log` with the stream's keys changed by `extra`.
+fn log_of(
+    extra: serde_json::Value,
+    rate: f64,
+    sync: serde_json::Value,
+    op_ns: u64,
+    seconds: u64,
+) -> Ran {
+    let mut stream = serde_json::json!({"read_pct": 0, "sizes": [[8 * KIB, 1]],
         "pattern": {"kind": "sequential"}, "random_pct": 0, "sync": sync,
-        "arrival": {"kind": "open", "dist": "constant", "rate_iops": rate}})]);
+        "arrival": {"kind": "open", "dist": "constant", "rate_iops": rate}});
+    for (k, v) in extra.as_object().expect("an object") {
+        stream[k] = v.clone();
+    }
+    let specs = specs(&[stream]);
     let streams = vec![StreamState::new(0, &specs[0], &FILES)];
     let mut clock = RunClock::manual(0, Some(seconds * 1000 * MS), 1000 * MS);
     clock.stop = Arc::new(StopSignal::for_streams(1));
@@ -107,6 +122,40 @@ fn commits_due_during_a_round_join_the_next_write_and_flush() {
     assert!(response.max() <= 15 * MS, "{}", response.max());
     let p50 = response.percentile(50.0).expect("commits");
     assert!((5e6..=10e6).contains(&p50), "{p50}");
+}
+
+#[test]
+fn a_log_that_rewrites_its_last_page_writes_each_page_once_per_round() {
+    // PostgreSQL's WAL as learned: 24 KiB commits, each starting 8 KiB before the last one
+    // ended (it rewrites its partly filled page). A round writes from its first commit's
+    // offset to its last commit's end.
+    let extra = serde_json::json!({"sizes": [[24 * KIB, 1]], "skip": [-8192, -8192]});
+    let mut ran = log_of(extra, 1000.0, group(), 2_500_000, 1);
+    let writes: Vec<(u64, u64)> = ran
+        .requests
+        .iter()
+        .filter(|r| r.0 == Op::Write)
+        .map(|r| (r.1, r.2 as u64))
+        .collect();
+    let commits = ran.stats.op(OpKind::Write).ops;
+    assert!(
+        writes.len() < 250 && commits > 950,
+        "{} {commits}",
+        writes.len()
+    );
+    let mut joined = 0;
+    for w in writes.windows(2) {
+        if w[1].0 < w[0].0 {
+            continue; // wrapped round the region
+        }
+        // The next round starts 8 KiB before the last one ended...
+        assert_eq!(w[1].0 + 8 * KIB, w[0].0 + w[0].1, "{w:?}");
+        // ...and covers its commits: 24 KiB for the first, 16 KiB more for each other.
+        assert_eq!((w[1].1 - 8 * KIB) % (16 * KIB), 0, "{w:?}");
+        joined += (w[1].1 > 24 * KIB) as u32;
+    }
+    assert!(joined > 150, "{joined}");
+    assert_eq!(ran.stats.op(OpKind::Write).bytes, commits * 24 * KIB);
 }
 
 #[test]
