@@ -62,6 +62,14 @@ fn log_of(
     }
 }
 
+impl Ran {
+    /// The commits' (writes') response times.
+    fn response(&mut self) -> &crate::stats::Histogram {
+        let op = self.stats.op(OpKind::Write);
+        op.response.as_ref().expect("open loop")
+    }
+}
+
 fn group() -> serde_json::Value {
     serde_json::json!({"kind": "fsync", "every": 1, "data": true, "group": true})
 }
@@ -112,12 +120,7 @@ fn commits_due_during_a_round_join_the_next_write_and_flush() {
     assert!(largest >= 5 * 8 * KIB as u32, "{largest}");
     // A commit waits for at most the round in flight and its own: 10 ms, or 15 where the
     // region wraps round and its commits take two rounds; however long the run.
-    let response = ran
-        .stats
-        .op(OpKind::Write)
-        .response
-        .as_ref()
-        .expect("open loop");
+    let response = ran.response();
     assert_eq!(response.count(), commits);
     assert!(response.max() <= 15 * MS, "{}", response.max());
     let p50 = response.percentile(50.0).expect("commits");
@@ -166,12 +169,7 @@ fn a_log_without_group_commit_falls_behind_where_the_group_keeps_up() {
     let mut ran = log(1000.0, sync, 2_500_000, 1);
     let writes = ran.stats.op(OpKind::Write).ops;
     assert!((195..=205).contains(&writes), "{writes}");
-    let response = ran
-        .stats
-        .op(OpKind::Write)
-        .response
-        .as_ref()
-        .expect("open loop");
+    let response = ran.response();
     assert!(response.max() > 500 * MS, "{}", response.max());
 }
 
@@ -187,12 +185,7 @@ fn commits_sparser_than_a_round_each_get_their_own() {
         .requests
         .iter()
         .all(|r| r.0 != Op::Write || r.2 == 8 * KIB as u32));
-    let response = ran
-        .stats
-        .op(OpKind::Write)
-        .response
-        .as_ref()
-        .expect("open loop");
+    let response = ran.response();
     // Its own write and flush: 2 ms from its intended time, every one.
     assert_eq!(response.max(), 2 * MS);
     assert!(ran.timers_left <= 1, "{}", ran.timers_left);
