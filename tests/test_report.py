@@ -464,3 +464,19 @@ def test_a_study_report_headline_says_what_the_answer_is_worth(tmp_path):
     assert verdict.status == "warn"
     host = next(n for n in verdict.notes if "measured the host" in n)
     assert isinstance(host, Caution) and "the storage carries at least 2" in host
+
+
+@pytest.mark.parametrize(
+    ("sync", "words"),
+    [
+        ({}, "none"),
+        ({"kind": "dsync"}, "dsync"),
+        ({"kind": "fsync", "every": 1}, "fsync"),
+        ({"kind": "fsync", "every": 8, "data": True}, "fdatasync every 8 writes"),
+        ({"kind": "fsync", "every": 1, "data": True, "group": True}, "group commit (fdatasync)"),
+    ],
+)
+def test_a_streams_sync_mode_is_described_in_words(sync, words):
+    from tilemark.report.format import sync_words
+
+    assert sync_words(sync) == words

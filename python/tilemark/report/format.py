@@ -83,13 +83,26 @@ def describe_stream(s: results.PlanStream) -> str:
         arrival_text = f"open loop {rate} {arrival.dist or ''}".strip()
     else:
         arrival_text = "closed loop"
-    sync = (s.sync or {}).get("kind", "none")
+    sync = sync_words(s.sync or {})
     sync_text = "" if sync == "none" else f", {sync}"
     read_pct = s.read_pct if s.read_pct is not None else 0
     return (
         f"{s.name}: {num(read_pct)}% read, {size_text}, {pattern}, "
         f"qd {s.qd}, {arrival_text}{sync_text}"
     )
+
+
+def sync_words(sync: dict[str, Any]) -> str:
+    """A plan stream's sync mode in words: none, dsync, fdatasync every 8 writes, group
+    commit (fdatasync), ..."""
+    kind = sync.get("kind", "none")
+    if kind != "fsync":
+        return str(kind)
+    name = "fdatasync" if sync.get("data") else "fsync"
+    if sync.get("group"):
+        return f"group commit ({name})"
+    every = int(sync.get("every", 1))
+    return name if every == 1 else f"{name} every {every} writes"
 
 
 def workload_title(run: RunData) -> str:
