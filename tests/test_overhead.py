@@ -52,6 +52,23 @@ def test_the_aggregation_thread_is_neither_the_io_threads_nor_the_front_end():
     assert o["aggregate_cpu_pct"] == pytest.approx(1.0) and o["front_end_cpu_pct"] == 0
 
 
+def test_the_io_threads_poller_modes_are_weighted_by_each_threads_time():
+    # Two uring threads: 3 s with spinning allowed all along, 1 s never; batches 100% and 0%.
+    poller = [
+        {"seconds": 3.0, "spin_allowed_pct": 100.0, "batched_pct": 100.0},
+        {"seconds": 1.0, "spin_allowed_pct": 0.0, "batched_pct": 0.0},
+    ]
+    o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], poller)
+    assert o["spin_allowed_pct"] == pytest.approx(75.0)
+    assert o["batched_pct"] == pytest.approx(75.0)
+    line = overhead_line(o)
+    assert "IO threads spinning allowed 75% of the time, submitting in batches 75%" in line
+    # Other backends have no poller: nothing said.
+    for none in (None, []):
+        o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], none)
+        assert "spin_allowed_pct" not in o and "spinning" not in overhead_line(o)
+
+
 def test_service_above_the_device_weights_the_streams_by_their_ios():
     # Streams at 100 us (3,000 IOs) and 200 us (1,000): 125 us by tilemark's clock; the device 90.
     o = tool_overhead(summary(stream(3000, 0.1), stream(1000, 0.2)), HOST, [device(4000, 0.09)])

@@ -176,6 +176,13 @@ def test_fsync_cadence_and_backends(data_file, backend):
     assert st["write"]["ops"] == 400
     assert st["sync"]["ops"] == 100
     assert st["write"]["errors"] == {} and st["sync"]["errors"] == {}
+    # The uring thread reports how long its poller ran in each mode; the others have none.
+    if backend == "uring":
+        (modes,) = result["poller"]
+        assert 0 < modes["seconds"] < 30
+        assert 0 <= modes["spin_allowed_pct"] <= 100 and 0 <= modes["batched_pct"] <= 100
+    else:
+        assert result["poller"] == []
 
 
 def test_dsync_writes_complete(data_file):

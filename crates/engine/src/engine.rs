@@ -523,6 +523,7 @@ impl Engine {
         let mut end_ns = 0;
         let mut stop_reason = None;
         let mut hung = Vec::new();
+        let mut poller = Vec::new();
         let mut errors = Vec::new();
         let mut findings = Findings::default();
         for h in self.threads.drain(..) {
@@ -532,6 +533,7 @@ impl Engine {
                     end_ns = end_ns.max(r.end_ns);
                     stop_reason = stop_reason.or(r.stop_reason);
                     hung.extend(r.hung);
+                    poller.extend(r.modes);
                 }
                 Ok(Err(e)) => errors.push(e.to_string()),
                 Err(_) => errors.push("an engine thread panicked".into()),
@@ -590,6 +592,7 @@ impl Engine {
                 hung,
                 hung_count,
                 verification,
+                poller,
             })
             .map_err(|e| EngineError::Thread(format!("serializing result: {e}")))
         } else {
@@ -687,6 +690,9 @@ struct ResultJson<'a> {
     hung_count: usize,
     /// Verified targets: blocks judged and findings (null when nothing is verified).
     verification: Option<Findings>,
+    /// Per IO thread with a poller's judge (uring): how long it ran with spinning allowed
+    /// and with batched submissions (backend/judge.rs); empty for the other backends.
+    poller: Vec<crate::backend::judge::ModeShares>,
 }
 
 /// Merges per-thread interval messages into one snapshot per interval. Interval k is ready

@@ -131,6 +131,8 @@ pub struct ThreadResult {
     /// Why the run stopped early, as this thread saw it when it ended (None: planned end).
     pub stop_reason: Option<StopReason>,
     pub hung: Vec<HungIo>,
+    /// How long its backend ran with spinning allowed and batched submissions (uring).
+    pub modes: Option<crate::backend::judge::ModeShares>,
     /// Timers still set when it ended (tests: a stream has one at a time, not one per IO).
     #[cfg(test)]
     pub timers_left: usize,
@@ -322,6 +324,7 @@ impl Worker {
             end_ns,
             stop_reason: clock.stop.reason(),
             hung: hung?,
+            modes: self.backend.mode_shares(),
             #[cfg(test)]
             timers_left: self.timers.len(),
         })

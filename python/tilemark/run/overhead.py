@@ -38,10 +38,15 @@ DIRECTIONS = (("read", "reads", "r_await_ms"), ("write", "writes", "w_await_ms")
 
 
 def tool_overhead(
-    summary: dict[str, Any], host: dict[str, Any] | None, devices: list[dict[str, Any]] | None
+    summary: dict[str, Any],
+    host: dict[str, Any] | None,
+    devices: list[dict[str, Any]] | None,
+    poller: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """run.json `summary.overhead` from a run's summary (streams, total, issue_lateness),
-    the telemetry's host means and device totals; None when nothing was measured."""
+    the telemetry's host means and device totals, and the engine result's `poller` (how long
+    the IO threads ran with spinning allowed and batched submissions); None when nothing was
+    measured."""
     total = summary.get("total") or {}
     duration = float(summary.get("duration_s") or total.get("duration_s") or 0.0)
     streams = summary.get("streams") or []
@@ -67,6 +72,11 @@ def tool_overhead(
         out["issue_lateness_p50_us"] = late.get("p50_us")
         out["issue_lateness_p99_us"] = late.get("p99_us")
     out["service"] = _service(streams, devices or [])
+    seconds = sum(float(p.get("seconds") or 0) for p in poller or [])
+    if seconds > 0:
+        # Weighted by each thread's judged time: the share of the IO threads' time.
+        for key in ("spin_allowed_pct", "batched_pct"):
+            out[key] = sum(float(p[key]) * float(p["seconds"]) for p in poller or []) / seconds
     return out
 
 
@@ -129,6 +139,12 @@ def overhead_line(overhead: dict[str, Any] | None) -> str | None:
         parts.append(
             f"open-loop IOs issued {_us(o.issue_lateness_p50_us)} (p50) / "
             f"{_us(o.issue_lateness_p99_us)} (p99) after their time"
+        )
+    if o.spin_allowed_pct is not None and o.batched_pct is not None:
+        # What the CPU per IO bought (crates/engine/src/backend/judge.rs decides it).
+        parts.append(
+            f"IO threads spinning allowed {o.spin_allowed_pct:.0f}% of the time, "
+            f"submitting in batches {o.batched_pct:.0f}%"
         )
     for s in o.service or []:
         parts.append(

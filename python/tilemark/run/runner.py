@@ -288,7 +288,10 @@ def run_plan(
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         summary["overhead"] = tool_overhead(
-            summary, summary["telemetry"]["host"], summary["telemetry"]["devices"]
+            summary,
+            summary["telemetry"]["host"],
+            summary["telemetry"]["devices"],
+            (result or {}).get("poller"),
         )
         # The first target's record (none: no target); every target's is in run.json.
         pre = infos[0] if infos else None

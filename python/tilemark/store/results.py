@@ -443,6 +443,9 @@ class Overhead(_Struct):
     issue_lateness_p50_us: float | None = None  # open-loop IOs (summary.issue_lateness)
     issue_lateness_p99_us: float | None = None
     service: list[ServiceAboveDevice] | None = None
+    # The IO threads' time (uring) with spinning allowed and with batched submissions, %.
+    spin_allowed_pct: float | None = None
+    batched_pct: float | None = None
 
 
 class Summary(_Struct):
@@ -499,6 +502,14 @@ class EngineVerification(_Struct):
     by_class: dict[str, Any] | None = None
 
 
+class PollerModes(_Struct):
+    """run.json `result.poller[]`: one IO thread's time in its poller's modes."""
+
+    seconds: float | None = None
+    spin_allowed_pct: float | None = None
+    batched_pct: float | None = None
+
+
 class EngineResult(_Struct):
     """run.json `result`: the engine's final result (docs/engine-boundary.md)."""
 
@@ -509,6 +520,7 @@ class EngineResult(_Struct):
     verification: EngineVerification | None = None
     started_at_ns: float | None = None
     measure_start_ns: float | None = None
+    poller: list[PollerModes] | None = None
 
 
 class Arrival(_Struct):

@@ -46,6 +46,51 @@ const SAME_IOPS: f64 = 0.03;
 /// where it had spun at 1.6x fio's CPU per IO); at 4 KiB QD1 on one CPU sleeping gave more IOPS.
 const IOPS_PER_CPU: f64 = 0.15;
 
+/// How long a thread ran in each mode (the engine's result, `poller`): what its CPU per IO
+/// was bought with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ModeShares {
+    /// Time judged (from the thread's first submission to its last), s.
+    pub seconds: f64,
+    /// Share of it with spinning allowed (the poller spins where a spin catches completions),
+    /// and with a loop turn's IOs submitted together, %.
+    pub spin_allowed_pct: f64,
+    pub batched_pct: f64,
+}
+
+/// Accumulates `ModeShares`: the modes in force from one submission to the next.
+#[derive(Debug, Default)]
+pub(super) struct ModeTime {
+    last_ns: Option<u64>,
+    modes: Modes,
+    total_ns: u64,
+    spin_ns: u64,
+    batch_ns: u64,
+}
+
+impl ModeTime {
+    /// At `now` the thread runs in `modes` (until the next call).
+    pub(super) fn at(&mut self, now: u64, modes: Modes) {
+        if let Some(last) = self.last_ns {
+            let dt = now.saturating_sub(last);
+            self.total_ns += dt;
+            self.spin_ns += dt * self.modes[Question::Spin as usize] as u64;
+            self.batch_ns += dt * self.modes[Question::Batch as usize] as u64;
+        }
+        self.last_ns = Some(now);
+        self.modes = modes;
+    }
+
+    pub(super) fn shares(&self) -> Option<ModeShares> {
+        let pct = |ns: u64| 100.0 * ns as f64 / self.total_ns as f64;
+        (self.total_ns > 0).then(|| ModeShares {
+            seconds: self.total_ns as f64 / 1e9,
+            spin_allowed_pct: pct(self.spin_ns),
+            batched_pct: pct(self.batch_ns),
+        })
+    }
+}
+
 /// The questions, as indexes into the verdicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Question {
@@ -351,6 +396,20 @@ mod tests {
             trial(&mut j, t, true, spin_pays),
             (Question::Spin, [true, true])
         );
+    }
+
+    #[test]
+    fn mode_time_shares_the_time_between_submissions_by_the_modes_in_force() {
+        let mut t = ModeTime::default();
+        assert_eq!(t.shares(), None);
+        t.at(0, [true, true]);
+        t.at(3_000_000_000, [false, true]); // 3 s spinning allowed
+        t.at(4_000_000_000, [false, false]); // 1 s not
+        t.at(5_000_000_000, [true, false]); // 1 s neither
+        let s = t.shares().expect("time judged");
+        assert_eq!(s.seconds, 5.0);
+        assert!((s.spin_allowed_pct - 60.0).abs() < 1e-9, "{s:?}");
+        assert!((s.batched_pct - 80.0).abs() < 1e-9, "{s:?}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 #[cfg(test)]
 mod ioprio_tests;
-mod judge;
+pub(crate) mod judge;
 pub mod null;
 pub mod psync;
 #[cfg(test)]
@@ -152,6 +152,12 @@ pub trait Backend: Send {
     /// sleeping; may say yes spuriously, never no when one is ready.
     fn completions_ready(&mut self) -> bool {
         true
+    }
+
+    /// How long it ran with spinning allowed and with batched submissions (backends with a
+    /// judge: uring.rs); None for the others.
+    fn mode_shares(&self) -> Option<judge::ModeShares> {
+        None
     }
 }
 

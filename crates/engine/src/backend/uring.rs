@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
 
-use super::judge::{Judge, Modes, Question};
+use super::judge::{Judge, ModeShares, ModeTime, Modes, Question};
 use super::{
     discard_kind, uncached_kind, yield_cpu, Backend, Completion, DiscardKind, IoReq, Op,
     UncachedKind, PUNCH_HOLE_MODE, SYNC_RANGE_WRITE,
@@ -60,6 +60,8 @@ pub struct UringBackend {
     judge: Judge,
     /// The modes the judge has settled on, or is trying: spin allowed, batch submissions.
     modes: Modes,
+    /// How long each mode was in force (the result's `poller`).
+    mode_time: ModeTime,
     /// IO requests queued and not yet reaped.
     inflight: usize,
     /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
@@ -114,6 +116,7 @@ impl UringBackend {
             poller: Poller::default(),
             judge: Judge::new(monotonic_ns()),
             modes: [true, true],
+            mode_time: ModeTime::default(),
             inflight: 0,
             taskrun_flag,
             timers: [None; MAX_TIMERS],
@@ -314,6 +317,7 @@ impl Backend for UringBackend {
     ) -> io::Result<()> {
         let started = monotonic_ns();
         self.modes = self.judge.modes(started, self.inflight > 1, thread_cpu_ns);
+        self.mode_time.at(started, self.modes);
         let Some(deadline) = wait_until else {
             // Submit, and run deferred completion work without waiting.
             self.submit_pending()?;
@@ -381,6 +385,10 @@ impl Backend for UringBackend {
                 .observe(monotonic_ns() - started, budget > 0, caught, completed);
         }
         Ok(())
+    }
+
+    fn mode_shares(&self) -> Option<ModeShares> {
+        self.mode_time.shares()
     }
 
     fn completions_ready(&mut self) -> bool {
