@@ -104,6 +104,8 @@ def test_o_direct_on_a_loop_device_matches_the_device_iops(tmp_path):
     assert overhead["cpu_per_io_us"] > 0
     assert 0 <= overhead["engine_cpu_per_io_us"] <= overhead["cpu_per_io_us"]
     assert overhead["aggregate_cpu_pct"] >= 0 and overhead["front_end_cpu_pct"] >= 0
+    # The uring IO threads' time with spinning allowed and batched (result.poller, weighted).
+    assert 0 <= overhead["spin_allowed_pct"] <= 100 and 0 <= overhead["batched_pct"] <= 100
     by_op = {s["op"]: s for s in overhead["service"]}
     assert set(by_op) == {"read", "write"}
     for op, count in (("read", "reads"), ("write", "writes")):

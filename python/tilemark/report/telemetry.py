@@ -196,6 +196,14 @@ def overhead_table(summary: results.Summary) -> Table | None:
                 "open-loop IOs, submission minus intended time",
             )
         )
+    if o.spin_allowed_pct is not None and o.batched_pct is not None:
+        rows.append(
+            (
+                "IO threads' poller",
+                f"spinning allowed {num(o.spin_allowed_pct)}%, batched {num(o.batched_pct)}%",
+                "of their time: what the CPU per IO bought (the judge, docs/engine-boundary.md)",
+            )
+        )
     for d in o.service or []:
         rows.append(
             (
