@@ -63,6 +63,10 @@ def test_the_io_threads_poller_modes_are_weighted_by_each_threads_time():
     assert o["batched_pct"] == pytest.approx(75.0)
     line = overhead_line(o)
     assert "IO threads spinning allowed 75% of the time, submitting in batches 75%" in line
+    # Two threads at 100% are 100%, not a rounding error above it.
+    full = [{"seconds": 1.1, "spin_allowed_pct": 100.0, "batched_pct": 100.0}] * 3
+    o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], full)
+    assert o["spin_allowed_pct"] <= 100.0 and o["batched_pct"] <= 100.0
     # Other backends have no poller: nothing said.
     for none in (None, []):
         o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], none)

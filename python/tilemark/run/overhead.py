@@ -76,7 +76,8 @@ def tool_overhead(
     if seconds > 0:
         # Weighted by each thread's judged time: the share of the IO threads' time.
         for key in ("spin_allowed_pct", "batched_pct"):
-            out[key] = sum(float(p[key]) * float(p["seconds"]) for p in poller or []) / seconds
+            mean = sum(float(p[key]) * float(p["seconds"]) for p in poller or []) / seconds
+            out[key] = min(100.0, max(0.0, mean))  # a share: not 100.00000000000001
     return out
 
 
