@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tilemark.run.overhead import overhead_line, tool_overhead
+from tilemark.store.results import PollerModes
 
 
 def stream(reads: int, read_ms: float, writes: int = 0, write_ms: float = 0.0) -> dict:
@@ -55,8 +56,8 @@ def test_the_aggregation_thread_is_neither_the_io_threads_nor_the_front_end():
 def test_the_io_threads_poller_modes_are_weighted_by_each_threads_time():
     # Two uring threads: 3 s with spinning allowed all along, 1 s never; batches 100% and 0%.
     poller = [
-        {"seconds": 3.0, "spin_allowed_pct": 100.0, "batched_pct": 100.0},
-        {"seconds": 1.0, "spin_allowed_pct": 0.0, "batched_pct": 0.0},
+        PollerModes(seconds=3.0, spin_allowed_pct=100.0, batched_pct=100.0),
+        PollerModes(seconds=1.0, spin_allowed_pct=0.0, batched_pct=0.0),
     ]
     o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], poller)
     assert o["spin_allowed_pct"] == pytest.approx(75.0)
@@ -64,7 +65,7 @@ def test_the_io_threads_poller_modes_are_weighted_by_each_threads_time():
     line = overhead_line(o)
     assert "IO threads spinning allowed 75% of the time, submitting in batches 75%" in line
     # Two threads at 100% are 100%, not a rounding error above it.
-    full = [{"seconds": 1.1, "spin_allowed_pct": 100.0, "batched_pct": 100.0}] * 3
+    full = [PollerModes(seconds=1.1, spin_allowed_pct=100.0, batched_pct=100.0)] * 3
     o = tool_overhead(summary(stream(1000, 0.1)), HOST, [], full)
     assert o["spin_allowed_pct"] <= 100.0 and o["batched_pct"] <= 100.0
     # Other backends have no poller: nothing said.

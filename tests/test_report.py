@@ -477,6 +477,10 @@ def test_a_study_report_headline_says_what_the_answer_is_worth(tmp_path):
     ],
 )
 def test_a_streams_sync_mode_is_described_in_words(sync, words):
-    from tilemark.report.format import sync_words
+    import msgspec
 
-    assert sync_words(sync) == words
+    from tilemark.report.format import sync_words
+    from tilemark.store.results import SyncMode
+
+    # As a plan's `sync` reads from run.json.
+    assert sync_words(msgspec.convert(sync, SyncMode)) == words

@@ -83,7 +83,7 @@ def describe_stream(s: results.PlanStream) -> str:
         arrival_text = f"open loop {rate} {arrival.dist or ''}".strip()
     else:
         arrival_text = "closed loop"
-    sync = sync_words(s.sync or {})
+    sync = sync_words(s.sync or results.SyncMode())
     sync_text = "" if sync == "none" else f", {sync}"
     read_pct = s.read_pct if s.read_pct is not None else 0
     return (
@@ -92,17 +92,15 @@ def describe_stream(s: results.PlanStream) -> str:
     )
 
 
-def sync_words(sync: dict[str, Any]) -> str:
+def sync_words(sync: results.SyncMode) -> str:
     """A plan stream's sync mode in words: none, dsync, fdatasync every 8 writes, group
     commit (fdatasync), ..."""
-    kind = sync.get("kind", "none")
-    if kind != "fsync":
-        return str(kind)
-    name = "fdatasync" if sync.get("data") else "fsync"
-    if sync.get("group"):
+    if sync.kind != "fsync":
+        return sync.kind
+    name = "fdatasync" if sync.data else "fsync"
+    if sync.group:
         return f"group commit ({name})"
-    every = int(sync.get("every", 1))
-    return name if every == 1 else f"{name} every {every} writes"
+    return name if sync.every == 1 else f"{name} every {sync.every} writes"
 
 
 def workload_title(run: RunData) -> str:

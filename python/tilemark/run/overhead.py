@@ -24,11 +24,12 @@ carries `overhead`:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
-from tilemark.store.results import HostCpu, Overhead
+from tilemark.store.results import HostCpu, Overhead, PollerModes
 
 # The device's IO count in a direction must be within this fraction of tilemark's for its
 # mean service time to describe the same IOs.
@@ -41,7 +42,7 @@ def tool_overhead(
     summary: dict[str, Any],
     host: dict[str, Any] | None,
     devices: list[dict[str, Any]] | None,
-    poller: list[dict[str, Any]] | None = None,
+    poller: list[PollerModes] | None = None,
 ) -> dict[str, Any] | None:
     """run.json `summary.overhead` from a run's summary (streams, total, issue_lateness),
     the telemetry's host means and device totals, and the engine result's `poller` (how long
@@ -72,12 +73,15 @@ def tool_overhead(
         out["issue_lateness_p50_us"] = late.get("p50_us")
         out["issue_lateness_p99_us"] = late.get("p99_us")
     out["service"] = _service(streams, devices or [])
-    seconds = sum(float(p.get("seconds") or 0) for p in poller or [])
+    seconds = sum(p.seconds or 0.0 for p in poller or [])
     if seconds > 0:
         # Weighted by each thread's judged time: the share of the IO threads' time.
-        for key in ("spin_allowed_pct", "batched_pct"):
-            mean = sum(float(p[key]) * float(p["seconds"]) for p in poller or []) / seconds
-            out[key] = min(100.0, max(0.0, mean))  # a share: not 100.00000000000001
+        def share(pct: Callable[[PollerModes], float | None]) -> float:
+            mean = sum((pct(p) or 0.0) * (p.seconds or 0.0) for p in poller or []) / seconds
+            return min(100.0, max(0.0, mean))  # a share: not 100.00000000000001
+
+        out["spin_allowed_pct"] = share(lambda p: p.spin_allowed_pct)
+        out["batched_pct"] = share(lambda p: p.batched_pct)
     return out
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
+import msgspec
 from rich.console import Console
 
 from tilemark import engine, heap, targets
@@ -33,6 +34,7 @@ from tilemark.run.overhead import tool_overhead
 from tilemark.run.priority import front_end_yields
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
+from tilemark.store.results import EnginePoller
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.targets import data as targetdata
@@ -291,7 +293,7 @@ def run_plan(
             summary,
             summary["telemetry"]["host"],
             summary["telemetry"]["devices"],
-            (result or {}).get("poller"),
+            msgspec.convert(result or {}, EnginePoller).poller,
         )
         # The first target's record (none: no target); every target's is in run.json.
         pre = infos[0] if infos else None

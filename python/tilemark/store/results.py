@@ -510,6 +510,12 @@ class PollerModes(_Struct):
     batched_pct: float | None = None
 
 
+class EnginePoller(_Struct):
+    """The engine result's `poller` alone, read without the per-stream totals."""
+
+    poller: list[PollerModes] = msgspec.field(default_factory=list)
+
+
 class EngineResult(_Struct):
     """run.json `result`: the engine's final result (docs/engine-boundary.md)."""
 
@@ -532,6 +538,15 @@ class Arrival(_Struct):
     dist: str | None = None  # poisson | uniform ...
 
 
+class SyncMode(_Struct):
+    """How a plan stream makes its writes durable (docs/engine-boundary.md, `sync`)."""
+
+    kind: str = "none"  # none | dsync | fsync
+    every: int = 1  # fsync: after this many writes
+    data: bool = False  # fsync: fdatasync
+    group: bool = False  # fsync: group commit (crates/engine/src/worker/group.rs)
+
+
 class PlanStream(_Struct):
     """One stream of the engine plan (docs/engine-boundary.md, Plan)."""
 
@@ -545,7 +560,7 @@ class PlanStream(_Struct):
     pattern: dict[str, Any] | None = None  # kind: random | sequential | ...
     qd: int | None = None
     arrival: Arrival | None = None
-    sync: dict[str, Any] | None = None  # kind: none | fsync | fdatasync ...
+    sync: SyncMode | None = None
     ios: dict[str, Any] | None = None  # a replayed trace's IO list (mode: timed | afap | qd)
     regions: list[dict[str, Any]] | None = None
 
