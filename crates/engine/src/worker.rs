@@ -1116,17 +1116,17 @@ fn record(op: &mut OpStats, result: i32, kind: OpKind, now: u64, slot: &Slot) {
         op.add_error(-result);
         return;
     }
-    op.ops += 1;
-    op.bytes += match kind {
+    let bytes = match kind {
         OpKind::Sync => 0,
         // A discard completes with 0: its bytes are the range it gave back.
         OpKind::Discard => slot.len as u64,
         OpKind::Read | OpKind::Write => result as u64,
     };
-    op.service.record(now.saturating_sub(slot.submitted));
-    if let Some(r) = op.response.as_mut() {
-        r.record(now.saturating_sub(slot.intended));
-    }
+    op.count(
+        bytes,
+        now.saturating_sub(slot.submitted),
+        Some(now.saturating_sub(slot.intended)),
+    );
 }
 
 /// A stream over several targets also counts each IO for its target. Kept out of line, so a

@@ -154,12 +154,7 @@ impl Shared {
             let o = &mut st.ops[op as usize];
             match result {
                 Ok(bytes) => {
-                    o.ops += 1;
-                    o.bytes += bytes;
-                    o.service.record(t1 - t0);
-                    if let (Some(r), Some(i)) = (o.response.as_mut(), response) {
-                        r.record(t1.saturating_sub(i));
-                    }
+                    o.count(bytes, t1 - t0, response.map(|i| t1.saturating_sub(i)));
                     None
                 }
                 Err(errno) => {

@@ -67,6 +67,18 @@ impl OpStats {
         }
     }
 
+    /// Count one completed IO of `bytes`: its service time and, where the stream keeps one
+    /// (open loop), its response time.
+    #[inline(always)]
+    pub fn count(&mut self, bytes: u64, service_ns: u64, response_ns: Option<u64>) {
+        self.ops += 1;
+        self.bytes += bytes;
+        self.service.record(service_ns);
+        if let (Some(r), Some(ns)) = (self.response.as_mut(), response_ns) {
+            r.record(ns);
+        }
+    }
+
     pub fn add_error(&mut self, errno: i32) {
         match self.errors.iter_mut().find(|e| e.0 == errno) {
             Some(e) => e.1 += 1,

@@ -152,11 +152,10 @@ fn record_commits(
             op.add_error(errno);
             continue;
         }
-        op.ops += 1;
-        op.bytes += c.io.len as u64;
-        op.service.record(now.saturating_sub(submitted));
-        if let Some(r) = op.response.as_mut() {
-            r.record(now.saturating_sub(c.intended));
-        }
+        op.count(
+            c.io.len as u64,
+            now.saturating_sub(submitted),
+            Some(now.saturating_sub(c.intended)),
+        );
     }
 }
