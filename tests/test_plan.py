@@ -301,6 +301,20 @@ def test_default_workload_fits_its_target():
             {"name": "db", "rw": "rw", "rate": 100, "sync": "fdatasync:group"},
             "(group commit) needs writes only: rw write (it has 50% reads)",
         ),
+        (
+            {"name": "db", "rate": 100, "batch_gap": "1ms"},
+            "stream 'db': batch_gap spreads a batch's IOs apart: it needs batch above 1 (it is 1)",
+        ),
+        (
+            {"name": "db", "rate": 100, "batch": 10, "batch_gap": "20ms"},
+            "stream 'db': batch_gap 20 ms leaves no time between batches at 100 IOPS in batches "
+            "of 10; it must be below 11.11 ms",
+        ),
+        (
+            {"name": "db", "rate_bytes": "400k", "bs": "4k", "batch": 2, "batch_gap": "25ms"},
+            "at 100 IOPS in batches of 2; it must be below 20 ms",
+        ),
+        ({"name": "db", "rate": 100, "batch": 4, "batch_gap": "soon"}, "batch_gap must be a"),
         ({"name": "db", "burst": "10"}, "stream 'db': burst must be IOS/DELAY"),
         ({"name": "db", "burst": "0/5ms"}, "stream 'db': burst must be IOS/DELAY"),
         ({"name": "db", "burst": "4/soon"}, "stream 'db': burst must be IOS/DELAY"),
@@ -530,3 +544,19 @@ def test_group_commit_compiles_to_a_joined_log():
     wal, log = compiler.compile_plan(workload, target(GIB))["streams"]
     assert wal["sync"] == {"kind": "fsync", "every": 1, "data": True, "group": True}
     assert log["sync"] == {"kind": "fsync", "every": 1, "data": False, "group": True}
+
+
+def test_spread_batches_compile_to_their_gap_in_ns():
+    workload = plan.parse_workload(
+        {
+            "target": "/t",
+            "stream": [
+                {"name": "wb", "rw": "randwrite", "rate": 35, "batch": 99, "batch_gap": "1.5ms"},
+                {"name": "at_once", "rw": "randwrite", "rate": 35, "batch": 99},
+            ],
+        },
+        source="w.toml",
+    )
+    wb, at_once = compiler.compile_plan(workload, target(GIB))["streams"]
+    assert wb["arrival"]["batch"] == 99 and wb["arrival"]["batch_gap_ns"] == pytest.approx(1.5e6)
+    assert "batch_gap_ns" not in at_once["arrival"]

@@ -156,6 +156,14 @@ pub enum Arrival {
         /// CV of about sqrt(2 * batch - 1). None or 1: one IO at a time.
         #[serde(default)]
         batch: Option<f64>,
+        /// With `batch`: the IOs of a batch come this far apart on average (exponential
+        /// gaps for Poisson, fixed for constant) instead of at once, and the gap after a
+        /// batch's last IO is shortened to keep the rate: a mean of batch * mean gap -
+        /// (batch - 1) * batch_gap (exponential for Poisson). The gaps are then a two-phase
+        /// hyperexponential (learned profiles fit it: a checkpointer's writes come in runs a
+        /// device's service time apart, not all at one instant).
+        #[serde(default)]
+        batch_gap_ns: Option<f64>,
     },
 }
 
@@ -762,6 +770,27 @@ impl Plan {
                     return bad(format!("stream '{name}': batch must be from 1 to 1e6"));
                 }
             }
+            if let Arrival::Open {
+                batch,
+                batch_gap_ns: Some(g),
+                ..
+            } = &s.arrival
+            {
+                let b = batch.unwrap_or(1.0);
+                if !(g.is_finite() && *g >= 0.0) || b <= 1.0 {
+                    return bad(format!(
+                        "stream '{name}': batch_gap needs a batch above 1 and is >= 0"
+                    ));
+                }
+                let mean_gap = 1e9 / s.rate_iops().unwrap_or(f64::INFINITY);
+                if g * (b - 1.0) >= b * mean_gap {
+                    return bad(format!(
+                        "stream '{name}': batch_gap {g} ns leaves no gap between batches at \
+                         a mean gap of {mean_gap} ns (it must be below batch / (batch - 1) \
+                         times it)"
+                    ));
+                }
+            }
             if let Some((lo, hi)) = s.skip {
                 if (lo < 0) != (hi < 0) || lo.abs() > hi.abs() || lo == 0 {
                     return bad(format!(
@@ -1044,6 +1073,19 @@ mod tests {
         assert_eq!(s.spread, Spread::Size);
         assert_eq!(s.active_ns(), (2_000_000_000, 10_000_000_000));
         assert!(s.uses_target(1));
+    }
+
+    #[test]
+    fn a_batch_gap_needs_a_batch_and_room_between_batches() {
+        let open = |batch: f64, gap: f64| {
+            serde_json::json!({"arrival": {"kind": "open", "rate_iops": 1000, "dist": "poisson",
+                "batch": batch, "batch_gap_ns": gap}})
+        };
+        // mean gap 1 ms, batch 4: the IOs of a batch can be up to 4/3 ms apart
+        assert!(plan(open(4.0, 1_000_000.0)).is_ok());
+        refused(open(4.0, 1_400_000.0), "leaves no gap between batches");
+        refused(open(1.0, 1000.0), "batch_gap needs a batch above 1");
+        refused(open(4.0, -1.0), "batch_gap needs a batch above 1");
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct Schedule {
     pub batch_left: u32,
     /// When the batch after the current one is due.
     pub pending_next: f64,
+    /// Mean gap between the IOs of a batch (0: all at once), and then the mean gap from a
+    /// batch's last IO to the next batch's first, which keeps the rate (plan.rs `batch_gap_ns`).
+    pub batch_gap_ns: f64,
+    pub batch_off_ns: f64,
 }
 
 impl Schedule {
@@ -124,7 +128,20 @@ impl Schedule {
             self.next_batch_gap(gap, rng);
         }
         self.batch_left -= 1;
-        if self.batch_left == 0 {
+        if self.batch_gap_ns > 0.0 {
+            // spread batches: every gap is the batch's own or the one after it, each drawn
+            // afresh (a two-phase hyperexponential with the stream's mean gap)
+            let mean = if self.batch_left == 0 {
+                self.batch_off_ns
+            } else {
+                self.batch_gap_ns
+            };
+            self.next_intended_ns += if self.poisson {
+                mean * rng.exp1()
+            } else {
+                mean
+            };
+        } else if self.batch_left == 0 {
             self.next_intended_ns = self.pending_next;
         }
         t as u64
@@ -500,9 +517,12 @@ impl StreamState {
                 dist,
                 in_step,
                 batch,
+                batch_gap_ns,
                 ..
             } => {
                 let mean_gap_ns = 1e9 / spec.rate_iops().expect("validated open rate");
+                let batch_mean = batch.unwrap_or(1.0);
+                let batch_gap_ns = batch_gap_ns.unwrap_or(0.0);
                 let poisson = *dist == Dist::Poisson;
                 // The first IO is due at a random point after the stream's phase starts: the
                 // streams of a run are independent clients, not one clock. Started together,
@@ -526,9 +546,12 @@ impl StreamState {
                     mean_gap_ns,
                     poisson,
                     next_intended_ns: start_ns as f64 + first * mean_gap_ns,
-                    batch_mean: batch.unwrap_or(1.0),
+                    batch_mean,
                     batch_left: 0,
                     pending_next: 0.0,
+                    batch_gap_ns,
+                    // validated positive (plan.rs)
+                    batch_off_ns: batch_mean * mean_gap_ns - (batch_mean - 1.0) * batch_gap_ns,
                 })
             }
         };
@@ -1440,6 +1463,59 @@ mod tests {
     }
 
     #[test]
+    fn spread_batches_keep_the_rate_with_their_own_gap_inside_a_batch() {
+        // batch 8, in-batch gap 100 ns, mean gap 1000 ns: the gap after a batch is
+        // 8 * 1000 - 7 * 100 = 7300 ns on average, 1 gap in 8
+        let schedule = |poisson| Schedule {
+            mean_gap_ns: 1000.0,
+            poisson,
+            next_intended_ns: 0.0,
+            batch_mean: 8.0,
+            batch_left: 0,
+            pending_next: 0.0,
+            batch_gap_ns: 100.0,
+            batch_off_ns: 7300.0,
+        };
+        let mut rng = Rng::new(5);
+        let mut s = schedule(false);
+        let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();
+        let gaps: Vec<u64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        let inside = gaps.iter().filter(|&&g| g == 100).count() as f64 / gaps.len() as f64;
+        let after = gaps.iter().filter(|&&g| g == 7300).count();
+        assert_eq!(
+            after + (inside * gaps.len() as f64).round() as usize,
+            gaps.len()
+        );
+        assert!((inside - 7.0 / 8.0).abs() < 0.01, "in-batch share {inside}");
+        let mean = *times.last().unwrap() as f64 / times.len() as f64;
+        assert!(
+            (mean / 1000.0 - 1.0).abs() < 0.03,
+            "constant: mean gap {mean}"
+        );
+
+        // Poisson: exponential gaps of either mean, so the CV is the hyperexponential's,
+        // sqrt(2 * (7/8 * 100^2 + 1/8 * 7300^2) / 1000^2 - 1) = 3.51
+        let mut s = schedule(true);
+        let times: Vec<f64> = (0..400_000).map(|_| s.take(&mut rng) as f64).collect();
+        let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert!(
+            (mean / 1000.0 - 1.0).abs() < 0.03,
+            "poisson: mean gap {mean}"
+        );
+        assert!(
+            (sd / mean / 3.51 - 1.0).abs() < 0.05,
+            "poisson: CV {}",
+            sd / mean
+        );
+        let short = gaps.iter().filter(|&&g| g < 300.0).count() as f64 / n;
+        // P(gap < 300): 7/8 (1 - e^-3) + 1/8 (1 - e^(-300/7300)) = 0.837
+        assert!((short - 0.837).abs() < 0.01, "gaps under 300 ns {short}");
+    }
+
+    #[test]
     fn batched_arrivals_keep_the_rate_and_come_in_batches_of_the_mean_size() {
         for poisson in [false, true] {
             let mut s = Schedule {
@@ -1449,6 +1525,8 @@ mod tests {
                 batch_mean: 8.0,
                 batch_left: 0,
                 pending_next: 0.0,
+                batch_gap_ns: 0.0,
+                batch_off_ns: 0.0,
             };
             let mut rng = Rng::new(3);
             let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();

@@ -129,7 +129,7 @@ def show(
             str(
                 t.get("pattern", "uniform" if "rand" in str(t.get("rw", "rand")) else "sequential")
             ),
-            str(t.get("arrival", "constant" if r else "closed")),
+            _arrival_words(t, bool(r)),
             rate,
             str(s.qd or "default"),
             str(t.get("sync", "none")),
@@ -149,6 +149,18 @@ def show(
         console.print(qos)
     for line in _provenance(p):
         console.print(line, markup=False)
+
+
+def _arrival_words(table: dict, open_loop: bool) -> str:
+    """'poisson, batches of 98.8 (1.2ms apart)': the arrival kind and its batching."""
+    words = str(table.get("arrival", "constant" if open_loop else "closed"))
+    batch = table.get("batch")
+    if batch is not None and float(batch) > 1:
+        gap = table.get("batch_gap")
+        words += f", batches of {float(batch):g}" + (
+            f" ({gap} apart)" if gap not in (None, 0, "0") else " (at once)"
+        )
+    return words
 
 
 def _scores(table: dict) -> str:

@@ -247,6 +247,12 @@ OPTIONS: tuple[Option, ...] = (
        "each batch at once, at the same rate: bursty arrivals (inter-arrival CV about "
        "sqrt(2 * batch - 1)).", flag="--batch", metavar="N", modes=WORKLOAD, toml=True,
        parse=parse_batch, default="1"),
+    _o("batch_gap", "stream", "With batch: the IOs of a batch come this far apart on average "
+       "(exponential for poisson, fixed for constant) instead of at once, and the gap after a "
+       "batch shrinks to keep the rate, so it must stay below batch / (batch - 1) mean gaps. "
+       "Learned profiles fit it: a checkpointer's runs of writes, a device's service time "
+       "apart.", flag="--batch-gap", metavar="DURATION", modes=WORKLOAD, toml=True,
+       parse=parse_duration, default="0"),
     _o("skip", "stream", "Where a sequential IO starts: SIZE or LO:HI bytes after the previous "
        "one's end (log-uniform between LO and HI); negative overlaps it (a log rewriting its "
        "last page: -8k) or goes backwards (-8k with 4k IOs, fio's rw=read:-8k), positive skips "

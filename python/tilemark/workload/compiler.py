@@ -67,6 +67,8 @@ def _arrival_plan(stream: StreamSpec) -> dict[str, Any]:
         arrival["rate_bps"] = stream.rate_bytes
     if stream.batch > 1:
         arrival["batch"] = stream.batch
+        if stream.batch_gap_s > 0:
+            arrival["batch_gap_ns"] = stream.batch_gap_s * 1e9
     return arrival
 
 

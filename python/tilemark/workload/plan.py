@@ -112,6 +112,7 @@ class StreamSpec:
     burst: tuple[int, float] | None = None  # (ios, delay_ms)
     sync: str = "none"  # "none" | "dsync" | "fsync:N" | "fdatasync:N"
     batch: float = 1.0  # open loop: mean IOs per batch (bursty arrivals); 1: one at a time
+    batch_gap_s: float = 0.0  # mean gap between a batch's IOs; 0: a batch is due at once
     writeback: bool = False  # writes through the page cache, uncached (async writeback)
     skip: tuple[int, int] | None = None  # bytes before a sequential IO (lo, hi)
     run_length: int | None = None  # IOs per random offset (fio's randread:N)
@@ -395,6 +396,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         ("burst", "burst"),
         ("sync", "sync"),
         ("batch", "batch"),
+        ("batch_gap", "batch_gap_s"),
         ("writeback", "writeback"),
         ("skip", "skip"),
         ("run_length", "run_length"),
@@ -430,7 +432,37 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
             setattr(stream, attr, value(key))
     check_placement(stream)
     check_group_commit(stream)
+    _check_batch_gap(stream)
     return stream
+
+
+def _check_batch_gap(stream: StreamSpec) -> None:
+    """A batch's IOs spread apart leave room between batches at the stream's rate (the
+    engine's rule, plan.rs), said before anything runs."""
+    gap = stream.batch_gap_s
+    if gap == 0:
+        return
+    label = stream.label("batch_gap")
+    if gap < 0 or stream.batch <= 1:
+        raise UsageError(
+            f"{label} spreads a batch's IOs apart: it needs {stream.key('batch')} above 1 "
+            f"(it is {stream.batch:g}) and a duration of 0 or more."
+        )
+    rate = stream.rate_iops
+    if rate is None and stream.rate_bytes is not None:
+        mean_size = sum(size * share for size, share in stream.sizes) / sum(
+            share for _, share in stream.sizes
+        )
+        rate = stream.rate_bytes / mean_size
+    if rate is None:
+        return  # closed loop: batch says so already
+    most = stream.batch / (stream.batch - 1) / rate
+    if gap >= most:
+        raise UsageError(
+            f"{label} {gap * 1e3:.4g} ms leaves no time between batches at {rate:g} IOPS in "
+            f"batches of {stream.batch:g}; it must be below {most * 1e3:.4g} ms (batch / "
+            "(batch - 1) times the mean gap)."
+        )
 
 
 def _check_stream_targets(stream: StreamSpec, targets: list[TargetSpec]) -> None:
