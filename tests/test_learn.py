@@ -4,6 +4,7 @@ input refused with one sentence and nothing written; fidelity scores recorded.""
 
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -134,7 +135,14 @@ def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path, 
     assert by["postgres_log"]["arrival"] == "constant"
     assert {s.name: s.qd for s in profile.streams}["postgres_log"] == 1  # one writer, one IO
     assert by["kworker_writeback"]["writeback"] is True
-    assert by["kworker_writeback"]["batch"] > 8  # 32 at once every 500 ms: bursty
+    # 32 writes 20 us apart every 500 ms: batches of 32 whose IOs come 20 us apart (two
+    # exponentials fitted to the gaps), not 32 at once nor CV-matched Poisson
+    # (its gaps: 31 in each batch, and a pause between two: 19 pauses among 20 batches)
+    batches = put["writeback"] / 32
+    assert by["kworker_writeback"]["batch"] == pytest.approx(
+        (put["writeback"] - 1) / (batches - 1), rel=0.01
+    )
+    assert by["kworker_writeback"]["batch_gap"] == "0.02ms"
     # log and data touch different places: two areas, the log's the size of what it wrote
     areas = {s.name: s.region for s in profile.streams}
     assert areas["postgres_read"] == areas["kworker_writeback"] != areas["postgres_log"]
@@ -251,6 +259,9 @@ def test_fidelity_scores_are_recorded_in_the_profile_learned_from_the_trace(
     load_profile(str(out))  # still a profile
     _, shown, _ = _cli(capsys, "profiles", "show", out)
     assert "fidelity against" in shown and "fingerprint" in shown
+    # the writeback's batching said in words (rich may wrap the cell: compare its words)
+    words = " ".join(shown.replace("│", " ").split())
+    assert re.search(r"poisson, batches of [0-9.]+ \(0\.02ms apart\)", words), words
     # B was not the source: refused, the profile untouched
     before = out.read_text()
     status, _, err = _cli(capsys, "fidelity", b, a, "--record", out)

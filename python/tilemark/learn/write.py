@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from tilemark.learn.model import Model, StreamModel
 from tilemark.learn.traces import Source
 
@@ -102,6 +104,9 @@ def _stream_lines(
     out.append(f"arrival = {q(s.arrival)}")
     if s.batch > 1:
         out.append(f"batch = {s.batch:g}")
+        if s.batch_gap_s > 0:
+            ms = np.format_float_positional(float(f"{s.batch_gap_s * 1e3:.3g}"), trim="-")
+            out.append(f'batch_gap = "{ms}ms"')
     if s.qd is not None:
         out.append(f"qd = {s.qd}")
     if s.sync != "none" and writes:
