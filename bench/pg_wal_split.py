@@ -123,15 +123,20 @@ def run_tiles(variant: Variant, rep: int, fs: Path, work: Path, profile: Path, s
 
 def edited(profile: Path, edits: list[str], out: Path) -> Path:
     """The profile with `STREAM.KEY=VALUE` set in that stream's table (the key's line
-    replaced)."""
+    replaced, or added after the stream's name when it has none)."""
     blocks = re.split(r"(?m)^(?=\[\[stream\]\])", profile.read_text())
     for edit in edits:
         where, _, value = edit.partition("=")
         stream, _, key = where.rpartition(".")
         hits = [i for i, b in enumerate(blocks) if re.search(rf'(?m)^name = "{stream}"$', b)]
-        if len(hits) != 1 or not re.search(rf"(?m)^{key} = ", blocks[hits[0]]):
-            raise SystemExit(f"--variant: the profile has no stream {stream} with a key {key}")
-        blocks[hits[0]] = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", blocks[hits[0]])
+        if len(hits) != 1:
+            raise SystemExit(f"--variant: the profile has no stream {stream}")
+        block = blocks[hits[0]]
+        if re.search(rf"(?m)^{key} = ", block):
+            block = re.sub(rf"(?m)^{key} = .*$", f"{key} = {value}", block)
+        else:
+            block = re.sub(rf'(?m)^(name = "{stream}")$', rf"\1\n{key} = {value}", block)
+        blocks[hits[0]] = block
     out.write_text("".join(blocks))
     return out
 
