@@ -40,6 +40,10 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def tilemark() -> str:
+    """The tilemark to run: $TILEMARK_BIN when set (an A/B of two builds, e.g. a wrapper
+    running another checkout's package), else the one beside this Python."""
+    if os.environ.get("TILEMARK_BIN"):
+        return os.environ["TILEMARK_BIN"]
     exe = Path(sys.executable).with_name("tilemark")
     return str(exe) if exe.exists() else shutil.which("tilemark") or "tilemark"
 

@@ -146,7 +146,8 @@ def markdown(doc: dict[str, Any], runs: list[TileRun], variants: list[str]) -> s
     lines = [
         "# One WAL file for every tile, or a file per tile (bench/pg_wal_split.py)",
         "",
-        f"Command: `{doc['command']}`. Profile and limits: the {doc['rate']:g} tps rate of "
+        f"Command: `{doc['command']}` (tilemark: `{doc.get('tilemark', 'tilemark')}`). "
+        f"Profile and limits: the {doc['rate']:g} tps rate of "
         f"{doc['study']}. Limits (ms): "
         + ", ".join(f"{k} {v:.1f}" for k, v in limits.items())
         + f". {doc['reps']} alternations, {doc['seconds']:g} s measured after 5 s of warm-up.",
@@ -223,6 +224,7 @@ def main() -> int:
         subprocess.run(["rm", "-rf", str(work)], check=False)
     doc = {
         "command": " ".join(sys.argv),
+        "tilemark": fid.tilemark(),  # $TILEMARK_BIN in an A/B of two builds
         "study": args.study,
         "rate": args.rate,
         "limits_ms": study["predicted"]["limits_ms"],
