@@ -1,5 +1,6 @@
 """Streams paced against each other (`flow`) and streams whose end stops others
-(`on_end_stop`): fio's flow control and exitall (docs/engine-boundary.md `flow`, `on_end`).
+(`on_end_stop`): fio's flow control and exitall (docs/engine-boundary.md `flow`, `on_end`);
+and the check of a batch's spread (`batch_gap`, the end of this module).
 
     [[stream]]
     name = "log"
@@ -65,9 +66,11 @@ def stop_indices(streams: list[StreamSpec], index: int) -> list[int]:
 
 def check_pacing(streams: list[StreamSpec]) -> None:
     """flow on closed-loop streams placed on every host; on_end_stop names streams of the
-    workload. Marks the streams another stream's end surely stops (they end, for `after` and
-    a run that lasts until every stream has ended). Raises UsageError."""
+    workload; batch_gap leaves room between batches. Marks the streams another stream's end
+    surely stops (they end, for `after` and a run that lasts until every stream has ended).
+    Raises UsageError."""
     for stream in streams:
+        check_batch_gap(stream)
         if stream.flow is not None:
             if stream.arrival != "closed":
                 raise UsageError(
@@ -138,3 +141,33 @@ def plan_fields(streams: list[StreamSpec], index: int) -> dict[str, Any]:
         if not out["on_end"]["stop"]:
             del out["on_end"]
     return out
+
+
+def check_batch_gap(stream: Any) -> None:
+    """A batch's IOs spread apart (`batch_gap`) leave room between batches at the stream's
+    rate (the engine's rule, plan.rs), said before anything runs. `stream` is a
+    plan.StreamSpec."""
+    gap = stream.batch_gap_s
+    if gap == 0:
+        return
+    label = stream.label("batch_gap")
+    if gap < 0 or stream.batch <= 1:
+        raise UsageError(
+            f"{label} spreads a batch's IOs apart: it needs {stream.key('batch')} above 1 "
+            f"(it is {stream.batch:g}) and a duration of 0 or more."
+        )
+    rate = stream.rate_iops
+    if rate is None and stream.rate_bytes is not None:
+        mean_size = sum(size * share for size, share in stream.sizes) / sum(
+            share for _, share in stream.sizes
+        )
+        rate = stream.rate_bytes / mean_size
+    if rate is None:
+        return  # closed loop: batch says so already
+    most = stream.batch / (stream.batch - 1) / rate
+    if gap >= most:
+        raise UsageError(
+            f"{label} {gap * 1e3:.4g} ms leaves no time between batches at {rate:g} IOPS in "
+            f"batches of {stream.batch:g}; it must be below {most * 1e3:.4g} ms (batch / "
+            "(batch - 1) times the mean gap)."
+        )

@@ -14,7 +14,8 @@ StreamSpec = Any
 
 
 def check_placement(stream: StreamSpec) -> None:
-    """What the engine cannot do with these keys, in the user's terms."""
+    """What the engine cannot do with these keys (and group commit), in the user's terms."""
+    check_group_commit(stream)
     label = stream.label
     if stream.pattern.startswith("sequence:") and (
         stream.random_pct < 100 or (stream.run_length or 1) > 1

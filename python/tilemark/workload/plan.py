@@ -56,7 +56,7 @@ from tilemark.targets.spec import TargetSpec, parse_targets
 from tilemark.workload.gates import check_gates, gated_until_done
 from tilemark.workload.limits import check_stream_count
 from tilemark.workload.pacing import check_pacing
-from tilemark.workload.placement import check_group_commit, check_placement
+from tilemark.workload.placement import check_placement
 from tilemark.workload.plain import plain
 from tilemark.workload.steadyrule import SteadyRule, parse_rules
 from tilemark.workload.tomlfile import load_toml as load_toml  # re-exported: plan.load_toml
@@ -431,38 +431,7 @@ def parse_stream(table: dict[str, Any], name: str, flag_keys: frozenset[str]) ->
         if key in table:
             setattr(stream, attr, value(key))
     check_placement(stream)
-    check_group_commit(stream)
-    _check_batch_gap(stream)
     return stream
-
-
-def _check_batch_gap(stream: StreamSpec) -> None:
-    """A batch's IOs spread apart leave room between batches at the stream's rate (the
-    engine's rule, plan.rs), said before anything runs."""
-    gap = stream.batch_gap_s
-    if gap == 0:
-        return
-    label = stream.label("batch_gap")
-    if gap < 0 or stream.batch <= 1:
-        raise UsageError(
-            f"{label} spreads a batch's IOs apart: it needs {stream.key('batch')} above 1 "
-            f"(it is {stream.batch:g}) and a duration of 0 or more."
-        )
-    rate = stream.rate_iops
-    if rate is None and stream.rate_bytes is not None:
-        mean_size = sum(size * share for size, share in stream.sizes) / sum(
-            share for _, share in stream.sizes
-        )
-        rate = stream.rate_bytes / mean_size
-    if rate is None:
-        return  # closed loop: batch says so already
-    most = stream.batch / (stream.batch - 1) / rate
-    if gap >= most:
-        raise UsageError(
-            f"{label} {gap * 1e3:.4g} ms leaves no time between batches at {rate:g} IOPS in "
-            f"batches of {stream.batch:g}; it must be below {most * 1e3:.4g} ms (batch / "
-            "(batch - 1) times the mean gap)."
-        )
 
 
 def _check_stream_targets(stream: StreamSpec, targets: list[TargetSpec]) -> None:
