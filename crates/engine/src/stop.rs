@@ -5,9 +5,27 @@
 //! The same path stops single streams while the run goes on (`stop_streams`), and carries when
 //! each stream started and ended, which streams waiting for others (plan.rs `after`) look at
 //! from any thread. Every change bumps `events`: a thread reads that one counter per loop turn
-//! and looks further only when it moved.
+//! and looks further only when it moved. A thread asleep (nothing in flight, its next issue
+//! time far off) would see it only at its next wake-up, up to 50 ms later (worker.rs
+//! `MAX_WAIT_NS`): so each engine thread registers a doorbell (its backend's, Backend::bell)
+//! and every change rings them all, which ends their sleep at once.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Wakes one engine thread from its backend's wait (backend/mod.rs `Backend::bell`).
+pub type Bell = Arc<dyn Fn() + Send + Sync>;
+
+/// The registered doorbells.
+#[derive(Default)]
+struct Bells(Mutex<Vec<Bell>>);
+
+impl std::fmt::Debug for Bells {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |b| b.len());
+        write!(f, "Bells({n})")
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -52,6 +70,8 @@ pub struct StopSignal {
     events: AtomicU64,
     /// One per plan stream (empty for a signal made without streams: nothing to record).
     streams: Vec<StreamSignal>,
+    /// The engine threads' doorbells, rung at every change.
+    bells: Bells,
 }
 
 /// When one stream started and ended (run time + 1; 0: not yet), and whether it was asked to
@@ -83,6 +103,24 @@ impl StopSignal {
             .reason
             .compare_exchange(0, reason as u8, Ordering::AcqRel, Ordering::Acquire);
         self.stopped.store(true, Ordering::Release);
+        self.ring();
+    }
+
+    /// Register an engine thread's doorbell: every stop, stream stop and stream end rings it.
+    pub fn add_bell(&self, bell: Bell) {
+        if let Ok(mut bells) = self.bells.0.lock() {
+            bells.push(bell);
+        }
+    }
+
+    /// Wake every engine thread (after the change is visible: each looks at `events` and
+    /// `is_stopped` when its wait returns).
+    fn ring(&self) {
+        if let Ok(bells) = self.bells.0.lock() {
+            for bell in bells.iter() {
+                bell();
+            }
+        }
     }
 
     #[inline]
@@ -124,6 +162,7 @@ impl StopSignal {
             }
         }
         self.events.fetch_add(1, Ordering::AcqRel);
+        self.ring();
         known
     }
 
@@ -143,6 +182,7 @@ impl StopSignal {
             }
         }
         self.events.fetch_add(1, Ordering::AcqRel);
+        self.ring();
     }
 
     pub fn stop_requested(&self, stream: usize) -> bool {
@@ -165,6 +205,7 @@ impl StopSignal {
                 .ended
                 .compare_exchange(0, t + 1, Ordering::AcqRel, Ordering::Acquire);
             self.events.fetch_add(1, Ordering::AcqRel);
+            self.ring();
         }
     }
 
@@ -190,6 +231,41 @@ impl StopSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_change_rings_every_registered_bell() {
+        let s = StopSignal::for_streams(3);
+        let rung: Vec<Arc<AtomicU64>> = (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        for r in &rung {
+            let r = r.clone();
+            s.add_bell(Arc::new(move || {
+                r.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+        let count = || {
+            rung.iter()
+                .map(|r| r.load(Ordering::Relaxed))
+                .collect::<Vec<_>>()
+        };
+        s.mark_started(0, 5);
+        assert_eq!(
+            count(),
+            [0, 0],
+            "a start wakes nobody: no thread waits for it"
+        );
+        s.mark_ended(0, 10);
+        assert_eq!(count(), [1, 1]);
+        s.stop_streams(&[1]);
+        assert_eq!(count(), [2, 2]);
+        let on_end = crate::plan::OnEndSpec {
+            stop: vec![2],
+            started_only: false,
+        };
+        s.stop_on_end(&on_end, 20);
+        assert_eq!(count(), [3, 3]);
+        s.stop(StopReason::Requested);
+        assert_eq!(count(), [4, 4]);
+    }
 
     #[test]
     fn the_first_reason_wins() {

@@ -300,6 +300,15 @@ impl Worker {
         self.boundary = clock.boundary_after(0);
         self.unix_zero_s = unix_now_s().saturating_sub(clock.now() / 1_000_000_000);
         self.signals = clock.stop.clone();
+        // A stream stopped or ended on another thread wakes this one from its sleep at once
+        // (stop.rs); without a bell it is seen within MAX_WAIT_NS.
+        if let Some(bell) = self
+            .backend
+            .bell()
+            .map_err(|e| EngineError::io("making the engine thread's doorbell", e))?
+        {
+            self.signals.add_bell(bell);
+        }
         for i in 0..self.streams.len() {
             if self.streams[i].gate.is_some() {
                 self.gated.push(i as u32);

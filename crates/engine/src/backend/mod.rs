@@ -6,6 +6,8 @@
 //! `user_data`. Each backend is one file and owns its own options.
 
 #[cfg(test)]
+mod bell_tests;
+#[cfg(test)]
 mod ioprio_tests;
 pub(crate) mod judge;
 pub mod null;
@@ -152,6 +154,13 @@ pub trait Backend: Send {
     /// sleeping; may say yes spuriously, never no when one is ready.
     fn completions_ready(&mut self) -> bool {
         true
+    }
+
+    /// A doorbell another thread rings to end this backend's wait in `submit` at once (an
+    /// early return with no completion), so a stream stopped or ended on another engine thread
+    /// is seen now, not at the next deadline (stop.rs). Called on the thread that waits.
+    fn bell(&mut self) -> io::Result<Option<crate::stop::Bell>> {
+        Ok(None)
     }
 
     /// How long it ran with spinning allowed and with batched submissions (backends with a

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use super::{
     PUNCH_HOLE_MODE, SYNC_RANGE_WRITE,
 };
 use crate::clock::RunClock;
+use crate::stop::Bell;
 
 /// Workers per engine thread at most; deeper queues wait in the request queue.
 const MAX_WORKERS: usize = 256;
@@ -24,6 +26,8 @@ struct Shared {
     request_ready: Condvar,
     completions: Mutex<Vec<Completion>>,
     completion_ready: Condvar,
+    /// The doorbell rang (`bell`): the engine thread's wait returns without a completion.
+    rung: AtomicBool,
 }
 
 #[derive(Clone, Copy)]
@@ -68,6 +72,7 @@ impl PsyncBackend {
             request_ready: Condvar::new(),
             completions: Mutex::new(Vec::new()),
             completion_ready: Condvar::new(),
+            rung: AtomicBool::new(false),
         });
         let workers = (0..max_inflight.clamp(1, MAX_WORKERS))
             .map(|_| {
@@ -240,7 +245,9 @@ impl Backend for PsyncBackend {
         }
         let mut done = self.shared.completions.lock().unwrap();
         if let Some(deadline) = wait_until {
-            while done.is_empty() {
+            // The bell's flag is looked at under the lock it takes before notifying: a ring
+            // between the look and the wait still wakes it.
+            while done.is_empty() && !self.shared.rung.swap(false, Ordering::AcqRel) {
                 let now = clock.now();
                 if now >= deadline {
                     break;
@@ -256,6 +263,15 @@ impl Backend for PsyncBackend {
         self.outstanding -= done.len();
         out.append(&mut done);
         Ok(())
+    }
+
+    fn bell(&mut self) -> io::Result<Option<Bell>> {
+        let shared = self.shared.clone();
+        Ok(Some(Arc::new(move || {
+            shared.rung.store(true, Ordering::Release);
+            drop(shared.completions.lock());
+            shared.completion_ready.notify_all();
+        })))
     }
 }
 

@@ -13,7 +13,8 @@
 //! Every `unsafe` push into the submission queue is in `push`, with its SAFETY note.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use io_uring::{opcode, squeue, types, IoUring};
@@ -24,6 +25,7 @@ use super::{
     UncachedKind, PUNCH_HOLE_MODE, SYNC_RANGE_WRITE,
 };
 use crate::clock::{monotonic_ns, thread_cpu_ns, RunClock};
+use crate::stop::Bell;
 
 /// io_uring_enter flag: process completions (and deferred task work) before returning.
 const IORING_ENTER_GETEVENTS: u32 = 1;
@@ -48,6 +50,9 @@ enum Lead {
 }
 /// At most this many timeout requests in the ring; beyond, a wait passes its own timeout.
 const MAX_TIMERS: usize = 4;
+/// `user_data` of the doorbell's read of its eventfd (`bell`): every tag bit, which no IO or
+/// timeout request carries all of.
+const BELL_USER_DATA: u64 = u64::MAX;
 /// io_uring's discard command for block devices (`BLOCK_URING_CMD_DISCARD`, `_IO(0x12, 0)`,
 /// Linux 6.12): start in `addr`, length in `addr3` (the first 8 bytes of the command).
 const BLOCK_URING_CMD_DISCARD: u32 = 0x12 << 8;
@@ -79,6 +84,13 @@ pub struct UringBackend {
     /// By request (`user_data`): where an uncached write made as a write and a sync_file_range
     /// stands.
     leads: Vec<Lead>,
+    /// The doorbell (`bell`): an eventfd another thread writes to, a read of it in the ring
+    /// while this thread sleeps (its completion ends the sleep), and the read's 8-byte buffer.
+    /// The buffer is leaked on purpose: the ring's teardown cancels the read asynchronously,
+    /// after this backend is gone.
+    bell_fd: Option<Arc<OwnedFd>>,
+    bell_armed: bool,
+    bell_buf: &'static mut u64,
 }
 
 impl UringBackend {
@@ -86,7 +98,7 @@ impl UringBackend {
     /// single-issuer with deferred task work (as fio does), so completion work runs only when
     /// this thread asks for events, not as interrupts to whatever it is doing.
     pub fn new(files: &[RawFd], max_inflight: usize, poll: Duration) -> io::Result<Self> {
-        let entries = ((max_inflight + MAX_TIMERS).max(8) as u32)
+        let entries = ((max_inflight + MAX_TIMERS + 1).max(8) as u32)
             .next_power_of_two()
             .min(4096);
         // Completions may exceed the SQ size when many streams are open loop; let the kernel
@@ -125,7 +137,27 @@ impl UringBackend {
             fds: files.to_vec(),
             uncached: vec![None; files.len()],
             leads: Vec::new(),
+            bell_fd: None,
+            bell_armed: false,
+            bell_buf: Box::leak(Box::new(0)),
         })
+    }
+
+    /// Before sleeping: a read of the doorbell's eventfd in the ring, so a ring completes it.
+    fn arm_bell(&mut self) -> io::Result<()> {
+        let Some(fd) = self.bell_fd.as_ref().filter(|_| !self.bell_armed) else {
+            return Ok(());
+        };
+        let entry = opcode::Read::new(
+            types::Fd(fd.as_raw_fd()),
+            std::ptr::from_mut(self.bell_buf).cast(),
+            8,
+        )
+        .build()
+        .user_data(BELL_USER_DATA);
+        self.push(&entry)?;
+        self.bell_armed = true;
+        Ok(())
     }
 
     fn push(&mut self, entry: &squeue::Entry) -> io::Result<()> {
@@ -229,6 +261,11 @@ impl UringBackend {
         for cqe in self.ring.completion() {
             let user_data = cqe.user_data();
             let mut result = cqe.result();
+            if user_data == BELL_USER_DATA {
+                // Rung (or failed: it is armed again before the next sleep either way).
+                self.bell_armed = false;
+                continue;
+            }
             if user_data & TIMER_TAG != 0 {
                 self.timers[(user_data & !TIMER_TAG) as usize] = None;
                 continue;
@@ -364,6 +401,7 @@ impl Backend for UringBackend {
             }
         }
         if self.cq_empty() {
+            self.arm_bell()?;
             if self.arm_timer(deadline)? {
                 // One system call submits, runs completion work, and sleeps only if nothing
                 // has completed; the timeout request bounds the sleep.
@@ -389,6 +427,24 @@ impl Backend for UringBackend {
 
     fn mode_shares(&self) -> Option<ModeShares> {
         self.mode_time.shares()
+    }
+
+    fn bell(&mut self) -> io::Result<Option<Bell>> {
+        // Blocking (no EFD_NONBLOCK): io_uring then waits for it to be readable instead of
+        // completing the read with EAGAIN.
+        // SAFETY: eventfd has no memory arguments; a non-negative result is a new fd we own.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor owned by nobody else.
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        self.bell_fd = Some(fd.clone());
+        Ok(Some(Arc::new(move || {
+            let one: u64 = 1;
+            // SAFETY: writes 8 bytes from a live u64 to an eventfd kept open by this closure.
+            unsafe { libc::write(fd.as_raw_fd(), std::ptr::from_ref(&one).cast(), 8) };
+        })))
     }
 
     fn completions_ready(&mut self) -> bool {
