@@ -1466,16 +1466,7 @@ mod tests {
     fn spread_batches_keep_the_rate_with_their_own_gap_inside_a_batch() {
         // batch 8, in-batch gap 100 ns, mean gap 1000 ns: the gap after a batch is
         // 8 * 1000 - 7 * 100 = 7300 ns on average, 1 gap in 8
-        let schedule = |poisson| Schedule {
-            mean_gap_ns: 1000.0,
-            poisson,
-            next_intended_ns: 0.0,
-            batch_mean: 8.0,
-            batch_left: 0,
-            pending_next: 0.0,
-            batch_gap_ns: 100.0,
-            batch_off_ns: 7300.0,
-        };
+        let schedule = |poisson| batches_of_8(poisson, 100.0, 7300.0);
         let mut rng = Rng::new(5);
         let mut s = schedule(false);
         let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();
@@ -1515,19 +1506,25 @@ mod tests {
         assert!((short - 0.837).abs() < 0.01, "gaps under 300 ns {short}");
     }
 
+    /// A schedule at a mean gap of 1000 ns in batches of mean 8, their IOs `gap_ns` apart
+    /// and `off_ns` after a batch's last (0, 0: each batch at once).
+    fn batches_of_8(poisson: bool, gap_ns: f64, off_ns: f64) -> Schedule {
+        Schedule {
+            mean_gap_ns: 1000.0,
+            poisson,
+            next_intended_ns: 0.0,
+            batch_mean: 8.0,
+            batch_left: 0,
+            pending_next: 0.0,
+            batch_gap_ns: gap_ns,
+            batch_off_ns: off_ns,
+        }
+    }
+
     #[test]
     fn batched_arrivals_keep_the_rate_and_come_in_batches_of_the_mean_size() {
         for poisson in [false, true] {
-            let mut s = Schedule {
-                mean_gap_ns: 1000.0,
-                poisson,
-                next_intended_ns: 0.0,
-                batch_mean: 8.0,
-                batch_left: 0,
-                pending_next: 0.0,
-                batch_gap_ns: 0.0,
-                batch_off_ns: 0.0,
-            };
+            let mut s = batches_of_8(poisson, 0.0, 0.0);
             let mut rng = Rng::new(3);
             let times: Vec<u64> = (0..200_000).map(|_| s.take(&mut rng)).collect();
             let rate_gap = *times.last().unwrap() as f64 / times.len() as f64;
