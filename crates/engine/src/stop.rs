@@ -81,6 +81,10 @@ struct StreamSignal {
     started: AtomicU64,
     ended: AtomicU64,
     stop: AtomicBool,
+    /// Its end is being recorded: its own `on_end` applies before `ended` is set (so that a
+    /// stream waiting for it cannot start in between), and a stream that this stops and that
+    /// stops it in return must see it as ended already, not stop it.
+    ending: AtomicBool,
 }
 
 /// A stream's start and end in run time (ns), as the engine reports them.
@@ -172,7 +176,7 @@ impl StopSignal {
     pub fn stop_on_end(&self, on_end: &crate::plan::OnEndSpec, now: u64) {
         for &i in &on_end.stop {
             if let Some(s) = self.streams.get(i) {
-                if s.ended.load(Ordering::Acquire) != 0 {
+                if s.ended.load(Ordering::Acquire) != 0 || s.ending.load(Ordering::Acquire) {
                     continue;
                 }
                 let started = time_of(s.started.load(Ordering::Acquire)).is_some_and(|t| t <= now);
@@ -195,6 +199,14 @@ impl StopSignal {
     pub fn mark_started(&self, stream: usize, t: u64) {
         if let Some(s) = self.streams.get(stream) {
             s.started.store(t + 1, Ordering::Release);
+        }
+    }
+
+    /// Stream `stream` is ending: from now on no other stream's `on_end` stops it. Called
+    /// before its own `on_end` applies, then `mark_ended`.
+    pub fn mark_ending(&self, stream: usize) {
+        if let Some(s) = self.streams.get(stream) {
+            s.ending.store(true, Ordering::Release);
         }
     }
 
@@ -231,6 +243,29 @@ impl StopSignal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_ending_is_not_stopped_by_the_streams_its_end_stops() {
+        // fio's exitall both ways: 0 ends and stops 1; 1, stopped, ends and would stop 0,
+        // which is still recording its end (its on_end applies before its `ended`).
+        let s = StopSignal::for_streams(2);
+        let stop = |i| crate::plan::OnEndSpec {
+            stop: vec![i],
+            started_only: false,
+        };
+        s.mark_ending(0);
+        s.stop_on_end(&stop(1), 10);
+        assert!(s.stop_requested(1));
+        s.mark_ending(1);
+        s.stop_on_end(&stop(0), 11); // on 1's thread, before 0's end is recorded
+        s.mark_ended(1, 11);
+        s.mark_ended(0, 10);
+        assert!(!s.stop_requested(0), "0 ended by itself");
+        assert_eq!(
+            s.spans().iter().map(|p| p.stopped).collect::<Vec<_>>(),
+            [false, true]
+        );
+    }
 
     #[test]
     fn every_change_rings_every_registered_bell() {

@@ -1103,6 +1103,9 @@ fn end_stream(st: &mut StreamState, signals: &StopSignal, now: u64) {
             flow.leave();
         }
         if let Some(on_end) = &pacing.on_end {
+            // Ending first: a stream this stops, ended on another thread (woken at once by its
+            // doorbell), must not stop this one in return before `mark_ended` below.
+            signals.mark_ending(st.index);
             signals.stop_on_end(on_end, now);
         }
     }
