@@ -12,6 +12,8 @@ app.parquet and run-this-0.parquet). It prints a table per group; nothing is wri
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -21,9 +23,18 @@ LABELS = ["<1us", "1-10us", "10-30us", "30-100us", ".1-.3ms", ".3-1ms", "1-3ms",
           "10-100ms", ">100ms"]  # fmt: skip
 
 
-def load(path: str) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Capture:
+    """The columns of a trace this needs, one entry per request."""
+
+    issue_ns: np.ndarray
+    op: np.ndarray
+    sync: np.ndarray
+
+
+def load(path: str) -> Capture:
     table = pq.read_table(path, columns=["issue_ns", "op", "sync"]).to_pydict()
-    return {k: np.asarray(v) for k, v in table.items()}
+    return Capture(**{k: np.asarray(v) for k, v in table.items()})
 
 
 def shares(issue: np.ndarray) -> np.ndarray:
@@ -33,11 +44,11 @@ def shares(issue: np.ndarray) -> np.ndarray:
     return counts / max(int(counts.sum()), 1)
 
 
-GROUPS = {
-    "reads and writes": lambda d: d["op"] != "flush",
-    "reads": lambda d: d["op"] == "read",
-    "sync writes": lambda d: (d["op"] == "write") & d["sync"].astype(bool),
-    "async writes": lambda d: (d["op"] == "write") & ~d["sync"].astype(bool),
+GROUPS: dict[str, Callable[[Capture], np.ndarray]] = {
+    "reads and writes": lambda c: c.op != "flush",
+    "reads": lambda c: c.op == "read",
+    "sync writes": lambda c: (c.op == "write") & c.sync.astype(bool),
+    "async writes": lambda c: (c.op == "write") & ~c.sync.astype(bool),
 }
 
 
@@ -49,7 +60,7 @@ def main() -> int:
     app, run = load(args.app), load(args.run)
     for name, select in GROUPS.items():
         a, b = select(app), select(run)
-        sa, sb = shares(app["issue_ns"][a]), shares(run["issue_ns"][b])
+        sa, sb = shares(app.issue_ns[a]), shares(run.issue_ns[b])
         ks = float(np.max(np.abs(np.cumsum(sa) - np.cumsum(sb))))
         print(f"{name}: {int(a.sum())} / {int(b.sum())} IOs; KS {ks:.3f}")
         print("     " + " ".join(f"{label:>9}" for label in LABELS))

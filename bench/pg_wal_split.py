@@ -141,16 +141,32 @@ def edited(profile: Path, edits: list[str], out: Path) -> Path:
     return out
 
 
-def markdown(doc: dict[str, Any], runs: list[TileRun], variants: list[str]) -> str:
-    limits = doc["limits_ms"]
+@dataclass
+class SplitStudy:
+    """The results document: what ran, how, and every run (written as JSON with asdict)."""
+
+    command: str
+    tilemark: str  # $TILEMARK_BIN in an A/B of two builds
+    study: str
+    rate: float
+    limits_ms: dict[str, float]
+    reps: int
+    variants: list[Variant]
+    seconds: float
+    runs: list[TileRun]
+    machine: dict[str, Any]
+
+
+def markdown(doc: SplitStudy) -> str:
+    limits, runs, variants = doc.limits_ms, doc.runs, [v.name for v in doc.variants]
     lines = [
         "# One WAL file for every tile, or a file per tile (bench/pg_wal_split.py)",
         "",
-        f"Command: `{doc['command']}` (tilemark: `{doc.get('tilemark', 'tilemark')}`). "
-        f"Profile and limits: the {doc['rate']:g} tps rate of "
-        f"{doc['study']}. Limits (ms): "
+        f"Command: `{doc.command}` (tilemark: `{doc.tilemark}`). "
+        f"Profile and limits: the {doc.rate:g} tps rate of "
+        f"{doc.study}. Limits (ms): "
         + ", ".join(f"{k} {v:.1f}" for k, v in limits.items())
-        + f". {doc['reps']} alternations, {doc['seconds']:g} s measured after 5 s of warm-up.",
+        + f". {doc.reps} alternations, {doc.seconds:g} s measured after 5 s of warm-up.",
         "",
         "| tiles | layout | rep | "
         + " | ".join(f"worst {k} (ms)" for k in limits)
@@ -178,7 +194,7 @@ def markdown(doc: dict[str, Any], runs: list[TileRun], variants: list[str]) -> s
                         f"{k} {statistics.median(r.worst(k) for r in mine):.1f} ms" for k in limits
                     )
                 )
-    lines += ["", f"Machine: {json.dumps(doc['machine'])}", ""]
+    lines += ["", f"Machine: {json.dumps(doc.machine)}", ""]
     return "\n".join(lines)
 
 
@@ -222,22 +238,22 @@ def main() -> int:
                         runs.append(r)
     finally:
         subprocess.run(["rm", "-rf", str(work)], check=False)
-    doc = {
-        "command": " ".join(sys.argv),
-        "tilemark": fid.tilemark(),  # $TILEMARK_BIN in an A/B of two builds
-        "study": args.study,
-        "rate": args.rate,
-        "limits_ms": study["predicted"]["limits_ms"],
-        "reps": args.reps,
-        "variants": [asdict(v) for v in order],
-        "seconds": args.seconds,
-        "runs": [asdict(r) for r in runs],
-        "machine": {"kernel": fid.platform.release(), "cpus": fid.os.cpu_count()},
-    }
+    doc = SplitStudy(
+        command=" ".join(sys.argv),
+        tilemark=fid.tilemark(),
+        study=args.study,
+        rate=args.rate,
+        limits_ms=study["predicted"]["limits_ms"],
+        reps=args.reps,
+        variants=order,
+        seconds=args.seconds,
+        runs=runs,
+        machine={"kernel": fid.platform.release(), "cpus": fid.os.cpu_count()},
+    )
     stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-pg-wal-split"
     fid.RESULTS.mkdir(parents=True, exist_ok=True)
-    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=str))
-    (fid.RESULTS / f"{stem}.md").write_text(markdown(doc, runs, [v.name for v in order]))
+    (fid.RESULTS / f"{stem}.json").write_text(json.dumps(asdict(doc), indent=1, default=str))
+    (fid.RESULTS / f"{stem}.md").write_text(markdown(doc))
     print(fid.RESULTS / f"{stem}.md")
     return 0
 

@@ -15,9 +15,11 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+import fidelity as fid
+from tilemark.store.results import read_run
 
 WORKLOAD = """\
 threads = 2
@@ -42,7 +44,7 @@ rate = 0.2
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=6)
-    ap.add_argument("--tilemark", default=str(Path(sys.executable).with_name("tilemark")))
+    ap.add_argument("--tilemark", default=fid.tilemark())
     args = ap.parse_args()
     gaps_ms = []
     with tempfile.TemporaryDirectory(prefix="tm-stopwake-") as tmp:
@@ -56,8 +58,9 @@ def main() -> int:
                 capture_output=True, text=True, check=True,
             )  # fmt: skip
             run_dir = Path(json.loads(out.stdout)["run_dir"])
-            spans = json.loads((run_dir / "run.json").read_text())["result"]["spans"]
-            gap = (spans[1]["ended_ns"] - spans[0]["ended_ns"]) / 1e6
+            doc = read_run((run_dir / "run.json").read_bytes())
+            a, b = doc.result.spans
+            gap = (b.ended_ns - a.ended_ns) / 1e6
             gaps_ms.append(gap)
             print(f"run {rep + 1}: b ended {gap:.3f} ms after a", flush=True)
             target.unlink()

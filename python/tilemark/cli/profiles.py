@@ -11,7 +11,8 @@ from rich.table import Table
 from tilemark.console import make_console
 from tilemark.options import copy_names
 from tilemark.units import format_size
-from tilemark.workload.apps import list_profiles, load_profile, profile_dirs
+from tilemark.workload.apps import list_profiles, load_profile, profile_dirs, stream_specs
+from tilemark.workload.plan import StreamSpec
 
 profiles_app = typer.Typer(
     help="List built-in and user application profiles ($TILEMARK_PROFILES adds directories).",
@@ -111,7 +112,7 @@ def show(
         "sync",
     ):
         streams.add_column(col)
-    for s in p.streams:
+    for s, spec in zip(p.streams, stream_specs(p), strict=True):
         r = rates[copy_names(s.name, s.copies)[0]]
         rate = (
             (f"{r['iops']:g} IOPS" if "iops" in r else f"{format_size(r['bps'])}/s")
@@ -129,7 +130,7 @@ def show(
             str(
                 t.get("pattern", "uniform" if "rand" in str(t.get("rw", "rand")) else "sequential")
             ),
-            _arrival_words(t, bool(r)),
+            _arrival_words(spec),
             rate,
             str(s.qd or "default"),
             str(t.get("sync", "none")),
@@ -151,15 +152,12 @@ def show(
         console.print(line, markup=False)
 
 
-def _arrival_words(table: dict, open_loop: bool) -> str:
+def _arrival_words(spec: StreamSpec) -> str:
     """'poisson, batches of 98.8 (1.2ms apart)': the arrival kind and its batching."""
-    words = str(table.get("arrival", "constant" if open_loop else "closed"))
-    batch = table.get("batch")
-    if batch is not None and float(batch) > 1:
-        gap = table.get("batch_gap")
-        words += f", batches of {float(batch):g}" + (
-            f" ({gap} apart)" if gap not in (None, 0, "0") else " (at once)"
-        )
+    words = spec.arrival
+    if spec.batch > 1:
+        gap = f"{spec.batch_gap_s * 1e3:g}ms apart" if spec.batch_gap_s else "at once"
+        words += f", batches of {spec.batch:g} ({gap})"
     return words
 
 

@@ -516,6 +516,15 @@ class EnginePoller(_Struct):
     poller: list[PollerModes] = msgspec.field(default_factory=list)
 
 
+class StreamSpan(_Struct):
+    """run.json `result.spans[]`: when one plan stream started and ended (run time, ns), and
+    whether it was stopped by a stop_streams or another stream's on_end."""
+
+    started_ns: int | None = None
+    ended_ns: int | None = None
+    stopped: bool = False
+
+
 class EngineResult(_Struct):
     """run.json `result`: the engine's final result (docs/engine-boundary.md)."""
 
@@ -527,6 +536,7 @@ class EngineResult(_Struct):
     started_at_ns: float | None = None
     measure_start_ns: float | None = None
     poller: list[PollerModes] | None = None
+    spans: list[StreamSpan] | None = None  # in plan order
 
 
 class Arrival(_Struct):
@@ -536,6 +546,8 @@ class Arrival(_Struct):
     rate_iops: float | None = None
     rate_bps: float | None = None
     dist: str | None = None  # poisson | uniform ...
+    batch: float | None = None  # open loop: mean IOs per batch
+    batch_gap_ns: float | None = None  # mean gap between a batch's IOs (None: at once)
 
 
 class SyncMode(_Struct):

@@ -27,7 +27,7 @@ from tilemark.analysis.qos import LATENCY_STATS, OPS, STATS, Criterion
 from tilemark.errors import UsageError
 from tilemark.options import MAX_COPIES, PROFILE_STREAM_KEYS, copy_names, parse_name
 from tilemark.units import MIB, check_byte_rate, check_iops
-from tilemark.workload.plan import parse_workload
+from tilemark.workload.plan import StreamSpec, parse_workload
 from tilemark.workload.tomlfile import read_toml
 
 BUILTIN_DIR = Path(__file__).parent.parent / "profiles"
@@ -292,6 +292,13 @@ def _check_metric(profile: Profile) -> None:
 def _check_streams(profile: Profile) -> None:
     """Validate every stream's workload keys (rw, bs, pattern, ...) with the workload parser,
     so a bad one names the profile file."""
+    stream_specs(profile)
+
+
+def stream_specs(profile: Profile) -> list[StreamSpec]:
+    """The profile's streams as the workload parser reads them (typed: arrival, batching,
+    sync, ...), one per profile stream, at its current scale; a bad key names the profile
+    file."""
     rates = profile.rates()
     tables = []
     for s in profile.streams:
@@ -305,7 +312,9 @@ def _check_streams(profile: Profile) -> None:
             table["qd"] = max(1, int(round(profile._value(s.qd, f"stream '{s.name}': qd"))))
         tables.append(table)
     try:
-        parse_workload({"target": profile.path, "stream": tables}, source=profile.path)
+        return parse_workload(
+            {"target": profile.path, "stream": tables}, source=profile.path
+        ).streams
     except UsageError as e:
         raise UsageError(f"profile {profile.path}: {e}") from None
 
