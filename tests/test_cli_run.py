@@ -52,6 +52,7 @@ def test_bad_input_is_one_sentence_and_exit_2_before_any_io(tmp_path, capsys):
         (["--default", "--qd", "4"], "--qd sets a single stream"),
         (["--target", str(target), "--force"], "--force only applies"),
         ([str(tmp_path / "missing.toml")], "workload file"),
+        (["--target", str(target), "--size", "8m", "--cpus", "1023"], "--cpus: CPU 1023 is not"),
     ]
     for args, starts in cases:
         status, out, err = run_cli(capsys, *args, "--results", str(results))
@@ -80,6 +81,49 @@ def test_bad_flag_values_are_refused_before_the_store_and_engine_load(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout
     assert not (tmp_path / "t.dat").exists()
+
+
+def test_engine_threads_run_on_the_cpus_given_and_only_they(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from tilemark.options.parsers import cpu_list
+
+    allowed = os.sched_getaffinity(0)
+    cpu = max(allowed)
+    cli = "import sys; from tilemark.cli import main; sys.exit(main())"
+    args = ["run", "--target", str(tmp_path / "t.dat"), "--size", "8m", "--backend", "null",
+            "--copies", "2", "--duration", "3", "--cpus", str(cpu), "--results",
+            str(tmp_path / "results")]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", cli, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen: dict[str, set[str]] = {}
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            for task in (p for p in os.scandir(f"/proc/{proc.pid}/task")):
+                try:
+                    comm = open(f"{task.path}/comm").read().strip()
+                    status = open(f"{task.path}/status").read()
+                except OSError:
+                    continue
+                cpus = next(
+                    line.split(":", 1)[1].strip()
+                    for line in status.splitlines()
+                    if line.startswith("Cpus_allowed_list:")
+                )
+                seen.setdefault(comm, set()).add(cpus)
+            if "tilemark-engine" in seen:
+                break
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-2000:]
+    assert seen.get("tilemark-engine") == {str(cpu)}, seen
+    assert seen["python"] == {cpu_list(allowed)}, "the front end stays where the kernel puts it"
+    assert f"1 thread on CPU {cpu}," in err
 
 
 def test_unknown_toml_key_names_key_and_allowed_keys(tmp_path, capsys):

@@ -61,6 +61,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
         "warmup_ms": 0,
         "duration_ms": 60000,
         "poll_us": 0,
+        "cpus": [],  # the kernel places the engine threads
         "max_errors": 0,  # the first IO error stops the run
         "io_timeout_ms": 30000,
         "targets": [
@@ -350,6 +351,11 @@ def test_bad_stream_fields(stream, message):
         ({"size": 0}, "size must be above 0"),
         ({"seed": "x"}, "seed must be an integer"),
         ({"target": 5}, "target must be a path"),
+        ({"cpus": "x-1"}, "cpus must list CPU numbers from 0 to 1023, such as 0-3,6 or [0, 2]"),
+        ({"cpus": [0, 1024]}, "cpus must list CPU numbers from 0 to 1023"),
+        ({"cpus": [0, True]}, "cpus must list CPU numbers"),
+        ({"cpus": ""}, "cpus must list CPU numbers"),
+        ({"cpus": "3-1"}, "cpus range 3-1 runs backwards; write it low-high."),
     ],
 )
 def test_bad_run_fields(top, message):
@@ -560,3 +566,23 @@ def test_spread_batches_compile_to_their_gap_in_ns():
     wb, at_once = compiler.compile_plan(workload, target(GIB))["streams"]
     assert wb["arrival"]["batch"] == 99 and wb["arrival"]["batch_gap_ns"] == pytest.approx(1.5e6)
     assert "batch_gap_ns" not in at_once["arrival"]
+
+
+def test_cpus_are_listed_in_order_and_set_one_thread_per_cpu(monkeypatch):
+    monkeypatch.setattr(compiler.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: set(range(8)))
+    doc = {"target": "/t", "cpus": "4-5,1", "stream": [{"name": f"s{i}"} for i in range(5)]}
+    workload = plan.parse_workload(doc, source="w.toml")
+    assert workload.cpus == (4, 5, 1)
+    compiled = compiler.compile_plan(workload, target())
+    assert (compiled["cpus"], compiled["threads"]) == ([4, 5, 1], 3)
+    listed = plan.parse_workload({**doc, "cpus": [2, 0]}, source="w.toml")
+    assert listed.cpus == (2, 0)
+    threads = plan.parse_workload({**doc, "threads": 4}, source="w.toml")
+    assert compiler.compile_plan(threads, target())["threads"] == 4, "threads as asked"
+    unpinned = plan.parse_workload({k: v for k, v in doc.items() if k != "cpus"}, source="w")
+    assert compiler.compile_plan(unpinned, target())["threads"] == 5
+    monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 6})
+    with pytest.raises(UsageError, match=r"cpus: CPU 4 is not one this process may run on "
+                       r"\(it may use 0-3,6\)\."):  # fmt: skip
+        plan.parse_workload(doc, source="w.toml")

@@ -91,6 +91,7 @@ class Plan(TypedDict):
     warmup_ms: int
     duration_ms: int | None
     poll_us: int
+    cpus: list[int]  # engine thread i runs on cpus[i % len]; []: the kernel places them
     targets: list[PlanTarget]
     streams: list[PlanStream]
 

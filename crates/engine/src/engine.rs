@@ -278,6 +278,9 @@ impl Engine {
             let raw = raw.clone();
             let kind = plan.backend;
             let poll = Duration::from_micros(plan.poll_us);
+            // The thread pins itself before its backend is set up, so the ring and the
+            // buffers it first touches are made on the CPU it will run on.
+            let cpu = (!plan.cpus.is_empty()).then(|| plan.cpus[id % plan.cpus.len()]);
             let tx = tx.clone();
             let guard = FinishGuard(finished.clone());
             let verify = if any_verify {
@@ -289,6 +292,14 @@ impl Engine {
                 .name("tilemark-engine".into())
                 .spawn(move || {
                     let _guard = guard;
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = crate::affinity::pin_current_thread(cpu) {
+                            let msg =
+                                format!("cpus: cannot pin engine thread {id} to CPU {cpu}: {e}");
+                            let _ = setup_tx.send(Err(msg.clone()));
+                            return Err(EngineError::Thread(msg));
+                        }
+                    }
                     let backend = match open_backend(kind, &raw, max_inflight, poll) {
                         Ok(b) => {
                             let _ = setup_tx.send(Ok(()));
@@ -1175,6 +1186,55 @@ mod start_tests {
             v = crate::plan::PLAN_VERSION
         ))
         .unwrap()
+    }
+
+    /// The CPU lists (`Cpus_allowed_list`) of this process's engine threads.
+    fn engine_thread_cpus() -> Vec<String> {
+        let mut lists = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim() != "tilemark-engine" {
+                continue;
+            }
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+            if let Some(l) = status.lines().find(|l| l.starts_with("Cpus_allowed_list:")) {
+                lists.push(l["Cpus_allowed_list:".len()..].trim().to_string());
+            }
+        }
+        lists
+    }
+
+    #[test]
+    fn engine_threads_run_on_the_plans_cpus_in_turn() {
+        let allowed = crate::affinity::allowed_cpus().unwrap();
+        let (first, last) = (allowed[0], *allowed.last().unwrap());
+        let mut plan = null_plan(None);
+        plan.threads = 3;
+        plan.duration_ms = Some(400);
+        plan.streams = (0..3)
+            .map(|i| {
+                let mut s = plan.streams[0].clone();
+                s.name = format!("s{i}");
+                s
+            })
+            .collect();
+        plan.cpus = vec![last, first];
+        let mut engine = Engine::start(plan).unwrap();
+        std::thread::sleep(Duration::from_millis(150));
+        // Other tests' engines run in this process too, unpinned: count the pinned ones.
+        let lists = engine_thread_cpus();
+        let on = |cpu: usize| lists.iter().filter(|l| **l == cpu.to_string()).count();
+        if first != last {
+            assert_eq!(
+                (on(last), on(first)),
+                (2, 1),
+                "threads 0 and 2 on {last}, 1 on {first}: {lists:?}"
+            );
+        } else {
+            assert!(on(first) >= 3, "{lists:?}");
+        }
+        while !engine.wait(Duration::from_millis(100)) {}
+        engine.result_json().unwrap();
     }
 
     fn started_at(engine: &mut Engine) -> u64 {

@@ -4,6 +4,7 @@
 //! Pure Rust; Python reaches it through the `tilemark-py` bindings crate. The plan and every
 //! output are documented in `docs/engine-boundary.md`.
 
+pub mod affinity;
 pub mod backend;
 pub mod buf;
 pub mod clock;

@@ -56,6 +56,10 @@ pub struct Plan {
     /// uring: spin up to this many microseconds for completions before sleeping.
     #[serde(default)]
     pub poll_us: u64,
+    /// Pin engine thread i to CPU `cpus[i % len]` (fio's cpus_allowed with
+    /// cpus_allowed_policy=split); empty = the kernel places the threads.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
     /// Stop the run once more than this many IOs have failed (all streams, all threads,
     /// warm-up included); None = never.
     #[serde(default)]
@@ -580,6 +584,16 @@ impl Plan {
         if self.poll_us > 1_000_000 {
             return bad(format!("poll_us must be 0..1000000, got {}", self.poll_us));
         }
+        if !self.cpus.is_empty() {
+            let allowed = crate::affinity::allowed_cpus()
+                .map_err(|e| EngineError::io("reading this process's CPU affinity", e))?;
+            if let Some(&cpu) = self.cpus.iter().find(|c| !allowed.contains(c)) {
+                return bad(format!(
+                    "cpus: CPU {cpu} is not one this process may run on (it may use {})",
+                    crate::affinity::cpu_list(&allowed)
+                ));
+            }
+        }
         if self.streams.is_empty() && self.duration_ms.is_none() {
             // A plan without streams only keeps time (a tile of file applications runs its
             // file run beside it): it must have an end.
@@ -1052,6 +1066,30 @@ mod tests {
             "targets": [{"path": "/a", "length": 1048576}, {"path": "/b", "length": 1048576}],
             "streams": [s]});
         Plan::from_json(&p.to_string())
+    }
+
+    #[test]
+    fn cpus_must_be_ones_the_process_may_run_on() {
+        let allowed = crate::affinity::allowed_cpus().unwrap();
+        let with = |cpus: Vec<usize>| {
+            let mut p: serde_json::Value = serde_json::json!({"plan_version": 2,
+                "backend": "null", "threads": 2, "interval_ms": 100, "duration_ms": 100,
+                "targets": [], "streams": []});
+            p["cpus"] = serde_json::json!(cpus);
+            Plan::from_json(&p.to_string())
+        };
+        let p = with(vec![allowed[0]]).expect("an allowed CPU");
+        assert_eq!(p.cpus, vec![allowed[0]]);
+        let outside = (0..1024).find(|c| !allowed.contains(c)).unwrap();
+        match with(vec![allowed[0], outside]) {
+            Err(EngineError::Plan(m)) => assert!(
+                m.contains(&format!(
+                    "cpus: CPU {outside} is not one this process may run on"
+                )) && m.contains(&crate::affinity::cpu_list(&allowed)),
+                "{m}"
+            ),
+            other => panic!("expected a plan error, got {other:?}"),
+        }
     }
 
     fn refused(stream: serde_json::Value, why: &str) {

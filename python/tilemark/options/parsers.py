@@ -7,8 +7,9 @@ workload/plan.py and workload/compiler.py.
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tilemark.errors import MAX_QUOTE, UsageError, excerpt
@@ -88,6 +89,59 @@ def parse_int(value: object, label: str, low: int, high: int) -> int:
 def int_range(low: int, high: int) -> Parser:
     """A parser of integers from low to high."""
     return lambda value, label: parse_int(value, label, low, high)
+
+
+MAX_CPU = 1023  # CPU_SETSIZE - 1: the highest CPU an affinity mask names
+
+
+def parse_cpus(value: object, label: str) -> tuple[int, ...]:
+    """A CPU list, as the kernel writes one ("0-3,6") or a TOML list of CPU numbers; in the
+    order given, which is the order the engine threads take them in."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [p.strip() for p in value.split(",")]
+    elif isinstance(value, list):
+        items = list(value)
+    else:
+        items = []
+    cpus: list[int] = []
+    for item in items:
+        if isinstance(item, int) and not isinstance(item, bool):
+            cpus.append(item)
+        elif isinstance(item, str) and (m := re.fullmatch(r"(\d+)(?:-(\d+))?", item)):
+            low, high = int(m[1]), int(m[2] or m[1])
+            if high < low:
+                raise UsageError(f"{label} range {item} runs backwards; write it low-high.")
+            cpus.extend(range(low, min(high, MAX_CPU + 1) + 1))
+        else:
+            cpus = []
+            break
+    if not cpus or any(not 0 <= c <= MAX_CPU for c in cpus):
+        raise UsageError(
+            f"{label} must list CPU numbers from 0 to {MAX_CPU}, such as 0-3,6 or [0, 2], "
+            f"got {shown(value)}."
+        )
+    # Checked here, before anything is written; the engine checks again where it runs (every
+    # host of a --cluster, which must offer the same CPUs).
+    allowed = os.sched_getaffinity(0)
+    outside = [c for c in cpus if c not in allowed]
+    if outside:
+        raise UsageError(
+            f"{label}: CPU {outside[0]} is not one this process may run on (it may use "
+            f"{cpu_list(allowed)})."
+        )
+    return tuple(cpus)
+
+
+def cpu_list(cpus: Iterable[int]) -> str:
+    """CPUs as the kernel lists them: 0-3,6."""
+    runs: list[list[int]] = []
+    for c in sorted(set(cpus)):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
 def parse_choice(value: object, label: str, choices: tuple[str, ...]) -> str:

@@ -57,6 +57,7 @@ from tilemark.options.parsers import (
     parse_burst,
     parse_command,
     parse_compress,
+    parse_cpus,
     parse_dedupe,
     parse_dedupe_set,
     parse_flow,
@@ -167,6 +168,12 @@ OPTIONS: tuple[Option, ...] = (
        modes=ALL, toml=True, parse=choice(BACKENDS), default="uring"),
     _o("threads", "run", "Engine threads.", flag="--threads", metavar="N", modes=ALL, toml=True,
        parse=int_range(1, MAX_THREADS), default="min(CPUs, streams)"),
+    _o("cpus", "run", "Pin the engine threads to these CPUs, thread i to the i-th in turn, as "
+       "fio's cpus_allowed (with cpus_allowed_policy=split): 0-3,6. Threads default to one per "
+       "listed CPU. Unpinned, the kernel places them, and at low queue depth where it puts a "
+       "thread beside the device's completion work can decide the IOPS (bench/README.md, "
+       "'QD1 asleep: where the thread runs').", flag="--cpus", metavar="LIST", modes=ALL,
+       toml=True, parse=parse_cpus, default="none (the kernel places the threads)"),
     _o("direct", "run", "O_DIRECT IO (false: use the page cache).", toml=True, parse=parse_bool,
        default="true"),
     _o("buffered", "run", "Use the page cache (no O_DIRECT); sets direct = false.",

@@ -93,9 +93,13 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
             for i in infos
         )
         where = f"{len(infos)} targets: {shown}, {mode}"
+    listed = compiled.get("cpus") or []  # thread i runs on listed[i % len]
+    cpus = sorted({listed[i % len(listed)] for i in range(compiled["threads"])} if listed else [])
+    pinned = f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
+
     return (
         f"{count} stream{'s' if count != 1 else ''} on {where}, backend {compiled['backend']}, "
-        f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}, {timing}"
+        f"{compiled['threads']} thread{'s' if compiled['threads'] != 1 else ''}{pinned}, {timing}"
     )
 
 

@@ -80,6 +80,7 @@ class TileRunSettings:
     seed: int = 1
     qos_interval_s: float = DEFAULT_QOS_INTERVAL_S
     poll_us: int = 0
+    cpus: tuple[int, ...] = ()  # engine thread i runs on cpus[i % len]
     max_duration: str | float | None = None  # None: measure exactly `duration`
     warmup_defaulted: bool = False  # the warm-up is the tile default, not asked for
     max_errors: int = 0  # -1: never stop on IO errors
@@ -115,6 +116,8 @@ class TileRunSettings:
         }
         if self.threads:
             d["threads"] = self.threads
+        if self.cpus:
+            d["cpus"] = list(self.cpus)
         return d
 
     @property
@@ -233,6 +236,7 @@ def tile_settings(
         seed=run.parsed("seed", 1),
         qos_interval_s=qos_s,
         poll_us=run.parsed("poll_us", 0),
+        cpus=run.parsed("cpus", ()),
         max_duration=max_s,
         warmup_defaulted="warmup" not in run.run and warmup_s > 0,
         max_errors=run.parsed("max_errors", 0),

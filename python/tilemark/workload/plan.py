@@ -189,6 +189,7 @@ class Workload:
     seed: int
     streams: list[StreamSpec]
     poll_us: int = 0  # uring: spin this long for completions before sleeping (0: adaptive)
+    cpus: tuple[int, ...] = ()  # engine thread i runs on cpus[i % len]; (): the kernel decides
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
@@ -548,7 +549,6 @@ def parse_workload(
     threads = run_value("threads", None)
     direct = run_value("direct", True)
     seed = run_value("seed", DEFAULT_SEED)
-    poll_us = run_value("poll_us", 0)
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
     keep_cache = run_value("keep_cache", False)
@@ -588,7 +588,8 @@ def parse_workload(
         direct=direct,
         seed=seed,
         streams=streams,
-        poll_us=poll_us,
+        poll_us=run_value("poll_us", 0),
+        cpus=run_value("cpus", ()),
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
         keep_cache=keep_cache,
