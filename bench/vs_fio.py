@@ -177,6 +177,7 @@ class Case:
     null: bool = False
     budgets: tuple[Budget, ...] = ()
     poll_us: int = 0  # tilemark --poll-us (fio runs its default either way)
+    cpu: int | None = None  # the IO thread pinned to this CPU: tilemark --cpus, fio --cpus_allowed
     threads: int = 1  # tilemark --threads, fio --numjobs
     streams: int = 1  # tilemark: identical streams (a workload file when more than one)
     rate: int = 0  # open loop: total IOPS over all streams, constant arrival (fio: --rate_iops)
@@ -201,6 +202,8 @@ class Case:
 CASES = (
     Case("rr4k-qd1", "4 KiB random read, QD1", "randread", "4k", 1,
          budgets=(IOPS_BUDGET, CPU_BUDGET, MEAN_LAT_BUDGET)),
+    Case("rr4k-qd1-cpu0", "4 KiB random read, QD1, IO thread on CPU 0 (both tools)", "randread",
+         "4k", 1, cpu=0),
     Case("rr4k-qd32", "4 KiB random read, QD32", "randread", "4k", 32,
          budgets=(IOPS_BUDGET, CPU_BUDGET)),
     Case("rr4k-qd32-poll", "4 KiB random read, QD32, tilemark --poll-us 20", "randread", "4k",
@@ -268,6 +271,8 @@ def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
     ]  # fmt: skip
     if case.poll_us:
         cmd += ["--poll-us", str(case.poll_us)]
+    if case.cpu is not None:
+        cmd += ["--cpus", str(case.cpu)]
     if s.device:  # a block device has no header naming the length; use exactly fio's region
         cmd += ["--size", str(s.region_length)]
     return cmd
@@ -295,6 +300,8 @@ def fio_cmd(case: Case, s: Settings) -> list[str]:
         cmd.append(f"--rwmixread={case.read_pct}")
     if case.rate:
         cmd.append(f"--rate_iops={case.rate}")
+    if case.cpu is not None:
+        cmd.append(f"--cpus_allowed={case.cpu}")
     if not case.null:
         cmd.append(f"--filename={s.target}")
         cmd.append(f"--offset={s.region_offset}")
