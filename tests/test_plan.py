@@ -62,6 +62,7 @@ def test_flags_compile_to_the_documented_plan(monkeypatch):
         "duration_ms": 60000,
         "poll_us": 0,
         "cpus": [],  # the kernel places the engine threads
+        "sqpoll": False,
         "max_errors": 0,  # the first IO error stops the run
         "io_timeout_ms": 30000,
         "targets": [
@@ -586,3 +587,10 @@ def test_cpus_are_listed_in_order_and_set_one_thread_per_cpu(monkeypatch):
     with pytest.raises(UsageError, match=r"cpus: CPU 4 is not one this process may run on "
                        r"\(it may use 0-3,6\)\."):  # fmt: skip
         plan.parse_workload(doc, source="w.toml")
+
+
+def test_sqpoll_is_asked_of_the_uring_backend_only():
+    assert compiler.compile_plan(flags(sqpoll=True), target())["sqpoll"] is True
+    with pytest.raises(UsageError, match=r"sqpoll needs the uring backend \(--backend uring\), "
+                       r"not psync\."):  # fmt: skip
+        compiler.compile_plan(flags(sqpoll=True, backend="psync"), target())

@@ -92,6 +92,7 @@ class Plan(TypedDict):
     duration_ms: int | None
     poll_us: int
     cpus: list[int]  # engine thread i runs on cpus[i % len]; []: the kernel places them
+    sqpoll: bool  # uring: a kernel thread polls each ring's submission queue
     targets: list[PlanTarget]
     streams: list[PlanStream]
 

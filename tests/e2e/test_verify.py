@@ -218,3 +218,23 @@ def test_a_journal_whose_header_is_cut_short_is_one_sentence(tmp_path, capsys):
     status, _, err = cli(capsys, "verify", run["run_id"], "--results", str(results))
     assert status == 2 and "Traceback" not in err, err
     assert err.count("\n") == 1 and "verify.journal is damaged" in err
+
+
+def test_a_ring_with_a_polling_kernel_thread_reads_back_what_it_wrote(tmp_path, capsys):
+    # --sqpoll: requests reach the kernel through its submission thread, not system calls.
+    target, results = tmp_path / "t.dat", tmp_path / "r"
+    written = write_run(capsys, target, results, "--sqpoll")
+    status, out, err = cli(
+        capsys, "run", "--target", str(target), "--size", "4m", "--rw", "randrw", "--bs", "4k",
+        "--qd", "8", "--duration", "0.7", "--verify", "--sqpoll", "--json",
+        "--results", str(results),
+    )  # fmt: skip
+    assert status == 0, err
+    mixed = json.loads(out)
+    for run in (written, mixed):
+        stored = json.loads((Path(run["run_dir"]) / "run.json").read_text())
+        assert stored["plan"]["sqpoll"] is True
+    stream = mixed["summary"]["streams"][0]
+    assert stream["read"]["ops"] > 100 and stream["write"]["ops"] > 100
+    verification = mixed["summary"]["verification"]
+    assert verification["findings"] == 0 and verification["checked"] > 100

@@ -278,6 +278,7 @@ impl Engine {
             let raw = raw.clone();
             let kind = plan.backend;
             let poll = Duration::from_micros(plan.poll_us);
+            let sqpoll = plan.sqpoll;
             // The thread pins itself before its backend is set up, so the ring and the
             // buffers it first touches are made on the CPU it will run on.
             let cpu = (!plan.cpus.is_empty()).then(|| plan.cpus[id % plan.cpus.len()]);
@@ -300,7 +301,7 @@ impl Engine {
                             return Err(EngineError::Thread(msg));
                         }
                     }
-                    let backend = match open_backend(kind, &raw, max_inflight, poll) {
+                    let backend = match open_backend(kind, &raw, max_inflight, poll, sqpoll) {
                         Ok(b) => {
                             let _ = setup_tx.send(Ok(()));
                             b

@@ -60,6 +60,10 @@ pub struct Plan {
     /// cpus_allowed_policy=split); empty = the kernel places the threads.
     #[serde(default)]
     pub cpus: Vec<usize>,
+    /// uring: a kernel thread polls each ring's submission queue (IORING_SETUP_SQPOLL, fio's
+    /// sqthread_poll).
+    #[serde(default)]
+    pub sqpoll: bool,
     /// Stop the run once more than this many IOs have failed (all streams, all threads,
     /// warm-up included); None = never.
     #[serde(default)]
@@ -584,6 +588,12 @@ impl Plan {
         if self.poll_us > 1_000_000 {
             return bad(format!("poll_us must be 0..1000000, got {}", self.poll_us));
         }
+        if self.sqpoll && self.backend != BackendKind::Uring {
+            return bad(format!(
+                "sqpoll needs the uring backend, not {}",
+                format!("{:?}", self.backend).to_lowercase()
+            ));
+        }
         if !self.cpus.is_empty() {
             let allowed = crate::affinity::allowed_cpus()
                 .map_err(|e| EngineError::io("reading this process's CPU affinity", e))?;
@@ -1066,6 +1076,23 @@ mod tests {
             "targets": [{"path": "/a", "length": 1048576}, {"path": "/b", "length": 1048576}],
             "streams": [s]});
         Plan::from_json(&p.to_string())
+    }
+
+    #[test]
+    fn sqpoll_is_a_uring_mode() {
+        let with = |backend: &str| {
+            Plan::from_json(
+                &serde_json::json!({"plan_version": 2, "backend": backend, "threads": 1,
+                    "interval_ms": 100, "duration_ms": 100, "targets": [], "streams": [],
+                    "sqpoll": true})
+                .to_string(),
+            )
+        };
+        assert!(with("uring").expect("uring").sqpoll);
+        match with("psync") {
+            Err(EngineError::Plan(m)) => assert_eq!(m, "sqpoll needs the uring backend, not psync"),
+            other => panic!("expected a plan error, got {other:?}"),
+        }
     }
 
     #[test]

@@ -174,6 +174,11 @@ OPTIONS: tuple[Option, ...] = (
        "thread beside the device's completion work can decide the IOPS (bench/README.md, "
        "'QD1 asleep: where the thread runs').", flag="--cpus", metavar="LIST", modes=ALL,
        toml=True, parse=parse_cpus, default="none (the kernel places the threads)"),
+    _o("sqpoll", "run", "uring: give each engine thread's ring a kernel thread that polls its "
+       "submission queue (IORING_SETUP_SQPOLL, fio's sqthread_poll): submitting costs no system "
+       "call while it polls (it sleeps after 1 s without requests), at the price of that "
+       "thread's CPU, counted in the run's CPU per IO.", flag="--sqpoll", modes=ALL,
+       kind="switch", toml=True, parse=parse_bool, default="off"),
     _o("direct", "run", "O_DIRECT IO (false: use the page cache).", toml=True, parse=parse_bool,
        default="true"),
     _o("buffered", "run", "Use the page cache (no O_DIRECT); sets direct = false.",

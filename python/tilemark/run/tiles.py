@@ -81,6 +81,7 @@ class TileRunSettings:
     qos_interval_s: float = DEFAULT_QOS_INTERVAL_S
     poll_us: int = 0
     cpus: tuple[int, ...] = ()  # engine thread i runs on cpus[i % len]
+    sqpoll: bool = False  # uring: a kernel thread polls each ring's submission queue
     max_duration: str | float | None = None  # None: measure exactly `duration`
     warmup_defaulted: bool = False  # the warm-up is the tile default, not asked for
     max_errors: int = 0  # -1: never stop on IO errors
@@ -118,6 +119,8 @@ class TileRunSettings:
             d["threads"] = self.threads
         if self.cpus:
             d["cpus"] = list(self.cpus)
+        if self.sqpoll:
+            d["sqpoll"] = True
         return d
 
     @property
@@ -237,6 +240,7 @@ def tile_settings(
         qos_interval_s=qos_s,
         poll_us=run.parsed("poll_us", 0),
         cpus=run.parsed("cpus", ()),
+        sqpoll=run.parsed("sqpoll", False),
         max_duration=max_s,
         warmup_defaulted="warmup" not in run.run and warmup_s > 0,
         max_errors=run.parsed("max_errors", 0),

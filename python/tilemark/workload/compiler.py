@@ -248,6 +248,10 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
     if len(infos) != len(workload.targets):
         raise ValueError(f"{len(workload.targets)} targets, {len(infos)} inspected")
     aligns = [_direct_align(workload, info) for info in infos]
+    if workload.sqpoll and workload.backend != "uring":
+        raise UsageError(
+            f"sqpoll needs the uring backend (--backend uring), not {workload.backend}."
+        )
     # One thread per CPU it may use: the listed ones when pinned, else the machine's.
     cpus = len(workload.cpus) or os.cpu_count() or 1
     threads = workload.threads or max(1, min(cpus, len(workload.streams)))
@@ -319,6 +323,7 @@ def compile_plan(workload: Workload, infos: list[TargetInfo] | TargetInfo) -> En
         "duration_ms": None if workload.duration_s is None else round(workload.duration_s * 1000),
         "poll_us": workload.poll_us,
         "cpus": list(workload.cpus),
+        "sqpoll": workload.sqpoll,
         "max_errors": workload.max_errors,
         "io_timeout_ms": round(workload.io_timeout_s * 1000) or None,
         "targets": [

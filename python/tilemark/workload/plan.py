@@ -190,6 +190,7 @@ class Workload:
     streams: list[StreamSpec]
     poll_us: int = 0  # uring: spin this long for completions before sleeping (0: adaptive)
     cpus: tuple[int, ...] = ()  # engine thread i runs on cpus[i % len]; (): the kernel decides
+    sqpoll: bool = False  # uring: a kernel thread polls each ring's submission queue
     max_errors: int | None = 0  # stop once more IOs failed; None: never
     io_timeout_s: float = DEFAULT_IO_TIMEOUT_S  # an IO outstanding longer is hung; 0: never
     keep_cache: bool = False  # buffered IO: keep the target's cached pages at the start
@@ -551,8 +552,6 @@ def parse_workload(
     seed = run_value("seed", DEFAULT_SEED)
     max_errors = run_value("max_errors", 0)
     io_timeout_s = run_value("io_timeout", DEFAULT_IO_TIMEOUT_S)
-    keep_cache = run_value("keep_cache", False)
-    verify = run_value("verify", False)
     if "name" in doc:
         name = parse_name(doc["name"], "name")
     else:
@@ -590,11 +589,12 @@ def parse_workload(
         streams=streams,
         poll_us=run_value("poll_us", 0),
         cpus=run_value("cpus", ()),
+        sqpoll=run_value("sqpoll", False),
         max_errors=None if max_errors < 0 else max_errors,
         io_timeout_s=io_timeout_s,
-        keep_cache=keep_cache,
+        keep_cache=run_value("keep_cache", False),
         fadvise=run_value("fadvise", "none"),
-        verify=verify,
+        verify=run_value("verify", False),
         steadystate=next((r for r in rules if r.ends == "run"), None),
         stream_rules=tuple(r for r in rules if r.ends == "streams"),
     )

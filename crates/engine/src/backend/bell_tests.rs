@@ -15,7 +15,7 @@ fn wait_rung(kind: BackendKind, ring_before_wait: bool) -> Duration {
     let (bell_tx, bell_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     let waiter = std::thread::spawn(move || {
-        let mut backend = open_backend(kind, &[], 4, Duration::ZERO).expect("a backend");
+        let mut backend = open_backend(kind, &[], 4, Duration::ZERO, false).expect("a backend");
         let bell = backend
             .bell()
             .expect("a bell")
@@ -66,7 +66,7 @@ fn a_uring_wait_after_a_ring_still_sleeps_until_its_deadline() {
     // The ring is consumed by the wait it ended: the next wait runs to its deadline.
     let (tx, rx) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
-        let mut backend = open_backend(BackendKind::Uring, &[], 4, Duration::ZERO).unwrap();
+        let mut backend = open_backend(BackendKind::Uring, &[], 4, Duration::ZERO, false).unwrap();
         let bell = backend.bell().unwrap().unwrap();
         let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
         let mut out = Vec::new();

@@ -21,7 +21,7 @@ fn read_at_priorities(kind: BackendKind, prios: &[u16]) -> Vec<i32> {
     let mut f = std::fs::File::create(&path).unwrap();
     f.write_all(&[7u8; 8192]).unwrap();
     let file = std::fs::File::open(&path).unwrap();
-    let mut backend = open_backend(kind, &[file.as_raw_fd()], 4, Duration::ZERO).unwrap();
+    let mut backend = open_backend(kind, &[file.as_raw_fd()], 4, Duration::ZERO, false).unwrap();
     let mut buf = vec![0u8; 4096];
     let mut results = Vec::new();
     for (i, &ioprio) in prios.iter().enumerate() {

@@ -15,6 +15,8 @@ pub mod psync;
 #[cfg(test)]
 pub mod script;
 #[cfg(test)]
+mod sqpoll_tests;
+#[cfg(test)]
 mod uncached_tests;
 pub mod uring;
 
@@ -195,9 +197,15 @@ pub fn open_backend(
     files: &[RawFd],
     max_inflight: usize,
     poll: Duration,
+    sqpoll: bool,
 ) -> io::Result<Box<dyn Backend>> {
     Ok(match kind {
-        BackendKind::Uring => Box::new(uring::UringBackend::new(files, max_inflight, poll)?),
+        BackendKind::Uring => Box::new(uring::UringBackend::with_sqpoll(
+            files,
+            max_inflight,
+            poll,
+            sqpoll,
+        )?),
         BackendKind::Psync => Box::new(psync::PsyncBackend::new(files, max_inflight)?),
         BackendKind::Null => Box::new(null::NullBackend::default()),
     })

@@ -152,8 +152,14 @@ fn io_uring_a_failed_write_completes_its_request_once_with_the_writes_error() {
 fn psync_uncached_writes_complete_everywhere_and_start_their_writeback() {
     for dir in [std::env::temp_dir(), PathBuf::from("/dev/shm")] {
         let (path, file) = cold_file(dir, "psync");
-        let mut b =
-            open_backend(BackendKind::Psync, &[file.as_raw_fd()], 1, Duration::ZERO).unwrap();
+        let mut b = open_backend(
+            BackendKind::Psync,
+            &[file.as_raw_fd()],
+            1,
+            Duration::ZERO,
+            false,
+        )
+        .unwrap();
         let mut data = vec![0x3Cu8; LEN as usize];
         let r = one_io(b.as_mut(), Op::WriteUncached, 0, &mut data);
         assert_eq!(r, LEN as i32, "{path:?}");

@@ -10,6 +10,13 @@
 //! most 50 ms ahead so a stop request is noticed) and is replaced only when it fires or when an
 //! earlier deadline comes up.
 //!
+//! With `sqpoll` (the plan's `sqpoll`, fio's `sqthread_poll`) the ring gets a kernel thread
+//! that takes requests from the submission queue as they are published: submitting costs no
+//! system call while it polls (it sleeps after `SQPOLL_IDLE_MS` without requests, and is woken
+//! by the next submission), completions come without the engine entering the kernel, and the
+//! thread's CPU is spent on top of the engine's. The engine still sleeps in `io_uring_enter`
+//! when it waits for a completion.
+//!
 //! Every `unsafe` push into the submission queue is in `push`, with its SAFETY note.
 
 use std::io;
@@ -48,6 +55,9 @@ enum Lead {
     /// kernel's cancellation of its sync_file_range completes.
     Failed(i32),
 }
+/// With `sqpoll`: the kernel's submission thread sleeps after this long without a request
+/// (fio leaves the kernel's default, one second, as this does).
+const SQPOLL_IDLE_MS: u32 = 1000;
 /// At most this many timeout requests in the ring; beyond, a wait passes its own timeout.
 const MAX_TIMERS: usize = 4;
 /// `user_data` of the doorbell's read of its eventfd (`bell`): every tag bit, which no IO or
@@ -71,6 +81,8 @@ pub struct UringBackend {
     inflight: usize,
     /// The ring flags pending completion work in the SQ ring (IORING_SETUP_TASKRUN_FLAG).
     taskrun_flag: bool,
+    /// A kernel thread polls the submission queue (IORING_SETUP_SQPOLL).
+    sqpoll: bool,
     /// CLOCK_MONOTONIC deadlines of the timeout requests in the ring, by slot.
     timers: [Option<u64>; MAX_TIMERS],
     /// Each timeout's timespec, which the kernel reads when it takes the request from the SQ.
@@ -98,9 +110,31 @@ impl UringBackend {
     /// single-issuer with deferred task work (as fio does), so completion work runs only when
     /// this thread asks for events, not as interrupts to whatever it is doing.
     pub fn new(files: &[RawFd], max_inflight: usize, poll: Duration) -> io::Result<Self> {
+        Self::with_sqpoll(files, max_inflight, poll, false)
+    }
+
+    /// As `new`, with a kernel thread polling the submission queue when `sqpoll` (no fallback:
+    /// the user asked for it). SQPOLL rules out deferred task work: completions are run by the
+    /// kernel thread, which submitted the requests.
+    pub fn with_sqpoll(
+        files: &[RawFd],
+        max_inflight: usize,
+        poll: Duration,
+        sqpoll: bool,
+    ) -> io::Result<Self> {
         let entries = ((max_inflight + MAX_TIMERS + 1).max(8) as u32)
             .next_power_of_two()
             .min(4096);
+        if sqpoll {
+            let ring = IoUring::builder()
+                .setup_cqsize(entries * 4)
+                .setup_sqpoll(SQPOLL_IDLE_MS)
+                .build(entries)
+                .map_err(|e| {
+                    io::Error::new(e.kind(), format!("io_uring setup with SQPOLL failed: {e}"))
+                })?;
+            return Self::on_ring(ring, files, poll, false, true);
+        }
         // Completions may exceed the SQ size when many streams are open loop; let the kernel
         // keep overflowed CQEs rather than drop them (NODROP is default since 5.5).
         let tuned = IoUring::builder()
@@ -119,6 +153,16 @@ impl UringBackend {
                 .build(entries)
                 .map_err(|e| io::Error::new(e.kind(), format!("io_uring setup failed: {e}")))?,
         };
+        Self::on_ring(ring, files, poll, taskrun_flag, false)
+    }
+
+    fn on_ring(
+        ring: IoUring,
+        files: &[RawFd],
+        poll: Duration,
+        taskrun_flag: bool,
+        sqpoll: bool,
+    ) -> io::Result<Self> {
         if !files.is_empty() {
             ring.submitter().register_files(files)?;
         }
@@ -131,6 +175,7 @@ impl UringBackend {
             mode_time: ModeTime::default(),
             inflight: 0,
             taskrun_flag,
+            sqpoll,
             timers: [None; MAX_TIMERS],
             timer_ts: std::array::from_fn(|_| types::Timespec::new()),
             discard: files.iter().map(|&fd| discard_kind(fd)).collect(),
@@ -169,9 +214,24 @@ impl UringBackend {
             if pushed.is_ok() {
                 return Ok(());
             }
-            // SQ full: hand what we have to the kernel and retry.
+            // SQ full: hand what we have to the kernel and retry (with SQPOLL, wait until its
+            // thread has taken some).
+            self.make_room()?;
+        }
+    }
+
+    /// The submission queue is full: hand its requests to the kernel, or with SQPOLL wait until
+    /// the kernel's thread has taken some.
+    fn make_room(&mut self) -> io::Result<()> {
+        if self.sqpoll {
+            self.ring.submit()?;
+            if self.ring.submission().is_full() {
+                self.ring.submitter().squeue_wait()?;
+            }
+        } else {
             self.ring.submit()?;
         }
+        Ok(())
     }
 
     /// Make sure a timeout request fires by `deadline` (CLOCK_MONOTONIC ns). False if too many
@@ -207,7 +267,7 @@ impl UringBackend {
             sq.capacity() - sq.len()
         };
         if free < 2 {
-            self.ring.submit()?;
+            self.make_room()?;
         }
         let write = opcode::Write::new(fd, req.buf, req.len)
             .offset(req.offset)
@@ -251,6 +311,10 @@ impl UringBackend {
     }
 
     fn submit_pending(&mut self) -> io::Result<()> {
+        if self.sqpoll {
+            // A system call only to wake the kernel's thread when it sleeps.
+            return ok_or_interrupted(self.ring.submit());
+        }
         let pending = self.ring.submission().len() as u32;
         // SAFETY: no argument is passed; published entries reference live buffers (see push).
         ok_or_interrupted(unsafe { self.enter(pending, 0) })
@@ -391,7 +455,10 @@ impl Backend for UringBackend {
                 if monotonic_ns() - started >= budget {
                     break;
                 }
-                if !self.taskrun_flag || self.ring.submission().taskrun() {
+                if self.sqpoll {
+                    // Completions come by themselves; the kernel's thread may need this CPU.
+                    yield_cpu();
+                } else if !self.taskrun_flag || self.ring.submission().taskrun() {
                     self.submit_pending()?;
                 } else {
                     // Nothing to run yet: let the device's completion work have this CPU if
@@ -406,8 +473,12 @@ impl Backend for UringBackend {
                 // One system call submits, runs completion work, and sleeps only if nothing
                 // has completed; the timeout request bounds the sleep.
                 let pending = self.ring.submission().len() as u32;
-                // SAFETY: as in submit_pending.
-                ok_or_interrupted(unsafe { self.enter(pending, 1) })?;
+                if self.sqpoll {
+                    ok_or_interrupted(self.ring.submit_and_wait(1))?;
+                } else {
+                    // SAFETY: as in submit_pending.
+                    ok_or_interrupted(unsafe { self.enter(pending, 1) })?;
+                }
             } else {
                 let left = deadline.saturating_sub(monotonic_ns());
                 let ts = types::Timespec::from(Duration::from_nanos(left));
