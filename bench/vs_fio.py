@@ -178,6 +178,7 @@ class Case:
     budgets: tuple[Budget, ...] = ()
     poll_us: int = 0  # tilemark --poll-us (fio runs its default either way)
     cpu: int | None = None  # the IO thread pinned to this CPU: tilemark --cpus, fio --cpus_allowed
+    sqpoll: bool = False  # a kernel thread polls the ring: tilemark --sqpoll, fio --sqthread_poll
     threads: int = 1  # tilemark --threads, fio --numjobs
     streams: int = 1  # tilemark: identical streams (a workload file when more than one)
     rate: int = 0  # open loop: total IOPS over all streams, constant arrival (fio: --rate_iops)
@@ -204,6 +205,10 @@ CASES = (
          budgets=(IOPS_BUDGET, CPU_BUDGET, MEAN_LAT_BUDGET)),
     Case("rr4k-qd1-cpu0", "4 KiB random read, QD1, IO thread on CPU 0 (both tools)", "randread",
          "4k", 1, cpu=0),
+    Case("rr4k-qd1-sqpoll", "4 KiB random read, QD1, SQPOLL (both tools)", "randread", "4k", 1,
+         sqpoll=True),
+    Case("rr4k-qd32-sqpoll", "4 KiB random read, QD32, SQPOLL (both tools)", "randread", "4k",
+         32, sqpoll=True),
     Case("rr4k-qd32", "4 KiB random read, QD32", "randread", "4k", 32,
          budgets=(IOPS_BUDGET, CPU_BUDGET)),
     Case("rr4k-qd32-poll", "4 KiB random read, QD32, tilemark --poll-us 20", "randread", "4k",
@@ -273,6 +278,8 @@ def tilemark_cmd(case: Case, s: Settings, seed: int | str) -> list[str]:
         cmd += ["--poll-us", str(case.poll_us)]
     if case.cpu is not None:
         cmd += ["--cpus", str(case.cpu)]
+    if case.sqpoll:
+        cmd.append("--sqpoll")
     if s.device:  # a block device has no header naming the length; use exactly fio's region
         cmd += ["--size", str(s.region_length)]
     return cmd
@@ -302,6 +309,8 @@ def fio_cmd(case: Case, s: Settings) -> list[str]:
         cmd.append(f"--rate_iops={case.rate}")
     if case.cpu is not None:
         cmd.append(f"--cpus_allowed={case.cpu}")
+    if case.sqpoll:
+        cmd.append("--sqthread_poll=1")
     if not case.null:
         cmd.append(f"--filename={s.target}")
         cmd.append(f"--offset={s.region_offset}")
