@@ -30,6 +30,19 @@
 
 /// Settled periods last this long between trials.
 const SETTLED_NS: u64 = 2_000_000_000;
+/// A thread pinned to one CPU (the plan's `cpus`) with at most one IO in flight: after a
+/// switch of the spin question's mode, this long runs unmeasured before an epoch starts. The
+/// kernel's placement follows the mode with a lag: spinning keeps the thread's CPU busy, so
+/// the device's completion work (a loop device's worker) runs on another CPU, and after the
+/// switch to sleeping it took 130-330 ms to come back to the thread's CPU (4 KiB QD1 on the
+/// RAM disk, six runs; 80k-100k IOPS until then, 120k-150k after, in 10 ms windows;
+/// bench/README.md, "QD1 asleep: where the thread runs"). Measured at once, sleeping was judged
+/// in the placement spinning had left, and a pinned QD1 thread spun at twice the CPU per IO
+/// for no more IOPS. Unpinned the same lag showed no settled state worth waiting for (sleeping
+/// stays at 84k-90k) and a settle in every trial cost the other cases their verdicts, so only
+/// pinned shallow threads pay it, with `PINNED_SETTLED_NS` between their trials.
+pub(super) const SETTLE_NS: u64 = 350_000_000;
+const PINNED_SETTLED_NS: u64 = 8_000_000_000;
 /// A trial's epochs: this long each, in the modes of `TRIAL`.
 pub(super) const EPOCH_NS: u64 = 25_000_000;
 /// ABBA order, twice: a drift in the device's rate during a trial favours neither mode.
@@ -123,6 +136,9 @@ pub(super) struct Judge {
     next: Question,
     /// The last trial of this question went against the first mode; this one confirms it.
     confirming: bool,
+    /// What a spin trial with at most one IO in flight lets pass after a switch (`SETTLE_NS`
+    /// for a thread pinned to one CPU, else 0).
+    settle_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -132,10 +148,13 @@ enum State {
     },
     /// Asking `question`, in epoch `epoch` started at `start_ns` with the thread's CPU time at
     /// `cpu_ns` and `done` completions; `sums[1]` for the epochs in the first mode so far,
-    /// `sums[0]` for the others: (completions, CPU ns, elapsed ns).
+    /// `sums[0]` for the others: (completions, CPU ns, elapsed ns). Until `settled` the epoch
+    /// has not begun: its modes run unmeasured until `start_ns`, `settle_ns` after a switch.
     Trial {
         question: Question,
         epoch: usize,
+        settle_ns: u64,
+        settled: bool,
         start_ns: u64,
         cpu_ns: u64,
         done: u64,
@@ -155,7 +174,14 @@ impl Judge {
             // at QD32), and a short run should get its verdict early.
             next: Question::Batch,
             confirming: false,
+            settle_ns: 0,
         }
+    }
+
+    /// A judge for a thread pinned to one CPU (see `SETTLE_NS`).
+    pub(super) fn pinned(mut self) -> Self {
+        self.settle_ns = SETTLE_NS;
+        self
     }
 
     /// The modes in force for `question` at `epoch` of its trial.
@@ -165,17 +191,46 @@ impl Judge {
         modes
     }
 
-    /// Start a trial of `question` at `now`, the thread's CPU time being `cpu_ns`.
-    fn start_trial(&mut self, question: Question, now: u64, cpu_ns: u64) -> Modes {
+    /// Start a trial of `question` at `now`, the thread's CPU time being `cpu_ns`, after
+    /// `before` were the modes in force, settling `settle_ns` after each switch.
+    fn start_trial(
+        &mut self,
+        question: Question,
+        now: u64,
+        cpu_ns: u64,
+        before: Modes,
+        settle_ns: u64,
+    ) -> Modes {
+        self.enter_epoch(question, settle_ns, [(0, 0, 0); 2], 0, now, cpu_ns, before)
+    }
+
+    /// Epoch `epoch` of a trial of `question` with `sums` so far begins at `now`, the thread's
+    /// CPU time being `cpu`, after `before` were the modes in force: it is measured from now,
+    /// or after `settle_ns` if the modes switched.
+    #[allow(clippy::too_many_arguments)]
+    fn enter_epoch(
+        &mut self,
+        question: Question,
+        settle_ns: u64,
+        sums: [(u64, u64, u64); 2],
+        epoch: usize,
+        now: u64,
+        cpu: u64,
+        before: Modes,
+    ) -> Modes {
+        let modes = self.trial_modes(question, epoch);
+        let settled = settle_ns == 0 || modes == before;
         self.state = State::Trial {
             question,
-            epoch: 0,
-            start_ns: now,
-            cpu_ns,
+            epoch,
+            settle_ns,
+            settled,
+            start_ns: if settled { now } else { now + settle_ns },
+            cpu_ns: cpu,
             done: self.completions,
-            sums: [(0, 0, 0); 2],
+            sums,
         };
-        self.trial_modes(question, 0)
+        modes
     }
 
     /// The modes to run in now. Moves the trials along as time passes; `deep` says whether more
@@ -188,16 +243,35 @@ impl Judge {
                     return self.verdicts;
                 }
                 let question = if deep { self.next } else { Question::Spin };
-                self.start_trial(question, now, cpu())
+                let settle_ns = if deep { 0 } else { self.settle_ns };
+                self.start_trial(question, now, cpu(), self.verdicts, settle_ns)
             }
             State::Trial {
                 question,
                 epoch,
+                settle_ns,
+                settled,
                 start_ns,
                 cpu_ns,
                 done,
                 mut sums,
             } => {
+                if !settled {
+                    let modes = self.trial_modes(question, epoch);
+                    if now >= start_ns {
+                        // Settled into the epoch's modes: its measurement starts now.
+                        return self.enter_epoch(
+                            question,
+                            settle_ns,
+                            sums,
+                            epoch,
+                            now,
+                            cpu(),
+                            modes,
+                        );
+                    }
+                    return modes;
+                }
                 if now - start_ns < EPOCH_NS {
                     return self.trial_modes(question, epoch);
                 }
@@ -207,15 +281,16 @@ impl Judge {
                 sum.1 += cpu_now.saturating_sub(cpu_ns);
                 sum.2 += now - start_ns;
                 if epoch + 1 < TRIAL.len() {
-                    self.state = State::Trial {
+                    let before = self.trial_modes(question, epoch);
+                    return self.enter_epoch(
                         question,
-                        epoch: epoch + 1,
-                        start_ns: now,
-                        cpu_ns: cpu_now,
-                        done: self.completions,
+                        settle_ns,
                         sums,
-                    };
-                    return self.trial_modes(question, epoch + 1);
+                        epoch + 1,
+                        now,
+                        cpu_now,
+                        before,
+                    );
                 }
                 let rate = |(ios, cpu, ns): (u64, u64, u64)| {
                     (ios > 0).then(|| (ios as f64 * 1e9 / ns as f64, cpu as f64 / ios as f64))
@@ -229,13 +304,19 @@ impl Judge {
                     // Away from the first mode, says one trial: ask a second before believing
                     // it. (Staying away, or coming back to it, needs no second opinion.)
                     self.confirming = true;
-                    return self.start_trial(question, now, cpu_now);
+                    let before = self.trial_modes(question, epoch);
+                    return self.start_trial(question, now, cpu_now, before, settle_ns);
                 }
                 self.confirming = false;
                 self.verdicts[question as usize] = first;
                 self.next = question.other();
                 self.state = State::Settled {
-                    until_ns: now + SETTLED_NS,
+                    until_ns: now
+                        + if settle_ns > 0 {
+                            PINNED_SETTLED_NS
+                        } else {
+                            SETTLED_NS
+                        },
                 };
                 self.verdicts
             }
@@ -263,8 +344,6 @@ fn first_mode_pays(first: (f64, f64), other: (f64, f64)) -> bool {
 mod tests {
     use super::*;
 
-    const TRIAL_NS: u64 = TRIAL.len() as u64 * EPOCH_NS;
-
     /// One epoch's (IOs, CPU ns) at `iops` and `us` of CPU per IO.
     fn epoch(iops: u64, us: f64) -> (u64, u64) {
         let ios = iops * EPOCH_NS / 1_000_000_000;
@@ -272,49 +351,136 @@ mod tests {
     }
 
     /// A device whose epochs give `first` (IOPS, us of CPU per IO) in the first mode of
-    /// `question` and `other` in the other, whatever the other question's mode.
+    /// `question` and `other` in the other, whatever the other question's mode and however
+    /// long ago it changed.
     fn device(
         q: Question,
         first: (u64, f64),
         other: (u64, f64),
-    ) -> impl Fn(Modes) -> (u64, u64) + Copy {
-        move |m: Modes| {
+    ) -> impl Fn(Modes, u64) -> (u64, u64) + Copy {
+        move |m: Modes, _since: u64| {
             let (iops, us) = if m[q as usize] { first } else { other };
             epoch(iops, us)
         }
     }
 
-    /// Drive a judge through one trial starting at `start`, each epoch adding the figures
-    /// `device` gives for its modes. Checks that exactly the question asked changes, in ABBA
-    /// order, and returns it with the modes right after the trial.
+    /// Drive a judge through one trial from `*t` in steps of half an epoch, each step adding
+    /// half of what `device` gives for an epoch in its modes, `since` they last changed (ns).
+    /// Checks that only the question asked changes, in ABBA order, and that an epoch after a
+    /// switch is measured only once the trial's settle time has passed; leaves `*t` at the
+    /// trial's end and returns its question and the modes right after it.
     fn trial(
         j: &mut Judge,
-        start: u64,
+        t: &mut u64,
         deep: bool,
-        device: impl Fn(Modes) -> (u64, u64),
+        device: impl Fn(Modes, u64) -> (u64, u64),
     ) -> (Question, Modes) {
         let cpu = std::cell::Cell::new(0u64);
         let before = j.verdicts;
-        let mut now = start;
-        let mut modes = j.modes(now, deep, || cpu.get());
-        let State::Trial { question, .. } = j.state else {
-            panic!("a trial starts at {start}: {:?}", j.state)
+        let mut modes = j.modes(*t, deep, || cpu.get());
+        let State::Trial {
+            question,
+            settle_ns,
+            ..
+        } = j.state
+        else {
+            panic!("a trial starts at {t}: {:?}", j.state)
         };
         let q = question as usize;
-        let mut asked = vec![];
-        for _ in 0..TRIAL.len() {
+        let mut changed_at = if modes == before { 0 } else { *t };
+        // (epoch, its mode, ns in that mode when its measurement began)
+        let mut measured: Vec<(usize, bool, u64)> = vec![];
+        loop {
             assert_eq!(modes[1 - q], before[1 - q], "the other verdict holds");
-            asked.push(modes[q]);
-            let (ios, ns) = device(modes);
-            j.completions += ios;
-            cpu.set(cpu.get() + ns);
-            now += EPOCH_NS / 2;
-            assert_eq!(j.modes(now, deep, || cpu.get()), modes, "mid-epoch");
-            now += EPOCH_NS / 2;
-            modes = j.modes(now, deep, || cpu.get());
+            if let State::Trial {
+                epoch,
+                settled: true,
+                ..
+            } = j.state
+            {
+                if measured.last().is_none_or(|m| m.0 != epoch) {
+                    measured.push((epoch, modes[q], *t - changed_at));
+                }
+            }
+            let (ios, ns) = device(modes, *t - changed_at);
+            j.completions += ios / 2;
+            cpu.set(cpu.get() + ns / 2);
+            *t += EPOCH_NS / 2;
+            let next = j.modes(*t, deep, || cpu.get());
+            if next != modes {
+                changed_at = *t;
+            }
+            modes = next;
+            let over = match j.state {
+                State::Settled { .. } => true,
+                State::Trial { epoch, .. } => measured.last().is_some_and(|m| epoch < m.0),
+            };
+            if over {
+                break;
+            }
         }
+        let epochs: Vec<usize> = measured.iter().map(|m| m.0).collect();
+        assert_eq!(epochs, (0..TRIAL.len()).collect::<Vec<_>>());
+        let asked: Vec<bool> = measured.iter().map(|m| m.1).collect();
         assert_eq!(asked, TRIAL, "epochs in ABBA order");
+        for w in measured.windows(2).filter(|w| w[0].1 != w[1].1) {
+            assert!(
+                w[1].2 >= settle_ns,
+                "epoch {} measured {} ns in",
+                w[1].0,
+                w[1].2
+            );
+        }
         (question, modes)
+    }
+
+    /// When the judge's settled period ends.
+    fn settled_until(j: &Judge) -> u64 {
+        let State::Settled { until_ns } = j.state else {
+            panic!("settled: {:?}", j.state)
+        };
+        until_ns
+    }
+
+    /// Pinned 4 KiB QD1 on the RAM disk: spinning 125k IOPS at 7.0 us of CPU per IO; asleep
+    /// 130k at 3.2 us, but 94k at 4.4 us for up to 330 ms after spinning, while the device's
+    /// worker stays on the CPU spinning had pushed it to.
+    fn lagging(m: Modes, since: u64) -> (u64, u64) {
+        if m[Question::Spin as usize] {
+            epoch(125_000, 7.0)
+        } else if since < 330_000_000 {
+            epoch(94_000, 4.4)
+        } else {
+            epoch(130_000, 3.2)
+        }
+    }
+
+    #[test]
+    fn a_pinned_thread_is_judged_once_the_placement_has_followed_the_mode() {
+        let mut j = Judge::new(0).pinned();
+        let mut t = FIRST_TRIAL_NS;
+        let (q, modes) = trial(&mut j, &mut t, false, lagging);
+        assert_eq!((q, modes[0]), (Question::Spin, true), "not yet believed");
+        let (_, modes) = trial(&mut j, &mut t, false, lagging);
+        assert_eq!(modes, [false, true], "it sleeps");
+        assert_eq!(settled_until(&j) - t, PINNED_SETTLED_NS);
+        // With a queue there is nothing to wait for: the batch question is asked at once.
+        t = settled_until(&j);
+        let qd32 = device(Question::Batch, (330_000, 1.4), (234_000, 2.2));
+        let (q, _) = trial(&mut j, &mut t, true, qd32);
+        assert_eq!(q, Question::Batch);
+        assert_eq!(settled_until(&j) - t, SETTLED_NS);
+    }
+
+    #[test]
+    fn an_unpinned_thread_is_judged_at_once() {
+        // The same device measured at once: 94k against 125k keeps spinning (33% more IOPS
+        // for 59% more CPU per IO), and trials come every SETTLED_NS.
+        let mut j = Judge::new(0);
+        let mut t = FIRST_TRIAL_NS;
+        let (_, modes) = trial(&mut j, &mut t, false, lagging);
+        assert_eq!(modes, [true, true]);
+        assert_eq!(settled_until(&j) - t, SETTLED_NS);
     }
 
     #[test]
@@ -330,28 +496,26 @@ mod tests {
         // 4 KiB QD1 with the device's completion work on the engine's CPU: spinning loses IOPS.
         // One trial saying so starts a second at once; the thread sleeps when that agrees.
         let qd1 = device(Question::Spin, (70_000, 7.4), (85_000, 5.3));
-        let (q, modes) = trial(&mut j, t, false, qd1);
+        let (q, modes) = trial(&mut j, &mut t, false, qd1);
         assert_eq!((q, modes[0]), (Question::Spin, true), "not yet believed");
-        t += TRIAL_NS;
-        let (q, modes) = trial(&mut j, t, false, qd1);
+        let (q, modes) = trial(&mut j, &mut t, false, qd1);
         assert_eq!((q, modes), (Question::Spin, [false, true]));
-        t += TRIAL_NS;
-        assert_eq!(j.modes(t + SETTLED_NS - 1, false, || 0), [false, true]);
-        t += SETTLED_NS;
+        t = settled_until(&j);
+        assert_eq!(j.modes(t - 1, false, || 0), [false, true]);
         // Open loop: the same IOPS either way; spinning costs more CPU per IO.
         let open = device(Question::Spin, (20_000, 36.0), (20_100, 20.0));
         assert_eq!(
-            trial(&mut j, t, false, open).1,
+            trial(&mut j, &mut t, false, open).1,
             [false, true],
             "no confirming"
         );
-        t += TRIAL_NS + SETTLED_NS;
+        t = settled_until(&j);
         // 4 KiB QD32 on the VM's RAM disk: 263k IOPS at 3.4 us spinning, 238k at 2.3 us asleep.
         let qd32 = device(Question::Spin, (263_000, 3.4), (238_000, 2.3));
-        assert_eq!(trial(&mut j, t, false, qd32).1, [true, true]);
-        t += TRIAL_NS + SETTLED_NS;
+        assert_eq!(trial(&mut j, &mut t, false, qd32).1, [true, true]);
+        t = settled_until(&j);
         // An idle device: nothing to judge by, spinning is left to the poller.
-        assert_eq!(trial(&mut j, t, false, |_| (0, 0)).1, [true, true]);
+        assert_eq!(trial(&mut j, &mut t, false, |_, _| (0, 0)).1, [true, true]);
     }
 
     #[test]
@@ -361,39 +525,39 @@ mod tests {
         // A virtio disk at 4 KiB QD32: spinning buys nothing, batches lose a fifth of the IOPS.
         let virtio = device(Question::Batch, (65_000, 4.0), (82_000, 4.2));
         // With a queue the batch question comes first.
-        let (q, _) = trial(&mut j, t, true, virtio);
+        let (q, _) = trial(&mut j, &mut t, true, virtio);
         assert_eq!(q, Question::Batch);
-        t += TRIAL_NS;
-        let (q, modes) = trial(&mut j, t, true, virtio);
+        let (q, modes) = trial(&mut j, &mut t, true, virtio);
         assert_eq!((q, modes), (Question::Batch, [true, false]), "confirmed");
-        t += TRIAL_NS;
-        assert_eq!(j.modes(t + SETTLED_NS - 1, true, || 0), [true, false]);
-        t += SETTLED_NS;
+        t = settled_until(&j);
+        assert_eq!(j.modes(t - 1, true, || 0), [true, false]);
         // Then the spin question, with IOs submitted one by one meanwhile: the same IOPS and
         // CPU either way, and a tie keeps spinning allowed.
-        let (q, modes) = trial(&mut j, t, true, virtio);
+        let (q, modes) = trial(&mut j, &mut t, true, virtio);
         assert_eq!((q, modes), (Question::Spin, [true, false]));
-        t += TRIAL_NS + SETTLED_NS;
+        t = settled_until(&j);
         // The device changes: batches now pay (a loop device whose worker shares the CPU).
         // A trial for the first mode is believed at once.
         let ram = device(Question::Batch, (330_000, 1.4), (234_000, 2.2));
-        assert_eq!(trial(&mut j, t, true, ram), (Question::Batch, [true, true]));
-        t += TRIAL_NS + SETTLED_NS;
+        assert_eq!(
+            trial(&mut j, &mut t, true, ram),
+            (Question::Batch, [true, true])
+        );
+        t = settled_until(&j);
         // A noisy trial against spinning, outvoted by the second.
         trial(
             &mut j,
-            t,
+            &mut t,
             true,
             device(Question::Spin, (266_000, 3.2), (275_000, 2.0)),
         );
-        t += TRIAL_NS;
         assert!(
             matches!(j.state, State::Trial { epoch: 0, .. }),
             "confirming"
         );
         let spin_pays = device(Question::Spin, (300_000, 3.1), (228_000, 2.5));
         assert_eq!(
-            trial(&mut j, t, true, spin_pays),
+            trial(&mut j, &mut t, true, spin_pays),
             (Question::Spin, [true, true])
         );
     }

@@ -170,7 +170,13 @@ impl UringBackend {
             ring,
             poll,
             poller: Poller::default(),
-            judge: Judge::new(monotonic_ns()),
+            // A thread pinned to one CPU (the plan's `cpus`; it pins itself before this) judges
+            // spinning once the kernel's placement has followed the mode (judge.rs SETTLE_NS).
+            judge: if crate::affinity::allowed_cpus().is_ok_and(|c| c.len() == 1) {
+                Judge::new(monotonic_ns()).pinned()
+            } else {
+                Judge::new(monotonic_ns())
+            },
             modes: [true, true],
             mode_time: ModeTime::default(),
             inflight: 0,
