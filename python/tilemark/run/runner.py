@@ -27,6 +27,7 @@ from tilemark.console import say
 from tilemark.errors import RunError, UsageError
 from tilemark.hist import Histogram
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
+from tilemark.options.parsers import cpu_list
 from tilemark.run import datareduction, pertarget
 from tilemark.run.live import LiveDisplay, stream_groups
 from tilemark.run.outcome import RunOutcome
@@ -95,7 +96,7 @@ def _describe(compiled: dict[str, Any], infos: list[targets.TargetInfo]) -> str:
         where = f"{len(infos)} targets: {shown}, {mode}"
     listed = compiled.get("cpus") or []  # thread i runs on listed[i % len]
     cpus = sorted({listed[i % len(listed)] for i in range(compiled["threads"])} if listed else [])
-    pinned = f" on CPU{'s' if len(cpus) > 1 else ''} {','.join(map(str, cpus))}" if cpus else ""
+    pinned = f" on CPU{'s' if len(cpus) > 1 else ''} {cpu_list(cpus)}" if cpus else ""
 
     return (
         f"{count} stream{'s' if count != 1 else ''} on {where}, backend {compiled['backend']}, "

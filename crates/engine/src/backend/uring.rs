@@ -229,13 +229,9 @@ impl UringBackend {
     /// The submission queue is full: hand its requests to the kernel, or with SQPOLL wait until
     /// the kernel's thread has taken some.
     fn make_room(&mut self) -> io::Result<()> {
-        if self.sqpoll {
-            self.ring.submit()?;
-            if self.ring.submission().is_full() {
-                self.ring.submitter().squeue_wait()?;
-            }
-        } else {
-            self.ring.submit()?;
+        self.ring.submit()?;
+        if self.sqpoll && self.ring.submission().is_full() {
+            self.ring.submitter().squeue_wait()?;
         }
         Ok(())
     }
@@ -478,10 +474,10 @@ impl Backend for UringBackend {
             if self.arm_timer(deadline)? {
                 // One system call submits, runs completion work, and sleeps only if nothing
                 // has completed; the timeout request bounds the sleep.
-                let pending = self.ring.submission().len() as u32;
                 if self.sqpoll {
                     ok_or_interrupted(self.ring.submit_and_wait(1))?;
                 } else {
+                    let pending = self.ring.submission().len() as u32;
                     // SAFETY: as in submit_pending.
                     ok_or_interrupted(unsafe { self.enter(pending, 1) })?;
                 }
