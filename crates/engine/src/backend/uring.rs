@@ -262,15 +262,6 @@ impl UringBackend {
     /// when it failed; the request completes with the sync_file_range.
     fn push_synced_write(&mut self, req: &IoReq) -> io::Result<()> {
         let fd = types::Fixed(req.file);
-        // Both in one submission: a link whose second entry is left for the next submission
-        // ends with the first, and the sync could run before the write.
-        let free = {
-            let sq = self.ring.submission();
-            sq.capacity() - sq.len()
-        };
-        if free < 2 {
-            self.make_room()?;
-        }
         let write = opcode::Write::new(fd, req.buf, req.len)
             .offset(req.offset)
             .ioprio(req.ioprio)
@@ -287,8 +278,30 @@ impl UringBackend {
             self.leads.resize(at + 1, Lead::None);
         }
         self.leads[at] = Lead::Pending(req.len);
-        self.push(&write)?;
-        self.push(&sync)
+        // Both in one submission: a link whose second entry is left for the next submission
+        // ends with the first, and the sync could run before the write.
+        self.push_linked(&[write, sync])
+    }
+
+    /// Push a chain (each entry but the last flagged IO_LINK) in one piece: the queue's tail
+    /// moves once, past all of it, so neither a submission nor the SQPOLL thread can take the
+    /// chain's head without its rest. Two pushes published the write alone, and the SQPOLL
+    /// thread could take it before the sync_file_range was there, ending the link.
+    fn push_linked(&mut self, entries: &[squeue::Entry]) -> io::Result<()> {
+        loop {
+            let mut sq = self.ring.submission();
+            if sq.capacity() - sq.len() >= entries.len() {
+                // SAFETY: as `push`: every buffer an entry names lives until its completion.
+                let pushed = unsafe { sq.push_multiple(entries) };
+                return pushed.map_err(|_| io::Error::other("submission queue full"));
+            }
+            drop(sq);
+            self.make_room()?;
+            if self.sqpoll {
+                // room for one entry is not room for the chain: wait until the thread took more
+                self.ring.submitter().squeue_wait()?;
+            }
+        }
     }
 
     /// Make `file`'s uncached writes one way whatever the probe says (tests).
