@@ -233,6 +233,18 @@ def test_bad_input_is_one_sentence_exit_2_and_nothing_written(
     assert not out.exists()
 
 
+def test_a_max_capacity_below_the_areas_themselves_is_refused(tmp_path, db_trace):
+    # --max-capacity shrinks the gaps between areas; areas larger than it are one sentence,
+    # exit 2, nothing written (a profile larger than asked for would fail at its target)
+    trace, _ = db_trace(seconds=2)
+    out = tmp_path / "db.toml"
+    with pytest.raises(UsageError, match=r"--max-capacity 1 MiB is below the .* use at least"):
+        learn(LearnOptions(traces=(trace,), output=out, max_capacity=1 << 20))
+    assert not out.exists()
+    learn(LearnOptions(traces=(trace,), output=out, max_capacity=1 << 40))
+    assert out.exists()
+
+
 def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path, db_trace):
     trace, _ = db_trace(seconds=3)
     out = tmp_path / "mine.toml"

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tilemark.errors import UsageError
 from tilemark.learn import placement
 from tilemark.learn.traces import Columns
+from tilemark.units import format_size
 
 MIN_STREAM_IOS = 20
 MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest join the nearest kept one
@@ -423,6 +425,15 @@ def _position(model: Model, compact: bool, max_capacity: int | None = None) -> N
         # the gaps between areas shrink in proportion until the whole fits (at least
         # end to end: the areas themselves keep their fitted sizes)
         sizes = sum(a.length for a in order)
+        if sizes > max_capacity:
+            # the gaps cannot make up for it: a profile larger than asked for would be
+            # refused later, by a target that has no room for it
+            need = -(-sizes // placement.REGION) * placement.REGION
+            raise UsageError(
+                f"--max-capacity {format_size(max_capacity)} is below the {format_size(sizes)} "
+                f"the trace's {len(order)} area(s) take end to end at their fitted sizes; use "
+                f"at least {format_size(need)}."
+            )
         gaps = at - sizes
         factor = max(0.0, (max_capacity - sizes) / gaps) if gaps else 0.0
         at = 0
