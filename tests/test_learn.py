@@ -24,11 +24,18 @@ GIB = 1 << 30
 
 
 def _db_trace(
-    path: Path, *, seconds: float = 10.0, devices: tuple[str, ...] = ("7:3",), log_pids: int = 1
+    path: Path,
+    *,
+    seconds: float = 10.0,
+    devices: tuple[str, ...] = ("7:3",),
+    log_pids: int = 1,
+    fsyncs: bool = False,
 ) -> dict:
     """A database on one device: backends reading 8 KiB pages at random (Zipf-skewed) from a
     1 GiB table, a log writer appending 16 KiB sync writes each followed by a flush, and
-    kworker writing pages back asynchronously in batches. Returns what was put in."""
+    kworker writing pages back asynchronously in batches; with `fsyncs`, a checkpointer's
+    fsync of the table every second (16 random 8 KiB sync writes 200 ns apart, then a flush).
+    Returns what was put in."""
     rng = np.random.default_rng(5)
     rows: list[tuple] = []
     span = int(seconds * 1e9)
@@ -61,6 +68,15 @@ def _db_trace(
             tj = base + j * 20_000
             rows.append((tj, tj + 5 * MS, "write", off, 8192, False, 300 + k % 3, "kworker/u8:1"))
             wb += 1
+    fsynced = 0
+    for k in range(int(seconds) if fsyncs else 0):
+        base = k * 1000 * MS + 501 * MS
+        for j in range(16):
+            off = int(rng.integers(0, GIB // 8192)) * 8192
+            tj = base + j * 200
+            rows.append((tj, tj + 4 * MS, "write", off, 8192, True, 400, "postgres"))
+            fsynced += 1
+        rows.append((base + 5 * MS, base + 6 * MS, "flush", 0, 0, False, 400, "postgres"))
     rows.sort()
     cols = {
         "issue_ns": [r[0] for r in rows],
@@ -75,7 +91,8 @@ def _db_trace(
     }
     with TraceWriter(path, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
         w.write(cols)
-    return {"reads": reads, "log": log, "writeback": wb, "span_s": rows[-1][0] / 1e9}
+    return {"reads": reads, "log": log, "writeback": wb, "fsynced": fsynced,
+            "span_s": rows[-1][0] / 1e9}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +175,31 @@ def test_a_database_trace_learns_its_reader_log_and_writeback_streams(tmp_path, 
     assert src["rows"] == put["reads"] + 2 * put["log"] + put["writeback"]
     assert doc["learned"]["model_bytes"] == len(out.read_bytes())
     assert result.model_bytes < result.trace_bytes
+
+
+def test_a_files_fsync_is_a_stream_of_its_own_due_at_once_and_flushed_once(tmp_path, db_trace):
+    # The checkpointer's fsyncs: runs of 16 random sync writes dispatched 200 ns apart, then
+    # one flush. They are not the log's (sequential, a flush after each write): a stream of
+    # their own, in batches of 16 due at once, an fdatasync after each 16 writes.
+    trace, put = db_trace(seconds=10, fsyncs=True)
+    out = tmp_path / "db.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    profile = load_profile(str(out))
+    by = {s.name: s.table for s in profile.streams}
+    assert set(by) == {"postgres_read", "postgres_log", "postgres_filesync", "kworker_writeback"}
+    fs = by["postgres_filesync"]
+    assert fs["rw"] == "randwrite" and fs["bs"] == "8k"
+    # 16 per run, 10 runs: 150 gaps inside, 9 pauses (as for the writeback above)
+    runs = put["fsynced"] / 16
+    assert fs["batch"] == pytest.approx((put["fsynced"] - 1) / (runs - 1), rel=0.01)
+    assert "batch_gap" not in fs  # 200 ns apart: due at once
+    assert fs["sync"] == "fdatasync:16"
+    rates = {k: v["iops"] for k, v in profile.rates().items()}
+    assert rates["postgres_filesync"] == pytest.approx(put["fsynced"] / put["span_s"], rel=0.01)
+    # the log keeps its own: sequential, every write flushed, its writes only
+    assert by["postgres_log"]["pattern"] == "sequential"
+    assert by["postgres_log"]["sync"] == "fdatasync:group"
+    assert rates["postgres_log"] == pytest.approx(put["log"] / put["span_s"], rel=0.01)
 
 
 def test_the_rate_knob_scales_every_learned_stream(learned_db):

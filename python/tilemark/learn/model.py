@@ -4,9 +4,13 @@ and per stream what moves storage (docs/learn.md has what each profile key is fi
 Streams. Every read or write is keyed by its process family (the comm without its instance
 suffix: `kworker/u8:2` -> kworker, `jbd2/loop3-8` -> jbd2) and its kind: a read, a write the
 kernel marked sync (written for an fsync, O_DIRECT, O_DSYNC: an application waiting for it), or
-an async write (page-cache writeback). A database's backends thus give a `postgres_read`
-stream, its WAL writes a `postgres_log` stream, the flusher threads a `kworker_writeback`
-stream and the ext4 journal a `jbd2_journal` stream, whatever the pids. Keys with too few IOs
+an async write (page-cache writeback). Sync writes a process's fsync wrote back, dispatched
+together (FILESYNC_RUN of them or more, each within FILESYNC_GAP_NS of the one before, not all
+one contiguous write), are a kind of their own: a file's fsync, not a log's write and flush.
+A database's backends thus give a `postgres_read` stream, its WAL writes a `postgres_log`
+stream, its checkpointer's fsyncs of the data files a `postgres_filesync` stream, the flusher
+threads a `kworker_writeback` stream and the ext4 journal a `jbd2_journal` stream, whatever
+the pids. Keys with too few IOs
 to fit (below MIN_STREAM_IOS) join the largest stream of the same kind, else the largest one.
 Flushes belong to the stream whose sync writes they follow (the same process), else the
 largest sync-write stream.
@@ -34,6 +38,14 @@ BATCH_CV = 1.2  # inter-arrival CV from which Poisson arrivals come in batches
 MAX_BATCH = 1000.0
 QD_PERCENTILE = 90
 SKIP_SHARE = 0.3  # IOs a skip must place (share of the stream) to be learned
+# A file's fsync: sync writes of one process family dispatched back to back (the kernel's
+# plug of the file's dirty pages). PostgreSQL's checkpointer fsyncs a data file: runs of 31-32
+# 8 KiB writes 130 ns apart, then one flush; its WAL writes come one at a time.
+FILESYNC_RUN = 4
+FILESYNC_GAP_NS = 1_000
+# Batched IOs closer than this came to the device together: the engine makes them due at
+# once (one submission, dispatched back to back) rather than timing gaps it cannot time.
+AT_ONCE_S = 1e-6
 
 
 @dataclass
@@ -55,6 +67,7 @@ class StreamModel:
     fua_share: float = 0.0
     sync_share: float = 0.0
     flushes: int = 0
+    runs: int = 0  # filesync: the runs of writes dispatched together (one fsync each)
     qd: int | None = None
     arrival: str = "poisson"
     batch: float = 1.0  # mean IOs per batch of arrivals
@@ -113,9 +126,31 @@ def families(comms: np.ndarray) -> np.ndarray:
     return np.array([family(c) for c in distinct], dtype=object)[index.reshape(-1)]
 
 
-def _kind_of(ops: np.ndarray, sync: np.ndarray, fua: np.ndarray, fam: np.ndarray) -> np.ndarray:
+def _kind_of(cols: Columns, fam: np.ndarray) -> np.ndarray:
+    ops, sync, fua = cols.op, cols.sync, cols.fua
     kind = np.where(ops == "read", "read", np.where(sync | fua, "syncwrite", "writeback"))
-    return np.where((fam == "jbd2") & (ops == "write"), "journal", kind).astype(object)
+    kind = np.where((fam == "jbd2") & (ops == "write"), "journal", kind).astype(object)
+    kind[_filesync_writes(cols, fam, kind)] = "filesync"
+    return kind
+
+
+def _filesync_writes(cols: Columns, fam: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Sync writes a file's fsync wrote back (module doc): runs of FILESYNC_RUN or more of a
+    family's sync writes, each dispatched within FILESYNC_GAP_NS of the one before, that are
+    not one contiguous write the block layer split."""
+    out = np.zeros(len(kind), dtype=bool)
+    for f in np.unique(fam[kind == "syncwrite"]):
+        idx = np.flatnonzero((kind == "syncwrite") & (fam == f))  # in issue order
+        if len(idx) < FILESYNC_RUN:
+            continue
+        close = np.diff(cols.issue[idx]) <= FILESYNC_GAP_NS
+        touching = cols.offset[idx[1:]] == cols.offset[idx[:-1]] + cols.size[idx[:-1]]
+        # runs of consecutive close gaps: [start, end) over idx
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], close.astype(np.int8), [0]))))
+        for a, b in zip(edges[::2], edges[1::2], strict=True):
+            if b - a + 1 >= FILESYNC_RUN and not touching[a:b].all():
+                out[idx[a : b + 1]] = True
+    return out
 
 
 def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | None, float]:
@@ -211,7 +246,10 @@ def _hyperexponential(gaps: np.ndarray) -> tuple[float, float] | None:
     batch = 1.0 / (1.0 - q)
     if batch <= 1.01:
         return None
-    return round(min(batch, MAX_BATCH), 2), float(f"{g1:.3g}")
+    # IOs closer than a microsecond reached the device together (a plug dispatched): due at
+    # once, they go to the kernel in one submission and are dispatched so
+    gap = 0.0 if g1 < AT_ONCE_S else float(f"{g1:.3g}")
+    return round(min(batch, MAX_BATCH), 2), gap
 
 
 def _name(fam: str, kind: str, seq_pct: float) -> str:
@@ -255,6 +293,8 @@ def _fit_stream(
             # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
             m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
     m.writeback = kind_k == "writeback"
+    if kind_k == "filesync":
+        m.runs = 1 + int((gaps > FILESYNC_GAP_NS).sum())
     comp = cols.complete[mask]
     finite = np.isfinite(comp)
     if finite.sum() >= MIN_STREAM_IOS:
@@ -285,7 +325,7 @@ def build(cols: Columns, *, compact: bool = False, max_capacity: int | None = No
     """Split the IOs into streams and fit each stream (module doc)."""
     data = cols.data
     fam = families(cols.comm)
-    kind = _kind_of(cols.op, cols.sync, cols.fua, fam)
+    kind = _kind_of(cols, fam)
     keys = np.where(data, fam + "|" + kind, "")
     uniq, counts = np.unique(keys[data], return_counts=True)
     sizes_by_key = dict(zip(uniq.tolist(), counts.tolist(), strict=True))
@@ -296,8 +336,14 @@ def build(cols: Columns, *, compact: bool = False, max_capacity: int | None = No
         if n >= MIN_STREAM_IOS:
             merged[key] = key
             continue
-        same = [k for k, m in sizes_by_key.items() if k.split("|")[1] == key.split("|")[1]]
-        big = max(same, key=lambda k: sizes_by_key[k])
+        fam_k, kind_k = key.split("|")
+        if kind_k == "filesync":
+            kind_k = "syncwrite"  # a few fsynced writes join their family's sync writes
+            if sizes_by_key.get(f"{fam_k}|syncwrite", 0) >= MIN_STREAM_IOS:
+                merged[key] = f"{fam_k}|syncwrite"
+                continue
+        same = [k for k in sizes_by_key if k.split("|")[1] == kind_k]
+        big = max(same or [key], key=lambda k: sizes_by_key[k])
         merged[key] = big if sizes_by_key[big] >= MIN_STREAM_IOS else largest
     stream_of = np.array([merged.get(k, "") for k in keys], dtype=object)
     span_s = cols.span_ns / 1e9
@@ -336,12 +382,21 @@ def _assign_flushes(model: Model, cols: Columns, fam: np.ndarray) -> None:
     # A stream carries sync writes by its kind, or because a family's few sync writes (below
     # MIN_STREAM_IOS) joined one of its other streams: its flushes still follow them there.
     syncers = [
-        s for s in writers if s.kind in ("syncwrite", "journal") or s.sync_share > 0
+        s for s in writers if s.kind in ("syncwrite", "journal", "filesync") or s.sync_share > 0
     ] or writers
     for f, n in zip(*np.unique(fam[is_flush], return_counts=True), strict=True):
-        own = [s for s in syncers if s.comm == f]
-        target = max(own or syncers, key=lambda s: s.ios)
-        target.flushes += int(n)
+        # a family without sync writes of its own (the kernel's flush machinery issues
+        # flushes from kworker on this machine) gives its flushes to every sync writer
+        own = [s for s in syncers if s.comm == f] or syncers
+        n = int(n)
+        # a file's fsync flushes once after its run of writes; the other flushes follow the
+        # other sync writes (a log's)
+        for fs in (s for s in own if s.kind == "filesync"):
+            take = min(n, fs.runs - fs.flushes)
+            fs.flushes += take
+            n -= take
+        rest = [s for s in own if s.kind != "filesync"] or own
+        max(rest, key=lambda s: s.ios).flushes += n
     for s in writers:
         if s.flushes:
             writes = s.ios * (1 - s.read_pct / 100)
