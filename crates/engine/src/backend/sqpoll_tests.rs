@@ -33,18 +33,15 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn reads_queued_faster_than_the_kernel_thread_takes_them_all_complete_with_their_data() {
-    let blocks = 40;
-    let (path, file) = blocks_file(blocks);
-    // 4 in flight at most: a ring of 16 entries, filled with 40 requests before any wait.
-    let mut b = UringBackend::with_sqpoll(&[file.as_raw_fd()], 4, Duration::ZERO, true).unwrap();
-    let mut bufs = vec![vec![0xffu8; BS]; blocks];
+/// Queue `op` of block i from `bufs[i]` for every block, 4 in flight at most (a ring of 16
+/// entries, filled before any wait), then submit until all completed: (request, result),
+/// sorted.
+fn queue_all_then_reap(b: &mut UringBackend, op: Op, bufs: &mut [Vec<u8>]) -> Vec<(u64, i32)> {
     for (i, buf) in bufs.iter_mut().enumerate() {
         b.queue(IoReq {
             user_data: i as u64,
             file: 0,
-            op: Op::Read,
+            op,
             buf: buf.as_mut_ptr(),
             len: BS as u32,
             offset: (i * BS) as u64,
@@ -55,18 +52,29 @@ fn reads_queued_faster_than_the_kernel_thread_takes_them_all_complete_with_their
     let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
     let mut out: Vec<Completion> = Vec::new();
     let deadline = monotonic_ns() + 10_000_000_000;
-    while out.len() < blocks && monotonic_ns() < deadline {
+    while out.len() < bufs.len() && monotonic_ns() < deadline {
         b.submit(&mut out, Some(clock.now() + 10_000_000), &clock)
             .unwrap();
     }
+    let mut done: Vec<(u64, i32)> = out.iter().map(|c| (c.user_data, c.result)).collect();
+    done.sort_unstable();
+    done
+}
+
+#[test]
+fn reads_queued_faster_than_the_kernel_thread_takes_them_all_complete_with_their_data() {
+    let blocks = 40;
+    let (path, file) = blocks_file(blocks);
+    // 4 in flight at most: a ring of 16 entries, filled with 40 requests before any wait.
+    let mut b = UringBackend::with_sqpoll(&[file.as_raw_fd()], 4, Duration::ZERO, true).unwrap();
+    let mut bufs = vec![vec![0xffu8; BS]; blocks];
+    let done = queue_all_then_reap(&mut b, Op::Read, &mut bufs);
     // The kernel's submission thread names itself once it runs.
     assert!(
         thread_names().iter().any(|n| n.starts_with("iou-sqp-")),
         "the kernel's submission thread: {:?}",
         thread_names()
     );
-    let mut done: Vec<(u64, i32)> = out.iter().map(|c| (c.user_data, c.result)).collect();
-    done.sort_unstable();
     let expected: Vec<(u64, i32)> = (0..blocks as u64).map(|i| (i, BS as i32)).collect();
     assert_eq!(done, expected);
     for (i, buf) in bufs.iter().enumerate() {
@@ -79,37 +87,17 @@ fn reads_queued_faster_than_the_kernel_thread_takes_them_all_complete_with_their
 #[test]
 fn linked_uncached_writes_queued_faster_than_the_thread_takes_them_complete_whole() {
     // Uncached writes made as a write and a sync_file_range, linked (a file that refuses
-    // RWF_DONTCACHE, as tmpfs does): 40 of them, 80 entries, into a ring of 16 before any wait.
+    // RWF_DONTCACHE, as tmpfs does): 24 of them, 48 entries, into a ring of 16 before any wait.
     // Each request completes once with the write's byte count, and the file holds the data:
     // a link the SQPOLL thread took apart would leave a sync_file_range on its own or a write
     // whose completion has no request.
-    let blocks = 40;
+    let blocks = 24; // a file of its own: blocks_file names it by its size
     let (path, _) = blocks_file(blocks);
     let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     let mut b = UringBackend::with_sqpoll(&[file.as_raw_fd()], 4, Duration::ZERO, true).unwrap();
     b.set_uncached(0, super::UncachedKind::SyncRange);
     let mut bufs: Vec<Vec<u8>> = (0..blocks).map(|i| vec![!(i as u8); BS]).collect();
-    for (i, buf) in bufs.iter_mut().enumerate() {
-        b.queue(IoReq {
-            user_data: i as u64,
-            file: 0,
-            op: Op::WriteUncached,
-            buf: buf.as_mut_ptr(),
-            len: BS as u32,
-            offset: (i * BS) as u64,
-            ioprio: 0,
-        })
-        .unwrap();
-    }
-    let clock = RunClock::monotonic(monotonic_ns(), 0, None, 1_000_000_000);
-    let mut out: Vec<Completion> = Vec::new();
-    let deadline = monotonic_ns() + 10_000_000_000;
-    while out.len() < blocks && monotonic_ns() < deadline {
-        b.submit(&mut out, Some(clock.now() + 10_000_000), &clock)
-            .unwrap();
-    }
-    let mut done: Vec<(u64, i32)> = out.iter().map(|c| (c.user_data, c.result)).collect();
-    done.sort_unstable();
+    let done = queue_all_then_reap(&mut b, Op::WriteUncached, &mut bufs);
     let expected: Vec<(u64, i32)> = (0..blocks as u64).map(|i| (i, BS as i32)).collect();
     assert_eq!(done, expected);
     drop(b);
