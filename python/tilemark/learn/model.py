@@ -10,10 +10,10 @@ one contiguous write), are a kind of their own: a file's fsync, not a log's writ
 A database's backends thus give a `postgres_read` stream, its WAL writes a `postgres_log`
 stream, its checkpointer's fsyncs of the data files a `postgres_filesync` stream, the flusher
 threads a `kworker_writeback` stream and the ext4 journal a `jbd2_journal` stream, whatever
-the pids. Keys with too few IOs
-to fit (below MIN_STREAM_IOS) join the largest stream of the same kind, else the largest one.
-Flushes belong to the stream whose sync writes they follow (the same process), else the
-largest sync-write stream.
+the pids. Keys with too few IOs to fit (below MIN_STREAM_IOS) join the largest stream of the
+same kind, else the largest one (a few file-sync writes join their family's sync writes).
+Flushes belong to the sync writers of the process family that issued them, else to every sync
+writer: a file-sync stream takes one per run of writes, the largest other stream the rest.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def _hyperexponential(gaps: np.ndarray) -> tuple[float, float] | None:
     if batch <= 1.01:
         return None
     # IOs closer than a microsecond reached the device together (a plug dispatched): due at
-    # once, they go to the kernel in one submission and are dispatched so
+    # once, they go to the kernel in one submission and reach the device back to back too
     gap = 0.0 if g1 < AT_ONCE_S else float(f"{g1:.3g}")
     return round(min(batch, MAX_BATCH), 2), gap
 
@@ -490,7 +490,7 @@ def _position(model: Model, compact: bool, max_capacity: int | None = None) -> N
                 f"at least {format_size(need)}."
             )
         gaps = at - sizes
-        factor = max(0.0, (max_capacity - sizes) / gaps) if gaps else 0.0
+        factor = (max_capacity - sizes) / gaps if gaps else 0.0  # sizes fit: factor >= 0
         at = 0
         prev_end = None
         for a in order:
