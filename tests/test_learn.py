@@ -14,9 +14,10 @@ import pytest
 
 from tilemark.cli import main
 from tilemark.errors import UsageError
-from tilemark.learn import LearnOptions, learn, placement
+from tilemark.learn import LearnOptions, learn, model, placement
 from tilemark.learn.traces import fingerprint
 from tilemark.trace.schema import TraceMeta, TraceWriter
+from tilemark.units import parse_size_mix
 from tilemark.workload.apps import load_profile
 
 MS = 1_000_000
@@ -382,6 +383,70 @@ def test_a_log_written_by_several_sessions_is_a_group_commit_log(tmp_path, db_tr
     assert streams["postgres_log"].table["sync"] == "fdatasync:group"
     assert streams["postgres_read"].qd <= 3  # other streams keep what the device saw (p90)
     assert "join the next write and flush" in out.read_text()
+
+
+def _group_log_trace(path: Path, *, commits: float, seconds: float = 20.0) -> dict:
+    """A database's log under group commit: Poisson commits of 8 KiB each, written in rounds
+    of a write (1 ms) and its flush (1 ms); the commits that came while a round was in flight
+    go in the next one, one write from the first's offset to the last's end (the engine's
+    worker/group.rs). The trace has the rounds only, as a block trace would."""
+    rng = np.random.default_rng(11)
+    arrivals = np.cumsum(rng.exponential(1e9 / commits, size=int(commits * seconds * 1.2)))
+    arrivals = arrivals[arrivals < seconds * 1e9].astype(np.int64)
+    rows: list[tuple] = []
+    at, i, offset = 0, 0, 0
+    while i < len(arrivals):
+        start = max(at, int(arrivals[i]))
+        k = max(1, int(np.searchsorted(arrivals, start, side="right")) - i)
+        size = 8192 * k
+        rows.append((start, start + MS, "write", offset, size, True, 200 + i % 4, "postgres"))
+        rows.append((start + MS, start + 2 * MS, "flush", 0, 0, False, 200, "postgres"))
+        offset += size
+        at, i = start + 2 * MS, i + k
+    cols = {
+        "issue_ns": [r[0] for r in rows],
+        "complete_ns": [r[1] for r in rows],
+        "op": [r[2] for r in rows],
+        "offset": [r[3] for r in rows],
+        "size": [r[4] for r in rows],
+        "sync": [r[5] for r in rows],
+        "pid": [r[6] for r in rows],
+        "comm": [r[7] for r in rows],
+        "device": ["7:3"] * len(rows),
+    }
+    with TraceWriter(path, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
+        w.write(cols)
+    span = rows[-2][0] / 1e9
+    return {"commits": len(arrivals) / span, "rounds": len(rows) / 2 / span,
+            "bytes": 8192 * len(arrivals) / span}  # fmt: skip
+
+
+def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path):
+    # 500 commits a second grouped by rounds of 2 ms: the trace shows about 365 writes a
+    # second. Learned as 365 commits a second, the engine would group those again (about 300
+    # rounds): the stream's rate is the commit rate whose rounds come as often as the trace's.
+    trace = tmp_path / "log.parquet"
+    put = _group_log_trace(trace, commits=500)
+    assert put["rounds"] < 0.8 * put["commits"]  # the trace is grouped
+    out = tmp_path / "log.toml"
+    learn(LearnOptions(traces=(trace,), output=out, unit="tps=500"))
+    profile = load_profile(str(out))
+    (log,) = profile.streams
+    assert log.table["sync"] == "fdatasync:group" and log.table["arrival"] == "poisson"
+    rate = profile.rates()[log.name]["iops"]
+    assert rate == pytest.approx(put["commits"], rel=0.05)
+    # the engine's rounds at that rate, a write and flush taking 2 ms: the trace's
+    assert model.round_rate(rate, np.array([2e-3])) == pytest.approx(put["rounds"], rel=0.01)
+    # each commit writes its share of a round's bytes: the log's bytes a second are kept
+    assert log.table["bs"] == "8k"  # each commit its 8 KiB, as put in
+    mix = parse_size_mix(log.table["bs"], "bs")
+    per_commit = sum(b * w for b, w in mix) / sum(w for _, w in mix)
+    assert rate * per_commit == pytest.approx(put["bytes"], rel=0.1)
+    doc = tomllib.loads(out.read_text())
+    assert doc["learned"]["stream"][log.name]["rounds_iops"] == pytest.approx(put["rounds"], 0.01)
+    assert "to a round" in out.read_text()
+    # the application's unit counts the profile's IOs (commits): 500 tps is the profile's rate
+    assert doc["scale"]["ios_per_tps"] == pytest.approx(rate / 500, rel=1e-4)
 
 
 def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():

@@ -158,8 +158,8 @@ def render(
     lines += ["", "[scale]", "rate = 1                      # multiplier of every learned rate"]
     if unit is not None:
         lines.append(
-            f"ios_per_{unit[0]} = {ios_per:.6g}   # IOs per {unit[0]} in the trace "
-            f"({model.rate_iops:.6g} IOPS at {unit[1]:g} {unit[0]}/s)"
+            f"ios_per_{unit[0]} = {ios_per:.6g}   # the profile's IOs per {unit[0]} at the "
+            f"trace's load ({model.rate_iops:.6g} IOPS at {unit[1]:g} {unit[0]}/s)"
         )
     for s in model.streams:
         region = bounds[s.area]
@@ -214,6 +214,8 @@ def render(
             "flushes": s.flushes,
             "interarrival_cv": round(s.interarrival_cv, 3),
         }
+        if s.rounds_iops is not None:
+            info["rounds_iops"] = round(s.rounds_iops, 3)
         if s.latency_p99_ms is not None:
             info["latency_p99_ms"] = round(s.latency_p99_ms, 3)
         for k, v in info.items():

@@ -162,6 +162,29 @@ fn a_log_that_rewrites_its_last_page_writes_each_page_once_per_round() {
 }
 
 #[test]
+fn poisson_commits_give_the_round_rate_tilemark_learn_inverts() {
+    // `tilemark learn` turns a group-commit log's traced writes (rounds) into the Poisson
+    // commit rate whose rounds come as often (learn/model.py `round_rate`): a round and the
+    // wait after it take S + E[exp(-rate S)] / rate. 500 commits a second, a write and a
+    // flush of 1 ms each (S = 2 ms): 1 / (2 ms + exp(-1) / 500) = 365.6 rounds a second.
+    let extra = serde_json::json!({"arrival": {"kind": "open", "dist": "poisson",
+        "rate_iops": 500.0}});
+    let mut ran = log_of(extra, 500.0, group(), MS, 20);
+    let rounds = ran.requests.iter().filter(|r| r.0 == Op::Write).count() as f64 / 20.0;
+    let s: f64 = 2e-3;
+    let expected = 1.0 / (s + (-500.0 * s).exp() / 500.0);
+    assert!(
+        (rounds / expected - 1.0).abs() < 0.03,
+        "{rounds} rounds a second, {expected} expected"
+    );
+    let commits = ran.stats.op(OpKind::Write).ops as f64 / 20.0;
+    assert!(
+        (commits / 500.0 - 1.0).abs() < 0.03,
+        "{commits} commits a second"
+    );
+}
+
+#[test]
 fn a_log_without_group_commit_falls_behind_where_the_group_keeps_up() {
     // The same log, each commit written and flushed on its own at QD1: 5 ms each, so 200 a
     // second, and the commits due behind them wait longer and longer.
