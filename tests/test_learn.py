@@ -385,7 +385,9 @@ def test_a_log_written_by_several_sessions_is_a_group_commit_log(tmp_path, db_tr
     assert "join the next write and flush" in out.read_text()
 
 
-def _group_log_trace(path: Path, *, commits: float, seconds: float = 20.0) -> dict:
+def _group_log_trace(
+    path: Path, *, commits: float, seconds: float = 20.0, sessions: int = 4
+) -> dict:
     """A database's log under group commit: Poisson commits of 8 KiB each, written in rounds
     of a write (1 ms) and its flush (1 ms); the commits that came while a round was in flight
     go in the next one, one write from the first's offset to the last's end (the engine's
@@ -399,7 +401,8 @@ def _group_log_trace(path: Path, *, commits: float, seconds: float = 20.0) -> di
         start = max(at, int(arrivals[i]))
         k = max(1, int(np.searchsorted(arrivals, start, side="right")) - i)
         size = 8192 * k
-        rows.append((start, start + MS, "write", offset, size, True, 200 + i % 4, "postgres"))
+        pid = 200 + i % sessions
+        rows.append((start, start + MS, "write", offset, size, True, pid, "postgres"))
         rows.append((start + MS, start + 2 * MS, "flush", 0, 0, False, 200, "postgres"))
         offset += size
         at, i = start + 2 * MS, i + k
@@ -447,6 +450,19 @@ def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path):
     assert "to a round" in out.read_text()
     # the application's unit counts the profile's IOs (commits): 500 tps is the profile's rate
     assert doc["scale"]["ios_per_tps"] == pytest.approx(rate / 500, rel=1e-4)
+
+
+def test_a_log_one_process_wrote_keeps_its_writes_as_its_commits(tmp_path):
+    # the same rounds from one process: one transaction at a time, none waits with another
+    trace = tmp_path / "log.parquet"
+    put = _group_log_trace(trace, commits=500, sessions=1)
+    out = tmp_path / "log.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    profile = load_profile(str(out))
+    (log,) = profile.streams
+    assert log.table["sync"] == "fdatasync:group"
+    assert profile.rates()[log.name]["iops"] == pytest.approx(put["rounds"], rel=0.01)
+    assert "to a round" not in out.read_text()
 
 
 def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():

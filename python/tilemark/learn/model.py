@@ -452,8 +452,12 @@ def _commits(s: StreamModel, cols: Columns, mask: np.ndarray) -> None:
     the stream's rate becomes the Poisson commit rate whose rounds, each taking a write and
     its flush as long as the trace's did, come as often as the trace's writes, and each
     commit writes its share of a round's bytes (its advance scaled, the rewritten page
-    kept). A log whose rounds did not follow each other (each commit a round of its own) is
-    left as it is."""
+    kept). A log whose rounds did not follow each other (each commit a round of its own), or
+    that one process wrote, is left as it is."""
+    if s.pids < 2:
+        # one process commits one transaction at a time: nothing of its waits with another,
+        # its writes back to back are its commits (SQLite's loop)
+        return
     writes = np.flatnonzero(mask & (cols.op == "write") & np.isfinite(cols.complete))
     flushes = np.flatnonzero((cols.op == "flush") & np.isfinite(cols.complete))
     if len(writes) < MIN_STREAM_IOS or len(flushes) == 0:
