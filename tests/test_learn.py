@@ -465,6 +465,24 @@ def test_a_log_one_process_wrote_keeps_its_writes_as_its_commits(tmp_path):
     assert "to a round" not in out.read_text()
 
 
+def test_a_size_mix_keeps_the_bytes_of_its_rare_sizes():
+    # RocksDB-like: most IOs 4 to 64 KiB, and compaction writes of 300 sizes from 256 KiB to
+    # 4 MiB, none of them 0.5% of the IOs, carrying most of the bytes
+    rng = np.random.default_rng(3)
+    small = rng.choice(
+        [4096, 8192, 16384, 32768, 65536], size=20_000, p=[0.4, 0.3, 0.15, 0.1, 0.05]
+    )
+    large = (rng.integers(64, 1024, size=3_000) * 4096).astype(np.int64)
+    odd = np.full(150, 12288 + 4096 * 3)  # a rare size between two kept ones: 24 KiB
+    sizes = np.concatenate([small, large, odd])
+    mix = model._size_mix(sizes)
+    assert sum(w for _, w in mix) == pytest.approx(1.0)
+    assert len(mix) <= model.MAX_SIZES + 1
+    mean = sum(b * w for b, w in mix)
+    assert mean == pytest.approx(sizes.mean(), rel=0.01)  # joined to 64 KiB: a fifth of it
+    assert {4096, 8192, 16384, 32768, 65536} <= {b for b, _ in mix}
+
+
 def test_trace_columns_read_from_buffers_equal_arrow_s_own_conversion():
     # tilemark.trace.columns reads Arrow buffers itself (Arrow's to_numpy imports pandas):
     # sliced chunks, nulls filled, booleans and dictionaries give what Arrow gives

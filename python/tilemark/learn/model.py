@@ -18,6 +18,7 @@ writer: a file-sync stream takes one per run of writes, the largest other stream
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from tilemark.learn.traces import Columns
 from tilemark.units import format_size
 
 MIN_STREAM_IOS = 20
-MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest join the nearest kept one
+MAX_SIZES = 12  # distinct sizes kept in a stream's mix; the rest are shared out (_size_mix)
 MIN_SIZE_SHARE = 0.005
 SEQUENTIAL_PCT = 98.0  # a stream this sequential is written as a sequential stream
 POISSON_CV = 0.7  # inter-arrival CV from which arrivals are Poisson rather than constant
@@ -186,17 +187,39 @@ def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | Non
 
 
 def _size_mix(sizes: np.ndarray) -> list[tuple[int, float]]:
+    """The stream's sizes: up to MAX_SIZES that have MIN_SIZE_SHARE of its IOs each, and the
+    others' IOs shared between the kept sizes around them so that both the IOs and their
+    bytes stay (a size below the smallest kept one joins it). The sizes above the largest
+    kept one become one more size, their mean: RocksDB's compaction writes come in many
+    sizes, each rare, and carry much of its bytes (joined to the nearest kept size on a log
+    scale, they lost a quarter of its throughput)."""
     values, counts = np.unique(sizes, return_counts=True)
     order = np.argsort(counts)[::-1]
     total = counts.sum()
-    kept = [int(values[i]) for i in order[:MAX_SIZES] if counts[i] / total >= MIN_SIZE_SHARE]
+    kept = sorted(int(values[i]) for i in order[:MAX_SIZES] if counts[i] / total >= MIN_SIZE_SHARE)
     if not kept:
         kept = [int(values[order[0]])]
     weight = dict.fromkeys(kept, 0.0)
-    logs = np.log2(np.array(kept, dtype=np.float64))
+    tail: list[tuple[int, int]] = []
     for v, c in zip(values.tolist(), counts.tolist(), strict=True):
-        nearest = kept[int(np.argmin(np.abs(logs - math.log2(max(v, 1)))))]
-        weight[nearest] += c / total
+        share = c / total
+        j = bisect.bisect_left(kept, v)
+        if j < len(kept) and kept[j] == v:
+            weight[v] += share
+        elif j == 0:
+            weight[kept[0]] += share
+        elif j == len(kept):
+            tail.append((v, c))
+        else:
+            lo, hi = kept[j - 1], kept[j]
+            weight[lo] += share * (hi - v) / (hi - lo)
+            weight[hi] += share * (v - lo) / (hi - lo)
+    if tail:
+        n = sum(c for _, c in tail)
+        unit = max(math.gcd(*(v for v, _ in tail)), 512)
+        mean = sum(v * c for v, c in tail) / n
+        size = max(int(round(mean / unit)) * unit, kept[-1])
+        weight[size] = weight.get(size, 0.0) + n / total
     return sorted(((s, w) for s, w in weight.items() if w > 0), key=lambda sw: -sw[1])
 
 
