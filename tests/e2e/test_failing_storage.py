@@ -205,3 +205,43 @@ def test_sigterm_ends_a_run_on_a_device_that_stopped_answering(tmp_path):
     (run_json,) = runs.glob("*/run.json")
     stored = json.loads(run_json.read_text())
     assert stored["status"] == "hung" and "never completed" in stored["error"]
+
+
+def test_a_failed_io_quotes_what_the_kernel_logged_about_the_device(tmp_path, capsys):
+    """A loop device over failing storage: the kernel logs each failed request ("I/O error,
+    dev loopN, sector S op 0x0:(READ)"); the run's error quotes the first of those it logged
+    while the run ran, and run.json keeps them (summary.telemetry.kernel)."""
+    import json
+    import subprocess
+    from pathlib import Path
+
+    trigger = tmp_path / "inject"
+    args = ("error-pread=EIO", "error-pread-rate=5%", f"error-file={trigger}")
+    with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
+        made = subprocess.run(
+            ["losetup", "--find", "--show", "--direct-io=on", str(disk)],
+            capture_output=True,
+            text=True,
+        )
+        if made.returncode != 0:
+            pytest.skip(f"cannot set up a loop device: {made.stderr.strip()}")
+        loop = made.stdout.strip()
+        try:
+            _errors_once_running(trigger, tmp_path / "r")
+            status, out, err = _cli(
+                capsys, "run", "--target", loop, "--destroy-data", loop, "--rw", "randread",
+                "--qd", "4", "--duration", "5", "--json", "--results", str(tmp_path / "r"),
+            )  # fmt: skip
+        finally:
+            subprocess.run(["losetup", "-d", loop], check=False)
+    assert status == 1, err
+    doc = json.loads(out)
+    stored = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
+    assert stored["status"] == "errors"
+    name = Path(loop).name
+    kernel = stored["summary"]["telemetry"]["kernel"]
+    assert kernel["count"] >= 1
+    assert all(name in m["message"] for m in kernel["messages"]), kernel
+    assert any(f"I/O error, dev {name}," in m["message"] for m in kernel["messages"]), kernel
+    assert "the kernel logged" in stored["error"] and f"dev {name}," in stored["error"]
+    assert f"dev {name}," in err and "Traceback" not in err

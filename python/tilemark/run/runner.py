@@ -24,7 +24,7 @@ from tilemark import engine, heap, targets
 from tilemark.analysis.changepoints import ChangeTracker
 from tilemark.analysis.qos import WindowFeed
 from tilemark.console import say
-from tilemark.errors import RunError, UsageError
+from tilemark.errors import RunError, UsageError, excerpt
 from tilemark.hist import Histogram
 from tilemark.interrupts import INTERRUPTS, Interrupted, SignalStopper, status_of
 from tilemark.options.parsers import cpu_list
@@ -40,6 +40,7 @@ from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.targets import data as targetdata
 from tilemark.targets import verification
+from tilemark.telemetry import kmsg
 from tilemark.telemetry import prometheus as metrics
 from tilemark.telemetry import sampler as tm
 from tilemark.trace.accuracy import failure as replay_failure
@@ -293,6 +294,9 @@ def run_plan(
         summary["issue_lateness"] = lateness_summary(lateness)
         summary["hosts"] = summary["cluster"] = None  # one host (cluster/hosts.py: many)
         summary["telemetry"] = tm.summarize_telemetry(summary, telemetry.totals, telemetry.devices)
+        kernel = kmsg.summary(telemetry.kernel_records)
+        if kernel is not None:
+            summary["telemetry"]["kernel"] = kernel
         summary["tool_bound"] = tm.tool_bound(summary, summary["telemetry"]["host"])
         summary["overhead"] = tool_overhead(
             summary,
@@ -472,7 +476,8 @@ def storage_verdict(
                 f"outstanding {first.get('age_ns', 0) / 1e9:.1f} s"
             )
         more = f" (+{len(hung) - 1} more)" if len(hung) > 1 else ""
-        return "hung", f"{max(len(hung), 1)} IO(s) never completed{shown}{more}"
+        why = f"{max(len(hung), 1)} IO(s) never completed{shown}{more}"
+        return "hung", why + kernel_said(summary)
     data = verification.verdict(summary)
     if data is not None:
         return "data-errors", data
@@ -486,8 +491,20 @@ def storage_verdict(
         why = f"{total['errors']:,} IOs failed ({named})"
         if result.get("stop_reason") == "errors":
             why += "; the run stopped when they exceeded --max-errors"
-        return "errors", why
+        return "errors", why + kernel_said(summary)
     return None, None
+
+
+def kernel_said(summary: dict[str, Any]) -> str:
+    """What the kernel logged about the run's devices, for a storage failure's sentence: how
+    many messages, and the first (run.json keeps the first KEEP: summary.telemetry.kernel)."""
+    kernel = (summary.get("telemetry") or {}).get("kernel") or {}
+    messages = kernel.get("messages") or []
+    if not messages:
+        return ""
+    n = int(kernel.get("count") or len(messages))
+    first = excerpt(str(messages[0]["message"]), 160)
+    return f"; the kernel logged {n:,} message(s) about its devices, the first: {first}"
 
 
 class Polled(NamedTuple):

@@ -369,12 +369,31 @@ class DeviceTotals(_Struct):
     util_pct: float | None = None
 
 
+class KernelMessage(_Struct):
+    """A kernel log record about one of the run's devices or target files (telemetry/
+    kmsg.py): seconds since boot, level (0 emergency .. 7 debug), its first line."""
+
+    t_s: float
+    level: int
+    message: str
+
+
+class KernelMessages(_Struct):
+    """run.json `summary.telemetry.kernel`: what the kernel logged about the run's devices
+    while it ran (present when it logged anything): how many, and the first 20."""
+
+    count: int
+    messages: list[KernelMessage]
+
+
 class SummaryTelemetry(_Struct):
-    """run.json `summary.telemetry`: devices, front end vs back end, host totals."""
+    """run.json `summary.telemetry`: devices, front end vs back end, host totals, kernel
+    messages."""
 
     devices: list[DeviceTotals] | None = None
     front_vs_back: list[FrontBack] | None = None
     host: dict[str, Any] | None = None
+    kernel: KernelMessages | None = None
 
 
 class HostCpu(_Struct):

@@ -44,7 +44,7 @@ from typing import Any
 import pyarrow as pa
 
 from tilemark.store.layout import SCHEMA_VERSION, VERSION_KEY
-from tilemark.telemetry import envinfo
+from tilemark.telemetry import envinfo, kmsg
 
 PROC_DISKSTATS = Path("/proc/diskstats")
 PROC_STAT = Path("/proc/stat")
@@ -375,6 +375,14 @@ class Telemetry:
                     "not in /proc/diskstats"
                 )
         self._devs &= set(first)
+        # the kernel's messages about these devices (and the target files) from now on
+        self.kernel = kmsg.KernelLog(
+            [d["name"] for d in self.devices], [d["dev"] for d in self.devices], target_paths
+        )
+        self.kernel.start()
+        if self.kernel.note:
+            self.notes.append(self.kernel.note)
+        self.kernel_records: list[kmsg.Record] = []
         self.devices = [d for d in self.devices if d["dev"] in self._devs]
         if read_cpu() is None:
             self.notes.append("host CPU telemetry unavailable: /proc/stat cannot be read")
@@ -437,12 +445,14 @@ class Telemetry:
                 boundary = self._after(boundary)
 
     def stop(self) -> None:
-        """Stop sampling and take the closing sample of the run's last interval."""
+        """Stop sampling and take the closing sample of the run's last interval; read what
+        the kernel said about the devices meanwhile (kernel_records)."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
             self._thread = None
             self._take()
+        self.kernel_records += self.kernel.read()
 
     # rows
 
