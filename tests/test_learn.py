@@ -79,6 +79,14 @@ def _db_trace(
             fsynced += 1
         rows.append((base + 5 * MS, base + 6 * MS, "flush", 0, 0, False, 400, "postgres"))
     rows.sort()
+    _write_rows(path, rows, devices)
+    return {"reads": reads, "log": log, "writeback": wb, "fsynced": fsynced,
+            "span_s": rows[-1][0] / 1e9}  # fmt: skip
+
+
+def _write_rows(path: Path, rows: list[tuple], devices: tuple[str, ...] = ("7:3",)) -> None:
+    """A trace of (issue, complete, op, offset, size, sync, pid, comm) rows, in issue order;
+    the devices taken in turn."""
     cols = {
         "issue_ns": [r[0] for r in rows],
         "complete_ns": [r[1] for r in rows],
@@ -92,8 +100,6 @@ def _db_trace(
     }
     with TraceWriter(path, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
         w.write(cols)
-    return {"reads": reads, "log": log, "writeback": wb, "fsynced": fsynced,
-            "span_s": rows[-1][0] / 1e9}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -406,19 +412,7 @@ def _group_log_trace(
         rows.append((start + MS, start + 2 * MS, "flush", 0, 0, False, 200, "postgres"))
         offset += size
         at, i = start + 2 * MS, i + k
-    cols = {
-        "issue_ns": [r[0] for r in rows],
-        "complete_ns": [r[1] for r in rows],
-        "op": [r[2] for r in rows],
-        "offset": [r[3] for r in rows],
-        "size": [r[4] for r in rows],
-        "sync": [r[5] for r in rows],
-        "pid": [r[6] for r in rows],
-        "comm": [r[7] for r in rows],
-        "device": ["7:3"] * len(rows),
-    }
-    with TraceWriter(path, TraceMeta(source="synthetic", device="/dev/loop3")) as w:
-        w.write(cols)
+    _write_rows(path, rows)
     span = rows[-2][0] / 1e9
     return {"commits": len(arrivals) / span, "rounds": len(rows) / 2 / span,
             "bytes": 8192 * len(arrivals) / span}  # fmt: skip

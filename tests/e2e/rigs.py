@@ -44,6 +44,16 @@ def loop_device(image: Path, size: int) -> Iterator[str]:
         pytest.skip("losetup not installed")
     with open(image, "wb") as f:
         f.truncate(size)
+    with loop_over(image) as dev:
+        yield dev
+
+
+@contextlib.contextmanager
+def loop_over(image: Path) -> Iterator[str]:
+    """A loop device over an existing file (direct IO to it): a nbdfuse disk, an image."""
+    need_root()
+    if not shutil.which("losetup"):
+        pytest.skip("losetup not installed")
     out = subprocess.run(
         ["losetup", "--find", "--show", "--direct-io=on", str(image)],
         capture_output=True,

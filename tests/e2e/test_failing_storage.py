@@ -7,7 +7,7 @@ import time
 import pytest
 
 from .engine_helpers import MiB, plan, run, stream
-from .rigs import failing_storage
+from .rigs import failing_storage, loop_over
 
 pytestmark = [pytest.mark.root, pytest.mark.nbd, pytest.mark.cost(30)]
 
@@ -212,28 +212,16 @@ def test_a_failed_io_quotes_what_the_kernel_logged_about_the_device(tmp_path, ca
     dev loopN, sector S op 0x0:(READ)"); the run's error quotes the first of those it logged
     while the run ran, and run.json keeps them (summary.telemetry.kernel)."""
     import json
-    import subprocess
     from pathlib import Path
 
     trigger = tmp_path / "inject"
     args = ("error-pread=EIO", "error-pread-rate=5%", f"error-file={trigger}")
-    with failing_storage(tmp_path / "mnt", "32M", *args) as disk:
-        made = subprocess.run(
-            ["losetup", "--find", "--show", "--direct-io=on", str(disk)],
-            capture_output=True,
-            text=True,
-        )
-        if made.returncode != 0:
-            pytest.skip(f"cannot set up a loop device: {made.stderr.strip()}")
-        loop = made.stdout.strip()
-        try:
-            _errors_once_running(trigger, tmp_path / "r")
-            status, out, err = _cli(
-                capsys, "run", "--target", loop, "--destroy-data", loop, "--rw", "randread",
-                "--qd", "4", "--duration", "5", "--json", "--results", str(tmp_path / "r"),
-            )  # fmt: skip
-        finally:
-            subprocess.run(["losetup", "-d", loop], check=False)
+    with failing_storage(tmp_path / "mnt", "32M", *args) as disk, loop_over(disk) as loop:
+        _errors_once_running(trigger, tmp_path / "r")
+        status, out, err = _cli(
+            capsys, "run", "--target", loop, "--destroy-data", loop, "--rw", "randread",
+            "--qd", "4", "--duration", "5", "--json", "--results", str(tmp_path / "r"),
+        )  # fmt: skip
     assert status == 1, err
     doc = json.loads(out)
     stored = json.loads((Path(doc["run_dir"]) / "run.json").read_text())
