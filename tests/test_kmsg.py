@@ -81,3 +81,25 @@ def test_messages_logged_while_reading_are_read_from_the_kernel_log(tmp_path):
     ]
     summary = kmsg.summary(log.read() or [kmsg.Record(1.0, 3, "x")])
     assert summary == {"count": 1, "messages": [{"t_s": 1.0, "level": 3, "message": "x"}]}
+
+
+def test_a_storage_failure_quotes_the_first_message_of_one_host_or_of_a_cluster_s():
+    from tilemark.run.runner import kernel_said
+
+    msg = {"t_s": 1.0, "level": 3, "message": "I/O error, dev loop1, sector 8 op 0x0:(READ)"}
+    one = {"telemetry": {"kernel": {"count": 3, "messages": [msg]}}}
+    assert kernel_said(one) == (
+        "; the kernel logged 3 message(s) about its devices, the first: "
+        "I/O error, dev loop1, sector 8 op 0x0:(READ)"
+    )
+    cluster = {
+        "telemetry": None,
+        "hosts": [
+            {"name": "a", "telemetry": {"devices": []}},
+            {"name": "b", "telemetry": {"kernel": {"count": 2, "messages": [msg]}}},
+        ],
+    }
+    assert kernel_said(cluster).endswith(
+        "2 message(s) about its devices, the first: b: I/O error, dev loop1, sector 8 op 0x0:(READ)"
+    )
+    assert kernel_said({"telemetry": {"devices": []}}) == ""

@@ -28,6 +28,7 @@ from tilemark.run.summary import summarize
 from tilemark.targets import data as targetdata
 from tilemark.targets import sets as targetset
 from tilemark.targets.spec import TargetSpec
+from tilemark.telemetry import kmsg
 from tilemark.telemetry import sampler as tm
 
 
@@ -165,6 +166,9 @@ class HostAgent:
                 out["telemetry"] = tm.summarize_telemetry(
                     own, self.telemetry.totals, self.telemetry.devices
                 )
+                kernel = kmsg.summary(self.telemetry.kernel_records)
+                if kernel is not None:
+                    out["telemetry"]["kernel"] = kernel
             out["telemetry_notes"] = list(self.telemetry.notes)
         for index, t in enumerate((self.plan or {}).get("targets") or []):
             journal = (t.get("verify") or {}).get("journal")

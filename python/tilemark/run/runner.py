@@ -498,12 +498,19 @@ def storage_verdict(
 def kernel_said(summary: dict[str, Any]) -> str:
     """What the kernel logged about the run's devices, for a storage failure's sentence: how
     many messages, and the first (run.json keeps the first KEEP: summary.telemetry.kernel)."""
-    kernel = (summary.get("telemetry") or {}).get("kernel") or {}
-    messages = kernel.get("messages") or []
-    if not messages:
+    # one host's run: summary.telemetry; a cluster's: each host's (summary.hosts[].telemetry)
+    places = [("", summary.get("telemetry"))] + [
+        (f"{h.get('name')}: ", h.get("telemetry")) for h in summary.get("hosts") or []
+    ]
+    n, first = 0, ""
+    for where, telemetry in places:
+        kernel = (telemetry or {}).get("kernel") or {}
+        messages = kernel.get("messages") or []
+        if messages:
+            n += int(kernel.get("count") or len(messages))
+            first = first or where + excerpt(str(messages[0]["message"]), 160)
+    if not n:
         return ""
-    n = int(kernel.get("count") or len(messages))
-    first = excerpt(str(messages[0]["message"]), 160)
     return f"; the kernel logged {n:,} message(s) about its devices, the first: {first}"
 
 
