@@ -232,4 +232,9 @@ def test_a_failed_io_quotes_what_the_kernel_logged_about_the_device(tmp_path, ca
     assert all(name in m["message"] for m in kernel["messages"]), kernel
     assert any(f"I/O error, dev {name}," in m["message"] for m in kernel["messages"]), kernel
     assert "the kernel logged" in stored["error"] and f"dev {name}," in stored["error"]
-    assert f"dev {name}," in err and "Traceback" not in err
+    assert f"kernel: I/O error, dev {name}," in err and "Traceback" not in err
+    # the report lists them
+    report = tmp_path / "report.html"
+    assert _cli(capsys, "report", doc["run_id"], "--results", str(tmp_path / "r"),
+                "-o", str(report))[0] == 0  # fmt: skip
+    assert f"I/O error, dev {name}," in report.read_text()

@@ -25,6 +25,7 @@ from tilemark.options.typed import DEFAULT_RESULTS  # noqa: E402, F401  (one def
 # Exit statuses (docs/results-schema.md): 0 ok, 1 a run failed, 2 bad input, 3 QoS failed,
 # 128 + signal when interrupted.
 EXIT_QOS = 3
+KERNEL_SHOWN = 5  # kernel messages printed after a run; run.json and the report keep 20
 
 
 def argv_of(ctx: typer.Context) -> list[str]:
@@ -108,6 +109,11 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(f"data written: {datareduction.describe(reduction)}", markup=False)
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
+    kernel = (outcome.summary.get("telemetry") or {}).get("kernel") or {}
+    for m in (kernel.get("messages") or [])[:KERNEL_SHOWN]:
+        err.print(f"kernel: {m['message']}", markup=False, soft_wrap=True)
+    if kernel.get("count", 0) > KERNEL_SHOWN:
+        say(err, f"kernel: {kernel['count'] - KERNEL_SHOWN:,} more (run.json, the report)")
     for note in outcome.summary.get("notes") or []:
         if note not in outcome.notes_shown:  # said once, as the run started
             say(err, f"note: {note}")

@@ -277,6 +277,27 @@ def totals_table(summary: results.Summary) -> Table | None:
     )
 
 
+def kernel_table(summary: results.Summary) -> Table | None:
+    """What the kernel logged about the run's devices and files while it ran."""
+    kernel = summary.telemetry.kernel if summary.telemetry else None
+    if kernel is None or not kernel.messages:
+        return None
+    levels = ("emerg", "alert", "crit", "err", "warning", "notice", "info", "debug")
+    cells = [
+        [Cell(f"{m.t_s:.6f}", "num"), Cell(levels[m.level & 7]), Cell(m.message)]
+        for m in kernel.messages
+    ]
+    more = kernel.count - len(kernel.messages)
+    return Table(
+        "kernel",
+        f"The kernel's messages about the run's devices ({kernel.count:,})",
+        ["seconds since boot", "level", "message"],
+        cells,
+        caption="From /dev/kmsg, logged while the run ran and naming one of its devices or "
+        "target files (docs/reliability.md)" + (f"; {more:,} more not kept" if more else "") + ".",
+    )
+
+
 def device_table(summary: results.Summary) -> Table | None:
     """The devices underneath, iostat -x figures over the measurement."""
     devices = (summary.telemetry.devices if summary.telemetry else None) or []
@@ -419,6 +440,7 @@ def telemetry_section(run: RunData, prefix: str = "") -> Section | None:
         totals_table(typed),
         overhead_table(typed),
         device_table(typed),
+        kernel_table(typed),
         interval_table(front, devices),
     )
     for table in tables:
