@@ -418,7 +418,7 @@ def _group_log_trace(
             "bytes": 8192 * len(arrivals) / span}  # fmt: skip
 
 
-def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path):
+def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path, capsys):
     # 500 commits a second grouped by rounds of 2 ms: the trace shows about 365 writes a
     # second. Learned as 365 commits a second, the engine would group those again (about 300
     # rounds): the stream's rate is the commit rate whose rounds come as often as the trace's.
@@ -444,6 +444,9 @@ def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path):
     assert "to a round" in out.read_text()
     # the application's unit counts the profile's IOs (commits): 500 tps is the profile's rate
     assert doc["scale"]["ios_per_tps"] == pytest.approx(rate / 500, rel=1e-4)
+    status, shown, _ = _cli(capsys, "profiles", "show", out)
+    assert status == 0
+    assert f"{log.name}: {rate:.4g} commits a second behind the trace's" in shown
 
 
 def test_a_log_one_process_wrote_keeps_its_writes_as_its_commits(tmp_path):

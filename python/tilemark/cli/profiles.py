@@ -204,6 +204,15 @@ def _provenance(p) -> list[str]:
             out.append(
                 "fidelity: not measured yet (tilemark fidelity TRACE RUN.parquet --record FILE)"
             )
+        rates = {name: r["iops"] for name, r in p.rates().items()}
+        for name, info in (learned.get("stream") or {}).items():
+            rounds = info.get("rounds_iops") if isinstance(info, dict) else None
+            if isinstance(rounds, int | float) and rounds > 0 and name in rates:
+                out.append(
+                    f"{name}: {rates[name]:.4g} commits a second behind the trace's "
+                    f"{rounds:.4g} writes ({rates[name] / rounds:.2f} to a round: group "
+                    "commit, docs/learn.md)"
+                )
         for note in learned.get("notes", []):
             out.append(f"note: {note}")
     for app, table in (p.evidence or {}).items():
