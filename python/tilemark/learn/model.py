@@ -190,9 +190,10 @@ def _size_mix(sizes: np.ndarray) -> list[tuple[int, float]]:
     """The stream's sizes: up to MAX_SIZES that have MIN_SIZE_SHARE of its IOs each, and the
     others' IOs shared between the kept sizes around them so that both the IOs and their
     bytes stay (a size below the smallest kept one joins it). The sizes above the largest
-    kept one become one more size, their mean: RocksDB's compaction writes come in many
-    sizes, each rare, and carry much of its bytes (joined to the nearest kept size on a log
-    scale, they lost a quarter of its throughput)."""
+    kept one become one more size, the one of them nearest their mean: RocksDB's compaction
+    writes come in many sizes, each rare, and carry much of its bytes (joined to the nearest
+    kept size on a log scale, 4-64 KiB IOs with rare ones of 256 KiB-4 MiB kept a fifteenth
+    of their bytes: tests/test_learn.py)."""
     values, counts = np.unique(sizes, return_counts=True)
     order = np.argsort(counts)[::-1]
     total = counts.sum()
@@ -215,10 +216,10 @@ def _size_mix(sizes: np.ndarray) -> list[tuple[int, float]]:
             weight[lo] += share * (hi - v) / (hi - lo)
             weight[hi] += share * (v - lo) / (hi - lo)
     if tail:
+        # one size the trace has (size mix compares exact sizes), the nearest to their mean
         n = sum(c for _, c in tail)
-        unit = max(math.gcd(*(v for v, _ in tail)), 512)
         mean = sum(v * c for v, c in tail) / n
-        size = max(int(round(mean / unit)) * unit, kept[-1])
+        size = min((v for v, _ in tail), key=lambda v: abs(v - mean))
         weight[size] = weight.get(size, 0.0) + n / total
     return sorted(((s, w) for s, w in weight.items() if w > 0), key=lambda sw: -sw[1])
 
@@ -515,14 +516,29 @@ def _commits(s: StreamModel, cols: Columns, mask: np.ndarray) -> None:
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if round_rate(mid, service) < rounds else (lo, mid)
     commits = hi
-    share = rounds / commits
+    s.sizes = _commit_sizes(s, rounds / commits)
+    s.rounds_iops = rounds
+    s.rate_iops = commits
+    s.arrival, s.batch, s.batch_gap_s = "poisson", 1.0, 0.0
+    s.notes.append(
+        f"{commits:.4g} commits a second (Poisson), {commits / rounds:.2f} to a round: "
+        f"grouped while a write and its flush take {mean_ms:.3g} ms on average, as in the "
+        f"trace, they give its {rounds:.4g} writes a second"
+        + (f" (at most {MAX_COMMITS_PER_ROUND:g} to a round)" if capped else "")
+    )
+
+
+def _commit_sizes(s: StreamModel, share: float) -> list[tuple[int, float]]:
+    """A group-commit log's commit sizes from its rounds' (s.sizes), each commit `share` of a
+    round: its advance past the page it rewrites (a constant negative skip) scaled.
+
+    The log's own unit (PostgreSQL's 8 KiB WAL pages): its rounds are whole pages, and so are
+    its commits' advances, each between the two whole numbers of pages around its scaled
+    advance, weighted to keep the mean (rounding 8 KiB advances of 0.5 to 4 KiB lost a sixth
+    of the bytes, and 4 KiB steps made rounds of sizes the trace never had). A log that does
+    not rewrite its last page has no empty commit: advances below one page become one, and
+    the scale shrinks until the mean is kept."""
     overlap = -s.skip[0] if s.skip is not None and s.skip[0] == s.skip[1] < 0 else 0
-    # The log's own unit (PostgreSQL's 8 KiB WAL pages): its rounds are whole pages, and so
-    # are its commits' advances, each between the two whole numbers of pages around its
-    # scaled advance, weighted to keep the mean (rounding 8 KiB advances of 0.5 to 4 KiB lost a
-    # sixth of the bytes, and 4 KiB steps made rounds of sizes the trace never had). A log
-    # that does not rewrite its last page has no empty commit: advances below one page
-    # become one, and the scale shrinks until the mean is kept.
     unit = max(math.gcd(*(size for size, _ in s.sizes)), placement.ALIGN)
     least = 0 if overlap else 1
 
@@ -541,21 +557,11 @@ def _commits(s: StreamModel, cols: Columns, mask: np.ndarray) -> None:
         return sum(w * (b - overlap) for b, w in sizes.items())
 
     target = share * sum(w * max(size - overlap, 0) for size, w in s.sizes)
-    lo_s, hi_s = 0.0, share
+    lo, hi = 0.0, share
     for _ in range(40):
-        mid = (lo_s + hi_s) / 2
-        lo_s, hi_s = (mid, hi_s) if advance(mix(mid)) < target else (lo_s, mid)
-    sizes = mix(lo_s)
-    s.sizes = sorted(((b, round(w, 6)) for b, w in sizes.items()), key=lambda sw: -sw[1])
-    s.rounds_iops = rounds
-    s.rate_iops = commits
-    s.arrival, s.batch, s.batch_gap_s = "poisson", 1.0, 0.0
-    s.notes.append(
-        f"{commits:.4g} commits a second (Poisson), {commits / rounds:.2f} to a round: "
-        f"grouped while a write and its flush take {mean_ms:.3g} ms on average, as in the "
-        f"trace, they give its {rounds:.4g} writes a second"
-        + (f" (at most {MAX_COMMITS_PER_ROUND:g} to a round)" if capped else "")
-    )
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if advance(mix(mid)) < target else (lo, mid)
+    return sorted(((b, round(w, 6)) for b, w in mix(lo).items()), key=lambda sw: -sw[1])
 
 
 def _areas(
