@@ -294,6 +294,18 @@ def test_a_max_capacity_below_the_areas_themselves_is_refused(tmp_path, db_trace
     assert out.exists()
 
 
+def test_areas_spread_wider_than_max_capacity_are_fitted_within_it(tmp_path, db_trace):
+    # the table's pages spread over 1 GiB, the log 1 GiB past it: 256 MiB is room for what
+    # they touched (about 40 MiB), not for their extents; the areas are fitted within it
+    trace, _ = db_trace(seconds=3)
+    out = tmp_path / "db.toml"
+    learn(LearnOptions(traces=(trace,), output=out, max_capacity=256 << 20))
+    doc = tomllib.loads(out.read_text())
+    assert doc["learned"]["capacity"] <= 256 << 20
+    assert any("fitted within --max-capacity" in n for n in doc["learned"]["notes"])
+    assert load_profile(str(out)).streams
+
+
 def test_an_existing_file_not_written_by_tilemark_is_kept(tmp_path, db_trace):
     trace, _ = db_trace(seconds=3)
     out = tmp_path / "mine.toml"

@@ -592,12 +592,25 @@ def _areas(
     for n in names:
         groups.setdefault(root(n), []).append(n)
     by_name = {s.name: s for s in model.streams}
+    extents = []
+    for members in groups.values():
+        obs = [observed[n] for n in members]
+        ends = max(int((o.offsets + o.sizes).max()) for o in obs)
+        extents.append(ends - min(int(o.offsets.min()) for o in obs))
+    # With --max-capacity the areas are fitted within it: each searched up to its share of
+    # the room rather than its whole extent (RocksDB's files spread over a whole filesystem
+    # made areas as large as the device it was traced on, and no profile of it fitted there)
+    scale = 1.0
+    if max_capacity is not None and sum(extents) > max_capacity:
+        scale = max_capacity / sum(extents)
+        model.notes.append(
+            f"areas fitted within --max-capacity: each at most {scale:.0%} of the extent its "
+            "IOs spanned"
+        )
     for index, members in enumerate(groups.values()):
         obs = [observed[n] for n in members]
         offs = np.concatenate([o.offsets for o in obs])
-        ends = np.concatenate([o.offsets + o.sizes for o in obs])
-        extent = int(ends.max() - offs.min())
-        length = placement.fit_area(obs, extent)
+        length = placement.fit_area(obs, int(extents[index] * scale))
         touched = len(placement.touched_blocks(offs, np.concatenate([o.sizes for o in obs])))
         model.areas.append(Area(members, length, touched, first=int(offs.min())))
         for n, o in zip(members, obs, strict=True):
