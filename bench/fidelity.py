@@ -503,6 +503,7 @@ def main() -> int:
     CONTROL_REPS = args.control_reps
     CONTROL_ONLY = args.control_only
     rounds: list[Round] = []
+    failures: list[str] = []
     apps = args.apps.split(",")
     for rep in range(args.reps):
         for app in apps:  # alternate the applications, rep by rep
@@ -523,6 +524,10 @@ def main() -> int:
             except rigs.Unavailable as e:
                 print(f"{app}: unavailable: {e}", file=sys.stderr)
                 continue
+            except RuntimeError as e:  # a step failed: the other rounds are still reported
+                failures.append(f"{app} rep {rep + 1}: {e}")
+                print(f"{app} rep {rep + 1} failed: {e}", file=sys.stderr)
+                continue
             finally:
                 if not args.keep:
                     shutil.rmtree(work, ignore_errors=True)
@@ -530,7 +535,10 @@ def main() -> int:
             print(f"{app} rep {rep + 1}: overall {r.fidelity.get('overall')}", file=sys.stderr)
     stem = args.out or f"{datetime.now():%Y-%m-%d-%H%M%S}-vm-fidelity"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{stem}.md").write_text(report(rounds, args))
+    text = report(rounds, args)
+    if failures:
+        text += "\n## Rounds that failed\n\n" + "".join(f"- {f}\n" for f in failures)
+    (RESULTS / f"{stem}.md").write_text(text)
     (RESULTS / f"{stem}.json").write_text(json.dumps([asdict(r) for r in rounds], indent=1))
     print(RESULTS / f"{stem}.md")
     return 0
