@@ -14,7 +14,7 @@ import pytest
 
 from tilemark.cli import main
 from tilemark.errors import UsageError
-from tilemark.learn import LearnOptions, learn, model, placement
+from tilemark.learn import LearnOptions, commits, learn, model, placement
 from tilemark.learn.traces import fingerprint
 from tilemark.trace.schema import TraceMeta, TraceWriter
 from tilemark.units import parse_size_mix
@@ -445,7 +445,7 @@ def test_a_group_commit_log_is_learned_as_its_commits_not_its_rounds(tmp_path, c
     rate = profile.rates()[log.name]["iops"]
     assert rate == pytest.approx(put["commits"], rel=0.05)
     # the engine's rounds at that rate, a write and flush taking 2 ms: the trace's
-    assert model.round_rate(rate, np.array([2e-3])) == pytest.approx(put["rounds"], rel=0.01)
+    assert commits.round_rate(rate, np.array([2e-3])) == pytest.approx(put["rounds"], rel=0.01)
     # each commit writes its share of a round's bytes: the log's bytes a second are kept
     assert log.table["bs"] == "8k"  # each commit its 8 KiB, as put in
     mix = parse_size_mix(log.table["bs"], "bs")

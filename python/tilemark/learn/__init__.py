@@ -1,8 +1,9 @@
 """`tilemark learn`: a profile that runs in tiles, learned from block traces (docs/learn.md).
 
 traces.py loads the trace(s), model.py splits the IOs into streams and fits each one,
-placement.py fits region sizes and skew by simulating the engine's placement, write.py writes
-the profile. `learn()` is the one entry point the CLI calls.
+commits.py turns a group-commit log's rounds into its commits, placement.py fits region sizes
+and skew by simulating the engine's placement, write.py writes the profile. `learn()` is the
+one entry point the CLI calls.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tilemark.errors import UsageError
-from tilemark.learn import placement
+from tilemark.learn import commits, placement
 from tilemark.learn.traces import Columns
 from tilemark.units import format_size
 
@@ -47,14 +47,6 @@ FILESYNC_GAP_NS = 1_000
 # Batched IOs closer than this came to the device together: the engine makes them due at
 # once (one submission, dispatched back to back) rather than timing gaps it cannot time.
 AT_ONCE_S = 1e-6
-# A group-commit log's commits (_commits): not inverted where its rounds (a write and its
-# flush) followed each other this close to back to back, nor beyond this many per round
-ROUNDS_BUSY = 0.95
-MAX_COMMITS_PER_ROUND = 8.0
-# ...and only where its rounds were grouped: this share of them issued within
-# BACK_TO_BACK_NS of the flush before them completing
-GROUPED_SHARE = 0.1
-BACK_TO_BACK_NS = 200_000
 
 
 @dataclass
@@ -450,7 +442,7 @@ def _assign_flushes(
                     "fdatasync:group: commits due while a write and its flush are in flight "
                     "join the next write and flush, as a database's log does"
                 )
-                _commits(s, cols, masks[s.name])
+                commits.learn(s, cols, masks[s.name], MIN_STREAM_IOS)
             if s.fua_share >= 0.5:
                 s.notes.append(
                     f"{s.fua_share:.0%} of its writes are FUA, written as fdatasync:{every} (one "
@@ -458,110 +450,6 @@ def _assign_flushes(
                 )
         elif s.fua_share >= 0.5:
             s.sync = "dsync"
-
-
-def round_rate(commits: float, service_s: np.ndarray) -> float:
-    """Rounds a second of a group-commit log whose commits arrive as a Poisson process,
-    `commits` a second, each round (a write and its flush) taking one of `service_s` seconds.
-    A round starts when the one before ends if a commit came meanwhile, else at the next
-    commit: a round and the wait after it take E[S] + E[exp(-commits S)] / commits (the
-    engine's worker/group.rs, at any load)."""
-    return 1.0 / (float(service_s.mean()) + float(np.exp(-commits * service_s).mean()) / commits)
-
-
-def _commits(s: StreamModel, cols: Columns, mask: np.ndarray) -> None:
-    """A group-commit log's arrivals are commits, not the device's writes (docs/learn.md,
-    group commit): the trace's writes are the application's rounds, already grouped, and
-    grouping them again at the traced load loses a third of the log's writes and flushes. So
-    the stream's rate becomes the Poisson commit rate whose rounds, each taking a write and
-    its flush as long as the trace's did, come as often as the trace's writes, and each
-    commit writes its share of a round's bytes (its advance scaled, the rewritten page
-    kept). A log whose rounds did not follow each other (each commit a round of its own), or
-    that one process wrote, is left as it is."""
-    if s.pids < 2:
-        # one process commits one transaction at a time: nothing of its waits with another,
-        # its writes back to back are its commits (SQLite's loop)
-        return
-    writes = np.flatnonzero(mask & (cols.op == "write") & np.isfinite(cols.complete))
-    flushes = np.flatnonzero((cols.op == "flush") & np.isfinite(cols.complete))
-    if len(writes) < MIN_STREAM_IOS or len(flushes) == 0:
-        return
-    # each write's round: to the completion of the first flush issued once it completed
-    nxt = np.searchsorted(cols.issue[flushes], cols.complete[writes], side="left")
-    ok = nxt < len(flushes)
-    service = (cols.complete[flushes[nxt[ok]]] - cols.issue[writes[ok]]) / 1e9
-    if len(service) < MIN_STREAM_IOS:
-        return
-    # Grouping shows as rounds back to back: the next write issued as soon as the flush
-    # before it completed (a waiting session woken: PostgreSQL's 30-60 us), 71% of
-    # PostgreSQL's rounds at 385 tps on a 1 ms device. Without it every commit had a round
-    # of its own, and the writes are the commits.
-    gap = cols.issue[writes[ok]][1:] - cols.complete[flushes[nxt[ok]]][:-1]
-    back_to_back = float(((gap >= 0) & (gap <= BACK_TO_BACK_NS)).mean())
-    if back_to_back < GROUPED_SHARE:
-        return
-    rounds = s.rate_iops
-    busy = rounds * float(service.mean())
-    mean_ms = float(service.mean()) * 1e3
-    if busy >= ROUNDS_BUSY:
-        s.notes.append(
-            f"its rounds (a write and its flush, {mean_ms:.3g} ms on average) kept the device "
-            f"{busy:.0%} busy: the commits behind them cannot be told, the writes are its rate"
-        )
-        return
-    lo, hi = rounds, rounds * MAX_COMMITS_PER_ROUND
-    capped = round_rate(hi, service) < rounds
-    if not capped:
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if round_rate(mid, service) < rounds else (lo, mid)
-    commits = hi
-    s.sizes = _commit_sizes(s, rounds / commits)
-    s.rounds_iops = rounds
-    s.rate_iops = commits
-    s.arrival, s.batch, s.batch_gap_s = "poisson", 1.0, 0.0
-    s.notes.append(
-        f"{commits:.4g} commits a second (Poisson), {commits / rounds:.2f} to a round: "
-        f"grouped while a write and its flush take {mean_ms:.3g} ms on average, as in the "
-        f"trace, they give its {rounds:.4g} writes a second"
-        + (f" (at most {MAX_COMMITS_PER_ROUND:g} to a round)" if capped else "")
-    )
-
-
-def _commit_sizes(s: StreamModel, share: float) -> list[tuple[int, float]]:
-    """A group-commit log's commit sizes from its rounds' (s.sizes), each commit `share` of a
-    round: its advance past the page it rewrites (a constant negative skip) scaled.
-
-    The log's own unit (PostgreSQL's 8 KiB WAL pages): its rounds are whole pages, and so are
-    its commits' advances, each between the two whole numbers of pages around its scaled
-    advance, weighted to keep the mean (rounding 8 KiB advances of 0.5 to 4 KiB lost a sixth
-    of the bytes, and 4 KiB steps made rounds of sizes the trace never had). A log that does
-    not rewrite its last page has no empty commit: advances below one page become one, and
-    the scale shrinks until the mean is kept."""
-    overlap = -s.skip[0] if s.skip is not None and s.skip[0] == s.skip[1] < 0 else 0
-    unit = max(math.gcd(*(size for size, _ in s.sizes)), placement.ALIGN)
-    least = 0 if overlap else 1
-
-    def mix(scale: float) -> dict[int, float]:
-        sizes: dict[int, float] = {}
-        for size, w in s.sizes:
-            units = max(max(size - overlap, 0) * scale / unit, least)
-            low = math.floor(units)
-            for n, part in ((low, 1 - (units - low)), (low + 1, units - low)):
-                if part > 1e-9:
-                    new = n * unit + overlap
-                    sizes[new] = sizes.get(new, 0.0) + w * part
-        return sizes
-
-    def advance(sizes: dict[int, float]) -> float:
-        return sum(w * (b - overlap) for b, w in sizes.items())
-
-    target = share * sum(w * max(size - overlap, 0) for size, w in s.sizes)
-    lo, hi = 0.0, share
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if advance(mix(mid)) < target else (lo, mid)
-    return sorted(((b, round(w, 6)) for b, w in mix(lo).items()), key=lambda sw: -sw[1])
 
 
 def _areas(

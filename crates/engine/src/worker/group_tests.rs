@@ -164,7 +164,7 @@ fn a_log_that_rewrites_its_last_page_writes_each_page_once_per_round() {
 #[test]
 fn poisson_commits_give_the_round_rate_tilemark_learn_inverts() {
     // `tilemark learn` turns a group-commit log's traced writes (rounds) into the Poisson
-    // commit rate whose rounds come as often (learn/model.py `round_rate`): a round and the
+    // commit rate whose rounds come as often (learn/commits.py `round_rate`): a round and the
     // wait after it take S + E[exp(-rate S)] / rate. 500 commits a second, a write and a
     // flush of 1 ms each (S = 2 ms): 1 / (2 ms + exp(-1) / 500) = 365.6 rounds a second.
     let extra = serde_json::json!({"arrival": {"kind": "open", "dist": "poisson",
