@@ -11,15 +11,12 @@ a round's pages (`commit_sizes`).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 
 from tilemark.learn import placement
 from tilemark.learn.traces import Columns
-
-if TYPE_CHECKING:
-    from tilemark.learn.model import StreamModel
 
 # learn() inverts only where the log's rounds were grouped: this share of its writes issued
 # within BACK_TO_BACK_NS of the flush before them completing...
@@ -40,29 +37,37 @@ def round_rate(commits: float, service_s: np.ndarray) -> float:
     return 1.0 / (float(service_s.mean()) + float(np.exp(-commits * service_s).mean()) / commits)
 
 
-def learn(s: StreamModel, cols: Columns, mask: np.ndarray, min_ios: int) -> None:
+@dataclass(frozen=True)
+class Fit:
+    """A log's commits a second (None: its writes stay its rate) and what to note about it."""
+
+    commits: float | None = None
+    note: str | None = None
+
+
+def fit(cols: Columns, mask: np.ndarray, *, rounds: float, pids: int, min_ios: int) -> Fit:
     """A group-commit log's arrivals are commits, not the device's writes (docs/learn.md,
-    group commit): the trace's writes are the application's rounds, already grouped, and
-    grouping them again at the traced load loses a third of the log's writes and flushes. So
-    the stream's rate becomes the Poisson commit rate whose rounds, each taking a write and
-    its flush as long as the trace's did, come as often as the trace's writes, and each
-    commit writes its share of a round's bytes (its advance scaled, the rewritten page
-    kept). A log whose rounds did not follow each other (each commit a round of its own), or
-    that one process wrote, is left as it is."""
-    if s.pids < 2:
+    group commit): the trace's writes (`mask`, `rounds` a second) are the application's
+    rounds, already grouped, and grouping them again at the traced load loses a third of the
+    log's writes and flushes. So its rate becomes the Poisson commit rate whose rounds, each
+    taking a write and its flush as long as the trace's did, come as often as the trace's
+    writes (each commit then writes its share of a round's bytes: commit_sizes). A log whose
+    rounds did not follow each other (each commit a round of its own), or that one process
+    wrote, is left as it is."""
+    if pids < 2:
         # one process commits one transaction at a time: nothing of its waits with another,
         # its writes back to back are its commits (SQLite's loop)
-        return
+        return Fit()
     writes = np.flatnonzero(mask & (cols.op == "write") & np.isfinite(cols.complete))
     flushes = np.flatnonzero((cols.op == "flush") & np.isfinite(cols.complete))
     if len(writes) < min_ios or len(flushes) == 0:
-        return
+        return Fit()
     # each write's round: to the completion of the first flush issued once it completed
     nxt = np.searchsorted(cols.issue[flushes], cols.complete[writes], side="left")
     ok = nxt < len(flushes)
     service = (cols.complete[flushes[nxt[ok]]] - cols.issue[writes[ok]]) / 1e9
     if len(service) < min_ios:
-        return
+        return Fit()
     # Grouping shows as rounds back to back: the next write issued as soon as the flush
     # before it completed (a waiting session woken: PostgreSQL's 30-60 us), 71% of
     # PostgreSQL's rounds at 385 tps on a 1 ms device. Without it every commit had a round
@@ -70,16 +75,15 @@ def learn(s: StreamModel, cols: Columns, mask: np.ndarray, min_ios: int) -> None
     gap = cols.issue[writes[ok]][1:] - cols.complete[flushes[nxt[ok]]][:-1]
     back_to_back = float(((gap >= 0) & (gap <= BACK_TO_BACK_NS)).mean())
     if back_to_back < GROUPED_SHARE:
-        return
-    rounds = s.rate_iops
+        return Fit()
     busy = rounds * float(service.mean())
     mean_ms = float(service.mean()) * 1e3
     if busy >= ROUNDS_BUSY:
-        s.notes.append(
-            f"its rounds (a write and its flush, {mean_ms:.3g} ms on average) kept the device "
-            f"{busy:.0%} busy: the commits behind them cannot be told, the writes are its rate"
+        return Fit(
+            note=f"its rounds (a write and its flush, {mean_ms:.3g} ms on average) kept the "
+            f"device {busy:.0%} busy: the commits behind them cannot be told, the writes are "
+            "its rate"
         )
-        return
     lo, hi = rounds, rounds * MAX_COMMITS_PER_ROUND
     capped = round_rate(hi, service) < rounds
     if not capped:
@@ -87,21 +91,20 @@ def learn(s: StreamModel, cols: Columns, mask: np.ndarray, min_ios: int) -> None
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if round_rate(mid, service) < rounds else (lo, mid)
     commits = hi
-    s.sizes = commit_sizes(s, rounds / commits)
-    s.rounds_iops = rounds
-    s.rate_iops = commits
-    s.arrival, s.batch, s.batch_gap_s = "poisson", 1.0, 0.0
-    s.notes.append(
+    return Fit(
+        commits,
         f"{commits:.4g} commits a second (Poisson), {commits / rounds:.2f} to a round: "
         f"grouped while a write and its flush take {mean_ms:.3g} ms on average, as in the "
         f"trace, they give its {rounds:.4g} writes a second"
-        + (f" (at most {MAX_COMMITS_PER_ROUND:g} to a round)" if capped else "")
+        + (f" (at most {MAX_COMMITS_PER_ROUND:g} to a round)" if capped else ""),
     )
 
 
-def commit_sizes(s: StreamModel, share: float) -> list[tuple[int, float]]:
-    """A group-commit log's commit sizes from its rounds' (s.sizes), each commit `share` of a
-    round: its advance past the page it rewrites (a constant negative skip) scaled.
+def commit_sizes(
+    rounds: list[tuple[int, float]], skip: tuple[int, int] | None, share: float
+) -> list[tuple[int, float]]:
+    """A group-commit log's commit sizes from its rounds' (size, weight), each commit `share`
+    of a round: its advance past the page it rewrites (a constant negative `skip`) scaled.
 
     The log's own unit (PostgreSQL's 8 KiB WAL pages): its rounds are whole pages, and so are
     its commits' advances, each between the two whole numbers of pages around its scaled
@@ -109,13 +112,13 @@ def commit_sizes(s: StreamModel, share: float) -> list[tuple[int, float]]:
     of the bytes, and 4 KiB steps made rounds of sizes the trace never had). A log that does
     not rewrite its last page has no empty commit: advances below one page become one, and
     the scale shrinks until the mean is kept."""
-    overlap = -s.skip[0] if s.skip is not None and s.skip[0] == s.skip[1] < 0 else 0
-    unit = max(math.gcd(*(size for size, _ in s.sizes)), placement.ALIGN)
+    overlap = -skip[0] if skip is not None and skip[0] == skip[1] < 0 else 0
+    unit = max(math.gcd(*(size for size, _ in rounds)), placement.ALIGN)
     least = 0 if overlap else 1
 
     def mix(scale: float) -> dict[int, float]:
         sizes: dict[int, float] = {}
-        for size, w in s.sizes:
+        for size, w in rounds:
             units = max(max(size - overlap, 0) * scale / unit, least)
             low = math.floor(units)
             for n, part in ((low, 1 - (units - low)), (low + 1, units - low)):
@@ -127,7 +130,7 @@ def commit_sizes(s: StreamModel, share: float) -> list[tuple[int, float]]:
     def advance(sizes: dict[int, float]) -> float:
         return sum(w * (b - overlap) for b, w in sizes.items())
 
-    target = share * sum(w * max(size - overlap, 0) for size, w in s.sizes)
+    target = share * sum(w * max(size - overlap, 0) for size, w in rounds)
     lo, hi = 0.0, share
     for _ in range(40):
         mid = (lo + hi) / 2

@@ -442,7 +442,7 @@ def _assign_flushes(
                     "fdatasync:group: commits due while a write and its flush are in flight "
                     "join the next write and flush, as a database's log does"
                 )
-                commits.learn(s, cols, masks[s.name], MIN_STREAM_IOS)
+                _commits(s, cols, masks[s.name])
             if s.fua_share >= 0.5:
                 s.notes.append(
                     f"{s.fua_share:.0%} of its writes are FUA, written as fdatasync:{every} (one "
@@ -450,6 +450,18 @@ def _assign_flushes(
                 )
         elif s.fua_share >= 0.5:
             s.sync = "dsync"
+
+
+def _commits(s: StreamModel, cols: Columns, mask: np.ndarray) -> None:
+    """A group-commit log learned as its commits where its rounds were grouped (commits.py)."""
+    got = commits.fit(cols, mask, rounds=s.rate_iops, pids=s.pids, min_ios=MIN_STREAM_IOS)
+    if got.note:
+        s.notes.append(got.note)
+    if got.commits is None:
+        return
+    s.sizes = commits.commit_sizes(s.sizes, s.skip, s.rate_iops / got.commits)
+    s.rounds_iops, s.rate_iops = s.rate_iops, got.commits
+    s.arrival, s.batch, s.batch_gap_s = "poisson", 1.0, 0.0
 
 
 def _areas(
