@@ -39,6 +39,9 @@ def main() -> int:
     ap.add_argument("--rdelay-ms", type=float, default=1)
     ap.add_argument("--wdelay-ms", type=float, default=1)
     ap.add_argument("--out", required=True, help="results file stem (.md and .json)")
+    ap.add_argument("--own-file", default="", metavar="WHICH:STREAM,...",
+                    help="run these streams of profile a or b on a file of their own "
+                         "(b:postgres_log): a database's log is a file of its own")  # fmt: skip
     args = ap.parse_args()
     names = args.names.split(",")
     if len(names) != 2:
@@ -49,6 +52,12 @@ def main() -> int:
     cap = fid.capacity_of(args.a)
     runs: dict[str, list[dict]] = {n: [] for n in names}
     profiles = dict(zip(names, (args.a, args.b), strict=True))
+    own: dict[str, tuple[str, ...]] = dict.fromkeys(names, ())
+    if args.own_file:
+        which, _, streams = args.own_file.partition(":")
+        if which not in ("a", "b") or not streams:
+            ap.error("--own-file takes a:STREAM,... or b:STREAM,...")
+        own[names[0 if which == "a" else 1]] = tuple(streams.split(","))
     order = [names if rep % 2 == 0 else names[::-1] for rep in range(args.reps)]
     with rigs.delayed_device(args.work / "ab-dev", "2G", rdelay_ms=args.rdelay_ms,
                              wdelay_ms=args.wdelay_ms) as dev:  # fmt: skip
@@ -56,7 +65,8 @@ def main() -> int:
             for rep, pair in enumerate(order):
                 for name in pair:
                     out = args.work / f"ab-{name}-{rep}.parquet"
-                    fid.run_profile(dev, fs, str(profiles[name]), cap, args.seconds, out)
+                    fid.run_profile(dev, fs, str(profiles[name]), cap, args.seconds, out,
+                                    own_file=own[name])  # fmt: skip
                     doc = fid.fidelity(app, out)
                     doc["pressure"] = rigs.pressure()
                     runs[name].append(doc)
@@ -68,7 +78,9 @@ def main() -> int:
         f"# Two profiles of one capture, alternated ({datetime.now():%Y-%m-%d %H:%M})",
         "",
         f"`bench/fid_ab.py {' '.join(sys.argv[1:])}` on {platform.node()} "
-        f"(kernel {platform.release()}): {names[0]} = {args.a}, {names[1]} = {args.b}, "
+        f"(kernel {platform.release()}): {names[0]} = {args.a}, {names[1]} = {args.b}"
+        + "".join(f" ({n}: {', '.join(v)} on a file of their own)" for n, v in own.items() if v)
+        + ", "
         f"order {' '.join(' '.join(p) for p in order)}; each run compared with "
         f"{app} (`tilemark fidelity --same-device`).",
         "",

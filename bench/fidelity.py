@@ -137,17 +137,23 @@ def capacity_of(profile: Path) -> int:
 def run_profile(
     dev: rigs.Device, fs: Path, profile: str, capacity: int, seconds: float, out: Path,
     extra: tuple[str, ...] = (), lead_s: float = LEAD_S, prep_s: float = PREP_S,
-    exe: str | None = None,
+    exe: str | None = None, own_file: tuple[str, ...] = (),
 ) -> str:  # fmt: skip
     """The profile as one tile on a file of the device's filesystem, captured. The caller
     has removed the application's files: on the emptied filesystem ext4 lays the target out
     in long extents from the start, so the profile's layout (where its areas lie, how far
     apart) reaches the device as the profile has it, rather than scattered over the holes
-    between the application's files."""
+    between the application's files. `own_file`: streams (of the profile `learned`) on a
+    second file, as a database's log is (an fdatasync covers its whole file)."""
     target = fs / "tilemark-learned.dat"
     rigs.remount(dev.loop, fs)
     results = out.parent / "results"
-    base = [exe or tilemark(), "run", "--tiles", "1", "--tile", profile, "--target", str(target),
+    targets = ["--target", str(target)]
+    if own_file:
+        targets = ["--target", f"data={target}", "--target", f"log={fs / 'tilemark-log.dat'}",
+                   "--set", "learned.target=data"]  # fmt: skip
+        targets += [x for n in own_file for x in ("--set", f"learned.{n}.target=log")]
+    base = [exe or tilemark(), "run", "--tiles", "1", "--tile", profile, *targets,
             "--capacity", str(capacity), "--warmup", "0",
             "--results", str(results), *extra]  # fmt: skip
     # Create and fill the target first (a prep_s run), so the capture holds only the profile.
