@@ -38,6 +38,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rdelay-ms", type=float, default=1)
     ap.add_argument("--wdelay-ms", type=float, default=1)
+    ap.add_argument("--device-size", default="2G",
+                    help="the rig's device (with --own-file the second file takes the "
+                         "capacity too)")  # fmt: skip
     ap.add_argument("--out", required=True, help="results file stem (.md and .json)")
     ap.add_argument("--own-file", default="", metavar="WHICH:STREAM,...",
                     help="run these streams of profile a or b on a file of their own "
@@ -59,7 +62,7 @@ def main() -> int:
             ap.error("--own-file takes a:STREAM,... or b:STREAM,...")
         own[names[0 if which == "a" else 1]] = tuple(streams.split(","))
     order = [names if rep % 2 == 0 else names[::-1] for rep in range(args.reps)]
-    with rigs.delayed_device(args.work / "ab-dev", "2G", rdelay_ms=args.rdelay_ms,
+    with rigs.delayed_device(args.work / "ab-dev", args.device_size, rdelay_ms=args.rdelay_ms,
                              wdelay_ms=args.wdelay_ms) as dev:  # fmt: skip
         with rigs.ext4(dev.loop, args.work / "ab-fs") as fs:
             for rep, pair in enumerate(order):
