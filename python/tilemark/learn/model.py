@@ -159,7 +159,8 @@ def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | Non
     """How the stream's IOs that follow their predecessor do so: (the engine's skip, their
     share in %). A log rewriting its last page (PostgreSQL's WAL: 96% of writes start 8 KiB
     before the previous end) gets a constant negative skip; a sorted sweep (its checkpointer:
-    94% start 16 KiB to 4 MiB after) a log-uniform range; else (None, contiguous share)."""
+    94% start 16 KiB to 4 MiB after) a log-uniform range over the 5th to 95th percentile of
+    those gaps; else (None, contiguous share)."""
     if len(offsets) < 2:
         return None, 0.0
     gap = offsets[1:] - (offsets[:-1] + sizes[:-1])
@@ -171,7 +172,7 @@ def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | Non
         v = -max(int(round(-v / placement.ALIGN)), 1) * placement.ALIGN
         return (v, v), float(100 * back.mean())
     if fwd.mean() >= SKIP_SHARE and fwd.mean() > zero:
-        lo, hi = (int(x) for x in np.percentile(gap[fwd], [10, 90]))
+        lo, hi = (int(x) for x in np.percentile(gap[fwd], [5, 95]))
         lo = max(lo // placement.ALIGN, 1) * placement.ALIGN
         hi = max(hi // placement.ALIGN * placement.ALIGN, lo)
         return (lo, hi), float(100 * fwd.mean())
