@@ -474,6 +474,33 @@ def test_a_log_one_process_wrote_keeps_its_writes_as_its_commits(tmp_path):
     assert "to a round" not in out.read_text()
 
 
+def test_reads_that_land_just_after_the_one_before_follow_it_by_a_skip(tmp_path):
+    # 12% of the reads 8 KiB after the previous read's end (pages near each other), the rest
+    # at random over 1 GiB, where chance puts 0.006% within 64 KiB: random = 88, skip = 8k
+    rng = np.random.default_rng(9)
+    rows, t, end = [], 0, 0
+    for i in range(4000):
+        t += int(rng.exponential(1e9 / 400))
+        near = rng.random() < 0.12 and end
+        off = end + 8192 if near else int(rng.integers(0, GIB // 8192)) * 8192
+        rows.append((t, t + MS, "read", off, 8192, False, 100 + i % 4, "postgres"))
+        end = off + 8192
+    trace = tmp_path / "reads.parquet"
+    _write_rows(trace, rows)
+    out = tmp_path / "reads.toml"
+    learn(LearnOptions(traces=(trace,), output=out))
+    (reads,) = load_profile(str(out)).streams
+    assert reads.table["skip"] == "8k"
+    assert reads.table["random"] == pytest.approx(88, abs=2)
+    # a random stream without them keeps no skip
+    plain = tmp_path / "plain.parquet"
+    _write_rows(plain, [(r[0], r[1], r[2], int(rng.integers(0, GIB // 8192)) * 8192, *r[4:])
+                        for r in rows])  # fmt: skip
+    learn(LearnOptions(traces=(plain,), output=tmp_path / "plain.toml"))
+    (plain_reads,) = load_profile(str(tmp_path / "plain.toml")).streams
+    assert "skip" not in plain_reads.table
+
+
 def test_a_size_mix_keeps_the_bytes_of_its_rare_sizes():
     # RocksDB-like: most IOs 4 to 64 KiB, and compaction writes of 300 sizes from 256 KiB to
     # 4 MiB, none of them 0.5% of the IOs, carrying most of the bytes

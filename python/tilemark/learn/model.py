@@ -39,6 +39,11 @@ BATCH_CV = 1.2  # inter-arrival CV from which Poisson arrivals come in batches
 MAX_BATCH = 1000.0
 QD_PERCENTILE = 90
 SKIP_SHARE = 0.3  # IOs a skip must place (share of the stream) to be learned
+# ...or, for IOs just after the one before (within NEAR_BYTES), this share and this many
+# times what chance over the stream's extent gives
+NEAR_BYTES = 64 << 10
+NEAR_SHARE = 0.03
+NEAR_OVER_CHANCE = 20
 # A file's fsync: sync writes of one process family dispatched back to back (the kernel's
 # plug of the file's dirty pages). PostgreSQL's checkpointer fsyncs a data file: runs of 31-32
 # 8 KiB writes 130 ns apart, then one flush; its WAL writes come one at a time.
@@ -176,6 +181,22 @@ def _skip(offsets: np.ndarray, sizes: np.ndarray) -> tuple[tuple[int, int] | Non
         lo = max(lo // placement.ALIGN, 1) * placement.ALIGN
         hi = max(hi // placement.ALIGN * placement.ALIGN, lo)
         return (lo, hi), float(100 * fwd.mean())
+    # A random stream some of whose IOs land just after the one before (PostgreSQL's reads:
+    # 11% start 8 to 64 KiB after the previous read's end, pages near each other, where
+    # chance over its 290 MiB gives 0.02%): that share follows by such a skip, the rest is
+    # random. Not where the contiguous share is larger (a sequential stream keeps it).
+    near = (gap > 0) & (gap <= NEAR_BYTES)
+    extent = int((offsets + sizes).max() - offsets.min())
+    chance = NEAR_BYTES / max(extent, 1)
+    if (
+        near.mean() >= NEAR_SHARE
+        and near.mean() >= NEAR_OVER_CHANCE * chance
+        and near.mean() > zero
+    ):
+        lo, hi = (int(x) for x in np.percentile(gap[near], [5, 95]))
+        lo = max(lo // placement.ALIGN, 1) * placement.ALIGN
+        hi = max(hi // placement.ALIGN * placement.ALIGN, lo)
+        return (lo, hi), float(100 * near.mean())
     return None, 100 * zero
 
 
