@@ -332,9 +332,10 @@ def test_fidelity_scores_are_recorded_in_the_profile_learned_from_the_trace(
     load_profile(str(out))  # still a profile
     _, shown, _ = _cli(capsys, "profiles", "show", out)
     assert "fidelity against" in shown and "fingerprint" in shown
-    # the writeback's batching said in words (rich may wrap the cell: compare its words)
+    # the writeback's batching said in words (rich may wrap the cell: compare its words):
+    # six batches in the 3 s trace, so at constant intervals
     words = " ".join(shown.replace("│", " ").split())
-    assert re.search(r"poisson, batches of [0-9.]+ \(0\.02ms apart\)", words), words
+    assert re.search(r"constant, batches of [0-9.]+ \(0\.02ms apart\)", words), words
     # B was not the source: refused, the profile untouched
     before = out.read_text()
     status, _, err = _cli(capsys, "fidelity", b, a, "--record", out)
@@ -499,6 +500,21 @@ def test_reads_that_land_just_after_the_one_before_follow_it_by_a_skip(tmp_path)
     learn(LearnOptions(traces=(plain,), output=tmp_path / "plain.toml"))
     (plain_reads,) = load_profile(str(tmp_path / "plain.toml")).streams
     assert "skip" not in plain_reads.table
+
+
+def test_a_few_large_batches_come_at_constant_intervals(tmp_path, db_trace):
+    # the writeback's batches of 32: 20 in the 10 s trace stay Poisson; 6 in 3 s come at
+    # constant intervals (with Poisson pauses a run as long as a trace of one batch has none
+    # in 37% of its windows)
+    many, few = tmp_path / "many.toml", tmp_path / "few.toml"
+    learn(LearnOptions(traces=(db_trace()[0],), output=many))
+    learn(LearnOptions(traces=(db_trace(seconds=3)[0],), output=few))
+    wb = {p.name: {s.name: s.table for s in load_profile(str(p)).streams} for p in (many, few)}
+    assert wb["many.toml"]["kworker_writeback"]["arrival"] == "poisson"
+    assert wb["few.toml"]["kworker_writeback"]["arrival"] == "constant"
+    assert re.search(
+        r"batches in the trace: at constant intervals, 0\.\d+ s apart", few.read_text()
+    )
 
 
 def test_a_size_mix_keeps_the_bytes_of_its_rare_sizes():

@@ -37,6 +37,7 @@ SEQUENTIAL_PCT = 98.0  # a stream this sequential is written as a sequential str
 POISSON_CV = 0.7  # inter-arrival CV from which arrivals are Poisson rather than constant
 BATCH_CV = 1.2  # inter-arrival CV from which Poisson arrivals come in batches
 MAX_BATCH = 1000.0
+FEW_BATCHES = 10  # spread batches seen fewer times than this come at constant intervals
 QD_PERCENTILE = 90
 SKIP_SHARE = 0.3  # IOs a skip must place (share of the stream) to be learned
 # ...or, for IOs just after the one before (within NEAR_BYTES), this share and this many
@@ -336,6 +337,18 @@ def _fit_stream(
         spread = _hyperexponential(gaps / 1e9)
         if spread is not None:
             m.batch, m.batch_gap_s = spread
+            seen = m.ios / m.batch
+            if seen < FEW_BATCHES:
+                # A few large batches (RocksDB's memtable flushes and compactions: one batch
+                # of 65 writes of up to 1.3 MiB in 20 s): with Poisson pauses a run as long as
+                # the trace has none in exp(-batches) of its windows (37% for one), and its
+                # bytes with them; at constant intervals it has the trace's count
+                m.arrival = "constant"
+                m.notes.append(
+                    f"about {seen:.1f} batches in the trace: at constant intervals, "
+                    f"{span_s / seen:.3g} s apart (Poisson pauses would leave "
+                    f"{math.exp(-seen):.0%} of the trace-long windows without one)"
+                )
         else:
             # geometric batches at Poisson gaps: CV^2 = 2 * batch - 1
             m.batch = round(min((m.interarrival_cv**2 + 1) / 2, MAX_BATCH), 2)
