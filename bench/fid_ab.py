@@ -7,7 +7,7 @@ a loop device, ext4), each run captured and compared with the application's capt
 (`tilemark fidelity --same-device`), and writes every property of every run with the median
 per profile.
 
-    sudo .venv/bin/python bench/fid_ab.py /var/tmp/tm-fid-pg-XXXX A.toml B.toml \
+    sudo .venv/bin/python bench/fid_ab.py WORK A.toml B.toml \
         --names before,after --reps 2 --out bench/results/DATE-vm-fidelity-NAME-ab
 
 The runs use the capture's rig settings from fidelity.py's defaults (1 ms read and write

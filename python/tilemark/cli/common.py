@@ -65,6 +65,7 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         targets_table,
     )
     from tilemark.run.overhead import overhead_line
+    from tilemark.store.results import kernel_messages
     from tilemark.targets import verification
     from tilemark.telemetry.sampler import tool_bound_line
 
@@ -109,11 +110,12 @@ def print_run(outcome: RunOutcome, out: Console, err: Console) -> None:
         out.print(f"data written: {datareduction.describe(reduction)}", markup=False)
     for change in outcome.summary.get("change_points") or []:
         out.print(f"change: {change_text(change)}", markup=False)
-    kernel = (outcome.summary.get("telemetry") or {}).get("kernel") or {}
-    for m in (kernel.get("messages") or [])[:KERNEL_SHOWN]:
-        err.print(f"kernel: {m['message']}", markup=False, soft_wrap=True)
-    if kernel.get("count", 0) > KERNEL_SHOWN:
-        say(err, f"kernel: {kernel['count'] - KERNEL_SHOWN:,} more (run.json, the report)")
+    kernel = kernel_messages(outcome.summary.get("telemetry"))
+    if kernel is not None:
+        for m in kernel.messages[:KERNEL_SHOWN]:
+            err.print(f"kernel: {m.message}", markup=False, soft_wrap=True)
+        if kernel.count > KERNEL_SHOWN:
+            say(err, f"kernel: {kernel.count - KERNEL_SHOWN:,} more (run.json, the report)")
     for note in outcome.summary.get("notes") or []:
         if note not in outcome.notes_shown:  # said once, as the run started
             say(err, f"note: {note}")

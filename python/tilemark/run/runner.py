@@ -35,7 +35,7 @@ from tilemark.run.overhead import tool_overhead
 from tilemark.run.priority import front_end_yields
 from tilemark.run.summary import errors_text, summarize
 from tilemark.run.where import RemoteTargets, Targets
-from tilemark.store.results import EnginePoller
+from tilemark.store.results import EnginePoller, kernel_messages
 from tilemark.store.rundir import RunWriter
 from tilemark.store.rundoc import STORAGE_FAILED
 from tilemark.targets import data as targetdata
@@ -500,15 +500,14 @@ def kernel_said(summary: dict[str, Any]) -> str:
     many messages, and the first (run.json keeps the first KEEP: summary.telemetry.kernel)."""
     # one host's run: summary.telemetry; a cluster's: each host's (summary.hosts[].telemetry)
     places = [("", summary.get("telemetry"))] + [
-        (f"{h.get('name')}: ", h.get("telemetry")) for h in summary.get("hosts") or []
+        (f"{h['name']}: ", h.get("telemetry")) for h in summary.get("hosts") or []
     ]
     n, first = 0, ""
     for where, telemetry in places:
-        kernel = (telemetry or {}).get("kernel") or {}
-        messages = kernel.get("messages") or []
-        if messages:
-            n += int(kernel.get("count") or len(messages))
-            first = first or where + excerpt(str(messages[0]["message"]), 160)
+        kernel = kernel_messages(telemetry)
+        if kernel is not None and kernel.messages:
+            n += kernel.count
+            first = first or where + excerpt(kernel.messages[0].message, 160)
     if not n:
         return ""
     return f"; the kernel logged {n:,} message(s) about its devices, the first: {first}"

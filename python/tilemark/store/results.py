@@ -386,6 +386,13 @@ class KernelMessages(_Struct):
     messages: list[KernelMessage]
 
 
+def kernel_messages(telemetry: dict[str, Any] | None) -> KernelMessages | None:
+    """The kernel messages of a `summary.telemetry` document (a host's in a cluster), typed."""
+    if not telemetry or not telemetry.get("kernel"):
+        return None
+    return msgspec.convert(telemetry["kernel"], KernelMessages)
+
+
 class SummaryTelemetry(_Struct):
     """run.json `summary.telemetry`: devices, front end vs back end, host totals, kernel
     messages."""
