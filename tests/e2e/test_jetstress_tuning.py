@@ -26,6 +26,10 @@ READS_PER_MAILBOX = 0.12 * 0.6
 BDM_READS = 0.25e6 / (256 * 1024)
 
 
+# Serial: in the parallel tier, beside another worker's tests, the 400 reads/s cap did not
+# hold (twice on 2026-11-29: 12,000 mailboxes achieved 88.8% of their reads and writes, about
+# 700 reads/s), so 6,000 passed above what the cap allows; alone it passed every time.
+@pytest.mark.serial
 def test_the_knob_search_finds_the_mailboxes_the_read_cap_allows(tmp_path):
     # The image is in RAM: the throttle is the only limit (not the shared disk's latency).
     with ram_loop_device("tilemark-test-jetstress", 64 * MiB) as dev:
